@@ -1,0 +1,76 @@
+// Sizes derived from a ModelSpec: KV bytes per token, recurrent state bytes, parameter and weight bytes, FLOPs.
+// Pure functions of the spec (vLLM's frozen specs derive sizes as properties the same way). Formulas:
+// ../shared/reference/kernels-and-models.md Part B.3; state shapes follow vLLM mamba_utils.py
+// (gated_delta_net_state_shape, mamba2_state_shape) and dtypes MambaStateDtypeCalculator (conv = model dtype,
+// ssm = the layer's ssm_state_dtype).
+#pragma once
+
+#include <cstdint>
+
+#include "models/model_spec.h"
+
+namespace servesim::models {
+
+struct LayerCounts {
+    int attention = 0;       // full + sliding-window attention layers
+    int sliding_window = 0;  // of which sliding-window
+    int gated_delta_net = 0;
+    int mamba2 = 0;
+    int dense_mlp = 0;
+    int moe_mlp = 0;
+};
+
+[[nodiscard]] LayerCounts count_layers(const ModelSpec& spec);
+
+// True when the model has both attention and recurrent (GDN / Mamba2) layers: vLLM's attn_type "hybrid".
+[[nodiscard]] bool is_hybrid(const ModelSpec& spec);
+
+// K+V bytes one token occupies in one attention layer: 2 · kv_heads · head_dim · bytes(kv_dtype).
+[[nodiscard]] std::int64_t kv_bytes_per_token_layer(const AttentionMixer& attn, DType kv_dtype);
+
+// Sum over attention layers (e.g. Qwen3-4B bf16: 36 · 2 · 8 · 128 · 2 = 147,456).
+[[nodiscard]] std::int64_t kv_bytes_per_token(const ModelSpec& spec, DType kv_dtype);
+
+struct StateBytes {
+    std::int64_t conv_bytes = 0;
+    std::int64_t ssm_bytes = 0;
+    [[nodiscard]] std::int64_t total() const { return conv_bytes + ssm_bytes; }
+};
+
+// One recurrent layer's state for one sequence (vLLM MambaSpec.page_size_bytes before padding).
+// GDN: conv (Kc−1)·(2·Hk·dk + Hv·dv)·bytes(model dtype) + ssm Hv·dv·dk·bytes(ssm dtype).
+// Mamba2: conv (Kc−1)·(H·hd + 2·G·N)·bytes(model) + ssm H·hd·N·bytes(ssm). Zero for other layers.
+[[nodiscard]] StateBytes state_bytes_layer(const Layer& layer, DType model_dtype);
+
+// Sum over recurrent layers: the state one sequence holds, independent of its length.
+[[nodiscard]] std::int64_t state_bytes_per_sequence(const ModelSpec& spec);
+
+// Largest per-layer recurrent state (the Mamba page vLLM aligns the attention page to); 0 if none.
+[[nodiscard]] std::int64_t max_state_bytes_layer(const ModelSpec& spec);
+
+struct ParamCounts {
+    std::int64_t embedding = 0;  // input embedding
+    std::int64_t lm_head = 0;    // 0 when tied
+    std::int64_t layers = 0;     // all experts
+    std::int64_t extra = 0;      // e.g. vision tower
+    [[nodiscard]] std::int64_t total() const { return embedding + lm_head + layers + extra; }
+};
+
+[[nodiscard]] ParamCounts count_params(const ModelSpec& spec);
+
+// Bytes vLLM loads onto the GPU (model_memory_usage): every parameter at the model dtype, vision tower included.
+[[nodiscard]] std::int64_t weight_bytes_total(const ModelSpec& spec);
+
+// Weight bytes one forward step reads for a batch of num_tokens tokens: every non-expert layer weight and the
+// lm_head (or tied embedding), not the input embedding table (a gather) nor a vision tower; for MoE layers the
+// shared expert plus the expected number of distinct routed experts touched, E·(1 − (1 − k/E)^num_tokens).
+[[nodiscard]] std::int64_t weight_bytes_read_per_step(const ModelSpec& spec, std::int64_t num_tokens);
+
+// Matmul FLOPs per token in the linear layers (2 · active parameters touched per token, lm_head included).
+[[nodiscard]] double linear_flops_per_token(const ModelSpec& spec);
+
+// Attention-score FLOPs (QKᵀ and PV) for one query token attending to context_tokens keys, summed over
+// attention layers: 4 · Hq · head_dim · context per layer (window-capped for sliding layers).
+[[nodiscard]] double attention_flops_per_token(const ModelSpec& spec, std::int64_t context_tokens);
+
+}  // namespace servesim::models

@@ -1,0 +1,116 @@
+// ModelSpec: an LLM architecture as data — the list of residual blocks (token mixer + MLP), embeddings and dtypes.
+// Built from a preset (models/presets/*.yaml) or a Hugging Face config.json (models/hf_config.h) and immutable
+// afterwards. Sizes derived from it (KV bytes per token, state bytes, weights, FLOPs) are free functions in
+// models/model_derived.h. Shapes follow the Hugging Face configs; state shapes follow vLLM's
+// vllm/model_executor/layers/mamba/mamba_utils.py (gated_delta_net_state_shape, mamba2_state_shape).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace servesim::models {
+
+enum class DType { kFloat32, kBFloat16, kFloat16, kFp8 };
+
+[[nodiscard]] constexpr int dtype_bytes(DType t) {
+    switch (t) {
+        case DType::kFloat32:
+            return 4;
+        case DType::kBFloat16:
+        case DType::kFloat16:
+            return 2;
+        case DType::kFp8:
+            return 1;
+    }
+    return 0;
+}
+
+[[nodiscard]] const char* dtype_name(DType t);
+
+// Softmax attention (GQA). sliding_window_tokens == 0 means full attention.
+struct AttentionMixer {
+    int num_q_heads = 0;
+    int num_kv_heads = 0;
+    int head_dim = 0;
+    bool output_gate = false;  // Qwen3-Next / Qwen3.5 gated attention: q_proj doubles.
+    int sliding_window_tokens = 0;
+    bool operator==(const AttentionMixer&) const = default;
+};
+
+// Gated DeltaNet (Qwen3-Next, Qwen3.5 "linear_attention" layers). Recurrent state: ssm (Hv, dv, dk) in
+// ssm_state_dtype and conv (conv_kernel-1, conv_dim) in the model dtype.
+struct GatedDeltaNetMixer {
+    int num_k_heads = 0;
+    int num_v_heads = 0;
+    int k_head_dim = 0;
+    int v_head_dim = 0;
+    int conv_kernel = 0;
+    DType ssm_state_dtype = DType::kBFloat16;
+    bool operator==(const GatedDeltaNetMixer&) const = default;
+};
+
+// Mamba2 (Nemotron-H, Granite-4.0-H). intermediate_size = expand * hidden = num_heads * head_dim.
+struct Mamba2Mixer {
+    int num_heads = 0;
+    int head_dim = 0;
+    int state_size = 0;
+    int n_groups = 0;
+    int conv_kernel = 0;
+    int chunk_size = 0;
+    DType ssm_state_dtype = DType::kBFloat16;
+    bool operator==(const Mamba2Mixer&) const = default;
+};
+
+struct NoMixer {
+    bool operator==(const NoMixer&) const = default;
+};
+
+using Mixer = std::variant<NoMixer, AttentionMixer, GatedDeltaNetMixer, Mamba2Mixer>;
+
+struct DenseMlp {
+    int intermediate_size = 0;
+    bool gated = true;  // SwiGLU (3 matrices) vs non-gated relu2 (2 matrices, Nemotron-H)
+    bool operator==(const DenseMlp&) const = default;
+};
+
+struct MoeMlp {
+    int num_experts = 0;
+    int num_experts_per_tok = 0;
+    int moe_intermediate_size = 0;
+    int shared_expert_intermediate_size = 0;  // 0 = no shared expert
+    bool operator==(const MoeMlp&) const = default;
+};
+
+struct NoMlp {
+    bool operator==(const NoMlp&) const = default;
+};
+
+using Mlp = std::variant<NoMlp, DenseMlp, MoeMlp>;
+
+// One residual block. Qwen/Llama blocks have both; Nemotron-H's pattern characters are blocks with only one.
+struct Layer {
+    Mixer mixer;
+    Mlp mlp;
+    bool operator==(const Layer&) const = default;
+};
+
+struct ModelSpec {
+    std::string name;
+    int hidden_size = 0;
+    int vocab_size = 0;
+    bool tie_word_embeddings = false;
+    int max_position_embeddings = 0;
+    DType dtype = DType::kBFloat16;  // weights and activations; also the conv-state dtype (vLLM mamba_cache_dtype auto)
+    std::vector<Layer> layers;
+    // Parameters the checkpoint loads but text decoding never reads (a vision tower). Counted in the weight memory
+    // vLLM reserves, not in the bytes read per decode step.
+    std::int64_t extra_params = 0;
+    // vLLM class capability: implements SupportsMambaPrefixCaching, so --enable-prefix-caching picks mamba_cache_mode
+    // "all" instead of "align" (vllm/model_executor/models/config.py, MambaModelConfig.verify_and_update_config).
+    bool supports_mamba_prefix_caching_all = false;
+    bool operator==(const ModelSpec&) const = default;
+};
+
+}  // namespace servesim::models

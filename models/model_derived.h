@@ -56,7 +56,14 @@ struct ParamCounts {
     [[nodiscard]] std::int64_t total() const { return embedding + lm_head + layers + extra; }
 };
 
+// Every parameter the checkpoint holds for text decoding plus `extra` (vision tower). Linear weights, embeddings,
+// depthwise conv weights and the per-head GDN/Mamba vectors (A_log, dt_bias, D) are counted; RMSNorm/LayerNorm
+// weights of the text model are not (< 0.01 % of any preset).
 [[nodiscard]] ParamCounts count_params(const ModelSpec& spec);
+
+// Parameters one token touches: as count_params, but MoE layers count num_experts_per_tok routed experts (plus the
+// shared expert and router) and `extra` is 0. Embedding and lm_head are included (Qwen3-235B-A22B: 22.2 B).
+[[nodiscard]] ParamCounts count_active_params(const ModelSpec& spec);
 
 // Bytes vLLM loads onto the GPU (model_memory_usage): every parameter at the model dtype, vision tower included.
 [[nodiscard]] std::int64_t weight_bytes_total(const ModelSpec& spec);

@@ -80,6 +80,7 @@ struct MoeMlp {
     int num_experts_per_tok = 0;
     int moe_intermediate_size = 0;
     int shared_expert_intermediate_size = 0;  // 0 = no shared expert
+    bool gated = true;  // experts are SwiGLU (3 matrices); false: relu2 experts with 2 matrices (Nemotron-H 'E')
     bool operator==(const MoeMlp&) const = default;
 };
 

@@ -1,0 +1,469 @@
+// config.json → ModelSpec. Follows transformers' configuration classes for the layer pattern (layer_types,
+// full_attention_interval, hybrid_override_pattern, decoder_sparse_step / mlp_only_layers) and vLLM for what the
+// config leaves implicit: Nemotron-H's ssm state is fp32 (NemotronHForCausalLMConfig), Qwen3.5's comes from
+// `mamba_ssm_dtype`, any other recurrent state uses the model dtype (MambaStateDtypeCalculator, mamba_cache_dtype auto).
+#include "models/hf_config.h"
+
+#include <algorithm>
+#include <array>
+#include <filesystem>
+#include <optional>
+#include <string_view>
+
+#include "common/error.h"
+#include "models/dtype.h"
+
+namespace servesim::models {
+
+namespace {
+
+// Model types and what their configs imply. `family` groups the _text / nested spellings.
+constexpr std::array<std::string_view, 14> kSupportedModelTypes{
+    "granitemoehybrid", "llama",   "minimax_m2", "mistral",     "mixtral",          "nemotron_h",    "qwen2",
+    "qwen3",            "qwen3_5", "qwen3_5_moe", "qwen3_5_moe_text", "qwen3_5_text", "qwen3_moe", "qwen3_next",
+};
+
+// vLLM model classes implementing SupportsMambaPrefixCaching (vllm-v1-behaviour.md §2.1): prefix caching on a
+// hybrid selects mamba_cache_mode "all" for these, "align" for the rest (Qwen3-Next, Qwen3.5).
+constexpr std::array<std::string_view, 8> kMambaPrefixCachingAll{
+    "mamba", "mamba2", "bamba", "falcon_h1", "granitemoehybrid", "jamba", "nemotron_h", "zamba2",
+};
+
+template <std::size_t N>
+bool contains(const std::array<std::string_view, N>& list, std::string_view value) {
+    return std::find(list.begin(), list.end(), value) != list.end();
+}
+
+std::string join(const std::vector<std::string>& items) {
+    std::string out;
+    for (const auto& s : items) {
+        out += (out.empty() ? "" : ", ") + s;
+    }
+    return out;
+}
+
+// "qwen3_5_text" and "qwen3_5" read alike, as do the MoE variants.
+std::string family_of(const std::string& model_type) {
+    constexpr std::string_view kTextSuffix = "_text";
+    if (model_type.size() > kTextSuffix.size() &&
+        model_type.compare(model_type.size() - kTextSuffix.size(), kTextSuffix.size(), kTextSuffix) == 0) {
+        return model_type.substr(0, model_type.size() - kTextSuffix.size());
+    }
+    return model_type;
+}
+
+bool is_gdn_family(const std::string& family) {
+    return family == "qwen3_next" || family == "qwen3_5" || family == "qwen3_5_moe";
+}
+
+int positive_int(const YamlMap& c, std::string_view key) {
+    const int v = c.get<int>(key);
+    if (v <= 0) {
+        c.fail(key, fmt::format("must be a positive integer, got {}", v));
+    }
+    return v;
+}
+
+std::optional<int> optional_positive_int(const YamlMap& c, std::string_view key) {
+    auto v = c.get_optional<int>(key);
+    if (v && *v <= 0) {
+        c.fail(key, fmt::format("must be a positive integer, got {}", *v));
+    }
+    return v;
+}
+
+std::vector<int> int_list(const YamlMap& c, std::string_view key) {
+    std::vector<int> out;
+    if (!c.has(key) || c.raw()[std::string(key)].IsNull()) {
+        return out;
+    }
+    const YAML::Node n = c.node(key);
+    if (!n.IsSequence()) {
+        c.fail(key, "expected a list of integers");
+    }
+    for (const auto& item : n) {
+        out.push_back(c.convert<int>(item, key));
+    }
+    return out;
+}
+
+std::vector<std::string> string_list(const YamlMap& c, std::string_view key) {
+    const YAML::Node n = c.node(key);
+    if (!n.IsSequence()) {
+        c.fail(key, "expected a list of strings");
+    }
+    std::vector<std::string> out;
+    for (const auto& item : n) {
+        out.push_back(c.convert<std::string>(item, key));
+    }
+    return out;
+}
+
+DType dtype_at(const YamlMap& c, std::string_view key) {
+    return parse_dtype(c.get<std::string>(key), c.file(), c.line(key), c.key_path(key));
+}
+
+// What one residual block holds before its shapes are read.
+enum class MixerKind { kNone, kFullAttention, kSlidingAttention, kLinearAttention, kMamba };
+enum class MlpKind { kNone, kDefault, kDense, kMoe };
+
+struct BlockKind {
+    MixerKind mixer = MixerKind::kFullAttention;
+    MlpKind mlp = MlpKind::kDefault;  // kDefault: dense or MoE by the MoE keys
+};
+
+std::vector<BlockKind> nemotron_blocks(const YamlMap& c) {
+    const auto pattern = c.get<std::string>("hybrid_override_pattern");
+    if (pattern.empty()) {
+        c.fail("hybrid_override_pattern", "must not be empty");
+    }
+    std::vector<BlockKind> blocks;
+    for (std::size_t i = 0; i < pattern.size(); ++i) {
+        switch (pattern[i]) {
+            case 'M':
+                blocks.push_back({MixerKind::kMamba, MlpKind::kNone});
+                break;
+            case '*':
+                blocks.push_back({MixerKind::kFullAttention, MlpKind::kNone});
+                break;
+            case '-':
+                blocks.push_back({MixerKind::kNone, MlpKind::kDense});
+                break;
+            case 'E':
+                blocks.push_back({MixerKind::kNone, MlpKind::kMoe});
+                break;
+            default:
+                c.fail("hybrid_override_pattern",
+                       fmt::format("character {} is '{}'; allowed: M (Mamba2), * (attention), - (MLP), E (MoE)", i,
+                                   pattern[i]));
+        }
+    }
+    if (auto n = c.get_optional<int>("num_hidden_layers"); n && *n != static_cast<int>(blocks.size())) {
+        c.fail("num_hidden_layers",
+               fmt::format("is {} but hybrid_override_pattern has {} blocks", *n, blocks.size()));
+    }
+    return blocks;
+}
+
+std::vector<BlockKind> layer_type_blocks(const YamlMap& c, int num_layers) {
+    const auto types = string_list(c, "layer_types");
+    if (static_cast<int>(types.size()) != num_layers) {
+        c.fail("layer_types", fmt::format("has {} entries but num_hidden_layers is {}", types.size(), num_layers));
+    }
+    std::vector<BlockKind> blocks;
+    for (std::size_t i = 0; i < types.size(); ++i) {
+        const auto& t = types[i];
+        if (t == "full_attention" || t == "attention") {
+            blocks.push_back({MixerKind::kFullAttention, MlpKind::kDefault});
+        } else if (t == "sliding_attention") {
+            blocks.push_back({MixerKind::kSlidingAttention, MlpKind::kDefault});
+        } else if (t == "linear_attention") {
+            blocks.push_back({MixerKind::kLinearAttention, MlpKind::kDefault});
+        } else if (t == "mamba") {
+            blocks.push_back({MixerKind::kMamba, MlpKind::kDefault});
+        } else {
+            c.fail("layer_types", fmt::format("entry {} is '{}'; allowed: full_attention, sliding_attention, "
+                                              "linear_attention, mamba, attention",
+                                              i, t));
+        }
+    }
+    return blocks;
+}
+
+// The layer pattern when `layer_types` is absent.
+std::vector<BlockKind> implicit_blocks(const YamlMap& c, const std::string& family, int num_layers) {
+    std::vector<BlockKind> blocks(static_cast<std::size_t>(num_layers));
+    if (is_gdn_family(family)) {
+        // transformers Qwen3NextConfig: layer i is full attention iff (i+1) % full_attention_interval == 0.
+        const int interval = positive_int(c, "full_attention_interval");
+        for (int i = 0; i < num_layers; ++i) {
+            blocks[i].mixer = (i + 1) % interval == 0 ? MixerKind::kFullAttention : MixerKind::kLinearAttention;
+        }
+    } else if (family == "qwen2" || family == "qwen3" || family == "qwen3_moe") {
+        // Qwen2/3: with use_sliding_window, layers from max_window_layers on use the window.
+        if (c.get_optional<bool>("use_sliding_window").value_or(false)) {
+            const int first = c.get_optional<int>("max_window_layers").value_or(num_layers);
+            for (int i = first; i < num_layers; ++i) {
+                blocks[i].mixer = MixerKind::kSlidingAttention;
+            }
+        }
+    } else if (family == "mistral" || family == "mixtral") {
+        // Mistral applies `sliding_window` (when set) to every layer.
+        if (c.get_optional<int>("sliding_window")) {
+            for (auto& b : blocks) {
+                b.mixer = MixerKind::kSlidingAttention;
+            }
+        }
+    } else if (family == "minimax_m2") {
+        // attn_type_list: 1 = softmax attention (all layers of M2); 0 = lightning attention (MiniMax-01), unsupported.
+        const auto types = int_list(c, "attn_type_list");
+        for (std::size_t i = 0; i < types.size(); ++i) {
+            if (types[i] != 1) {
+                c.fail("attn_type_list",
+                       fmt::format("entry {} is {}; only softmax attention (1) is supported", i, types[i]));
+            }
+        }
+    }
+    return blocks;
+}
+
+AttentionMixer read_attention(const YamlMap& c, const std::string& family, bool sliding) {
+    AttentionMixer a;
+    a.num_q_heads = positive_int(c, "num_attention_heads");
+    a.num_kv_heads = optional_positive_int(c, "num_key_value_heads").value_or(a.num_q_heads);
+    if (a.num_q_heads % a.num_kv_heads != 0) {
+        c.fail("num_key_value_heads", fmt::format("{} does not divide num_attention_heads {}", a.num_kv_heads,
+                                                  a.num_q_heads));
+    }
+    if (auto hd = optional_positive_int(c, "head_dim")) {
+        a.head_dim = *hd;
+    } else if (auto nemotron_hd = optional_positive_int(c, "attention_head_dim")) {
+        a.head_dim = *nemotron_hd;
+    } else {
+        const int hidden = positive_int(c, "hidden_size");
+        if (hidden % a.num_q_heads != 0) {
+            c.fail("head_dim", fmt::format("missing, and hidden_size {} is not a multiple of num_attention_heads {}",
+                                           hidden, a.num_q_heads));
+        }
+        a.head_dim = hidden / a.num_q_heads;
+    }
+    // Qwen3-Next always gates its attention output; Qwen3.5 says so with attn_output_gate.
+    a.output_gate = c.get_optional<bool>("attn_output_gate").value_or(is_gdn_family(family));
+    if (sliding) {
+        a.sliding_window_tokens = positive_int(c, "sliding_window");
+    }
+    return a;
+}
+
+GatedDeltaNetMixer read_gated_delta_net(const YamlMap& c, DType model_dtype) {
+    GatedDeltaNetMixer g;
+    g.num_k_heads = positive_int(c, "linear_num_key_heads");
+    g.num_v_heads = positive_int(c, "linear_num_value_heads");
+    g.k_head_dim = positive_int(c, "linear_key_head_dim");
+    g.v_head_dim = positive_int(c, "linear_value_head_dim");
+    g.conv_kernel = positive_int(c, "linear_conv_kernel_dim");
+    if (g.num_v_heads % g.num_k_heads != 0) {
+        c.fail("linear_num_value_heads",
+               fmt::format("{} is not a multiple of linear_num_key_heads {}", g.num_v_heads, g.num_k_heads));
+    }
+    g.ssm_state_dtype = c.has("mamba_ssm_dtype") ? dtype_at(c, "mamba_ssm_dtype") : model_dtype;
+    return g;
+}
+
+Mamba2Mixer read_mamba2(const YamlMap& c, const std::string& family, DType model_dtype) {
+    Mamba2Mixer m;
+    if (family == "granitemoehybrid") {
+        m.num_heads = positive_int(c, "mamba_n_heads");
+        m.head_dim = positive_int(c, "mamba_d_head");
+        m.state_size = positive_int(c, "mamba_d_state");
+        m.n_groups = positive_int(c, "mamba_n_groups");
+        m.conv_kernel = positive_int(c, "mamba_d_conv");
+        m.chunk_size = positive_int(c, "mamba_chunk_size");
+        m.ssm_state_dtype = c.has("mamba_ssm_dtype") ? dtype_at(c, "mamba_ssm_dtype") : model_dtype;
+    } else {
+        m.num_heads = positive_int(c, "mamba_num_heads");
+        m.head_dim = positive_int(c, "mamba_head_dim");
+        m.state_size = positive_int(c, "ssm_state_size");
+        m.n_groups = positive_int(c, "n_groups");
+        m.conv_kernel = positive_int(c, "conv_kernel");
+        m.chunk_size = positive_int(c, "chunk_size");
+        // vLLM forces mamba_ssm_cache_dtype float32 for NemotronH unless the user sets it.
+        m.ssm_state_dtype = c.has("mamba_ssm_dtype") ? dtype_at(c, "mamba_ssm_dtype") : DType::kFloat32;
+    }
+    if (m.num_heads % m.n_groups != 0) {
+        c.fail(family == "granitemoehybrid" ? "mamba_n_groups" : "n_groups",
+               fmt::format("{} does not divide the {} Mamba heads", m.n_groups, m.num_heads));
+    }
+    return m;
+}
+
+MoeMlp read_moe(const YamlMap& c, const std::string& family, int num_experts) {
+    MoeMlp moe;
+    moe.num_experts = num_experts;
+    moe.num_experts_per_tok = positive_int(c, "num_experts_per_tok");
+    if (moe.num_experts_per_tok > num_experts) {
+        c.fail("num_experts_per_tok",
+               fmt::format("{} exceeds the number of experts {}", moe.num_experts_per_tok, num_experts));
+    }
+    // Qwen MoE and Nemotron name the expert width moe_intermediate_size; Mixtral, MiniMax-M2 and Granite use
+    // intermediate_size for it.
+    moe.moe_intermediate_size =
+        c.has("moe_intermediate_size") ? positive_int(c, "moe_intermediate_size") : positive_int(c, "intermediate_size");
+    for (std::string_view key :
+         {"shared_expert_intermediate_size", "shared_intermediate_size", "moe_shared_expert_intermediate_size"}) {
+        if (auto v = c.get_optional<int>(key)) {
+            if (*v < 0) {
+                c.fail(key, fmt::format("must not be negative, got {}", *v));
+            }
+            moe.shared_expert_intermediate_size = *v;
+            break;
+        }
+    }
+    moe.gated = family != "nemotron_h";
+    return moe;
+}
+
+int read_num_experts(const YamlMap& c, const std::string& family) {
+    std::string_view key = family == "nemotron_h" ? "n_routed_experts" : "num_experts";
+    if (!c.get_optional<int>(key) && c.get_optional<int>("num_local_experts")) {
+        key = "num_local_experts";
+    }
+    const int n = c.get_optional<int>(key).value_or(0);
+    if (n < 0) {
+        c.fail(key, fmt::format("must not be negative, got {}", n));
+    }
+    return n;
+}
+
+}  // namespace
+
+std::vector<std::string> supported_model_types() {
+    return {kSupportedModelTypes.begin(), kSupportedModelTypes.end()};
+}
+
+std::string model_name_from_path(const std::string& path) {
+    const std::filesystem::path p(path);
+    const std::string stem = p.stem().string();
+    if (stem == "config") {
+        const std::string parent = p.parent_path().filename().string();
+        if (!parent.empty() && parent != "." && parent != "..") {
+            return parent;
+        }
+    }
+    return stem;
+}
+
+std::int64_t estimate_vision_params(const YamlMap& v, int text_hidden_size) {
+    using i64 = std::int64_t;
+    const i64 depth = positive_int(v, "depth");
+    const i64 hidden = positive_int(v, "hidden_size");
+    const i64 inter = positive_int(v, "intermediate_size");
+    const i64 patch = optional_positive_int(v, "patch_size").value_or(16);
+    const i64 temporal = optional_positive_int(v, "temporal_patch_size").value_or(2);
+    const i64 channels = optional_positive_int(v, "in_channels").value_or(3);
+    const i64 merge = optional_positive_int(v, "spatial_merge_size").value_or(2);
+    const i64 out = optional_positive_int(v, "out_hidden_size").value_or(text_hidden_size);
+    const i64 positions = v.get_optional<int>("num_position_embeddings").value_or(0);
+    const i64 deepstack = static_cast<i64>(int_list(v, "deepstack_visual_indexes").size());
+
+    const i64 patch_embed = channels * temporal * patch * patch * hidden + hidden;
+    const i64 pos_embed = positions * hidden;
+    const i64 block = (hidden * 3 * hidden + 3 * hidden) + (hidden * hidden + hidden)  // qkv, proj
+                      + (hidden * inter + inter) + (inter * hidden + hidden)         // fc1, fc2
+                      + 2 * 2 * hidden;                                              // two LayerNorms
+    const i64 merged = hidden * merge * merge;
+    const i64 merger = 2 * hidden + (merged * merged + merged) + (merged * out + out);
+    return patch_embed + pos_embed + depth * block + (1 + deepstack) * merger;
+}
+
+ModelSpec model_from_hf_config(const YamlMap& top, const std::string& name) {
+    const auto model_type = top.get<std::string>("model_type");
+    if (!contains(kSupportedModelTypes, model_type)) {
+        top.fail("model_type", "unsupported model_type '" + model_type + "'; supported: " + join(supported_model_types()));
+    }
+    const std::string family = family_of(model_type);
+    // The language model's keys: under text_config for multimodal wrappers, else at top level.
+    const bool nested = top.has("text_config");
+    if (!nested && (model_type == "qwen3_5" || model_type == "qwen3_5_moe")) {
+        top.fail("text_config", "missing; model_type '" + model_type + "' keeps the language model under text_config");
+    }
+    const YamlMap c = nested ? top.map("text_config") : top;
+
+    ModelSpec spec;
+    spec.name = name;
+    spec.hidden_size = positive_int(c, "hidden_size");
+    spec.vocab_size = positive_int(c, "vocab_size");
+    spec.max_position_embeddings = positive_int(c, "max_position_embeddings");
+    // tie_word_embeddings: the text config's value wins (transformers ties by get_text_config()); default false.
+    if (c.has("tie_word_embeddings")) {
+        spec.tie_word_embeddings = c.get<bool>("tie_word_embeddings");
+    } else if (top.has("tie_word_embeddings")) {
+        spec.tie_word_embeddings = top.get<bool>("tie_word_embeddings");
+    }
+    // dtype (transformers v5) or torch_dtype, text config first; bfloat16 when the file names none.
+    spec.dtype = DType::kBFloat16;
+    bool dtype_found = false;
+    for (const YamlMap* m : {&c, &top}) {
+        for (std::string_view key : {"dtype", "torch_dtype"}) {
+            if (!dtype_found && m->get_optional<std::string>(key)) {
+                spec.dtype = dtype_at(*m, key);
+                dtype_found = true;
+            }
+        }
+    }
+
+    std::vector<BlockKind> blocks;
+    if (family == "nemotron_h") {
+        blocks = nemotron_blocks(c);
+    } else {
+        const int num_layers = positive_int(c, "num_hidden_layers");
+        blocks = c.has("layer_types") ? layer_type_blocks(c, num_layers) : implicit_blocks(c, family, num_layers);
+    }
+
+    const int num_experts = read_num_experts(c, family);
+    const int sparse_step = optional_positive_int(c, "decoder_sparse_step").value_or(1);
+    const std::vector<int> mlp_only = int_list(c, "mlp_only_layers");
+
+    for (std::size_t i = 0; i < blocks.size(); ++i) {
+        const BlockKind& b = blocks[i];
+        Layer layer;
+        switch (b.mixer) {
+            case MixerKind::kNone:
+                break;
+            case MixerKind::kFullAttention:
+            case MixerKind::kSlidingAttention:
+                layer.mixer = read_attention(c, family, b.mixer == MixerKind::kSlidingAttention);
+                break;
+            case MixerKind::kLinearAttention:
+                layer.mixer = read_gated_delta_net(c, spec.dtype);
+                break;
+            case MixerKind::kMamba:
+                layer.mixer = read_mamba2(c, family, spec.dtype);
+                break;
+        }
+        MlpKind mlp = b.mlp;
+        if (mlp == MlpKind::kDefault) {
+            // transformers Qwen3-MoE rule: MoE iff experts exist, i not in mlp_only_layers, (i+1) % step == 0.
+            const int idx = static_cast<int>(i);
+            const bool moe = num_experts > 0 && std::find(mlp_only.begin(), mlp_only.end(), idx) == mlp_only.end() &&
+                             (idx + 1) % sparse_step == 0;
+            mlp = moe ? MlpKind::kMoe : MlpKind::kDense;
+        }
+        if (mlp == MlpKind::kMoe) {
+            if (num_experts <= 0) {
+                c.fail(family == "nemotron_h" ? "n_routed_experts" : "num_experts",
+                       "a MoE block needs a positive number of experts");
+            }
+            layer.mlp = read_moe(c, family, num_experts);
+        } else if (mlp == MlpKind::kDense) {
+            DenseMlp d;
+            if (family == "granitemoehybrid") {
+                // Granite-4.0-H without experts runs only its shared MLP.
+                d.intermediate_size = positive_int(c, "shared_intermediate_size");
+            } else {
+                d.intermediate_size = positive_int(c, "intermediate_size");
+            }
+            d.gated = family != "nemotron_h";  // Nemotron-H: up/down with relu2, no gate
+            layer.mlp = d;
+        }
+        spec.layers.push_back(std::move(layer));
+    }
+
+    if (top.has("vision_config") && !top.raw()["vision_config"].IsNull()) {
+        spec.extra_params = estimate_vision_params(top.map("vision_config"), spec.hidden_size);
+    }
+    spec.supports_mamba_prefix_caching_all = contains(kMambaPrefixCachingAll, family);
+    return spec;
+}
+
+ModelSpec model_from_hf_config(const YAML::Node& config, const std::string& name, const std::string& file_for_errors) {
+    return model_from_hf_config(YamlMap(config, file_for_errors), name);
+}
+
+ModelSpec read_hf_config(const std::string& path, const std::string& name) {
+    return model_from_hf_config(load_yaml_file(path), name, path);
+}
+
+ModelSpec read_hf_config(const std::string& path) { return read_hf_config(path, model_name_from_path(path)); }
+
+}  // namespace servesim::models

@@ -1,0 +1,226 @@
+// Derived sizes of a ModelSpec (declared in models/model_derived.h): KV bytes, recurrent state bytes, parameter
+// counts, weight bytes read per step and FLOPs. Formulas: ../shared/reference/kernels-and-models.md B.3; state shapes
+// and dtypes as vLLM mamba_utils.py / MambaStateDtypeCalculator. Text-model norm weights are not counted.
+#include "models/model_derived.h"
+
+#include <algorithm>
+#include <cmath>
+#include <type_traits>
+
+namespace servesim::models {
+
+namespace {
+
+template <class... Fs>
+struct Overloaded : Fs... {
+    using Fs::operator()...;
+};
+template <class... Fs>
+Overloaded(Fs...) -> Overloaded<Fs...>;
+
+using i64 = std::int64_t;
+
+i64 gdn_conv_dim(const GatedDeltaNetMixer& g) {
+    return 2 * i64{g.num_k_heads} * g.k_head_dim + i64{g.num_v_heads} * g.v_head_dim;
+}
+
+i64 mamba2_inner(const Mamba2Mixer& m) { return i64{m.num_heads} * m.head_dim; }
+
+i64 mamba2_conv_dim(const Mamba2Mixer& m) { return mamba2_inner(m) + 2 * i64{m.n_groups} * m.state_size; }
+
+// Token-mixer parameters of one layer.
+i64 mixer_params(const Mixer& mixer, i64 h) {
+    return std::visit(
+        Overloaded{
+            [](const NoMixer&) -> i64 { return 0; },
+            [h](const AttentionMixer& a) -> i64 {
+                const i64 q_out = i64{a.num_q_heads} * a.head_dim;
+                const i64 kv_out = i64{a.num_kv_heads} * a.head_dim;
+                // q_proj (doubled by the output gate), k_proj, v_proj, o_proj.
+                return h * q_out * (a.output_gate ? 2 : 1) + 2 * h * kv_out + q_out * h;
+            },
+            [h](const GatedDeltaNetMixer& g) -> i64 {
+                const i64 conv_dim = gdn_conv_dim(g);
+                const i64 v_out = i64{g.num_v_heads} * g.v_head_dim;
+                // in_proj_qkv, in_proj_z, in_proj_a/b, out_proj, depthwise conv, A_log + dt_bias.
+                return h * conv_dim + h * v_out + 2 * h * g.num_v_heads + v_out * h + i64{g.conv_kernel} * conv_dim +
+                       2 * i64{g.num_v_heads};
+            },
+            [h](const Mamba2Mixer& m) -> i64 {
+                const i64 inner = mamba2_inner(m);
+                const i64 conv_dim = mamba2_conv_dim(m);
+                // in_proj h -> (z, x, B, C, dt), depthwise conv (+bias), out_proj, A_log + D + dt_bias.
+                return h * (2 * inner + 2 * i64{m.n_groups} * m.state_size + m.num_heads) +
+                       (i64{m.conv_kernel} + 1) * conv_dim + inner * h + 3 * i64{m.num_heads};
+            },
+        },
+        mixer);
+}
+
+i64 expert_params(const MoeMlp& moe, i64 h) { return (moe.gated ? 3 : 2) * h * moe.moe_intermediate_size; }
+
+// MoE parameters every token reads: shared expert (+ its h->1 gate) and the router.
+i64 moe_always_params(const MoeMlp& moe, i64 h) {
+    const i64 shared = moe.shared_expert_intermediate_size;
+    return (moe.gated ? 3 : 2) * h * shared + (shared > 0 ? h : 0) + h * moe.num_experts;
+}
+
+// MLP parameters of one layer, counting `routed_experts` experts of a MoE layer (-1: all of them).
+double mlp_params(const Mlp& mlp, i64 h, double routed_experts) {
+    return std::visit(Overloaded{
+                          [](const NoMlp&) -> double { return 0; },
+                          [h](const DenseMlp& d) -> double {
+                              return static_cast<double>((d.gated ? 3 : 2) * h * d.intermediate_size);
+                          },
+                          [h, routed_experts](const MoeMlp& m) -> double {
+                              const double experts = routed_experts < 0 ? m.num_experts : routed_experts;
+                              return static_cast<double>(moe_always_params(m, h)) +
+                                     experts * static_cast<double>(expert_params(m, h));
+                          },
+                      },
+                      mlp);
+}
+
+i64 embedding_params(const ModelSpec& spec) { return i64{spec.vocab_size} * spec.hidden_size; }
+
+}  // namespace
+
+LayerCounts count_layers(const ModelSpec& spec) {
+    LayerCounts c;
+    for (const auto& layer : spec.layers) {
+        if (const auto* a = std::get_if<AttentionMixer>(&layer.mixer)) {
+            ++c.attention;
+            if (a->sliding_window_tokens > 0) {
+                ++c.sliding_window;
+            }
+        } else if (std::holds_alternative<GatedDeltaNetMixer>(layer.mixer)) {
+            ++c.gated_delta_net;
+        } else if (std::holds_alternative<Mamba2Mixer>(layer.mixer)) {
+            ++c.mamba2;
+        }
+        if (std::holds_alternative<DenseMlp>(layer.mlp)) {
+            ++c.dense_mlp;
+        } else if (std::holds_alternative<MoeMlp>(layer.mlp)) {
+            ++c.moe_mlp;
+        }
+    }
+    return c;
+}
+
+bool is_hybrid(const ModelSpec& spec) {
+    const LayerCounts c = count_layers(spec);
+    return c.attention > 0 && (c.gated_delta_net + c.mamba2) > 0;
+}
+
+std::int64_t kv_bytes_per_token_layer(const AttentionMixer& attn, DType kv_dtype) {
+    return 2 * i64{attn.num_kv_heads} * attn.head_dim * dtype_bytes(kv_dtype);
+}
+
+std::int64_t kv_bytes_per_token(const ModelSpec& spec, DType kv_dtype) {
+    i64 total = 0;
+    for (const auto& layer : spec.layers) {
+        if (const auto* a = std::get_if<AttentionMixer>(&layer.mixer)) {
+            total += kv_bytes_per_token_layer(*a, kv_dtype);
+        }
+    }
+    return total;
+}
+
+StateBytes state_bytes_layer(const Layer& layer, DType model_dtype) {
+    StateBytes s;
+    if (const auto* g = std::get_if<GatedDeltaNetMixer>(&layer.mixer)) {
+        // conv (Kc-1, conv_dim) in the model dtype; ssm (Hv, dv, dk) in the ssm dtype.
+        s.conv_bytes = (i64{g->conv_kernel} - 1) * gdn_conv_dim(*g) * dtype_bytes(model_dtype);
+        s.ssm_bytes = i64{g->num_v_heads} * g->v_head_dim * g->k_head_dim * dtype_bytes(g->ssm_state_dtype);
+    } else if (const auto* m = std::get_if<Mamba2Mixer>(&layer.mixer)) {
+        // conv (Kc-1, H*hd + 2*G*N) in the model dtype; ssm (H, hd, N) in the ssm dtype.
+        s.conv_bytes = (i64{m->conv_kernel} - 1) * mamba2_conv_dim(*m) * dtype_bytes(model_dtype);
+        s.ssm_bytes = i64{m->num_heads} * m->head_dim * m->state_size * dtype_bytes(m->ssm_state_dtype);
+    }
+    return s;
+}
+
+std::int64_t state_bytes_per_sequence(const ModelSpec& spec) {
+    i64 total = 0;
+    for (const auto& layer : spec.layers) {
+        total += state_bytes_layer(layer, spec.dtype).total();
+    }
+    return total;
+}
+
+std::int64_t max_state_bytes_layer(const ModelSpec& spec) {
+    i64 best = 0;
+    for (const auto& layer : spec.layers) {
+        best = std::max(best, state_bytes_layer(layer, spec.dtype).total());
+    }
+    return best;
+}
+
+ParamCounts count_params(const ModelSpec& spec) {
+    ParamCounts p;
+    const i64 h = spec.hidden_size;
+    p.embedding = embedding_params(spec);
+    p.lm_head = spec.tie_word_embeddings ? 0 : embedding_params(spec);
+    for (const auto& layer : spec.layers) {
+        p.layers += mixer_params(layer.mixer, h) + static_cast<i64>(mlp_params(layer.mlp, h, -1));
+    }
+    p.extra = spec.extra_params;
+    return p;
+}
+
+ParamCounts count_active_params(const ModelSpec& spec) {
+    ParamCounts p = count_params(spec);
+    const i64 h = spec.hidden_size;
+    p.layers = 0;
+    for (const auto& layer : spec.layers) {
+        double routed = -1;
+        if (const auto* m = std::get_if<MoeMlp>(&layer.mlp)) {
+            routed = m->num_experts_per_tok;
+        }
+        p.layers += mixer_params(layer.mixer, h) + static_cast<i64>(mlp_params(layer.mlp, h, routed));
+    }
+    p.extra = 0;
+    return p;
+}
+
+std::int64_t weight_bytes_total(const ModelSpec& spec) { return count_params(spec).total() * dtype_bytes(spec.dtype); }
+
+std::int64_t weight_bytes_read_per_step(const ModelSpec& spec, std::int64_t num_tokens) {
+    if (num_tokens <= 0) {
+        return 0;
+    }
+    const i64 h = spec.hidden_size;
+    // The output projection (lm_head, or the tied embedding matrix) is read once per step.
+    double params = static_cast<double>(embedding_params(spec));
+    for (const auto& layer : spec.layers) {
+        double routed = -1;
+        if (const auto* m = std::get_if<MoeMlp>(&layer.mlp)) {
+            // Expected distinct experts hit by num_tokens tokens choosing k of E each (independent, uniform routing).
+            const double e = m->num_experts;
+            const double k = m->num_experts_per_tok;
+            routed = e * (1.0 - std::pow(1.0 - k / e, static_cast<double>(num_tokens)));
+        }
+        params += static_cast<double>(mixer_params(layer.mixer, h)) + mlp_params(layer.mlp, h, routed);
+    }
+    return static_cast<i64>(std::llround(params * dtype_bytes(spec.dtype)));
+}
+
+double linear_flops_per_token(const ModelSpec& spec) {
+    const ParamCounts active = count_active_params(spec);
+    // Every active layer parameter plus the output projection (V x h whether tied or not); not the input gather.
+    return 2.0 * static_cast<double>(active.layers + embedding_params(spec));
+}
+
+double attention_flops_per_token(const ModelSpec& spec, std::int64_t context_tokens) {
+    double flops = 0;
+    for (const auto& layer : spec.layers) {
+        if (const auto* a = std::get_if<AttentionMixer>(&layer.mixer)) {
+            const i64 ctx = a->sliding_window_tokens > 0 ? std::min<i64>(context_tokens, a->sliding_window_tokens)
+                                                         : context_tokens;
+            flops += 4.0 * a->num_q_heads * a->head_dim * static_cast<double>(ctx);
+        }
+    }
+    return flops;
+}
+
+}  // namespace servesim::models

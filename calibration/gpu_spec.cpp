@@ -18,7 +18,9 @@ constexpr double kTFlops = 1e12;
 constexpr double kPcie4x16 = 32e9;  // 16 GT/s x 16 lanes, 128b/130b: ~31.5 GB/s per direction
 constexpr double kPcie5x16 = 64e9;  // 32 GT/s x 16 lanes: ~63 GB/s per direction
 
-std::int64_t gib(double g) { return static_cast<std::int64_t>(g * kGiB); }
+std::int64_t gib(double g) {
+    return static_cast<std::int64_t>(g * kGiB);
+}
 
 std::vector<GpuSpec> make_catalog() {
     return {

@@ -12,8 +12,8 @@
 namespace servesim::calibration {
 
 struct GpuSpec {
-    std::string name;                        // canonical, e.g. "H200", "RTX 3090"
-    std::int64_t memory_bytes = 0;           // total as cudaMemGetInfo reports (below the marketed size)
+    std::string name;                         // canonical, e.g. "H200", "RTX 3090"
+    std::int64_t memory_bytes = 0;            // total as cudaMemGetInfo reports (below the marketed size)
     double memory_bandwidth_bytes_per_s = 0;  // device memory, datasheet peak
     double bf16_dense_flops_per_s = 0;        // tensor cores, bf16 in / fp32 accumulate, dense
     double fp8_dense_flops_per_s = 0;         // 0 where unsupported (Ampere)

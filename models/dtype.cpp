@@ -79,6 +79,8 @@ DType parse_dtype(std::string_view text, const std::string& file, int line, cons
     throw ConfigError(file, line, key, "unknown dtype '" + std::string(text) + "'; allowed: " + allowed_dtype_names());
 }
 
-DType parse_dtype(std::string_view text) { return parse_dtype(text, "", 0, ""); }
+DType parse_dtype(std::string_view text) {
+    return parse_dtype(text, "", 0, "");
+}
 
 }  // namespace servesim::models

@@ -1,7 +1,8 @@
 // config.json → ModelSpec. Follows transformers' configuration classes for the layer pattern (layer_types,
 // full_attention_interval, hybrid_override_pattern, decoder_sparse_step / mlp_only_layers) and vLLM for what the
 // config leaves implicit: Nemotron-H's ssm state is fp32 (NemotronHForCausalLMConfig), Qwen3.5's comes from
-// `mamba_ssm_dtype`, any other recurrent state uses the model dtype (MambaStateDtypeCalculator, mamba_cache_dtype auto).
+// `mamba_ssm_dtype`, any other recurrent state uses the model dtype (MambaStateDtypeCalculator, mamba_cache_dtype
+// auto).
 #include "models/hf_config.h"
 
 #include <algorithm>
@@ -19,8 +20,8 @@ namespace {
 
 // Model types and what their configs imply. `family` groups the _text / nested spellings.
 constexpr std::array<std::string_view, 14> kSupportedModelTypes{
-    "granitemoehybrid", "llama",   "minimax_m2", "mistral",     "mixtral",          "nemotron_h",    "qwen2",
-    "qwen3",            "qwen3_5", "qwen3_5_moe", "qwen3_5_moe_text", "qwen3_5_text", "qwen3_moe", "qwen3_next",
+    "granitemoehybrid", "llama",       "minimax_m2",       "mistral",      "mixtral",   "nemotron_h", "qwen2", "qwen3",
+    "qwen3_5",          "qwen3_5_moe", "qwen3_5_moe_text", "qwen3_5_text", "qwen3_moe", "qwen3_next",
 };
 
 // vLLM model classes implementing SupportsMambaPrefixCaching (vllm-v1-behaviour.md §2.1): prefix caching on a
@@ -139,8 +140,7 @@ std::vector<BlockKind> nemotron_blocks(const YamlMap& c) {
         }
     }
     if (auto n = c.get_optional<int>("num_hidden_layers"); n && *n != static_cast<int>(blocks.size())) {
-        c.fail("num_hidden_layers",
-               fmt::format("is {} but hybrid_override_pattern has {} blocks", *n, blocks.size()));
+        c.fail("num_hidden_layers", fmt::format("is {} but hybrid_override_pattern has {} blocks", *n, blocks.size()));
     }
     return blocks;
 }
@@ -212,8 +212,8 @@ AttentionMixer read_attention(const YamlMap& c, const std::string& family, bool 
     a.num_q_heads = positive_int(c, "num_attention_heads");
     a.num_kv_heads = optional_positive_int(c, "num_key_value_heads").value_or(a.num_q_heads);
     if (a.num_q_heads % a.num_kv_heads != 0) {
-        c.fail("num_key_value_heads", fmt::format("{} does not divide num_attention_heads {}", a.num_kv_heads,
-                                                  a.num_q_heads));
+        c.fail("num_key_value_heads",
+               fmt::format("{} does not divide num_attention_heads {}", a.num_kv_heads, a.num_q_heads));
     }
     if (auto hd = optional_positive_int(c, "head_dim")) {
         a.head_dim = *hd;
@@ -287,8 +287,8 @@ MoeMlp read_moe(const YamlMap& c, const std::string& family, int num_experts) {
     }
     // Qwen MoE and Nemotron name the expert width moe_intermediate_size; Mixtral, MiniMax-M2 and Granite use
     // intermediate_size for it.
-    moe.moe_intermediate_size =
-        c.has("moe_intermediate_size") ? positive_int(c, "moe_intermediate_size") : positive_int(c, "intermediate_size");
+    moe.moe_intermediate_size = c.has("moe_intermediate_size") ? positive_int(c, "moe_intermediate_size")
+                                                               : positive_int(c, "intermediate_size");
     for (std::string_view key :
          {"shared_expert_intermediate_size", "shared_intermediate_size", "moe_shared_expert_intermediate_size"}) {
         if (auto v = c.get_optional<int>(key)) {
@@ -349,8 +349,8 @@ std::int64_t estimate_vision_params(const YamlMap& v, int text_hidden_size) {
     const i64 patch_embed = channels * temporal * patch * patch * hidden + hidden;
     const i64 pos_embed = positions * hidden;
     const i64 block = (hidden * 3 * hidden + 3 * hidden) + (hidden * hidden + hidden)  // qkv, proj
-                      + (hidden * inter + inter) + (inter * hidden + hidden)         // fc1, fc2
-                      + 2 * 2 * hidden;                                              // two LayerNorms
+                      + (hidden * inter + inter) + (inter * hidden + hidden)           // fc1, fc2
+                      + 2 * 2 * hidden;                                                // two LayerNorms
     const i64 merged = hidden * merge * merge;
     const i64 merger = 2 * hidden + (merged * merged + merged) + (merged * out + out);
     return patch_embed + pos_embed + depth * block + (1 + deepstack) * merger;
@@ -359,7 +359,8 @@ std::int64_t estimate_vision_params(const YamlMap& v, int text_hidden_size) {
 ModelSpec model_from_hf_config(const YamlMap& top, const std::string& name) {
     const auto model_type = top.get<std::string>("model_type");
     if (!contains(kSupportedModelTypes, model_type)) {
-        top.fail("model_type", "unsupported model_type '" + model_type + "'; supported: " + join(supported_model_types()));
+        top.fail("model_type",
+                 "unsupported model_type '" + model_type + "'; supported: " + join(supported_model_types()));
     }
     const std::string family = family_of(model_type);
     // The language model's keys: under text_config for multimodal wrappers, else at top level.
@@ -464,6 +465,8 @@ ModelSpec read_hf_config(const std::string& path, const std::string& name) {
     return model_from_hf_config(load_yaml_file(path), name, path);
 }
 
-ModelSpec read_hf_config(const std::string& path) { return read_hf_config(path, model_name_from_path(path)); }
+ModelSpec read_hf_config(const std::string& path) {
+    return read_hf_config(path, model_name_from_path(path));
+}
 
 }  // namespace servesim::models

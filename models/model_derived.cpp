@@ -24,40 +24,45 @@ i64 gdn_conv_dim(const GatedDeltaNetMixer& g) {
     return 2 * i64{g.num_k_heads} * g.k_head_dim + i64{g.num_v_heads} * g.v_head_dim;
 }
 
-i64 mamba2_inner(const Mamba2Mixer& m) { return i64{m.num_heads} * m.head_dim; }
+i64 mamba2_inner(const Mamba2Mixer& m) {
+    return i64{m.num_heads} * m.head_dim;
+}
 
-i64 mamba2_conv_dim(const Mamba2Mixer& m) { return mamba2_inner(m) + 2 * i64{m.n_groups} * m.state_size; }
+i64 mamba2_conv_dim(const Mamba2Mixer& m) {
+    return mamba2_inner(m) + 2 * i64{m.n_groups} * m.state_size;
+}
 
 // Token-mixer parameters of one layer.
 i64 mixer_params(const Mixer& mixer, i64 h) {
-    return std::visit(
-        Overloaded{
-            [](const NoMixer&) -> i64 { return 0; },
-            [h](const AttentionMixer& a) -> i64 {
-                const i64 q_out = i64{a.num_q_heads} * a.head_dim;
-                const i64 kv_out = i64{a.num_kv_heads} * a.head_dim;
-                // q_proj (doubled by the output gate), k_proj, v_proj, o_proj.
-                return h * q_out * (a.output_gate ? 2 : 1) + 2 * h * kv_out + q_out * h;
-            },
-            [h](const GatedDeltaNetMixer& g) -> i64 {
-                const i64 conv_dim = gdn_conv_dim(g);
-                const i64 v_out = i64{g.num_v_heads} * g.v_head_dim;
-                // in_proj_qkv, in_proj_z, in_proj_a/b, out_proj, depthwise conv, A_log + dt_bias.
-                return h * conv_dim + h * v_out + 2 * h * g.num_v_heads + v_out * h + i64{g.conv_kernel} * conv_dim +
-                       2 * i64{g.num_v_heads};
-            },
-            [h](const Mamba2Mixer& m) -> i64 {
-                const i64 inner = mamba2_inner(m);
-                const i64 conv_dim = mamba2_conv_dim(m);
-                // in_proj h -> (z, x, B, C, dt), depthwise conv (+bias), out_proj, A_log + D + dt_bias.
-                return h * (2 * inner + 2 * i64{m.n_groups} * m.state_size + m.num_heads) +
-                       (i64{m.conv_kernel} + 1) * conv_dim + inner * h + 3 * i64{m.num_heads};
-            },
-        },
-        mixer);
+    return std::visit(Overloaded{
+                          [](const NoMixer&) -> i64 { return 0; },
+                          [h](const AttentionMixer& a) -> i64 {
+                              const i64 q_out = i64{a.num_q_heads} * a.head_dim;
+                              const i64 kv_out = i64{a.num_kv_heads} * a.head_dim;
+                              // q_proj (doubled by the output gate), k_proj, v_proj, o_proj.
+                              return h * q_out * (a.output_gate ? 2 : 1) + 2 * h * kv_out + q_out * h;
+                          },
+                          [h](const GatedDeltaNetMixer& g) -> i64 {
+                              const i64 conv_dim = gdn_conv_dim(g);
+                              const i64 v_out = i64{g.num_v_heads} * g.v_head_dim;
+                              // in_proj_qkv, in_proj_z, in_proj_a/b, out_proj, depthwise conv, A_log + dt_bias.
+                              return h * conv_dim + h * v_out + 2 * h * g.num_v_heads + v_out * h +
+                                     i64{g.conv_kernel} * conv_dim + 2 * i64{g.num_v_heads};
+                          },
+                          [h](const Mamba2Mixer& m) -> i64 {
+                              const i64 inner = mamba2_inner(m);
+                              const i64 conv_dim = mamba2_conv_dim(m);
+                              // in_proj h -> (z, x, B, C, dt), depthwise conv (+bias), out_proj, A_log + D + dt_bias.
+                              return h * (2 * inner + 2 * i64{m.n_groups} * m.state_size + m.num_heads) +
+                                     (i64{m.conv_kernel} + 1) * conv_dim + inner * h + 3 * i64{m.num_heads};
+                          },
+                      },
+                      mixer);
 }
 
-i64 expert_params(const MoeMlp& moe, i64 h) { return (moe.gated ? 3 : 2) * h * moe.moe_intermediate_size; }
+i64 expert_params(const MoeMlp& moe, i64 h) {
+    return (moe.gated ? 3 : 2) * h * moe.moe_intermediate_size;
+}
 
 // MoE parameters every token reads: shared expert (+ its h->1 gate) and the router.
 i64 moe_always_params(const MoeMlp& moe, i64 h) {
@@ -81,7 +86,9 @@ double mlp_params(const Mlp& mlp, i64 h, double routed_experts) {
                       mlp);
 }
 
-i64 embedding_params(const ModelSpec& spec) { return i64{spec.vocab_size} * spec.hidden_size; }
+i64 embedding_params(const ModelSpec& spec) {
+    return i64{spec.vocab_size} * spec.hidden_size;
+}
 
 }  // namespace
 
@@ -183,7 +190,9 @@ ParamCounts count_active_params(const ModelSpec& spec) {
     return p;
 }
 
-std::int64_t weight_bytes_total(const ModelSpec& spec) { return count_params(spec).total() * dtype_bytes(spec.dtype); }
+std::int64_t weight_bytes_total(const ModelSpec& spec) {
+    return count_params(spec).total() * dtype_bytes(spec.dtype);
+}
 
 std::int64_t weight_bytes_read_per_step(const ModelSpec& spec, std::int64_t num_tokens) {
     if (num_tokens <= 0) {
@@ -215,8 +224,8 @@ double attention_flops_per_token(const ModelSpec& spec, std::int64_t context_tok
     double flops = 0;
     for (const auto& layer : spec.layers) {
         if (const auto* a = std::get_if<AttentionMixer>(&layer.mixer)) {
-            const i64 ctx = a->sliding_window_tokens > 0 ? std::min<i64>(context_tokens, a->sliding_window_tokens)
-                                                         : context_tokens;
+            const i64 ctx =
+                a->sliding_window_tokens > 0 ? std::min<i64>(context_tokens, a->sliding_window_tokens) : context_tokens;
             flops += 4.0 * a->num_q_heads * a->head_dim * static_cast<double>(ctx);
         }
     }

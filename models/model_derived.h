@@ -34,6 +34,7 @@ struct LayerCounts {
 struct StateBytes {
     std::int64_t conv_bytes = 0;
     std::int64_t ssm_bytes = 0;
+
     [[nodiscard]] std::int64_t total() const { return conv_bytes + ssm_bytes; }
 };
 
@@ -53,6 +54,7 @@ struct ParamCounts {
     std::int64_t lm_head = 0;    // 0 when tied
     std::int64_t layers = 0;     // all experts
     std::int64_t extra = 0;      // e.g. vision tower
+
     [[nodiscard]] std::int64_t total() const { return embedding + lm_head + layers + extra; }
 };
 

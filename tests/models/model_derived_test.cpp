@@ -130,9 +130,9 @@ TEST_CASE("Hybrid and MoE parameter counts match B.3 within 1%", "[models]") {
     CHECK(q35.total() - q35.extra == 4'205'577'728);
     // Vision estimate (models/hf_config.h): 24 blocks of 12.6 M + merger 27.3 M + patch/pos 3.9 M = 333,514,240.
     CHECK(q35.extra == 333'514'240);
-    CHECK(within_rel(static_cast<double>(sm::count_params(sm::load_preset("Qwen3.5-27B")).layers +
-                                         2LL * 248'320 * 5'120),
-                     26.9e9, 0.01));
+    CHECK(
+        within_rel(static_cast<double>(sm::count_params(sm::load_preset("Qwen3.5-27B")).layers + 2LL * 248'320 * 5'120),
+                   26.9e9, 0.01));
     // Qwen3-Next-80B-A3B: 79.7 B total; 3.25 B active without embeddings.
     const auto qn = sm::load_preset("Qwen3-Next-80B-A3B");
     CHECK(within_rel(static_cast<double>(sm::count_params(qn).total()), 79.7e9, 0.01));
@@ -165,7 +165,8 @@ TEST_CASE("Weight bytes read for one token of a MoE count only the routed expert
     const auto spec = sm::load_preset("Qwen3-235B-A22B");
     // 94·(71,303,168 + 524,288 + 8·18,874,368) + lm_head 622,329,856 = 21,567,635,456 params · 2 B.
     CHECK(sm::weight_bytes_read_per_step(spec, 1) == 43'135'270'912);
-    // Many tokens touch every expert: approaches all weights but the input embedding, (235,092,836,352 − 622,329,856)·2.
+    // Many tokens touch every expert: approaches all weights but the input embedding, (235,092,836,352 −
+    // 622,329,856)·2.
     const double all = 2.0 * (235'092'836'352.0 - 622'329'856.0);
     CHECK(within_rel(static_cast<double>(sm::weight_bytes_read_per_step(spec, 100'000)), all, 1e-9));
     // Monotone in the batch: 2 tokens read more than 1, fewer than 2 × 8 distinct experts' worth.

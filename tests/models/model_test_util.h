@@ -28,6 +28,8 @@ inline bool within_rel(double value, double expected, double rel) {
     return std::fabs(value - expected) <= rel * std::fabs(expected);
 }
 
-inline std::string fixture(const std::string& name) { return std::string(SERVESIM_TEST_DATA_DIR) + "/fixtures/hf/" + name; }
+inline std::string fixture(const std::string& name) {
+    return std::string(SERVESIM_TEST_DATA_DIR) + "/fixtures/hf/" + name;
+}
 
 }  // namespace servesim::models::test

@@ -6,6 +6,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <cstdint>
 #include <string>
 #include <vector>
 

@@ -66,6 +66,15 @@ TEST_CASE("Qwen3.5 reads the language model from text_config and the ssm dtype f
     CHECK_FALSE(spec.supports_mamba_prefix_caching_all);
 }
 
+TEST_CASE("A flat qwen3_5_text export reads like the nested text_config", "[models]") {
+    // Later text-only exports put the text config's keys at top level; only the vision tower is then absent.
+    const auto nested_file = servesim::load_yaml_file(fixture("Qwen3.5-4B.json"));
+    const auto flat = sm::model_from_hf_config(nested_file["text_config"], "Qwen3.5-4B", "flat.json");
+    auto nested = sm::read_hf_config(fixture("Qwen3.5-4B.json"));
+    nested.extra_params = 0;
+    CHECK(flat == nested);
+}
+
 TEST_CASE("Nemotron-H's pattern makes each character a whole block", "[models]") {
     const auto spec = sm::read_hf_config(fixture("Nemotron-H-8B.json"));
     REQUIRE(spec.layers.size() == 52);

@@ -1,0 +1,44 @@
+// BlockHasher: the chained hashes of a request's full blocks, computed from prompt content as runs (DESIGN §3).
+// Owns the hash function and the per-request cursor that keeps extension O(new blocks + runs crossed); does not own
+// the hash list (the request does) nor the lookup (prefix_index.h). Follows vLLM kv_cache_utils.hash_block_tokens and
+// Request.update_block_hashes: only full blocks are hashed, block i chains block i−1's hash (or the NONE seed).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "sim/core/content.h"
+#include "sim/core/ids.h"
+
+namespace servesim::cache {
+
+// Hash of block i (tokens [i·B, (i+1)·B)), a fixed and documented function, never std::hash:
+//   h = parent hash (block i−1), or kNoneHashSeed for block 0
+//   for each piece (content id c, offset o in that run, length l) covering the block, left to right:
+//     h = hash_combine(hash_combine(hash_combine(h, c), o), l)
+// A piece is the part of one run inside the block; zero-length runs contribute nothing. The piece list is canonical
+// for a token sequence (token j of a run with content c is the token (c, j)), so equal hashes mean equal prefixes.
+class BlockHasher {
+public:
+    // vLLM NONE_HASH, but fixed (vLLM draws it at random unless PYTHONHASHSEED is set).
+    static constexpr std::uint64_t kNoneHashSeed = 0x5345525645534d31ULL;  // "SERVESM1"
+
+    explicit BlockHasher(int block_size_tokens);
+
+    // Appends to `hashes` the hashes of the full blocks of the first num_tokens tokens of `runs` that are not yet
+    // hashed (hashes.size() blocks are). `runs` may only have grown at the end since the last call (the last run
+    // longer, or runs appended); an empty `hashes` restarts from token 0.
+    void extend(std::vector<core::BlockHash>& hashes, const core::TokenContent& runs, std::int64_t num_tokens);
+
+    [[nodiscard]] int block_size_tokens() const { return block_size_tokens_; }
+
+private:
+    int block_size_tokens_;
+    // Cursor: the first token not yet hashed is token offset_in_run_ of runs[run_index_].
+    std::size_t run_index_ = 0;
+    std::int64_t offset_in_run_ = 0;
+    std::size_t num_hashed_blocks_ = 0;
+};
+
+}  // namespace servesim::cache

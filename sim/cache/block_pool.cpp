@@ -1,0 +1,142 @@
+// BlockPool: ref counts, hashes, allocation, hits and freeing over one shared pool (vLLM BlockPool); see block_pool.h.
+#include "sim/cache/block_pool.h"
+
+#include "common/error.h"
+
+namespace servesim::cache {
+
+BlockPool::BlockPool(std::int64_t num_gpu_blocks, bool enable_caching)
+    : enable_caching_(enable_caching),
+      blocks_(static_cast<std::size_t>(num_gpu_blocks > 0 ? num_gpu_blocks : 0)),
+      free_block_queue_(num_gpu_blocks > 0 ? num_gpu_blocks : 0) {
+    SERVESIM_CHECK(num_gpu_blocks >= 2, "need at least 2 blocks (block 0 is the null block), got {}",
+                   num_gpu_blocks);
+    // As vLLM: block 0 is popped at start-up as the permanent null block.
+    const core::BlockId null_block = free_block_queue_.popleft();
+    SERVESIM_CHECK(null_block == kNullBlock, "first popped block is {}", core::to_int(null_block));
+}
+
+std::optional<core::BlockId> BlockPool::get_cached_block(core::BlockHash hash, int group) const {
+    return cached_block_hash_to_block_.get_one_block(BlockHashWithGroupId{hash, group});
+}
+
+void BlockPool::get_new_blocks(std::int64_t n, std::vector<core::BlockId>& out) {
+    SERVESIM_CHECK(n <= num_free_blocks(), "cannot get {} blocks, only {} free", n, num_free_blocks());
+    for (std::int64_t i = 0; i < n; ++i) {
+        const core::BlockId id = free_block_queue_.popleft();
+        Block& block = blocks_[core::to_int(id)];
+        if (block.has_hash) {
+            cached_block_hash_to_block_.pop(block.hash, id);
+            block.has_hash = false;
+            block.hash = {};
+        }
+        SERVESIM_CHECK(block.ref_cnt == 0, "free block {} has ref_cnt {}", core::to_int(id), block.ref_cnt);
+        block.ref_cnt = 1;
+        out.push_back(id);
+    }
+}
+
+void BlockPool::touch(std::span<const core::BlockId> blocks) {
+    for (const core::BlockId id : blocks) {
+        if (id == kNullBlock) {
+            continue;
+        }
+        Block& block = blocks_[core::to_int(id)];
+        if (block.ref_cnt == 0) {
+            free_block_queue_.remove(id);
+        }
+        ++block.ref_cnt;
+    }
+}
+
+void BlockPool::free_blocks(std::span<const core::BlockId> ordered_blocks) {
+    for (const core::BlockId id : ordered_blocks) {
+        if (id == kNullBlock) {
+            continue;
+        }
+        Block& block = blocks_[core::to_int(id)];
+        SERVESIM_CHECK(block.ref_cnt > 0, "freeing block {} with ref_cnt {}", core::to_int(id), block.ref_cnt);
+        if (--block.ref_cnt == 0) {
+            free_block_queue_.append(id);
+        }
+    }
+}
+
+void BlockPool::cache_full_blocks(std::span<const core::BlockId> blocks, std::span<const core::BlockHash> block_hashes,
+                                  std::int64_t num_cached_blocks, std::int64_t num_full_blocks, int group) {
+    if (num_cached_blocks >= num_full_blocks) {
+        return;
+    }
+    SERVESIM_CHECK(num_full_blocks <= static_cast<std::int64_t>(blocks.size()) &&
+                       num_full_blocks <= static_cast<std::int64_t>(block_hashes.size()),
+                   "caching {} full blocks of a request holding {} blocks with {} hashes", num_full_blocks,
+                   blocks.size(), block_hashes.size());
+    for (std::int64_t i = num_cached_blocks; i < num_full_blocks; ++i) {
+        const core::BlockId id = blocks[static_cast<std::size_t>(i)];
+        if (id == kNullBlock) {
+            continue;
+        }
+        Block& block = blocks_[core::to_int(id)];
+        SERVESIM_CHECK(!block.has_hash, "block {} (position {}) is already cached", core::to_int(id), i);
+        block.has_hash = true;
+        block.hash = BlockHashWithGroupId{block_hashes[static_cast<std::size_t>(i)], group};
+        cached_block_hash_to_block_.insert(block.hash, id);
+    }
+}
+
+double BlockPool::usage() const {
+    const auto usable = static_cast<double>(num_gpu_blocks() - 1);
+    return 1.0 - static_cast<double>(num_free_blocks()) / usable;
+}
+
+std::optional<BlockHashWithGroupId> BlockPool::block_hash(core::BlockId id) const {
+    const Block& block = blocks_[core::to_int(id)];
+    if (!block.has_hash) {
+        return std::nullopt;
+    }
+    return block.hash;
+}
+
+void BlockPool::check_invariants(std::span<const std::int32_t> num_holders) const {
+    SERVESIM_CHECK(static_cast<std::int64_t>(num_holders.size()) == num_gpu_blocks(), "holders for {} of {} blocks",
+                   num_holders.size(), num_gpu_blocks());
+    free_block_queue_.check_invariants();
+    const Block& null_block = blocks_[0];
+    SERVESIM_CHECK(!free_block_queue_.contains(kNullBlock) && !null_block.has_hash && null_block.ref_cnt == 0,
+                   "null block is queued, hashed or counted (ref_cnt {})", null_block.ref_cnt);
+    std::int64_t num_in_use = 0;
+    std::int64_t num_free_cached = 0;
+    std::int64_t num_free_plain = 0;
+    std::int64_t num_hashed = 0;
+    for (std::size_t i = 1; i < blocks_.size(); ++i) {
+        const Block& block = blocks_[i];
+        const core::BlockId id{static_cast<std::uint32_t>(i)};
+        SERVESIM_CHECK(block.ref_cnt == num_holders[i], "block {} has ref_cnt {} but {} holders", i, block.ref_cnt,
+                       num_holders[i]);
+        SERVESIM_CHECK(block.ref_cnt >= 0, "block {} has negative ref_cnt {}", i, block.ref_cnt);
+        const bool queued = free_block_queue_.contains(id);
+        SERVESIM_CHECK(queued == (block.ref_cnt == 0), "block {} with ref_cnt {} is {}queued", i, block.ref_cnt,
+                       queued ? "" : "not ");
+        if (block.has_hash) {
+            ++num_hashed;
+            SERVESIM_CHECK(enable_caching_, "block {} hashed with prefix caching off", i);
+            SERVESIM_CHECK(cached_block_hash_to_block_.contains(block.hash, id), "hashed block {} not indexed", i);
+        }
+        if (block.ref_cnt > 0) {
+            ++num_in_use;
+        } else if (block.has_hash) {
+            ++num_free_cached;
+        } else {
+            ++num_free_plain;
+        }
+    }
+    SERVESIM_CHECK(num_hashed == cached_block_hash_to_block_.num_entries(),
+                   "{} hashed blocks but {} prefix index entries", num_hashed, cached_block_hash_to_block_.num_entries());
+    SERVESIM_CHECK(num_free_cached + num_free_plain == num_free_blocks(), "{} + {} free blocks but queue holds {}",
+                   num_free_cached, num_free_plain, num_free_blocks());
+    SERVESIM_CHECK(num_in_use + num_free_cached + num_free_plain == num_gpu_blocks() - 1,
+                   "states sum to {} + {} + {} != {} usable blocks", num_in_use, num_free_cached, num_free_plain,
+                   num_gpu_blocks() - 1);
+}
+
+}  // namespace servesim::cache

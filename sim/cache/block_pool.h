@@ -1,0 +1,83 @@
+// BlockPool: every KV cache block of one replica, shared by all KV cache groups (vLLM block_pool.py BlockPool):
+// ref counts, the optional hash of each block and the prefix index, allocation (get_new_blocks), cache hits (touch),
+// freeing (free_blocks) and caching (cache_full_blocks). It does not know requests: the per-group managers
+// (single_type_kv_cache_manager.h) hold the block lists and decide the order blocks are freed in.
+//
+// INVARIANT (checked by check_invariants() after every operation in tests):
+//   Block 0 is vLLM's null block: a placeholder in block tables (skipped sliding-window / Mamba positions), never
+//   handed out, never queued, never hashed, its ref count not kept; usable blocks = num_gpu_blocks − 1.
+//   Every other block is in exactly one state:
+//     in use        ref_cnt > 0, not queued (hash optional: a cached block being used);
+//     free, cached  ref_cnt = 0, queued, hash set (evictable: a hit can take it back, allocation evicts it);
+//     free, plain   ref_cnt = 0, queued, no hash.
+//   Exactly the free blocks are queued, so num_free_blocks() = queue length = #free cached + #free plain; the states
+//   sum to num_gpu_blocks − 1. A block has a hash iff the prefix index lists it under that (hash, group). A ref count
+//   equals the number of requests holding the block (the managers pass their view of holders to check it).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "sim/cache/free_block_queue.h"
+#include "sim/cache/prefix_index.h"
+#include "sim/core/ids.h"
+
+namespace servesim::cache {
+
+inline constexpr core::BlockId kNullBlock{0};
+
+class BlockPool {
+public:
+    BlockPool(std::int64_t num_gpu_blocks, bool enable_caching);
+
+    // vLLM get_cached_block for one group: a block cached under (hash, group), or nothing.
+    [[nodiscard]] std::optional<core::BlockId> get_cached_block(core::BlockHash hash, int group) const;
+
+    // Pops n blocks from the free-queue head and appends them to `out` with ref_cnt 1; a popped cached block loses
+    // its hash here (lazy LRU eviction, vLLM _maybe_evict_cached_block). n must not exceed num_free_blocks().
+    void get_new_blocks(std::int64_t n, std::vector<core::BlockId>& out);
+
+    // A cache hit takes a reference: a ref-0 block leaves the free queue wherever it is. Null blocks are skipped.
+    void touch(std::span<const core::BlockId> blocks);
+
+    // Drops one reference per block; blocks reaching 0 are appended to the free-queue tail in the given order.
+    // Null blocks are skipped.
+    void free_blocks(std::span<const core::BlockId> ordered_blocks);
+
+    // Gives blocks[num_cached_blocks, num_full_blocks) of a request the hashes block_hashes[i] in `group`
+    // and indexes them (null blocks skipped). The blocks must not be hashed yet.
+    void cache_full_blocks(std::span<const core::BlockId> blocks, std::span<const core::BlockHash> block_hashes,
+                           std::int64_t num_cached_blocks, std::int64_t num_full_blocks, int group);
+
+    [[nodiscard]] std::int64_t num_gpu_blocks() const { return static_cast<std::int64_t>(blocks_.size()); }
+    [[nodiscard]] std::int64_t num_free_blocks() const { return free_block_queue_.num_free_blocks(); }
+    // vLLM get_usage: 1 − free/(num_gpu_blocks − 1); evictable cached blocks count as free.
+    [[nodiscard]] double usage() const;
+    [[nodiscard]] std::int32_t ref_cnt(core::BlockId id) const { return blocks_[core::to_int(id)].ref_cnt; }
+    [[nodiscard]] std::optional<BlockHashWithGroupId> block_hash(core::BlockId id) const;
+    [[nodiscard]] bool is_free(core::BlockId id) const { return free_block_queue_.contains(id); }
+    [[nodiscard]] bool enable_caching() const { return enable_caching_; }
+    // Head to tail: the order blocks will be allocated (evicted) in.
+    [[nodiscard]] std::vector<core::BlockId> get_all_free_blocks() const {
+        return free_block_queue_.get_all_free_blocks();
+    }
+
+    // Re-derives the invariant above; num_holders[b] = number of requests holding block b, per the managers.
+    void check_invariants(std::span<const std::int32_t> num_holders) const;
+
+private:
+    struct Block {
+        std::int32_t ref_cnt = 0;
+        bool has_hash = false;
+        BlockHashWithGroupId hash{};
+    };
+
+    bool enable_caching_;
+    std::vector<Block> blocks_;  // indexed by BlockId
+    FreeBlockQueue free_block_queue_;
+    PrefixIndex cached_block_hash_to_block_;
+};
+
+}  // namespace servesim::cache

@@ -1,0 +1,54 @@
+// FreeBlockQueue: the eviction order of free blocks, nothing else (vLLM kv_cache_utils.FreeKVCacheBlockQueue).
+// Owns the prev/next links of every block (indexed by BlockId) and two sentinels; does not own ref counts or hashes
+// (block_pool.h). All operations are O(1) and allocate nothing after construction.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "sim/core/ids.h"
+
+namespace servesim::cache {
+
+// An intrusive doubly linked list over a vector indexed by BlockId, with a head and a tail sentinel.
+// Order = LRU: the head is the block to evict (allocate) next, the tail the most recently freed. Initially every
+// block is queued in block-id order. Among blocks freed together, the first appended is evicted first; callers free a
+// request's blocks tail first (SingleTypeKvCacheManager::free passes them in reverse, as vLLM's
+// SingleTypeKVCacheManager.free does), so a request's last block is evicted before its first and a shared prefix
+// outlives the suffixes that depend on it.
+class FreeBlockQueue {
+public:
+    explicit FreeBlockQueue(std::int64_t num_blocks);
+
+    [[nodiscard]] std::int64_t num_free_blocks() const { return num_free_blocks_; }
+    [[nodiscard]] bool contains(core::BlockId id) const;
+
+    // Removes and returns the head (the LRU block). The queue must not be empty.
+    [[nodiscard]] core::BlockId popleft();
+    // Removes a queued block from anywhere (a cache hit on a free block).
+    void remove(core::BlockId id);
+    // Appends a block that is not queued to the tail.
+    void append(core::BlockId id);
+
+    // The queue from head to tail (vLLM get_all_free_blocks): for tests and diagnostics, O(queue).
+    [[nodiscard]] std::vector<core::BlockId> get_all_free_blocks() const;
+
+    // Walks the list both ways and checks links, membership marks and the count; throws InvariantError.
+    void check_invariants() const;
+
+private:
+    static constexpr std::uint32_t kNotQueued = 0xffffffffu;
+    struct Links {
+        std::uint32_t prev = kNotQueued;
+        std::uint32_t next = kNotQueued;
+    };
+
+    [[nodiscard]] std::uint32_t head() const { return static_cast<std::uint32_t>(num_blocks_); }
+    [[nodiscard]] std::uint32_t tail() const { return static_cast<std::uint32_t>(num_blocks_ + 1); }
+
+    std::int64_t num_blocks_;
+    std::int64_t num_free_blocks_ = 0;
+    std::vector<Links> links_;  // [0, num_blocks) blocks, then the head and tail sentinels
+};
+
+}  // namespace servesim::cache

@@ -1,0 +1,67 @@
+// KvCacheCoordinator: the KV cache groups of one replica over one shared BlockPool (vLLM kv_cache_coordinator.py:
+// KVCacheCoordinatorNoPrefixCache, UnitaryKVCacheCoordinator and HybridKVCacheCoordinator in one class). Owns the
+// hybrid hit rule (§2.6) and fans every per-request operation out to the group managers in group order. It never
+// counts statistics or decides whether an allocation fits: that is KvCacheManager (kv_cache_manager.h).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "sim/cache/block_pool.h"
+#include "sim/cache/kv_cache_manager.h"
+#include "sim/cache/single_type_kv_cache_manager.h"
+
+namespace servesim::cache {
+
+class KvCacheCoordinator {
+public:
+    explicit KvCacheCoordinator(const KvCacheConfig& config);
+
+    // vLLM HybridKVCacheCoordinator.find_longest_cache_hit. Groups with equal specs are looked up together (a block
+    // must be cached in each); full attention first gives L_fa left to right; every other spec may only shorten the
+    // candidate (Mamba: the last position ≤ the candidate whose state is cached in every Mamba group); repeat until
+    // no spec shortens it (one pass for one full-attention spec plus one other), then cut full attention to it.
+    // Returns an empty hit when prefix caching is off.
+    [[nodiscard]] CacheHit find_longest_cache_hit(std::span<const core::BlockHash> block_hashes,
+                                                  std::int64_t max_cache_hit_length) const;
+
+    [[nodiscard]] std::int64_t get_num_blocks_to_allocate(core::RequestId id, std::int64_t num_tokens,
+                                                          const CacheHit& hit, std::int64_t total_computed_tokens,
+                                                          std::int64_t num_tokens_main_model) const;
+    void allocate_new_computed_blocks(core::RequestId id, const CacheHit& hit, std::int64_t num_local_computed_tokens);
+    void allocate_new_blocks(core::RequestId id, std::int64_t num_tokens, std::int64_t num_tokens_main_model);
+    // Caches full blocks up to num_tokens floored to the lcm of the group block sizes (all equal here).
+    void cache_blocks(core::RequestId id, std::span<const core::BlockHash> block_hashes, std::int64_t num_tokens);
+    void remove_skipped_blocks(core::RequestId id, std::int64_t total_computed_tokens);
+    void free(core::RequestId id);
+    void new_step_starts();
+
+    [[nodiscard]] BlockPool& block_pool() { return block_pool_; }
+    [[nodiscard]] const BlockPool& block_pool() const { return block_pool_; }
+    [[nodiscard]] int num_groups() const { return static_cast<int>(managers_.size()); }
+    // The hash block size: every group's block size (Mamba kNone groups excepted).
+    [[nodiscard]] int hash_block_size_tokens() const { return hash_block_size_tokens_; }
+    [[nodiscard]] std::vector<std::vector<core::BlockId>> get_block_ids(core::RequestId id) const;
+    [[nodiscard]] std::int64_t num_blocks_held(core::RequestId id) const;
+    void check_invariants() const;
+
+private:
+    // Groups sharing one spec (kind, block size, window): vLLM attention_groups.
+    struct SpecGroup {
+        KvGroupKind kind;
+        std::vector<int> group_indices;
+        const SingleTypeKvCacheManager* manager;  // the first group's manager, which looks up for all of them
+    };
+
+    [[nodiscard]] static std::span<const core::BlockId> group_hit(const CacheHit& hit, int group);
+
+    bool enable_caching_;
+    int hash_block_size_tokens_ = 0;
+    BlockPool block_pool_;
+    std::vector<std::unique_ptr<SingleTypeKvCacheManager>> managers_;  // indexed by group
+    std::vector<SpecGroup> spec_groups_;                               // full attention first
+};
+
+}  // namespace servesim::cache

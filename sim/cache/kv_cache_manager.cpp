@@ -1,0 +1,170 @@
+// KvCacheManager: the scheduler's API over the coordinator (vLLM kv_cache_manager.py KVCacheManager): prefix-cache
+// statistics (§3.5), the capacity checks of allocate_slots (check, then act) and schedule-time caching (§3.2).
+// The hit rule is the coordinator's (kv_cache_coordinator.h); block states are the pool's (block_pool.h).
+#include "sim/cache/kv_cache_manager.h"
+
+#include <algorithm>
+
+#include "common/error.h"
+#include "sim/cache/kv_cache_coordinator.h"
+
+namespace servesim::cache {
+
+struct KvCacheManager::Impl {
+    explicit Impl(const KvCacheConfig& config) : enable_caching(config.enable_prefix_caching), coordinator(config) {}
+
+    bool enable_caching;
+    KvCacheCoordinator coordinator;
+    PrefixCacheStats stats;
+};
+
+namespace {
+
+std::span<const core::BlockHash> hashes_of(const CacheRequest& req) {
+    if (req.block_hashes == nullptr) {
+        return {};
+    }
+    return *req.block_hashes;
+}
+
+bool has_hit_blocks(const CacheHit& hit) {
+    return std::any_of(hit.blocks_per_group.begin(), hit.blocks_per_group.end(),
+                       [](const auto& blocks) { return !blocks.empty(); });
+}
+
+}  // namespace
+
+KvCacheManager::KvCacheManager(const KvCacheConfig& config) : impl_(std::make_unique<Impl>(config)) {}
+
+KvCacheManager::~KvCacheManager() = default;
+
+CacheHit KvCacheManager::get_computed_blocks(const CacheRequest& req) {
+    SERVESIM_CHECK(req.num_computed_tokens == 0, "lookup for request {} with {} computed tokens (waiting requests only)",
+                   core::to_int(req.id), req.num_computed_tokens);
+    if (!impl_->enable_caching) {
+        CacheHit hit;
+        hit.blocks_per_group.resize(static_cast<std::size_t>(impl_->coordinator.num_groups()));
+        return hit;
+    }
+    // The last token is always recomputed to get its logits: at most num_tokens − 1 tokens can hit.
+    const std::int64_t max_cache_hit_length = req.num_tokens - 1;
+    const auto hashes = hashes_of(req);
+    const std::int64_t block_size = impl_->coordinator.hash_block_size_tokens();
+    SERVESIM_CHECK(static_cast<std::int64_t>(hashes.size()) >= std::max<std::int64_t>(max_cache_hit_length, 0) /
+                                                                    block_size,
+                   "request {} has {} block hashes for {} tokens at block size {}", core::to_int(req.id),
+                   hashes.size(), req.num_tokens, block_size);
+    CacheHit hit = impl_->coordinator.find_longest_cache_hit(hashes, max_cache_hit_length);
+    // Recorded per lookup, before any allocation check: a request that fails admission counts again next time.
+    PrefixCacheStats& s = impl_->stats;
+    if (req.preempted_before) {
+        ++s.preempted_requests;
+        s.preempted_queries += req.num_tokens;
+        s.preempted_hits += hit.num_tokens;
+    } else {
+        ++s.requests;
+        s.queries += req.num_tokens;
+        s.hits += hit.num_tokens;
+    }
+    return hit;
+}
+
+// Token layout of one allocation (vLLM allocate_slots):
+//   | computed | hit (new computed) | new          | lookahead |
+//              |<------------- to be allocated -------------->|
+//   |<--------- cached now, up to min(·, num_tokens) --->|
+bool KvCacheManager::allocate_slots(const CacheRequest& req, std::int64_t num_new_tokens, const CacheHit& hit,
+                                    std::int64_t num_lookahead_tokens, bool full_sequence_must_fit) {
+    SERVESIM_CHECK(num_new_tokens > 0, "request {}: allocate_slots with {} new tokens", core::to_int(req.id),
+                   num_new_tokens);
+    SERVESIM_CHECK(hit.num_tokens == 0 || req.num_computed_tokens == 0,
+                   "request {} has {} computed tokens and a {}-token hit", core::to_int(req.id),
+                   req.num_computed_tokens, hit.num_tokens);
+    KvCacheCoordinator& coordinator = impl_->coordinator;
+    const BlockPool& pool = coordinator.block_pool();
+    if (has_hit_blocks(hit)) {
+        // The hit must still be what the lookup found: no allocation may run between lookup and allocate_slots.
+        const auto hashes = hashes_of(req);
+        for (std::size_t g = 0; g < hit.blocks_per_group.size(); ++g) {
+            const auto& blocks = hit.blocks_per_group[g];
+            for (std::size_t i = 0; i < blocks.size(); ++i) {
+                if (blocks[i] == kNullBlock) {
+                    continue;
+                }
+                const auto h = pool.block_hash(blocks[i]);
+                SERVESIM_CHECK(h.has_value() && i < hashes.size() && h->hash == hashes[i] &&
+                                   h->group == static_cast<int>(g),
+                               "request {}: hit block {} (group {}, position {}) was evicted since the lookup",
+                               core::to_int(req.id), core::to_int(blocks[i]), g, i);
+            }
+        }
+    }
+    const std::int64_t num_local_computed_tokens = req.num_computed_tokens + hit.num_tokens;
+    const std::int64_t total_computed_tokens = num_local_computed_tokens;
+
+    if (full_sequence_must_fit) {
+        // scheduler_reserve_full_isl: the whole current sequence (prompt, or prompt + outputs if resumed) must fit.
+        const std::int64_t full_num_tokens = std::max(req.num_tokens, total_computed_tokens + num_new_tokens);
+        const std::int64_t needed = coordinator.get_num_blocks_to_allocate(req.id, full_num_tokens, hit,
+                                                                           total_computed_tokens, full_num_tokens);
+        if (needed > pool.num_free_blocks()) {
+            return false;
+        }
+    }
+
+    const std::int64_t num_tokens_main_model = total_computed_tokens + num_new_tokens;
+    const std::int64_t num_tokens_need_slot = num_tokens_main_model + num_lookahead_tokens;
+
+    // As vLLM, blocks no longer read (outside the sliding window, old Mamba states) are freed before the check, even
+    // if the allocation then fails: they reduce the evictions the new blocks cause.
+    coordinator.remove_skipped_blocks(req.id, total_computed_tokens);
+
+    const std::int64_t num_blocks_to_allocate = coordinator.get_num_blocks_to_allocate(
+        req.id, num_tokens_need_slot, hit, total_computed_tokens, num_tokens_main_model);
+    if (num_blocks_to_allocate > pool.num_free_blocks()) {
+        return false;
+    }
+
+    if (has_hit_blocks(hit)) {
+        coordinator.allocate_new_computed_blocks(req.id, hit, num_local_computed_tokens);
+    }
+    coordinator.allocate_new_blocks(req.id, num_tokens_need_slot, num_tokens_main_model);
+
+    if (impl_->enable_caching) {
+        // Schedule-time caching: blocks are hittable before the GPU computes them; lookahead slots are not cached.
+        const std::int64_t num_tokens_to_cache = std::min(total_computed_tokens + num_new_tokens, req.num_tokens);
+        const auto hashes = hashes_of(req);
+        SERVESIM_CHECK(static_cast<std::int64_t>(hashes.size()) >=
+                           num_tokens_to_cache / coordinator.hash_block_size_tokens(),
+                       "request {} has {} block hashes but caches {} tokens", core::to_int(req.id), hashes.size(),
+                       num_tokens_to_cache);
+        coordinator.cache_blocks(req.id, hashes, num_tokens_to_cache);
+    }
+    return true;
+}
+
+void KvCacheManager::free(core::RequestId id) { impl_->coordinator.free(id); }
+
+void KvCacheManager::begin_step() { impl_->coordinator.new_step_starts(); }
+
+std::int64_t KvCacheManager::num_free_blocks() const { return impl_->coordinator.block_pool().num_free_blocks(); }
+
+double KvCacheManager::usage() const { return impl_->coordinator.block_pool().usage(); }
+
+const PrefixCacheStats& KvCacheManager::stats() const { return impl_->stats; }
+
+std::int64_t KvCacheManager::num_blocks_held(core::RequestId id) const {
+    return impl_->coordinator.num_blocks_held(id);
+}
+
+void KvCacheManager::check_invariants() const { impl_->coordinator.check_invariants(); }
+
+std::vector<std::vector<core::BlockId>> KvCacheManager::get_block_ids(core::RequestId id) const {
+    return impl_->coordinator.get_block_ids(id);
+}
+
+std::vector<core::BlockId> KvCacheManager::get_all_free_blocks() const {
+    return impl_->coordinator.block_pool().get_all_free_blocks();
+}
+
+}  // namespace servesim::cache

@@ -1,0 +1,116 @@
+// KvCacheManager: the scheduler's only door into the KV cache (vLLM vllm/v1/core/kv_cache_manager.py
+// KVCacheManager, with the HybridKVCacheCoordinator and one SingleTypeKVCacheManager per KV cache group under it).
+// It answers "how much of this request's prefix is cached" (get_computed_blocks, counting vLLM's prefix-cache
+// queries and hits in tokens) and "give these tokens slots, or tell me it does not fit" (allocate_slots: check,
+// then act). It never decides who runs: that is sim/engine/scheduler.
+// INTERFACE CONTRACT between sim/cache (implementation) and sim/engine (caller).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "sim/core/ids.h"
+
+namespace servesim::cache {
+
+// vLLM mamba_cache_mode (vllm-v1-behaviour.md §2.1, §2.4, §2.5).
+enum class MambaCacheMode { kNone, kAlign, kAll };
+
+enum class KvGroupKind { kFullAttention, kSlidingWindow, kMamba };
+
+// One KV cache group (vLLM KVCacheGroupSpec): layers sharing one block table per request.
+struct KvCacheGroup {
+    KvGroupKind kind = KvGroupKind::kFullAttention;
+    int block_size_tokens = 16;
+    int sliding_window_tokens = 0;  // kSlidingWindow only
+    int num_layers = 0;             // informational (memory plan)
+};
+
+struct KvCacheConfig {
+    std::int64_t num_gpu_blocks = 0;  // vLLM num_blocks, INCLUDING the null block 0 (usable = num_gpu_blocks − 1)
+    std::vector<KvCacheGroup> groups;  // all groups draw from one shared pool
+    bool enable_prefix_caching = true;
+    MambaCacheMode mamba_cache_mode = MambaCacheMode::kNone;
+};
+
+// What the cache needs to know about a request; the engine owns the request itself.
+struct CacheRequest {
+    core::RequestId id{};
+    // Chained hashes of the request's full blocks at the hash block size (= block_size_tokens of the groups), over
+    // the current token sequence (prompt + generated tokens so far): block_hashes->size() == num_tokens / B.
+    const std::vector<core::BlockHash>* block_hashes = nullptr;
+    std::int64_t num_tokens = 0;           // prompt + generated so far
+    std::int64_t num_computed_tokens = 0;  // as the scheduler tracks it (0 for a waiting request)
+    bool preempted_before = false;         // num_preemptions > 0: lookups count in the preempted_* stats only
+};
+
+// vLLM PrefixCacheStats: units are tokens, one record per lookup attempt (vllm-v1-behaviour.md §3.5).
+struct PrefixCacheStats {
+    std::int64_t requests = 0;
+    std::int64_t queries = 0;
+    std::int64_t hits = 0;
+    std::int64_t preempted_requests = 0;
+    std::int64_t preempted_queries = 0;
+    std::int64_t preempted_hits = 0;
+};
+
+// Result of a lookup: the hit length in tokens (a multiple of the block size) and, opaque to the caller, the
+// blocks per group that allocate_slots will take a reference on.
+struct CacheHit {
+    std::int64_t num_tokens = 0;
+    std::vector<std::vector<core::BlockId>> blocks_per_group;
+};
+
+class KvCacheManager {
+public:
+    explicit KvCacheManager(const KvCacheConfig& config);
+    ~KvCacheManager();
+    KvCacheManager(const KvCacheManager&) = delete;
+    KvCacheManager& operator=(const KvCacheManager&) = delete;
+
+    // vLLM get_computed_blocks → find_longest_cache_hit: longest cached prefix of a waiting request with
+    // num_computed_tokens == 0, capped at num_tokens − 1, stopping at the first miss; hybrid rule of §2.6. Records
+    // requests/queries/hits (or the preempted_* fields). Returns an empty hit when caching is off (nothing recorded).
+    [[nodiscard]] CacheHit get_computed_blocks(const CacheRequest& req);
+
+    // vLLM allocate_slots: give slots for num_new_tokens after the computed tokens and the hit, plus lookahead
+    // slots. Counts the blocks needed (new + evictable hit blocks) and returns false, changing nothing, if they do
+    // not fit in the free queue, or under full_sequence_must_fit (scheduler_reserve_full_isl) if the whole current
+    // sequence would not fit, or under the Mamba same-step rule. On success, takes references on the hit blocks,
+    // allocates from the free queue head (evicting lazily) and caches full blocks up to
+    // min(computed + hit + num_new_tokens, num_tokens) (schedule-time caching, §3.2; hybrid flooring, §2.5).
+    [[nodiscard]] bool allocate_slots(const CacheRequest& req, std::int64_t num_new_tokens, const CacheHit& hit,
+                                      std::int64_t num_lookahead_tokens = 0, bool full_sequence_must_fit = false);
+
+    // Frees all of a request's blocks, each group's in reverse order to the free-queue tail (finish or preempt).
+    void free(core::RequestId id);
+
+    // Called by the scheduler at the start of each step: clears the Mamba cached_blocks_this_step set.
+    void begin_step();
+
+    [[nodiscard]] std::int64_t num_free_blocks() const;
+
+    // vLLM kv_cache_usage_perc: 1 − free/(num_gpu_blocks − 1); evictable cached blocks count as free.
+    [[nodiscard]] double usage() const;
+
+    [[nodiscard]] const PrefixCacheStats& stats() const;
+
+    // Blocks currently held by a request (all groups); for tests and metrics.
+    [[nodiscard]] std::int64_t num_blocks_held(core::RequestId id) const;
+
+    // Re-derives the block accounting invariant (block_pool.h) and throws InvariantError when broken.
+    void check_invariants() const;
+
+    // vLLM get_block_ids: the request's block table per group (null block 0 at skipped positions); for tests.
+    [[nodiscard]] std::vector<std::vector<core::BlockId>> get_block_ids(core::RequestId id) const;
+
+    // vLLM FreeKVCacheBlockQueue.get_all_free_blocks: the free queue from head (next evicted) to tail; for tests.
+    [[nodiscard]] std::vector<core::BlockId> get_all_free_blocks() const;
+
+private:
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace servesim::cache

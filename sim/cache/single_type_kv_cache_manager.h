@@ -1,0 +1,107 @@
+// SingleTypeKvCacheManager: one KV cache group's per-request block lists (vLLM single_type_kv_cache_manager.py
+// SingleTypeKVCacheManager). The base keeps all bookkeeping (req_to_blocks, num_cached_blocks) and the shared
+// algorithms; subclasses (full attention, sliding window, Mamba) override find_longest_cache_hit,
+// get_num_skipped_tokens and, for Mamba, the allocation hooks. It never checks capacity: the coordinator does.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "sim/cache/block_pool.h"
+#include "sim/core/content.h"
+#include "sim/core/ids.h"
+
+namespace servesim::cache {
+
+struct RequestIdHash {
+    std::size_t operator()(core::RequestId id) const {
+        return static_cast<std::size_t>(core::mix64(core::to_int(id)));
+    }
+};
+
+// Python-style floor division (vLLM's `//` on possibly negative skipped-token counts).
+[[nodiscard]] constexpr std::int64_t floor_div(std::int64_t a, std::int64_t b) {
+    return a >= 0 ? a / b : -((-a + b - 1) / b);
+}
+
+[[nodiscard]] constexpr std::int64_t cdiv(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+class SingleTypeKvCacheManager {
+public:
+    SingleTypeKvCacheManager(BlockPool& block_pool, int group_index, int block_size_tokens);
+    virtual ~SingleTypeKvCacheManager() = default;
+    SingleTypeKvCacheManager(const SingleTypeKvCacheManager&) = delete;
+    SingleTypeKvCacheManager& operator=(const SingleTypeKvCacheManager&) = delete;
+
+    // vLLM find_longest_cache_hit: the longest prefix of at most max_length tokens whose blocks are cached in every
+    // group of `group_indices` (groups with this manager's spec). Writes each group's hit list (skipped positions as
+    // kNullBlock) into hit_per_group[group]; returns the list length in blocks.
+    [[nodiscard]] virtual std::int64_t find_longest_cache_hit(std::span<const core::BlockHash> block_hashes,
+                                                              std::int64_t max_length,
+                                                              std::span<const int> group_indices,
+                                                              std::vector<std::vector<core::BlockId>>& hit_per_group)
+        const = 0;
+
+    // Blocks to take from the free queue to give the request num_tokens slots: new blocks plus hit blocks that are
+    // evictable (ref 0) now, as vLLM get_num_blocks_to_allocate.
+    [[nodiscard]] virtual std::int64_t get_num_blocks_to_allocate(core::RequestId id, std::int64_t num_tokens,
+                                                                  std::span<const core::BlockId> new_computed_blocks,
+                                                                  std::int64_t total_computed_tokens,
+                                                                  std::int64_t num_tokens_main_model) const;
+
+    // A new request takes references on its hit blocks (skipped positions become null blocks).
+    void allocate_new_computed_blocks(core::RequestId id, std::span<const core::BlockId> new_computed_blocks,
+                                      std::int64_t num_local_computed_tokens);
+
+    // Gives the request at least num_tokens slots from the free-queue head.
+    virtual void allocate_new_blocks(core::RequestId id, std::int64_t num_tokens, std::int64_t num_tokens_main_model);
+
+    // Caches the request's full blocks up to num_tokens (schedule-time caching, vLLM cache_blocks).
+    virtual void cache_blocks(core::RequestId id, std::span<const core::BlockHash> block_hashes,
+                              std::int64_t num_tokens);
+
+    // Frees the request's blocks in reverse order, so its tail blocks are evicted first (free_block_queue.h).
+    virtual void free(core::RequestId id);
+
+    // Frees blocks no longer read (outside the sliding window, old Mamba states), replacing them by null blocks.
+    virtual void remove_skipped_blocks(core::RequestId id, std::int64_t total_computed_tokens);
+
+    // Called at the start of every scheduler step.
+    virtual void new_step_starts() {}
+
+    [[nodiscard]] int group_index() const { return group_index_; }
+    [[nodiscard]] int block_size_tokens() const { return block_size_tokens_; }
+    // The request's block list (null blocks included); empty when it holds none.
+    [[nodiscard]] std::span<const core::BlockId> blocks(core::RequestId id) const;
+    [[nodiscard]] std::int64_t num_blocks_held(core::RequestId id) const;
+    // Adds one per (request, non-null block) to num_holders[block], for BlockPool::check_invariants.
+    void add_holders(std::vector<std::int32_t>& num_holders) const;
+    // Bookkeeping checks of this manager (and of the subclass, through check_request).
+    void check_invariants() const;
+
+protected:
+    struct RequestBlocks {
+        std::vector<core::BlockId> blocks;
+        std::int64_t num_cached_blocks = 0;  // vLLM num_cached_block: blocks [0, n) are hashed or null
+    };
+
+    // vLLM get_num_skipped_tokens: tokens whose KV the next computation no longer reads (0 for full attention).
+    [[nodiscard]] virtual std::int64_t get_num_skipped_tokens(std::int64_t /*num_computed_tokens*/) const { return 0; }
+    virtual void check_request(const RequestBlocks& /*req*/) const {}
+
+    [[nodiscard]] std::int64_t num_evictable_blocks(std::span<const core::BlockId> blocks) const;
+    [[nodiscard]] const RequestBlocks* find(core::RequestId id) const;
+    void free_in_order(std::span<const core::BlockId> ordered_blocks) { block_pool_.free_blocks(ordered_blocks); }
+
+    BlockPool& block_pool_;
+    int group_index_;
+    int block_size_tokens_;
+    std::unordered_map<core::RequestId, RequestBlocks, RequestIdHash> req_to_blocks_;
+
+private:
+    std::vector<core::BlockId> scratch_;  // reversed block list for free(), reused to avoid allocations
+};
+
+}  // namespace servesim::cache

@@ -1,0 +1,83 @@
+// Tests of sim/cache/block_hash.*: chained hashes over content runs (vllm-v1-behaviour.md §10 item 4).
+#include "sim/cache/block_hash.h"
+
+#include <vector>
+
+#include "tests/catch.h"
+
+namespace servesim::cache {
+namespace {
+
+core::ContentRun run(std::uint64_t c, std::int64_t n) { return core::ContentRun{core::ContentId{c}, n}; }
+
+std::vector<core::BlockHash> hash_all(const core::TokenContent& runs, int block_size) {
+    BlockHasher hasher(block_size);
+    std::vector<core::BlockHash> hashes;
+    hasher.extend(hashes, runs, core::total_tokens(runs));
+    return hashes;
+}
+
+TEST_CASE("BlockHasher hashes only full blocks", "[cache]") {
+    // 2,000 tokens at B = 16: floor(2000/16) = 125 blocks; at B = 528: 3; at B = 1056: 1.
+    const core::TokenContent runs{run(1, 1200), run(2, 800)};
+    CHECK(hash_all(runs, 16).size() == 125);
+    CHECK(hash_all(runs, 528).size() == 3);
+    CHECK(hash_all(runs, 1056).size() == 1);
+    CHECK(hash_all({run(1, 15)}, 16).empty());
+}
+
+TEST_CASE("BlockHasher gives equal hashes exactly for equal prefixes", "[cache]") {
+    for (const int block_size : {16, 528, 1056}) {
+        // a and b share the 3,000-token system prompt and the first 100 tokens of the user message, then differ at
+        // token 3,100: blocks ending at or before 3,100 match, every later block differs (the chain).
+        const core::TokenContent a{run(7, 3000), run(8, 100), run(9, 900)};
+        const core::TokenContent b{run(7, 3000), run(8, 100), run(10, 900)};
+        const auto ha = hash_all(a, block_size);
+        const auto hb = hash_all(b, block_size);
+        REQUIRE(ha.size() == hb.size());
+        const std::size_t num_equal = 3100 / static_cast<std::size_t>(block_size);
+        for (std::size_t i = 0; i < ha.size(); ++i) {
+            INFO("block size " << block_size << " block " << i);
+            CHECK((ha[i] == hb[i]) == (i < num_equal));
+        }
+        // All hashes of one sequence are distinct.
+        for (std::size_t i = 1; i < ha.size(); ++i) {
+            CHECK(ha[i] != ha[i - 1]);
+        }
+    }
+}
+
+TEST_CASE("BlockHasher treats a run split in two as different tokens", "[cache]") {
+    // (A, 32) is tokens (A,0..31); (A,16)(A,16) is (A,0..15)(A,0..15): block 0 equal, block 1 not.
+    const auto whole = hash_all({run(1, 32)}, 16);
+    const auto split = hash_all({run(1, 16), run(1, 16)}, 16);
+    CHECK(whole[0] == split[0]);
+    CHECK(whole[1] != split[1]);
+    // Zero-length runs contribute nothing.
+    CHECK(hash_all({run(1, 10), run(5, 0), run(2, 22)}, 16) == hash_all({run(1, 10), run(2, 22)}, 16));
+}
+
+TEST_CASE("BlockHasher extended incrementally equals hashing from scratch", "[cache]") {
+    for (const int block_size : {16, 528, 1056}) {
+        // A dialogue: system prompt, user message, then an answer generated a few tokens at a time, then a new turn.
+        core::TokenContent runs{run(1, 700), run(2, 333)};
+        BlockHasher hasher(block_size);
+        std::vector<core::BlockHash> incremental;
+        hasher.extend(incremental, runs, core::total_tokens(runs));
+        runs.push_back(run(3, 0));
+        for (int step = 0; step < 300; ++step) {
+            runs.back().length_tokens += 7;
+            hasher.extend(incremental, runs, core::total_tokens(runs));
+        }
+        runs.push_back(run(4, 1500));
+        // Hash only part of the new turn first, then the rest.
+        hasher.extend(incremental, runs, core::total_tokens(runs) - 700);
+        hasher.extend(incremental, runs, core::total_tokens(runs));
+        INFO("block size " << block_size);
+        CHECK(incremental == hash_all(runs, block_size));
+        CHECK(incremental.size() == static_cast<std::size_t>(core::total_tokens(runs) / block_size));
+    }
+}
+
+}  // namespace
+}  // namespace servesim::cache

@@ -1,0 +1,155 @@
+// Tests of sim/cache/block_pool.* and the prefix index: ref counts, lazy eviction, touch, no dedupe, the invariant
+// (vllm-v1-behaviour.md §10 item 9).
+#include "sim/cache/block_pool.h"
+
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "sim/cache/full_attention_manager.h"
+#include "tests/catch.h"
+
+namespace servesim::cache {
+namespace {
+
+std::vector<std::uint32_t> order(const BlockPool& pool) {
+    std::vector<std::uint32_t> out;
+    for (const auto b : pool.get_all_free_blocks()) {
+        out.push_back(core::to_int(b));
+    }
+    return out;
+}
+
+// Holders as a request-less test sees them: the ref counts it took itself.
+void check(const BlockPool& pool, const std::vector<std::int32_t>& holders) { pool.check_invariants(holders); }
+
+std::vector<core::BlockHash> chain(std::initializer_list<std::uint64_t> values) {
+    std::vector<core::BlockHash> out;
+    for (const auto v : values) {
+        out.push_back(core::BlockHash{v});
+    }
+    return out;
+}
+
+TEST_CASE("BlockPool never hands out the null block: usable blocks = num_gpu_blocks - 1", "[cache]") {
+    BlockPool pool(5, true);
+    std::vector<std::int32_t> holders(5, 0);
+    check(pool, holders);
+    CHECK(pool.num_free_blocks() == 4);
+    std::vector<core::BlockId> got;
+    pool.get_new_blocks(4, got);
+    for (const auto b : got) {
+        CHECK(b != kNullBlock);
+        holders[core::to_int(b)] = 1;
+    }
+    check(pool, holders);
+    CHECK(pool.num_free_blocks() == 0);
+    CHECK(pool.usage() == 1.0);
+}
+
+TEST_CASE("BlockPool frees blocks to the tail in the given order", "[cache]") {
+    // 7 blocks, 6 usable: take [1,2,3], free them as a request would (reverse): queue [4,5,6,3,2,1].
+    BlockPool pool(7, true);
+    std::vector<core::BlockId> got;
+    pool.get_new_blocks(3, got);
+    const std::vector<core::BlockId> reversed{got.rbegin(), got.rend()};
+    pool.free_blocks(reversed);
+    check(pool, std::vector<std::int32_t>(7, 0));
+    CHECK(order(pool) == std::vector<std::uint32_t>{4, 5, 6, 3, 2, 1});
+}
+
+TEST_CASE("BlockPool evicts a cached block's hash only when the block is popped", "[cache]") {
+    // Block 1 cached under h=100 and freed sits at the tail, still hittable; popping it evicts the hash.
+    BlockPool pool(3, true);  // usable blocks 1, 2
+    std::vector<core::BlockId> got;
+    pool.get_new_blocks(1, got);
+    pool.cache_full_blocks(got, chain({100}), 0, 1, 0);
+    pool.free_blocks(got);
+    check(pool, {0, 0, 0});
+    CHECK(order(pool) == std::vector<std::uint32_t>{2, 1});
+    CHECK(pool.get_cached_block(core::BlockHash{100}, 0) == core::BlockId{1});
+    CHECK_FALSE(pool.get_cached_block(core::BlockHash{100}, 1).has_value());  // other group: other key
+    std::vector<core::BlockId> next;
+    pool.get_new_blocks(1, next);  // block 2, plain
+    CHECK(pool.get_cached_block(core::BlockHash{100}, 0).has_value());
+    pool.get_new_blocks(1, next);  // block 1: evicted now
+    CHECK_FALSE(pool.get_cached_block(core::BlockHash{100}, 0).has_value());
+    check(pool, {0, 1, 1});
+}
+
+TEST_CASE("BlockPool touch takes a ref-0 hit block out of the free queue", "[cache]") {
+    BlockPool pool(5, true);
+    std::vector<core::BlockId> got;
+    pool.get_new_blocks(2, got);  // [1, 2]
+    pool.cache_full_blocks(got, chain({10, 11}), 0, 2, 0);
+    pool.free_blocks(std::vector<core::BlockId>{got.rbegin(), got.rend()});
+    CHECK(order(pool) == std::vector<std::uint32_t>{3, 4, 2, 1});
+    const std::vector<core::BlockId> hit{core::BlockId{1}};
+    pool.touch(hit);  // ref 0 -> 1, leaves the queue from its tail
+    pool.touch(hit);  // a second request: ref 2, queue unchanged
+    check(pool, {0, 2, 0, 0, 0});
+    CHECK(order(pool) == std::vector<std::uint32_t>{3, 4, 2});
+    pool.free_blocks(hit);
+    CHECK(pool.num_free_blocks() == 3);  // still held once
+    pool.free_blocks(hit);
+    CHECK(order(pool) == std::vector<std::uint32_t>{3, 4, 2, 1});
+    check(pool, {0, 0, 0, 0, 0});
+}
+
+TEST_CASE("BlockPool keeps several blocks under one hash (no dedupe)", "[cache]") {
+    // Two requests computed the same block concurrently: blocks 1 and 2 both cached under h=7. Lookup returns the
+    // first inserted; evicting it exposes the second.
+    BlockPool pool(4, true);
+    std::vector<core::BlockId> a;
+    std::vector<core::BlockId> b;
+    pool.get_new_blocks(1, a);
+    pool.get_new_blocks(1, b);
+    pool.cache_full_blocks(a, chain({7}), 0, 1, 0);
+    pool.cache_full_blocks(b, chain({7}), 0, 1, 0);
+    check(pool, {0, 1, 1, 0});
+    CHECK(pool.get_cached_block(core::BlockHash{7}, 0) == core::BlockId{1});
+    pool.free_blocks(a);
+    pool.free_blocks(b);  // queue [3, 1, 2]
+    std::vector<core::BlockId> c;
+    pool.get_new_blocks(2, c);  // pops 3, then 1 (evicted)
+    CHECK(pool.get_cached_block(core::BlockHash{7}, 0) == core::BlockId{2});
+    check(pool, {0, 1, 0, 1});
+}
+
+TEST_CASE("BlockPool check_invariants catches a ref count that disagrees with the holders", "[cache]") {
+    BlockPool pool(4, true);
+    std::vector<core::BlockId> got;
+    pool.get_new_blocks(1, got);
+    bool threw = false;
+    try {
+        check(pool, {0, 2, 0, 0});
+    } catch (const InvariantError& e) {
+        threw = std::string(e.what()).find("ref_cnt 1 but 2 holders") != std::string::npos;
+    }
+    CHECK(threw);
+}
+
+TEST_CASE("Evicting an early chain block makes the later cached blocks unreachable", "[cache]") {
+    // A chain h0 h1 h2 in blocks [1,2,3] freed front first (queue [4,1,2,3]); allocating two blocks pops 4 then 1,
+    // evicting h0. h1 and h2 are still cached, but the left-to-right lookup stops at the first miss: hit 0.
+    BlockPool pool(5, true);
+    FullAttentionManager manager(pool, 0, 16);
+    std::vector<core::BlockId> got;
+    pool.get_new_blocks(3, got);
+    const auto hashes = chain({1000, 1001, 1002});
+    pool.cache_full_blocks(got, hashes, 0, 3, 0);
+    pool.free_blocks(got);
+    const int groups[] = {0};
+    std::vector<std::vector<core::BlockId>> hit(1);
+    CHECK(manager.find_longest_cache_hit(hashes, 48, groups, hit) == 3);
+    std::vector<core::BlockId> other;
+    pool.get_new_blocks(2, other);
+    check(pool, {0, 1, 0, 0, 1});
+    CHECK(pool.get_cached_block(hashes[1], 0).has_value());
+    CHECK(pool.get_cached_block(hashes[2], 0).has_value());
+    CHECK(manager.find_longest_cache_hit(hashes, 48, groups, hit) == 0);
+    CHECK(hit[0].empty());
+}
+
+}  // namespace
+}  // namespace servesim::cache

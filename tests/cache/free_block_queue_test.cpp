@@ -1,0 +1,65 @@
+// Tests of sim/cache/free_block_queue.*: LRU order, O(1) removal from the middle (vLLM FreeKVCacheBlockQueue).
+#include "sim/cache/free_block_queue.h"
+
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "tests/catch.h"
+
+namespace servesim::cache {
+namespace {
+
+std::vector<std::uint32_t> order(const FreeBlockQueue& q) {
+    std::vector<std::uint32_t> out;
+    for (const auto b : q.get_all_free_blocks()) {
+        out.push_back(core::to_int(b));
+    }
+    return out;
+}
+
+TEST_CASE("FreeBlockQueue starts in block-id order and pops from the head", "[cache]") {
+    FreeBlockQueue q(5);
+    q.check_invariants();
+    CHECK(order(q) == std::vector<std::uint32_t>{0, 1, 2, 3, 4});
+    CHECK(core::to_int(q.popleft()) == 0);
+    CHECK(core::to_int(q.popleft()) == 1);
+    CHECK(q.num_free_blocks() == 3);
+    q.check_invariants();
+}
+
+TEST_CASE("FreeBlockQueue removes from the middle and appends to the tail", "[cache]") {
+    FreeBlockQueue q(6);
+    q.remove(core::BlockId{3});  // a cache hit on a free block
+    q.check_invariants();
+    CHECK(order(q) == std::vector<std::uint32_t>{0, 1, 2, 4, 5});
+    CHECK_FALSE(q.contains(core::BlockId{3}));
+    q.append(core::BlockId{3});  // freed again: most recently used
+    q.remove(core::BlockId{0});
+    q.append(core::BlockId{0});
+    q.check_invariants();
+    CHECK(order(q) == std::vector<std::uint32_t>{1, 2, 4, 5, 3, 0});
+    CHECK(q.num_free_blocks() == 6);
+}
+
+TEST_CASE("FreeBlockQueue refuses a double append or removing an absent block", "[cache]") {
+    FreeBlockQueue q(3);
+    bool threw = false;
+    try {
+        q.append(core::BlockId{1});
+    } catch (const InvariantError& e) {
+        threw = std::string(e.what()).find("already in the free queue") != std::string::npos;
+    }
+    CHECK(threw);
+    (void)q.popleft();
+    threw = false;
+    try {
+        q.remove(core::BlockId{0});
+    } catch (const InvariantError& e) {
+        threw = std::string(e.what()).find("not in the free queue") != std::string::npos;
+    }
+    CHECK(threw);
+}
+
+}  // namespace
+}  // namespace servesim::cache

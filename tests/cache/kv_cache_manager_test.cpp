@@ -1,0 +1,205 @@
+// Tests of sim/cache/kv_cache_manager.* with full attention: lookup, capacity, free order, counters
+// (vllm-v1-behaviour.md §3 and §10 items 4-6, 9, 10, 14). Every operation is followed by check_invariants().
+#include "sim/cache/kv_cache_manager.h"
+
+#include <vector>
+
+#include "tests/cache/cache_test_util.h"
+#include "tests/catch.h"
+
+namespace servesim::cache {
+namespace {
+
+using testing::admit;
+using testing::advance;
+using testing::content;
+using testing::ids;
+using testing::release;
+using testing::TestRequest;
+
+constexpr int kB = 16;
+
+TEST_CASE("KvCacheManager frees two requests into the exact order of vLLM test_evict", "[cache]") {
+    // 11 blocks, block 0 null, 10 usable. req0: 5·16+7 = 87 tokens -> 6 blocks [1..6]; req1: 48 other tokens ->
+    // [7,8,9]; block 10 stays free. Freeing req0 then req1, each tail first, appends 6,5,4,3,2,1 then 9,8,7:
+    // queue [10, 6, 5, 4, 3, 2, 1, 9, 8, 7].
+    KvCacheManager m(testing::full_attention_config(11, kB));
+    TestRequest req0(0, {{content(1), 87}}, kB);
+    TestRequest req1(1, {{content(2), 48}}, kB);
+    REQUIRE(admit(m, req0) == 0);
+    CHECK(m.get_block_ids(req0.id)[0] == ids({1, 2, 3, 4, 5, 6}));
+    REQUIRE(admit(m, req1) == 0);
+    CHECK(m.get_block_ids(req1.id)[0] == ids({7, 8, 9}));
+    CHECK(m.num_free_blocks() == 1);
+    release(m, req0);
+    release(m, req1);
+    CHECK(m.num_free_blocks() == 10);
+    CHECK(m.get_all_free_blocks() == ids({10, 6, 5, 4, 3, 2, 1, 9, 8, 7}));
+    // req2 shares req0's first 35 tokens: hits blocks [1, 2] (32 tokens), computes 3 tokens in the head block 10.
+    TestRequest req2(2, {{content(1), 35}}, kB);
+    REQUIRE(admit(m, req2) == 32);
+    CHECK(m.get_block_ids(req2.id)[0] == ids({1, 2, 10}));
+    CHECK(m.num_free_blocks() == 7);
+}
+
+TEST_CASE("A 2,000-token prompt looked up a second time hits 1,984 tokens at B = 16", "[cache]") {
+    // The cap is num_tokens - 1 = 1,999: floor(1999/16) = 124 blocks = 1,984 tokens; 16 are recomputed.
+    KvCacheManager m(testing::full_attention_config(300, kB));
+    TestRequest first(0, {{content(1), 1200}, {content(2), 800}}, kB);
+    REQUIRE(admit(m, first) == 0);
+    release(m, first);
+    TestRequest again(1, {{content(1), 1200}, {content(2), 800}}, kB);
+    CHECK(admit(m, again) == 1984);
+    CHECK(m.stats().queries == 4000);
+    CHECK(m.stats().hits == 1984);
+    CHECK(m.stats().requests == 2);
+}
+
+TEST_CASE("A fully cached prompt recomputes between 1 and B tokens", "[cache]") {
+    // P = 32: cap 31 -> 1 block, hit 16, recompute 16 = B. P = 33: cap 32 -> 2 blocks, hit 32, recompute 1.
+    KvCacheManager m(testing::full_attention_config(50, kB));
+    TestRequest a(0, {{content(1), 32}}, kB);
+    REQUIRE(admit(m, a) == 0);
+    TestRequest a2(1, {{content(1), 32}}, kB);
+    CHECK(admit(m, a2) == 16);
+    CHECK(a2.num_tokens() - 16 == kB);
+    TestRequest b(2, {{content(2), 33}}, kB);
+    REQUIRE(admit(m, b) == 0);
+    TestRequest b2(3, {{content(2), 33}}, kB);
+    CHECK(admit(m, b2) == 32);
+    CHECK(b2.num_tokens() - 32 == 1);
+}
+
+TEST_CASE("Blocks are hittable as soon as they are scheduled, before they are computed", "[cache]") {
+    // req0 (100 tokens) is scheduled a 40-token chunk: floor(40/16) = 2 full blocks cached at once; a request with
+    // the same prompt looked up in the same step hits 32 tokens.
+    KvCacheManager m(testing::full_attention_config(50, kB));
+    TestRequest req0(0, {{content(1), 100}}, kB);
+    REQUIRE(admit(m, req0, 40) == 0);
+    TestRequest req1(1, {{content(1), 100}}, kB);
+    CHECK(admit(m, req1, 20) == 32);
+    // The hit blocks are shared: ref 2, still 3 + (32 + 20 -> 4 blocks, 2 new) = 5 blocks used.
+    CHECK(m.num_free_blocks() == 49 - 5);
+}
+
+TEST_CASE("Output-token blocks are cached and a preempted request hits its own blocks", "[cache]") {
+    // Prompt 20 tokens, then decode: the 12th generated token completes block 1 (tokens 16..31), which is cached
+    // when scheduled. Preempted (freed) and resumed with 33 tokens: cap 32 -> hit 32, counted as preempted.
+    KvCacheManager m(testing::full_attention_config(20, kB));
+    TestRequest r(0, {{content(1), 20}}, kB);
+    REQUIRE(admit(m, r) == 0);
+    for (int i = 0; i < 12; ++i) {
+        r.append_output(content(99), 1);  // the token sampled in the previous step
+        REQUIRE(advance(m, r, 1));
+    }
+    CHECK(r.num_computed_tokens == 32);
+    release(m, r);  // preemption: blocks freed, hashed ones stay evictable
+    r.append_output(content(99), 1);
+    r.preempted_before = true;
+    CHECK(admit(m, r) == 32);
+    CHECK(m.stats().preempted_requests == 1);
+    CHECK(m.stats().preempted_queries == 33);
+    CHECK(m.stats().preempted_hits == 32);
+    CHECK(m.stats().requests == 1);
+    CHECK(m.stats().queries == 20);
+    CHECK(m.stats().hits == 0);
+}
+
+TEST_CASE("Evictable cache hits cost capacity", "[cache]") {
+    // 11 blocks (10 usable). req0 (64 tokens) -> blocks [1..4], freed: queue [5..10, 4, 3, 2, 1]. A filler of 96
+    // tokens takes 6 blocks [5..10]: 4 free blocks left, all req0's cached ones. req1 (80 tokens) hits 64 (4 blocks,
+    // ref 0) and needs 1 new block: 1 + 4 evictable = 5 > 4 free -> fails, changing nothing.
+    KvCacheManager m(testing::full_attention_config(11, kB));
+    TestRequest req0(0, {{content(1), 64}}, kB);
+    REQUIRE(admit(m, req0) == 0);
+    release(m, req0);
+    TestRequest filler(1, {{content(2), 96}}, kB);
+    REQUIRE(admit(m, filler) == 0);
+    CHECK(m.num_free_blocks() == 4);
+    const auto queue_before = m.get_all_free_blocks();
+    TestRequest req1(2, {{content(1), 80}}, kB);
+    CHECK(admit(m, req1) == -1);
+    CHECK(m.num_free_blocks() == 4);
+    CHECK(m.get_all_free_blocks() == queue_before);
+    CHECK(m.num_blocks_held(req1.id) == 0);
+    // Counted anyway, before the check: one record per lookup attempt.
+    CHECK(m.stats().hits == 64);
+    release(m, filler);
+    CHECK(admit(m, req1) == 64);
+    // Freeing the filler appended [10, 9, ..., 5] behind [4, 3, 2, 1]; the hits leave the queue, block 10 is the head.
+    CHECK(m.get_block_ids(req1.id)[0] == ids({1, 2, 3, 4, 10}));
+}
+
+TEST_CASE("A failed allocation's lookup is counted again when the request is retried", "[cache]") {
+    // Pool of 4 usable blocks; a 48-token prompt cached, then held by a running twin so that a third request
+    // (hit 32, needs 1 block) finds no free block. Two failed attempts and one success: 3 records.
+    KvCacheManager m(testing::full_attention_config(5, kB));
+    TestRequest a(0, {{content(1), 48}}, kB);
+    REQUIRE(admit(m, a) == 0);  // blocks [1, 2, 3]
+    TestRequest filler(1, {{content(2), 16}}, kB);
+    REQUIRE(admit(m, filler) == 0);  // block 4; no free block left
+    TestRequest b(2, {{content(1), 48}}, kB);
+    CHECK(admit(m, b) == -1);
+    CHECK(admit(m, b) == -1);
+    release(m, filler);
+    CHECK(admit(m, b) == 32);
+    // a: 48 / 0; filler: 16 / 0; b three times: 3 x 48 queries, 3 x 32 hits.
+    CHECK(m.stats().requests == 5);
+    CHECK(m.stats().queries == 48 + 16 + 3 * 48);
+    CHECK(m.stats().hits == 3 * 32);
+}
+
+TEST_CASE("With prefix caching off nothing is cached, hit or recorded", "[cache]") {
+    KvCacheManager m(testing::full_attention_config(20, kB, false));
+    TestRequest a(0, {{content(1), 64}}, kB);
+    REQUIRE(admit(m, a) == 0);
+    release(m, a);
+    TestRequest b(1, {{content(1), 64}}, kB);
+    CHECK(admit(m, b) == 0);
+    const PrefixCacheStats& s = m.stats();
+    CHECK(s.requests == 0);
+    CHECK(s.queries == 0);
+    CHECK(s.hits == 0);
+    CHECK(s.preempted_requests == 0);
+    // No hashes needed at all.
+    const CacheRequest no_hashes{core::RequestId{7}, nullptr, 40, 0, false};
+    CHECK(m.get_computed_blocks(no_hashes).num_tokens == 0);
+    CHECK(m.allocate_slots(no_hashes, 40, CacheHit{}));
+    m.check_invariants();
+}
+
+TEST_CASE("full_sequence_must_fit rejects a prompt whose whole sequence does not fit", "[cache]") {
+    // 10 usable blocks; a 200-token prompt needs cdiv(200,16) = 13 blocks. Its first 64-token chunk (4 blocks)
+    // fits, but not with scheduler_reserve_full_isl.
+    KvCacheManager m(testing::full_attention_config(11, kB));
+    TestRequest r(0, {{content(1), 200}}, kB);
+    CHECK(admit(m, r, 64, true) == -1);
+    CHECK(m.num_free_blocks() == 10);
+    CHECK(admit(m, r, 64, false) == 0);
+    CHECK(m.num_blocks_held(r.id) == 4);
+}
+
+TEST_CASE("Lookahead slots are allocated but not cached", "[cache]") {
+    // 20 tokens + 16 lookahead slots = 36 -> 3 blocks; only floor(20/16) = 1 block is cached.
+    KvCacheManager m(testing::full_attention_config(20, kB));
+    TestRequest r(0, {{content(1), 20}}, kB);
+    const CacheHit hit = m.get_computed_blocks(r.view());
+    REQUIRE(m.allocate_slots(r.view(), 20, hit, 16));
+    m.check_invariants();
+    CHECK(m.num_blocks_held(r.id) == 3);
+    TestRequest twin(1, {{content(1), 40}}, kB);  // cap 39 -> up to 2 blocks, only 1 cached
+    CHECK(admit(m, twin) == 16);
+}
+
+TEST_CASE("Usage counts evictable cached blocks as free", "[cache]") {
+    // 11 blocks: usage = 1 - free / 10. Holding 2 blocks: 0.2; after free (cached, evictable): 0.
+    KvCacheManager m(testing::full_attention_config(11, kB));
+    TestRequest r(0, {{content(1), 32}}, kB);
+    REQUIRE(admit(m, r) == 0);
+    CHECK(m.usage() == 1.0 - 8.0 / 10.0);
+    release(m, r);
+    CHECK(m.usage() == 0.0);
+}
+
+}  // namespace
+}  // namespace servesim::cache

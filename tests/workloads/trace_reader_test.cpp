@@ -1,0 +1,160 @@
+// Tests of workloads/trace_reader.* and `type: trace`: Mooncake hash ids become 512-token runs with a partial last
+// block, Azure timestamps become seconds from the first record, time_scale and limit apply, and every malformed
+// record is an error naming the file, the line and the field. Fixtures: tests/fixtures/traces/ (hand-made).
+#include "workloads/trace_reader.h"
+
+#include "tests/catch.h"
+#include "tests/workloads/workload_test_util.h"
+#include "workloads/content_ids.h"
+
+using namespace servesim;
+using namespace servesim::workloads;
+using servesim::workloads::test::drive;
+using servesim::workloads::test::fixture;
+using servesim::workloads::test::yaml;
+
+namespace {
+
+// Reads a whole fixture; returns the error message or "" if none.
+std::string read_error(const std::string& name, const std::string& format) {
+    try {
+        auto reader = open_trace(fixture(name), format);
+        while (reader->next()) {
+        }
+    } catch (const ConfigError& e) {
+        return e.what();
+    }
+    return "";
+}
+
+bool contains(const std::string& text, const std::string& part) {
+    return text.find(part) != std::string::npos;
+}
+
+}  // namespace
+
+TEST_CASE("Mooncake reader maps each hash id to a 512-token run, the last one partial", "[workloads][trace]") {
+    // mooncake_small.jsonl:
+    //   1: t 0 ms,      1200 tokens, ids [0,1,2] → runs 512, 512, 1200 − 1024 = 176
+    //   2: t 250 ms,    1024 tokens, ids [0,1]   → runs 512, 512 (same ids ⇒ same prefix as record 1)
+    //   3: t 1000.5 ms,  600 tokens, ids [0,3]   → runs 512, 88
+    auto reader = open_trace(fixture("mooncake_small.jsonl"), "mooncake");
+    const auto r1 = reader->next();
+    const auto r2 = reader->next();
+    const auto r3 = reader->next();
+    CHECK_FALSE(reader->next().has_value());
+    REQUIRE(r1);
+    REQUIRE(r2);
+    REQUIRE(r3);
+    const core::TokenContent expected1 = {
+        {trace_block_content(0), 512}, {trace_block_content(1), 512}, {trace_block_content(2), 176}};
+    CHECK(r1->prompt == expected1);
+    CHECK(r2->prompt == core::TokenContent(expected1.begin(), expected1.begin() + 2));
+    const core::TokenContent expected3 = {{trace_block_content(0), 512}, {trace_block_content(3), 88}};
+    CHECK(r3->prompt == expected3);
+    CHECK(r1->arrival.ns() == 0);
+    CHECK(r2->arrival.ns() == 250'000'000);
+    CHECK(r3->arrival.ns() == 1'000'500'000);
+    CHECK(r1->output_tokens == 10);
+    CHECK(r3->output_tokens == 0);
+    CHECK(r3->line == 3);
+}
+
+TEST_CASE("Mooncake trace workload applies time_scale and limit", "[workloads][trace]") {
+    // time_scale 2: arrivals 0, 0.5 s; limit 2 stops before record 3.
+    auto w = make_workload(yaml("type: trace\ntrace: " + fixture("mooncake_small.jsonl") +
+                                "\nformat: mooncake\ntime_scale: 2\nlimit: 2\n"),
+                           1);
+    const auto served = drive(*w, [](const RequestSpec&) { return core::Duration::from_s(1); });
+    REQUIRE(served.size() == 2);
+    CHECK(served[0].spec.arrival.ns() == 0);
+    CHECK(served[1].spec.arrival.ns() == 500'000'000);
+    CHECK(served[1].spec.max_output_tokens == 5);
+    CHECK(w->exhausted());
+}
+
+TEST_CASE("Trace workload sends a recorded output length of 0 as 1 token", "[workloads][trace]") {
+    auto w = make_workload(yaml("type: trace\ntrace: " + fixture("mooncake_small.jsonl") + "\nformat: mooncake\n"), 1);
+    const auto served = drive(*w, [](const RequestSpec&) { return core::Duration::from_s(1); });
+    REQUIRE(served.size() == 3);
+    CHECK(served[2].spec.max_output_tokens == 1);
+}
+
+TEST_CASE("Azure reader turns timestamps into seconds from the first record", "[workloads][trace]") {
+    // 2023-11-16 23:59:59.75 → 0; 2023-11-17 00:00:01.0 → 1.25 s (across midnight); 00:00:01.0000001 → +100 ns.
+    auto reader = open_trace(fixture("azure_small.csv"), "azure");
+    std::vector<TraceRecord> records;
+    while (auto r = reader->next()) {
+        records.push_back(*r);
+    }
+    REQUIRE(records.size() == 3);
+    CHECK(records[0].arrival.ns() == 0);
+    CHECK(records[1].arrival.ns() == 1'250'000'000);
+    CHECK(records[2].arrival.ns() == 1'250'000'100);
+    CHECK(records[0].prompt.size() == 1);
+    CHECK(core::total_tokens(records[1].prompt) == 200);
+    CHECK(records[1].output_tokens == 20);
+    CHECK(records[2].output_tokens == 0);
+    CHECK(records[0].prompt[0].content != records[1].prompt[0].content);  // no shared prefixes
+    CHECK(records[2].line == 4);
+}
+
+TEST_CASE("parse_timestamp_ns counts from 1970-01-01", "[workloads][trace]") {
+    CHECK(parse_timestamp_ns("1970-01-01 00:00:00") == 0);
+    // 2000-03-01: 30 years (7 leap days 1972–1996) + Jan 31 + Feb 29 (2000 is a leap year) = 10957 + 60 = 11017 days.
+    CHECK(parse_timestamp_ns("2000-03-01 00:00:01.5") == (11017LL * 86400 + 1) * 1'000'000'000 + 500'000'000);
+    CHECK_FALSE(parse_timestamp_ns("2023/11/16 18:15:46").has_value());
+    CHECK_FALSE(parse_timestamp_ns("2023-11-16 18:15:46.").has_value());
+}
+
+TEST_CASE("Mooncake malformed JSON names the file and line", "[workloads][trace]") {
+    const auto msg = read_error("mooncake_bad_json.jsonl", "mooncake");
+    CHECK(contains(msg, "mooncake_bad_json.jsonl:2: "));
+    CHECK(contains(msg, "malformed JSON"));
+}
+
+TEST_CASE("Mooncake missing field names the file, line and field", "[workloads][trace]") {
+    // Line 2 is blank (skipped but counted); line 3 lacks output_length.
+    const auto msg = read_error("mooncake_missing_field.jsonl", "mooncake");
+    CHECK(contains(msg, "mooncake_missing_field.jsonl:3: 'output_length': missing field"));
+}
+
+TEST_CASE("Mooncake hash id count must be ceil(input_length / 512)", "[workloads][trace]") {
+    // 1025 tokens need 3 blocks (512 + 512 + 1); the record has 2 ids.
+    const auto msg = read_error("mooncake_bad_hash_count.jsonl", "mooncake");
+    CHECK(contains(msg,
+                   "mooncake_bad_hash_count.jsonl:1: 'hash_ids': expected ceil(input_length 1025 / 512) = 3 "
+                   "hash ids, got 2"));
+}
+
+TEST_CASE("Azure malformed token count names the file, line and column", "[workloads][trace]") {
+    const auto msg = read_error("azure_bad_tokens.csv", "azure");
+    CHECK(contains(msg, "azure_bad_tokens.csv:3: 'ContextTokens': expected an integer >= 1, got 'abc'"));
+}
+
+TEST_CASE("validate_workload reads the whole trace and reports a malformed line", "[workloads][trace]") {
+    std::string msg;
+    try {
+        validate_workload(yaml("type: trace\ntrace: " + fixture("mooncake_bad_json.jsonl") + "\nformat: mooncake\n"));
+    } catch (const ConfigError& e) {
+        msg = e.what();
+    }
+    CHECK(contains(msg, "mooncake_bad_json.jsonl:2: "));
+}
+
+TEST_CASE("Trace workload rejects an unknown format and a missing file", "[workloads][trace]") {
+    std::string format_msg;
+    try {
+        validate_workload(yaml("type: trace\ntrace: " + fixture("azure_small.csv") + "\nformat: sharegpt\n"));
+    } catch (const ConfigError& e) {
+        format_msg = e.what();
+    }
+    CHECK(contains(format_msg, "'workload.format': unknown trace format 'sharegpt'; allowed: mooncake, azure"));
+    std::string file_msg;
+    try {
+        validate_workload(yaml("type: trace\ntrace: /nonexistent/x.jsonl\nformat: mooncake\n"));
+    } catch (const ConfigError& e) {
+        file_msg = e.what();
+    }
+    CHECK(contains(file_msg, "'workload.trace': cannot open trace file '/nonexistent/x.jsonl'"));
+}

@@ -1,0 +1,56 @@
+// Test helpers for tests/workloads: a YamlMap from text, and a minimal client-server loop that serves every request
+// in a fixed time (no engine), so workloads can be driven through their Workload interface alone.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <queue>
+#include <string>
+#include <vector>
+
+#include "common/yaml_reader.h"
+#include "workloads/workload.h"
+
+namespace servesim::workloads::test {
+
+inline YamlMap yaml(const std::string& text) {
+    return YamlMap(load_yaml_string(text, "test.yaml"), "test.yaml", "workload");
+}
+
+inline std::string fixture(const std::string& name) {
+    return std::string(SERVESIM_TEST_DATA_DIR) + "/fixtures/traces/" + name;
+}
+
+struct Served {
+    RequestSpec spec;
+    core::SimTime finish;
+};
+
+// Serves each request in `service(spec)` after its arrival, in time order (a finish before an arrival at the same
+// time), until the workload is exhausted or `max_requests` were sent.
+inline std::vector<Served> drive(Workload& w,
+                                 const std::function<core::Duration(const RequestSpec&)>& service,
+                                 std::size_t max_requests = 1'000'000) {
+    std::vector<Served> out;
+    // finish time ns → indices into out (ordered: deterministic)
+    std::multimap<std::int64_t, std::size_t> running;
+    while (out.size() < max_requests) {
+        const auto next = w.next_arrival_time();
+        if (!running.empty() && (!next || running.begin()->first <= next->ns())) {
+            const auto [t, i] = *running.begin();
+            running.erase(running.begin());
+            w.on_request_finished(out[i].spec.id, core::SimTime::from_ns(t));
+            continue;
+        }
+        if (!next) {
+            break;
+        }
+        RequestSpec spec = w.pop_next_arrival();
+        const core::SimTime finish = spec.arrival + service(spec);
+        out.push_back({std::move(spec), finish});
+        running.emplace(finish.ns(), out.size() - 1);
+    }
+    return out;
+}
+
+}  // namespace servesim::workloads::test

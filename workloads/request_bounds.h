@@ -1,0 +1,49 @@
+// When a workload stops sending: after `num_requests` requests and/or once the send time passes `duration`
+// (both optional, both counted from t = 0). Shared by every workload type; a warm-up window is the metrics' business.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "common/yaml_reader.h"
+#include "sim/core/time.h"
+
+namespace servesim::workloads {
+
+struct RequestBounds {
+    std::optional<std::int64_t> num_requests;  // requests sent at most
+    std::optional<core::SimTime> end;          // nothing is sent after this time
+
+    [[nodiscard]] bool allows(std::int64_t num_sent, core::SimTime send_time) const {
+        return (!num_requests || num_sent < *num_requests) && (!end || send_time <= *end);
+    }
+
+    [[nodiscard]] bool count_reached(std::int64_t num_sent) const { return num_requests && num_sent >= *num_requests; }
+};
+
+// A duration key ("30s", "5min", 2.5) as a Duration.
+[[nodiscard]] inline core::Duration parse_duration_key(const YamlMap& m, std::string_view key) {
+    const auto text = m.get<std::string>(key);
+    return core::Duration::from_s(parse_duration_s(text, m.file(), m.line(key), m.key_path(key)));
+}
+
+// Reads `num_requests` (>= 1) and `duration`; `require_one` demands at least one of them (an endless workload).
+[[nodiscard]] inline RequestBounds parse_request_bounds(const YamlMap& m, bool require_one) {
+    RequestBounds b;
+    if (m.has("num_requests")) {
+        b.num_requests = m.get<std::int64_t>("num_requests");
+        if (*b.num_requests < 1) {
+            m.fail("num_requests", "must be at least 1, got " + std::to_string(*b.num_requests));
+        }
+    }
+    if (m.has("duration")) {
+        b.end = core::SimTime::zero() + parse_duration_key(m, "duration");
+    }
+    if (require_one && !b.num_requests && !b.end) {
+        m.fail("num_requests", "this workload never ends by itself: give num_requests and/or duration");
+    }
+    return b;
+}
+
+}  // namespace servesim::workloads

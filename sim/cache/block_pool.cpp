@@ -14,10 +14,33 @@ BlockPool::BlockPool(std::int64_t num_gpu_blocks, bool enable_caching)
     // As vLLM: block 0 is popped at start-up as the permanent null block.
     const core::BlockId null_block = free_block_queue_.popleft();
     SERVESIM_CHECK(null_block == kNullBlock, "first popped block is {}", core::to_int(null_block));
+    if (enable_caching) {
+        cached_block_hash_to_block_.reserve(num_gpu_blocks);
+    }
 }
 
 std::optional<core::BlockId> BlockPool::get_cached_block(core::BlockHash hash, int group) const {
     return cached_block_hash_to_block_.get_one_block(BlockHashWithGroupId{hash, group});
+}
+
+bool BlockPool::get_cached_blocks(core::BlockHash hash, std::span<const int> groups,
+                                  std::vector<std::vector<core::BlockId>>& hit_per_group) const {
+    std::size_t num_found = 0;
+    for (; num_found < groups.size(); ++num_found) {
+        const int g = groups[num_found];
+        const auto block = get_cached_block(hash, g);
+        if (!block.has_value()) {
+            break;
+        }
+        hit_per_group[static_cast<std::size_t>(g)].push_back(*block);
+    }
+    if (num_found == groups.size()) {
+        return true;
+    }
+    for (std::size_t i = 0; i < num_found; ++i) {
+        hit_per_group[static_cast<std::size_t>(groups[i])].pop_back();
+    }
+    return false;
 }
 
 void BlockPool::get_new_blocks(std::int64_t n, std::vector<core::BlockId>& out) {

@@ -35,6 +35,11 @@ public:
     // vLLM get_cached_block for one group: a block cached under (hash, group), or nothing.
     [[nodiscard]] std::optional<core::BlockId> get_cached_block(core::BlockHash hash, int group) const;
 
+    // vLLM get_cached_block over several groups: if `hash` is cached in every group of `groups`, appends each
+    // group's block to hit_per_group[group] and returns true; otherwise changes nothing and returns false.
+    [[nodiscard]] bool get_cached_blocks(core::BlockHash hash, std::span<const int> groups,
+                                         std::vector<std::vector<core::BlockId>>& hit_per_group) const;
+
     // Pops n blocks from the free-queue head and appends them to `out` with ref_cnt 1; a popped cached block loses
     // its hash here (lazy LRU eviction, vLLM _maybe_evict_cached_block). n must not exceed num_free_blocks().
     void get_new_blocks(std::int64_t n, std::vector<core::BlockId>& out);

@@ -15,16 +15,9 @@ std::int64_t FullAttentionManager::find_longest_cache_hit(std::span<const core::
         std::min<std::int64_t>(max_length / block_size_tokens_, static_cast<std::int64_t>(block_hashes.size()));
     std::int64_t n = 0;
     for (; n < max_num_blocks; ++n) {
-        const core::BlockHash hash = block_hashes[static_cast<std::size_t>(n)];
-        bool all_cached = true;
-        for (const int g : group_indices) {
-            all_cached = all_cached && block_pool_.get_cached_block(hash, g).has_value();
-        }
-        if (!all_cached) {
+        if (!block_pool_.get_cached_blocks(block_hashes[static_cast<std::size_t>(n)], group_indices,
+                                           hit_per_group)) {
             break;
-        }
-        for (const int g : group_indices) {
-            hit_per_group[g].push_back(*block_pool_.get_cached_block(hash, g));
         }
     }
     return n;

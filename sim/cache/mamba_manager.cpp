@@ -22,15 +22,12 @@ std::int64_t MambaManager::find_longest_cache_hit(std::span<const core::BlockHas
     const std::int64_t max_num_blocks =
         std::min<std::int64_t>(max_length / block_size_tokens_, static_cast<std::int64_t>(block_hashes.size()));
     for (std::int64_t i = max_num_blocks - 1; i >= 0; --i) {
-        const core::BlockHash hash = block_hashes[static_cast<std::size_t>(i)];
-        bool all_cached = true;
-        for (const int g : group_indices) {
-            all_cached = all_cached && block_pool_.get_cached_block(hash, g).has_value();
-        }
-        if (all_cached) {
+        if (block_pool_.get_cached_blocks(block_hashes[static_cast<std::size_t>(i)], group_indices,
+                                          hit_per_group)) {
+            // [null × i, state after (i+1)·B tokens]
             for (const int g : group_indices) {
-                hit_per_group[g].assign(static_cast<std::size_t>(i), kNullBlock);
-                hit_per_group[g].push_back(*block_pool_.get_cached_block(hash, g));
+                auto& blocks = hit_per_group[static_cast<std::size_t>(g)];
+                blocks.insert(blocks.begin(), static_cast<std::size_t>(i), kNullBlock);
             }
             return i + 1;
         }

@@ -31,6 +31,8 @@ public:
     void pop(const BlockHashWithGroupId& key, core::BlockId block);
     // Number of (key, block) entries.
     [[nodiscard]] std::int64_t num_entries() const { return num_entries_; }
+    // Sizes the table for up to num_blocks keys, so that caching never rehashes.
+    void reserve(std::int64_t num_blocks) { map_.reserve(static_cast<std::size_t>(num_blocks)); }
 
 private:
     struct KeyHash {

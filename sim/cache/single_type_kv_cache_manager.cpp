@@ -153,7 +153,7 @@ void SingleTypeKvCacheManager::add_holders(std::vector<std::int32_t>& num_holder
 
 void SingleTypeKvCacheManager::check_invariants() const {
     for (const auto& [id, req] : req_to_blocks_) {
-        SERVESIM_CHECK(req.num_cached_blocks <= static_cast<std::int64_t>(req.blocks.size()) || req.blocks.empty(),
+        SERVESIM_CHECK(req.num_cached_blocks <= static_cast<std::int64_t>(req.blocks.size()),
                        "group {} request {}: {} cached blocks of {}", group_index_, core::to_int(id),
                        req.num_cached_blocks, req.blocks.size());
         for (const core::BlockId block : req.blocks) {

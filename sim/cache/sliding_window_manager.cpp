@@ -33,16 +33,16 @@ std::int64_t SlidingWindowManager::find_longest_cache_hit(std::span<const core::
     std::int64_t length = -1;
     for (std::int64_t i = max_num_blocks - 1; i >= 0; --i) {
         const core::BlockHash hash = block_hashes[static_cast<std::size_t>(i)];
-        bool all_cached = true;
-        for (const int g : group_indices) {
-            all_cached = all_cached && block_pool_.get_cached_block(hash, g).has_value();
-        }
+        const bool all_cached = std::all_of(group_indices.begin(), group_indices.end(), [&](int g) {
+            return block_pool_.get_cached_block(hash, g).has_value();
+        });
         if (!all_cached) {
             num_contiguous = 0;
             continue;
         }
         for (const int g : group_indices) {
-            hit_per_group[g][static_cast<std::size_t>(i)] = *block_pool_.get_cached_block(hash, g);
+            hit_per_group[static_cast<std::size_t>(g)][static_cast<std::size_t>(i)] =
+                *block_pool_.get_cached_block(hash, g);
         }
         if (++num_contiguous >= num_contiguous_needed) {
             length = i + num_contiguous;

@@ -1,0 +1,88 @@
+// HardwareProfile: the fitted step-cost curves of one model on one GPU, as written by calibration and read by the
+// simulator's cost model (DESIGN.md §4, §6). Owns the YAML format, its strict reader and its writer; not the fits
+// (calibration/curve_fit.h) nor the sweeps. The format is documented with an example in calibration/README.md.
+// All curve values are milliseconds for the whole model (all layers of that kind) and one forward step of a batch.
+#pragma once
+
+#include <iosfwd>
+#include <map>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace servesim::calibration {
+
+// One piece of a curve. One variable: value = c0 + c1·x + c2·x² (exactly three coefficients) on [x_min, x_max].
+// Several variables: value = c0 + Σ c_i·x_i (1 + number of variables coefficients); x_min/x_max then record the
+// measured range of the first variable, for information only.
+struct CurvePiece {
+    double x_min = 0;
+    double x_max = 0;
+    std::vector<double> coefficients;
+};
+
+// A fitted cost curve. evaluate() rules for one variable (pieces sorted by x_min, contiguous, sharing knees):
+//  - x inside a piece's [x_min, x_max]: that piece's quadratic (the first matching piece at a shared knee);
+//  - x below the first piece: clamped to the first piece's x_min (costs do not shrink below the smallest size
+//    measured);
+//  - x above the last piece: linear extrapolation along the tangent at x_max, with the slope floored at zero;
+//  - the result is floored at zero.
+// Several variables: the single linear piece, evaluated anywhere, floored at zero. The cost model adds a term only
+// when its variable is non-zero (no prefill in the step ⇒ no attn_prefill term).
+struct Curve {
+    std::string name;
+    std::vector<std::string> variables;
+    std::vector<CurvePiece> pieces;
+    double r2 = 0;                // coefficient of determination of the fit over its points
+    double max_rel_residual = 0;  // max over points of |fit − measured| / measured
+    int num_points = 0;
+
+    [[nodiscard]] double evaluate(std::span<const double> x) const;
+
+    [[nodiscard]] double evaluate(double x) const { return evaluate(std::span<const double>(&x, 1)); }
+};
+
+// One whole-layer or whole-forward timing compared with the profile's composed prediction.
+struct CompositionCase {
+    std::string case_name;  // YAML key `case`, e.g. "prefill_L4096" or "decode_B64_C2048"
+    double measured_ms = 0;
+    double predicted_ms = 0;
+};
+
+struct HardwareProfile {
+    std::string gpu;       // "NVIDIA H200"
+    std::string date;      // ISO date of the measurement
+    std::string software;  // driver / CUDA / cuBLAS versions, or the serving stack for `measurements`
+    std::string model;     // model preset name the curves were measured for
+    std::string source;    // calibrated | measurements | roofline
+    bool hybrid = false;   // the model has GDN layers: gdn_prefill and gdn_decode are required
+    std::string notes;     // free text (optional)
+    std::map<std::string, Curve> curves;
+    std::vector<CompositionCase> composition_check;
+};
+
+// The curve names the cost model knows, with their variables in order.
+struct CurveKind {
+    const char* name;
+    std::vector<std::string> variables;
+    bool required;         // required in every profile
+    bool required_hybrid;  // required when the profile is for a hybrid model
+    const char* meaning;
+};
+
+[[nodiscard]] const std::vector<CurveKind>& curve_kinds();
+
+// Reads and validates a profile. Any missing required curve, unknown curve or variable name, wrong coefficient
+// count, empty piece list, non-finite number, x_min > x_max or overlapping pieces throws ConfigError naming
+// `path` (or `name_for_errors`) and the curve.
+[[nodiscard]] HardwareProfile read_profile(const std::string& path);
+[[nodiscard]] HardwareProfile load_profile_string(const std::string& text, const std::string& name_for_errors);
+
+// Validates an in-memory profile with the same rules (used before writing).
+void validate_profile(const HardwareProfile& profile, const std::string& name_for_errors);
+
+// YAML via yaml-cpp's Emitter; numbers written with enough digits to round-trip.
+void write_profile(const HardwareProfile& profile, std::ostream& out);
+void write_profile_file(const HardwareProfile& profile, const std::string& path);
+
+}  // namespace servesim::calibration

@@ -1,0 +1,282 @@
+// --from-measurements: reading end-to-end timings and fitting the curve family to them; composed predictions.
+// The mapping from two end-to-end fits onto the per-term curves is documented in calibration/measurements.h.
+#include "calibration/measurements.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "calibration/curve_fit.h"
+#include "common/error.h"
+#include "common/yaml_reader.h"
+
+namespace servesim::calibration {
+
+namespace {
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+    return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+std::string trim(std::string s) {
+    const auto a = s.find_first_not_of(" \t\r");
+    const auto b = s.find_last_not_of(" \t\r");
+    return a == std::string::npos ? "" : s.substr(a, b - a + 1);
+}
+
+double parse_csv_number(const std::string& text, const std::string& path, int line, const std::string& column) {
+    try {
+        std::size_t pos = 0;
+        const double v = std::stod(text, &pos);
+        if (pos == text.size() && std::isfinite(v) && v >= 0) {
+            return v;
+        }
+    } catch (const std::logic_error&) {
+    }
+    throw ConfigError(path, line, column, "expected a non-negative number, got '" + text + "'");
+}
+
+Measurements read_csv(const std::string& path) {
+    std::ifstream f(path);
+    if (!f) {
+        throw ConfigError(path + ": cannot open file");
+    }
+    Measurements m;
+    std::string line;
+    int line_no = 0;
+    bool header_seen = false;
+    while (std::getline(f, line)) {
+        ++line_no;
+        line = trim(line);
+        if (line.empty() || line[0] == '#') {
+            continue;
+        }
+        std::vector<std::string> cols;
+        std::stringstream ss(line);
+        std::string cell;
+        while (std::getline(ss, cell, ',')) {
+            cols.push_back(trim(cell));
+        }
+        if (!header_seen) {
+            if (cols != std::vector<std::string>{"kind", "size", "context_tokens", "ms"}) {
+                throw ConfigError(path, line_no, "", "expected the header 'kind,size,context_tokens,ms'");
+            }
+            header_seen = true;
+            continue;
+        }
+        if (cols.size() != 4) {
+            throw ConfigError(path, line_no, "", fmt::format("expected 4 columns, got {}", cols.size()));
+        }
+        const double size = parse_csv_number(cols[1], path, line_no, "size");
+        const double ctx = parse_csv_number(cols[2], path, line_no, "context_tokens");
+        const double ms = parse_csv_number(cols[3], path, line_no, "ms");
+        if (cols[0] == "prefill") {
+            m.prefill.push_back({size, ctx, ms});
+        } else if (cols[0] == "decode") {
+            m.decode.push_back({size, ctx, ms});
+        } else {
+            throw ConfigError(path, line_no, "kind", "unknown kind '" + cols[0] + "'; allowed: prefill, decode");
+        }
+    }
+    if (!header_seen) {
+        throw ConfigError(path + ": empty measurements file");
+    }
+    return m;
+}
+
+Measurements read_yaml(const std::string& path) {
+    const YamlMap top(load_yaml_file(path), path);
+    top.allow_only({"servesim_measurements", "gpu", "model", "software", "date", "hybrid", "prefill", "decode"});
+    if (top.get<int>("servesim_measurements") != 1) {
+        top.fail("servesim_measurements", "unsupported version; allowed: 1");
+    }
+    Measurements m;
+    m.gpu = top.get<std::string>("gpu");
+    m.model = top.get<std::string>("model");
+    m.software = top.get_or<std::string>("software", "");
+    m.date = top.get_or<std::string>("date", "");
+    m.hybrid = top.get_or<bool>("hybrid", false);
+    auto list = [&](const char* key) {
+        const YAML::Node n = top.node(key);
+        if (!n.IsSequence()) {
+            top.fail(key, "expected a list");
+        }
+        return n;
+    };
+    int i = 0;
+    for (const auto& n : list("prefill")) {
+        const YamlMap e(n, path, fmt::format("prefill[{}]", i++));
+        e.allow_only({"prompt_tokens", "cached_tokens", "ms"});
+        m.prefill.push_back({e.get_in_range<double>("prompt_tokens", 1, 1e9),
+                             e.get_or<double>("cached_tokens", 0), e.get_in_range<double>("ms", 0, 1e9)});
+    }
+    i = 0;
+    for (const auto& n : list("decode")) {
+        const YamlMap e(n, path, fmt::format("decode[{}]", i++));
+        e.allow_only({"batch", "context_tokens", "ms"});
+        m.decode.push_back({e.get_in_range<double>("batch", 1, 1e9), e.get_in_range<double>("context_tokens", 0, 1e9),
+                            e.get_in_range<double>("ms", 0, 1e9)});
+    }
+    return m;
+}
+
+Curve zero_curve(const std::string& name, std::vector<std::string> vars, double x_min, double x_max) {
+    Curve c;
+    c.name = name;
+    c.variables = std::move(vars);
+    c.pieces.push_back({x_min, x_max, std::vector<double>(c.variables.size() == 1 ? 3 : c.variables.size() + 1, 0.0)});
+    c.r2 = 1.0;
+    c.max_rel_residual = 0.0;
+    c.num_points = 0;
+    return c;
+}
+
+std::string number_tag(double v) { return fmt::format("{}", static_cast<long long>(std::llround(v))); }
+
+}  // namespace
+
+Measurements read_measurements(const std::string& path) {
+    return ends_with(path, ".csv") ? read_csv(path) : read_yaml(path);
+}
+
+double predict_prefill_ms(const HardwareProfile& p, double tokens, double cached) {
+    const auto& c = p.curves;
+    double ms = c.at("gemm").evaluate(tokens) + c.at("attn_prefill").evaluate(tokens * (cached + tokens / 2.0)) +
+                c.at("lm_head").evaluate(1.0) + c.at("overhead").evaluate(1.0);
+    if (const auto it = c.find("gdn_prefill"); it != c.end()) {
+        const double x[2] = {tokens, std::ceil(tokens / 64.0)};
+        ms += it->second.evaluate(x);
+    }
+    return ms;
+}
+
+double predict_decode_ms(const HardwareProfile& p, double batch, double context_tokens) {
+    const auto& c = p.curves;
+    const double attn_x[2] = {batch * context_tokens, batch};
+    double ms = c.at("gemm").evaluate(batch) + c.at("attn_decode").evaluate(attn_x) + c.at("lm_head").evaluate(batch) +
+                c.at("overhead").evaluate(batch);
+    if (const auto it = c.find("gdn_decode"); it != c.end()) {
+        ms += it->second.evaluate(batch);
+    }
+    return ms;
+}
+
+HardwareProfile fit_measurements(const Measurements& m, const std::string& file) {
+    std::set<double> prefill_sizes;
+    for (const auto& e : m.prefill) {
+        prefill_sizes.insert(e.prompt_tokens);
+    }
+    if (prefill_sizes.size() < 3) {
+        throw ConfigError(file, 0, "prefill", "need prefill timings at 3 or more distinct prompt lengths");
+    }
+    if (m.decode.size() < 3) {
+        throw ConfigError(file, 0, "decode", "need 3 or more decode step timings (vary batch and context)");
+    }
+    // Prefill: ms = p0 + p1·tokens + p2·work.
+    std::vector<std::vector<double>> pre_rows;
+    std::vector<double> pre_y;
+    double l_max = 0;
+    for (const auto& e : m.prefill) {
+        pre_rows.push_back({e.prompt_tokens, e.prompt_tokens * (e.cached_tokens + e.prompt_tokens / 2.0)});
+        pre_y.push_back(e.ms);
+        l_max = std::max(l_max, e.prompt_tokens);
+    }
+    const Curve pre = fit_linear("prefill", {"tokens", "work"}, pre_rows, pre_y);
+    // Decode: ms = d0 + d1·batch + d2·Σcontext.
+    std::vector<std::vector<double>> dec_rows;
+    std::vector<double> dec_y;
+    double b_max = 0;
+    for (const auto& e : m.decode) {
+        dec_rows.push_back({e.batch, e.batch * e.context_tokens});
+        dec_y.push_back(e.ms);
+        b_max = std::max(b_max, e.batch);
+    }
+    const Curve dec = fit_linear("decode", {"batch", "context_tokens"}, dec_rows, dec_y);
+    const auto& pc = pre.pieces[0].coefficients;
+    const auto& dc = dec.pieces[0].coefficients;
+
+    HardwareProfile p;
+    p.gpu = m.gpu;
+    p.model = m.model;
+    p.software = m.software;
+    p.date = m.date;
+    p.source = "measurements";
+    p.hybrid = m.hybrid;
+    p.notes = "fitted from end-to-end timings: lm_head, overhead and GDN costs are inside the gemm, attn_prefill and "
+              "attn_decode terms";
+    Curve gemm;
+    gemm.name = "gemm";
+    gemm.variables = {"tokens"};
+    gemm.pieces.push_back({1.0, b_max, {dc[0], dc[1], 0.0}});
+    gemm.pieces.push_back({b_max, std::max(b_max, l_max), {pc[0], pc[1], 0.0}});
+    gemm.r2 = std::min(pre.r2, dec.r2);
+    gemm.max_rel_residual = std::max(pre.max_rel_residual, dec.max_rel_residual);
+    gemm.num_points = pre.num_points + dec.num_points;
+    p.curves["gemm"] = gemm;
+
+    Curve ap;
+    ap.name = "attn_prefill";
+    ap.variables = {"work"};
+    double w_min = 1e300;
+    double w_max = 0;
+    for (const auto& r : pre_rows) {
+        w_min = std::min(w_min, r[1]);
+        w_max = std::max(w_max, r[1]);
+    }
+    // Clamping below x_min would add p2·w_min to small prefills; start the piece at zero work instead.
+    ap.pieces.push_back({0.0, w_max, {0.0, pc[2], 0.0}});
+    ap.r2 = pre.r2;
+    ap.max_rel_residual = pre.max_rel_residual;
+    ap.num_points = pre.num_points;
+    p.curves["attn_prefill"] = ap;
+
+    Curve ad;
+    ad.name = "attn_decode";
+    ad.variables = {"context_tokens", "sequences"};
+    double c_min = 1e300;
+    double c_max = 0;
+    for (const auto& r : dec_rows) {
+        c_min = std::min(c_min, r[1]);
+        c_max = std::max(c_max, r[1]);
+    }
+    ad.pieces.push_back({c_min, c_max, {0.0, dc[2], 0.0}});
+    ad.r2 = dec.r2;
+    ad.max_rel_residual = dec.max_rel_residual;
+    ad.num_points = dec.num_points;
+    p.curves["attn_decode"] = ad;
+
+    p.curves["lm_head"] = zero_curve("lm_head", {"tokens"}, 1.0, b_max);
+    p.curves["overhead"] = zero_curve("overhead", {"sequences"}, 1.0, b_max);
+    if (m.hybrid) {
+        p.curves["gdn_prefill"] = zero_curve("gdn_prefill", {"tokens", "chunks"}, 1.0, l_max);
+        p.curves["gdn_decode"] = zero_curve("gdn_decode", {"sequences"}, 1.0, b_max);
+    }
+    for (const auto& e : m.prefill) {
+        p.composition_check.push_back({"prefill_T" + number_tag(e.prompt_tokens) +
+                                           (e.cached_tokens > 0 ? "_P" + number_tag(e.cached_tokens) : ""),
+                                       e.ms, predict_prefill_ms(p, e.prompt_tokens, e.cached_tokens)});
+    }
+    for (const auto& e : m.decode) {
+        p.composition_check.push_back({"decode_B" + number_tag(e.batch) + "_C" + number_tag(e.context_tokens), e.ms,
+                                       predict_decode_ms(p, e.batch, e.context_tokens)});
+    }
+    validate_profile(p, file);
+    return p;
+}
+
+void add_composition_from_file(HardwareProfile& profile, const std::string& path) {
+    const Measurements m = read_measurements(path);
+    for (const auto& e : m.prefill) {
+        profile.composition_check.push_back({"prefill_T" + number_tag(e.prompt_tokens) +
+                                                 (e.cached_tokens > 0 ? "_P" + number_tag(e.cached_tokens) : ""),
+                                             e.ms, predict_prefill_ms(profile, e.prompt_tokens, e.cached_tokens)});
+    }
+    for (const auto& e : m.decode) {
+        profile.composition_check.push_back({"decode_B" + number_tag(e.batch) + "_C" + number_tag(e.context_tokens),
+                                             e.ms, predict_decode_ms(profile, e.batch, e.context_tokens)});
+    }
+}
+
+}  // namespace servesim::calibration

@@ -1,0 +1,61 @@
+// Fitting the profile's curve family to end-to-end timings a user measured on their own serving stack
+// (`servesim-calibrate --from-measurements FILE`): prefill time vs prompt length, decode step time vs batch and
+// context. CUDA-free. Also the composed predictions (whole prefill / decode step from a profile) that the
+// composition check and the measurement fit share. File formats: calibration/README.md.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "calibration/hardware_profile.h"
+
+namespace servesim::calibration {
+
+struct PrefillMeasurement {
+    double prompt_tokens = 0;  // new tokens computed in the step (one sequence)
+    double cached_tokens = 0;  // prefix already in the KV cache
+    double ms = 0;
+};
+
+struct DecodeMeasurement {
+    double batch = 0;           // decoding sequences in the step
+    double context_tokens = 0;  // context per sequence (mean)
+    double ms = 0;
+};
+
+struct Measurements {
+    std::string gpu;
+    std::string model;
+    std::string software;
+    std::string date;
+    bool hybrid = false;
+    std::vector<PrefillMeasurement> prefill;
+    std::vector<DecodeMeasurement> decode;
+};
+
+// YAML (servesim_measurements: 1, …) or CSV (header `kind,size,context_tokens,ms`; kind prefill|decode; size =
+// prompt tokens or batch; context_tokens = cached prefix for prefill, per-sequence context for decode). Errors name
+// the file and the row or key.
+[[nodiscard]] Measurements read_measurements(const std::string& path);
+
+// Fits prefill ms = p0 + p1·tokens + p2·work and decode ms = d0 + d1·batch + d2·Σcontext (slopes ≥ 0), then maps
+// them onto the curves: gemm = [d0 + d1·tokens] up to the largest batch, then [p0 + p1·tokens]; attn_prefill =
+// p2·work; attn_decode = d2·context_tokens; lm_head, overhead (and gdn_* for hybrids) zero, their cost being inside
+// the end-to-end terms. Each curve records the statistics of the end-to-end fit it came from. composition_check
+// holds every measured point against the profile's composed prediction. Needs ≥ 3 distinct prefill and ≥ 3
+// decode points (ConfigError otherwise).
+[[nodiscard]] HardwareProfile fit_measurements(const Measurements& m, const std::string& file_for_errors);
+
+// Composed predictions, the same sums the simulator's cost model makes for these batch shapes.
+// Prefill of one sequence: gemm(T) + attn_prefill(T·(P + T/2)) + lm_head(1) + overhead(1) [+ gdn_prefill(T, ⌈T/64⌉)].
+[[nodiscard]] double predict_prefill_ms(const HardwareProfile& p, double prompt_tokens, double cached_tokens = 0);
+
+// Decode step of `batch` sequences with `context_tokens` each: gemm(B) + attn_decode(B·C, B) + lm_head(B) +
+// overhead(B) [+ gdn_decode(B)].
+[[nodiscard]] double predict_decode_ms(const HardwareProfile& p, double batch, double context_tokens);
+
+// Reads measured whole-model timings (the CSV format above) and appends composition_check entries
+// ("prefill_T<tokens>[_P<cached>]", "decode_B<batch>_C<context>") with the profile's predictions.
+void add_composition_from_file(HardwareProfile& profile, const std::string& measured_path);
+
+}  // namespace servesim::calibration

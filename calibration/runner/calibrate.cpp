@@ -1,0 +1,150 @@
+// run_calibrate and the servesim-calibrate argument parser (calibration/runner/calibrate.h). Dispatches to the
+// measurement fit (CUDA-free), the composition merge, or the GPU sweep when this build has CUDA.
+#include "calibration/runner/calibrate.h"
+
+#include <iostream>
+#include <ostream>
+
+#include "calibration/hardware_profile.h"
+#include "calibration/measurements.h"
+#include "common/error.h"
+#ifdef SERVESIM_HAVE_CUDA
+#include "calibration/runner/gpu_sweep.h"
+#include "models/model_registry.h"
+#endif
+
+namespace servesim::calibration {
+
+bool gpu_sweep_built() {
+#ifdef SERVESIM_HAVE_CUDA
+    return true;
+#else
+    return false;
+#endif
+}
+
+namespace {
+
+void emit(const HardwareProfile& p, const CalibrateOptions& o, std::ostream& out, std::ostream& log) {
+    if (o.out_path.empty()) {
+        write_profile(p, out);
+    } else {
+        write_profile_file(p, o.out_path);
+        log << "servesim-calibrate: wrote " << o.out_path << "\n";
+    }
+}
+
+}  // namespace
+
+int run_calibrate(const CalibrateOptions& o, std::ostream& out, std::ostream& log) {
+    try {
+        if (!o.from_measurements.empty()) {
+            Measurements m = read_measurements(o.from_measurements);
+            if (!o.model.empty()) {
+                m.model = o.model;
+            }
+            if (m.model.empty()) {
+                throw ConfigError(o.from_measurements + ": no model named (give --model or a `model:` key)");
+            }
+            HardwareProfile p = fit_measurements(m, o.from_measurements);
+            emit(p, o, out, log);
+            return 0;
+        }
+        if (!o.composition_path.empty()) {
+            if (o.profile_in.empty()) {
+                throw ConfigError("--add-composition needs --profile FILE (the profile to predict with)");
+            }
+            HardwareProfile p = read_profile(o.profile_in);
+            add_composition_from_file(p, o.composition_path);
+            emit(p, o, out, log);
+            return 0;
+        }
+        if (o.model.empty()) {
+            throw ConfigError("--model is required (a preset name or a config.json path)");
+        }
+#ifdef SERVESIM_HAVE_CUDA
+        std::string device_name;
+        if (!cuda_device_present(o.device, &device_name)) {
+            log << "servesim-calibrate: no CUDA GPU found (device " << o.device
+                << "); calibration needs one. Use --from-measurements to fit timings measured elsewhere.\n";
+            return 2;
+        }
+        const models::ModelSpec spec = models::resolve_model(o.model);
+        SweepOptions so;
+        so.quick = o.quick;
+        so.log_dir = o.log_dir;
+        so.device = o.device;
+        HardwareProfile p = sweep_model(spec, o.model, so, log);
+        emit(p, o, out, log);
+        return 0;
+#else
+        log << "servesim-calibrate: this build has no CUDA support and no GPU can be used; calibration needs one. "
+               "Use --from-measurements to fit timings measured elsewhere.\n";
+        return 2;
+#endif
+    } catch (const ConfigError& e) {
+        log << "servesim-calibrate: error: " << e.what() << "\n";
+        return 1;
+    }
+}
+
+bool parse_calibrate_args(const std::vector<std::string>& args, CalibrateOptions& o, std::string& message) {
+    for (std::size_t i = 0; i < args.size(); ++i) {
+        const std::string& a = args[i];
+        auto value = [&](std::string& dst) {
+            if (i + 1 >= args.size()) {
+                message = a + " needs a value";
+                return false;
+            }
+            dst = args[++i];
+            return true;
+        };
+        if (a == "--model") {
+            if (!value(o.model)) {
+                return false;
+            }
+        } else if (a == "--out") {
+            if (!value(o.out_path)) {
+                return false;
+            }
+        } else if (a == "--quick") {
+            o.quick = true;
+        } else if (a == "--from-measurements") {
+            if (!value(o.from_measurements)) {
+                return false;
+            }
+        } else if (a == "--profile") {
+            if (!value(o.profile_in)) {
+                return false;
+            }
+        } else if (a == "--add-composition") {
+            if (!value(o.composition_path)) {
+                return false;
+            }
+        } else if (a == "--log-dir") {
+            if (!value(o.log_dir)) {
+                return false;
+            }
+        } else if (a == "--device") {
+            std::string d;
+            if (!value(d)) {
+                return false;
+            }
+            try {
+                o.device = std::stoi(d);
+            } catch (const std::logic_error&) {
+                message = "--device expects an integer, got '" + d + "'";
+                return false;
+            }
+        } else {
+            message = "unknown argument '" + a +
+                      "'; usage: servesim-calibrate --model M [--out FILE] [--quick] [--log-dir DIR] | "
+                      "--from-measurements FILE [--model M] [--out FILE] | --profile FILE --add-composition FILE "
+                      "[--out FILE]";
+            return false;
+        }
+    }
+    return true;
+}
+
+}  // namespace servesim::calibration

@@ -1,0 +1,35 @@
+// Entry point of `servesim-calibrate` and of the CLI's `servesim calibrate`: parses nothing, runs one calibration
+// described by CalibrateOptions. The GPU sweep exists only in builds with CUDA (calibration/runner/gpu_sweep.*);
+// --from-measurements and --add-composition work everywhere. Library: servesim_calibrate_runner.
+#pragma once
+
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+namespace servesim::calibration {
+
+struct CalibrateOptions {
+    std::string model;              // preset name or model file (models/model_registry.h resolve_model)
+    std::string out_path;           // profile YAML; empty → stdout
+    bool quick = false;             // coarser sweep grids (about a third of the points)
+    std::string from_measurements;  // fit end-to-end timings instead of sweeping kernels (CUDA-free)
+    std::string profile_in;         // with composition_path: an existing profile to add composition entries to
+    std::string composition_path;   // measured whole-model timings (measurements CSV) → composition_check
+    std::string log_dir;            // raw sweep points as CSV files (optional)
+    int device = 0;                 // CUDA device index
+};
+
+// True when this build contains the CUDA sweep (it may still find no GPU at run time).
+[[nodiscard]] bool gpu_sweep_built();
+
+// Runs the calibration; returns a process exit status (0 ok, 1 bad input, 2 no GPU / no CUDA build). Progress and
+// diagnostics go to `log`, the profile to out_path (or `out` when empty). ConfigErrors are caught and reported.
+int run_calibrate(const CalibrateOptions& options, std::ostream& out, std::ostream& log);
+
+// Parses servesim-calibrate's command line (--model M --out FILE --quick --from-measurements FILE
+// --profile FILE --add-composition FILE --log-dir DIR --device N); returns false with a message on bad usage.
+[[nodiscard]] bool parse_calibrate_args(const std::vector<std::string>& args, CalibrateOptions& options,
+                                        std::string& message);
+
+}  // namespace servesim::calibration

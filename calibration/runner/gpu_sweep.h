@@ -1,0 +1,26 @@
+// The GPU sweep driver: times our kernels over each curve's natural variables for one model on the local GPU and
+// fits the profile curves (calibration/curve_fit.h). Built only with CUDA; links servesim_kernels.
+#pragma once
+
+#include <iosfwd>
+#include <string>
+
+#include "calibration/hardware_profile.h"
+#include "models/model_spec.h"
+
+namespace servesim::calibration {
+
+struct SweepOptions {
+    bool quick = false;
+    std::string log_dir;  // raw points as CSV, one file per curve (optional)
+    int device = 0;
+};
+
+// True (and the device name) when a CUDA device is usable.
+[[nodiscard]] bool cuda_device_present(int device, std::string* name);
+
+// Sweeps and fits every curve the model needs; `model_name` is recorded in the profile.
+[[nodiscard]] HardwareProfile sweep_model(const models::ModelSpec& spec, const std::string& model_name,
+                                          const SweepOptions& options, std::ostream& log);
+
+}  // namespace servesim::calibration

@@ -1,0 +1,771 @@
+// servesim-kernel-check: GPU correctness of every calibration kernel against its CPU reference (fresh random inputs
+// per case, outputs poisoned with NaN first, ‖out − ref‖/‖ref‖ in double), then kernel timings with achieved
+// TFLOP/s or GB/s against the measured ceilings. `--check` runs only the checks (the ctest "gpu" test);
+// `--bench [--csv FILE]` adds the timings. Exit status 1 when any check fails, 2 when no GPU is present.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu_reference.h"
+#include "kernels/gpu_runtime.h"
+#include "kernels/kernels.h"
+
+namespace k = servesim::kernels;
+namespace ref = servesim::kernels::ref;
+
+namespace {
+
+std::mt19937_64 g_rng(12345);
+int g_failures = 0;
+
+std::vector<float> random_vec(std::size_t n, float lo, float hi) {
+    std::uniform_real_distribution<float> d(lo, hi);
+    std::vector<float> v(n);
+    for (auto& x : v) {
+        x = d(g_rng);
+    }
+    return v;
+}
+
+// Uploads as bf16 and returns the device buffer; `v` is rounded to the bf16 values in place.
+k::DeviceBuffer upload_bf16(std::vector<float>& v) {
+    std::vector<std::uint16_t> bits(v.size());
+    for (std::size_t i = 0; i < v.size(); ++i) {
+        bits[i] = ref::float_to_bf16(v[i]);
+        v[i] = ref::bf16_to_float(bits[i]);
+    }
+    k::DeviceBuffer b(bits.size() * 2);
+    k::copy_to_device(b.get(), bits.data(), bits.size() * 2);
+    return b;
+}
+
+k::DeviceBuffer upload_f32(const std::vector<float>& v) {
+    k::DeviceBuffer b(v.size() * 4);
+    k::copy_to_device(b.get(), v.data(), v.size() * 4);
+    return b;
+}
+
+k::DeviceBuffer upload_i32(const std::vector<int>& v) {
+    k::DeviceBuffer b(std::max<std::size_t>(1, v.size()) * 4);
+    k::copy_to_device(b.get(), v.data(), v.size() * 4);
+    return b;
+}
+
+std::vector<float> download_bf16(const k::DeviceBuffer& b, std::size_t n) {
+    std::vector<std::uint16_t> bits(n);
+    k::copy_to_host(bits.data(), b.get(), n * 2);
+    std::vector<float> v(n);
+    for (std::size_t i = 0; i < n; ++i) {
+        v[i] = ref::bf16_to_float(bits[i]);
+    }
+    return v;
+}
+
+std::vector<float> download_f32(const k::DeviceBuffer& b, std::size_t n) {
+    std::vector<float> v(n);
+    k::copy_to_host(v.data(), b.get(), n * 4);
+    return v;
+}
+
+k::DeviceBuffer poisoned(std::size_t bytes) {
+    k::DeviceBuffer b(bytes);
+    k::fill_bytes(b.get(), bytes, 0xFF);
+    return b;
+}
+
+void report(const std::string& name, double err, double tol) {
+    const bool ok = err <= tol;
+    std::printf("  %-58s rel_err %.3e  (tol %.0e)  %s\n", name.c_str(), err, tol, ok ? "ok" : "FAIL");
+    if (!ok) {
+        ++g_failures;
+    }
+}
+
+void check_gemm() {
+    const int m = 77;
+    const int n = 320;
+    const int kk = 256;
+    auto a = random_vec(static_cast<std::size_t>(m) * kk, -1, 1);
+    auto w = random_vec(static_cast<std::size_t>(n) * kk, -1, 1);
+    auto da = upload_bf16(a);
+    auto dw = upload_bf16(w);
+    auto dc = poisoned(static_cast<std::size_t>(m) * n * 2);
+    k::GemmRunner runner;
+    runner.run(da.as<k::bf16_t>(), dw.as<k::bf16_t>(), dc.as<k::bf16_t>(), m, n, kk, nullptr);
+    report("gemm cuBLAS 77x320x256", ref::rel_l2_error(download_bf16(dc, static_cast<std::size_t>(m) * n),
+                                                       ref::gemm(a, w, m, n, kk)),
+           1e-2);
+}
+
+void check_prefill(int chunk, int cached, int hq, int hkv, int hd) {
+    const int total = cached + chunk;
+    auto q = random_vec(static_cast<std::size_t>(chunk) * hq * hd, -1, 1);
+    auto kv = random_vec(static_cast<std::size_t>(total) * hkv * hd, -1, 1);
+    auto vv = random_vec(static_cast<std::size_t>(total) * hkv * hd, -1, 1);
+    auto dq = upload_bf16(q);
+    auto dk = upload_bf16(kv);
+    auto dv = upload_bf16(vv);
+    auto dout = poisoned(q.size() * 2);
+    k::PrefillAttentionArgs a;
+    a.q = dq.as<k::bf16_t>();
+    a.k = dk.as<k::bf16_t>();
+    a.v = dv.as<k::bf16_t>();
+    a.o = dout.as<k::bf16_t>();
+    a.chunk_tokens = chunk;
+    a.cached_tokens = cached;
+    a.num_q_heads = hq;
+    a.num_kv_heads = hkv;
+    a.head_dim = hd;
+    a.scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    k::prefill_attention(a, nullptr);
+    const auto want = ref::prefill_attention(q, kv, vv, chunk, cached, hq, hkv, hd, a.scale);
+    char name[128];
+    std::snprintf(name, sizeof name, "prefill_attention chunk %d cached %d hq %d hkv %d hd %d", chunk, cached, hq,
+                  hkv, hd);
+    report(name, ref::rel_l2_error(download_bf16(dout, q.size()), want), 2e-2);
+}
+
+void check_decode(std::vector<int> lens, int hq, int hkv, int hd, bool fp8, int splits) {
+    const int bs = 16;
+    const int seqs = static_cast<int>(lens.size());
+    const int max_len = *std::max_element(lens.begin(), lens.end());
+    const int max_blocks = (max_len + bs - 1) / bs;
+    const int num_blocks = seqs * max_blocks + 3;
+    std::vector<int> perm(num_blocks);
+    std::iota(perm.begin(), perm.end(), 0);
+    std::shuffle(perm.begin(), perm.end(), g_rng);
+    std::vector<int> table(static_cast<std::size_t>(seqs) * max_blocks);
+    std::copy_n(perm.begin(), table.size(), table.begin());
+    const std::size_t cache_elems = static_cast<std::size_t>(num_blocks) * bs * hkv * hd;
+    auto kc = random_vec(cache_elems, -1, 1);
+    auto vc = random_vec(cache_elems, -1, 1);
+    auto q = random_vec(static_cast<std::size_t>(seqs) * hq * hd, -1, 1);
+    auto dq = upload_bf16(q);
+    k::DeviceBuffer dk;
+    k::DeviceBuffer dv;
+    const float k_scale = fp8 ? 0.01f : 1.0f;
+    const float v_scale = fp8 ? 0.02f : 1.0f;
+    if (fp8) {
+        std::vector<std::uint8_t> kb(cache_elems);
+        std::vector<std::uint8_t> vb(cache_elems);
+        for (std::size_t i = 0; i < cache_elems; ++i) {
+            kb[i] = ref::float_to_fp8_e4m3(kc[i] / k_scale);
+            vb[i] = ref::float_to_fp8_e4m3(vc[i] / v_scale);
+            kc[i] = ref::fp8_e4m3_to_float(kb[i]) * k_scale;
+            vc[i] = ref::fp8_e4m3_to_float(vb[i]) * v_scale;
+        }
+        dk = k::DeviceBuffer(cache_elems);
+        dv = k::DeviceBuffer(cache_elems);
+        k::copy_to_device(dk.get(), kb.data(), cache_elems);
+        k::copy_to_device(dv.get(), vb.data(), cache_elems);
+    } else {
+        dk = upload_bf16(kc);
+        dv = upload_bf16(vc);
+    }
+    auto dt = upload_i32(table);
+    auto dl = upload_i32(lens);
+    auto dout = poisoned(q.size() * 2);
+    k::DeviceBuffer ws(std::max<std::size_t>(16, k::decode_attention_workspace_bytes(seqs, hq, hd, splits)));
+    k::DecodeAttentionArgs a;
+    a.q = dq.as<k::bf16_t>();
+    a.k_cache = dk.get();
+    a.v_cache = dv.get();
+    a.kv_dtype = fp8 ? k::KvDtype::kFp8E4m3 : k::KvDtype::kBf16;
+    a.k_scale = k_scale;
+    a.v_scale = v_scale;
+    a.block_table = dt.as<int>();
+    a.max_blocks_per_seq = max_blocks;
+    a.seq_lens = dl.as<int>();
+    a.num_seqs = seqs;
+    a.num_q_heads = hq;
+    a.num_kv_heads = hkv;
+    a.head_dim = hd;
+    a.block_size = bs;
+    a.scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    a.o = dout.as<k::bf16_t>();
+    a.workspace = ws.as<float>();
+    a.num_splits = splits;
+    k::decode_attention(a, nullptr);
+    const auto want = ref::decode_attention(q, kc, vc, table, max_blocks, lens, hq, hkv, hd, bs, a.scale);
+    char name[128];
+    std::snprintf(name, sizeof name, "decode_attention %s seqs %d max_len %d hq %d hkv %d hd %d splits %d",
+                  fp8 ? "fp8" : "bf16", seqs, max_len, hq, hkv, hd, splits);
+    report(name, ref::rel_l2_error(download_bf16(dout, q.size()), want), 2e-2);
+}
+
+void check_kv_write(bool fp8) {
+    const int tokens = 37;
+    const int hkv = 8;
+    const int hd = 128;
+    const int row = hkv * hd;
+    const int slots_total = 200;
+    auto kx = random_vec(static_cast<std::size_t>(tokens) * row, -2, 2);
+    auto vx = random_vec(static_cast<std::size_t>(tokens) * row, -2, 2);
+    std::vector<int> perm(slots_total);
+    std::iota(perm.begin(), perm.end(), 0);
+    std::shuffle(perm.begin(), perm.end(), g_rng);
+    std::vector<int> slots(perm.begin(), perm.begin() + tokens);
+    auto dk = upload_bf16(kx);
+    auto dv = upload_bf16(vx);
+    auto ds = upload_i32(slots);
+    const std::size_t esz = fp8 ? 1 : 2;
+    auto kc = poisoned(static_cast<std::size_t>(slots_total) * row * esz);
+    auto vc = poisoned(static_cast<std::size_t>(slots_total) * row * esz);
+    k::KvWriteArgs a;
+    a.k = dk.as<k::bf16_t>();
+    a.v = dv.as<k::bf16_t>();
+    a.k_cache = kc.get();
+    a.v_cache = vc.get();
+    a.kv_dtype = fp8 ? k::KvDtype::kFp8E4m3 : k::KvDtype::kBf16;
+    a.k_scale = fp8 ? 0.05f : 1.0f;
+    a.v_scale = fp8 ? 0.05f : 1.0f;
+    a.slot_mapping = ds.as<int>();
+    a.num_tokens = tokens;
+    a.num_kv_heads = hkv;
+    a.head_dim = hd;
+    k::kv_cache_write(a, nullptr);
+    std::vector<float> got(static_cast<std::size_t>(tokens) * row);
+    std::vector<float> got_v(got.size());
+    if (fp8) {
+        std::vector<std::uint8_t> kb(static_cast<std::size_t>(slots_total) * row);
+        std::vector<std::uint8_t> vb(kb.size());
+        k::copy_to_host(kb.data(), kc.get(), kb.size());
+        k::copy_to_host(vb.data(), vc.get(), vb.size());
+        for (int t = 0; t < tokens; ++t) {
+            for (int i = 0; i < row; ++i) {
+                got[static_cast<std::size_t>(t) * row + i] =
+                    ref::fp8_e4m3_to_float(kb[static_cast<std::size_t>(slots[t]) * row + i]) * a.k_scale;
+                got_v[static_cast<std::size_t>(t) * row + i] =
+                    ref::fp8_e4m3_to_float(vb[static_cast<std::size_t>(slots[t]) * row + i]) * a.v_scale;
+            }
+        }
+    } else {
+        const auto all_k = download_bf16(kc, static_cast<std::size_t>(slots_total) * row);
+        const auto all_v = download_bf16(vc, static_cast<std::size_t>(slots_total) * row);
+        for (int t = 0; t < tokens; ++t) {
+            std::copy_n(&all_k[static_cast<std::size_t>(slots[t]) * row], row, &got[static_cast<std::size_t>(t) * row]);
+            std::copy_n(&all_v[static_cast<std::size_t>(slots[t]) * row], row, &got_v[static_cast<std::size_t>(t) * row]);
+        }
+    }
+    got.insert(got.end(), got_v.begin(), got_v.end());
+    std::vector<float> want = kx;
+    want.insert(want.end(), vx.begin(), vx.end());
+    report(std::string("kv_cache_write ") + (fp8 ? "fp8" : "bf16"), ref::rel_l2_error(got, want), fp8 ? 7e-2 : 1e-6);
+}
+
+void check_gdn_prefill(int seqs, int len, int hk, int hv, bool initial, bool fp32_state) {
+    const int d = 128;
+    const std::size_t tokens = static_cast<std::size_t>(seqs) * len;
+    auto q = random_vec(tokens * hk * d, -1, 1);
+    auto kx = random_vec(tokens * hk * d, -1, 1);
+    auto v = random_vec(tokens * hv * d, -1, 1);
+    auto g = random_vec(tokens * hv, -0.3f, -0.005f);
+    auto beta = random_vec(tokens * hv, 0.1f, 0.9f);
+    std::vector<float> state = initial ? random_vec(static_cast<std::size_t>(seqs) * hv * d * d, -0.5f, 0.5f)
+                                       : std::vector<float>(static_cast<std::size_t>(seqs) * hv * d * d, 0.f);
+    auto dq = upload_bf16(q);
+    auto dk = upload_bf16(kx);
+    auto dv = upload_bf16(v);
+    auto dg = upload_f32(g);
+    auto db = upload_f32(beta);
+    k::DeviceBuffer dstate;
+    if (fp32_state) {
+        dstate = upload_f32(state);
+    } else {
+        dstate = upload_bf16(state);
+    }
+    if (!initial) {
+        k::fill_bytes(dstate.get(), dstate.bytes(), 0xFF);  // must not be read
+    }
+    auto dout = poisoned(tokens * hv * d * 2);
+    k::DeviceBuffer ws(k::gdn_prefill_workspace_bytes(seqs, len, hk, hv));
+    k::fill_bytes(ws.get(), ws.bytes(), 0xFF);
+    k::GdnPrefillArgs a;
+    a.q = dq.as<k::bf16_t>();
+    a.k = dk.as<k::bf16_t>();
+    a.v = dv.as<k::bf16_t>();
+    a.g = dg.as<float>();
+    a.beta = db.as<float>();
+    a.o = dout.as<k::bf16_t>();
+    a.state = dstate.get();
+    a.state_dtype = fp32_state ? k::StateDtype::kFp32 : k::StateDtype::kBf16;
+    a.use_initial_state = initial;
+    a.num_seqs = seqs;
+    a.seq_len = len;
+    a.num_k_heads = hk;
+    a.num_v_heads = hv;
+    a.scale = 1.0f / std::sqrt(static_cast<float>(d));
+    a.workspace = ws.get();
+    k::gdn_prefill(a, nullptr);
+    const auto want = ref::gdn_recurrent(q, kx, v, g, beta, state, seqs, len, hk, hv, d, d, a.scale);
+    const auto got_state = fp32_state ? download_f32(dstate, state.size()) : download_bf16(dstate, state.size());
+    char name[160];
+    std::snprintf(name, sizeof name, "gdn_prefill seqs %d len %d hk %d hv %d %s state%s", seqs, len, hk, hv,
+                  fp32_state ? "fp32" : "bf16", initial ? " +initial" : "");
+    report(std::string(name) + " out", ref::rel_l2_error(download_bf16(dout, want.size()), want), 3e-2);
+    report(std::string(name) + " state", ref::rel_l2_error(got_state, state), 3e-2);
+}
+
+void check_gdn_decode(int seqs, int hk, int hv, bool fp32_state) {
+    const int d = 128;
+    const int slots_total = seqs + 3;
+    auto q = random_vec(static_cast<std::size_t>(seqs) * hk * d, -1, 1);
+    auto kx = random_vec(static_cast<std::size_t>(seqs) * hk * d, -1, 1);
+    auto v = random_vec(static_cast<std::size_t>(seqs) * hv * d, -1, 1);
+    auto g = random_vec(static_cast<std::size_t>(seqs) * hv, -0.3f, -0.005f);
+    auto beta = random_vec(static_cast<std::size_t>(seqs) * hv, 0.1f, 0.9f);
+    auto all_state = random_vec(static_cast<std::size_t>(slots_total) * hv * d * d, -0.5f, 0.5f);
+    std::vector<int> perm(slots_total);
+    std::iota(perm.begin(), perm.end(), 0);
+    std::shuffle(perm.begin(), perm.end(), g_rng);
+    std::vector<int> slots(perm.begin(), perm.begin() + seqs);
+    auto dq = upload_bf16(q);
+    auto dk = upload_bf16(kx);
+    auto dv = upload_bf16(v);
+    auto dg = upload_f32(g);
+    auto db = upload_f32(beta);
+    k::DeviceBuffer dstate = fp32_state ? upload_f32(all_state) : upload_bf16(all_state);
+    auto dslots = upload_i32(slots);
+    auto dout = poisoned(v.size() * 2);
+    k::GdnDecodeArgs a;
+    a.q = dq.as<k::bf16_t>();
+    a.k = dk.as<k::bf16_t>();
+    a.v = dv.as<k::bf16_t>();
+    a.g = dg.as<float>();
+    a.beta = db.as<float>();
+    a.o = dout.as<k::bf16_t>();
+    a.state = dstate.get();
+    a.state_dtype = fp32_state ? k::StateDtype::kFp32 : k::StateDtype::kBf16;
+    a.state_slots = dslots.as<int>();
+    a.num_seqs = seqs;
+    a.num_k_heads = hk;
+    a.num_v_heads = hv;
+    a.scale = 1.0f / std::sqrt(static_cast<float>(d));
+    k::gdn_decode(a, nullptr);
+    // Reference on the gathered states.
+    const std::size_t per = static_cast<std::size_t>(hv) * d * d;
+    std::vector<float> st(static_cast<std::size_t>(seqs) * per);
+    for (int s = 0; s < seqs; ++s) {
+        std::copy_n(&all_state[slots[s] * per], per, &st[s * per]);
+    }
+    const auto want = ref::gdn_recurrent(q, kx, v, g, beta, st, seqs, 1, hk, hv, d, d, a.scale);
+    const auto got_all = fp32_state ? download_f32(dstate, all_state.size()) : download_bf16(dstate, all_state.size());
+    std::vector<float> got_st(st.size());
+    for (int s = 0; s < seqs; ++s) {
+        std::copy_n(&got_all[slots[s] * per], per, &got_st[s * per]);
+    }
+    char name[128];
+    std::snprintf(name, sizeof name, "gdn_decode seqs %d hk %d hv %d %s state", seqs, hk, hv,
+                  fp32_state ? "fp32" : "bf16");
+    report(std::string(name) + " out", ref::rel_l2_error(download_bf16(dout, want.size()), want), 2e-2);
+    report(std::string(name) + " state", ref::rel_l2_error(got_st, st), fp32_state ? 1e-4 : 1e-2);
+}
+
+void check_conv() {
+    const int seqs = 3;
+    const int len = 50;
+    const int c = 256;
+    auto x = random_vec(static_cast<std::size_t>(seqs) * len * c, -1, 1);
+    auto w = random_vec(static_cast<std::size_t>(c) * 4, -1, 1);
+    auto state = random_vec(static_cast<std::size_t>(seqs) * 3 * c, -1, 1);
+    auto dx = upload_bf16(x);
+    auto dw = upload_bf16(w);
+    auto dst = upload_bf16(state);
+    auto dy = poisoned(x.size() * 2);
+    k::conv1d_prefill(dx.as<k::bf16_t>(), dw.as<k::bf16_t>(), dst.as<k::bf16_t>(), true, dy.as<k::bf16_t>(), seqs, len,
+                      c, nullptr);
+    auto want = ref::conv1d(x, w, state, seqs, len, c);
+    report("conv1d_prefill seqs 3 len 50 C 256 (+state)", ref::rel_l2_error(download_bf16(dy, x.size()), want), 1e-2);
+    report("conv1d_prefill final state", ref::rel_l2_error(download_bf16(dst, state.size()), state), 1e-6);
+    // One update step from the state just written.
+    auto x1 = random_vec(static_cast<std::size_t>(seqs) * c, -1, 1);
+    auto dx1 = upload_bf16(x1);
+    auto dy1 = poisoned(x1.size() * 2);
+    k::conv1d_update(dx1.as<k::bf16_t>(), dw.as<k::bf16_t>(), dst.as<k::bf16_t>(), dy1.as<k::bf16_t>(), seqs, c,
+                     nullptr);
+    auto want1 = ref::conv1d(x1, w, state, seqs, 1, c);
+    report("conv1d_update seqs 3 C 256", ref::rel_l2_error(download_bf16(dy1, x1.size()), want1), 1e-2);
+    report("conv1d_update state", ref::rel_l2_error(download_bf16(dst, state.size()), state), 1e-6);
+}
+
+void check_small_ops() {
+    const int rows = 33;
+    const int width = 2560;
+    auto x = random_vec(static_cast<std::size_t>(rows) * width, -2, 2);
+    auto w = random_vec(width, 0.5f, 1.5f);
+    auto dx = upload_bf16(x);
+    auto dw = upload_bf16(w);
+    auto dy = poisoned(x.size() * 2);
+    k::rms_norm(dx.as<k::bf16_t>(), nullptr, dw.as<k::bf16_t>(), dy.as<k::bf16_t>(), rows, width, 1e-6f, nullptr);
+    report("rms_norm 33x2560", ref::rel_l2_error(download_bf16(dy, x.size()), ref::rms_norm(x, w, rows, width, 1e-6f)),
+           1e-2);
+    auto x2 = random_vec(static_cast<std::size_t>(rows) * 2 * 1024, -3, 3);
+    auto dx2 = upload_bf16(x2);
+    auto dy2 = poisoned(static_cast<std::size_t>(rows) * 1024 * 2);
+    k::silu_mul(dx2.as<k::bf16_t>(), dy2.as<k::bf16_t>(), rows, 1024, nullptr);
+    report("silu_mul 33x1024", ref::rel_l2_error(download_bf16(dy2, static_cast<std::size_t>(rows) * 1024),
+                                                 ref::silu_mul(x2, rows, 1024)),
+           1e-2);
+    const int tokens = 9;
+    const int heads = 4;
+    const int hd = 128;
+    for (int rot : {128, 32}) {
+        auto r = random_vec(static_cast<std::size_t>(tokens) * heads * hd, -1, 1);
+        std::vector<int> pos(tokens);
+        for (int t = 0; t < tokens; ++t) {
+            pos[t] = 17 + 301 * t;
+        }
+        auto dr = upload_bf16(r);
+        auto dp = upload_i32(pos);
+        k::rope(dr.as<k::bf16_t>(), dp.as<int>(), tokens, heads, hd, rot, 1e6f, nullptr);
+        ref::rope(r, pos, heads, hd, rot, 1e6f);
+        report("rope rot_dim " + std::to_string(rot), ref::rel_l2_error(download_bf16(dr, r.size()), r), 1e-2);
+    }
+    const int vocab = 50000;
+    auto logits = random_vec(static_cast<std::size_t>(5) * vocab, -10, 10);
+    auto dl = upload_bf16(logits);
+    auto dtok = poisoned(5 * 4);
+    k::argmax_rows(dl.as<k::bf16_t>(), dtok.as<int>(), 5, vocab, nullptr);
+    std::vector<int> got(5);
+    k::copy_to_host(got.data(), dtok.get(), 20);
+    const auto want = ref::argmax_rows(logits, 5, vocab);
+    int bad = 0;
+    for (int i = 0; i < 5; ++i) {
+        // Ties after bf16 rounding may pick another index of the same value.
+        bad += logits[static_cast<std::size_t>(i) * vocab + got[i]] != logits[static_cast<std::size_t>(i) * vocab + want[i]];
+    }
+    report("argmax_rows 5x50000", bad, 0);
+    std::vector<float> table = random_vec(static_cast<std::size_t>(100) * 256, -1, 1);
+    auto dtab = upload_bf16(table);
+    std::vector<int> ids = {5, 99, 0, 5, 42};
+    auto dids = upload_i32(ids);
+    auto dout = poisoned(ids.size() * 256 * 2);
+    k::embedding_gather(dtab.as<k::bf16_t>(), dids.as<int>(), dout.as<k::bf16_t>(), 5, 256, nullptr);
+    std::vector<float> want_g;
+    for (int id : ids) {
+        want_g.insert(want_g.end(), table.begin() + id * 256, table.begin() + (id + 1) * 256);
+    }
+    report("embedding_gather", ref::rel_l2_error(download_bf16(dout, want_g.size()), want_g), 0);
+}
+
+void run_checks() {
+    std::printf("== correctness (fresh random inputs, poisoned outputs) ==\n");
+    check_gemm();
+    check_prefill(200, 0, 8, 2, 128);
+    check_prefill(130, 70, 4, 1, 256);
+    check_prefill(64, 128, 4, 4, 128);
+    check_prefill(1, 300, 8, 2, 128);
+    check_decode({1, 300, 1000}, 8, 2, 128, false, 1);
+    check_decode({1, 300, 1000}, 8, 2, 128, false, 4);
+    check_decode({17, 700}, 16, 2, 256, false, 3);
+    check_decode({5, 513, 2000}, 32, 8, 128, true, 2);
+    check_kv_write(false);
+    check_kv_write(true);
+    check_gdn_prefill(2, 150, 2, 4, false, true);
+    check_gdn_prefill(1, 256, 2, 4, true, true);
+    check_gdn_prefill(2, 70, 1, 2, true, false);
+    check_gdn_decode(5, 2, 4, true);
+    check_gdn_decode(3, 2, 4, false);
+    check_conv();
+    check_small_ops();
+}
+
+// ---------------- timings ----------------
+struct BenchRow {
+    std::string op;
+    std::string shape;
+    double ms;
+    double tflops;
+    double gbps;
+};
+
+std::vector<BenchRow> g_rows;
+
+void add_row(const std::string& op, const std::string& shape, double ms, double flops, double bytes) {
+    g_rows.push_back({op, shape, ms, flops / (ms * 1e-3) / 1e12, bytes / (ms * 1e-3) / 1e9});
+    std::printf("  %-18s %-40s %9.4f ms  %7.1f TFLOP/s  %7.0f GB/s\n", op.c_str(), shape.c_str(), ms,
+                g_rows.back().tflops, g_rows.back().gbps);
+    std::fflush(stdout);
+}
+
+void bench(int sms) {
+    std::printf("== ceilings ==\n");
+    const double copy_gbps = k::measure_copy_bandwidth_gbps(std::size_t{2} << 30);
+    add_row("copy", "2 GiB device-to-device (read+write)", 2.0 * (2u << 30) / (copy_gbps * 1e9) * 1e3, 0,
+            2.0 * (2u << 30));
+    k::GemmRunner gemm;
+    {
+        const int n = 8192;
+        k::DeviceBuffer a(static_cast<std::size_t>(n) * n * 2);
+        k::DeviceBuffer w(static_cast<std::size_t>(n) * n * 2);
+        k::DeviceBuffer c(static_cast<std::size_t>(n) * n * 2);
+        k::fill_random_bf16(a.as<k::bf16_t>(), static_cast<std::size_t>(n) * n, -1, 1, 1);
+        k::fill_random_bf16(w.as<k::bf16_t>(), static_cast<std::size_t>(n) * n, -1, 1, 2);
+        const double ms = k::time_median_ms(
+            [&](int) { gemm.run(a.as<k::bf16_t>(), w.as<k::bf16_t>(), c.as<k::bf16_t>(), n, n, n, nullptr); }, 3, 10);
+        add_row("gemm", "8192x8192x8192 random", ms, 2.0 * n * n * n, 3.0 * n * n * 2);
+    }
+    std::printf("== GEMM (Qwen3-8B shapes) ==\n");
+    for (auto [nn, kk] : {std::pair{6144, 4096}, std::pair{4096, 4096}, std::pair{24576, 4096}, std::pair{4096, 12288}}) {
+        for (int m : {1, 16, 128, 1024, 4096, 16384}) {
+            k::DeviceBuffer a(static_cast<std::size_t>(m) * kk * 2);
+            std::vector<k::DeviceBuffer> ws;
+            const int sets = 3;  // rotate weights so small-M runs stream them from HBM
+            for (int s = 0; s < sets; ++s) {
+                ws.emplace_back(static_cast<std::size_t>(nn) * kk * 2);
+                k::fill_random_bf16(ws.back().as<k::bf16_t>(), static_cast<std::size_t>(nn) * kk, -1, 1, 10 + s);
+            }
+            k::DeviceBuffer c(static_cast<std::size_t>(m) * nn * 2);
+            k::fill_random_bf16(a.as<k::bf16_t>(), static_cast<std::size_t>(m) * kk, -1, 1, 3);
+            const double ms = k::time_median_ms(
+                [&](int r) {
+                    gemm.run(a.as<k::bf16_t>(), ws[r % sets].as<k::bf16_t>(), c.as<k::bf16_t>(), m, nn, kk, nullptr);
+                },
+                3, 15);
+            add_row("gemm", "M " + std::to_string(m) + " N " + std::to_string(nn) + " K " + std::to_string(kk), ms,
+                    2.0 * m * nn * kk, 2.0 * (static_cast<double>(nn) * kk + static_cast<double>(m) * (kk + nn)));
+        }
+    }
+    std::printf("== prefill attention ==\n");
+    struct P {
+        int hq, hkv, hd, chunk, cached;
+    };
+    for (P p : {P{32, 8, 128, 1024, 0}, P{32, 8, 128, 4096, 0}, P{32, 8, 128, 8192, 0}, P{32, 8, 128, 16384, 0},
+                P{32, 8, 128, 2048, 8192}, P{16, 4, 256, 1024, 0}, P{16, 4, 256, 4096, 0}, P{16, 4, 256, 8192, 0},
+                P{16, 4, 256, 16384, 0}}) {
+        const int total = p.chunk + p.cached;
+        k::DeviceBuffer q(static_cast<std::size_t>(p.chunk) * p.hq * p.hd * 2);
+        k::DeviceBuffer kk(static_cast<std::size_t>(total) * p.hkv * p.hd * 2);
+        k::DeviceBuffer vv(static_cast<std::size_t>(total) * p.hkv * p.hd * 2);
+        k::DeviceBuffer o(q.bytes());
+        k::fill_random_bf16(q.as<k::bf16_t>(), q.bytes() / 2, -1, 1, 4);
+        k::fill_random_bf16(kk.as<k::bf16_t>(), kk.bytes() / 2, -1, 1, 5);
+        k::fill_random_bf16(vv.as<k::bf16_t>(), vv.bytes() / 2, -1, 1, 6);
+        k::PrefillAttentionArgs a;
+        a.q = q.as<k::bf16_t>();
+        a.k = kk.as<k::bf16_t>();
+        a.v = vv.as<k::bf16_t>();
+        a.o = o.as<k::bf16_t>();
+        a.chunk_tokens = p.chunk;
+        a.cached_tokens = p.cached;
+        a.num_q_heads = p.hq;
+        a.num_kv_heads = p.hkv;
+        a.head_dim = p.hd;
+        a.scale = 1.0f / std::sqrt(static_cast<float>(p.hd));
+        const double ms = k::time_median_ms([&](int) { k::prefill_attention(a, nullptr); }, 3, 10);
+        const double flops = 4.0 * p.hq * p.hd * p.chunk * (p.cached + (p.chunk + 1) / 2.0);
+        add_row("prefill_attn", "hq " + std::to_string(p.hq) + " hkv " + std::to_string(p.hkv) + " hd " +
+                                    std::to_string(p.hd) + " chunk " + std::to_string(p.chunk) + " cached " +
+                                    std::to_string(p.cached),
+                ms, flops, static_cast<double>(q.bytes()) * 2 + kk.bytes() + vv.bytes());
+    }
+    std::printf("== decode attention (block 16) ==\n");
+    struct D {
+        int seqs, ctx, hq, hkv, hd;
+        bool fp8;
+    };
+    for (D d : {D{1, 4096, 32, 8, 128, false}, D{64, 4096, 32, 8, 128, false}, D{256, 4096, 32, 8, 128, false},
+                D{128, 16384, 32, 8, 128, false}, D{256, 4096, 32, 8, 128, true}, D{128, 8192, 16, 4, 256, false}}) {
+        const int bs = 16;
+        const int mb = (d.ctx + bs - 1) / bs;
+        const std::size_t blocks = static_cast<std::size_t>(d.seqs) * mb;
+        const std::size_t esz = d.fp8 ? 1 : 2;
+        k::DeviceBuffer kc(blocks * bs * d.hkv * d.hd * esz);
+        k::DeviceBuffer vc(kc.bytes());
+        k::fill_random_bf16(static_cast<k::bf16_t*>(kc.get()), kc.bytes() / 2, -0.5, 0.5, 7);
+        k::fill_random_bf16(static_cast<k::bf16_t*>(vc.get()), vc.bytes() / 2, -0.5, 0.5, 8);
+        std::vector<int> table(blocks);
+        std::iota(table.begin(), table.end(), 0);
+        std::shuffle(table.begin(), table.end(), g_rng);
+        auto dt = upload_i32(table);
+        std::vector<int> lens(d.seqs, d.ctx);
+        auto dl = upload_i32(lens);
+        k::DeviceBuffer q(static_cast<std::size_t>(d.seqs) * d.hq * d.hd * 2);
+        k::fill_random_bf16(q.as<k::bf16_t>(), q.bytes() / 2, -1, 1, 9);
+        k::DeviceBuffer o(q.bytes());
+        const int splits = k::decode_attention_splits(d.seqs, d.hkv, d.ctx, sms);
+        k::DeviceBuffer ws(std::max<std::size_t>(16, k::decode_attention_workspace_bytes(d.seqs, d.hq, d.hd, splits)));
+        k::DecodeAttentionArgs a;
+        a.q = q.as<k::bf16_t>();
+        a.k_cache = kc.get();
+        a.v_cache = vc.get();
+        a.kv_dtype = d.fp8 ? k::KvDtype::kFp8E4m3 : k::KvDtype::kBf16;
+        a.block_table = dt.as<int>();
+        a.max_blocks_per_seq = mb;
+        a.seq_lens = dl.as<int>();
+        a.num_seqs = d.seqs;
+        a.num_q_heads = d.hq;
+        a.num_kv_heads = d.hkv;
+        a.head_dim = d.hd;
+        a.scale = 1.0f / std::sqrt(static_cast<float>(d.hd));
+        a.o = o.as<k::bf16_t>();
+        a.workspace = ws.as<float>();
+        a.num_splits = splits;
+        const double ms = k::time_median_ms([&](int) { k::decode_attention(a, nullptr); }, 3, 20);
+        const double bytes = 2.0 * d.seqs * d.ctx * d.hkv * d.hd * esz;
+        add_row(d.fp8 ? "decode_attn_fp8" : "decode_attn",
+                "seqs " + std::to_string(d.seqs) + " ctx " + std::to_string(d.ctx) + " hq " + std::to_string(d.hq) +
+                    " hkv " + std::to_string(d.hkv) + " hd " + std::to_string(d.hd) + " splits " +
+                    std::to_string(splits),
+                ms, 4.0 * d.hq * d.hd * d.seqs * static_cast<double>(d.ctx), bytes);
+    }
+    std::printf("== Gated DeltaNet (Qwen3.5-4B layer: hk 16, hv 32, 128x128) ==\n");
+    for (int len : {1024, 4096, 8192, 16384}) {
+        const int hk = 16;
+        const int hv = 32;
+        const std::size_t t = static_cast<std::size_t>(len);
+        k::DeviceBuffer q(t * hk * 128 * 2);
+        k::DeviceBuffer kk(q.bytes());
+        k::DeviceBuffer v(t * hv * 128 * 2);
+        k::DeviceBuffer g(t * hv * 4);
+        k::DeviceBuffer beta(t * hv * 4);
+        k::DeviceBuffer o(v.bytes());
+        k::DeviceBuffer st(static_cast<std::size_t>(hv) * 128 * 128 * 4);
+        k::DeviceBuffer ws(k::gdn_prefill_workspace_bytes(1, len, hk, hv));
+        k::fill_random_bf16(q.as<k::bf16_t>(), q.bytes() / 2, -1, 1, 11);
+        k::fill_random_bf16(kk.as<k::bf16_t>(), kk.bytes() / 2, -1, 1, 12);
+        k::fill_random_bf16(v.as<k::bf16_t>(), v.bytes() / 2, -1, 1, 13);
+        k::fill_random_f32(g.as<float>(), t * hv, -0.3f, -0.005f, 14);
+        k::fill_random_f32(beta.as<float>(), t * hv, 0.1f, 0.9f, 15);
+        k::GdnPrefillArgs a;
+        a.q = q.as<k::bf16_t>();
+        a.k = kk.as<k::bf16_t>();
+        a.v = v.as<k::bf16_t>();
+        a.g = g.as<float>();
+        a.beta = beta.as<float>();
+        a.o = o.as<k::bf16_t>();
+        a.state = st.get();
+        a.num_seqs = 1;
+        a.seq_len = len;
+        a.num_k_heads = hk;
+        a.num_v_heads = hv;
+        a.scale = 1.0f / std::sqrt(128.0f);
+        a.workspace = ws.get();
+        const double ms = k::time_median_ms([&](int) { k::gdn_prefill(a, nullptr); }, 2, 10);
+        const double flops = static_cast<double>(hv) * len * (6 * 64 * 128 + 4 * 64 * 128 + 6 * 128 * 128 + 2731);
+        add_row("gdn_prefill", "len " + std::to_string(len) + " (core, 4 kernels)", ms, flops,
+                static_cast<double>(q.bytes() * 2 + v.bytes() * 2 + g.bytes() + beta.bytes()));
+        // conv1d over conv_dim 8192 at the same length
+        k::DeviceBuffer x(t * 8192 * 2);
+        k::DeviceBuffer y(x.bytes());
+        k::DeviceBuffer w(8192 * 4 * 2);
+        k::DeviceBuffer cs(3 * 8192 * 2);
+        k::fill_random_bf16(x.as<k::bf16_t>(), x.bytes() / 2, -1, 1, 16);
+        k::fill_random_bf16(w.as<k::bf16_t>(), w.bytes() / 2, -1, 1, 17);
+        const double cms = k::time_median_ms(
+            [&](int) {
+                k::conv1d_prefill(x.as<k::bf16_t>(), w.as<k::bf16_t>(), cs.as<k::bf16_t>(), false, y.as<k::bf16_t>(), 1,
+                                  len, 8192, nullptr);
+            },
+            2, 10);
+        add_row("conv1d_prefill", "len " + std::to_string(len) + " C 8192", cms, 8.0 * t * 8192,
+                2.0 * static_cast<double>(x.bytes()));
+    }
+    for (bool fp32 : {true, false}) {
+        for (int seqs : {1, 64, 256}) {
+            const int hk = 16;
+            const int hv = 32;
+            const std::size_t esz = fp32 ? 4 : 2;
+            k::DeviceBuffer q(static_cast<std::size_t>(seqs) * hk * 128 * 2);
+            k::DeviceBuffer kk(q.bytes());
+            k::DeviceBuffer v(static_cast<std::size_t>(seqs) * hv * 128 * 2);
+            k::DeviceBuffer g(static_cast<std::size_t>(seqs) * hv * 4);
+            k::DeviceBuffer beta(g.bytes());
+            k::DeviceBuffer o(v.bytes());
+            const int sets = std::max(1, static_cast<int>(256e6 / (static_cast<double>(seqs) * hv * 128 * 128 * esz)));
+            k::DeviceBuffer st(static_cast<std::size_t>(seqs) * sets * hv * 128 * 128 * esz);
+            k::fill_random_bf16(q.as<k::bf16_t>(), q.bytes() / 2, -1, 1, 21);
+            k::fill_random_bf16(kk.as<k::bf16_t>(), kk.bytes() / 2, -1, 1, 22);
+            k::fill_random_bf16(v.as<k::bf16_t>(), v.bytes() / 2, -1, 1, 23);
+            k::fill_random_f32(g.as<float>(), g.bytes() / 4, -0.3f, -0.005f, 24);
+            k::fill_random_f32(beta.as<float>(), beta.bytes() / 4, 0.1f, 0.9f, 25);
+            if (fp32) {
+                k::fill_random_f32(st.as<float>(), st.bytes() / 4, -0.5f, 0.5f, 26);
+            } else {
+                k::fill_random_bf16(st.as<k::bf16_t>(), st.bytes() / 2, -0.5f, 0.5f, 26);
+            }
+            k::GdnDecodeArgs a;
+            a.q = q.as<k::bf16_t>();
+            a.k = kk.as<k::bf16_t>();
+            a.v = v.as<k::bf16_t>();
+            a.g = g.as<float>();
+            a.beta = beta.as<float>();
+            a.o = o.as<k::bf16_t>();
+            a.state_dtype = fp32 ? k::StateDtype::kFp32 : k::StateDtype::kBf16;
+            a.num_seqs = seqs;
+            a.num_k_heads = hk;
+            a.num_v_heads = hv;
+            a.scale = 1.0f / std::sqrt(128.0f);
+            const std::size_t set_bytes = static_cast<std::size_t>(seqs) * hv * 128 * 128 * esz;
+            const double ms = k::time_median_ms(
+                [&](int r) {
+                    a.state = static_cast<char*>(st.get()) + (r % sets) * set_bytes;
+                    k::gdn_decode(a, nullptr);
+                },
+                3, 20);
+            add_row(fp32 ? "gdn_decode_fp32" : "gdn_decode_bf16", "seqs " + std::to_string(seqs) + " hv 32", ms,
+                    static_cast<double>(seqs) * hv * 7 * 128 * 128, 2.0 * static_cast<double>(set_bytes));
+        }
+    }
+    (void)copy_gbps;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    bool do_check = true;
+    bool do_bench = false;
+    std::string csv;
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        if (a == "--check") {
+            do_check = true;
+            do_bench = false;
+        } else if (a == "--bench") {
+            do_bench = true;
+        } else if (a == "--bench-only") {
+            do_bench = true;
+            do_check = false;
+        } else if (a == "--csv" && i + 1 < argc) {
+            csv = argv[++i];
+        } else {
+            std::fprintf(stderr, "usage: servesim-kernel-check [--check] [--bench|--bench-only] [--csv FILE]\n");
+            return 1;
+        }
+    }
+    k::DeviceInfo info;
+    if (!k::query_device(0, &info)) {
+        std::fprintf(stderr, "servesim-kernel-check: no CUDA GPU found\n");
+        return 2;
+    }
+    std::printf("device: %s, %d SMs, L2 %zu MiB, driver %d, runtime %d, cuBLAS %d\n", info.name.c_str(),
+                info.multiprocessors, info.l2_bytes >> 20, info.driver_version, info.runtime_version,
+                info.cublas_version);
+    try {
+        if (do_check) {
+            run_checks();
+            std::printf("checks: %s (%d failures)\n", g_failures == 0 ? "PASS" : "FAIL", g_failures);
+        }
+        if (do_bench) {
+            bench(info.multiprocessors);
+            if (!csv.empty()) {
+                std::ofstream f(csv);
+                f << "op,shape,ms,tflops,gbps\n";
+                for (const auto& r : g_rows) {
+                    f << r.op << ",\"" << r.shape << "\"," << r.ms << "," << r.tflops << "," << r.gbps << "\n";
+                }
+            }
+        }
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "servesim-kernel-check: error: %s\n", e.what());
+        return 1;
+    }
+    return g_failures == 0 ? 0 : 1;
+}

@@ -1,0 +1,765 @@
+// Gated DeltaNet kernels (kernels-and-models.md Part A.3/A.4/A.7), dk = dv = 128, chunk 64, state key-major
+// [slot, Hv, dk, dv]. Prefill is four launches as in fla: (0) q/k L2-norm (q also scaled), (1) per (chunk, value
+// head) chunk prep: A = strictly_lower(β·Γ⊙K·Kᵀ), T = (I + A)⁻¹ by forward substitution, W = T·diag(β·e^G)·K,
+// U = T·diag(β)·V (fp32 SIMT in shared memory), (2) the serial state pass, one CTA per (16-column slice, head,
+// sequence) walking the chunks: snapshot S, V_new = U − W·S, S = e^{G_C}·S + Kᵀ·(e^{G_C−G}·V_new), and (3) per
+// (chunk, head) the output O = e^G·(Q·S) + ((Q·Kᵀ)⊙Γ⊙causal)·V_new with mma.sync. Decode is one CTA per
+// (head, sequence): state read once into registers, r = Sᵀk, δ = β(v − e^g r), S ← e^g S + k δᵀ, o = Sᵀq, written back.
+#include <cuda_bf16.h>
+
+#include <cfloat>
+
+#include "kernels/cuda_check.cuh"
+#include "kernels/kernels.h"
+#include "kernels/mma.cuh"
+
+namespace servesim::kernels {
+
+namespace {
+
+constexpr int kD = 128;  // dk = dv
+constexpr int kC = 64;   // chunk
+constexpr int kBv = 16;  // state-pass column slice
+
+__device__ __forceinline__ float to_f(__nv_bfloat16 x) { return __bfloat162float(x); }
+
+// ---- (0) L2 norm of q and k rows: one warp per row, 4 elements per lane ----
+__global__ void l2norm_kernel(const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ k,
+                              __nv_bfloat16* __restrict__ qn, __nv_bfloat16* __restrict__ kn, int rows, float q_scale) {
+    const int warp_global = (blockIdx.x * blockDim.x + threadIdx.x) / 32;
+    const int lane = threadIdx.x % 32;
+    if (warp_global >= 2 * rows) {
+        return;
+    }
+    const bool is_q = warp_global < rows;
+    const int row = is_q ? warp_global : warp_global - rows;
+    const __nv_bfloat16* src = (is_q ? q : k) + static_cast<std::size_t>(row) * kD + lane * 4;
+    float x[4];
+    float ss = 0.f;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        x[i] = to_f(src[i]);
+        ss += x[i] * x[i];
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o /= 2) {
+        ss += __shfl_xor_sync(0xffffffff, ss, o);
+    }
+    const float f = rsqrtf(ss + 1e-6f) * (is_q ? q_scale : 1.f);
+    __nv_bfloat16* dst = (is_q ? qn : kn) + static_cast<std::size_t>(row) * kD + lane * 4;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        dst[i] = __float2bfloat16(x[i] * f);
+    }
+}
+
+struct ChunkPos {
+    int seq;
+    int tok0;   // first token (global row)
+    int valid;  // rows of the chunk inside the sequence
+};
+
+__device__ __forceinline__ ChunkPos chunk_pos(int chunk, int chunks_per_seq, int seq_len) {
+    ChunkPos p;
+    p.seq = chunk / chunks_per_seq;
+    const int local = chunk % chunks_per_seq;
+    p.tok0 = p.seq * seq_len + local * kC;
+    p.valid = min(kC, seq_len - local * kC);
+    return p;
+}
+
+// ---- (1) chunk prep ----
+constexpr int kPrepLd = kD + 1;
+constexpr int kTLd = kC + 1;
+constexpr int kPrepSmemFloats = 2 * kC * kPrepLd + 2 * kC * kTLd + 2 * kC;
+
+__global__ void __launch_bounds__(256) gdn_prep_kernel(const __nv_bfloat16* __restrict__ kn,
+                                                       const __nv_bfloat16* __restrict__ v,
+                                                       const float* __restrict__ g, const float* __restrict__ beta,
+                                                       __nv_bfloat16* __restrict__ w_out,
+                                                       __nv_bfloat16* __restrict__ u_out, float* __restrict__ gc_out,
+                                                       int chunks_per_seq, int seq_len, int hk, int hv) {
+    extern __shared__ float sm[];
+    float* ks = sm;                  // [64][129]
+    float* vs = ks + kC * kPrepLd;   // [64][129]
+    float* am = vs + kC * kPrepLd;   // [64][65]
+    float* tm = am + kC * kTLd;      // [64][65]
+    float* gs = tm + kC * kTLd;      // [64]
+    float* bs = gs + kC;             // [64]
+    const int tid = threadIdx.x;
+    const int h = blockIdx.y;
+    const int kh = h / (hv / hk);
+    const ChunkPos cp = chunk_pos(blockIdx.x, chunks_per_seq, seq_len);
+
+    for (int e = tid; e < kC * kD; e += 256) {
+        const int r = e / kD;
+        const int c = e % kD;
+        const bool ok = r < cp.valid;
+        const std::size_t tok = static_cast<std::size_t>(cp.tok0 + r);
+        ks[r * kPrepLd + c] = ok ? to_f(kn[(tok * hk + kh) * kD + c]) : 0.f;
+        vs[r * kPrepLd + c] = ok ? to_f(v[(tok * hv + h) * kD + c]) : 0.f;
+    }
+    if (tid < kC) {
+        const bool ok = tid < cp.valid;
+        const std::size_t tok = static_cast<std::size_t>(cp.tok0 + tid);
+        gs[tid] = ok ? g[tok * hv + h] : 0.f;
+        bs[tid] = ok ? beta[tok * hv + h] : 0.f;
+    }
+    __syncthreads();
+    if (tid < 32) {  // inclusive cumsum of g over 64 rows (2 per lane)
+        float a0 = gs[2 * tid];
+        float a1 = a0 + gs[2 * tid + 1];
+        float run = a1;
+#pragma unroll
+        for (int o = 1; o < 32; o *= 2) {
+            const float n = __shfl_up_sync(0xffffffff, run, o);
+            if (tid >= o) {
+                run += n;
+            }
+        }
+        const float excl = run - a1;
+        gs[2 * tid] = excl + a0;
+        gs[2 * tid + 1] = excl + a1;
+    }
+    __syncthreads();
+    {  // A = strictly_lower(β_i e^{G_i − G_j} k_i·k_j); 4x4 interleaved tiles
+        const int a = tid / 16;
+        const int b = tid % 16;
+        float acc[4][4] = {};
+        for (int d = 0; d < kD; ++d) {
+            float ki[4];
+            float kj[4];
+#pragma unroll
+            for (int r = 0; r < 4; ++r) {
+                ki[r] = ks[(a + 16 * r) * kPrepLd + d];
+                kj[r] = ks[(b + 16 * r) * kPrepLd + d];
+            }
+#pragma unroll
+            for (int r = 0; r < 4; ++r) {
+#pragma unroll
+                for (int s = 0; s < 4; ++s) {
+                    acc[r][s] += ki[r] * kj[s];
+                }
+            }
+        }
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+#pragma unroll
+            for (int s = 0; s < 4; ++s) {
+                const int i = a + 16 * r;
+                const int j = b + 16 * s;
+                am[i * kTLd + j] = j < i ? bs[i] * __expf(gs[i] - gs[j]) * acc[r][s] : 0.f;
+            }
+        }
+    }
+    __syncthreads();
+    if (tid < kC) {  // T = (I + A)^{-1}, column `c` by forward substitution (thread-private column)
+        const int c = tid;
+        for (int i = 0; i < kC; ++i) {
+            float val = i == c ? 1.f : 0.f;
+            if (i > c) {
+                float s0 = 0.f;
+                float s1 = 0.f;
+                int j = c;
+                for (; j + 1 < i; j += 2) {
+                    s0 += am[i * kTLd + j] * tm[j * kTLd + c];
+                    s1 += am[i * kTLd + j + 1] * tm[(j + 1) * kTLd + c];
+                }
+                if (j < i) {
+                    s0 += am[i * kTLd + j] * tm[j * kTLd + c];
+                }
+                val = -(s0 + s1);
+            }
+            tm[i * kTLd + c] = val;
+        }
+    } else {  // meanwhile: K ← diag(β e^G) K, V ← diag(β) V
+        for (int e = tid - kC; e < kC * kD; e += 256 - kC) {
+            const int r = e / kD;
+            const int c = e % kD;
+            ks[r * kPrepLd + c] *= bs[r] * __expf(gs[r]);
+            vs[r * kPrepLd + c] *= bs[r];
+        }
+    }
+    __syncthreads();
+    {  // W = T·K', U = T·V': thread rows a+16r, cols b+16s
+        const int a = tid / 16;
+        const int b = tid % 16;
+        for (int pass = 0; pass < 2; ++pass) {
+            const float* src = pass == 0 ? ks : vs;
+            __nv_bfloat16* dst = pass == 0 ? w_out : u_out;
+            float acc[4][8] = {};
+            for (int j = 0; j < kC; ++j) {
+                float t4[4];
+                float x8[8];
+#pragma unroll
+                for (int r = 0; r < 4; ++r) {
+                    t4[r] = tm[(a + 16 * r) * kTLd + j];
+                }
+#pragma unroll
+                for (int s = 0; s < 8; ++s) {
+                    x8[s] = src[j * kPrepLd + b + 16 * s];
+                }
+#pragma unroll
+                for (int r = 0; r < 4; ++r) {
+#pragma unroll
+                    for (int s = 0; s < 8; ++s) {
+                        acc[r][s] += t4[r] * x8[s];
+                    }
+                }
+            }
+#pragma unroll
+            for (int r = 0; r < 4; ++r) {
+                const int i = a + 16 * r;
+                if (i < cp.valid) {
+                    const std::size_t base = (static_cast<std::size_t>(cp.tok0 + i) * hv + h) * kD;
+#pragma unroll
+                    for (int s = 0; s < 8; ++s) {
+                        dst[base + b + 16 * s] = __float2bfloat16(acc[r][s]);
+                    }
+                }
+            }
+        }
+    }
+    if (tid < cp.valid) {
+        gc_out[static_cast<std::size_t>(cp.tok0 + tid) * hv + h] = gs[tid];
+    }
+}
+
+// ---- (2) serial state pass ----
+constexpr int kWLd = kD + 1;
+constexpr int kSLd = kBv + 1;
+constexpr int kPassSmemFloats = kC * kWLd + kC * kD + kD * kSLd + kC * kSLd + kC * kBv + 2 * kC;
+
+template <typename StateT>
+__global__ void __launch_bounds__(128) gdn_state_pass_kernel(
+    const __nv_bfloat16* __restrict__ w, const __nv_bfloat16* __restrict__ u, const __nv_bfloat16* __restrict__ kn,
+    const float* __restrict__ gc, __nv_bfloat16* __restrict__ v_new, __nv_bfloat16* __restrict__ snaps,
+    StateT* __restrict__ state, bool use_initial, int chunks_per_seq, int seq_len, int hk, int hv) {
+    extern __shared__ float sm[];
+    float* ws = sm;                // [64][129]
+    float* ksm = ws + kC * kWLd;   // [64][128]
+    float* ss = ksm + kC * kD;     // [128][17]
+    float* vn = ss + kD * kSLd;    // [64][17]
+    float* us = vn + kC * kSLd;    // [64][16]
+    float* gsm = us + kC * kBv;    // [64]
+    float* dec = gsm + kC;         // [64]
+    const int tid = threadIdx.x;   // state row i
+    const int c0 = blockIdx.x * kBv;
+    const int h = blockIdx.y;
+    const int seq = blockIdx.z;
+    const int kh = h / (hv / hk);
+    StateT* st = state + (static_cast<std::size_t>(seq) * hv + h) * kD * kD;
+
+    float s[kBv];
+#pragma unroll
+    for (int c = 0; c < kBv; ++c) {
+        s[c] = use_initial ? static_cast<float>(st[tid * kD + c0 + c]) : 0.f;
+        ss[tid * kSLd + c] = s[c];
+    }
+    for (int lc = 0; lc < chunks_per_seq; ++lc) {
+        const int chunk = seq * chunks_per_seq + lc;
+        const int tok0 = seq * seq_len + lc * kC;
+        const int valid = min(kC, seq_len - lc * kC);
+        for (int e = tid; e < kC * kD; e += 128) {
+            const int r = e / kD;
+            const int c = e % kD;
+            const bool ok = r < valid;
+            const std::size_t tok = static_cast<std::size_t>(tok0 + r);
+            ws[r * kWLd + c] = ok ? to_f(w[(tok * hv + h) * kD + c]) : 0.f;
+            ksm[r * kD + c] = ok ? to_f(kn[(tok * hk + kh) * kD + c]) : 0.f;
+        }
+        for (int e = tid; e < kC * kBv; e += 128) {
+            const int r = e / kBv;
+            const int c = e % kBv;
+            us[e] = r < valid ? to_f(u[(static_cast<std::size_t>(tok0 + r) * hv + h) * kD + c0 + c]) : 0.f;
+        }
+        if (tid < kC) {
+            gsm[tid] = tid < valid ? gc[static_cast<std::size_t>(tok0 + tid) * hv + h] : 0.f;
+        }
+        // Snapshot of the state entering this chunk (read by the output kernel).
+        __nv_bfloat16* snap = snaps + ((static_cast<std::size_t>(chunk) * hv + h) * kD + tid) * kD + c0;
+#pragma unroll
+        for (int c = 0; c < kBv; ++c) {
+            snap[c] = __float2bfloat16(s[c]);
+        }
+        __syncthreads();
+        if (tid < kC) {
+            dec[tid] = tid < valid ? __expf(gsm[valid - 1] - gsm[tid]) : 0.f;
+        }
+        {  // V_new = U − W·S: row r = tid/2, 8 columns
+            const int r = tid / 2;
+            const int cb = (tid % 2) * 8;
+            float acc[8];
+#pragma unroll
+            for (int c = 0; c < 8; ++c) {
+                acc[c] = us[r * kBv + cb + c];
+            }
+            for (int k = 0; k < kD; ++k) {
+                const float wv = ws[r * kWLd + k];
+#pragma unroll
+                for (int c = 0; c < 8; ++c) {
+                    acc[c] -= wv * ss[k * kSLd + cb + c];
+                }
+            }
+#pragma unroll
+            for (int c = 0; c < 8; ++c) {
+                vn[r * kSLd + cb + c] = acc[c];
+            }
+            if (r < valid) {
+                __nv_bfloat16* dst = v_new + (static_cast<std::size_t>(tok0 + r) * hv + h) * kD + c0 + cb;
+#pragma unroll
+                for (int c = 0; c < 8; ++c) {
+                    dst[c] = __float2bfloat16(acc[c]);
+                }
+            }
+        }
+        __syncthreads();
+        {  // S = e^{G_last} S + Σ_r k_r (e^{G_last − G_r} V_new_r)
+            const float decay = __expf(gsm[valid - 1]);
+#pragma unroll
+            for (int c = 0; c < kBv; ++c) {
+                s[c] *= decay;
+            }
+            for (int r = 0; r < valid; ++r) {
+                const float kd = ksm[r * kD + tid] * dec[r];
+#pragma unroll
+                for (int c = 0; c < kBv; ++c) {
+                    s[c] += kd * vn[r * kSLd + c];
+                }
+            }
+#pragma unroll
+            for (int c = 0; c < kBv; ++c) {
+                ss[tid * kSLd + c] = s[c];
+            }
+        }
+        __syncthreads();
+    }
+#pragma unroll
+    for (int c = 0; c < kBv; ++c) {
+        st[tid * kD + c0 + c] = static_cast<StateT>(s[c]);
+    }
+}
+
+// ---- (3) chunk output with mma.sync ----
+constexpr int kOLd = kD + 8;
+constexpr int kOutSmemBytes = (3 * kC + kD) * kOLd * 2 + kC * 4;
+
+__global__ void __launch_bounds__(128) gdn_output_kernel(const __nv_bfloat16* __restrict__ qn,
+                                                         const __nv_bfloat16* __restrict__ kn,
+                                                         const __nv_bfloat16* __restrict__ v_new,
+                                                         const __nv_bfloat16* __restrict__ snaps,
+                                                         const float* __restrict__ gc, __nv_bfloat16* __restrict__ o,
+                                                         int chunks_per_seq, int seq_len, int hk, int hv) {
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    auto* qs = reinterpret_cast<__nv_bfloat16*>(smem_raw);
+    __nv_bfloat16* ks = qs + kC * kOLd;
+    __nv_bfloat16* vs = ks + kC * kOLd;
+    __nv_bfloat16* hs = vs + kC * kOLd;
+    auto* gs = reinterpret_cast<float*>(hs + kD * kOLd);
+    const int tid = threadIdx.x;
+    const int warp = tid / 32;
+    const int lane = tid % 32;
+    const int g = lane / 4;
+    const int t = lane % 4;
+    const int h = blockIdx.y;
+    const int kh = h / (hv / hk);
+    const ChunkPos cp = chunk_pos(blockIdx.x, chunks_per_seq, seq_len);
+
+    for (int e = tid; e < kC * (kD / 8); e += 128) {
+        const int r = e / (kD / 8);
+        const int c = (e % (kD / 8)) * 8;
+        const bool ok = r < cp.valid;
+        const std::size_t tok = static_cast<std::size_t>(ok ? cp.tok0 + r : cp.tok0);
+        mma::cp_async16(qs + r * kOLd + c, qn + (tok * hk + kh) * kD + c, ok ? 16 : 0);
+        mma::cp_async16(ks + r * kOLd + c, kn + (tok * hk + kh) * kD + c, ok ? 16 : 0);
+        mma::cp_async16(vs + r * kOLd + c, v_new + (tok * hv + h) * kD + c, ok ? 16 : 0);
+    }
+    const __nv_bfloat16* snap = snaps + (static_cast<std::size_t>(blockIdx.x) * hv + h) * kD * kD;
+    for (int e = tid; e < kD * (kD / 8); e += 128) {
+        const int r = e / (kD / 8);
+        const int c = (e % (kD / 8)) * 8;
+        mma::cp_async16(hs + r * kOLd + c, snap + r * kD + c, 16);
+    }
+    mma::cp_async_commit();
+    if (tid < kC) {
+        gs[tid] = tid < cp.valid ? gc[static_cast<std::size_t>(cp.tok0 + tid) * hv + h] : 0.f;
+    }
+    mma::cp_async_wait<0>();
+    __syncthreads();
+
+    float acc[kD / 8][4];
+#pragma unroll
+    for (int i = 0; i < kD / 8; ++i) {
+        acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.f;
+    }
+    std::uint32_t qf[kD / 16][4];
+#pragma unroll
+    for (int kk = 0; kk < kD / 16; ++kk) {
+        mma::load_a(qf[kk], qs, warp * 16, kk * 16, kOLd, lane);
+    }
+    // Q·S_snapshot, then rows scaled by e^{G_row}.
+#pragma unroll
+    for (int kk = 0; kk < kD / 16; ++kk) {
+#pragma unroll
+        for (int n2 = 0; n2 < kD / 16; ++n2) {
+            std::uint32_t b[4];
+            mma::load_b_kn(b, hs, kk * 16, n2 * 16, kOLd, lane);
+            mma::mma_bf16(acc[2 * n2], qf[kk], b[0], b[1]);
+            mma::mma_bf16(acc[2 * n2 + 1], qf[kk], b[2], b[3]);
+        }
+    }
+    const int ra = warp * 16 + g;
+    const float ga = gs[ra];
+    const float gb = gs[ra + 8];
+    const float ea = __expf(ga);
+    const float eb = __expf(gb);
+#pragma unroll
+    for (int i = 0; i < kD / 8; ++i) {
+        acc[i][0] *= ea;
+        acc[i][1] *= ea;
+        acc[i][2] *= eb;
+        acc[i][3] *= eb;
+    }
+    // P = (Q·Kᵀ) ⊙ e^{G_i − G_j} on j ≤ i.
+    float s[8][4];
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt) {
+        s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;
+    }
+#pragma unroll
+    for (int kk2 = 0; kk2 < kD / 32; ++kk2) {
+#pragma unroll
+        for (int nt = 0; nt < 8; ++nt) {
+            std::uint32_t b[4];
+            mma::load_b_nk(b, ks, nt * 8, kk2 * 32, kOLd, lane);
+            mma::mma_bf16(s[nt], qf[2 * kk2], b[0], b[1]);
+            mma::mma_bf16(s[nt], qf[2 * kk2 + 1], b[2], b[3]);
+        }
+    }
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            const int j = nt * 8 + 2 * t + (e & 1);
+            const int i = ra + (e >= 2 ? 8 : 0);
+            const float gi = e >= 2 ? gb : ga;
+            s[nt][e] = j <= i ? s[nt][e] * __expf(gi - gs[j]) : 0.f;
+        }
+    }
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+        std::uint32_t pa[4];
+        pa[0] = mma::pack_bf16(s[2 * kk][0], s[2 * kk][1]);
+        pa[1] = mma::pack_bf16(s[2 * kk][2], s[2 * kk][3]);
+        pa[2] = mma::pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+        pa[3] = mma::pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+#pragma unroll
+        for (int n2 = 0; n2 < kD / 16; ++n2) {
+            std::uint32_t b[4];
+            mma::load_b_kn(b, vs, kk * 16, n2 * 16, kOLd, lane);
+            mma::mma_bf16(acc[2 * n2], pa, b[0], b[1]);
+            mma::mma_bf16(acc[2 * n2 + 1], pa, b[2], b[3]);
+        }
+    }
+#pragma unroll
+    for (int nt = 0; nt < kD / 8; ++nt) {
+        const int col = nt * 8 + 2 * t;
+        if (ra < cp.valid) {
+            *reinterpret_cast<__nv_bfloat162*>(o + (static_cast<std::size_t>(cp.tok0 + ra) * hv + h) * kD + col) =
+                __floats2bfloat162_rn(acc[nt][0], acc[nt][1]);
+        }
+        if (ra + 8 < cp.valid) {
+            *reinterpret_cast<__nv_bfloat162*>(o + (static_cast<std::size_t>(cp.tok0 + ra + 8) * hv + h) * kD +
+                                               col) = __floats2bfloat162_rn(acc[nt][2], acc[nt][3]);
+        }
+    }
+}
+
+// ---- decode ----
+template <typename StateT>
+__device__ __forceinline__ void load4(const StateT* p, float (&x)[4]);
+
+template <>
+__device__ __forceinline__ void load4<float>(const float* p, float (&x)[4]) {
+    const float4 v = *reinterpret_cast<const float4*>(p);
+    x[0] = v.x;
+    x[1] = v.y;
+    x[2] = v.z;
+    x[3] = v.w;
+}
+
+template <>
+__device__ __forceinline__ void load4<__nv_bfloat16>(const __nv_bfloat16* p, float (&x)[4]) {
+    const uint2 raw = *reinterpret_cast<const uint2*>(p);
+    const auto* h = reinterpret_cast<const __nv_bfloat162*>(&raw);
+    const float2 a = __bfloat1622float2(h[0]);
+    const float2 b = __bfloat1622float2(h[1]);
+    x[0] = a.x;
+    x[1] = a.y;
+    x[2] = b.x;
+    x[3] = b.y;
+}
+
+__device__ __forceinline__ void store4(float* p, const float (&x)[4]) {
+    *reinterpret_cast<float4*>(p) = make_float4(x[0], x[1], x[2], x[3]);
+}
+
+__device__ __forceinline__ void store4(__nv_bfloat16* p, const float (&x)[4]) {
+    uint2 raw;
+    auto* h = reinterpret_cast<__nv_bfloat162*>(&raw);
+    h[0] = __floats2bfloat162_rn(x[0], x[1]);
+    h[1] = __floats2bfloat162_rn(x[2], x[3]);
+    *reinterpret_cast<uint2*>(p) = raw;
+}
+
+template <typename StateT>
+__global__ void __launch_bounds__(256) gdn_decode_kernel(const __nv_bfloat16* __restrict__ q,
+                                                         const __nv_bfloat16* __restrict__ k,
+                                                         const __nv_bfloat16* __restrict__ v,
+                                                         const float* __restrict__ g, const float* __restrict__ beta,
+                                                         __nv_bfloat16* __restrict__ o, StateT* __restrict__ state,
+                                                         const int* __restrict__ slots, int hk, int hv, float scale) {
+    constexpr int kRows = kD / 8;  // rows per warp
+    __shared__ float qk[2][kD];
+    __shared__ float red[2][8][kD];
+    const int h = blockIdx.x;
+    const int seq = blockIdx.y;
+    const int kh = h / (hv / hk);
+    const int warp = threadIdx.x / 32;
+    const int lane = threadIdx.x % 32;
+    const int slot = slots != nullptr ? slots[seq] : seq;
+    StateT* st = state + (static_cast<std::size_t>(slot) * hv + h) * kD * kD;
+
+    // Issue the state loads first: they are the bytes that matter.
+    float s[kRows][4];
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+        load4<StateT>(st + (warp * kRows + r) * kD + lane * 4, s[r]);
+    }
+    if (warp < 2) {  // normalised q (scaled) and k into shared memory
+        const __nv_bfloat16* src = (warp == 0 ? q : k) + (static_cast<std::size_t>(seq) * hk + kh) * kD + lane * 4;
+        float x[4];
+        float ss = 0.f;
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            x[i] = to_f(src[i]);
+            ss += x[i] * x[i];
+        }
+#pragma unroll
+        for (int off = 16; off > 0; off /= 2) {
+            ss += __shfl_xor_sync(0xffffffff, ss, off);
+        }
+        const float f = rsqrtf(ss + 1e-6f) * (warp == 0 ? scale : 1.f);
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            qk[warp][lane * 4 + i] = x[i] * f;
+        }
+    }
+    const std::size_t vh = static_cast<std::size_t>(seq) * hv + h;
+    const float a = __expf(g[vh]);
+    const float bt = beta[vh];
+    float vv[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        vv[i] = to_f(v[vh * kD + lane * 4 + i]);
+    }
+    __syncthreads();
+    float part[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+        const float kr = qk[1][warp * kRows + r];
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+            part[c] += s[r][c] * kr;
+        }
+    }
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+        red[0][warp][lane * 4 + c] = part[c];
+    }
+    __syncthreads();
+    float delta[4];
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+        float r = 0.f;
+#pragma unroll
+        for (int w = 0; w < 8; ++w) {
+            r += red[0][w][lane * 4 + c];
+        }
+        delta[c] = bt * (vv[c] - a * r);
+        part[c] = 0.f;
+    }
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+        const int i = warp * kRows + r;
+        const float kr = qk[1][i];
+        const float qr = qk[0][i];
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+            s[r][c] = a * s[r][c] + kr * delta[c];
+            part[c] += s[r][c] * qr;
+        }
+        store4(st + i * kD + lane * 4, s[r]);
+    }
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+        red[1][warp][lane * 4 + c] = part[c];
+    }
+    __syncthreads();
+    if (warp == 0) {
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+            float acc = 0.f;
+#pragma unroll
+            for (int w = 0; w < 8; ++w) {
+                acc += red[1][w][lane * 4 + c];
+            }
+            o[vh * kD + lane * 4 + c] = __float2bfloat16(acc);
+        }
+    }
+}
+
+template <typename T>
+__global__ void copy_states_kernel(const T* __restrict__ src, T* __restrict__ dst, const int* __restrict__ src_slots,
+                                   const int* __restrict__ dst_slots, std::size_t elems_per_state) {
+    const std::size_t s = static_cast<std::size_t>(src_slots[blockIdx.y]) * elems_per_state;
+    const std::size_t d = static_cast<std::size_t>(dst_slots[blockIdx.y]) * elems_per_state;
+    const std::size_t n16 = elems_per_state * sizeof(T) / 16;
+    const auto* sp = reinterpret_cast<const uint4*>(src + s);
+    auto* dp = reinterpret_cast<uint4*>(dst + d);
+    for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n16;
+         i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
+        dp[i] = sp[i];
+    }
+}
+
+struct PrefillWorkspace {
+    __nv_bfloat16* qn;
+    __nv_bfloat16* kn;
+    __nv_bfloat16* w;
+    __nv_bfloat16* u;
+    __nv_bfloat16* v_new;
+    __nv_bfloat16* snaps;
+    float* gc;
+};
+
+std::size_t align256(std::size_t b) { return (b + 255) / 256 * 256; }
+
+PrefillWorkspace carve(void* base, int num_seqs, int seq_len, int hk, int hv, std::size_t* total) {
+    const std::size_t tokens = static_cast<std::size_t>(num_seqs) * seq_len;
+    const std::size_t chunks = static_cast<std::size_t>(num_seqs) * ((seq_len + kC - 1) / kC);
+    auto* p = static_cast<unsigned char*>(base);
+    std::size_t off = 0;
+    auto take = [&](std::size_t bytes) {
+        unsigned char* r = p == nullptr ? nullptr : p + off;
+        off += align256(bytes);
+        return r;
+    };
+    PrefillWorkspace ws{};
+    ws.qn = reinterpret_cast<__nv_bfloat16*>(take(tokens * hk * kD * 2));
+    ws.kn = reinterpret_cast<__nv_bfloat16*>(take(tokens * hk * kD * 2));
+    ws.w = reinterpret_cast<__nv_bfloat16*>(take(tokens * hv * kD * 2));
+    ws.u = reinterpret_cast<__nv_bfloat16*>(take(tokens * hv * kD * 2));
+    ws.v_new = reinterpret_cast<__nv_bfloat16*>(take(tokens * hv * kD * 2));
+    ws.snaps = reinterpret_cast<__nv_bfloat16*>(take(chunks * hv * kD * kD * 2));
+    ws.gc = reinterpret_cast<float*>(take(tokens * hv * 4));
+    *total = off;
+    return ws;
+}
+
+}  // namespace
+
+std::size_t gdn_prefill_workspace_bytes(int num_seqs, int seq_len, int num_k_heads, int num_v_heads) {
+    std::size_t total = 0;
+    carve(nullptr, num_seqs, seq_len, num_k_heads, num_v_heads, &total);
+    return total;
+}
+
+void gdn_prefill(const GdnPrefillArgs& a, StreamHandle stream) {
+    SERVESIM_REQUIRE(a.num_seqs > 0 && a.seq_len > 0 && a.workspace != nullptr, "gdn_prefill: bad sizes/workspace");
+    SERVESIM_REQUIRE(a.num_k_heads > 0 && a.num_v_heads % a.num_k_heads == 0,
+                     "gdn_prefill: v heads must be a multiple of k heads");
+    auto s = static_cast<cudaStream_t>(stream);
+    std::size_t total = 0;
+    const PrefillWorkspace ws = carve(a.workspace, a.num_seqs, a.seq_len, a.num_k_heads, a.num_v_heads, &total);
+    const int tokens = a.num_seqs * a.seq_len;
+    const int rows = tokens * a.num_k_heads;
+    const auto* q = reinterpret_cast<const __nv_bfloat16*>(a.q);
+    const auto* k = reinterpret_cast<const __nv_bfloat16*>(a.k);
+    const auto* v = reinterpret_cast<const __nv_bfloat16*>(a.v);
+    l2norm_kernel<<<(2 * rows * 32 + 255) / 256, 256, 0, s>>>(q, k, ws.qn, ws.kn, rows, a.scale);
+    SERVESIM_LAUNCH_CHECK("gdn l2norm");
+    const int cps = (a.seq_len + kC - 1) / kC;
+    const int chunks = a.num_seqs * cps;
+    static bool configured = false;
+    if (!configured) {
+        SERVESIM_CUDA(cudaFuncSetAttribute(gdn_prep_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           kPrepSmemFloats * 4));
+        SERVESIM_CUDA(cudaFuncSetAttribute(gdn_state_pass_kernel<float>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           kPassSmemFloats * 4));
+        SERVESIM_CUDA(cudaFuncSetAttribute(gdn_state_pass_kernel<__nv_bfloat16>,
+                                           cudaFuncAttributeMaxDynamicSharedMemorySize, kPassSmemFloats * 4));
+        SERVESIM_CUDA(
+            cudaFuncSetAttribute(gdn_output_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kOutSmemBytes));
+        configured = true;
+    }
+    gdn_prep_kernel<<<dim3(chunks, a.num_v_heads), 256, kPrepSmemFloats * 4, s>>>(
+        ws.kn, v, a.g, a.beta, ws.w, ws.u, ws.gc, cps, a.seq_len, a.num_k_heads, a.num_v_heads);
+    SERVESIM_LAUNCH_CHECK("gdn prep");
+    const dim3 pass_grid(kD / kBv, a.num_v_heads, a.num_seqs);
+    if (a.state_dtype == StateDtype::kFp32) {
+        gdn_state_pass_kernel<float><<<pass_grid, 128, kPassSmemFloats * 4, s>>>(
+            ws.w, ws.u, ws.kn, ws.gc, ws.v_new, ws.snaps, static_cast<float*>(a.state), a.use_initial_state, cps,
+            a.seq_len, a.num_k_heads, a.num_v_heads);
+    } else {
+        gdn_state_pass_kernel<__nv_bfloat16><<<pass_grid, 128, kPassSmemFloats * 4, s>>>(
+            ws.w, ws.u, ws.kn, ws.gc, ws.v_new, ws.snaps, static_cast<__nv_bfloat16*>(a.state), a.use_initial_state,
+            cps, a.seq_len, a.num_k_heads, a.num_v_heads);
+    }
+    SERVESIM_LAUNCH_CHECK("gdn state pass");
+    gdn_output_kernel<<<dim3(chunks, a.num_v_heads), 128, kOutSmemBytes, s>>>(
+        ws.qn, ws.kn, ws.v_new, ws.snaps, ws.gc, reinterpret_cast<__nv_bfloat16*>(a.o), cps, a.seq_len,
+        a.num_k_heads, a.num_v_heads);
+    SERVESIM_LAUNCH_CHECK("gdn output");
+}
+
+void gdn_decode(const GdnDecodeArgs& a, StreamHandle stream) {
+    SERVESIM_REQUIRE(a.num_seqs > 0 && a.num_k_heads > 0 && a.num_v_heads % a.num_k_heads == 0,
+                     "gdn_decode: bad sizes");
+    auto s = static_cast<cudaStream_t>(stream);
+    const dim3 grid(a.num_v_heads, a.num_seqs);
+    const auto* q = reinterpret_cast<const __nv_bfloat16*>(a.q);
+    const auto* k = reinterpret_cast<const __nv_bfloat16*>(a.k);
+    const auto* v = reinterpret_cast<const __nv_bfloat16*>(a.v);
+    auto* o = reinterpret_cast<__nv_bfloat16*>(a.o);
+    if (a.state_dtype == StateDtype::kFp32) {
+        gdn_decode_kernel<float><<<grid, 256, 0, s>>>(q, k, v, a.g, a.beta, o, static_cast<float*>(a.state),
+                                                      a.state_slots, a.num_k_heads, a.num_v_heads, a.scale);
+    } else {
+        gdn_decode_kernel<__nv_bfloat16><<<grid, 256, 0, s>>>(q, k, v, a.g, a.beta, o,
+                                                              static_cast<__nv_bfloat16*>(a.state), a.state_slots,
+                                                              a.num_k_heads, a.num_v_heads, a.scale);
+    }
+    SERVESIM_LAUNCH_CHECK("gdn decode");
+}
+
+void gdn_snapshot_copy(const void* state, void* snapshots, StateDtype dtype, const int* src_slots,
+                       const int* dst_slots, int count, int num_v_heads, StreamHandle stream) {
+    if (count <= 0) {
+        return;
+    }
+    auto s = static_cast<cudaStream_t>(stream);
+    const std::size_t elems = static_cast<std::size_t>(num_v_heads) * kD * kD;
+    const dim3 grid(64, count);
+    if (dtype == StateDtype::kFp32) {
+        copy_states_kernel<float><<<grid, 256, 0, s>>>(static_cast<const float*>(state),
+                                                       static_cast<float*>(snapshots), src_slots, dst_slots, elems);
+    } else {
+        copy_states_kernel<__nv_bfloat16><<<grid, 256, 0, s>>>(static_cast<const __nv_bfloat16*>(state),
+                                                               static_cast<__nv_bfloat16*>(snapshots), src_slots,
+                                                               dst_slots, elems);
+    }
+    SERVESIM_LAUNCH_CHECK("gdn snapshot copy");
+}
+
+}  // namespace servesim::kernels

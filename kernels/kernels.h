@@ -1,0 +1,176 @@
+// Launch API of the CUDA kernels that calibration times (DESIGN.md §2 kernels/). CUDA-free header: device pointers
+// are typed by element bits (bf16 = uint16_t, fp8 e4m3 = uint8_t), streams are opaque. Every launch checks its
+// arguments and the launch itself and throws std::runtime_error on failure. CPU references: kernels/cpu_reference.h.
+// Layouts (row-major, tokens outermost): activations [tokens, heads, head_dim]; paged KV cache
+// [num_blocks, block_size, kv_heads, head_dim] (vLLM's per-layer key_cache/value_cache); GDN state
+// [slots, v_heads, k_head_dim, v_head_dim] (key-major, as fla; vLLM stores the transpose).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace servesim::kernels {
+
+using bf16_t = std::uint16_t;
+using fp8_t = std::uint8_t;
+using StreamHandle = void*;  // cudaStream_t; nullptr = default stream
+
+// ---- GEMM (cuBLAS, bf16 in/out, fp32 accumulate): C[M,N] = A[M,K] · W[N,K]ᵀ (a torch Linear) ----
+class GemmRunner {
+public:
+    GemmRunner();
+    ~GemmRunner();
+    GemmRunner(const GemmRunner&) = delete;
+    GemmRunner& operator=(const GemmRunner&) = delete;
+    void run(const bf16_t* a, const bf16_t* w, bf16_t* c, int m, int n, int k, StreamHandle stream);
+
+private:
+    void* handle_ = nullptr;
+    void* workspace_ = nullptr;
+    std::size_t workspace_bytes_ = 0;
+};
+
+// ---- Causal prefill attention, FlashAttention-2 style (mma.sync m16n8k16, bf16, GQA, head_dim 128 or 256) ----
+// One sequence: q [chunk, Hq, hd]; k, v [cached + chunk, Hkv, hd] (the cached prefix first); o [chunk, Hq, hd].
+// Query i sits at absolute position cached + i and attends keys 0 … cached + i.
+struct PrefillAttentionArgs {
+    const bf16_t* q = nullptr;
+    const bf16_t* k = nullptr;
+    const bf16_t* v = nullptr;
+    bf16_t* o = nullptr;
+    int chunk_tokens = 0;
+    int cached_tokens = 0;
+    int num_q_heads = 0;
+    int num_kv_heads = 0;
+    int head_dim = 0;  // 128 or 256
+    float scale = 0;   // softmax scale, usually 1/sqrt(head_dim)
+};
+
+void prefill_attention(const PrefillAttentionArgs& args, StreamHandle stream);
+
+// ---- Paged decode attention, split-K over the block table (bf16 or fp8 e4m3 KV with per-tensor scales) ----
+enum class KvDtype { kBf16, kFp8E4m3 };
+
+struct DecodeAttentionArgs {
+    const bf16_t* q = nullptr;  // [seqs, Hq, hd]
+    const void* k_cache = nullptr;
+    const void* v_cache = nullptr;
+    KvDtype kv_dtype = KvDtype::kBf16;
+    float k_scale = 1.0f;
+    float v_scale = 1.0f;
+    const int* block_table = nullptr;  // [seqs, max_blocks_per_seq]
+    int max_blocks_per_seq = 0;
+    const int* seq_lens = nullptr;  // [seqs] context tokens including the new one
+    int num_seqs = 0;
+    int num_q_heads = 0;
+    int num_kv_heads = 0;
+    int head_dim = 0;  // 128 or 256
+    int block_size = 16;
+    float scale = 0;
+    bf16_t* o = nullptr;         // [seqs, Hq, hd]
+    float* workspace = nullptr;  // decode_attention_workspace_bytes()
+    int num_splits = 1;          // partitions of the context; 1 = no merge pass
+};
+
+// Splits so that kv_heads·seqs·splits fills the GPU about twice, each split ≥ 256 tokens.
+[[nodiscard]] int decode_attention_splits(int num_seqs, int num_kv_heads, int max_context_tokens, int num_sms);
+[[nodiscard]] std::size_t decode_attention_workspace_bytes(int num_seqs, int num_q_heads, int head_dim,
+                                                           int num_splits);
+void decode_attention(const DecodeAttentionArgs& args, StreamHandle stream);
+
+// ---- KV-cache write (vLLM reshape_and_cache): token t's K/V go to slot slot_mapping[t] ----
+struct KvWriteArgs {
+    const bf16_t* k = nullptr;  // [tokens, Hkv, hd]
+    const bf16_t* v = nullptr;
+    void* k_cache = nullptr;
+    void* v_cache = nullptr;
+    KvDtype kv_dtype = KvDtype::kBf16;
+    float k_scale = 1.0f;
+    float v_scale = 1.0f;
+    const int* slot_mapping = nullptr;  // [tokens]: block · block_size + offset
+    int num_tokens = 0;
+    int num_kv_heads = 0;
+    int head_dim = 0;
+};
+
+void kv_cache_write(const KvWriteArgs& args, StreamHandle stream);
+
+// ---- Gated DeltaNet (dk = dv = 128; Hv a multiple of Hk) ----
+enum class StateDtype { kFp32, kBf16 };
+
+// Chunked prefill (chunk 64) of num_seqs sequences of seq_len tokens each, packed [seqs·seq_len, …].
+// q, k [T, Hk, 128] (raw: L2-normalised inside; q also scaled by `scale`), v [T, Hv, 128], g [T, Hv] log-decay
+// (≤ 0), beta [T, Hv] in (0, 1). state [seqs, Hv, 128, 128] in state_dtype: read as the initial state when
+// use_initial_state, and overwritten with the final state. Kernels: q/k L2-norm, chunk prep (K·Kᵀ, triangular
+// solve, W/U), the serial state pass (one step per chunk), the chunk output (mma.sync).
+struct GdnPrefillArgs {
+    const bf16_t* q = nullptr;
+    const bf16_t* k = nullptr;
+    const bf16_t* v = nullptr;
+    const float* g = nullptr;
+    const float* beta = nullptr;
+    bf16_t* o = nullptr;  // [T, Hv, 128]
+    void* state = nullptr;
+    StateDtype state_dtype = StateDtype::kFp32;
+    bool use_initial_state = false;
+    int num_seqs = 0;
+    int seq_len = 0;
+    int num_k_heads = 0;
+    int num_v_heads = 0;
+    float scale = 0;
+    void* workspace = nullptr;  // gdn_prefill_workspace_bytes()
+};
+
+[[nodiscard]] std::size_t gdn_prefill_workspace_bytes(int num_seqs, int seq_len, int num_k_heads, int num_v_heads);
+void gdn_prefill(const GdnPrefillArgs& args, StreamHandle stream);
+
+// Align-mode snapshot write: copies `count` states (bf16 or fp32 [Hv,128,128] each) from src slots to dst slots.
+void gdn_snapshot_copy(const void* state, void* snapshots, StateDtype dtype, const int* src_slots, const int* dst_slots,
+                       int count, int num_v_heads, StreamHandle stream);
+
+// One recurrent decode step for num_seqs sequences: q, k [seqs, Hk, 128], v [seqs, Hv, 128], g, beta [seqs, Hv];
+// state[state_slots[s]] updated in place; o [seqs, Hv, 128].
+struct GdnDecodeArgs {
+    const bf16_t* q = nullptr;
+    const bf16_t* k = nullptr;
+    const bf16_t* v = nullptr;
+    const float* g = nullptr;
+    const float* beta = nullptr;
+    bf16_t* o = nullptr;
+    void* state = nullptr;
+    StateDtype state_dtype = StateDtype::kFp32;
+    const int* state_slots = nullptr;  // nullptr = identity
+    int num_seqs = 0;
+    int num_k_heads = 0;
+    int num_v_heads = 0;
+    float scale = 0;
+};
+
+void gdn_decode(const GdnDecodeArgs& args, StreamHandle stream);
+
+// ---- Causal depthwise conv1d + SiLU (kernel width 4) ----
+// Prefill: x [seqs·len, C] → y [seqs·len, C]; weight [C, 4]; conv_state [seqs, 3, C] bf16 (initial if
+// use_initial_state, then the last three inputs are written back).
+void conv1d_prefill(const bf16_t* x, const bf16_t* weight, bf16_t* conv_state, bool use_initial_state, bf16_t* y,
+                    int num_seqs, int seq_len, int channels, StreamHandle stream);
+// Update: one token per sequence, x [seqs, C]; state [seqs, 3, C] shifted in place.
+void conv1d_update(const bf16_t* x, const bf16_t* weight, bf16_t* conv_state, bf16_t* y, int num_seqs, int channels,
+                   StreamHandle stream);
+
+// ---- Small ops ----
+// y = x / rms(x) · w (fp32 math), rows of `width`; when residual != nullptr, x + residual is normalised and
+// written back to residual (vLLM fused_add_rms_norm).
+void rms_norm(const bf16_t* x, bf16_t* residual, const bf16_t* weight, bf16_t* y, int rows, int width, float eps,
+              StreamHandle stream);
+// x [rows, 2·width] = [gate | up] → y [rows, width] = silu(gate) · up.
+void silu_mul(const bf16_t* x, bf16_t* y, int rows, int width, StreamHandle stream);
+// Neox-style rotate-half RoPE in place on the first rot_dim dims of each head: x [tokens, heads, head_dim].
+void rope(bf16_t* x, const int* positions, int tokens, int heads, int head_dim, int rot_dim, float theta,
+          StreamHandle stream);
+// Greedy sampling: argmax over logits [rows, vocab] (bf16) → tokens [rows].
+void argmax_rows(const bf16_t* logits, int* tokens, int rows, int vocab, StreamHandle stream);
+// Embedding gather: out[t] = table[ids[t]], rows of `width`.
+void embedding_gather(const bf16_t* table, const int* ids, bf16_t* out, int tokens, int width, StreamHandle stream);
+
+}  // namespace servesim::kernels

@@ -1,0 +1,395 @@
+// vLLM's KV-cache sizing at start-up; see memory_plan.h for the vLLM functions each step follows.
+#include "sim/cache/memory_plan.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "common/error.h"
+#include "models/model_derived.h"
+
+namespace servesim::cache {
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+// FLASH_ATTN / FLASHINFER / TRITON kernels take block sizes that are multiples of 16 (vllm-v1-behaviour.md §2.2).
+constexpr int kKernelBlockAlignment = 16;
+
+std::int64_t cdiv(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+struct LayerTypeCounts {
+    int full_attention = 0;
+    int sliding_window = 0;
+    int mamba = 0;
+    int sliding_window_tokens = 0;
+    const models::AttentionMixer* first_attention = nullptr;
+    int mamba_chunk_size = 0;
+};
+
+LayerTypeCounts count_kv_layers(const models::ModelSpec& model) {
+    LayerTypeCounts c;
+    for (const auto& layer : model.layers) {
+        if (const auto* a = std::get_if<models::AttentionMixer>(&layer.mixer)) {
+            if (c.first_attention == nullptr) {
+                c.first_attention = a;
+            }
+            if (a->sliding_window_tokens > 0) {
+                ++c.sliding_window;
+                c.sliding_window_tokens = a->sliding_window_tokens;
+            } else {
+                ++c.full_attention;
+            }
+        } else if (std::holds_alternative<models::GatedDeltaNetMixer>(layer.mixer)) {
+            ++c.mamba;
+        } else if (const auto* m = std::get_if<models::Mamba2Mixer>(&layer.mixer)) {
+            ++c.mamba;
+            c.mamba_chunk_size = m->chunk_size;
+        }
+    }
+    return c;
+}
+
+// Per-token working set of the largest layer in the profile forward, in bytes (model dtype b, fp32 where the
+// kernels keep fp32 intermediates). Residual stream plus normed input (2·h), plus the widest layer's outputs.
+std::int64_t forward_bytes_per_token(const models::ModelSpec& model) {
+    const std::int64_t b = models::dtype_bytes(model.dtype);
+    const std::int64_t h = model.hidden_size;
+    std::int64_t widest = 0;
+    for (const auto& layer : model.layers) {
+        std::int64_t mixer = 0;
+        if (const auto* a = std::get_if<models::AttentionMixer>(&layer.mixer)) {
+            const std::int64_t q = std::int64_t{a->num_q_heads} * a->head_dim * (a->output_gate ? 2 : 1);
+            mixer = (q + 2LL * a->num_kv_heads * a->head_dim + std::int64_t{a->num_q_heads} * a->head_dim) * b;
+        } else if (const auto* g = std::get_if<models::GatedDeltaNetMixer>(&layer.mixer)) {
+            const std::int64_t conv_dim =
+                2LL * g->num_k_heads * g->k_head_dim + std::int64_t{g->num_v_heads} * g->v_head_dim;
+            const std::int64_t value = std::int64_t{g->num_v_heads} * g->v_head_dim;
+            // projections (qkv, z, a, b), conv output and core output in the model dtype; the chunked kernels'
+            // fp32 intermediates per value head: w and u (dk + dv) and the 64-wide in-chunk matrix.
+            mixer = (2 * conv_dim + 2 * value + 2LL * g->num_v_heads) * b +
+                    4LL * g->num_v_heads * (g->k_head_dim + g->v_head_dim + 64);
+        } else if (const auto* m = std::get_if<models::Mamba2Mixer>(&layer.mixer)) {
+            const std::int64_t d_inner = std::int64_t{m->num_heads} * m->head_dim;
+            const std::int64_t proj = 2 * d_inner + 2LL * m->n_groups * m->state_size + m->num_heads;
+            mixer = (proj + d_inner + 2LL * m->n_groups * m->state_size) * b;
+        }
+        std::int64_t mlp = 0;
+        if (const auto* d = std::get_if<models::DenseMlp>(&layer.mlp)) {
+            mlp = std::int64_t{d->intermediate_size} * (d->gated ? 3 : 2) * b;
+        } else if (const auto* e = std::get_if<models::MoeMlp>(&layer.mlp)) {
+            mlp = (3LL * e->moe_intermediate_size * e->num_experts_per_tok + 3LL * e->shared_expert_intermediate_size +
+                   e->num_experts * 4LL) *
+                  b;
+        }
+        widest = std::max({widest, mixer, mlp});
+    }
+    return 2 * h * b + widest;
+}
+
+std::int64_t max_memory_usage_blocks(KvGroupKind kind, MambaCacheMode mode, std::int64_t max_model_len,
+                                     std::int64_t block_size, std::int64_t mamba_block_size, int window,
+                                     std::int64_t max_num_batched_tokens) {
+    switch (kind) {
+        case KvGroupKind::kFullAttention:
+            return cdiv(max_model_len, block_size);
+        case KvGroupKind::kSlidingWindow:
+            // SlidingWindowSpec.max_memory_usage_bytes: the window plus one step's tokens, plus one block.
+            return cdiv(std::min<std::int64_t>(window - 1 + max_num_batched_tokens, max_model_len), block_size) + 1;
+        case KvGroupKind::kMamba:
+            switch (mode) {
+                case MambaCacheMode::kNone:
+                    return 1;
+                case MambaCacheMode::kAlign:
+                    return 2;
+                case MambaCacheMode::kAll:
+                    return cdiv(max_model_len, mamba_block_size);
+            }
+    }
+    return 0;
+}
+
+}  // namespace
+
+VllmVersion parse_vllm_version(const std::string& text) {
+    VllmVersion v;
+    int patch = 0;
+    char extra = 0;
+    const int n = std::sscanf(text.c_str(), "%d.%d.%d%c", &v.major, &v.minor, &patch, &extra);
+    if (n < 2 || n > 3 || v.major < 0 || v.minor < 0) {
+        throw ConfigError("vllm_version: expected a release like 0.26 or 0.26.0, got '" + text + "'");
+    }
+    return v;
+}
+
+const char* mamba_cache_mode_name(MambaCacheMode m) {
+    switch (m) {
+        case MambaCacheMode::kNone:
+            return "none";
+        case MambaCacheMode::kAlign:
+            return "align";
+        case MambaCacheMode::kAll:
+            return "all";
+    }
+    return "?";
+}
+
+MambaCacheMode parse_mamba_cache_mode(const std::string& text) {
+    if (text == "none") {
+        return MambaCacheMode::kNone;
+    }
+    if (text == "align") {
+        return MambaCacheMode::kAlign;
+    }
+    if (text == "all") {
+        return MambaCacheMode::kAll;
+    }
+    throw ConfigError("mamba_cache_mode: '" + text + "' is not a mode; allowed: none, align, all");
+}
+
+std::int64_t activation_peak_bytes(const models::ModelSpec& model, std::int64_t max_num_batched_tokens,
+                                   std::int64_t max_num_seqs) {
+    // GPUModelRunner.profile_run: a dummy forward of max_num_batched_tokens tokens (per-token working set of the
+    // widest layer), then _dummy_sampler_run over min(max_num_seqs, tokens) rows: bf16 logits plus two fp32 copies
+    // (the float logits and the probabilities) of vocab entries per row.
+    const std::int64_t rows = std::min(max_num_seqs, max_num_batched_tokens);
+    const std::int64_t sampler = rows * std::int64_t{model.vocab_size} * (models::dtype_bytes(model.dtype) + 2 * 4);
+    return max_num_batched_tokens * forward_bytes_per_token(model) + sampler;
+}
+
+KvCacheConfig MemoryPlan::kv_cache_config() const {
+    KvCacheConfig config;
+    config.num_gpu_blocks = num_gpu_blocks;
+    config.enable_prefix_caching = enable_prefix_caching;
+    config.mamba_cache_mode = mamba_cache_mode;
+    for (const auto& g : groups) {
+        KvCacheGroup group;
+        group.kind = g.kind;
+        group.num_layers = g.num_layers;
+        group.block_size_tokens = g.kind == KvGroupKind::kMamba ? mamba_block_size : block_size;
+        config.groups.push_back(group);
+    }
+    return config;
+}
+
+MemoryPlan plan_memory(const models::ModelSpec& model, const MemoryPlanRequest& req) {
+    MemoryPlan plan;
+    const LayerTypeCounts counts = count_kv_layers(model);
+    const int num_attention = counts.full_attention + counts.sliding_window;
+    const bool hybrid = num_attention > 0 && counts.mamba > 0;
+    if (num_attention == 0 && counts.mamba == 0) {
+        throw ConfigError(fmt::format("model '{}': no attention or recurrent layers, nothing to cache", model.name));
+    }
+
+    // --- engine defaults (EngineArgs, vllm-v1-behaviour.md §4.6) ---
+    plan.gpu_memory_utilization =
+        req.gpu_memory_utilization.value_or(req.vllm_version.default_gpu_memory_utilization());
+    if (!(plan.gpu_memory_utilization > 0.0 && plan.gpu_memory_utilization <= 1.0)) {
+        throw ConfigError(fmt::format(
+            "gpu_memory_utilization: the value {} is invalid; GPU memory utilization must be within (0, 1]",
+            plan.gpu_memory_utilization));
+    }
+    plan.max_model_len = req.max_model_len.value_or(model.max_position_embeddings);
+    if (plan.max_model_len <= 0) {
+        throw ConfigError(fmt::format("max_model_len: must be a positive number of tokens, got {}", plan.max_model_len));
+    }
+    if (model.max_position_embeddings > 0 && plan.max_model_len > model.max_position_embeddings) {
+        throw ConfigError(fmt::format(
+            "max_model_len: User-specified max_model_len ({}) is greater than the derived max_model_len "
+            "(max_position_embeddings={} in model '{}')",
+            plan.max_model_len, model.max_position_embeddings, model.name));
+    }
+    plan.max_num_batched_tokens = req.max_num_batched_tokens.value_or(req.gpu_is_large_for_defaults ? 8192 : 2048);
+    plan.max_num_seqs = req.max_num_seqs.value_or(req.gpu_is_large_for_defaults ? 1024 : 256);
+    if (plan.max_num_batched_tokens <= 0 || plan.max_num_seqs <= 0) {
+        throw ConfigError("max_num_batched_tokens and max_num_seqs must be positive");
+    }
+    if (plan.max_num_seqs > plan.max_num_batched_tokens) {
+        if (req.max_num_seqs) {
+            throw ConfigError(fmt::format(
+                "max_num_batched_tokens ({}) must be greater than or equal to max_num_seqs ({})",
+                plan.max_num_batched_tokens, plan.max_num_seqs));
+        }
+        plan.max_num_seqs = plan.max_num_batched_tokens;  // default clamp: seqs ≤ batched tokens
+    }
+    plan.kv_cache_dtype = req.kv_cache_dtype_fp8 ? models::DType::kFp8 : model.dtype;
+
+    // --- prefix caching and mamba_cache_mode (is_prefix_caching_supported; MambaModelConfig) ---
+    plan.enable_prefix_caching = req.enable_prefix_caching.value_or(!hybrid && counts.mamba == 0);
+    if (counts.mamba > 0) {
+        if (!plan.enable_prefix_caching) {
+            plan.mamba_cache_mode = MambaCacheMode::kNone;  // forced: mamba_block_size = max_model_len
+        } else {
+            MambaCacheMode wanted = req.mamba_cache_mode.value_or(MambaCacheMode::kNone);
+            if (wanted == MambaCacheMode::kNone) {
+                wanted = model.supports_mamba_prefix_caching_all ? MambaCacheMode::kAll : MambaCacheMode::kAlign;
+            }
+            if (wanted == MambaCacheMode::kAll && !model.supports_mamba_prefix_caching_all) {
+                wanted = MambaCacheMode::kAlign;  // vLLM warns and falls back for classes without the interface
+            }
+            plan.mamba_cache_mode = wanted;
+        }
+    }
+
+    // --- block size (Platform.update_block_size_for_backend → _align_hybrid_block_size) ---
+    if (req.block_size) {
+        if (*req.block_size <= 0 || *req.block_size % kKernelBlockAlignment != 0) {
+            throw ConfigError(fmt::format(
+                "block_size: {} is not supported by the attention backend; it must be a positive multiple of {} "
+                "(FLASH_ATTN MultipleOf(16))",
+                *req.block_size, kKernelBlockAlignment));
+        }
+    }
+    plan.block_size = req.block_size.value_or(kKernelBlockAlignment);
+    if (counts.first_attention != nullptr) {
+        plan.attn_page_size_1tok_bytes = models::kv_bytes_per_token_layer(*counts.first_attention, plan.kv_cache_dtype);
+    }
+    plan.kv_bytes_per_token = models::kv_bytes_per_token(model, plan.kv_cache_dtype);
+    plan.state_bytes_per_sequence = models::state_bytes_per_sequence(model);
+    plan.mamba_page_size_bytes = models::max_state_bytes_layer(model);
+
+    if (hybrid) {
+        const std::int64_t kernel_align = std::max(kKernelBlockAlignment, plan.block_size);
+        std::int64_t attn_block = 0;
+        if (plan.mamba_cache_mode == MambaCacheMode::kAll) {
+            const std::int64_t mamba_chunk = counts.mamba_chunk_size > 0 ? counts.mamba_chunk_size : kernel_align;
+            const std::int64_t chunk = std::lcm(mamba_chunk, kernel_align);
+            attn_block = chunk * cdiv(cdiv(plan.mamba_page_size_bytes, plan.attn_page_size_1tok_bytes), chunk);
+        } else {
+            attn_block = kernel_align * cdiv(plan.mamba_page_size_bytes, kernel_align * plan.attn_page_size_1tok_bytes);
+        }
+        if (plan.block_size < attn_block) {
+            plan.user_block_size_overridden = req.block_size.has_value();
+            plan.block_size = static_cast<int>(attn_block);
+            plan.block_size_raised = true;
+            plan.block_size_reason = fmt::format(
+                "Setting attention block size to {} tokens to ensure that attention page size is >= mamba page size.",
+                attn_block);
+        }
+        const std::int64_t attn_page = plan.block_size * plan.attn_page_size_1tok_bytes;
+        plan.page_size_bytes = attn_page;
+        plan.mamba_page_padding_pct =
+            100.0 * static_cast<double>(attn_page - plan.mamba_page_size_bytes) / static_cast<double>(plan.mamba_page_size_bytes);
+        plan.mamba_block_size = plan.mamba_cache_mode == MambaCacheMode::kNone ? static_cast<int>(plan.max_model_len)
+                                                                              : plan.block_size;
+    } else if (num_attention > 0) {
+        plan.page_size_bytes = plan.block_size * plan.attn_page_size_1tok_bytes;
+    } else {
+        // Attention-free (pure Mamba): one state page per layer, block size = max_model_len.
+        plan.page_size_bytes = plan.mamba_page_size_bytes;
+        plan.mamba_block_size = static_cast<int>(plan.max_model_len);
+    }
+
+    // --- KV cache groups (get_kv_cache_groups → _get_kv_cache_groups_uniform_page_size) ---
+    std::vector<std::pair<KvGroupKind, int>> types;
+    if (counts.full_attention > 0) {
+        types.emplace_back(KvGroupKind::kFullAttention, counts.full_attention);
+    }
+    if (counts.sliding_window > 0) {
+        types.emplace_back(KvGroupKind::kSlidingWindow, counts.sliding_window);
+    }
+    if (counts.mamba > 0) {
+        types.emplace_back(KvGroupKind::kMamba, counts.mamba);
+    }
+    int min_layers = types.front().second;
+    int max_layers = types.front().second;
+    for (const auto& t : types) {
+        min_layers = std::min(min_layers, t.second);
+        max_layers = std::max(max_layers, t.second);
+    }
+    plan.group_size = (types.size() == 1 || static_cast<double>(max_layers) < 1.5 * min_layers) ? max_layers : min_layers;
+    for (const auto& [kind, n] : types) {
+        const int num_groups = static_cast<int>(cdiv(n, plan.group_size));
+        for (int g = 0; g < num_groups; ++g) {
+            KvGroupPlan group;
+            group.kind = kind;
+            group.num_layers = std::min(plan.group_size, n - g * plan.group_size);
+            group.num_padding_layers = plan.group_size - group.num_layers;
+            plan.groups.push_back(group);
+        }
+    }
+
+    // --- memory budget (Worker.determine_available_memory) ---
+    plan.weight_bytes = models::weight_bytes_total(model);
+    plan.activation_peak_bytes = activation_peak_bytes(model, plan.max_num_batched_tokens, plan.max_num_seqs);
+    plan.non_torch_bytes = req.non_torch_memory_bytes;
+    plan.cudagraph_bytes = req.cudagraph_memory_bytes;
+    plan.requested_memory_bytes =
+        static_cast<std::int64_t>(std::ceil(static_cast<double>(req.gpu_memory_bytes) * plan.gpu_memory_utilization));
+    if (req.kv_cache_memory_bytes) {
+        if (*req.kv_cache_memory_bytes <= 0) {
+            throw ConfigError("kv_cache_memory_bytes: must be positive");
+        }
+        plan.kv_cache_memory_bytes = *req.kv_cache_memory_bytes;  // used as-is; utilization ignored
+        plan.kv_cache_memory_overridden = true;
+    } else {
+        if (req.gpu_memory_bytes <= 0) {
+            throw ConfigError("gpu memory size must be positive");
+        }
+        plan.kv_cache_memory_bytes = plan.requested_memory_bytes - plan.weight_bytes - plan.activation_peak_bytes -
+                                     plan.non_torch_bytes - plan.cudagraph_bytes;
+        if (plan.kv_cache_memory_bytes <= 0) {
+            throw ConfigError(fmt::format(
+                "No available memory for the cache blocks: {:.2f} GiB requested (gpu_memory_utilization {}) but "
+                "weights take {:.2f} GiB and the profiled activation peak {:.2f} GiB. Try increasing "
+                "gpu_memory_utilization, a larger GPU, or a smaller max_num_batched_tokens.",
+                plan.requested_memory_bytes / kGiB, plan.gpu_memory_utilization, plan.weight_bytes / kGiB,
+                (plan.activation_peak_bytes + plan.non_torch_bytes + plan.cudagraph_bytes) / kGiB));
+        }
+    }
+
+    // --- num_blocks (get_num_blocks): one pool shared by all groups, block 0 is the null block ---
+    plan.num_gpu_blocks = plan.kv_cache_memory_bytes / plan.page_size_bytes / plan.group_size;
+
+    // --- _check_enough_kv_cache_memory: one max_model_len request must fit (per layer pages) ---
+    auto needed_bytes = [&](std::int64_t len) {
+        std::int64_t total = 0;
+        for (const auto& g : plan.groups) {
+            total += g.num_layers * plan.page_size_bytes *
+                     max_memory_usage_blocks(g.kind, plan.mamba_cache_mode, len, plan.block_size,
+                                             plan.mamba_cache_mode == MambaCacheMode::kNone ? len : plan.mamba_block_size,
+                                             counts.sliding_window_tokens, plan.max_num_batched_tokens);
+        }
+        return total;
+    };
+    if (needed_bytes(plan.max_model_len) > plan.kv_cache_memory_bytes) {
+        std::int64_t lo = 0;
+        std::int64_t hi = plan.max_model_len;
+        while (lo < hi) {  // largest length that fits
+            const std::int64_t mid = (lo + hi + 1) / 2;
+            if (needed_bytes(mid) <= plan.kv_cache_memory_bytes) {
+                lo = mid;
+            } else {
+                hi = mid - 1;
+            }
+        }
+        throw ConfigError(fmt::format(
+            "max_model_len: To serve at least one request with the models's max seq len ({}), ({:.2f} GiB KV cache "
+            "is needed, which is larger than the available KV cache memory ({:.2f} GiB). Based on the available "
+            "memory, the estimated maximum model length is {}. Try increasing `gpu_memory_utilization` or "
+            "decreasing `max_model_len` when initializing the engine.",
+            plan.max_model_len, needed_bytes(plan.max_model_len) / kGiB, plan.kv_cache_memory_bytes / kGiB, lo));
+    }
+
+    // --- log lines (_report_kv_cache_config, get_max_concurrency_for_kv_cache_config) ---
+    std::int64_t per_request_bytes = 0;
+    for (const auto& g : plan.groups) {
+        per_request_bytes +=
+            plan.page_size_bytes * max_memory_usage_blocks(g.kind, plan.mamba_cache_mode, plan.max_model_len,
+                                                           plan.block_size, plan.mamba_block_size,
+                                                           counts.sliding_window_tokens, plan.max_num_batched_tokens);
+    }
+    plan.blocks_per_request = cdiv(per_request_bytes, plan.page_size_bytes);
+    plan.max_concurrency = static_cast<double>(plan.num_gpu_blocks) / static_cast<double>(plan.blocks_per_request);
+    if (req.vllm_version.kv_size_from_concurrency()) {
+        plan.kv_cache_tokens = static_cast<std::int64_t>(plan.max_concurrency * static_cast<double>(plan.max_model_len));
+    } else {
+        const int min_block = plan.mamba_block_size > 0 && num_attention == 0 ? plan.mamba_block_size : plan.block_size;
+        plan.kv_cache_tokens =
+            plan.num_gpu_blocks / static_cast<std::int64_t>(plan.groups.size()) * static_cast<std::int64_t>(min_block);
+    }
+    return plan;
+}
+
+}  // namespace servesim::cache

@@ -1,0 +1,120 @@
+// MemoryPlan: vLLM's start-up arithmetic for the KV cache — available KV memory, page sizes, KV cache groups,
+// hybrid block-size alignment and Mamba page padding, num_blocks with the null block, and the "GPU KV cache size" /
+// "Maximum concurrency" log lines. Follows (vllm-v1-behaviour.md §1, §2, §5):
+//   vllm/v1/worker/gpu_worker.py Worker.determine_available_memory (memory budget),
+//   vllm/platforms/interface.py Platform._align_hybrid_block_size (block size 528 for Qwen3.5-4B),
+//   vllm/v1/core/kv_cache_utils.py get_kv_cache_groups, get_num_blocks, _report_kv_cache_config,
+//   get_max_concurrency_for_kv_cache_config, _check_enough_kv_cache_memory,
+//   vllm/config/model.py is_prefix_caching_supported, vllm/model_executor/models/config.py (mamba_cache_mode).
+// It owns no blocks: it sizes the pool that sim/cache/block_pool manages.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "models/model_spec.h"
+#include "sim/cache/kv_cache_manager.h"
+
+namespace servesim::cache {
+
+// The vLLM release whose behaviour to follow where it changed (vllm-v1-behaviour.md §9). Releases from 0.21 carry
+// PR #41069 ("GPU KV cache size" = concurrency × max_model_len) and PR #38284 (gpu_memory_utilization 0.92).
+struct VllmVersion {
+    int major = 0;
+    int minor = 26;
+
+    [[nodiscard]] bool kv_size_from_concurrency() const { return major > 0 || minor >= 21; }
+
+    [[nodiscard]] double default_gpu_memory_utilization() const { return (major > 0 || minor >= 21) ? 0.92 : 0.90; }
+};
+
+[[nodiscard]] VllmVersion parse_vllm_version(const std::string& text);  // "0.26", "0.26.0"; ConfigError otherwise
+
+[[nodiscard]] const char* mamba_cache_mode_name(MambaCacheMode m);
+
+[[nodiscard]] MambaCacheMode parse_mamba_cache_mode(const std::string& text);  // none|align|all
+
+// What the user asked for; unset optionals take vLLM's defaults for the model and GPU.
+struct MemoryPlanRequest {
+    std::int64_t gpu_memory_bytes = 0;  // total device memory as torch.cuda.mem_get_info reports it
+    bool gpu_is_large_for_defaults = true;  // ≥ 70 GiB and not an A100: batch defaults 8192 / 1024 (§4.6)
+    VllmVersion vllm_version;
+    std::optional<double> gpu_memory_utilization;
+    bool kv_cache_dtype_fp8 = false;
+    std::optional<int> block_size;
+    std::optional<bool> enable_prefix_caching;
+    std::optional<MambaCacheMode> mamba_cache_mode;
+    std::optional<std::int64_t> max_model_len;
+    std::optional<std::int64_t> max_num_batched_tokens;
+    std::optional<std::int64_t> max_num_seqs;
+    std::optional<std::int64_t> kv_cache_memory_bytes;
+    // Memory outside torch's allocator that the profile run adds (cuBLAS workspaces, NCCL, allocator slack):
+    // vLLM's non_torch_increase. Not derivable from the model; a documented assumption (see DESIGN notes).
+    std::int64_t non_torch_memory_bytes = 512LL << 20;
+    // CUDA-graph memory estimate subtracted by newer vLLM (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS); 0 = none.
+    std::int64_t cudagraph_memory_bytes = 0;
+};
+
+struct KvGroupPlan {
+    KvGroupKind kind = KvGroupKind::kFullAttention;
+    int num_layers = 0;          // real layers in this group
+    int num_padding_layers = 0;  // "Add N padding layers"
+};
+
+struct MemoryPlan {
+    // Resolved engine settings.
+    bool enable_prefix_caching = false;
+    MambaCacheMode mamba_cache_mode = MambaCacheMode::kNone;
+    std::int64_t max_model_len = 0;
+    std::int64_t max_num_batched_tokens = 0;
+    std::int64_t max_num_seqs = 0;
+    double gpu_memory_utilization = 0;
+    models::DType kv_cache_dtype = models::DType::kBFloat16;
+
+    // Memory budget (bytes).
+    std::int64_t requested_memory_bytes = 0;  // ceil(total × utilization)
+    std::int64_t weight_bytes = 0;
+    std::int64_t activation_peak_bytes = 0;
+    std::int64_t non_torch_bytes = 0;
+    std::int64_t cudagraph_bytes = 0;
+    std::int64_t kv_cache_memory_bytes = 0;  // "Available KV cache memory"
+    bool kv_cache_memory_overridden = false;
+
+    // Pages and blocks.
+    int block_size = 16;               // attention block size (tokens); hash granularity
+    bool block_size_raised = false;    // "Setting attention block size to … tokens"
+    std::string block_size_reason;     // the log line's reason, empty when not raised
+    bool user_block_size_overridden = false;  // --block-size was given and replaced
+    int mamba_block_size = 0;          // 0 when no Mamba layers
+    std::int64_t attn_page_size_1tok_bytes = 0;  // one attention layer, one token
+    std::int64_t mamba_page_size_bytes = 0;      // unpadded, largest Mamba layer
+    std::int64_t page_size_bytes = 0;            // per layer, after padding (all groups equal)
+    double mamba_page_padding_pct = 0;
+    int group_size = 0;                // tensors per group: layers of one group sharing a page tensor
+    std::vector<KvGroupPlan> groups;
+    std::int64_t num_gpu_blocks = 0;   // vLLM num_blocks, including the null block
+    std::int64_t blocks_per_request = 0;  // at max_model_len, all groups
+    double max_concurrency = 0;        // num_gpu_blocks / blocks_per_request
+    std::int64_t kv_cache_tokens = 0;  // "GPU KV cache size: N tokens"
+
+    // Per-token and per-sequence sizes.
+    std::int64_t kv_bytes_per_token = 0;        // all attention layers, at the KV dtype
+    std::int64_t state_bytes_per_sequence = 0;  // all recurrent layers, unpadded
+
+    // The KvCacheConfig the simulator's cache manager is built from.
+    [[nodiscard]] KvCacheConfig kv_cache_config() const;
+};
+
+// Computes the plan, or throws ConfigError with a vLLM-like message (utilization outside (0, 1], block size not
+// a positive multiple of 16… , max_model_len longer than the model allows or than the KV cache holds, no memory
+// left for the KV cache).
+[[nodiscard]] MemoryPlan plan_memory(const models::ModelSpec& model, const MemoryPlanRequest& request);
+
+// vLLM's activation peak of the profile run (a dummy forward of max_num_batched_tokens tokens plus the dummy
+// sampler run over max_num_seqs rows): the modelled torch_peak_increase. See memory_plan.cpp for the terms.
+[[nodiscard]] std::int64_t activation_peak_bytes(const models::ModelSpec& model, std::int64_t max_num_batched_tokens,
+                                                 std::int64_t max_num_seqs);
+
+}  // namespace servesim::cache

@@ -1,0 +1,132 @@
+// The experiment's event loop; see simulation.h.
+#include "sim/cluster/simulation.h"
+
+namespace servesim::cluster {
+
+Simulation::Simulation(const SimulationConfig& config, const engine::CostModel& cost_model,
+                       workloads::Workload& workload, std::unique_ptr<Router> router)
+    : config_(config),
+      cost_model_(cost_model),
+      workload_(workload),
+      router_(std::move(router)),
+      metrics_(config.warmup_end) {
+    for (int i = 0; i < config_.num_replicas; ++i) {
+        replicas_.push_back(std::make_unique<engine::Replica>(config_.replica, cost_model_, metrics_));
+    }
+}
+
+metrics::PrefixCounters Simulation::counters() const {
+    metrics::PrefixCounters c;
+    for (const auto& r : replicas_) {
+        const auto& s = r->kv_cache().stats();
+        c.queries += s.queries;
+        c.hits += s.hits;
+    }
+    return c;
+}
+
+void Simulation::arm_arrival() {
+    const auto next = workload_.next_arrival_time();
+    if (!next) {
+        return;
+    }
+    if (!armed_arrival_ || *next < *armed_arrival_) {
+        const core::SimTime at = std::max(*next, queue_.now());
+        queue_.push(at, core::EventPriority::kArrival, core::EventKind::kArrival);
+        armed_arrival_ = at;
+    }
+}
+
+void Simulation::start_step(std::size_t replica, core::SimTime now) {
+    auto& r = *replicas_[replica];
+    const auto end = r.try_start_step(now);
+    notify_finished(r.take_rejected(), now);
+    if (end) {
+        queue_.push(*end, core::EventPriority::kStepEnd, core::EventKind::kStepEnd, static_cast<std::uint32_t>(replica));
+    }
+}
+
+void Simulation::notify_finished(const std::vector<core::RequestId>& ids, core::SimTime now) {
+    for (const auto id : ids) {
+        workload_.on_request_finished(id, now);
+    }
+}
+
+void Simulation::handle_arrivals(core::SimTime now) {
+    std::vector<ReplicaLoad> loads(replicas_.size());
+    while (true) {
+        const auto next = workload_.next_arrival_time();
+        if (!next || *next > now) {
+            break;
+        }
+        workloads::RequestSpec spec = workload_.pop_next_arrival();
+        for (std::size_t i = 0; i < replicas_.size(); ++i) {
+            loads[i] = ReplicaLoad{replicas_[i]->num_waiting(), replicas_[i]->num_running()};
+        }
+        const std::size_t target = router_->route(spec.prompt, loads);
+        engine::IncomingRequest in{spec.id, now, std::move(spec.prompt), spec.max_output_tokens, spec.answer_content};
+        if (!replicas_[target]->add_request(std::move(in))) {
+            notify_finished({spec.id}, now);  // refused: the client moves on
+        } else if (!replicas_[target]->step_in_flight()) {
+            start_step(target, now);
+        }
+    }
+}
+
+SimulationResult Simulation::run() {
+    SimulationResult result;
+    arm_arrival();
+    while (!queue_.empty()) {
+        if (queue_.peek().time > config_.max_time) {
+            result.hit_max_time = true;
+            break;
+        }
+        const core::Event e = queue_.pop();
+        ++result.num_events;
+        const core::SimTime now = e.time;
+        if (!warmup_snapshot_taken_ && now >= config_.warmup_end) {
+            metrics_.snapshot_warmup_counters(counters());
+            for (const auto& r : replicas_) {
+                preemptions_at_warmup_ += r->num_preemptions();
+            }
+            warmup_snapshot_taken_ = true;
+        }
+        switch (e.kind) {
+            case core::EventKind::kArrival:
+                if (armed_arrival_ && *armed_arrival_ == now) {
+                    armed_arrival_.reset();
+                }
+                handle_arrivals(now);
+                break;
+            case core::EventKind::kStepEnd: {
+                auto& r = *replicas_[e.target];
+                notify_finished(r.end_step(now), now);
+                start_step(e.target, now);  // replicas share nothing: only this one can have new room
+                break;
+            }
+            case core::EventKind::kSample:
+                break;
+        }
+        arm_arrival();
+    }
+    std::int64_t preemptions = 0;
+    for (const auto& r : replicas_) {
+        preemptions += r->num_preemptions();
+        result.num_unfinished += static_cast<std::int64_t>(r->num_requests());
+        const auto& c = r->total_cost();
+        result.total_cost.gemm_ms += c.gemm_ms;
+        result.total_cost.lm_head_ms += c.lm_head_ms;
+        result.total_cost.attn_prefill_ms += c.attn_prefill_ms;
+        result.total_cost.attn_decode_ms += c.attn_decode_ms;
+        result.total_cost.gdn_ms += c.gdn_ms;
+        result.total_cost.snapshot_ms += c.snapshot_ms;
+        result.total_cost.overhead_ms += c.overhead_ms;
+    }
+    if (!warmup_snapshot_taken_) {
+        metrics_.snapshot_warmup_counters(counters());
+    }
+    result.summary = metrics_.summarize(counters(), preemptions - preemptions_at_warmup_, queue_.now());
+    return result;
+}
+
+}  // namespace servesim::cluster

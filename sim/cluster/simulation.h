@@ -1,0 +1,62 @@
+// Simulation: one experiment — a workload, a router and N replicas on one event queue and one clock. It pulls
+// arrivals from the workload, routes each to a replica, runs each replica's steps back to back while it has work
+// (at most one step in flight per replica, re-armed on every arrival and finish), and tells the workload when a
+// request finished so closed-loop dialogues send their next turn. A pure function of its inputs and seed.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "sim/cluster/router.h"
+#include "sim/core/event_queue.h"
+#include "sim/engine/replica.h"
+#include "sim/metrics/metrics.h"
+#include "workloads/workload.h"
+
+namespace servesim::cluster {
+
+struct SimulationConfig {
+    engine::ReplicaConfig replica;
+    int num_replicas = 1;
+    core::SimTime warmup_end;
+    // Hard stop: no event after this time is processed (an overloaded run whose queue grows without bound).
+    core::SimTime max_time = core::SimTime::from_s(24 * 3600.0);
+};
+
+struct SimulationResult {
+    metrics::Summary summary;
+    engine::StepCost total_cost;       // summed over replicas (ms)
+    std::int64_t num_events = 0;
+    std::int64_t num_unfinished = 0;   // requests still in a replica when the run stopped
+    bool hit_max_time = false;
+};
+
+class Simulation {
+public:
+    Simulation(const SimulationConfig& config, const engine::CostModel& cost_model, workloads::Workload& workload,
+               std::unique_ptr<Router> router);
+
+    SimulationResult run();
+
+private:
+    void arm_arrival();
+    void handle_arrivals(core::SimTime now);
+    void start_step(std::size_t replica, core::SimTime now);
+    void notify_finished(const std::vector<core::RequestId>& ids, core::SimTime now);
+    [[nodiscard]] metrics::PrefixCounters counters() const;
+
+    SimulationConfig config_;
+    const engine::CostModel& cost_model_;
+    workloads::Workload& workload_;
+    std::unique_ptr<Router> router_;
+    metrics::MetricsCollector metrics_;
+    std::vector<std::unique_ptr<engine::Replica>> replicas_;
+    core::EventQueue queue_;
+    std::optional<core::SimTime> armed_arrival_;
+    bool warmup_snapshot_taken_ = false;
+    std::int64_t preemptions_at_warmup_ = 0;
+};
+
+}  // namespace servesim::cluster

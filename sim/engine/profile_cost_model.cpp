@@ -1,0 +1,55 @@
+// Profile-curve step costs; see profile_cost_model.h.
+#include "sim/engine/profile_cost_model.h"
+
+#include <fmt/format.h>
+
+#include <vector>
+
+#include "sim/engine/roofline_cost_model.h"
+
+namespace servesim::engine {
+
+ProfileCostModel::ProfileCostModel(calibration::HardwareProfile profile, std::string path, int max_cudagraph_tokens)
+    : profile_(std::move(profile)), path_(std::move(path)), max_cudagraph_tokens_(max_cudagraph_tokens) {}
+
+double ProfileCostModel::eval(const char* name, std::initializer_list<double> x) const {
+    const auto it = profile_.curves.find(name);
+    if (it == profile_.curves.end()) {
+        return 0.0;  // optional curve absent (the reader enforces the required ones)
+    }
+    const std::vector<double> v(x);
+    return it->second.evaluate(std::span<const double>(v.data(), v.size()));
+}
+
+StepCost ProfileCostModel::step_cost(const BatchShape& s) const {
+    StepCost c;
+    const std::int64_t tokens = s.num_prefill_tokens == 0
+                                    ? RooflineCostModel::cudagraph_padded_tokens(s.num_tokens, max_cudagraph_tokens_)
+                                    : s.num_tokens;
+    c.gemm_ms = eval("gemm", {static_cast<double>(tokens)});
+    if (s.num_sampled_seqs > 0) {
+        c.lm_head_ms = eval("lm_head", {static_cast<double>(s.num_sampled_seqs)});
+    }
+    if (s.prefill_attention_work > 0) {
+        c.attn_prefill_ms = eval("attn_prefill", {s.prefill_attention_work});
+    }
+    if (s.num_decode_seqs > 0) {
+        c.attn_decode_ms = eval("attn_decode", {static_cast<double>(s.decode_context_tokens),
+                                                static_cast<double>(s.num_decode_seqs)});
+        c.gdn_ms += eval("gdn_decode", {static_cast<double>(s.num_decode_seqs)});
+    }
+    if (s.num_prefill_tokens > 0) {
+        c.gdn_ms += eval("gdn_prefill", {static_cast<double>(s.num_prefill_tokens), static_cast<double>(s.num_gdn_chunks)});
+    }
+    if (s.num_snapshots > 0) {
+        c.snapshot_ms = eval("snapshot", {static_cast<double>(s.num_snapshots)});
+    }
+    c.overhead_ms = eval("overhead", {static_cast<double>(s.num_seqs)});
+    return c;
+}
+
+std::string ProfileCostModel::describe() const {
+    return fmt::format("profile {} ({} on {}, {})", path_, profile_.model, profile_.gpu, profile_.source);
+}
+
+}  // namespace servesim::engine

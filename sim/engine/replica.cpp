@@ -1,0 +1,141 @@
+// Replica step loop; see replica.h.
+#include "sim/engine/replica.h"
+
+#include <algorithm>
+
+#include "common/error.h"
+
+namespace servesim::engine {
+
+Replica::Replica(const ReplicaConfig& config, const CostModel& cost_model, metrics::MetricsCollector& metrics)
+    : config_(config),
+      cost_model_(cost_model),
+      metrics_(metrics),
+      kv_cache_(std::make_unique<cache::KvCacheManager>(config.kv_cache)),
+      scheduler_(config.scheduler, *kv_cache_) {}
+
+bool Replica::add_request(IncomingRequest in) {
+    const std::int64_t prompt_tokens = core::total_tokens(in.prompt);
+    metrics_.on_sent(in.arrival);
+    // vLLM's frontend refuses a request whose prompt + max_tokens exceed max_model_len.
+    if (prompt_tokens + in.max_output_tokens > config_.scheduler.max_model_len || prompt_tokens == 0) {
+        metrics_.on_rejected(in.arrival);
+        return false;
+    }
+    auto request = std::make_unique<Request>(in.id, std::move(in.prompt), in.max_output_tokens, in.answer_content,
+                                             in.arrival, config_.scheduler.block_size);
+    Request* raw = request.get();
+    requests_.emplace(core::to_int(in.id), std::move(request));
+    scheduler_.add_request(raw);
+    return true;
+}
+
+BatchShape Replica::batch_shape(const StepPlan& plan, int block_size, bool mamba_align) {
+    BatchShape s;
+    for (const auto& sr : plan.scheduled) {
+        const std::int64_t n = sr.num_new_tokens;
+        s.num_tokens += n;
+        ++s.num_seqs;
+        const bool decode = n == 1 && sr.num_computed_before >= sr.request->num_prompt_tokens;
+        if (decode) {
+            ++s.num_decode_seqs;
+            s.decode_context_tokens += sr.num_computed_before + 1;
+        } else {
+            ++s.num_prefill_seqs;
+            s.num_prefill_tokens += n;
+            s.prefill_attention_work += static_cast<double>(n) *
+                                        (static_cast<double>(sr.num_computed_before) + static_cast<double>(n) / 2.0);
+            s.num_gdn_chunks += (n + 63) / 64;
+            // align mode writes a state snapshot when a prefill chunk ends on a block boundary.
+            if (mamba_align && (sr.num_computed_before + n) % block_size == 0) {
+                ++s.num_snapshots;
+            }
+        }
+        if (sr.samples_token) {
+            ++s.num_sampled_seqs;
+        }
+    }
+    return s;
+}
+
+std::optional<core::SimTime> Replica::try_start_step(core::SimTime now) {
+    if (in_flight_ || !scheduler_.has_work()) {
+        return std::nullopt;
+    }
+    StepPlan plan = scheduler_.schedule();
+    while (plan.empty() && scheduler_.num_running() == 0 && scheduler_.num_waiting() > 0) {
+        // Nothing runs and the head still does not fit: it never will. Reject it rather than stall.
+        Request* dropped = scheduler_.drop_unschedulable_head();
+        metrics_.on_rejected(dropped->arrival);
+        requests_.erase(core::to_int(dropped->id));
+        ++num_rejected_unfit_;
+        rejected_.push_back(dropped->id);
+        plan = scheduler_.schedule();
+    }
+    if (config_.check_invariants) {
+        kv_cache_->check_invariants();
+    }
+    if (plan.empty()) {
+        return std::nullopt;  // nothing fits now; a finish or an arrival will wake the replica
+    }
+    const BatchShape shape = batch_shape(plan, config_.scheduler.block_size, config_.scheduler.mamba_align);
+    const StepCost cost = cost_model_.step_cost(shape);
+    total_cost_.gemm_ms += cost.gemm_ms;
+    total_cost_.lm_head_ms += cost.lm_head_ms;
+    total_cost_.attn_prefill_ms += cost.attn_prefill_ms;
+    total_cost_.attn_decode_ms += cost.attn_decode_ms;
+    total_cost_.gdn_ms += cost.gdn_ms;
+    total_cost_.snapshot_ms += cost.snapshot_ms;
+    total_cost_.overhead_ms += cost.overhead_ms;
+    for (const auto& sr : plan.scheduled) {
+        if (!sr.request->scheduled_once) {
+            sr.request->scheduled_once = true;
+            sr.request->first_scheduled = now;
+        }
+    }
+    metrics_.on_step(now, plan.num_scheduled_tokens, static_cast<std::int64_t>(scheduler_.num_waiting()),
+                     kv_cache_->usage());
+    ++num_steps_;
+    in_flight_ = std::move(plan);
+    return now + cost.duration();
+}
+
+std::vector<core::RequestId> Replica::end_step(core::SimTime now) {
+    SERVESIM_CHECK(in_flight_.has_value(), "end_step without a step in flight at {} ns", now.ns());
+    StepPlan plan = std::move(*in_flight_);
+    in_flight_.reset();
+    std::vector<core::RequestId> finished;
+    for (const auto& sr : plan.scheduled) {
+        Request* r = sr.request;
+        if (!sr.samples_token || r->status != RequestStatus::kRunning) {
+            continue;
+        }
+        r->append_output_token();
+        if (r->num_output_tokens == 1) {
+            r->first_token = now;
+        } else {
+            metrics_.on_token_gap(r->arrival, now - r->last_token);
+        }
+        r->last_token = now;
+        if (r->is_finished()) {
+            scheduler_.finish_request(r);
+            metrics::MetricsCollector::FinishedRequest f;
+            f.arrival = r->arrival;
+            f.first_scheduled = r->first_scheduled;
+            f.first_token = r->first_token;
+            f.finish = now;
+            f.prompt_tokens = r->num_prompt_tokens;
+            f.output_tokens = r->num_output_tokens;
+            f.cached_prompt_tokens = r->num_cached_prompt_tokens;
+            metrics_.on_finished(f);
+            finished.push_back(r->id);
+            requests_.erase(core::to_int(r->id));
+        }
+    }
+    if (config_.check_invariants) {
+        kv_cache_->check_invariants();
+    }
+    return finished;
+}
+
+}  // namespace servesim::engine

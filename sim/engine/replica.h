@@ -1,0 +1,90 @@
+// Replica: one vLLM engine (one GPU's worth of model, one KV cache, one scheduler) stepping through time. A step is
+// four phases — schedule → cost → advance → emit (BLIS Step, vLLM EngineCore.step) — with at most one step in
+// flight. Async scheduling (vLLM's default, vllm-v1-behaviour.md §4.5) overlaps the next schedule with the running
+// forward, so steps run back to back with no host gap; a token is streamed at the end of the step that sampled it.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "sim/cache/kv_cache_manager.h"
+#include "sim/engine/cost_model.h"
+#include "sim/engine/request.h"
+#include "sim/engine/scheduler.h"
+#include "sim/metrics/metrics.h"
+
+namespace servesim::engine {
+
+struct ReplicaConfig {
+    SchedulerConfig scheduler;
+    cache::KvCacheConfig kv_cache;
+    bool check_invariants = false;  // re-derive the block accounting after every step (tests, debug)
+};
+
+// A request as it arrives at a replica.
+struct IncomingRequest {
+    core::RequestId id{};
+    core::SimTime arrival;
+    core::TokenContent prompt;
+    std::int64_t max_output_tokens = 1;
+    core::ContentId answer_content{};
+};
+
+class Replica {
+public:
+    Replica(const ReplicaConfig& config, const CostModel& cost_model, metrics::MetricsCollector& metrics);
+
+    // Adds a request; returns false (and counts a rejection) when vLLM would refuse it: prompt + output longer
+    // than max_model_len.
+    bool add_request(IncomingRequest incoming);
+
+    // Starts a step at `now` if none is in flight and there is work; returns when it ends.
+    [[nodiscard]] std::optional<core::SimTime> try_start_step(core::SimTime now);
+
+    // Ends the step in flight: streams sampled tokens, finishes requests. Returns the ids finished.
+    std::vector<core::RequestId> end_step(core::SimTime now);
+
+    // Requests dropped by try_start_step because they can never fit; the caller tells the workload.
+    [[nodiscard]] std::vector<core::RequestId> take_rejected() { return std::exchange(rejected_, {}); }
+
+    [[nodiscard]] bool step_in_flight() const { return in_flight_.has_value(); }
+
+    [[nodiscard]] std::size_t num_waiting() const { return scheduler_.num_waiting(); }
+
+    [[nodiscard]] std::size_t num_running() const { return scheduler_.num_running(); }
+
+    [[nodiscard]] std::size_t num_requests() const { return requests_.size(); }
+
+    [[nodiscard]] const cache::KvCacheManager& kv_cache() const { return *kv_cache_; }
+
+    [[nodiscard]] std::int64_t num_preemptions() const { return scheduler_.num_preemptions(); }
+
+    [[nodiscard]] std::int64_t num_steps() const { return num_steps_; }
+
+    [[nodiscard]] std::int64_t num_rejected_unfit() const { return num_rejected_unfit_; }
+
+    // Cost breakdown accumulated over all steps (ms).
+    [[nodiscard]] const StepCost& total_cost() const { return total_cost_; }
+
+    [[nodiscard]] static BatchShape batch_shape(const StepPlan& plan, int block_size, bool mamba_align);
+
+private:
+    ReplicaConfig config_;
+    const CostModel& cost_model_;
+    metrics::MetricsCollector& metrics_;
+    std::unique_ptr<cache::KvCacheManager> kv_cache_;
+    Scheduler scheduler_;
+    std::unordered_map<std::uint64_t, std::unique_ptr<Request>> requests_;  // lookup only, never iterated for output
+    std::optional<StepPlan> in_flight_;
+    std::int64_t num_steps_ = 0;
+    std::int64_t num_rejected_unfit_ = 0;
+    std::vector<core::RequestId> rejected_;
+    StepCost total_cost_;
+};
+
+}  // namespace servesim::engine

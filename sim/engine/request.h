@@ -1,0 +1,66 @@
+// Request: one request's state inside a replica (vLLM vllm/v1/request.py Request and RequestStatus). There are no
+// prefill and decode phases: num_computed_tokens catches up with num_tokens() (prompt + generated), in chunks
+// while prefilling, one token per step while decoding. Token content is a list of runs (DESIGN §3); the generated
+// answer is the last run and grows by one token per sampled token, and the chained block hashes grow with it.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "sim/cache/block_hash.h"
+#include "sim/core/content.h"
+#include "sim/core/ids.h"
+#include "sim/core/time.h"
+
+namespace servesim::engine {
+
+enum class RequestStatus { kWaiting, kRunning, kPreempted, kFinished };
+
+struct Request {
+    Request(core::RequestId id_, core::TokenContent prompt, std::int64_t max_output_tokens_, core::ContentId answer,
+            core::SimTime arrival_, int hash_block_size)
+        : id(id_),
+          content(std::move(prompt)),
+          num_prompt_tokens(core::total_tokens(content)),
+          max_output_tokens(max_output_tokens_),
+          arrival(arrival_),
+          hasher(hash_block_size) {
+        content.push_back(core::ContentRun{answer, 0});
+        refresh_block_hashes();
+    }
+
+    core::RequestId id;
+    core::TokenContent content;  // prompt runs, then the answer run (length = num_output_tokens)
+    std::int64_t num_prompt_tokens = 0;
+    std::int64_t max_output_tokens = 1;
+    std::int64_t num_output_tokens = 0;
+    std::int64_t num_computed_tokens = 0;
+    RequestStatus status = RequestStatus::kWaiting;
+    int num_preemptions = 0;
+    std::vector<core::BlockHash> block_hashes;
+    cache::BlockHasher hasher;
+
+    // Timestamps and per-request figures for metrics.
+    core::SimTime arrival;
+    core::SimTime first_scheduled;
+    core::SimTime first_token;
+    core::SimTime last_token;
+    bool scheduled_once = false;
+    std::int64_t num_cached_prompt_tokens = 0;  // vLLM prompt_tokens_cached: last lookup before the first token
+    std::int64_t num_external_cached_tokens = 0;
+
+    [[nodiscard]] std::int64_t num_tokens() const { return num_prompt_tokens + num_output_tokens; }
+
+    [[nodiscard]] bool is_finished() const { return num_output_tokens >= max_output_tokens; }
+
+    // Appends one sampled token to the answer run and hashes any block it completes.
+    void append_output_token() {
+        ++num_output_tokens;
+        ++content.back().length_tokens;
+        refresh_block_hashes();
+    }
+
+    void refresh_block_hashes() { hasher.extend(block_hashes, content, num_tokens()); }
+};
+
+}  // namespace servesim::engine

@@ -1,0 +1,98 @@
+// Roofline step costs; see roofline_cost_model.h.
+#include "sim/engine/roofline_cost_model.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "models/model_derived.h"
+
+namespace servesim::engine {
+
+RooflineCostModel::RooflineCostModel(const models::ModelSpec& model, models::DType kv_dtype,
+                                     const RooflineParams& params)
+    : params_(params), model_name_(model.name), model_(&model) {
+    const double b = models::dtype_bytes(model.dtype);
+    const double hv = static_cast<double>(model.hidden_size) * model.vocab_size;
+    lm_head_flops_per_seq_ = 2.0 * hv;
+    lm_head_weight_bytes_ = static_cast<std::int64_t>(hv * b);
+    lm_head_bytes_ = hv * b;
+    linear_flops_per_token_ = models::linear_flops_per_token(model) - lm_head_flops_per_seq_;
+    for (const auto& layer : model.layers) {
+        if (const auto* a = std::get_if<models::AttentionMixer>(&layer.mixer)) {
+            attn_flops_per_work_ += 4.0 * a->num_q_heads * a->head_dim;
+        } else if (const auto* g = std::get_if<models::GatedDeltaNetMixer>(&layer.mixer)) {
+            // Chunked WY scan per token and value head (C = 64): state pass, output and update ≈ 6·dk·dv, plus the
+            // in-chunk products ≈ 4·C·(dk + dv) (kernels-and-models.md A.5: ~183 kFLOP at dk = dv = 128).
+            const double dk = g->k_head_dim;
+            const double dv = g->v_head_dim;
+            gdn_flops_per_token_ += g->num_v_heads * (6.0 * dk * dv + 4.0 * 64.0 * (dk + dv));
+        }
+    }
+    kv_bytes_per_token_ = static_cast<double>(models::kv_bytes_per_token(model, kv_dtype));
+    state_bytes_per_seq_ = static_cast<double>(models::state_bytes_per_sequence(model));
+}
+
+std::int64_t RooflineCostModel::cudagraph_padded_tokens(std::int64_t n, int max_cudagraph_tokens) {
+    if (n > max_cudagraph_tokens || n <= 0) {
+        return n;
+    }
+    if (n <= 2) {
+        return n;
+    }
+    if (n <= 4) {
+        return 4;
+    }
+    if (n <= 256) {
+        return (n + 7) / 8 * 8;
+    }
+    return std::min<std::int64_t>((n + 15) / 16 * 16, max_cudagraph_tokens);
+}
+
+StepCost RooflineCostModel::step_cost(const BatchShape& s) const {
+    const double flops = params_.peak_flops_per_s;
+    const double bw = params_.memory_bandwidth_bytes_per_s * params_.bandwidth_efficiency;
+    auto roof_ms = [](double f, double f_rate, double bytes, double b_rate) {
+        return 1e3 * std::max(f / f_rate, bytes / b_rate);
+    };
+    StepCost c;
+    // Decode-only batches replay a CUDA graph padded to the next capture size.
+    const std::int64_t tokens = s.num_prefill_tokens == 0
+                                    ? cudagraph_padded_tokens(s.num_tokens, params_.max_cudagraph_tokens)
+                                    : s.num_tokens;
+    const double b = models::dtype_bytes(model_->dtype);
+    const double weight_bytes =
+        static_cast<double>(models::weight_bytes_read_per_step(*model_, tokens) - lm_head_weight_bytes_);
+    const double activation_bytes = 4.0 * static_cast<double>(tokens) * model_->hidden_size * b *
+                                    static_cast<double>(model_->layers.size());
+    c.gemm_ms = roof_ms(linear_flops_per_token_ * static_cast<double>(tokens), flops * params_.gemm_efficiency,
+                        weight_bytes + activation_bytes, bw);
+    if (s.num_sampled_seqs > 0) {
+        c.lm_head_ms = roof_ms(lm_head_flops_per_seq_ * static_cast<double>(s.num_sampled_seqs),
+                               flops * params_.gemm_efficiency,
+                               lm_head_bytes_ + 4.0 * s.num_sampled_seqs * model_->vocab_size, bw);
+    }
+    if (s.prefill_attention_work > 0) {
+        c.attn_prefill_ms = 1e3 * attn_flops_per_work_ * s.prefill_attention_work / (flops * params_.attention_efficiency);
+    }
+    if (s.num_decode_seqs > 0) {
+        c.attn_decode_ms = 1e3 * kv_bytes_per_token_ * static_cast<double>(s.decode_context_tokens) / bw;
+    }
+    if (gdn_flops_per_token_ > 0) {
+        // Prefill: the chunked scan; every sequence in the step reads and writes its state once per layer.
+        const double prefill_ms = roof_ms(gdn_flops_per_token_ * static_cast<double>(s.num_prefill_tokens),
+                                          flops * params_.gdn_efficiency, 0.0, bw);
+        const double state_ms = 1e3 * 2.0 * state_bytes_per_seq_ * static_cast<double>(s.num_seqs) / bw;
+        c.gdn_ms = prefill_ms + state_ms;
+        c.snapshot_ms = 1e3 * state_bytes_per_seq_ * static_cast<double>(s.num_snapshots) / bw;
+    }
+    c.overhead_ms = params_.step_overhead_ms + params_.per_seq_overhead_ms * static_cast<double>(s.num_seqs);
+    return c;
+}
+
+std::string RooflineCostModel::describe() const {
+    return fmt::format("roofline {} ({:.0f} TFLOP/s bf16, {:.0f} GB/s)", params_.gpu_name,
+                       params_.peak_flops_per_s / 1e12, params_.memory_bandwidth_bytes_per_s / 1e9);
+}
+
+}  // namespace servesim::engine

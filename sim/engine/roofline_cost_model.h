@@ -1,0 +1,56 @@
+// RooflineCostModel: step costs from datasheet figures, for any GPU that has not been calibrated. Each term is
+// max(FLOPs / (peak · efficiency), bytes / (bandwidth · efficiency)) over the model's operations (DESIGN §4):
+// dense GEMMs read the weights once per step (weight-bound at small batch, compute-bound at large), prefill
+// attention is compute-bound in Σ chunk·(context + chunk/2), decode attention reads every context token's KV, GDN
+// reads and writes each sequence's recurrent state. CUDA-graph padding of decode-only batches follows vLLM
+// VllmConfig._set_cudagraph_sizes (vllm-v1-behaviour.md §8). Efficiencies are stated assumptions, replaced by
+// measured curves when a calibrated profile exists.
+#pragma once
+
+#include <string>
+
+#include "models/model_spec.h"
+#include "sim/engine/cost_model.h"
+
+namespace servesim::engine {
+
+struct RooflineParams {
+    std::string gpu_name;
+    double peak_flops_per_s = 0;            // dense bf16 (fp8 is not used for bf16 weights)
+    double memory_bandwidth_bytes_per_s = 0;
+    double gemm_efficiency = 0.72;          // cuBLAS bf16 at 4k–8k tokens on an H200 (kernels-and-models.md §0)
+    double attention_efficiency = 0.55;     // FlashAttention-2-class prefill kernels
+    double gdn_efficiency = 0.25;           // chunked GDN kernels (fla) run far below the tensor-core peak
+    double bandwidth_efficiency = 0.85;     // measured copy ≈ 0.9 of datasheet; kernels a little lower
+    double step_overhead_ms = 0.6;          // per forward: launches, sampling, scheduling not hidden by async
+    double per_seq_overhead_ms = 0.004;     // per sequence: input prep, sampler, detokenize
+    int max_cudagraph_tokens = 512;         // min(2·max_num_seqs, 512, max_num_batched_tokens)
+};
+
+class RooflineCostModel final : public CostModel {
+public:
+    RooflineCostModel(const models::ModelSpec& model, models::DType kv_dtype, const RooflineParams& params);
+
+    [[nodiscard]] StepCost step_cost(const BatchShape& shape) const override;
+
+    [[nodiscard]] std::string describe() const override;
+
+    // vLLM's CUDA-graph capture sizes: 1, 2, 4, 8…248 step 8, 256…max step 16; a decode-only batch of n tokens
+    // runs the graph of the next size ≥ n (n above max runs eagerly, unpadded).
+    [[nodiscard]] static std::int64_t cudagraph_padded_tokens(std::int64_t n, int max_cudagraph_tokens);
+
+private:
+    RooflineParams params_;
+    std::string model_name_;
+    double linear_flops_per_token_ = 0;   // without the lm_head
+    double lm_head_flops_per_seq_ = 0;
+    double lm_head_bytes_ = 0;
+    double attn_flops_per_work_ = 0;      // 4 · Hq · hd summed over attention layers
+    double kv_bytes_per_token_ = 0;
+    double gdn_flops_per_token_ = 0;      // core chunked-scan FLOPs, all GDN layers
+    double state_bytes_per_seq_ = 0;
+    const models::ModelSpec* model_ = nullptr;
+    std::int64_t lm_head_weight_bytes_ = 0;
+};
+
+}  // namespace servesim::engine

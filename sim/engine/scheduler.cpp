@@ -1,0 +1,173 @@
+// vLLM v1 Scheduler.schedule, step by step (vllm-v1-behaviour.md §4.1–§4.3, §2.5 for the Mamba split).
+#include "sim/engine/scheduler.h"
+
+#include <algorithm>
+
+#include "common/error.h"
+
+namespace servesim::engine {
+
+Scheduler::Scheduler(const SchedulerConfig& config, cache::KvCacheManager& kv_cache)
+    : config_(config), kv_cache_(kv_cache) {}
+
+void Scheduler::add_request(Request* request) {
+    request->status = RequestStatus::kWaiting;
+    waiting_.push_back(request);
+}
+
+cache::CacheRequest Scheduler::cache_view(const Request& r) const {
+    cache::CacheRequest v;
+    v.id = r.id;
+    v.block_hashes = &r.block_hashes;
+    v.num_tokens = r.num_tokens();
+    v.num_computed_tokens = r.num_computed_tokens;
+    v.preempted_before = r.num_preemptions > 0;
+    return v;
+}
+
+std::int64_t Scheduler::mamba_aligned_split(std::int64_t computed, std::int64_t num_tokens, std::int64_t n) const {
+    // Scheduler._mamba_block_aligned_split: while prefilling, chunks end on block boundaries, and the chunk that
+    // crosses last = num_tokens − num_tokens % B stops exactly there, so a state snapshot exists at floor(P/B)·B.
+    if (!config_.mamba_align || computed >= num_tokens - 1) {
+        return n;
+    }
+    const std::int64_t b = config_.block_size;
+    const std::int64_t last = num_tokens - num_tokens % b;
+    if (computed + n < last) {
+        return n / b * b;
+    }
+    if (computed < last && last < computed + n) {
+        return last - computed;
+    }
+    return n;
+}
+
+void Scheduler::preempt(Request* victim) {
+    // _preempt_request: free every block (reverse order, cached ones stay evictable), recompute from 0 later,
+    // prepended to waiting.
+    kv_cache_.free(victim->id);
+    victim->num_computed_tokens = 0;
+    victim->status = RequestStatus::kPreempted;
+    ++victim->num_preemptions;
+    ++num_preemptions_;
+    waiting_.push_front(victim);
+}
+
+StepPlan Scheduler::schedule() {
+    StepPlan plan;
+    kv_cache_.begin_step();
+    std::int64_t budget = config_.max_num_batched_tokens;
+
+    // A) running requests, in admission order. Unscheduled ones simply stay in running_.
+    std::size_t index = 0;
+    while (index < running_.size() && budget > 0) {
+        Request* r = running_[index];
+        std::int64_t n = r->num_tokens() - r->num_computed_tokens;
+        if (config_.long_prefill_token_threshold > 0) {
+            n = std::min(n, config_.long_prefill_token_threshold);
+        }
+        n = std::min({n, budget, config_.max_model_len - 1 - r->num_computed_tokens});
+        n = mamba_aligned_split(r->num_computed_tokens, r->num_tokens(), n);
+        if (n <= 0) {
+            ++index;
+            continue;
+        }
+        bool allocated = false;
+        while (true) {
+            if (kv_cache_.allocate_slots(cache_view(*r), n, cache::CacheHit{})) {
+                allocated = true;
+                break;
+            }
+            // Preempt the last running request (FCFS: self.running.pop()).
+            Request* victim = running_.back();
+            running_.pop_back();
+            for (auto it = plan.scheduled.begin(); it != plan.scheduled.end(); ++it) {
+                if (it->request == victim) {  // already scheduled this step: its tokens return to the budget
+                    budget += it->num_new_tokens;
+                    plan.num_scheduled_tokens -= it->num_new_tokens;
+                    plan.scheduled.erase(it);
+                    break;
+                }
+            }
+            preempt(victim);
+            plan.preempted.push_back(victim);
+            if (victim == r) {
+                break;
+            }
+        }
+        if (!allocated) {
+            break;
+        }
+        plan.scheduled.push_back(
+            ScheduledRequest{r, n, r->num_computed_tokens, r->num_computed_tokens + n == r->num_tokens()});
+        plan.num_scheduled_tokens += n;
+        budget -= n;
+        ++index;
+    }
+
+    // B) waiting requests, only if nothing was preempted this step.
+    if (plan.preempted.empty()) {
+        while (!waiting_.empty() && budget > 0) {
+            if (static_cast<std::int64_t>(running_.size()) >= config_.max_num_seqs) {
+                break;
+            }
+            Request* r = waiting_.front();
+            cache::CacheHit hit;
+            if (r->num_computed_tokens == 0) {
+                hit = kv_cache_.get_computed_blocks(cache_view(*r));  // counted here, before the allocation check
+            }
+            std::int64_t n = r->num_tokens() - r->num_computed_tokens - hit.num_tokens;
+            if (config_.long_prefill_token_threshold > 0) {
+                n = std::min(n, config_.long_prefill_token_threshold);
+            }
+            if (!config_.enable_chunked_prefill && n > budget) {
+                break;
+            }
+            n = std::min(n, budget);
+            n = mamba_aligned_split(r->num_computed_tokens + hit.num_tokens, r->num_tokens(), n);
+            if (n <= 0) {
+                break;
+            }
+            if (!kv_cache_.allocate_slots(cache_view(*r), n, hit, 0, config_.scheduler_reserve_full_isl)) {
+                break;
+            }
+            waiting_.pop_front();
+            if (r->num_output_tokens == 0) {
+                r->num_cached_prompt_tokens = hit.num_tokens;  // last lookup before the first token
+            }
+            r->num_computed_tokens = hit.num_tokens;
+            r->status = RequestStatus::kRunning;
+            running_.push_back(r);
+            plan.scheduled.push_back(
+                ScheduledRequest{r, n, r->num_computed_tokens, r->num_computed_tokens + n == r->num_tokens()});
+            plan.num_scheduled_tokens += n;
+            budget -= n;
+        }
+    }
+
+    // _update_after_schedule: the chunks are in flight.
+    for (auto& s : plan.scheduled) {
+        s.request->num_computed_tokens += s.num_new_tokens;
+    }
+    return plan;
+}
+
+Request* Scheduler::drop_unschedulable_head() {
+    SERVESIM_CHECK(running_.empty() && !waiting_.empty(), "drop_unschedulable_head with {} running, {} waiting",
+                   running_.size(), waiting_.size());
+    Request* r = waiting_.front();
+    waiting_.pop_front();
+    kv_cache_.free(r->id);
+    r->status = RequestStatus::kFinished;
+    return r;
+}
+
+void Scheduler::finish_request(Request* request) {
+    kv_cache_.free(request->id);
+    request->status = RequestStatus::kFinished;
+    const auto it = std::find(running_.begin(), running_.end(), request);
+    SERVESIM_CHECK(it != running_.end(), "finished request {} is not running", core::to_int(request->id));
+    running_.erase(it);
+}
+
+}  // namespace servesim::engine

@@ -1,0 +1,89 @@
+// Scheduler: vLLM v1's one-step scheduling decision (vllm/v1/core/sched/scheduler.py Scheduler.schedule).
+// No prefill or decode phases: each step, running requests first (in admission order), then waiting ones while the
+// token budget (max_num_batched_tokens) and max_num_seqs allow; chunked prefill; a request that cannot get KV
+// blocks preempts the last running request by recompute; no admission in a step that preempted; Mamba `align`
+// chunk splitting (_mamba_block_aligned_split). It asks sim/cache for blocks and never touches a free list.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <vector>
+
+#include "sim/cache/kv_cache_manager.h"
+#include "sim/engine/request.h"
+
+namespace servesim::engine {
+
+// The scheduler's settings, named after vLLM's (SchedulerConfig / CacheConfig).
+struct SchedulerConfig {
+    std::int64_t max_num_batched_tokens = 8192;
+    std::int64_t max_num_seqs = 1024;
+    std::int64_t max_model_len = 0;
+    bool enable_chunked_prefill = true;
+    std::int64_t long_prefill_token_threshold = 0;  // 0 = off (vLLM default)
+    bool scheduler_reserve_full_isl = true;
+    int block_size = 16;                         // hash / attention block size
+    bool mamba_align = false;                    // hybrid with mamba_cache_mode == align and prefix caching on
+};
+
+// One request's share of a step.
+struct ScheduledRequest {
+    Request* request = nullptr;
+    std::int64_t num_new_tokens = 0;
+    std::int64_t num_computed_before = 0;  // context already in the KV cache before this chunk (hit included)
+    bool samples_token = false;            // the chunk reaches the end of the sequence: a token is sampled
+};
+
+// StepPlan: what one step runs (vLLM SchedulerOutput).
+struct StepPlan {
+    std::vector<ScheduledRequest> scheduled;
+    std::vector<Request*> preempted;
+    std::int64_t num_scheduled_tokens = 0;
+    [[nodiscard]] bool empty() const { return scheduled.empty(); }
+};
+
+class Scheduler {
+public:
+    Scheduler(const SchedulerConfig& config, cache::KvCacheManager& kv_cache);
+
+    // A new request joins the tail of the waiting queue (FCFS).
+    void add_request(Request* request);
+
+    // One scheduling decision. num_computed_tokens is advanced for every scheduled request
+    // (_update_after_schedule), so the plan's chunks are "in flight" until the step ends.
+    [[nodiscard]] StepPlan schedule();
+
+    // After the step: the request finished; frees its blocks (vLLM _free_request) and drops it from running.
+    void finish_request(Request* request);
+
+    // Removes the head of the waiting queue when it can never be scheduled (nothing runs and still it does not
+    // fit an otherwise idle cache); the replica counts it as rejected instead of stalling (vLLM would hang).
+    Request* drop_unschedulable_head();
+
+    [[nodiscard]] std::size_t num_waiting() const { return waiting_.size(); }
+
+    [[nodiscard]] std::size_t num_running() const { return running_.size(); }
+
+    [[nodiscard]] bool has_work() const { return !waiting_.empty() || !running_.empty(); }
+
+    [[nodiscard]] std::int64_t num_preemptions() const { return num_preemptions_; }
+
+    [[nodiscard]] const SchedulerConfig& config() const { return config_; }
+
+private:
+    [[nodiscard]] cache::CacheRequest cache_view(const Request& r) const;
+
+    // _mamba_block_aligned_split; returns the adjusted token count (0 = do not schedule this step).
+    [[nodiscard]] std::int64_t mamba_aligned_split(std::int64_t num_computed_tokens, std::int64_t num_tokens,
+                                                   std::int64_t num_new_tokens) const;
+
+    void preempt(Request* victim);
+
+    SchedulerConfig config_;
+    cache::KvCacheManager& kv_cache_;
+    std::deque<Request*> waiting_;
+    std::vector<Request*> running_;  // admission order
+    std::int64_t num_preemptions_ = 0;
+};
+
+}  // namespace servesim::engine

@@ -1,0 +1,103 @@
+// MetricsCollector; definitions in metrics.h.
+#include "sim/metrics/metrics.h"
+
+#include <algorithm>
+
+namespace servesim::metrics {
+
+void MetricsCollector::on_sent(core::SimTime arrival) {
+    if (measured(arrival)) {
+        ++sent_;
+    }
+}
+
+void MetricsCollector::on_rejected(core::SimTime arrival) {
+    if (measured(arrival)) {
+        ++rejected_;
+    }
+}
+
+void MetricsCollector::on_token_gap(core::SimTime arrival, core::Duration gap) {
+    if (measured(arrival)) {
+        itl_ms_.push_back(gap.ms());
+    }
+}
+
+void MetricsCollector::on_finished(const FinishedRequest& r) {
+    if (!measured(r.arrival)) {
+        return;
+    }
+    ++finished_;
+    last_finish_ = std::max(last_finish_, r.finish);
+    ttft_ms_.push_back((r.first_token - r.arrival).ms());
+    e2e_ms_.push_back((r.finish - r.arrival).ms());
+    queue_ms_.push_back((r.first_scheduled - r.arrival).ms());
+    if (r.output_tokens > 1) {
+        tpot_ms_.push_back((r.finish - r.first_token).ms() / static_cast<double>(r.output_tokens - 1));
+    }
+    output_tokens_ += r.output_tokens;
+    prompt_tokens_ += r.prompt_tokens;
+    cached_prompt_tokens_ += r.cached_prompt_tokens;
+}
+
+void MetricsCollector::on_step(core::SimTime now, std::int64_t num_tokens, std::int64_t num_waiting, double kv_usage) {
+    if (now < warmup_end_) {
+        return;
+    }
+    ++steps_;
+    step_tokens_ += num_tokens;
+    queue_peak_ = std::max(queue_peak_, num_waiting);
+    kv_usage_sum_ += kv_usage;
+    kv_usage_max_ = std::max(kv_usage_max_, kv_usage);
+}
+
+Summary MetricsCollector::summarize(const PrefixCounters& at_end, std::int64_t preemptions, core::SimTime end) const {
+    Summary s;
+    s.num_requests_sent = sent_;
+    s.num_requests_finished = finished_;
+    s.num_requests_rejected = rejected_;
+    const core::SimTime start = warmup_end_;  // the measured window opens when the warm-up ends (t = 0 without)
+    const core::SimTime stop = std::max(end, last_finish_);
+    s.duration_s = std::max(0.0, (stop - start).s());
+    if (s.duration_s > 0) {
+        s.requested_rps = static_cast<double>(sent_) / s.duration_s;
+        s.throughput_rps = static_cast<double>(finished_) / s.duration_s;
+        s.output_tokens_per_s = static_cast<double>(output_tokens_) / s.duration_s;
+        s.input_tokens_per_s = static_cast<double>(prompt_tokens_) / s.duration_s;
+    }
+    s.prefix_cache_queries = at_end.queries - at_warmup_.queries;
+    s.prefix_cache_hits = at_end.hits - at_warmup_.hits;
+    if (s.prefix_cache_queries > 0) {
+        s.prefix_cache_hit_rate = static_cast<double>(s.prefix_cache_hits) / static_cast<double>(s.prefix_cache_queries);
+        const std::int64_t ext_hits = at_end.external_hits - at_warmup_.external_hits;
+        s.total_hit_rate =
+            static_cast<double>(s.prefix_cache_hits + ext_hits) / static_cast<double>(s.prefix_cache_queries);
+        const std::int64_t ext_q = at_end.external_queries - at_warmup_.external_queries;
+        if (ext_q > 0) {
+            s.external_hit_rate = static_cast<double>(ext_hits) / static_cast<double>(ext_q);
+        }
+    }
+    if (prompt_tokens_ > 0) {
+        s.cached_prompt_fraction = static_cast<double>(cached_prompt_tokens_) / static_cast<double>(prompt_tokens_);
+    }
+    s.ttft_ms = summarize_values(ttft_ms_);
+    s.itl_ms = summarize_values(itl_ms_);
+    s.e2e_ms = summarize_values(e2e_ms_);
+    s.tpot_ms = summarize_values(tpot_ms_);
+    s.queue_ms = summarize_values(queue_ms_);
+    s.preemptions = preemptions;
+    s.queue_peak = queue_peak_;
+    s.num_steps = steps_;
+    if (steps_ > 0) {
+        s.kv_usage_mean = kv_usage_sum_ / static_cast<double>(steps_);
+        s.mean_batch_tokens = static_cast<double>(step_tokens_) / static_cast<double>(steps_);
+    }
+    s.kv_usage_max = kv_usage_max_;
+    if (finished_ > 0) {
+        s.mean_prompt_tokens = static_cast<double>(prompt_tokens_) / static_cast<double>(finished_);
+        s.mean_output_tokens = static_cast<double>(output_tokens_) / static_cast<double>(finished_);
+    }
+    return s;
+}
+
+}  // namespace servesim::metrics

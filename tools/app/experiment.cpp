@@ -1,0 +1,160 @@
+// Building and running experiments; see experiment.h.
+#include "tools/app/experiment.h"
+
+#include <fmt/format.h>
+
+#include <atomic>
+#include <mutex>
+#include <thread>
+
+#include "calibration/hardware_profile.h"
+#include "common/error.h"
+#include "common/yaml_reader.h"
+#include "models/model_derived.h"
+#include "models/model_registry.h"
+#include "sim/engine/profile_cost_model.h"
+#include "sim/engine/roofline_cost_model.h"
+#include "workloads/workload.h"
+
+namespace servesim::app {
+
+cache::MemoryPlanRequest memory_plan_request(const EngineSettings& e, const calibration::GpuSpec& gpu) {
+    cache::MemoryPlanRequest r;
+    r.gpu_memory_bytes = gpu.memory_bytes;
+    // EngineArgs.get_batch_defaults: ≥ 70 GiB and not an A100 → 8192 / 1024 (vllm-v1-behaviour.md §4.6).
+    r.gpu_is_large_for_defaults = gpu.memory_bytes >= 70LL * 1024 * 1024 * 1024 && !gpu.is_a100;
+    r.vllm_version = cache::parse_vllm_version(e.vllm_version);
+    r.gpu_memory_utilization = e.gpu_memory_utilization;
+    r.kv_cache_dtype_fp8 = e.kv_cache_dtype_fp8;
+    r.block_size = e.block_size;
+    r.enable_prefix_caching = e.enable_prefix_caching;
+    r.mamba_cache_mode = e.mamba_cache_mode;
+    r.max_model_len = e.max_model_len;
+    r.max_num_batched_tokens = e.max_num_batched_tokens;
+    r.max_num_seqs = e.max_num_seqs;
+    r.kv_cache_memory_bytes = e.kv_cache_memory_bytes;
+    return r;
+}
+
+PreparedExperiment prepare_experiment(const ExperimentConfig& config) {
+    PreparedExperiment p;
+    p.config = config;
+    auto with_file = [&](auto&& fn) {
+        try {
+            return fn();
+        } catch (const ConfigError& e) {
+            const std::string msg = e.what();
+            if (msg.rfind(config.file, 0) == 0) {
+                throw;
+            }
+            throw ConfigError(config.file + ": experiment '" + config.name + "': " + msg);
+        }
+    };
+    p.model = with_file([&] { return models::resolve_model(config.model); });
+    p.gpu = with_file([&] { return calibration::find_gpu(config.gpu); });
+    p.plan = with_file([&] { return cache::plan_memory(p.model, memory_plan_request(config.engine, p.gpu)); });
+    if (p.plan.mamba_cache_mode == cache::MambaCacheMode::kAlign && p.plan.enable_prefix_caching &&
+        p.plan.max_num_batched_tokens < p.plan.block_size) {
+        throw ConfigError(fmt::format("{}: experiment '{}': engine.max_num_batched_tokens ({}) must be at least the "
+                                      "block size ({}) in mamba_cache_mode align, or no prefill chunk can be scheduled",
+                                      config.file, config.name, p.plan.max_num_batched_tokens, p.plan.block_size));
+    }
+    if (config.cost_model == "roofline") {
+        engine::RooflineParams params;
+        params.gpu_name = p.gpu.name;
+        params.peak_flops_per_s = p.gpu.bf16_dense_flops_per_s;
+        params.memory_bandwidth_bytes_per_s = p.gpu.memory_bandwidth_bytes_per_s;
+        params.max_cudagraph_tokens = static_cast<int>(
+            std::min<std::int64_t>({2 * p.plan.max_num_seqs, 512, p.plan.max_num_batched_tokens}));
+        p.cost_model = std::make_unique<engine::RooflineCostModel>(p.model, p.plan.kv_cache_dtype, params);
+    } else {
+        calibration::HardwareProfile profile =
+            with_file([&] { return calibration::read_profile(config.cost_model); });
+        p.cost_model = std::make_unique<engine::ProfileCostModel>(std::move(profile), config.cost_model);
+    }
+    (void)cluster::make_router(config.router);  // unknown names fail here, before simulating
+    return p;
+}
+
+ExperimentResult run_experiment(const PreparedExperiment& p) {
+    ExperimentResult r;
+    r.config = p.config;
+    r.model_name = p.model.name;
+    r.gpu_name = p.gpu.name;
+    r.cost_model = p.cost_model->describe();
+    r.plan = p.plan;
+
+    auto workload = workloads::make_workload(YamlMap(p.config.workload, p.config.file, "workload"), p.config.seed);
+    r.workload = workload->describe();
+
+    cluster::SimulationConfig sc;
+    sc.num_replicas = p.config.replicas;
+    sc.warmup_end = core::SimTime::from_s(p.config.warmup_s);
+    sc.max_time = core::SimTime::from_s(p.config.max_time_s);
+    sc.replica.kv_cache = p.plan.kv_cache_config();
+    sc.replica.check_invariants = p.config.check_invariants;
+    auto& s = sc.replica.scheduler;
+    s.max_num_batched_tokens = p.plan.max_num_batched_tokens;
+    s.max_num_seqs = p.plan.max_num_seqs;
+    s.max_model_len = p.plan.max_model_len;
+    s.enable_chunked_prefill = p.config.engine.enable_chunked_prefill;
+    s.long_prefill_token_threshold = p.config.engine.long_prefill_token_threshold;
+    s.scheduler_reserve_full_isl = p.config.engine.scheduler_reserve_full_isl;
+    s.block_size = p.plan.block_size;
+    s.mamba_align = p.plan.enable_prefix_caching && p.plan.mamba_cache_mode == cache::MambaCacheMode::kAlign &&
+                    p.plan.mamba_block_size > 0;
+
+    cluster::Simulation sim(sc, *p.cost_model, *workload, cluster::make_router(p.config.router));
+    r.sim = sim.run();
+    return r;
+}
+
+std::vector<ExperimentResult> run_experiments(const std::vector<ExperimentConfig>& configs, int jobs,
+                                              const std::function<void(int, int)>& on_done) {
+    std::vector<PreparedExperiment> prepared;
+    prepared.reserve(configs.size());
+    for (const auto& c : configs) {
+        prepared.push_back(prepare_experiment(c));
+    }
+    std::vector<ExperimentResult> results(prepared.size());
+    std::atomic<std::size_t> next{0};
+    std::mutex mu;
+    int done = 0;
+    std::exception_ptr failure;
+    auto worker = [&] {
+        while (true) {
+            const std::size_t i = next.fetch_add(1);
+            if (i >= prepared.size()) {
+                return;
+            }
+            try {
+                results[i] = run_experiment(prepared[i]);
+            } catch (...) {
+                std::lock_guard<std::mutex> lock(mu);
+                if (!failure) {
+                    failure = std::current_exception();
+                }
+            }
+            std::lock_guard<std::mutex> lock(mu);
+            ++done;
+            if (on_done) {
+                on_done(done, static_cast<int>(prepared.size()));
+            }
+        }
+    };
+    const int n = std::max(1, std::min<int>(jobs, static_cast<int>(prepared.size())));
+    std::vector<std::thread> threads;
+    for (int t = 1; t < n; ++t) {
+        threads.emplace_back(worker);
+    }
+    worker();
+    for (auto& t : threads) {
+        t.join();
+    }
+    if (failure) {
+        std::rethrow_exception(failure);
+    }
+    return results;
+}
+
+}  // namespace servesim::app

@@ -1,0 +1,73 @@
+// Scenario files (DESIGN §6): one YAML file describes one experiment, or several side by side (`experiments:`), or
+// a grid (`sweep:`). This reader turns a file plus command-line overrides into a list of fully resolved, validated
+// ExperimentConfigs before anything is simulated; an unknown key, a wrong type or a bad value stops here with the
+// file, line and key. Keys follow vLLM's flag names where one exists (block_size, max_num_batched_tokens, …).
+#pragma once
+
+#include <yaml-cpp/yaml.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "sim/cache/memory_plan.h"
+
+namespace servesim::app {
+
+// Engine settings as the user wrote them; unset values take vLLM's defaults for the model and GPU.
+struct EngineSettings {
+    std::optional<int> block_size;
+    std::optional<std::int64_t> max_num_batched_tokens;
+    std::optional<std::int64_t> max_num_seqs;
+    std::optional<std::int64_t> max_model_len;
+    std::optional<double> gpu_memory_utilization;
+    bool kv_cache_dtype_fp8 = false;
+    std::optional<bool> enable_prefix_caching;
+    std::optional<cache::MambaCacheMode> mamba_cache_mode;
+    std::optional<std::int64_t> kv_cache_memory_bytes;
+    bool enable_chunked_prefill = true;
+    std::int64_t long_prefill_token_threshold = 0;
+    bool scheduler_reserve_full_isl = true;
+    std::string vllm_version = "0.26";
+};
+
+struct ExperimentConfig {
+    std::string file;                  // scenario file (for messages)
+    std::string name;                  // label in tables
+    std::vector<std::pair<std::string, std::string>> columns;  // identity columns: experiment, swept keys → value
+    std::uint64_t seed = 1;
+    std::string model;                 // preset name or config.json / preset path
+    std::string gpu = "H200";
+    std::string cost_model = "roofline";  // "roofline" or a profile YAML path
+    EngineSettings engine;
+    int replicas = 1;
+    std::string router = "round_robin";
+    YAML::Node workload;               // validated by workloads::validate_workload
+    double warmup_s = 0;
+    double max_time_s = 24 * 3600.0;
+    bool check_invariants = false;
+};
+
+struct Scenario {
+    std::string file;
+    std::string name;
+    std::string description;
+    bool is_sweep = false;
+    std::vector<std::string> sweep_columns;  // column names of the swept keys, in order
+    std::vector<ExperimentConfig> experiments;
+};
+
+// `overrides` are "dotted.key=value" strings from --set (value parsed as YAML). A seed override replaces `seed`.
+[[nodiscard]] Scenario load_scenario(const std::string& path, const std::vector<std::string>& overrides,
+                                     std::optional<std::uint64_t> seed_override);
+
+[[nodiscard]] Scenario load_scenario_text(const std::string& text, const std::string& name_for_errors,
+                                          const std::vector<std::string>& overrides,
+                                          std::optional<std::uint64_t> seed_override);
+
+// The top-level keys a scenario (or an `experiments:` entry) may hold.
+[[nodiscard]] const std::vector<std::string_view>& scenario_keys();
+
+}  // namespace servesim::app

@@ -308,3 +308,27 @@ TEST_CASE("TenantWorkload needs num_requests or duration", "[workloads][tenants]
         "answer_tokens: 1\nturns_per_dialogue: 1\nrate: 1\n");
     CHECK(msg.find("never ends by itself") != std::string::npos);
 }
+
+TEST_CASE("TenantWorkload seed-study profile has a mean prompt of 2,891 tokens", "[workloads][tenants]") {
+    // workloads/README.md example: turn t's prompt = 2231 + t·135 + (t − 1)·a, a uniform 50..100 (mean 75).
+    // Mean over t = 1..6: 2231 + 3.5·135 + 2.5·75 = 2231 + 472.5 + 187.5 = 2891. 6,000 requests = 1,000 whole
+    // dialogues; the answer part's SE is below 1 token, tolerance 3.
+    auto w = make_workload(yaml(R"(
+type: tenants
+tenants: 20
+system_prompt_tokens: 2231
+user_tokens: 135
+answer_tokens: {dist: uniform, min: 50, max: 100}
+turns_per_dialogue: 6
+arrival: closed_loop
+num_requests: 6000
+)"),
+                           6);
+    const auto served = drive(*w, fixed_service);
+    REQUIRE(served.size() == 6000);
+    double sum = 0;
+    for (const auto& s : served) {
+        sum += static_cast<double>(core::total_tokens(s.spec.prompt));
+    }
+    CHECK(std::fabs(sum / 6000.0 - 2891.0) < 3.0);
+}

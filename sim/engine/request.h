@@ -23,8 +23,8 @@ struct Request {
           content(std::move(prompt)),
           num_prompt_tokens(core::total_tokens(content)),
           max_output_tokens(max_output_tokens_),
-          arrival(arrival_),
-          hasher(hash_block_size) {
+          hasher(hash_block_size),
+          arrival(arrival_) {
         content.push_back(core::ContentRun{answer, 0});
         refresh_block_hashes();
     }

@@ -163,13 +163,19 @@ std::string format_csv(const std::vector<ExperimentResult>& results) {
     }
     const auto header = flatten(results.front());
     for (std::size_t i = 0; i < header.size(); ++i) {
-        out += (i ? "," : "") + csv_escape(header[i].first);
+        if (i > 0) {
+            out += ',';
+        }
+        out += csv_escape(header[i].first);
     }
     out += "\n";
     for (const auto& r : results) {
         const auto row = flatten(r);
         for (std::size_t i = 0; i < row.size(); ++i) {
-            out += (i ? "," : "") + csv_escape(cell_text(row[i].second));
+            if (i > 0) {
+                out += ',';
+            }
+            out += csv_escape(cell_text(row[i].second));
         }
         out += "\n";
     }

@@ -1,7 +1,7 @@
 // Paged decode attention with split-K (Flash-Decoding / vLLM PagedAttention v2, kernels-and-models.md D.2) and the
 // KV-cache write (vLLM reshape_and_cache). One CTA (4 warps) per (kv head, sequence, split) holds the G query heads
 // of the group so each K/V element read from HBM serves G heads; groups of HD/8 lanes own one token (8 elements per
-// lane: 16-byte bf16 or 8-byte fp8 loads), two tokens per lane group in flight; online softmax in exp2; partials
+// lane: 16-byte bf16 or 8-byte fp8 loads), four tokens per lane group in flight (two for groups of 8); online softmax in exp2; partials
 // (normalised O, max, sum) merged by a second kernel when num_splits > 1.
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
@@ -84,12 +84,14 @@ __global__ void __launch_bounds__(kWarps * 32) decode_attention_kernel(
     const int* bt = block_table + static_cast<std::size_t>(seq) * max_blocks;
     const std::size_t tok_stride = static_cast<std::size_t>(hkv) * HD;
     // Warp-uniform trip count: every lane runs the same iterations (the shuffles below need the whole warp).
-    for (int wb = t_begin + warp * kTpw; wb < t_end; wb += 2 * kStep) {
-        float kx[2][8];
-        float vx[2][8];
-        bool valid[2];
+    // kU tokens per lane group in flight (16-byte loads issued before any use).
+    constexpr int kU = G <= 4 ? 4 : 2;
+    for (int wb = t_begin + warp * kTpw; wb < t_end; wb += kU * kStep) {
+        float kx[kU][8];
+        float vx[kU][8];
+        bool valid[kU];
 #pragma unroll
-        for (int u = 0; u < 2; ++u) {
+        for (int u = 0; u < kU; ++u) {
             const int tok = wb + grp + u * kStep;
             valid[u] = tok < t_end;
             const int tt = valid[u] ? tok : wb;
@@ -100,9 +102,10 @@ __global__ void __launch_bounds__(kWarps * 32) decode_attention_kernel(
         }
 #pragma unroll
         for (int h = 0; h < G; ++h) {
-            float s[2];
+            float s[kU];
+            float m_new = m[h];
 #pragma unroll
-            for (int u = 0; u < 2; ++u) {
+            for (int u = 0; u < kU; ++u) {
                 float d = 0.f;
 #pragma unroll
                 for (int i = 0; i < 8; ++i) {
@@ -113,17 +116,25 @@ __global__ void __launch_bounds__(kWarps * 32) decode_attention_kernel(
                     d += __shfl_xor_sync(0xffffffff, d, o);
                 }
                 s[u] = valid[u] ? d : -FLT_MAX;
+                m_new = fmaxf(m_new, s[u]);
             }
-            const float m_new = fmaxf(m[h], fmaxf(s[0], s[1]));
             const float corr = exp2f(m[h] - m_new);
-            const float p0 = valid[0] ? exp2f(s[0] - m_new) : 0.f;
-            const float p1 = valid[1] ? exp2f(s[1] - m_new) : 0.f;
             m[h] = m_new;
-            l[h] = l[h] * corr + p0 + p1;
+            float lsum = l[h] * corr;
 #pragma unroll
             for (int i = 0; i < 8; ++i) {
-                acc[h][i] = acc[h][i] * corr + p0 * vx[0][i] + p1 * vx[1][i];
+                acc[h][i] *= corr;
             }
+#pragma unroll
+            for (int u = 0; u < kU; ++u) {
+                const float p = valid[u] ? exp2f(s[u] - m_new) : 0.f;
+                lsum += p;
+#pragma unroll
+                for (int i = 0; i < 8; ++i) {
+                    acc[h][i] += p * vx[u][i];
+                }
+            }
+            l[h] = lsum;
         }
     }
     // Merge the token groups of this warp (lanes with equal `sub`).

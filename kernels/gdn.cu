@@ -153,26 +153,30 @@ __global__ void __launch_bounds__(256) gdn_prep_kernel(const __nv_bfloat16* __re
         }
     }
     __syncthreads();
-    if (tid < kC) {  // T = (I + A)^{-1}, column `c` by forward substitution (thread-private column)
-        const int c = tid;
-        for (int i = 0; i < kC; ++i) {
+    // T = (I + A)^{-1} by 16x16 blocks: diagonal blocks by forward substitution (one column per thread), then
+    // block row i: M_j = Σ_{k=j}^{i-1} A_ik T_kj and T_ij = −T_ii M_j. K and V are pre-scaled meanwhile.
+    if (tid < kC) {
+        const int blk = tid / 16;
+        const int c = tid % 16;
+        const int o = blk * 16;
+        for (int i = 0; i < 16; ++i) {
             float val = i == c ? 1.f : 0.f;
             if (i > c) {
-                float s0 = 0.f;
-                float s1 = 0.f;
-                int j = c;
-                for (; j + 1 < i; j += 2) {
-                    s0 += am[i * kTLd + j] * tm[j * kTLd + c];
-                    s1 += am[i * kTLd + j + 1] * tm[(j + 1) * kTLd + c];
+                float acc = 0.f;
+                for (int j = c; j < i; ++j) {
+                    acc += am[(o + i) * kTLd + o + j] * tm[(o + j) * kTLd + o + c];
                 }
-                if (j < i) {
-                    s0 += am[i * kTLd + j] * tm[j * kTLd + c];
-                }
-                val = -(s0 + s1);
+                val = -acc;
             }
-            tm[i * kTLd + c] = val;
+            tm[(o + i) * kTLd + o + c] = val;
         }
-    } else {  // meanwhile: K ← diag(β e^G) K, V ← diag(β) V
+        // zero the strictly upper off-diagonal blocks of this block row
+        for (int jb = blk + 1; jb < 4; ++jb) {
+            for (int i = 0; i < 16; ++i) {
+                tm[(o + i) * kTLd + jb * 16 + c] = 0.f;
+            }
+        }
+    } else {
         for (int e = tid - kC; e < kC * kD; e += 256 - kC) {
             const int r = e / kD;
             const int c = e % kD;
@@ -181,6 +185,36 @@ __global__ void __launch_bounds__(256) gdn_prep_kernel(const __nv_bfloat16* __re
         }
     }
     __syncthreads();
+    float* mm = am;  // M_j goes to the (zero, unused) strictly upper blocks of A
+    for (int ib = 1; ib < 4; ++ib) {
+        // M_j for j < ib, stored transposed-free in the (unused, zero) upper-triangular part of `am`: block (j, ib)
+        for (int e = tid; e < ib * 256; e += 256) {
+            const int jb = e / 256;
+            const int r = (e % 256) / 16;
+            const int c = e % 16;
+            float acc = 0.f;
+            for (int kb = jb; kb < ib; ++kb) {
+#pragma unroll 4
+                for (int q = 0; q < 16; ++q) {
+                    acc += am[(ib * 16 + r) * kTLd + kb * 16 + q] * tm[(kb * 16 + q) * kTLd + jb * 16 + c];
+                }
+            }
+            mm[(jb * 16 + r) * kTLd + ib * 16 + c] = acc;  // upper block (jb, ib): free space
+        }
+        __syncthreads();
+        for (int e = tid; e < ib * 256; e += 256) {
+            const int jb = e / 256;
+            const int r = (e % 256) / 16;
+            const int c = e % 16;
+            float acc = 0.f;
+#pragma unroll 4
+            for (int q = 0; q < 16; ++q) {
+                acc += tm[(ib * 16 + r) * kTLd + ib * 16 + q] * mm[(jb * 16 + q) * kTLd + ib * 16 + c];
+            }
+            tm[(ib * 16 + r) * kTLd + jb * 16 + c] = -acc;
+        }
+        __syncthreads();
+    }
     {  // W = T·K', U = T·V': thread rows a+16r, cols b+16s
         const int a = tid / 16;
         const int b = tid % 16;
@@ -226,65 +260,106 @@ __global__ void __launch_bounds__(256) gdn_prep_kernel(const __nv_bfloat16* __re
 }
 
 // ---- (2) serial state pass ----
-constexpr int kWLd = kD + 1;
-constexpr int kSLd = kBv + 1;
-constexpr int kPassSmemFloats = kC * kWLd + kC * kD + kD * kSLd + kC * kSLd + kC * kBv + 2 * kC;
+// W, K (bf16, rows of kTileLd) and the U slice double-buffered through cp.async: chunk lc+1 loads while chunk lc
+// computes. The state slice (128 x 16, fp32) lives in registers (one row per thread) and in shared memory for W·S.
+constexpr int kTileLd = kD + 8;
+constexpr int kPassBufBytes = 2 * kC * kTileLd * 2 + kC * kBv * 2 + kC * 4;
+constexpr int kPassSmemBytes = 2 * kPassBufBytes + (kD * kBv + kC * kBv + kC) * 4;
 
 template <typename StateT>
 __global__ void __launch_bounds__(128) gdn_state_pass_kernel(
     const __nv_bfloat16* __restrict__ w, const __nv_bfloat16* __restrict__ u, const __nv_bfloat16* __restrict__ kn,
     const float* __restrict__ gc, __nv_bfloat16* __restrict__ v_new, __nv_bfloat16* __restrict__ snaps,
     StateT* __restrict__ state, bool use_initial, int chunks_per_seq, int seq_len, int hk, int hv) {
-    extern __shared__ float sm[];
-    float* ws = sm;                // [64][129]
-    float* ksm = ws + kC * kWLd;   // [64][128]
-    float* ss = ksm + kC * kD;     // [128][17]
-    float* vn = ss + kD * kSLd;    // [64][17]
-    float* us = vn + kC * kSLd;    // [64][16]
-    float* gsm = us + kC * kBv;    // [64]
-    float* dec = gsm + kC;         // [64]
-    const int tid = threadIdx.x;   // state row i
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    __nv_bfloat16* wb[2];
+    __nv_bfloat16* kb[2];
+    __nv_bfloat16* ub[2];
+    float* gb[2];
+    for (int i = 0; i < 2; ++i) {
+        unsigned char* base = smem_raw + i * kPassBufBytes;
+        wb[i] = reinterpret_cast<__nv_bfloat16*>(base);
+        kb[i] = wb[i] + kC * kTileLd;
+        ub[i] = kb[i] + kC * kTileLd;
+        gb[i] = reinterpret_cast<float*>(ub[i] + kC * kBv);
+    }
+    float* ss = reinterpret_cast<float*>(smem_raw + 2 * kPassBufBytes);  // [128][16]
+    float* vn = ss + kD * kBv;                                             // [64][16]
+    float* dec = vn + kC * kBv;                                            // [64]
+    const int tid = threadIdx.x;  // state row i
     const int c0 = blockIdx.x * kBv;
     const int h = blockIdx.y;
     const int seq = blockIdx.z;
     const int kh = h / (hv / hk);
     StateT* st = state + (static_cast<std::size_t>(seq) * hv + h) * kD * kD;
 
+    auto issue = [&](int lc, int buf) {
+        const int tok0 = seq * seq_len + lc * kC;
+        const int valid = min(kC, seq_len - lc * kC);
+        for (int e = tid; e < kC * (kD / 8); e += 128) {
+            const int r = e / (kD / 8);
+            const int c = (e % (kD / 8)) * 8;
+            const bool ok = r < valid;
+            const std::size_t tok = static_cast<std::size_t>(ok ? tok0 + r : tok0);
+            mma::cp_async16(wb[buf] + r * kTileLd + c, w + (tok * hv + h) * kD + c, ok ? 16 : 0);
+            mma::cp_async16(kb[buf] + r * kTileLd + c, kn + (tok * hk + kh) * kD + c, ok ? 16 : 0);
+        }
+        {
+            const int r = tid / 2;
+            const int c = (tid % 2) * 8;
+            const bool ok = r < valid;
+            const std::size_t tok = static_cast<std::size_t>(ok ? tok0 + r : tok0);
+            mma::cp_async16(ub[buf] + r * kBv + c, u + (tok * hv + h) * kD + c0 + c, ok ? 16 : 0);
+        }
+        mma::cp_async_commit();
+    };
+    auto load_g = [&](int lc) {
+        const int tok0 = seq * seq_len + lc * kC;
+        const int valid = min(kC, seq_len - lc * kC);
+        return tid < valid ? gc[static_cast<std::size_t>(tok0 + tid) * hv + h] : 0.f;
+    };
+
     float s[kBv];
 #pragma unroll
     for (int c = 0; c < kBv; ++c) {
         s[c] = use_initial ? static_cast<float>(st[tid * kD + c0 + c]) : 0.f;
-        ss[tid * kSLd + c] = s[c];
+        ss[tid * kBv + c] = s[c];
     }
+    issue(0, 0);
+    float g_reg = tid < kC ? load_g(0) : 0.f;
     for (int lc = 0; lc < chunks_per_seq; ++lc) {
+        const int buf = lc & 1;
         const int chunk = seq * chunks_per_seq + lc;
         const int tok0 = seq * seq_len + lc * kC;
         const int valid = min(kC, seq_len - lc * kC);
-        for (int e = tid; e < kC * kD; e += 128) {
-            const int r = e / kD;
-            const int c = e % kD;
-            const bool ok = r < valid;
-            const std::size_t tok = static_cast<std::size_t>(tok0 + r);
-            ws[r * kWLd + c] = ok ? to_f(w[(tok * hv + h) * kD + c]) : 0.f;
-            ksm[r * kD + c] = ok ? to_f(kn[(tok * hk + kh) * kD + c]) : 0.f;
-        }
-        for (int e = tid; e < kC * kBv; e += 128) {
-            const int r = e / kBv;
-            const int c = e % kBv;
-            us[e] = r < valid ? to_f(u[(static_cast<std::size_t>(tok0 + r) * hv + h) * kD + c0 + c]) : 0.f;
-        }
         if (tid < kC) {
-            gsm[tid] = tid < valid ? gc[static_cast<std::size_t>(tok0 + tid) * hv + h] : 0.f;
+            gb[buf][tid] = g_reg;
+        }
+        if (lc + 1 < chunks_per_seq) {
+            issue(lc + 1, buf ^ 1);
+            if (tid < kC) {
+                g_reg = load_g(lc + 1);
+            }
+        } else {
+            mma::cp_async_commit();
         }
         // Snapshot of the state entering this chunk (read by the output kernel).
-        __nv_bfloat16* snap = snaps + ((static_cast<std::size_t>(chunk) * hv + h) * kD + tid) * kD + c0;
+        {
+            uint4 packed[2];
+            auto* h2 = reinterpret_cast<__nv_bfloat162*>(packed);
 #pragma unroll
-        for (int c = 0; c < kBv; ++c) {
-            snap[c] = __float2bfloat16(s[c]);
+            for (int c = 0; c < kBv / 2; ++c) {
+                h2[c] = __floats2bfloat162_rn(s[2 * c], s[2 * c + 1]);
+            }
+            auto* snap = reinterpret_cast<uint4*>(snaps + ((static_cast<std::size_t>(chunk) * hv + h) * kD + tid) * kD +
+                                                  c0);
+            snap[0] = packed[0];
+            snap[1] = packed[1];
         }
+        mma::cp_async_wait<1>();
         __syncthreads();
         if (tid < kC) {
-            dec[tid] = tid < valid ? __expf(gsm[valid - 1] - gsm[tid]) : 0.f;
+            dec[tid] = tid < valid ? __expf(gb[buf][valid - 1] - gb[buf][tid]) : 0.f;
         }
         {  // V_new = U − W·S: row r = tid/2, 8 columns
             const int r = tid / 2;
@@ -292,48 +367,65 @@ __global__ void __launch_bounds__(128) gdn_state_pass_kernel(
             float acc[8];
 #pragma unroll
             for (int c = 0; c < 8; ++c) {
-                acc[c] = us[r * kBv + cb + c];
+                acc[c] = to_f(ub[buf][r * kBv + cb + c]);
             }
-            for (int k = 0; k < kD; ++k) {
-                const float wv = ws[r * kWLd + k];
-#pragma unroll
-                for (int c = 0; c < 8; ++c) {
-                    acc[c] -= wv * ss[k * kSLd + cb + c];
-                }
+            const __nv_bfloat16* wr = wb[buf] + r * kTileLd;
+#pragma unroll 4
+            for (int k2 = 0; k2 < kD; k2 += 2) {
+                const float2 wv = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(wr + k2));
+                const float4 a0 = *reinterpret_cast<const float4*>(ss + k2 * kBv + cb);
+                const float4 a1 = *reinterpret_cast<const float4*>(ss + k2 * kBv + cb + 4);
+                const float4 b0 = *reinterpret_cast<const float4*>(ss + (k2 + 1) * kBv + cb);
+                const float4 b1 = *reinterpret_cast<const float4*>(ss + (k2 + 1) * kBv + cb + 4);
+                acc[0] -= wv.x * a0.x + wv.y * b0.x;
+                acc[1] -= wv.x * a0.y + wv.y * b0.y;
+                acc[2] -= wv.x * a0.z + wv.y * b0.z;
+                acc[3] -= wv.x * a0.w + wv.y * b0.w;
+                acc[4] -= wv.x * a1.x + wv.y * b1.x;
+                acc[5] -= wv.x * a1.y + wv.y * b1.y;
+                acc[6] -= wv.x * a1.z + wv.y * b1.z;
+                acc[7] -= wv.x * a1.w + wv.y * b1.w;
             }
-#pragma unroll
-            for (int c = 0; c < 8; ++c) {
-                vn[r * kSLd + cb + c] = acc[c];
-            }
+            *reinterpret_cast<float4*>(vn + r * kBv + cb) = make_float4(acc[0], acc[1], acc[2], acc[3]);
+            *reinterpret_cast<float4*>(vn + r * kBv + cb + 4) = make_float4(acc[4], acc[5], acc[6], acc[7]);
             if (r < valid) {
-                __nv_bfloat16* dst = v_new + (static_cast<std::size_t>(tok0 + r) * hv + h) * kD + c0 + cb;
+                uint4 packed;
+                auto* h2 = reinterpret_cast<__nv_bfloat162*>(&packed);
 #pragma unroll
-                for (int c = 0; c < 8; ++c) {
-                    dst[c] = __float2bfloat16(acc[c]);
+                for (int c = 0; c < 4; ++c) {
+                    h2[c] = __floats2bfloat162_rn(acc[2 * c], acc[2 * c + 1]);
                 }
+                *reinterpret_cast<uint4*>(v_new + (static_cast<std::size_t>(tok0 + r) * hv + h) * kD + c0 + cb) = packed;
             }
         }
         __syncthreads();
         {  // S = e^{G_last} S + Σ_r k_r (e^{G_last − G_r} V_new_r)
-            const float decay = __expf(gsm[valid - 1]);
+            const float decay = __expf(gb[buf][valid - 1]);
 #pragma unroll
             for (int c = 0; c < kBv; ++c) {
                 s[c] *= decay;
             }
+            const __nv_bfloat16* kcol = kb[buf] + tid;
             for (int r = 0; r < valid; ++r) {
-                const float kd = ksm[r * kD + tid] * dec[r];
+                const float kd = to_f(kcol[r * kTileLd]) * dec[r];
+                const float4* vr = reinterpret_cast<const float4*>(vn + r * kBv);
 #pragma unroll
-                for (int c = 0; c < kBv; ++c) {
-                    s[c] += kd * vn[r * kSLd + c];
+                for (int q = 0; q < 4; ++q) {
+                    const float4 vv = vr[q];
+                    s[4 * q] += kd * vv.x;
+                    s[4 * q + 1] += kd * vv.y;
+                    s[4 * q + 2] += kd * vv.z;
+                    s[4 * q + 3] += kd * vv.w;
                 }
             }
 #pragma unroll
             for (int c = 0; c < kBv; ++c) {
-                ss[tid * kSLd + c] = s[c];
+                ss[tid * kBv + c] = s[c];
             }
         }
         __syncthreads();
     }
+    mma::cp_async_wait<0>();
 #pragma unroll
     for (int c = 0; c < kBv; ++c) {
         st[tid * kD + c0 + c] = static_cast<StateT>(s[c]);
@@ -696,9 +788,9 @@ void gdn_prefill(const GdnPrefillArgs& a, StreamHandle stream) {
         SERVESIM_CUDA(cudaFuncSetAttribute(gdn_prep_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            kPrepSmemFloats * 4));
         SERVESIM_CUDA(cudaFuncSetAttribute(gdn_state_pass_kernel<float>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           kPassSmemFloats * 4));
+                                           kPassSmemBytes));
         SERVESIM_CUDA(cudaFuncSetAttribute(gdn_state_pass_kernel<__nv_bfloat16>,
-                                           cudaFuncAttributeMaxDynamicSharedMemorySize, kPassSmemFloats * 4));
+                                           cudaFuncAttributeMaxDynamicSharedMemorySize, kPassSmemBytes));
         SERVESIM_CUDA(
             cudaFuncSetAttribute(gdn_output_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kOutSmemBytes));
         configured = true;
@@ -708,11 +800,11 @@ void gdn_prefill(const GdnPrefillArgs& a, StreamHandle stream) {
     SERVESIM_LAUNCH_CHECK("gdn prep");
     const dim3 pass_grid(kD / kBv, a.num_v_heads, a.num_seqs);
     if (a.state_dtype == StateDtype::kFp32) {
-        gdn_state_pass_kernel<float><<<pass_grid, 128, kPassSmemFloats * 4, s>>>(
+        gdn_state_pass_kernel<float><<<pass_grid, 128, kPassSmemBytes, s>>>(
             ws.w, ws.u, ws.kn, ws.gc, ws.v_new, ws.snaps, static_cast<float*>(a.state), a.use_initial_state, cps,
             a.seq_len, a.num_k_heads, a.num_v_heads);
     } else {
-        gdn_state_pass_kernel<__nv_bfloat16><<<pass_grid, 128, kPassSmemFloats * 4, s>>>(
+        gdn_state_pass_kernel<__nv_bfloat16><<<pass_grid, 128, kPassSmemBytes, s>>>(
             ws.w, ws.u, ws.kn, ws.gc, ws.v_new, ws.snaps, static_cast<__nv_bfloat16*>(a.state), a.use_initial_state,
             cps, a.seq_len, a.num_k_heads, a.num_v_heads);
     }

@@ -1,5 +1,648 @@
+// GPU sweep driver (calibration/runner/gpu_sweep.h): for one model, times our kernels over each curve's natural
+// variables (CUDA events, warm-up, medians; weights, KV caches and states rotated over several sets when one set
+// would sit in L2), multiplies per-layer times by the number of layers of that kind, and fits the profile curves.
+// What each curve contains is listed in curve_kinds() (calibration/hardware_profile.cpp) and calibration/README.md.
 #include "calibration/runner/gpu_sweep.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <ctime>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <memory>
+#include <numeric>
+#include <ostream>
+#include <random>
+#include <tuple>
+#include <variant>
+#include <vector>
+
+#include "calibration/curve_fit.h"
+#include "common/error.h"
+#include "kernels/gpu_runtime.h"
+#include "kernels/kernels.h"
+
 namespace servesim::calibration {
-bool cuda_device_present(int, std::string*) { return false; }
-HardwareProfile sweep_model(const models::ModelSpec&, const std::string&, const SweepOptions&, std::ostream&) { return {}; }
+
+namespace k = servesim::kernels;
+
+namespace {
+
+constexpr double kRotateBytes = 192e6;  // rotate input sets until one pass touches this much (> 3x L2)
+
+struct Point {
+    std::vector<double> x;
+    double ms;
+};
+
+int rotate_sets(double set_bytes, int max_sets = 8) {
+    return std::clamp(static_cast<int>(std::ceil(kRotateBytes / std::max(set_bytes, 1.0))), 1, max_sets);
 }
+
+// Median of body(rep) with reps sized to ~150 ms of measuring (3..25).
+double time_adaptive(const std::function<void(int)>& body) {
+    const double first = k::time_median_ms(body, 1, 1);
+    const int reps = std::clamp(static_cast<int>(150.0 / std::max(first, 1e-3)), 3, 25);
+    return k::time_median_ms(body, 2, reps);
+}
+
+k::DeviceBuffer random_bf16(std::size_t elems, std::uint64_t seed, float lo = -1.f, float hi = 1.f) {
+    k::DeviceBuffer b(std::max<std::size_t>(elems, 8) * 2);
+    k::fill_random_bf16(b.as<k::bf16_t>(), elems, lo, hi, seed);
+    return b;
+}
+
+// The per-token work of one layer group: GEMM shapes plus elementwise ops.
+struct Gemm {
+    int n;
+    int k;
+};
+
+struct LayerGroup {
+    std::string name;
+    int count = 0;
+    std::vector<Gemm> gemms;
+    int norm_width = 0;       // rms_norm rows of this width (fused residual add), `norms` of them
+    int norms = 0;
+    int silu_width = 0;       // silu_mul output width (0 = none)
+    int rope_heads = 0;       // heads rotated (q + k)
+    int rope_head_dim = 0;
+    int rope_rot_dim = 0;
+    int kv_write_row = 0;     // hkv·hd elements written per token (K and V), 0 = none
+    int gated_norm_heads = 0; // GDN output gated RMSNorm: rows of dv per token
+};
+
+struct AttentionShape {
+    int hq, hkv, hd, count;
+};
+
+struct GdnShape {
+    int hk, hv, conv_dim, count;
+    k::StateDtype state_dtype;
+};
+
+struct ModelPlan {
+    std::vector<LayerGroup> groups;
+    std::vector<AttentionShape> attention;
+    std::vector<GdnShape> gdn;
+    int hidden = 0;
+    int vocab = 0;
+};
+
+ModelPlan plan_model(const models::ModelSpec& spec) {
+    ModelPlan plan;
+    plan.hidden = spec.hidden_size;
+    plan.vocab = spec.vocab_size;
+    const int h = spec.hidden_size;
+    std::map<std::string, LayerGroup> groups;
+    std::map<std::tuple<int, int, int>, int> attn;
+    std::map<std::tuple<int, int, int, int>, int> gdn;
+    for (std::size_t li = 0; li < spec.layers.size(); ++li) {
+        const auto& layer = spec.layers[li];
+        if (const auto* a = std::get_if<models::AttentionMixer>(&layer.mixer)) {
+            if (a->head_dim != 128 && a->head_dim != 256) {
+                throw ConfigError(fmt::format("layer {}: attention head_dim {} is not calibrated (128 or 256)", li,
+                                              a->head_dim));
+            }
+            const std::string key = fmt::format("attention_proj hq{} hkv{} hd{}{}", a->num_q_heads, a->num_kv_heads,
+                                                a->head_dim, a->output_gate ? " gated" : "");
+            auto& g = groups[key];
+            g.name = key;
+            ++g.count;
+            const int q_out = a->num_q_heads * a->head_dim * (a->output_gate ? 2 : 1);
+            g.gemms = {{q_out + 2 * a->num_kv_heads * a->head_dim, h}, {h, a->num_q_heads * a->head_dim}};
+            g.rope_heads = a->num_q_heads + a->num_kv_heads;
+            g.rope_head_dim = a->head_dim;
+            g.rope_rot_dim = a->output_gate ? a->head_dim / 4 : a->head_dim;
+            g.kv_write_row = a->num_kv_heads * a->head_dim;
+            g.norm_width = h;
+            g.norms = 1;
+            ++attn[{a->num_q_heads, a->num_kv_heads, a->head_dim}];
+        } else if (const auto* d = std::get_if<models::GatedDeltaNetMixer>(&layer.mixer)) {
+            if (d->k_head_dim != 128 || d->v_head_dim != 128 || d->conv_kernel != 4) {
+                throw ConfigError(fmt::format("layer {}: GDN dims other than 128/128 with conv 4 are not calibrated",
+                                              li));
+            }
+            const int conv_dim = 2 * d->num_k_heads * d->k_head_dim + d->num_v_heads * d->v_head_dim;
+            const std::string key = fmt::format("gdn_proj hk{} hv{}", d->num_k_heads, d->num_v_heads);
+            auto& g = groups[key];
+            g.name = key;
+            ++g.count;
+            g.gemms = {{conv_dim + d->num_v_heads * d->v_head_dim, h}, {2 * d->num_v_heads, h},
+                       {h, d->num_v_heads * d->v_head_dim}};
+            g.norm_width = h;
+            g.norms = 1;
+            g.gated_norm_heads = d->num_v_heads;
+            ++gdn[{d->num_k_heads, d->num_v_heads, conv_dim,
+                   d->ssm_state_dtype == models::DType::kFloat32 ? 1 : 0}];
+        } else if (std::holds_alternative<models::Mamba2Mixer>(layer.mixer)) {
+            throw ConfigError(fmt::format("layer {}: Mamba2 layers are not calibrated by this sweep", li));
+        }
+        if (const auto* m = std::get_if<models::DenseMlp>(&layer.mlp)) {
+            const std::string key = fmt::format("mlp I{}{}", m->intermediate_size, m->gated ? "" : " relu2");
+            auto& g = groups[key];
+            g.name = key;
+            ++g.count;
+            g.gemms = {{m->gated ? 2 * m->intermediate_size : m->intermediate_size, h}, {h, m->intermediate_size}};
+            g.silu_width = m->gated ? m->intermediate_size : 0;
+            g.norm_width = h;
+            g.norms = 1;
+        } else if (std::holds_alternative<models::MoeMlp>(layer.mlp)) {
+            throw ConfigError(fmt::format("layer {}: MoE layers are not calibrated by this sweep yet", li));
+        }
+    }
+    for (auto& [key, g] : groups) {
+        plan.groups.push_back(g);
+    }
+    for (auto& [key, n] : attn) {
+        plan.attention.push_back({std::get<0>(key), std::get<1>(key), std::get<2>(key), n});
+    }
+    for (auto& [key, n] : gdn) {
+        plan.gdn.push_back({std::get<0>(key), std::get<1>(key), std::get<2>(key), n,
+                            std::get<3>(key) ? k::StateDtype::kFp32 : k::StateDtype::kBf16});
+    }
+    return plan;
+}
+
+void write_points(const std::string& dir, const std::string& curve, const std::vector<std::string>& vars,
+                  const std::vector<Point>& pts) {
+    if (dir.empty()) {
+        return;
+    }
+    std::ofstream f(dir + "/" + curve + ".csv");
+    for (const auto& v : vars) {
+        f << v << ",";
+    }
+    f << "ms\n";
+    for (const auto& p : pts) {
+        for (double x : p.x) {
+            f << x << ",";
+        }
+        f << p.ms << "\n";
+    }
+}
+
+Curve fit_single(const std::string& name, const std::string& var, const std::vector<Point>& pts) {
+    std::vector<double> x;
+    std::vector<double> y;
+    for (const auto& p : pts) {
+        x.push_back(p.x[0]);
+        y.push_back(p.ms);
+    }
+    return fit_piecewise_quadratic(name, var, x, y);
+}
+
+Curve fit_multi(const std::string& name, const std::vector<std::string>& vars, const std::vector<Point>& pts) {
+    std::vector<std::vector<double>> rows;
+    std::vector<double> y;
+    for (const auto& p : pts) {
+        rows.push_back(p.x);
+        y.push_back(p.ms);
+    }
+    return fit_linear(name, vars, rows, y);
+}
+
+// ---- gemm: all per-token work of every layer group ----
+double time_group(const LayerGroup& g, int m, k::GemmRunner& gemm, std::uint64_t seed) {
+    std::size_t weight_bytes = 0;
+    int max_n = 0;
+    int max_k = 0;
+    for (const auto& s : g.gemms) {
+        weight_bytes += static_cast<std::size_t>(s.n) * s.k * 2;
+        max_n = std::max(max_n, s.n);
+        max_k = std::max(max_k, s.k);
+    }
+    const int sets = rotate_sets(static_cast<double>(weight_bytes));
+    std::vector<std::vector<k::DeviceBuffer>> weights(sets);
+    for (int s = 0; s < sets; ++s) {
+        for (std::size_t i = 0; i < g.gemms.size(); ++i) {
+            weights[s].push_back(random_bf16(static_cast<std::size_t>(g.gemms[i].n) * g.gemms[i].k, seed + 17 * s + i,
+                                             -0.05f, 0.05f));
+        }
+    }
+    const std::size_t mm = static_cast<std::size_t>(m);
+    const int width = std::max(max_n, max_k);
+    k::DeviceBuffer x = random_bf16(mm * width, seed + 1000);
+    k::DeviceBuffer y = random_bf16(mm * width, seed + 1001);
+    k::DeviceBuffer residual = random_bf16(mm * std::max(g.norm_width, 8), seed + 1002);
+    k::DeviceBuffer norm_w = random_bf16(std::max(g.norm_width, 128), seed + 1003, 0.5f, 1.5f);
+    std::vector<int> positions(mm);
+    std::iota(positions.begin(), positions.end(), 0);
+    k::DeviceBuffer pos(mm * 4);
+    k::copy_to_device(pos.get(), positions.data(), mm * 4);
+    // KV write: slots spread over a cache of max(4·m, 65536) tokens.
+    const std::size_t cache_tokens = std::max<std::size_t>(4 * mm, 65536);
+    k::DeviceBuffer kv_cache(g.kv_write_row > 0 ? cache_tokens * g.kv_write_row * 2 * 2 : 16);
+    std::vector<int> slot_host(mm);
+    std::mt19937 rng(static_cast<unsigned>(seed));
+    for (std::size_t i = 0; i < mm; ++i) {
+        slot_host[i] = static_cast<int>(rng() % cache_tokens);
+    }
+    k::DeviceBuffer slots(mm * 4);
+    k::copy_to_device(slots.get(), slot_host.data(), mm * 4);
+    auto* xb = x.as<k::bf16_t>();
+    auto* yb = y.as<k::bf16_t>();
+    auto body = [&](int rep) {
+        const auto& w = weights[rep % sets];
+        for (int n = 0; n < g.norms; ++n) {
+            k::rms_norm(xb, residual.as<k::bf16_t>(), norm_w.as<k::bf16_t>(), yb, m, g.norm_width, 1e-6f, nullptr);
+        }
+        for (std::size_t i = 0; i < g.gemms.size(); ++i) {
+            gemm.run(i % 2 == 0 ? yb : xb, w[i].as<k::bf16_t>(), i % 2 == 0 ? xb : yb, m, g.gemms[i].n,
+                     g.gemms[i].k, nullptr);
+            if (i == 0 && g.silu_width > 0) {
+                k::silu_mul(xb, yb, m, g.silu_width, nullptr);
+            }
+            if (i == 0 && g.rope_heads > 0) {
+                k::rope(xb, pos.as<int>(), m, g.rope_heads, g.rope_head_dim, g.rope_rot_dim, 1e6f, nullptr);
+                k::KvWriteArgs kw;
+                kw.k = xb;
+                kw.v = xb;
+                kw.k_cache = kv_cache.get();
+                kw.v_cache = static_cast<char*>(kv_cache.get()) + cache_tokens * g.kv_write_row * 2;
+                kw.slot_mapping = slots.as<int>();
+                kw.num_tokens = m;
+                kw.num_kv_heads = g.kv_write_row / g.rope_head_dim;
+                kw.head_dim = g.rope_head_dim;
+                k::kv_cache_write(kw, nullptr);
+            }
+            if (i == 0 && g.gated_norm_heads > 0) {
+                k::rms_norm(xb, nullptr, norm_w.as<k::bf16_t>(), yb, m * g.gated_norm_heads, 128, 1e-6f, nullptr);
+                k::silu_mul(xb, yb, m, g.gated_norm_heads * 128, nullptr);
+            }
+        }
+    };
+    return time_adaptive(body);
+}
+
+// ---- lm_head: final norm + GEMM on `s` rows ----
+double time_lm_head(int s, int hidden, int vocab, k::GemmRunner& gemm, k::DeviceBuffer& w) {
+    k::DeviceBuffer x = random_bf16(static_cast<std::size_t>(s) * hidden, 31);
+    k::DeviceBuffer y = random_bf16(static_cast<std::size_t>(s) * hidden, 32);
+    k::DeviceBuffer nw = random_bf16(hidden, 33, 0.5f, 1.5f);
+    k::DeviceBuffer logits(static_cast<std::size_t>(s) * vocab * 2);
+    return time_adaptive([&](int) {
+        k::rms_norm(x.as<k::bf16_t>(), nullptr, nw.as<k::bf16_t>(), y.as<k::bf16_t>(), s, hidden, 1e-6f, nullptr);
+        gemm.run(y.as<k::bf16_t>(), w.as<k::bf16_t>(), logits.as<k::bf16_t>(), s, vocab, hidden, nullptr);
+    });
+}
+
+// ---- overhead: sampling (argmax over the vocabulary) + embedding gather for `s` sequences ----
+double time_overhead(int s, int hidden, int vocab, k::DeviceBuffer& table) {
+    k::DeviceBuffer logits = random_bf16(static_cast<std::size_t>(s) * vocab, 41, -5.f, 5.f);
+    k::DeviceBuffer tokens(static_cast<std::size_t>(s) * 4);
+    k::DeviceBuffer out(static_cast<std::size_t>(s) * hidden * 2);
+    std::vector<int> ids(s);
+    for (int i = 0; i < s; ++i) {
+        ids[i] = (i * 7919) % vocab;
+    }
+    k::DeviceBuffer dids(static_cast<std::size_t>(s) * 4);
+    k::copy_to_device(dids.get(), ids.data(), ids.size() * 4);
+    return time_adaptive([&](int) {
+        k::embedding_gather(table.as<k::bf16_t>(), dids.as<int>(), out.as<k::bf16_t>(), s, hidden, nullptr);
+        k::argmax_rows(logits.as<k::bf16_t>(), tokens.as<int>(), s, vocab, nullptr);
+    });
+}
+
+double time_prefill_attention(const AttentionShape& a, int chunk, int cached) {
+    const int total = chunk + cached;
+    k::DeviceBuffer q = random_bf16(static_cast<std::size_t>(chunk) * a.hq * a.hd, 51);
+    k::DeviceBuffer kk = random_bf16(static_cast<std::size_t>(total) * a.hkv * a.hd, 52);
+    k::DeviceBuffer vv = random_bf16(static_cast<std::size_t>(total) * a.hkv * a.hd, 53);
+    k::DeviceBuffer o(q.bytes());
+    k::PrefillAttentionArgs args;
+    args.q = q.as<k::bf16_t>();
+    args.k = kk.as<k::bf16_t>();
+    args.v = vv.as<k::bf16_t>();
+    args.o = o.as<k::bf16_t>();
+    args.chunk_tokens = chunk;
+    args.cached_tokens = cached;
+    args.num_q_heads = a.hq;
+    args.num_kv_heads = a.hkv;
+    args.head_dim = a.hd;
+    args.scale = 1.0f / std::sqrt(static_cast<float>(a.hd));
+    return time_adaptive([&](int) { k::prefill_attention(args, nullptr); });
+}
+
+double time_decode_attention(const AttentionShape& a, int seqs, int ctx, int sms) {
+    const int bs = 16;
+    const int mb = (ctx + bs - 1) / bs;
+    const std::size_t blocks = static_cast<std::size_t>(seqs) * mb;
+    const std::size_t set_bytes = blocks * bs * a.hkv * a.hd * 2 * 2;
+    const int sets = rotate_sets(static_cast<double>(set_bytes));
+    k::DeviceBuffer cache = random_bf16(set_bytes / 2 * sets, 61, -0.5f, 0.5f);
+    std::vector<int> table(blocks);
+    std::iota(table.begin(), table.end(), 0);
+    std::shuffle(table.begin(), table.end(), std::mt19937(7));
+    k::DeviceBuffer dt(blocks * 4);
+    k::copy_to_device(dt.get(), table.data(), blocks * 4);
+    std::vector<int> lens(seqs, ctx);
+    k::DeviceBuffer dl(static_cast<std::size_t>(seqs) * 4);
+    k::copy_to_device(dl.get(), lens.data(), lens.size() * 4);
+    k::DeviceBuffer q = random_bf16(static_cast<std::size_t>(seqs) * a.hq * a.hd, 62);
+    k::DeviceBuffer o(q.bytes());
+    const int splits = k::decode_attention_splits(seqs, a.hkv, ctx, sms);
+    k::DeviceBuffer ws(std::max<std::size_t>(16, k::decode_attention_workspace_bytes(seqs, a.hq, a.hd, splits)));
+    k::DecodeAttentionArgs args;
+    args.q = q.as<k::bf16_t>();
+    args.block_table = dt.as<int>();
+    args.max_blocks_per_seq = mb;
+    args.seq_lens = dl.as<int>();
+    args.num_seqs = seqs;
+    args.num_q_heads = a.hq;
+    args.num_kv_heads = a.hkv;
+    args.head_dim = a.hd;
+    args.block_size = bs;
+    args.scale = 1.0f / std::sqrt(static_cast<float>(a.hd));
+    args.o = o.as<k::bf16_t>();
+    args.workspace = ws.as<float>();
+    args.num_splits = splits;
+    return time_adaptive([&](int rep) {
+        char* base = static_cast<char*>(cache.get()) + (rep % sets) * set_bytes;
+        args.k_cache = base;
+        args.v_cache = base + set_bytes / 2;
+        k::decode_attention(args, nullptr);
+    });
+}
+
+double time_gdn_prefill(const GdnShape& g, int seqs, int len) {
+    const std::size_t t = static_cast<std::size_t>(seqs) * len;
+    k::DeviceBuffer x = random_bf16(t * g.conv_dim, 71);
+    k::DeviceBuffer xc(x.bytes());
+    k::DeviceBuffer cw = random_bf16(static_cast<std::size_t>(g.conv_dim) * 4, 72);
+    k::DeviceBuffer cs(static_cast<std::size_t>(seqs) * 3 * g.conv_dim * 2);
+    k::DeviceBuffer v = random_bf16(t * g.hv * 128, 73);
+    k::DeviceBuffer gg(t * g.hv * 4);
+    k::DeviceBuffer beta(t * g.hv * 4);
+    k::fill_random_f32(gg.as<float>(), t * g.hv, -0.3f, -0.005f, 74);
+    k::fill_random_f32(beta.as<float>(), t * g.hv, 0.1f, 0.9f, 75);
+    k::DeviceBuffer o(t * g.hv * 128 * 2);
+    const std::size_t esz = g.state_dtype == k::StateDtype::kFp32 ? 4 : 2;
+    k::DeviceBuffer st(static_cast<std::size_t>(seqs) * g.hv * 128 * 128 * esz);
+    k::DeviceBuffer ws(k::gdn_prefill_workspace_bytes(seqs, len, g.hk, g.hv));
+    k::GdnPrefillArgs a;
+    // q and k are slices of the conv output (as in the model: q | k | v after the conv); we pass the same buffer
+    // layout [t, hk, 128] by using the first 2·hk·128 channels' worth of a separate random buffer.
+    k::DeviceBuffer qk = random_bf16(t * g.hk * 128 * 2, 76);
+    a.q = qk.as<k::bf16_t>();
+    a.k = qk.as<k::bf16_t>() + t * g.hk * 128;
+    a.v = v.as<k::bf16_t>();
+    a.g = gg.as<float>();
+    a.beta = beta.as<float>();
+    a.o = o.as<k::bf16_t>();
+    a.state = st.get();
+    a.state_dtype = g.state_dtype;
+    a.num_seqs = seqs;
+    a.seq_len = len;
+    a.num_k_heads = g.hk;
+    a.num_v_heads = g.hv;
+    a.scale = 1.0f / std::sqrt(128.0f);
+    a.workspace = ws.get();
+    return time_adaptive([&](int) {
+        k::conv1d_prefill(x.as<k::bf16_t>(), cw.as<k::bf16_t>(), cs.as<k::bf16_t>(), false, xc.as<k::bf16_t>(), seqs,
+                          len, g.conv_dim, nullptr);
+        k::gdn_prefill(a, nullptr);
+    });
+}
+
+double time_gdn_decode(const GdnShape& g, int seqs) {
+    const std::size_t esz = g.state_dtype == k::StateDtype::kFp32 ? 4 : 2;
+    const std::size_t set_bytes = static_cast<std::size_t>(seqs) * g.hv * 128 * 128 * esz;
+    const int sets = rotate_sets(static_cast<double>(set_bytes));
+    k::DeviceBuffer st(set_bytes * sets);
+    if (esz == 4) {
+        k::fill_random_f32(st.as<float>(), st.bytes() / 4, -0.5f, 0.5f, 81);
+    } else {
+        k::fill_random_bf16(st.as<k::bf16_t>(), st.bytes() / 2, -0.5f, 0.5f, 81);
+    }
+    const std::size_t s = static_cast<std::size_t>(seqs);
+    k::DeviceBuffer x = random_bf16(s * g.conv_dim, 82);
+    k::DeviceBuffer xc(x.bytes());
+    k::DeviceBuffer cw = random_bf16(static_cast<std::size_t>(g.conv_dim) * 4, 83);
+    k::DeviceBuffer cs = random_bf16(s * 3 * g.conv_dim * sets, 84);
+    k::DeviceBuffer qk = random_bf16(s * g.hk * 128 * 2, 85);
+    k::DeviceBuffer v = random_bf16(s * g.hv * 128, 86);
+    k::DeviceBuffer gg(s * g.hv * 4);
+    k::DeviceBuffer beta(s * g.hv * 4);
+    k::fill_random_f32(gg.as<float>(), s * g.hv, -0.3f, -0.005f, 87);
+    k::fill_random_f32(beta.as<float>(), s * g.hv, 0.1f, 0.9f, 88);
+    k::DeviceBuffer o(s * g.hv * 128 * 2);
+    k::GdnDecodeArgs a;
+    a.q = qk.as<k::bf16_t>();
+    a.k = qk.as<k::bf16_t>() + s * g.hk * 128;
+    a.v = v.as<k::bf16_t>();
+    a.g = gg.as<float>();
+    a.beta = beta.as<float>();
+    a.o = o.as<k::bf16_t>();
+    a.state_dtype = g.state_dtype;
+    a.num_seqs = seqs;
+    a.num_k_heads = g.hk;
+    a.num_v_heads = g.hv;
+    a.scale = 1.0f / std::sqrt(128.0f);
+    return time_adaptive([&](int rep) {
+        const int set = rep % sets;
+        k::conv1d_update(x.as<k::bf16_t>(), cw.as<k::bf16_t>(), cs.as<k::bf16_t>() + set * s * 3 * g.conv_dim,
+                         xc.as<k::bf16_t>(), seqs, g.conv_dim, nullptr);
+        a.state = static_cast<char*>(st.get()) + set * set_bytes;
+        k::gdn_decode(a, nullptr);
+    });
+}
+
+double time_snapshot(const GdnShape& g, int n) {
+    const std::size_t esz = g.state_dtype == k::StateDtype::kFp32 ? 4 : 2;
+    const std::size_t per = static_cast<std::size_t>(g.hv) * 128 * 128 * esz;
+    k::DeviceBuffer src(per * n);
+    k::DeviceBuffer dst(per * n);
+    k::fill_random_f32(src.as<float>(), src.bytes() / 4, -1, 1, 91);
+    std::vector<int> ids(n);
+    std::iota(ids.begin(), ids.end(), 0);
+    k::DeviceBuffer d_ids(static_cast<std::size_t>(n) * 4);
+    k::copy_to_device(d_ids.get(), ids.data(), ids.size() * 4);
+    return time_adaptive([&](int) {
+        k::gdn_snapshot_copy(src.get(), dst.get(), g.state_dtype, d_ids.as<int>(), d_ids.as<int>(), n, g.hv, nullptr);
+    });
+}
+
+std::string today_iso() {
+    const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+    std::tm tm{};
+    gmtime_r(&now, &tm);
+    char buf[16];
+    std::strftime(buf, sizeof buf, "%Y-%m-%d", &tm);
+    return buf;
+}
+
+void log_curve(std::ostream& log, const Curve& c) {
+    log << fmt::format("  {:13s} pieces {} points {:3d}  R2 {:.5f}  max_rel_residual {:.4f}\n", c.name,
+                       c.pieces.size(), c.num_points, c.r2, c.max_rel_residual);
+}
+
+}  // namespace
+
+bool cuda_device_present(int device, std::string* name) {
+    k::DeviceInfo info;
+    if (!k::query_device(device, &info)) {
+        return false;
+    }
+    if (name != nullptr) {
+        *name = info.name;
+    }
+    return true;
+}
+
+HardwareProfile sweep_model(const models::ModelSpec& spec, const std::string& model_name, const SweepOptions& o,
+                            std::ostream& log) {
+    k::set_device(o.device);
+    k::DeviceInfo info;
+    SERVESIM_CHECK(k::query_device(o.device, &info), "device {} vanished", o.device);
+    const ModelPlan plan = plan_model(spec);
+    const bool quick = o.quick;
+    HardwareProfile p;
+    p.gpu = info.name;
+    p.date = today_iso();
+    p.software = fmt::format("CUDA runtime {}.{}, driver API {}.{}, cuBLAS {}; servesim kernels (FA2-style mma.sync "
+                             "prefill, split-K paged decode, chunked GDN)",
+                             info.runtime_version / 1000, info.runtime_version % 1000 / 10,
+                             info.driver_version / 1000, info.driver_version % 1000 / 10, info.cublas_version);
+    p.model = model_name;
+    p.source = "calibrated";
+    p.hybrid = !plan.gdn.empty() && !plan.attention.empty();
+    log << "servesim-calibrate: " << model_name << " on " << info.name << (quick ? " (quick)" : "") << "\n";
+    k::GemmRunner gemm;
+
+    // gemm
+    {
+        const std::vector<int> grid =
+            quick ? std::vector<int>{1, 4, 16, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768}
+                  : std::vector<int>{1,   2,    4,    8,    16,   32,   48,   64,    96,    128,   192,   256,  384,
+                                     512, 768,  1024, 1536, 2048, 3072, 4096, 6144, 8192, 12288, 16384, 24576, 32768};
+        std::vector<Point> pts;
+        for (int m : grid) {
+            double ms = 0;
+            for (const auto& g : plan.groups) {
+                ms += g.count * time_group(g, m, gemm, 100 + m);
+            }
+            pts.push_back({{static_cast<double>(m)}, ms});
+        }
+        write_points(o.log_dir, "gemm", {"tokens"}, pts);
+        p.curves["gemm"] = fit_single("gemm", "tokens", pts);
+        log_curve(log, p.curves["gemm"]);
+    }
+    // lm_head and overhead
+    {
+        k::DeviceBuffer w = random_bf16(static_cast<std::size_t>(plan.vocab) * plan.hidden, 201, -0.05f, 0.05f);
+        const std::vector<int> grid = quick ? std::vector<int>{1, 4, 16, 64, 256, 1024}
+                                            : std::vector<int>{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024};
+        std::vector<Point> lm;
+        std::vector<Point> ov;
+        for (int s : grid) {
+            lm.push_back({{static_cast<double>(s)}, time_lm_head(s, plan.hidden, plan.vocab, gemm, w)});
+            ov.push_back({{static_cast<double>(s)}, time_overhead(s, plan.hidden, plan.vocab, w)});
+        }
+        write_points(o.log_dir, "lm_head", {"tokens"}, lm);
+        write_points(o.log_dir, "overhead", {"sequences"}, ov);
+        p.curves["lm_head"] = fit_single("lm_head", "tokens", lm);
+        p.curves["overhead"] = fit_single("overhead", "sequences", ov);
+        log_curve(log, p.curves["lm_head"]);
+        log_curve(log, p.curves["overhead"]);
+    }
+    // attention
+    if (!plan.attention.empty()) {
+        std::vector<std::pair<int, int>> prefill_cases;
+        for (int c : quick ? std::vector<int>{128, 512, 2048, 8192, 32768}
+                           : std::vector<int>{64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768}) {
+            prefill_cases.push_back({c, 0});
+        }
+        for (int c : quick ? std::vector<int>{512} : std::vector<int>{256, 512, 2048}) {
+            for (int cached : {1024, 4096, 16384}) {
+                prefill_cases.push_back({c, cached});
+            }
+        }
+        std::vector<Point> pre;
+        for (auto [chunk, cached] : prefill_cases) {
+            double ms = 0;
+            for (const auto& a : plan.attention) {
+                ms += a.count * time_prefill_attention(a, chunk, cached);
+            }
+            pre.push_back({{chunk * (cached + chunk / 2.0)}, ms});
+        }
+        write_points(o.log_dir, "attn_prefill", {"work"}, pre);
+        p.curves["attn_prefill"] = fit_single("attn_prefill", "work", pre);
+        log_curve(log, p.curves["attn_prefill"]);
+
+        std::vector<Point> dec;
+        const std::vector<int> seqs_grid =
+            quick ? std::vector<int>{1, 16, 128, 512} : std::vector<int>{1, 4, 16, 64, 128, 256, 512, 1024};
+        const std::vector<int> ctx_grid =
+            quick ? std::vector<int>{256, 2048, 16384} : std::vector<int>{128, 512, 2048, 8192, 32768};
+        for (int s : seqs_grid) {
+            for (int c : ctx_grid) {
+                if (static_cast<double>(s) * c > 4.2e6) {
+                    continue;
+                }
+                double ms = 0;
+                for (const auto& a : plan.attention) {
+                    ms += a.count * time_decode_attention(a, s, c, info.multiprocessors);
+                }
+                dec.push_back({{static_cast<double>(s) * c, static_cast<double>(s)}, ms});
+            }
+        }
+        write_points(o.log_dir, "attn_decode", {"context_tokens", "sequences"}, dec);
+        p.curves["attn_decode"] = fit_multi("attn_decode", {"context_tokens", "sequences"}, dec);
+        log_curve(log, p.curves["attn_decode"]);
+    }
+    // Gated DeltaNet
+    if (!plan.gdn.empty()) {
+        std::vector<std::pair<int, int>> cases;
+        for (int len : quick ? std::vector<int>{256, 2048, 8192, 32768}
+                             : std::vector<int>{64, 256, 1024, 2048, 4096, 8192, 16384, 32768}) {
+            cases.push_back({1, len});
+        }
+        for (int s : {4, 16}) {
+            for (int len : quick ? std::vector<int>{1024} : std::vector<int>{256, 1024, 2048}) {
+                cases.push_back({s, len});
+            }
+        }
+        std::vector<Point> pre;
+        for (auto [s, len] : cases) {
+            double ms = 0;
+            for (const auto& g : plan.gdn) {
+                ms += g.count * time_gdn_prefill(g, s, len);
+            }
+            pre.push_back({{static_cast<double>(s) * len, static_cast<double>(s) * ((len + 63) / 64)}, ms});
+        }
+        write_points(o.log_dir, "gdn_prefill", {"tokens", "chunks"}, pre);
+        p.curves["gdn_prefill"] = fit_multi("gdn_prefill", {"tokens", "chunks"}, pre);
+        log_curve(log, p.curves["gdn_prefill"]);
+
+        std::vector<Point> dec;
+        std::vector<Point> snap;
+        for (int s : quick ? std::vector<int>{1, 8, 64, 256, 1024}
+                           : std::vector<int>{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024}) {
+            double ms = 0;
+            double sms = 0;
+            for (const auto& g : plan.gdn) {
+                ms += g.count * time_gdn_decode(g, s);
+                if (s <= 256) {
+                    sms += g.count * time_snapshot(g, s);
+                }
+            }
+            dec.push_back({{static_cast<double>(s)}, ms});
+            if (s <= 256) {
+                snap.push_back({{static_cast<double>(s)}, sms});
+            }
+        }
+        write_points(o.log_dir, "gdn_decode", {"sequences"}, dec);
+        write_points(o.log_dir, "snapshot", {"snapshots"}, snap);
+        p.curves["gdn_decode"] = fit_single("gdn_decode", "sequences", dec);
+        p.curves["snapshot"] = fit_single("snapshot", "snapshots", snap);
+        log_curve(log, p.curves["gdn_decode"]);
+        log_curve(log, p.curves["snapshot"]);
+    }
+    validate_profile(p, model_name + " (sweep)");
+    return p;
+}
+
+}  // namespace servesim::calibration

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "calibration/gpu_spec.h"
+#include "calibration/runner/calibrate.h"
 #include "common/error.h"
 #include "models/model_registry.h"
 #include "sim/cache/memory_plan.h"
@@ -32,6 +33,8 @@ constexpr const char* kUsage =
     "  run [SCENARIO]     simulate a scenario (default scenarios/quickstart.yaml) and print its figures\n"
     "  sweep SCENARIO     run a scenario's sweep grid on threads, one row per point\n"
     "  inspect            vLLM's KV-cache sizing for a model on a GPU (block size, pages, capacity)\n"
+    "  calibrate          fit a hardware profile: on a GPU (--model M), or from measured timings\n"
+    "                     (--from-measurements FILE); see calibration/README.md\n"
     "  list               model presets, GPUs and routers\n"
     "run `servesim <command> --help` for a command's options\n";
 
@@ -246,6 +249,15 @@ int main(int argc, char** argv) {
         }
         if (cmd == "inspect") {
             return cmd_inspect(argc - 1, argv + 1);
+        }
+        if (cmd == "calibrate") {
+            calibration::CalibrateOptions options;
+            std::string message;
+            if (!calibration::parse_calibrate_args(std::vector<std::string>(argv + 2, argv + argc), options, message)) {
+                std::cerr << "servesim calibrate: " << message << "\n";
+                return 2;
+            }
+            return calibration::run_calibrate(options, std::cout, std::cerr);
         }
         if (cmd == "list") {
             return cmd_list();

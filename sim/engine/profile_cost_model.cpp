@@ -9,8 +9,12 @@
 
 namespace servesim::engine {
 
-ProfileCostModel::ProfileCostModel(calibration::HardwareProfile profile, std::string path, int max_cudagraph_tokens)
-    : profile_(std::move(profile)), path_(std::move(path)), max_cudagraph_tokens_(max_cudagraph_tokens) {}
+ProfileCostModel::ProfileCostModel(calibration::HardwareProfile profile, std::string path, int max_cudagraph_tokens,
+                                   double decode_kv_bytes_scale)
+    : profile_(std::move(profile)),
+      path_(std::move(path)),
+      max_cudagraph_tokens_(max_cudagraph_tokens),
+      decode_kv_bytes_scale_(decode_kv_bytes_scale) {}
 
 double ProfileCostModel::eval(const char* name, std::initializer_list<double> x) const {
     const auto it = profile_.curves.find(name);
@@ -34,8 +38,8 @@ StepCost ProfileCostModel::step_cost(const BatchShape& s) const {
         c.attn_prefill_ms = eval("attn_prefill", {s.prefill_attention_work});
     }
     if (s.num_decode_seqs > 0) {
-        c.attn_decode_ms = eval("attn_decode", {static_cast<double>(s.decode_context_tokens),
-                                                static_cast<double>(s.num_decode_seqs)});
+        c.attn_decode_ms = decode_kv_bytes_scale_ * eval("attn_decode", {static_cast<double>(s.decode_context_tokens),
+                                                                         static_cast<double>(s.num_decode_seqs)});
         c.gdn_ms += eval("gdn_decode", {static_cast<double>(s.num_decode_seqs)});
     }
     if (s.num_prefill_tokens > 0) {

@@ -11,7 +11,11 @@ namespace servesim::engine {
 
 class ProfileCostModel final : public CostModel {
 public:
-    ProfileCostModel(calibration::HardwareProfile profile, std::string path, int max_cudagraph_tokens = 512);
+    // decode_kv_bytes_scale: KV bytes per token of the run over those the profile was measured with (profiles are
+    // measured with the model-dtype KV cache, so fp8 KV gives 0.5): decode attention reads every context token's
+    // KV, so its time scales with those bytes.
+    ProfileCostModel(calibration::HardwareProfile profile, std::string path, int max_cudagraph_tokens = 512,
+                     double decode_kv_bytes_scale = 1.0);
 
     [[nodiscard]] StepCost step_cost(const BatchShape& shape) const override;
 
@@ -25,6 +29,7 @@ private:
     calibration::HardwareProfile profile_;
     std::string path_;
     int max_cudagraph_tokens_;
+    double decode_kv_bytes_scale_;
 };
 
 }  // namespace servesim::engine

@@ -70,7 +70,12 @@ PreparedExperiment prepare_experiment(const ExperimentConfig& config) {
     } else {
         calibration::HardwareProfile profile =
             with_file([&] { return calibration::read_profile(config.cost_model); });
-        p.cost_model = std::make_unique<engine::ProfileCostModel>(std::move(profile), config.cost_model);
+        const double kv_scale = static_cast<double>(models::kv_bytes_per_token(p.model, p.plan.kv_cache_dtype)) /
+                                static_cast<double>(models::kv_bytes_per_token(p.model, p.model.dtype));
+        const int graphs = static_cast<int>(
+            std::min<std::int64_t>({2 * p.plan.max_num_seqs, 512, p.plan.max_num_batched_tokens}));
+        p.cost_model = std::make_unique<engine::ProfileCostModel>(std::move(profile), config.cost_model, graphs,
+                                                                  kv_scale > 0 ? kv_scale : 1.0);
     }
     (void)cluster::make_router(config.router);  // unknown names fail here, before simulating
     return p;

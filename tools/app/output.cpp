@@ -286,6 +286,7 @@ nlohmann::ordered_json inspect_json(const models::ModelSpec& model, const std::s
     j["max_num_seqs"] = p.max_num_seqs;
     j["gpu_memory_utilization"] = p.gpu_memory_utilization;
     j["weight_bytes"] = p.weight_bytes;
+    j["weight_bytes_read_per_decode_step"] = models::weight_bytes_read_per_step(model, 1);
     j["activation_peak_bytes"] = p.activation_peak_bytes;
     j["non_torch_bytes"] = p.non_torch_bytes;
     return j;

@@ -77,7 +77,7 @@ YAML::Node layer_from_path(const std::string& path, const YAML::Node& value) {
         }
         YAML::Node child(YAML::NodeType::Map);
         cur[part] = child;
-        cur = child;
+        cur.reset(child);  // rebind (operator= would overwrite the node cur refers to)
         start = dot + 1;
     }
     return root;

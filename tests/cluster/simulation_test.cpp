@@ -1,0 +1,194 @@
+// Tests of sim/cluster/simulation.*: whole runs on the event loop with a FixedCost model, so every timestamp is exact.
+// A hand-timed two-request example of TTFT/ITL/E2E/TPOT (vllm-v1-behaviour.md §7, §10 item 17), the warm-up window
+// with real prefix-cache counters, and the block accounting invariant checked after every step of whole runs over
+// several seeds and configurations (a tiny pool that forces preemptions, a hybrid in align mode).
+#include "sim/cluster/simulation.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/yaml_reader.h"
+#include "sim/cluster/router.h"
+#include "tests/catch.h"
+#include "tests/engine/engine_test_util.h"
+#include "workloads/workload.h"
+
+namespace servesim::cluster {
+namespace {
+
+using engine::testing::content;
+using engine::testing::FixedCost;
+using engine::testing::full_attention_config;
+using engine::testing::hybrid_align_config;
+using engine::testing::scheduler_config;
+using engine::testing::ScriptedWorkload;
+using engine::testing::spec;
+
+bool close(double a, double b) { return std::abs(a - b) < 1e-6; }
+
+SimulationConfig small_config(double warmup_ms = 0) {
+    SimulationConfig c;
+    c.replica.scheduler = scheduler_config(8192);
+    c.replica.kv_cache = full_attention_config(64);
+    c.replica.check_invariants = true;
+    c.warmup_end = core::SimTime::from_ns(static_cast<std::int64_t>(warmup_ms * 1e6));
+    return c;
+}
+
+TEST_CASE("Simulation: TTFT, ITL, E2E and TPOT of two hand-timed requests", "[cluster][rule17]") {
+    // Step time = 4 ms + 0.25 ms per scheduled token. R0 (32 tokens, 3 outputs) sent at 0; R1 (32, 2) at 5 ms.
+    //   step 1 [0, 12]:        R0 prefill 32            → 4 + 8    = 12      R0 token 1 at 12
+    //   (R1 arrives at 5 and waits: the step in flight is not interrupted)
+    //   step 2 [12, 24.25]:    R0 decode + R1 prefill 33 → 4 + 8.25 = 12.25  R0 token 2, R1 token 1 at 24.25
+    //   step 3 [24.25, 28.75]: two decodes              → 4 + 0.5  = 4.5     R0 token 3, R1 token 2: both finish
+    // TTFT 12, 19.25; ITL 12.25, 4.5, 4.5; E2E 28.75, 23.75; TPOT 16.75/2 = 8.375, 4.5/1.
+    ScriptedWorkload w({spec(0, 0, {{content(1), 32}}, 3), spec(1, 5, {{content(2), 32}}, 2)});
+    FixedCost cost(4, 0.25);
+    Simulation sim(small_config(), cost, w, make_router("round_robin"));
+    const SimulationResult r = sim.run();
+    const metrics::Summary& s = r.summary;
+    REQUIRE(s.num_requests_finished == 2);
+    CHECK(s.num_steps == 3);
+    CHECK(close(s.ttft_ms.p50, (12 + 19.25) / 2));
+    CHECK(close(s.ttft_ms.max, 19.25));
+    CHECK(s.itl_ms.count == 3);
+    CHECK(close(s.itl_ms.p50, 4.5));
+    CHECK(close(s.itl_ms.max, 12.25));
+    CHECK(close(s.e2e_ms.mean, (28.75 + 23.75) / 2));
+    CHECK(close(s.tpot_ms.mean, (8.375 + 4.5) / 2));
+    CHECK(close(s.queue_ms.mean, (0 + 7) / 2.0));
+    CHECK(close(s.duration_s, 0.02875));
+    CHECK(r.num_unfinished == 0);
+    CHECK(w.finished.size() == 2);
+}
+
+TEST_CASE("Simulation: warm-up requests warm the cache but are not measured; counters start at the warm-up end",
+          "[cluster][rule17]") {
+    // R0 [S 64] sent at 0 (before a 50 ms warm-up), R1 [S 64] at 100 ms. R1 hits floor(63/16)·16 = 48.
+    // With the warm-up: measured queries 64, hits 48 → 0.75, one request. Without: 128 queries → 0.375.
+    FixedCost cost(4, 0.25);
+    SECTION("warm-up 50 ms") {
+        ScriptedWorkload w({spec(0, 0, {{content(1), 64}}, 1), spec(1, 100, {{content(1), 64}}, 1)});
+        Simulation sim(small_config(50), cost, w, make_router("round_robin"));
+        const metrics::Summary s = sim.run().summary;
+        CHECK(s.num_requests_sent == 1);
+        CHECK(s.num_requests_finished == 1);
+        CHECK(s.prefix_cache_queries == 64);
+        CHECK(s.prefix_cache_hits == 48);
+        CHECK(close(s.prefix_cache_hit_rate, 0.75));
+        CHECK(close(s.cached_prompt_fraction, 0.75));
+        // R1: 16 tokens → 4 + 4 = 8 ms.
+        CHECK(close(s.ttft_ms.p50, 8));
+    }
+    SECTION("no warm-up") {
+        ScriptedWorkload w({spec(0, 0, {{content(1), 64}}, 1), spec(1, 100, {{content(1), 64}}, 1)});
+        Simulation sim(small_config(0), cost, w, make_router("round_robin"));
+        const metrics::Summary s = sim.run().summary;
+        CHECK(s.num_requests_sent == 2);
+        CHECK(s.prefix_cache_queries == 128);
+        CHECK(close(s.prefix_cache_hit_rate, 0.375));
+    }
+}
+
+TEST_CASE("Simulation: no requests gives an empty summary without NaN", "[cluster][rule17]") {
+    ScriptedWorkload w({});
+    FixedCost cost(4);
+    Simulation sim(small_config(), cost, w, make_router("round_robin"));
+    const SimulationResult r = sim.run();
+    CHECK(r.summary.num_requests_sent == 0);
+    CHECK(r.summary.prefix_cache_hit_rate == 0.0);
+    CHECK(r.summary.ttft_ms.p99 == 0.0);
+    CHECK(r.summary.throughput_rps == 0.0);
+    CHECK_FALSE(std::isnan(r.summary.output_tokens_per_s));
+}
+
+// Whole runs with the block accounting invariant re-derived after every schedule and every emit phase
+// (ReplicaConfig::check_invariants → KvCacheManager::check_invariants throws InvariantError when broken), plus
+// request conservation: every sent request finished or was rejected, none left in a replica.
+struct RunCase {
+    std::string name;
+    cache::KvCacheConfig kv;
+    engine::SchedulerConfig scheduler;
+    int replicas = 1;
+    std::string router = "round_robin";
+};
+
+SimulationResult run_checked(const RunCase& c, const std::string& workload_yaml, std::uint64_t seed) {
+    SimulationConfig sc;
+    sc.replica.kv_cache = c.kv;
+    sc.replica.scheduler = c.scheduler;
+    sc.replica.check_invariants = true;
+    sc.num_replicas = c.replicas;
+    const YAML::Node node = YAML::Load(workload_yaml);
+    auto workload = workloads::make_workload(YamlMap(node, "test", "workload"), seed);
+    FixedCost cost(2, 0.01);
+    Simulation sim(sc, cost, *workload, make_router(c.router));
+    return sim.run();
+}
+
+TEST_CASE("Block accounting invariant holds after every step of whole runs", "[cluster][invariant]") {
+    // Tenants whose prompts grow by user + answer each turn; 4 tenants × up to ~340 tokens against 39 usable blocks
+    // of 16 (624 tokens) forces preemptions; max_model_len 400 rejects the longest turns.
+    const std::string tenants = R"(
+type: tenants
+tenants: 4
+system_prompt_tokens: 100
+turns_per_dialogue: 3
+user_tokens: {dist: uniform, min: 10, max: 60}
+answer_tokens: {dist: uniform, min: 5, max: 40}
+arrival: poisson
+rate: 40
+num_requests: 80
+)";
+    const std::string synthetic = R"(
+type: synthetic
+arrival: poisson
+rate: 200
+shared_prefix_tokens: 64
+prompt_tokens: {dist: uniform, min: 1, max: 300}
+output_tokens: {dist: uniform, min: 1, max: 50}
+num_requests: 80
+)";
+    std::vector<RunCase> cases;
+    cases.push_back({"tiny pool", full_attention_config(40), scheduler_config(256, 16, 64, 400)});
+    cases.push_back({"roomy pool", full_attention_config(400), scheduler_config(8192, 16, 1024, 4000)});
+    cases.push_back({"two replicas, least loaded", full_attention_config(60), scheduler_config(128, 16, 8, 400), 2,
+                     "least_loaded"});
+    {
+        engine::SchedulerConfig s = scheduler_config(256, 64, 64, 400);
+        s.mamba_align = true;
+        cases.push_back({"hybrid align B=64", hybrid_align_config(60, 64), s});
+    }
+    std::int64_t tiny_pool_preemptions = 0;
+    std::int64_t hybrid_hits = 0;
+    for (const auto& c : cases) {
+        for (const auto* yaml : {&tenants, &synthetic}) {
+            for (std::uint64_t seed : {1, 2, 3}) {
+                INFO(c.name << ", seed " << seed << (yaml == &tenants ? ", tenants" : ", synthetic"));
+                SimulationResult r;
+                REQUIRE_NOTHROW(r = run_checked(c, *yaml, seed));
+                const auto& s = r.summary;
+                CHECK_FALSE(r.hit_max_time);
+                CHECK(r.num_unfinished == 0);
+                CHECK(s.num_requests_sent == 80);
+                CHECK(s.num_requests_finished + s.num_requests_rejected == s.num_requests_sent);
+                if (c.name == "tiny pool") {
+                    tiny_pool_preemptions += s.preemptions;
+                }
+                if (c.name.starts_with("hybrid")) {
+                    hybrid_hits += s.prefix_cache_hits;
+                }
+            }
+        }
+    }
+    // The runs exercised what they were built for.
+    CHECK(tiny_pool_preemptions > 0);
+    CHECK(hybrid_hits > 0);
+}
+
+}  // namespace
+}  // namespace servesim::cluster

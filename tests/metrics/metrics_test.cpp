@@ -1,0 +1,100 @@
+// Tests of sim/metrics: the latency definitions of vllm bench serve (vllm-v1-behaviour.md §7.1, §10 item 17), the
+// percentile method (linear interpolation, numpy's default), the warm-up window, and a summary with no requests.
+#include "sim/metrics/metrics.h"
+
+#include <cmath>
+#include <vector>
+
+#include "sim/metrics/percentiles.h"
+#include "tests/catch.h"
+
+namespace servesim::metrics {
+namespace {
+
+bool close(double a, double b) { return std::abs(a - b) < 1e-9; }
+
+core::SimTime at_ms(double ms) { return core::SimTime::from_ns(static_cast<std::int64_t>(std::llround(ms * 1e6))); }
+
+TEST_CASE("Percentiles interpolate linearly between closest ranks (numpy 'linear')", "[metrics]") {
+    // [4, 1, 3, 2] sorted [1, 2, 3, 4]; rank = q/100 · (n − 1):
+    //   p50 → 1.5 → 2.5;  p90 → 2.7 → 3.7;  p99 → 2.97 → 3.97;  mean 2.5.
+    const Distribution d = summarize_values({4, 1, 3, 2});
+    CHECK(close(d.p50, 2.5));
+    CHECK(close(d.p90, 3.7));
+    CHECK(close(d.p99, 3.97));
+    CHECK(close(d.mean, 2.5));
+    CHECK(close(d.max, 4));
+    CHECK(d.count == 4);
+    // One sample: every percentile is that sample.
+    const Distribution one = summarize_values({7});
+    CHECK(close(one.p50, 7));
+    CHECK(close(one.p99, 7));
+}
+
+TEST_CASE("TTFT, ITL, E2E and TPOT follow vllm bench serve's definitions", "[metrics]") {
+    // Request 1: sent 0, tokens at 12, 24.25, 28.75 (3 outputs). Request 2: sent 5, tokens at 24.25, 28.75.
+    //   TTFT = first − send: 12, 19.25.  E2E = last − send: 28.75, 23.75.
+    //   ITL = per-chunk gaps, pooled: 12.25, 4.5 (req 1), 4.5 (req 2).
+    //   TPOT = (E2E − TTFT)/(out − 1): (28.75 − 12)/2 = 8.375; (23.75 − 19.25)/1 = 4.5.
+    MetricsCollector m(core::SimTime::zero());
+    m.on_sent(at_ms(0));
+    m.on_sent(at_ms(5));
+    m.on_token_gap(at_ms(0), core::Duration::from_ms(12.25));
+    m.on_token_gap(at_ms(0), core::Duration::from_ms(4.5));
+    m.on_token_gap(at_ms(5), core::Duration::from_ms(4.5));
+    m.on_finished({at_ms(0), at_ms(0), at_ms(12), at_ms(28.75), 32, 3, 16});
+    m.on_finished({at_ms(5), at_ms(12), at_ms(24.25), at_ms(28.75), 32, 2, 0});
+    const Summary s = m.summarize({}, 0, at_ms(28.75));
+    CHECK(close(s.ttft_ms.mean, 15.625));
+    CHECK(close(s.ttft_ms.p50, 15.625));
+    CHECK(close(s.ttft_ms.p90, 12 + 0.9 * 7.25));
+    CHECK(close(s.e2e_ms.p50, 26.25));
+    CHECK(s.itl_ms.count == 3);
+    CHECK(close(s.itl_ms.p50, 4.5));
+    CHECK(close(s.itl_ms.mean, 21.25 / 3));
+    CHECK(close(s.tpot_ms.p50, (8.375 + 4.5) / 2));
+    CHECK(close(s.queue_ms.mean, 3.5));  // first scheduled − send: 0 and 7
+    // Throughput over the window [0, 28.75 ms]; cached prompt fraction counted once per request: 16 / 64.
+    CHECK(close(s.throughput_rps, 2 / 0.02875));
+    CHECK(close(s.output_tokens_per_s, 5 / 0.02875));
+    CHECK(close(s.cached_prompt_fraction, 0.25));
+}
+
+TEST_CASE("Warm-up: requests sent before it are not measured; counters are read from its end", "[metrics]") {
+    // Warm-up ends at 100 ms. A request sent at 50 (before) is served but not measured; one sent at 120 is.
+    // Counters: 1,000 queries / 200 hits at the warm-up end, 3,000 / 1,700 at the end → rate 1500/2000 = 0.75.
+    MetricsCollector m(at_ms(100));
+    m.on_sent(at_ms(50));
+    m.on_sent(at_ms(120));
+    m.on_token_gap(at_ms(50), core::Duration::from_ms(1));
+    m.on_finished({at_ms(50), at_ms(50), at_ms(60), at_ms(130), 10, 2, 0});
+    m.on_finished({at_ms(120), at_ms(120), at_ms(140), at_ms(140), 10, 1, 0});
+    m.snapshot_warmup_counters({1000, 200, 0, 0});
+    const Summary s = m.summarize({3000, 1700, 0, 0}, 0, at_ms(150));
+    CHECK(s.num_requests_sent == 1);
+    CHECK(s.num_requests_finished == 1);
+    CHECK(s.ttft_ms.count == 1);
+    CHECK(close(s.ttft_ms.p50, 20));
+    CHECK(s.itl_ms.count == 0);
+    CHECK(s.prefix_cache_queries == 2000);
+    CHECK(s.prefix_cache_hits == 1500);
+    CHECK(close(s.prefix_cache_hit_rate, 0.75));
+    CHECK(close(s.duration_s, 0.05));  // window 100 → 150 ms
+}
+
+TEST_CASE("A summary with no requests has zeros, never NaN", "[metrics]") {
+    MetricsCollector m(core::SimTime::zero());
+    const Summary s = m.summarize({}, 0, core::SimTime::zero());
+    const std::vector<double> values = {s.duration_s,          s.requested_rps,     s.throughput_rps,
+                                        s.output_tokens_per_s, s.prefix_cache_hit_rate, s.cached_prompt_fraction,
+                                        s.ttft_ms.p50,         s.ttft_ms.mean,      s.itl_ms.p99,
+                                        s.e2e_ms.mean,         s.tpot_ms.p90,       s.kv_usage_mean,
+                                        s.mean_batch_tokens,   s.mean_prompt_tokens, s.total_hit_rate};
+    for (double v : values) {
+        CHECK(v == 0.0);
+    }
+    CHECK(s.ttft_ms.count == 0);
+}
+
+}  // namespace
+}  // namespace servesim::metrics

@@ -1,0 +1,145 @@
+// vLLM's start-up arithmetic as the engine uses it (vllm-v1-behaviour.md §1, §2, §4.6; §10 items 1–3 and 18): the
+// memory budget and num_blocks, page sizes, the hybrid block size, and the defaults picked for an H200 against an
+// RTX 3090 (app::memory_plan_request → cache::plan_memory). Also the hybrid hit of §10 item 7 on the real
+// Qwen3.5-4B plan: a 2,000-token prompt sent twice hits 1,584.
+#include <cmath>
+
+#include "calibration/gpu_spec.h"
+#include "models/model_registry.h"
+#include "sim/cache/kv_cache_manager.h"
+#include "sim/cache/memory_plan.h"
+#include "tests/catch.h"
+#include "tests/engine/engine_test_util.h"
+#include "tools/app/experiment.h"
+
+namespace servesim::app {
+namespace {
+
+cache::MemoryPlan plan_for(const std::string& model, const std::string& gpu, EngineSettings engine = {}) {
+    return cache::plan_memory(models::resolve_model(model), memory_plan_request(engine, calibration::find_gpu(gpu)));
+}
+
+TEST_CASE("Memory: available KV = ceil(total·util) − weights − activation peak − non-torch − CUDA graphs; "
+          "num_blocks = floor(available / page / group_size); usable = num_blocks − 1, one pool",
+          "[tools][rule1]") {
+    const calibration::GpuSpec h200 = calibration::find_gpu("H200");
+    const cache::MemoryPlan p = plan_for("Qwen3-4B", "H200");
+    // requested = ceil(total × 0.92), on *total* memory.
+    CHECK(p.requested_memory_bytes ==
+          static_cast<std::int64_t>(std::ceil(static_cast<double>(h200.memory_bytes) * 0.92)));
+    CHECK(p.kv_cache_memory_bytes == p.requested_memory_bytes - p.weight_bytes - p.activation_peak_bytes -
+                                         p.non_torch_bytes - p.cudagraph_bytes);
+    // Qwen3-4B: 36 full-attention layers in one group → group_size 36; page 65,536 B (rule 2).
+    REQUIRE(p.group_size == 36);
+    CHECK(p.num_gpu_blocks == p.kv_cache_memory_bytes / (p.page_size_bytes * 36));
+    // The pool hands out num_blocks − 1 blocks (block 0 is the null block).
+    const cache::KvCacheManager kv(p.kv_cache_config());
+    CHECK(kv.num_free_blocks() == p.num_gpu_blocks - 1);
+    // A hybrid's 4 groups (1 attention + 3 GDN) draw from one pool of the same size.
+    const cache::MemoryPlan h = plan_for("Qwen3.5-4B", "H200", [] {
+        EngineSettings e;
+        e.enable_prefix_caching = true;
+        return e;
+    }());
+    REQUIRE(h.kv_cache_config().groups.size() == 4);
+    CHECK(h.group_size == 8);
+    CHECK(h.num_gpu_blocks == h.kv_cache_memory_bytes / (h.page_size_bytes * 8));
+    CHECK(cache::KvCacheManager(h.kv_cache_config()).num_free_blocks() == h.num_gpu_blocks - 1);
+}
+
+TEST_CASE("Page sizes: full attention 2·B·kv_heads·head_dim·bytes; Mamba state padded to the attention page",
+          "[tools][rule2]") {
+    // Qwen3-4B: 8 KV heads × 128, bf16: one token 2·8·128·2 = 4,096 B; a 16-token page 65,536 B.
+    const cache::MemoryPlan q3 = plan_for("Qwen3-4B", "H200");
+    CHECK(q3.attn_page_size_1tok_bytes == 4096);
+    CHECK(q3.page_size_bytes == 65536);
+    // Qwen3.5-4B GDN: conv 3 × (2·16·128 + 32·128) × 2 B = 49,152; ssm 32 × 128 × 128 × 4 B (fp32) = 2,097,152;
+    // mamba page 2,146,304 B. Attention 4 KV heads × 256: 4,096 B per token; at B = 528 the page is 2,162,688 B,
+    // so the Mamba page is padded by 16,384 / 2,146,304 = 0.763 %.
+    EngineSettings e;
+    e.enable_prefix_caching = true;
+    const cache::MemoryPlan q35 = plan_for("Qwen3.5-4B", "H200", e);
+    CHECK(q35.mamba_page_size_bytes == 2146304);
+    CHECK(q35.attn_page_size_1tok_bytes == 4096);
+    CHECK(q35.page_size_bytes == 2162688);
+    CHECK(std::abs(q35.mamba_page_padding_pct - 100.0 * 16384 / 2146304) < 1e-3);
+}
+
+TEST_CASE("Hybrid block size: B = 16·cdiv(mamba_page, 16·attn_1tok); fp8 KV halves attn_1tok and B about doubles",
+          "[tools][rule3]") {
+    EngineSettings e;
+    e.enable_prefix_caching = true;
+    // Qwen3.5-4B: 16·cdiv(2,146,304, 65,536) = 16·33 = 528; align mode, mamba_block_size = block_size.
+    const cache::MemoryPlan bf16 = plan_for("Qwen3.5-4B", "H200", e);
+    CHECK(bf16.block_size == 528);
+    CHECK(bf16.mamba_cache_mode == cache::MambaCacheMode::kAlign);
+    CHECK(bf16.mamba_block_size == 528);
+    CHECK(bf16.block_size_raised);
+    // fp8: attn_1tok = 2,048 → 16·cdiv(2,146,304, 32,768) = 16·66 = 1,056.
+    e.kv_cache_dtype_fp8 = true;
+    const cache::MemoryPlan fp8 = plan_for("Qwen3.5-4B", "H200", e);
+    CHECK(fp8.attn_page_size_1tok_bytes == 2048);
+    CHECK(fp8.block_size == 1056);
+}
+
+TEST_CASE("Defaults: H200 gets 8192 tokens / 1024 seqs, an RTX 3090 2048 / 256; B 16, util 0.92, prefix caching on "
+          "for decoders and off for hybrids",
+          "[tools][rule18]") {
+    const cache::MemoryPlan h200 = plan_for("Qwen3-4B", "H200");
+    CHECK(h200.max_num_batched_tokens == 8192);
+    CHECK(h200.max_num_seqs == 1024);
+    CHECK(h200.block_size == 16);
+    CHECK(h200.gpu_memory_utilization == 0.92);
+    CHECK(h200.enable_prefix_caching);
+
+    const cache::MemoryPlan rtx = plan_for("Qwen3-4B", "RTX 3090");
+    CHECK(rtx.max_num_batched_tokens == 2048);
+    CHECK(rtx.max_num_seqs == 256);
+    CHECK(rtx.block_size == 16);
+
+    // A100 80GB is ≥ 70 GiB but excluded by vLLM: small defaults.
+    const cache::MemoryPlan a100 = plan_for("Qwen3-4B", "A100-80GB");
+    CHECK(a100.max_num_batched_tokens == 2048);
+    CHECK(a100.max_num_seqs == 256);
+
+    // Hybrid by default: prefix caching off, mamba_cache_mode none, one state block per request
+    // (mamba_block_size = max_model_len).
+    const cache::MemoryPlan hybrid = plan_for("Qwen3.5-4B", "H200");
+    CHECK_FALSE(hybrid.enable_prefix_caching);
+    CHECK(hybrid.mamba_cache_mode == cache::MambaCacheMode::kNone);
+    CHECK(hybrid.mamba_block_size == hybrid.max_model_len);
+
+    // Releases before 0.21 default to 0.90 (PR #38284).
+    EngineSettings old;
+    old.vllm_version = "0.20";
+    CHECK(plan_for("Qwen3-4B", "H200", old).gpu_memory_utilization == 0.90);
+}
+
+TEST_CASE("Hybrid hit on the Qwen3.5-4B plan: a 2,000-token prompt sent twice hits 1,584", "[tools][rule7]") {
+    // The plan gives B = 528 in align mode. First pass: last = 2000 − 2000 % 528 = 1,584, so the first chunk is
+    // forced to stop at 1,584 (3·528) and caches a state snapshot there; then 416 tokens. Second pass: the
+    // full-attention hit is capped at floor(1999/528) = 3 blocks = 1,584 and the snapshot at block 2 exists → 1,584
+    // (computing 416 tokens).
+    EngineSettings e;
+    e.enable_prefix_caching = true;
+    const cache::MemoryPlan plan = plan_for("Qwen3.5-4B", "H200", e);
+    REQUIRE(plan.block_size == 528);
+    engine::SchedulerConfig sc;
+    sc.max_num_batched_tokens = plan.max_num_batched_tokens;
+    sc.max_num_seqs = plan.max_num_seqs;
+    sc.max_model_len = plan.max_model_len;
+    sc.block_size = plan.block_size;
+    sc.mamba_align = true;
+    engine::testing::Harness h(sc, plan.kv_cache_config());
+    engine::Request* first = h.add(1, {{engine::testing::content(1), 2000}}, 1);
+    CHECK(engine::testing::tokens_of(h.step(), first) == 1584);
+    CHECK(engine::testing::tokens_of(h.step(), first) == 416);
+    REQUIRE(first->status == engine::RequestStatus::kFinished);
+    engine::Request* again = h.add(2, {{engine::testing::content(1), 2000}}, 1);
+    CHECK(engine::testing::tokens_of(h.step(), again) == 416);
+    CHECK(again->num_cached_prompt_tokens == 1584);
+    CHECK(h.kv().stats().hits == 1584);
+}
+
+}  // namespace
+}  // namespace servesim::app

@@ -74,7 +74,8 @@ CacheHit KvCacheManager::get_computed_blocks(const CacheRequest& req) {
 //              |<------------- to be allocated -------------->|
 //   |<--------- cached now, up to min(·, num_tokens) --->|
 bool KvCacheManager::allocate_slots(const CacheRequest& req, std::int64_t num_new_tokens, const CacheHit& hit,
-                                    std::int64_t num_lookahead_tokens, bool full_sequence_must_fit) {
+                                    std::int64_t num_lookahead_tokens, bool full_sequence_must_fit,
+                                    bool delay_cache_blocks) {
     SERVESIM_CHECK(num_new_tokens > 0, "request {}: allocate_slots with {} new tokens", core::to_int(req.id),
                    num_new_tokens);
     SERVESIM_CHECK(hit.num_tokens == 0 || req.num_computed_tokens == 0,
@@ -130,7 +131,7 @@ bool KvCacheManager::allocate_slots(const CacheRequest& req, std::int64_t num_ne
     }
     coordinator.allocate_new_blocks(req.id, num_tokens_need_slot, num_tokens_main_model);
 
-    if (impl_->enable_caching) {
+    if (impl_->enable_caching && !delay_cache_blocks) {
         // Schedule-time caching: blocks are hittable before the GPU computes them; lookahead slots are not cached.
         const std::int64_t num_tokens_to_cache = std::min(total_computed_tokens + num_new_tokens, req.num_tokens);
         const auto hashes = hashes_of(req);
@@ -141,6 +142,14 @@ bool KvCacheManager::allocate_slots(const CacheRequest& req, std::int64_t num_ne
         coordinator.cache_blocks(req.id, hashes, num_tokens_to_cache);
     }
     return true;
+}
+
+void KvCacheManager::cache_blocks(const CacheRequest& req, std::int64_t num_computed_tokens) {
+    if (!impl_->enable_caching) {
+        return;
+    }
+    const std::int64_t n = std::min(num_computed_tokens, req.num_tokens);
+    impl_->coordinator.cache_blocks(req.id, hashes_of(req), n);
 }
 
 void KvCacheManager::free(core::RequestId id) { impl_->coordinator.free(id); }

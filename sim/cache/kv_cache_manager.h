@@ -80,8 +80,15 @@ public:
     // sequence would not fit, or under the Mamba same-step rule. On success, takes references on the hit blocks,
     // allocates from the free queue head (evicting lazily) and caches full blocks up to
     // min(computed + hit + num_new_tokens, num_tokens) (schedule-time caching, §3.2; hybrid flooring, §2.5).
+    // delay_cache_blocks (vLLM, for asynchronous KV loads from the connector): allocate but cache nothing until the
+    // load completes and cache_blocks is called.
     [[nodiscard]] bool allocate_slots(const CacheRequest& req, std::int64_t num_new_tokens, const CacheHit& hit,
-                                      std::int64_t num_lookahead_tokens = 0, bool full_sequence_must_fit = false);
+                                      std::int64_t num_lookahead_tokens = 0, bool full_sequence_must_fit = false,
+                                      bool delay_cache_blocks = false);
+
+    // Caches the request's full blocks up to num_computed_tokens (after a delayed allocation's load finished:
+    // vLLM Scheduler._update_waiting_for_remote_kv → KVCacheManager.cache_blocks).
+    void cache_blocks(const CacheRequest& req, std::int64_t num_computed_tokens);
 
     // Frees all of a request's blocks, each group's in reverse order to the free-queue tail (finish or preempt).
     void free(core::RequestId id);

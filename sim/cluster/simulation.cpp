@@ -21,6 +21,10 @@ metrics::PrefixCounters Simulation::counters() const {
         const auto& s = r->kv_cache().stats();
         c.queries += s.queries;
         c.hits += s.hits;
+        if (const auto* o = r->offload()) {
+            c.external_queries += o->stats().queries;
+            c.external_hits += o->stats().hits;
+        }
     }
     return c;
 }
@@ -43,6 +47,10 @@ void Simulation::start_step(std::size_t replica, core::SimTime now) {
     notify_finished(r.take_rejected(), now);
     if (end) {
         queue_.push(*end, core::EventPriority::kStepEnd, core::EventKind::kStepEnd, static_cast<std::uint32_t>(replica));
+    } else if (const auto wake = r.next_wakeup()) {
+        // Idle with a host-tier load in flight: look again when it lands (at least one step later).
+        queue_.push(std::max(*wake, now + core::Duration::from_ns(1)), core::EventPriority::kStepEnd,
+                    core::EventKind::kWake, static_cast<std::uint32_t>(replica));
     }
 }
 
@@ -104,6 +112,11 @@ SimulationResult Simulation::run() {
                 start_step(e.target, now);  // replicas share nothing: only this one can have new room
                 break;
             }
+            case core::EventKind::kWake:
+                if (!replicas_[e.target]->step_in_flight()) {
+                    start_step(e.target, now);
+                }
+                break;
             case core::EventKind::kSample:
                 break;
         }

@@ -20,7 +20,8 @@ enum class EventPriority : std::uint8_t {
     kObserve = 2,   // samplers read state after every change at that time
 };
 
-enum class EventKind : std::uint8_t { kArrival, kStepEnd, kSample };
+// kWake: an idle replica looks for work again (a host-tier KV load finished).
+enum class EventKind : std::uint8_t { kArrival, kStepEnd, kWake, kSample };
 
 struct Event {
     SimTime time;

@@ -12,7 +12,8 @@ Replica::Replica(const ReplicaConfig& config, const CostModel& cost_model, metri
       cost_model_(cost_model),
       metrics_(metrics),
       kv_cache_(std::make_unique<cache::KvCacheManager>(config.kv_cache)),
-      scheduler_(config.scheduler, *kv_cache_) {}
+      offload_(config.offload ? std::make_unique<cache::CpuOffloadManager>(*config.offload) : nullptr),
+      scheduler_(config.scheduler, *kv_cache_, offload_.get()) {}
 
 bool Replica::add_request(IncomingRequest in) {
     const std::int64_t prompt_tokens = core::total_tokens(in.prompt);
@@ -62,15 +63,16 @@ std::optional<core::SimTime> Replica::try_start_step(core::SimTime now) {
     if (in_flight_ || !scheduler_.has_work()) {
         return std::nullopt;
     }
-    StepPlan plan = scheduler_.schedule();
-    while (plan.empty() && scheduler_.num_running() == 0 && scheduler_.num_waiting() > 0) {
+    StepPlan plan = scheduler_.schedule(now);
+    while (plan.empty() && scheduler_.num_running() == 0 && scheduler_.num_waiting() > 0 &&
+           !scheduler_.next_load_done()) {
         // Nothing runs and the head still does not fit: it never will. Reject it rather than stall.
         Request* dropped = scheduler_.drop_unschedulable_head();
         metrics_.on_rejected(dropped->arrival);
         requests_.erase(core::to_int(dropped->id));
         ++num_rejected_unfit_;
         rejected_.push_back(dropped->id);
-        plan = scheduler_.schedule();
+        plan = scheduler_.schedule(now);
     }
     if (config_.check_invariants) {
         kv_cache_->check_invariants();
@@ -104,6 +106,9 @@ std::vector<core::RequestId> Replica::end_step(core::SimTime now) {
     SERVESIM_CHECK(in_flight_.has_value(), "end_step without a step in flight at {} ns", now.ns());
     StepPlan plan = std::move(*in_flight_);
     in_flight_.reset();
+    if (offload_) {
+        offload_->on_step_end();
+    }
     std::vector<core::RequestId> finished;
     for (const auto& sr : plan.scheduled) {
         Request* r = sr.request;

@@ -23,6 +23,7 @@ namespace servesim::engine {
 struct ReplicaConfig {
     SchedulerConfig scheduler;
     cache::KvCacheConfig kv_cache;
+    std::optional<cache::CpuOffloadConfig> offload;  // host KV tier (--kv-offloading-size); none when unset
     bool check_invariants = false;  // re-derive the block accounting after every step (tests, debug)
 };
 
@@ -62,6 +63,11 @@ public:
 
     [[nodiscard]] const cache::KvCacheManager& kv_cache() const { return *kv_cache_; }
 
+    [[nodiscard]] const cache::CpuOffloadManager* offload() const { return offload_.get(); }
+
+    // When an idle replica must look again (a host-tier load finishes), if ever.
+    [[nodiscard]] std::optional<core::SimTime> next_wakeup() const { return scheduler_.next_load_done(); }
+
     [[nodiscard]] std::int64_t num_preemptions() const { return scheduler_.num_preemptions(); }
 
     [[nodiscard]] std::int64_t num_steps() const { return num_steps_; }
@@ -78,6 +84,7 @@ private:
     const CostModel& cost_model_;
     metrics::MetricsCollector& metrics_;
     std::unique_ptr<cache::KvCacheManager> kv_cache_;
+    std::unique_ptr<cache::CpuOffloadManager> offload_;
     Scheduler scheduler_;
     std::unordered_map<std::uint64_t, std::unique_ptr<Request>> requests_;  // lookup only, never iterated for output
     std::optional<StepPlan> in_flight_;

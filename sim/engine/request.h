@@ -14,7 +14,8 @@
 
 namespace servesim::engine {
 
-enum class RequestStatus { kWaiting, kRunning, kPreempted, kFinished };
+// kWaitingForRemoteKvs: blocks allocated, KV loading from the host tier (vLLM RequestStatus.WAITING_FOR_REMOTE_KVS).
+enum class RequestStatus { kWaiting, kWaitingForRemoteKvs, kRunning, kPreempted, kFinished };
 
 struct Request {
     Request(core::RequestId id_, core::TokenContent prompt, std::int64_t max_output_tokens_, core::ContentId answer,
@@ -48,6 +49,11 @@ struct Request {
     bool scheduled_once = false;
     std::int64_t num_cached_prompt_tokens = 0;  // vLLM prompt_tokens_cached: last lookup before the first token
     std::int64_t num_external_cached_tokens = 0;
+
+    // CPU offload (sim/cache/cpu_offload.h): blocks already handed to the host tier, the pending load.
+    std::int64_t num_offload_stored_blocks = 0;
+    std::int64_t num_local_hit_tokens = 0;
+    core::SimTime load_done;
 
     [[nodiscard]] std::int64_t num_tokens() const { return num_prompt_tokens + num_output_tokens; }
 

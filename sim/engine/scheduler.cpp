@@ -7,8 +7,53 @@
 
 namespace servesim::engine {
 
-Scheduler::Scheduler(const SchedulerConfig& config, cache::KvCacheManager& kv_cache)
-    : config_(config), kv_cache_(kv_cache) {}
+Scheduler::Scheduler(const SchedulerConfig& config, cache::KvCacheManager& kv_cache,
+                     cache::CpuOffloadManager* offload)
+    : config_(config), kv_cache_(kv_cache), offload_(offload) {}
+
+std::optional<core::SimTime> Scheduler::next_load_done() const {
+    std::optional<core::SimTime> t;
+    for (const Request* r : loading_) {
+        if (!t || r->load_done < *t) {
+            t = r->load_done;
+        }
+    }
+    return t;
+}
+
+void Scheduler::finish_loads(core::SimTime now) {
+    std::vector<Request*> ready;
+    std::vector<Request*> still;
+    for (Request* r : loading_) {
+        (r->load_done <= now ? ready : still).push_back(r);
+    }
+    loading_ = std::move(still);
+    for (auto it = ready.rbegin(); it != ready.rend(); ++it) {
+        Request* r = *it;
+        r->num_computed_tokens = r->num_local_hit_tokens + r->num_external_cached_tokens;
+        if (r->num_computed_tokens == r->num_tokens()) {
+            --r->num_computed_tokens;  // the last token is recomputed for its logits
+        }
+        kv_cache_.cache_blocks(cache_view(*r), r->num_computed_tokens);
+        r->status = RequestStatus::kWaiting;
+        waiting_.push_front(r);  // served first next (vLLM: skipped_waiting before waiting)
+    }
+}
+
+void Scheduler::store_to_offload(const StepPlan& plan) {
+    const std::int64_t b = config_.block_size;
+    for (const auto& s : plan.scheduled) {
+        Request* r = s.request;
+        const std::int64_t computed = std::min(r->num_computed_tokens, r->num_tokens());
+        const std::int64_t end_block = std::min<std::int64_t>(computed / b, static_cast<std::int64_t>(r->block_hashes.size()));
+        // A state snapshot exists where the chunk ended exactly on a block boundary (align mode, §2.5).
+        const std::int64_t snapshot = (computed % b == 0 && end_block > 0) ? end_block - 1 : -1;
+        if (end_block > r->num_offload_stored_blocks || snapshot >= 0) {
+            offload_->store(r->block_hashes, r->num_offload_stored_blocks, end_block, snapshot);
+            r->num_offload_stored_blocks = std::max(r->num_offload_stored_blocks, end_block);
+        }
+    }
+}
 
 void Scheduler::add_request(Request* request) {
     request->status = RequestStatus::kWaiting;
@@ -53,9 +98,12 @@ void Scheduler::preempt(Request* victim) {
     waiting_.push_front(victim);
 }
 
-StepPlan Scheduler::schedule() {
+StepPlan Scheduler::schedule(core::SimTime now) {
     StepPlan plan;
     kv_cache_.begin_step();
+    if (!loading_.empty()) {
+        finish_loads(now);
+    }
     std::int64_t budget = config_.max_num_batched_tokens;
 
     // A) running requests, in admission order. Unscheduled ones simply stay in running_.
@@ -116,6 +164,34 @@ StepPlan Scheduler::schedule() {
             if (r->num_computed_tokens == 0) {
                 hit = kv_cache_.get_computed_blocks(cache_view(*r));  // counted here, before the allocation check
             }
+            // Connector lookup after the local one (OffloadingConnectorScheduler.get_num_new_matched_tokens).
+            std::int64_t external = 0;
+            if (offload_ != nullptr && r->num_computed_tokens == 0) {
+                external = offload_->lookup(r->block_hashes, hit.num_tokens, r->num_tokens());
+            }
+            if (external > 0) {
+                // Blocks for the external tokens are allocated now and cached only once loaded; the request waits
+                // (WAITING_FOR_REMOTE_KVS) at least one step and uses no token budget meanwhile.
+                if (!kv_cache_.allocate_slots(cache_view(*r), external, hit, 0, config_.scheduler_reserve_full_isl,
+                                              /*delay_cache_blocks=*/true)) {
+                    break;
+                }
+                waiting_.pop_front();
+                if (r->num_preemptions == 0) {
+                    offload_->record(r->num_tokens(), hit.num_tokens, external);
+                }
+                if (r->num_output_tokens == 0) {
+                    r->num_cached_prompt_tokens = hit.num_tokens;
+                }
+                r->num_local_hit_tokens = hit.num_tokens;
+                r->num_external_cached_tokens = external;
+                r->num_computed_tokens = hit.num_tokens;
+                r->num_offload_stored_blocks = (hit.num_tokens + external) / config_.block_size;
+                r->status = RequestStatus::kWaitingForRemoteKvs;
+                r->load_done = now + core::Duration::from_s(offload_->load_time_s(external));
+                loading_.push_back(r);
+                continue;
+            }
             std::int64_t n = r->num_tokens() - r->num_computed_tokens - hit.num_tokens;
             if (config_.long_prefill_token_threshold > 0) {
                 n = std::min(n, config_.long_prefill_token_threshold);
@@ -132,10 +208,14 @@ StepPlan Scheduler::schedule() {
                 break;
             }
             waiting_.pop_front();
-            if (r->num_output_tokens == 0) {
+            const bool resumed_load = r->num_external_cached_tokens > 0 && r->num_computed_tokens > 0;
+            if (offload_ != nullptr && !resumed_load && r->num_preemptions == 0) {
+                offload_->record(r->num_tokens(), hit.num_tokens, 0);
+            }
+            if (r->num_output_tokens == 0 && !resumed_load) {
                 r->num_cached_prompt_tokens = hit.num_tokens;  // last lookup before the first token
             }
-            r->num_computed_tokens = hit.num_tokens;
+            r->num_computed_tokens += hit.num_tokens;
             r->status = RequestStatus::kRunning;
             running_.push_back(r);
             plan.scheduled.push_back(
@@ -148,6 +228,9 @@ StepPlan Scheduler::schedule() {
     // _update_after_schedule: the chunks are in flight.
     for (auto& s : plan.scheduled) {
         s.request->num_computed_tokens += s.num_new_tokens;
+    }
+    if (offload_ != nullptr) {
+        store_to_offload(plan);
     }
     return plan;
 }

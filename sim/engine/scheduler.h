@@ -7,8 +7,10 @@
 
 #include <cstdint>
 #include <deque>
+#include <optional>
 #include <vector>
 
+#include "sim/cache/cpu_offload.h"
 #include "sim/cache/kv_cache_manager.h"
 #include "sim/engine/request.h"
 
@@ -44,14 +46,21 @@ struct StepPlan {
 
 class Scheduler {
 public:
-    Scheduler(const SchedulerConfig& config, cache::KvCacheManager& kv_cache);
+    // `offload` (optional) is the host KV tier, vLLM's OffloadingConnector: looked up after the local cache,
+    // stored into eagerly.
+    Scheduler(const SchedulerConfig& config, cache::KvCacheManager& kv_cache,
+              cache::CpuOffloadManager* offload = nullptr);
 
     // A new request joins the tail of the waiting queue (FCFS).
     void add_request(Request* request);
 
     // One scheduling decision. num_computed_tokens is advanced for every scheduled request
     // (_update_after_schedule), so the plan's chunks are "in flight" until the step ends.
-    [[nodiscard]] StepPlan schedule();
+    // `now` is when the step starts (host-tier loads finished by then rejoin the waiting queue first).
+    [[nodiscard]] StepPlan schedule(core::SimTime now = core::SimTime());
+
+    // When the earliest host-tier load finishes (the replica must wake then even if idle).
+    [[nodiscard]] std::optional<core::SimTime> next_load_done() const;
 
     // After the step: the request finished; frees its blocks (vLLM _free_request) and drops it from running.
     void finish_request(Request* request);
@@ -64,7 +73,7 @@ public:
 
     [[nodiscard]] std::size_t num_running() const { return running_.size(); }
 
-    [[nodiscard]] bool has_work() const { return !waiting_.empty() || !running_.empty(); }
+    [[nodiscard]] bool has_work() const { return !waiting_.empty() || !running_.empty() || !loading_.empty(); }
 
     [[nodiscard]] std::int64_t num_preemptions() const { return num_preemptions_; }
 
@@ -79,10 +88,18 @@ private:
 
     void preempt(Request* victim);
 
+    // _update_waiting_for_remote_kv: finished loads cache their blocks and rejoin the head of waiting.
+    void finish_loads(core::SimTime now);
+
+    // _build_store_jobs: every block that became full in this step goes to the host tier.
+    void store_to_offload(const StepPlan& plan);
+
     SchedulerConfig config_;
     cache::KvCacheManager& kv_cache_;
     std::deque<Request*> waiting_;
     std::vector<Request*> running_;  // admission order
+    std::vector<Request*> loading_;  // WAITING_FOR_REMOTE_KVS, in the order their loads started
+    cache::CpuOffloadManager* offload_ = nullptr;
     std::int64_t num_preemptions_ = 0;
 };
 

@@ -11,7 +11,7 @@ namespace servesim::engine {
 
 RooflineCostModel::RooflineCostModel(const models::ModelSpec& model, models::DType kv_dtype,
                                      const RooflineParams& params)
-    : params_(params), model_name_(model.name), model_(&model) {
+    : params_(params), model_name_(model.name), model_(model) {
     const double b = models::dtype_bytes(model.dtype);
     const double hv = static_cast<double>(model.hidden_size) * model.vocab_size;
     lm_head_flops_per_seq_ = 2.0 * hv;
@@ -60,17 +60,17 @@ StepCost RooflineCostModel::step_cost(const BatchShape& s) const {
     const std::int64_t tokens = s.num_prefill_tokens == 0
                                     ? cudagraph_padded_tokens(s.num_tokens, params_.max_cudagraph_tokens)
                                     : s.num_tokens;
-    const double b = models::dtype_bytes(model_->dtype);
+    const double b = models::dtype_bytes(model_.dtype);
     const double weight_bytes =
-        static_cast<double>(models::weight_bytes_read_per_step(*model_, tokens) - lm_head_weight_bytes_);
-    const double activation_bytes = 4.0 * static_cast<double>(tokens) * model_->hidden_size * b *
-                                    static_cast<double>(model_->layers.size());
+        static_cast<double>(models::weight_bytes_read_per_step(model_, tokens) - lm_head_weight_bytes_);
+    const double activation_bytes = 4.0 * static_cast<double>(tokens) * model_.hidden_size * b *
+                                    static_cast<double>(model_.layers.size());
     c.gemm_ms = roof_ms(linear_flops_per_token_ * static_cast<double>(tokens), flops * params_.gemm_efficiency,
                         weight_bytes + activation_bytes, bw);
     if (s.num_sampled_seqs > 0) {
         c.lm_head_ms = roof_ms(lm_head_flops_per_seq_ * static_cast<double>(s.num_sampled_seqs),
                                flops * params_.gemm_efficiency,
-                               lm_head_bytes_ + 4.0 * s.num_sampled_seqs * model_->vocab_size, bw);
+                               lm_head_bytes_ + 4.0 * s.num_sampled_seqs * model_.vocab_size, bw);
     }
     if (s.prefill_attention_work > 0) {
         c.attn_prefill_ms = 1e3 * attn_flops_per_work_ * s.prefill_attention_work / (flops * params_.attention_efficiency);

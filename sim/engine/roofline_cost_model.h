@@ -49,7 +49,9 @@ private:
     double kv_bytes_per_token_ = 0;
     double gdn_flops_per_token_ = 0;      // core chunked-scan FLOPs, all GDN layers
     double state_bytes_per_seq_ = 0;
-    const models::ModelSpec* model_ = nullptr;
+    // A copy, not a reference: the caller's ModelSpec may move (PreparedExperiment is moved into a vector after the
+    // cost model is built), and a pointer to it dangled (use after free in step_cost).
+    models::ModelSpec model_;
     std::int64_t lm_head_weight_bytes_ = 0;
 };
 

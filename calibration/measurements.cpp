@@ -266,15 +266,17 @@ HardwareProfile fit_measurements(const Measurements& m, const std::string& file)
     return p;
 }
 
-void add_composition_from_file(HardwareProfile& profile, const std::string& path) {
+void add_composition_from_file(HardwareProfile& profile, const std::string& path, const std::string& label) {
     const Measurements m = read_measurements(path);
+    const std::string prefix = label.empty() ? "" : label + "_";
     for (const auto& e : m.prefill) {
-        profile.composition_check.push_back({"prefill_T" + number_tag(e.prompt_tokens) +
+        profile.composition_check.push_back({prefix + "prefill_T" + number_tag(e.prompt_tokens) +
                                                  (e.cached_tokens > 0 ? "_P" + number_tag(e.cached_tokens) : ""),
                                              e.ms, predict_prefill_ms(profile, e.prompt_tokens, e.cached_tokens)});
     }
     for (const auto& e : m.decode) {
-        profile.composition_check.push_back({"decode_B" + number_tag(e.batch) + "_C" + number_tag(e.context_tokens),
+        profile.composition_check.push_back({prefix + "decode_B" + number_tag(e.batch) + "_C" +
+                                                 number_tag(e.context_tokens),
                                              e.ms, predict_decode_ms(profile, e.batch, e.context_tokens)});
     }
 }

@@ -55,7 +55,9 @@ struct Measurements {
 [[nodiscard]] double predict_decode_ms(const HardwareProfile& p, double batch, double context_tokens);
 
 // Reads measured whole-model timings (the CSV format above) and appends composition_check entries
-// ("prefill_T<tokens>[_P<cached>]", "decode_B<batch>_C<context>") with the profile's predictions.
-void add_composition_from_file(HardwareProfile& profile, const std::string& measured_path);
+// ("<label>_prefill_T<tokens>[_P<cached>]", "<label>_decode_B<batch>_C<context>"; no prefix when label is empty)
+// with the profile's predictions.
+void add_composition_from_file(HardwareProfile& profile, const std::string& measured_path,
+                               const std::string& label = "");
 
 }  // namespace servesim::calibration

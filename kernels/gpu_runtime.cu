@@ -154,6 +154,43 @@ double time_median_ms(const std::function<void(int)>& body, int warmup, int reps
     return reps % 2 ? ms[reps / 2] : 0.5 * (ms[reps / 2 - 1] + ms[reps / 2]);
 }
 
+StreamHandle create_stream() {
+    cudaStream_t s = nullptr;
+    SERVESIM_CUDA(cudaStreamCreate(&s));
+    return s;
+}
+
+void destroy_stream(StreamHandle stream) {
+    if (stream != nullptr) {
+        cudaStreamDestroy(static_cast<cudaStream_t>(stream));
+    }
+}
+
+CudaGraph::~CudaGraph() {
+    if (exec_ != nullptr) {
+        cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(exec_));
+    }
+    if (graph_ != nullptr) {
+        cudaGraphDestroy(static_cast<cudaGraph_t>(graph_));
+    }
+}
+
+void CudaGraph::capture(StreamHandle stream, const std::function<void()>& body) {
+    auto s = static_cast<cudaStream_t>(stream);
+    SERVESIM_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+    body();
+    cudaGraph_t g = nullptr;
+    SERVESIM_CUDA(cudaStreamEndCapture(s, &g));
+    graph_ = g;
+    cudaGraphExec_t e = nullptr;
+    SERVESIM_CUDA(cudaGraphInstantiate(&e, g, 0));
+    exec_ = e;
+}
+
+void CudaGraph::replay(StreamHandle stream) {
+    SERVESIM_CUDA(cudaGraphLaunch(static_cast<cudaGraphExec_t>(exec_), static_cast<cudaStream_t>(stream)));
+}
+
 double measure_copy_bandwidth_gbps(std::size_t bytes) {
     DeviceBuffer a(bytes);
     DeviceBuffer b(bytes);

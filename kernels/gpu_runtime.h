@@ -63,6 +63,25 @@ void set_device(int device);
 // body receives the repetition index so callers can rotate input sets larger than L2.
 [[nodiscard]] double time_median_ms(const std::function<void(int)>& body, int warmup, int reps);
 
+// A CUDA stream (blocking, so default-stream events bracket its work) and a captured CUDA graph.
+[[nodiscard]] StreamHandle create_stream();
+void destroy_stream(StreamHandle stream);
+
+class CudaGraph {
+public:
+    CudaGraph() = default;
+    ~CudaGraph();
+    CudaGraph(const CudaGraph&) = delete;
+    CudaGraph& operator=(const CudaGraph&) = delete;
+    // Captures everything `body` launches on `stream` (warm the kernels up first: capture forbids attribute calls).
+    void capture(StreamHandle stream, const std::function<void()>& body);
+    void replay(StreamHandle stream);
+
+private:
+    void* graph_ = nullptr;
+    void* exec_ = nullptr;
+};
+
 // Device-to-device copy of `bytes`; returns GB/s counting bytes read plus bytes written.
 [[nodiscard]] double measure_copy_bandwidth_gbps(std::size_t bytes);
 

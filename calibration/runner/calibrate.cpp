@@ -55,7 +55,7 @@ int run_calibrate(const CalibrateOptions& o, std::ostream& out, std::ostream& lo
                 throw ConfigError("--add-composition needs --profile FILE (the profile to predict with)");
             }
             HardwareProfile p = read_profile(o.profile_in);
-            add_composition_from_file(p, o.composition_path);
+            add_composition_from_file(p, o.composition_path, o.composition_label);
             emit(p, o, out, log);
             return 0;
         }
@@ -121,6 +121,10 @@ bool parse_calibrate_args(const std::vector<std::string>& args, CalibrateOptions
             if (!value(o.composition_path)) {
                 return false;
             }
+        } else if (a == "--label") {
+            if (!value(o.composition_label)) {
+                return false;
+            }
         } else if (a == "--log-dir") {
             if (!value(o.log_dir)) {
                 return false;
@@ -140,7 +144,7 @@ bool parse_calibrate_args(const std::vector<std::string>& args, CalibrateOptions
             message = "unknown argument '" + a +
                       "'; usage: servesim-calibrate --model M [--out FILE] [--quick] [--log-dir DIR] | "
                       "--from-measurements FILE [--model M] [--out FILE] | --profile FILE --add-composition FILE "
-                      "[--out FILE]";
+                      "[--label L] [--out FILE]";
             return false;
         }
     }

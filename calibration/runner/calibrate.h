@@ -16,6 +16,7 @@ struct CalibrateOptions {
     std::string from_measurements;  // fit end-to-end timings instead of sweeping kernels (CUDA-free)
     std::string profile_in;         // with composition_path: an existing profile to add composition entries to
     std::string composition_path;   // measured whole-model timings (measurements CSV) → composition_check
+    std::string composition_label;  // prefix of those cases' names ("torch" → "torch_prefill_T512")
     std::string log_dir;            // raw sweep points as CSV files (optional)
     int device = 0;                 // CUDA device index
 };
@@ -28,7 +29,7 @@ struct CalibrateOptions {
 int run_calibrate(const CalibrateOptions& options, std::ostream& out, std::ostream& log);
 
 // Parses servesim-calibrate's command line (--model M --out FILE --quick --from-measurements FILE
-// --profile FILE --add-composition FILE --log-dir DIR --device N); returns false with a message on bad usage.
+// --profile FILE --add-composition FILE [--label L] --log-dir DIR --device N); returns false with a message on bad usage.
 [[nodiscard]] bool parse_calibrate_args(const std::vector<std::string>& args, CalibrateOptions& options,
                                         std::string& message);
 

@@ -2,7 +2,7 @@
 # Composition check and kernels-vs-torch ratios for calibration/profiles/<gpu>/REPORT.md (issue 4, step 3).
 # Measures whole-model step times in PyTorch with random bf16 weights and writes them in the measurements CSV format
 # (calibration/README.md) for `servesim-calibrate --profile P --add-composition CSV`:
-#   prefill: transformers forward (dense models: Qwen3ForCausalLM / LlamaForCausalLM from a config, logits_to_keep=1)
+#   prefill: the plain-torch stack captured in a CUDA graph, and a transformers forward (dense models: Qwen3ForCausalLM / LlamaForCausalLM from a config, logits_to_keep=1)
 #            and, for every model, a plain-torch layer stack (F.linear, SDPA flash, our GDN/conv kernels via ctypes
 #            for hybrids, because transformers' torch GDN fallback is not representative: kernels-and-models.md C.3).
 #   decode:  the same plain-torch stack, one step of B sequences with C cached tokens, captured in a CUDA graph.
@@ -63,8 +63,7 @@ class Kern:
 
 
 def rms(x, w, eps=1e-6):
-    xf = x.float()
-    return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype) * w
+    return F.rms_norm(x, (x.shape[-1],), w, eps)
 
 
 def rope(x, cos, sin, rot):
@@ -358,9 +357,9 @@ def main():
         with torch.no_grad():
             for T in lengths:
                 run = stack.prefill(T)
-                ms = median_ms(run, warmup=1, reps=3 if T >= 16384 else 5)
+                ms = graph_ms(run, reps=3 if T >= 16384 else 7)
                 rows.append(("prefill", T, 0, ms))
-                print(f"  torch-stack prefill T={T}: {ms:.3f} ms", flush=True)
+                print(f"  torch-stack prefill T={T}: {ms:.3f} ms (CUDA graph)", flush=True)
             decode_cases = [(1, 2048), (8, 2048), (32, 2048), (64, 2048), (128, 2048), (256, 1024)]
             if args.quick:
                 decode_cases = [(1, 2048), (32, 2048), (256, 1024)]

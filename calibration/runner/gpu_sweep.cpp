@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "calibration/curve_fit.h"
+#include "calibration/measurements.h"
 #include "common/error.h"
 #include "kernels/gpu_runtime.h"
 #include "kernels/kernels.h"
@@ -191,7 +192,9 @@ Curve fit_single(const std::string& name, const std::string& var, const std::vec
         x.push_back(p.x[0]);
         y.push_back(p.ms);
     }
-    return fit_piecewise_quadratic(name, var, x, y);
+    PiecewiseOptions options;
+    options.max_pieces = 4;
+    return fit_piecewise_quadratic(name, var, x, y, options);
 }
 
 Curve fit_multi(const std::string& name, const std::vector<std::string>& vars, const std::vector<Point>& pts) {
@@ -465,6 +468,285 @@ double time_snapshot(const GdnShape& g, int n) {
     });
 }
 
+// ---- composition: whole forwards of the model with the same kernels, captured in one CUDA graph ----
+// Every layer has its own weights, KV cache (paged, identity block table) or GDN state, as in a serving engine; the
+// step is embedding gather → layers in model order → final norm, lm_head on the sampled rows, argmax. The GDN gate
+// math (a few tiny elementwise ops on [tokens, Hv]) is not run; g and beta come from fixed random buffers.
+struct ForwardModel {
+    struct LayerW {
+        bool attention = false;
+        bool gdn = false;
+        bool mlp = false;
+        std::vector<k::DeviceBuffer> mixer_w;  // attention: qkv, o; GDN: qkvz, ba, out
+        std::vector<k::DeviceBuffer> mlp_w;    // gate_up (or up), down
+        int hq = 0, hkv = 0, hd = 0, qkv_n = 0, rot = 0;
+        int hk = 0, hv = 0, conv_dim = 0;
+        k::StateDtype state_dtype = k::StateDtype::kFp32;
+        int inter = 0;
+        bool gated_mlp = true;
+    };
+    std::vector<LayerW> layers;
+    k::DeviceBuffer lm;  // [vocab, h], also the embedding table
+    k::DeviceBuffer norm_w;
+    int h = 0;
+    int vocab = 0;
+};
+
+ForwardModel build_forward_model(const models::ModelSpec& spec) {
+    ForwardModel f;
+    f.h = spec.hidden_size;
+    f.vocab = spec.vocab_size;
+    const int h = f.h;
+    std::uint64_t seed = 5000;
+    auto w = [&](std::size_t n, std::size_t kk) { return random_bf16(n * kk, ++seed, -0.02f, 0.02f); };
+    for (const auto& layer : spec.layers) {
+        ForwardModel::LayerW L;
+        if (const auto* a = std::get_if<models::AttentionMixer>(&layer.mixer)) {
+            L.attention = true;
+            L.hq = a->num_q_heads;
+            L.hkv = a->num_kv_heads;
+            L.hd = a->head_dim;
+            L.qkv_n = a->num_q_heads * a->head_dim * (a->output_gate ? 2 : 1) + 2 * a->num_kv_heads * a->head_dim;
+            L.rot = a->output_gate ? a->head_dim / 4 : a->head_dim;
+            L.mixer_w.push_back(w(L.qkv_n, h));
+            L.mixer_w.push_back(w(h, static_cast<std::size_t>(L.hq) * L.hd));
+        } else if (const auto* d = std::get_if<models::GatedDeltaNetMixer>(&layer.mixer)) {
+            L.gdn = true;
+            L.hk = d->num_k_heads;
+            L.hv = d->num_v_heads;
+            L.conv_dim = 2 * L.hk * 128 + L.hv * 128;
+            L.state_dtype = d->ssm_state_dtype == models::DType::kFloat32 ? k::StateDtype::kFp32 : k::StateDtype::kBf16;
+            L.mixer_w.push_back(w(L.conv_dim + L.hv * 128, h));
+            L.mixer_w.push_back(w(2 * L.hv, h));
+            L.mixer_w.push_back(w(h, static_cast<std::size_t>(L.hv) * 128));
+            L.mixer_w.push_back(random_bf16(static_cast<std::size_t>(L.conv_dim) * 4, ++seed));
+        }
+        if (const auto* m = std::get_if<models::DenseMlp>(&layer.mlp)) {
+            L.mlp = true;
+            L.inter = m->intermediate_size;
+            L.gated_mlp = m->gated;
+            L.mlp_w.push_back(w(m->gated ? 2 * L.inter : L.inter, h));
+            L.mlp_w.push_back(w(h, L.inter));
+        }
+        f.layers.push_back(std::move(L));
+    }
+    f.lm = w(f.vocab, h);
+    f.norm_w = random_bf16(std::max(h, 256), ++seed, 0.5f, 1.5f);
+    return f;
+}
+
+// Median ms of one whole step: `batch` sequences each adding `new_tokens` tokens after `cached` tokens
+// (prefill: batch 1, new_tokens T, cached 0; decode: batch B, new_tokens 1, cached C).
+double time_forward(const ForwardModel& f, int batch, int new_tokens, int cached, k::GemmRunner& gemm, int sms) {
+    const int tokens = batch * new_tokens;
+    const bool decode = new_tokens == 1;
+    const std::size_t t = static_cast<std::size_t>(tokens);
+    const int h = f.h;
+    int max_n = h;
+    for (const auto& L : f.layers) {
+        max_n = std::max({max_n, L.qkv_n, L.conv_dim + L.hv * 128, L.gated_mlp ? 2 * L.inter : L.inter});
+    }
+    k::DeviceBuffer x = random_bf16(t * h, 1);
+    k::DeviceBuffer res = random_bf16(t * h, 2);
+    k::DeviceBuffer y = random_bf16(t * max_n, 3);
+    k::DeviceBuffer big = random_bf16(t * max_n, 4);
+    k::DeviceBuffer conv_out = random_bf16(t * max_n, 5);
+    std::vector<int> ids(t);
+    std::vector<int> pos(t);
+    for (std::size_t i = 0; i < t; ++i) {
+        ids[i] = static_cast<int>((i * 7919) % f.vocab);
+        pos[i] = decode ? cached : static_cast<int>(i % new_tokens) + cached;
+    }
+    k::DeviceBuffer d_ids(t * 4);
+    k::DeviceBuffer d_pos(t * 4);
+    k::copy_to_device(d_ids.get(), ids.data(), t * 4);
+    k::copy_to_device(d_pos.get(), pos.data(), t * 4);
+    // Paged KV per attention layer, identity block tables: sequence s owns blocks [s·mb, (s+1)·mb).
+    const int ctx = cached + new_tokens;
+    const int bs = 16;
+    const int mb = (ctx + bs - 1) / bs;
+    std::vector<int> table(static_cast<std::size_t>(batch) * mb);
+    std::iota(table.begin(), table.end(), 0);
+    std::vector<int> lens(batch, ctx);
+    std::vector<int> slots(t);
+    for (int s = 0; s < batch; ++s) {
+        for (int i = 0; i < new_tokens; ++i) {
+            slots[static_cast<std::size_t>(s) * new_tokens + i] = s * mb * bs + cached + i;
+        }
+    }
+    k::DeviceBuffer d_table(table.size() * 4);
+    k::DeviceBuffer d_lens(lens.size() * 4);
+    k::DeviceBuffer d_slots(t * 4);
+    k::copy_to_device(d_table.get(), table.data(), table.size() * 4);
+    k::copy_to_device(d_lens.get(), lens.data(), lens.size() * 4);
+    k::copy_to_device(d_slots.get(), slots.data(), t * 4);
+    std::vector<k::DeviceBuffer> kv;     // per attention layer: K then V
+    std::vector<k::DeviceBuffer> state;  // per GDN layer
+    std::vector<k::DeviceBuffer> conv_state;
+    std::size_t ws_bytes = 16;
+    int max_hq = 1;
+    int max_hd = 128;
+    for (const auto& L : f.layers) {
+        if (L.attention) {
+            const std::size_t per = static_cast<std::size_t>(batch) * mb * bs * L.hkv * L.hd;
+            kv.push_back(random_bf16(2 * per, 7 + kv.size(), -0.5f, 0.5f));
+            max_hq = std::max(max_hq, L.hq);
+            max_hd = std::max(max_hd, L.hd);
+        }
+        if (L.gdn) {
+            const std::size_t esz = L.state_dtype == k::StateDtype::kFp32 ? 4 : 2;
+            state.emplace_back(static_cast<std::size_t>(batch) * L.hv * 128 * 128 * esz);
+            k::fill_random_f32(state.back().as<float>(), state.back().bytes() / 4, -0.1f, 0.1f, 9 + state.size());
+            conv_state.push_back(random_bf16(static_cast<std::size_t>(batch) * 3 * L.conv_dim, 11));
+            if (!decode) {
+                ws_bytes = std::max(ws_bytes, k::gdn_prefill_workspace_bytes(batch, new_tokens, L.hk, L.hv));
+            }
+        }
+    }
+    const int splits = decode ? k::decode_attention_splits(batch, 1, ctx, sms) : 1;  // the most any layer uses
+    ws_bytes = std::max(ws_bytes, k::decode_attention_workspace_bytes(batch, max_hq, max_hd, std::max(splits, 1)));
+    k::DeviceBuffer ws(ws_bytes);
+    k::DeviceBuffer gg(t * 64 * 4);
+    k::DeviceBuffer beta(t * 64 * 4);
+    k::fill_random_f32(gg.as<float>(), t * 64, -0.3f, -0.005f, 12);
+    k::fill_random_f32(beta.as<float>(), t * 64, 0.1f, 0.9f, 13);
+    const int sample_rows = decode ? batch : 1;
+    k::DeviceBuffer logits(static_cast<std::size_t>(sample_rows) * f.vocab * 2);
+    k::DeviceBuffer sampled(static_cast<std::size_t>(sample_rows) * 4);
+    auto* xb = x.as<k::bf16_t>();
+    auto* yb = y.as<k::bf16_t>();
+    auto* bb = big.as<k::bf16_t>();
+    auto* cb = conv_out.as<k::bf16_t>();
+    auto* nw = f.norm_w.as<k::bf16_t>();
+    k::StreamHandle stream = k::create_stream();
+    auto step = [&]() {
+        k::embedding_gather(f.lm.as<k::bf16_t>(), d_ids.as<int>(), xb, tokens, h, stream);
+        std::size_t ia = 0;
+        std::size_t ig = 0;
+        for (const auto& L : f.layers) {
+            if (L.attention || L.gdn) {
+                k::rms_norm(xb, res.as<k::bf16_t>(), nw, yb, tokens, h, 1e-6f, stream);
+            }
+            if (L.attention) {
+                gemm.run(yb, L.mixer_w[0].as<k::bf16_t>(), bb, tokens, L.qkv_n, h, stream);
+                k::rope(bb, d_pos.as<int>(), tokens, L.hq + L.hkv, L.hd, L.rot, 1e6f, stream);
+                const std::size_t per = static_cast<std::size_t>(batch) * mb * bs * L.hkv * L.hd;
+                auto* kc = kv[ia].as<k::bf16_t>();
+                k::KvWriteArgs kw;
+                kw.k = bb;
+                kw.v = bb + t * L.hkv * L.hd;
+                kw.k_cache = kc;
+                kw.v_cache = kc + per;
+                kw.slot_mapping = d_slots.as<int>();
+                kw.num_tokens = tokens;
+                kw.num_kv_heads = L.hkv;
+                kw.head_dim = L.hd;
+                k::kv_cache_write(kw, stream);
+                if (decode) {
+                    k::DecodeAttentionArgs a;
+                    a.q = bb;
+                    a.k_cache = kc;
+                    a.v_cache = kc + per;
+                    a.block_table = d_table.as<int>();
+                    a.max_blocks_per_seq = mb;
+                    a.seq_lens = d_lens.as<int>();
+                    a.num_seqs = batch;
+                    a.num_q_heads = L.hq;
+                    a.num_kv_heads = L.hkv;
+                    a.head_dim = L.hd;
+                    a.block_size = bs;
+                    a.scale = 1.0f / std::sqrt(static_cast<float>(L.hd));
+                    a.o = yb;
+                    a.workspace = ws.as<float>();
+                    a.num_splits = k::decode_attention_splits(batch, L.hkv, ctx, sms);
+                    k::decode_attention(a, stream);
+                } else {
+                    k::PrefillAttentionArgs a;
+                    a.q = bb;
+                    a.k = kc;  // identity block table: the paged cache is the contiguous [tokens, hkv, hd]
+                    a.v = kc + per;
+                    a.o = yb;
+                    a.chunk_tokens = new_tokens;
+                    a.cached_tokens = cached;
+                    a.num_q_heads = L.hq;
+                    a.num_kv_heads = L.hkv;
+                    a.head_dim = L.hd;
+                    a.scale = 1.0f / std::sqrt(static_cast<float>(L.hd));
+                    k::prefill_attention(a, stream);
+                }
+                gemm.run(yb, L.mixer_w[1].as<k::bf16_t>(), xb, tokens, h, L.hq * L.hd, stream);
+                ++ia;
+            } else if (L.gdn) {
+                gemm.run(yb, L.mixer_w[0].as<k::bf16_t>(), bb, tokens, L.conv_dim + L.hv * 128, h, stream);
+                gemm.run(yb, L.mixer_w[1].as<k::bf16_t>(), cb, tokens, 2 * L.hv, h, stream);
+                const std::size_t qk = t * L.hk * 128;
+                if (decode) {
+                    k::conv1d_update(bb, L.mixer_w[3].as<k::bf16_t>(), conv_state[ig].as<k::bf16_t>(), cb, batch,
+                                     L.conv_dim, stream);
+                    k::GdnDecodeArgs a;
+                    a.q = cb;
+                    a.k = cb + qk;
+                    a.v = cb + 2 * qk;
+                    a.g = gg.as<float>();
+                    a.beta = beta.as<float>();
+                    a.o = yb;
+                    a.state = state[ig].get();
+                    a.state_dtype = L.state_dtype;
+                    a.num_seqs = batch;
+                    a.num_k_heads = L.hk;
+                    a.num_v_heads = L.hv;
+                    a.scale = 1.0f / std::sqrt(128.0f);
+                    k::gdn_decode(a, stream);
+                } else {
+                    k::conv1d_prefill(bb, L.mixer_w[3].as<k::bf16_t>(), conv_state[ig].as<k::bf16_t>(), false, cb,
+                                      batch, new_tokens, L.conv_dim, stream);
+                    k::GdnPrefillArgs a;
+                    a.q = cb;
+                    a.k = cb + qk;
+                    a.v = cb + 2 * qk;
+                    a.g = gg.as<float>();
+                    a.beta = beta.as<float>();
+                    a.o = yb;
+                    a.state = state[ig].get();
+                    a.state_dtype = L.state_dtype;
+                    a.num_seqs = batch;
+                    a.seq_len = new_tokens;
+                    a.num_k_heads = L.hk;
+                    a.num_v_heads = L.hv;
+                    a.scale = 1.0f / std::sqrt(128.0f);
+                    a.workspace = ws.get();
+                    k::gdn_prefill(a, stream);
+                }
+                // gated RMSNorm over dv, times SiLU(z)
+                k::rms_norm(yb, nullptr, nw, bb, tokens * L.hv, 128, 1e-6f, stream);
+                k::silu_mul(bb, yb, tokens, L.hv * 128, stream);
+                gemm.run(yb, L.mixer_w[2].as<k::bf16_t>(), xb, tokens, h, L.hv * 128, stream);
+                ++ig;
+            }
+            if (L.mlp) {
+                k::rms_norm(xb, res.as<k::bf16_t>(), nw, yb, tokens, h, 1e-6f, stream);
+                gemm.run(yb, L.mlp_w[0].as<k::bf16_t>(), bb, tokens, L.gated_mlp ? 2 * L.inter : L.inter, h, stream);
+                if (L.gated_mlp) {
+                    k::silu_mul(bb, yb, tokens, L.inter, stream);
+                }
+                gemm.run(L.gated_mlp ? yb : bb, L.mlp_w[1].as<k::bf16_t>(), xb, tokens, h, L.inter, stream);
+            }
+        }
+        const k::bf16_t* last = xb + (t - sample_rows) * h;
+        k::rms_norm(last, nullptr, nw, yb, sample_rows, h, 1e-6f, stream);
+        gemm.run(yb, f.lm.as<k::bf16_t>(), logits.as<k::bf16_t>(), sample_rows, f.vocab, h, stream);
+        k::argmax_rows(logits.as<k::bf16_t>(), sampled.as<int>(), sample_rows, f.vocab, stream);
+    };
+    step();  // warm-up outside the capture (kernel attributes, cuBLAS heuristics)
+    k::device_synchronize();
+    k::CudaGraph graph;
+    graph.capture(stream, step);
+    const double ms = k::time_median_ms([&](int) { graph.replay(stream); }, 2, tokens >= 16384 ? 3 : 7);
+    k::device_synchronize();
+    k::destroy_stream(stream);
+    return ms;
+}
+
 std::string today_iso() {
     const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
     std::tm tm{};
@@ -640,6 +922,29 @@ HardwareProfile sweep_model(const models::ModelSpec& spec, const std::string& mo
         p.curves["snapshot"] = fit_single("snapshot", "snapshots", snap);
         log_curve(log, p.curves["gdn_decode"]);
         log_curve(log, p.curves["snapshot"]);
+    }
+    // Composition: whole forwards with the same kernels (one CUDA graph per step) against the composed curves.
+    {
+        log << "  composition (whole forwards, CUDA graph):\n";
+        const ForwardModel fm = build_forward_model(spec);
+        const std::vector<int> prefill = quick ? std::vector<int>{512, 4096, 32768}
+                                               : std::vector<int>{512, 1024, 2048, 4096, 8192, 16384, 32768};
+        for (int tokens : prefill) {
+            const double ms = time_forward(fm, 1, tokens, 0, gemm, info.multiprocessors);
+            p.composition_check.push_back({fmt::format("forward_prefill_T{}", tokens), ms,
+                                           predict_prefill_ms(p, tokens, 0)});
+        }
+        const std::vector<std::pair<int, int>> dec = {{1, 2048}, {8, 2048}, {32, 2048}, {64, 2048}, {128, 2048},
+                                                      {256, 1024}};
+        for (auto [b, c] : dec) {
+            const double ms = time_forward(fm, b, 1, c, gemm, info.multiprocessors);
+            p.composition_check.push_back({fmt::format("forward_decode_B{}_C{}", b, c + 1), ms,
+                                           predict_decode_ms(p, b, c + 1)});
+        }
+        for (const auto& c : p.composition_check) {
+            log << fmt::format("    {:28s} measured {:10.3f} ms  predicted {:10.3f} ms  ({:+.1f} %)\n", c.case_name,
+                               c.measured_ms, c.predicted_ms, 100.0 * (c.predicted_ms / c.measured_ms - 1.0));
+        }
     }
     validate_profile(p, model_name + " (sweep)");
     return p;

@@ -1,7 +1,7 @@
 #!/bin/bash
 # One device call of the H200 calibration (issue 4): `sweep` builds, runs the GPU checks and kernel timings, the
-# kernels-vs-torch ratios and the four model sweeps; `compose` runs the composition check and merges it into the
-# profiles. Everything lands in $OUT (logs printed last as a short table). Usage: h200_run.sh sweep|compose
+# kernels-vs-torch ratios and the four model sweeps; `compose` runs the torch composition check; `all` runs the
+# checks, the sweeps (with whole-forward composition) and the torch composition. Everything lands in $OUT (logs printed last as a short table). Usage: h200_run.sh sweep|compose|all
 set -o pipefail
 B=/tmp/servesim-build
 MODELS="Qwen3-4B Qwen3.5-4B Qwen3-8B Llama-3.1-8B"
@@ -23,6 +23,21 @@ if [ "$1" = sweep ]; then
   cp -r /tmp/points $OUT/profiles/points
   tar czf $OUT/sweep.tgz -C $OUT profiles cfg.log build.log && rm -rf $OUT/profiles $OUT/cfg.log $OUT/build.log
   cat $OUT/sweep.log; tail -40 $OUT/torch_ratio.log; grep -v "^  " $OUT/check.log | head; tail -48 $OUT/check.log
+elif [ "$1" = all ]; then
+  # GPU checks (the ctest "gpu" test's command), sweeps with whole-forward composition, then the torch stack.
+  $B/kernels/servesim-kernel-check --check > $OUT/check.log 2>&1; echo "kernel-check rc $?"; grep -E "checks:|FAIL" $OUT/check.log
+  for m in $MODELS; do
+    mkdir -p /tmp/points/$m
+    $B/calibration/servesim-calibrate --model $m --out $OUT/profiles/$m.yaml --log-dir /tmp/points/$m \
+      >> $OUT/sweep.log 2>&1; echo "sweep $m rc $?"
+  done
+  cp -r /tmp/points $OUT/profiles/points
+  for m in $MODELS; do
+    PYTHONUNBUFFERED=1 timeout 100 python3 calibration/runner/composition.py --lib $B/kernels/libservesim_kernels_c.so \
+      --outdir $OUT/profiles --model $m >> $OUT/compose.log 2>&1; echo "compose $m rc $?"
+  done
+  tar czf $OUT/all.tgz -C $OUT profiles cfg.log build.log && rm -rf $OUT/profiles $OUT/cfg.log $OUT/build.log
+  grep -v "^ *$" $OUT/sweep.log | tail -120; grep -v "^ *$" $OUT/compose.log | tail -60
 else
   for m in $MODELS; do
     PYTHONUNBUFFERED=1 python3 calibration/runner/composition.py --lib $B/kernels/libservesim_kernels_c.so \

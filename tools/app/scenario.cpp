@@ -10,7 +10,10 @@
 #include <map>
 
 #include "common/error.h"
+#include "calibration/gpu_spec.h"
 #include "common/yaml_reader.h"
+#include "models/model_registry.h"
+#include "tools/app/experiment.h"
 #include "workloads/workload.h"
 
 namespace servesim::app {
@@ -268,6 +271,40 @@ ExperimentConfig parse_experiment(const YamlMap& m, const std::string& base_dir)
     return x;
 }
 
+// Model, GPU and vLLM's memory plan, checked while the keys' lines are known, so that an unknown preset or GPU, or a
+// max_model_len whose one request does not fit the KV cache (vLLM _check_enough_kv_cache_memory), is reported at its
+// file, line and key before anything is simulated. prepare_experiment makes the same calls again.
+void check_model_gpu_and_memory(const YamlMap& m, const ExperimentConfig& x) {
+    if (x.model.empty()) {
+        return;
+    }
+    models::ModelSpec model;
+    try {
+        model = models::resolve_model(x.model);
+    } catch (const ConfigError& e) {
+        m.fail("model", e.what());
+    }
+    calibration::GpuSpec gpu;
+    try {
+        gpu = calibration::find_gpu(x.gpu);
+    } catch (const ConfigError& e) {
+        m.fail("gpu", e.what());
+    }
+    try {
+        (void)cache::plan_memory(model, memory_plan_request(x.engine, gpu));
+    } catch (const ConfigError& e) {
+        // plan_memory's messages open with the engine key they are about ("max_model_len: ..."); a value the user
+        // did not write is a default derived from the model.
+        const std::string msg = e.what();
+        const auto colon = msg.find(": ");
+        const std::string key = colon == std::string::npos ? std::string() : msg.substr(0, colon);
+        if (!key.empty() && m.has("engine") && m.map("engine").has(key)) {
+            m.map("engine").fail(key, msg.substr(colon + 2));
+        }
+        m.fail("model", msg);
+    }
+}
+
 }  // namespace
 
 const std::vector<std::string_view>& scenario_keys() {
@@ -399,6 +436,7 @@ Scenario load_scenario_text(const std::string& text, const std::string& file,
             layers.insert(layers.end(), override_layers.begin(), override_layers.end());
             const YAML::Node merged = merge_layers(layers);
             ExperimentConfig x = parse_experiment(YamlMap(merged, file), base_dir);
+            check_model_gpu_and_memory(YamlMap(merged, file), x);
             x.name = label;
             x.columns = proto.columns;
             sc.experiments.push_back(std::move(x));

@@ -88,7 +88,8 @@ Measurements read_csv(const std::string& path) {
 
 Measurements read_yaml(const std::string& path) {
     const YamlMap top(load_yaml_file(path), path);
-    top.allow_only({"servesim_measurements", "gpu", "model", "software", "date", "hybrid", "prefill", "decode"});
+    top.allow_only({"servesim_measurements", "gpu", "model", "software", "date", "hybrid", "max_num_batched_tokens",
+                    "prefill", "decode"});
     if (top.get<int>("servesim_measurements") != 1) {
         top.fail("servesim_measurements", "unsupported version; allowed: 1");
     }
@@ -98,6 +99,8 @@ Measurements read_yaml(const std::string& path) {
     m.software = top.get_or<std::string>("software", "");
     m.date = top.get_or<std::string>("date", "");
     m.hybrid = top.get_or<bool>("hybrid", false);
+    m.max_num_batched_tokens = top.get_or<std::int64_t>("max_num_batched_tokens", 0);
+    top.check_range<std::int64_t>("max_num_batched_tokens", m.max_num_batched_tokens, 0, 1LL << 30);
     auto list = [&](const char* key) {
         const YAML::Node n = top.node(key);
         if (!n.IsSequence()) {
@@ -174,13 +177,18 @@ HardwareProfile fit_measurements(const Measurements& m, const std::string& file)
     if (m.decode.size() < 3) {
         throw ConfigError(file, 0, "decode", "need 3 or more decode step timings (vary batch and context)");
     }
-    // Prefill: ms = p0 + p1·tokens + p2·work.
+    // Prefill: ms = k·p0 + p1·tokens + p2·work over k chunked steps (k = 1 without a budget). Dividing the point by
+    // k gives ms/k = p0 + p1·tokens/k + p2·work/k, an ordinary fit with intercept p0 whose relative residuals are
+    // those of the original point (chunking leaves Σ tokens and Σ work of the chunks unchanged).
     std::vector<std::vector<double>> pre_rows;
     std::vector<double> pre_y;
     double l_max = 0;
     for (const auto& e : m.prefill) {
-        pre_rows.push_back({e.prompt_tokens, e.prompt_tokens * (e.cached_tokens + e.prompt_tokens / 2.0)});
-        pre_y.push_back(e.ms);
+        const double k = m.max_num_batched_tokens > 0
+                             ? std::ceil(e.prompt_tokens / static_cast<double>(m.max_num_batched_tokens))
+                             : 1.0;
+        pre_rows.push_back({e.prompt_tokens / k, e.prompt_tokens * (e.cached_tokens + e.prompt_tokens / 2.0) / k});
+        pre_y.push_back(e.ms / k);
         l_max = std::max(l_max, e.prompt_tokens);
     }
     const Curve pre = fit_linear("prefill", {"tokens", "work"}, pre_rows, pre_y);

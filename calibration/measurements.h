@@ -4,6 +4,7 @@
 // composition check and the measurement fit share. File formats: calibration/README.md.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,10 @@ struct Measurements {
     std::string software;
     std::string date;
     bool hybrid = false;
+    // The token budget per step of the stack that was measured (vLLM max_num_batched_tokens); 0 = every prompt ran
+    // in one step. With chunked prefill a P-token prompt took k = ⌈P / budget⌉ steps, each paying the per-step
+    // constant: the fit then models ms = k·p0 + p1·P + p2·work.
+    std::int64_t max_num_batched_tokens = 0;
     std::vector<PrefillMeasurement> prefill;
     std::vector<DecodeMeasurement> decode;
 };

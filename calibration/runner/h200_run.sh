@@ -1,7 +1,7 @@
 #!/bin/bash
 # One device call of the H200 calibration (issue 4): `sweep` builds, runs the GPU checks and kernel timings, the
 # kernels-vs-torch ratios and the four model sweeps; `compose` runs the torch composition check; `all` runs the
-# checks, the sweeps (with whole-forward composition) and the torch composition. Everything lands in $OUT (logs printed last as a short table). Usage: h200_run.sh sweep|compose|all
+# checks, the sweeps (with whole-forward composition) and the torch composition. Everything lands in $OUT (logs printed last as a short table). Usage: h200_run.sh sweep|compose|all [notorch]
 set -o pipefail
 B=/tmp/servesim-build
 MODELS="Qwen3-4B Qwen3.5-4B Qwen3-8B Llama-3.1-8B"
@@ -32,7 +32,7 @@ elif [ "$1" = all ]; then
       >> $OUT/sweep.log 2>&1; echo "sweep $m rc $?"
   done
   cp -r /tmp/points $OUT/profiles/points
-  for m in $MODELS; do
+  for m in $([ "$2" = notorch ] || echo $MODELS); do
     PYTHONUNBUFFERED=1 timeout 100 python3 calibration/runner/composition.py --lib $B/kernels/libservesim_kernels_c.so \
       --outdir $OUT/profiles --model $m >> $OUT/compose.log 2>&1; echo "compose $m rc $?"
   done

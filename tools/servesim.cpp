@@ -8,8 +8,9 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <mutex>
 #include <thread>
+
+#include <unistd.h>
 
 #include "calibration/gpu_spec.h"
 #include "calibration/runner/calibrate.h"
@@ -109,8 +110,9 @@ int cmd_run_or_sweep(bool sweep, int argc, char** argv) {
     }
     const auto start = std::chrono::steady_clock::now();
     std::mutex mu;
+    const bool tty = isatty(STDERR_FILENO) != 0;  // a bar only for a person watching; logs get the summary line
     auto progress = [&](int done, int total) {
-        if (!sweep && total == 1) {
+        if ((!sweep && total == 1) || !tty) {
             return;
         }
         const int width = 30;

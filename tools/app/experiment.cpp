@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 
 #include <atomic>
+#include <cmath>
+#include <map>
 #include <mutex>
 #include <thread>
 
@@ -14,6 +16,8 @@
 #include "models/model_registry.h"
 #include "sim/engine/profile_cost_model.h"
 #include "sim/engine/roofline_cost_model.h"
+#include "workloads/open_loop_workload.h"
+#include "workloads/trace_reader.h"
 #include "workloads/workload.h"
 
 namespace servesim::app {
@@ -36,7 +40,58 @@ cache::MemoryPlanRequest memory_plan_request(const EngineSettings& e, const cali
     return r;
 }
 
+namespace {
+
+// What decides an order-only trace: the same key ⇒ the same OrderOnlyTrace, so a sweep over capacities reads and
+// hashes each trace once.
+std::string order_only_trace_key(const ExperimentConfig& config) {
+    return YAML::Dump(config.workload) + fmt::format("\nblock_size: {}", config.engine.block_size.value_or(16));
+}
+
+using OrderOnlyTraces = std::map<std::string, std::shared_ptr<const cache::OrderOnlyTrace>>;
+
+}  // namespace
+
+std::shared_ptr<const cache::OrderOnlyTrace> load_order_only_trace(const ExperimentConfig& config) {
+    const workloads::TraceConfig t =
+        workloads::parse_trace_workload(YamlMap(config.workload, config.file, "workload"));
+    cache::OrderOnlyTraceBuilder builder(config.engine.block_size.value_or(16));
+    auto reader = workloads::open_trace(t.path, t.format, t.reader);
+    while (!t.limit || builder.num_requests() < *t.limit) {
+        auto record = reader->next();
+        if (!record) {
+            break;
+        }
+        const auto send_time = core::SimTime::from_ns(
+            static_cast<std::int64_t>(std::llround(static_cast<double>(record->arrival.ns()) * t.time_scale)));
+        if (!t.bounds.allows(builder.num_requests(), send_time)) {
+            break;
+        }
+        builder.add_request(record->prompt);
+    }
+    return std::make_shared<const cache::OrderOnlyTrace>(std::move(builder).build());
+}
+
+namespace {
+
+PreparedExperiment prepare_order_only(const ExperimentConfig& config, OrderOnlyTraces& traces) {
+    PreparedExperiment p;
+    p.config = config;
+    auto& trace = traces[order_only_trace_key(config)];
+    if (!trace) {
+        trace = load_order_only_trace(config);
+    }
+    p.order_only_trace = trace;
+    return p;
+}
+
+}  // namespace
+
 PreparedExperiment prepare_experiment(const ExperimentConfig& config) {
+    if (config.order_only) {
+        OrderOnlyTraces traces;
+        return prepare_order_only(config, traces);
+    }
     PreparedExperiment p;
     p.config = config;
     auto with_file = [&](auto&& fn) {
@@ -84,6 +139,11 @@ PreparedExperiment prepare_experiment(const ExperimentConfig& config) {
 ExperimentResult run_experiment(const PreparedExperiment& p) {
     ExperimentResult r;
     r.config = p.config;
+    if (p.config.order_only) {
+        r.workload = "order-only replay of " + p.config.workload["trace"].as<std::string>();
+        r.order_only = cache::run_order_only(*p.order_only_trace, p.config.capacity_tokens);
+        return r;
+    }
     r.model_name = p.model.name;
     r.gpu_name = p.gpu.name;
     r.cost_model = p.cost_model->describe();
@@ -119,7 +179,7 @@ std::vector<ExperimentResult> run_experiments(const std::vector<ExperimentConfig
     std::vector<PreparedExperiment> prepared;
     prepared.reserve(configs.size());
     for (const auto& c : configs) {
-        prepared.push_back(prepare_experiment(c));
+        prepared.push_back(c.order_only ? prepare_order_only(c, order_only_traces) : prepare_experiment(c));
     }
     std::vector<ExperimentResult> results(prepared.size());
     std::atomic<std::size_t> next{0};
@@ -137,6 +197,7 @@ std::vector<ExperimentResult> run_experiments(const std::vector<ExperimentConfig
             } catch (...) {
                 std::lock_guard<std::mutex> lock(mu);
                 if (!failure) {
+    OrderOnlyTraces order_only_traces;
                     failure = std::current_exception();
                 }
             }

@@ -6,11 +6,13 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "calibration/gpu_spec.h"
 #include "models/model_spec.h"
+#include "sim/cache/order_only_cache.h"
 #include "sim/cache/memory_plan.h"
 #include "sim/cluster/simulation.h"
 #include "sim/engine/cost_model.h"
@@ -24,6 +26,9 @@ struct PreparedExperiment {
     calibration::GpuSpec gpu;
     cache::MemoryPlan plan;
     std::unique_ptr<engine::CostModel> cost_model;
+    // `mode: order_only` only (then model, gpu, plan and cost_model stay empty): the trace at the block size,
+    // shared read-only by every point of a sweep that reads the same trace the same way.
+    std::shared_ptr<const cache::OrderOnlyTrace> order_only_trace;
 };
 
 struct ExperimentResult {
@@ -34,12 +39,17 @@ struct ExperimentResult {
     std::string workload;
     cache::MemoryPlan plan;
     cluster::SimulationResult sim;
+    std::optional<cache::OrderOnlyResult> order_only;  // set instead of `sim` in `mode: order_only`
 };
 
 // vLLM's memory-plan request for a model on a GPU with the user's engine settings.
 [[nodiscard]] cache::MemoryPlanRequest memory_plan_request(const EngineSettings& engine, const calibration::GpuSpec& gpu);
 
 [[nodiscard]] PreparedExperiment prepare_experiment(const ExperimentConfig& config);
+
+// `mode: order_only`: reads the workload's trace (honouring limit, num_requests, duration and time_scale) into block
+// chains at engine.block_size (default 16). A malformed record throws ConfigError with file, line and field.
+[[nodiscard]] std::shared_ptr<const cache::OrderOnlyTrace> load_order_only_trace(const ExperimentConfig& config);
 
 [[nodiscard]] ExperimentResult run_experiment(const PreparedExperiment& prepared);
 

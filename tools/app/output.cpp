@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <filesystem>
 
 #include "models/model_derived.h"
 
@@ -51,9 +52,38 @@ void add_dist(std::vector<std::pair<std::string, Cell>>& out, const std::string&
     out.emplace_back(name + "_mean", d.mean);
 }
 
+// `mode: order_only`: identity columns, then trace, capacity_tokens and block_size unless swept, then the figures.
+std::vector<std::pair<std::string, Cell>> flatten_order_only(const ExperimentResult& r) {
+    std::vector<std::pair<std::string, Cell>> out;
+    for (const auto& [k, v] : r.config.columns) {
+        out.emplace_back(k, v);
+    }
+    auto add_unless_column = [&](const std::string& name, Cell value) {
+        if (std::none_of(out.begin(), out.end(), [&](const auto& p) { return p.first == name; })) {
+            out.emplace_back(name, std::move(value));
+        }
+    };
+    const cache::OrderOnlyResult& o = *r.order_only;
+    add_unless_column("trace", std::filesystem::path(r.config.workload["trace"].as<std::string>()).filename().string());
+    add_unless_column("capacity_tokens", o.capacity_tokens ? Cell(*o.capacity_tokens) : Cell(std::string("unlimited")));
+    add_unless_column("block_size", static_cast<std::int64_t>(o.block_size_tokens));
+    out.emplace_back("prefix_cache_hit_rate", o.prefix_cache_hit_rate());
+    out.emplace_back("prefix_cache_queries", o.prefix_cache_queries);
+    out.emplace_back("prefix_cache_hits", o.prefix_cache_hits);
+    out.emplace_back("requests", o.num_requests);
+    out.emplace_back("cache_blocks", o.num_cache_blocks);
+    out.emplace_back("distinct_blocks", o.num_distinct_blocks);
+    out.emplace_back("evictions", o.num_evictions);
+    out.emplace_back("truncated_requests", o.num_truncated_requests);
+    return out;
+}
+
 }  // namespace
 
 std::vector<std::pair<std::string, Cell>> flatten(const ExperimentResult& r) {
+    if (r.order_only) {
+        return flatten_order_only(r);
+    }
     std::vector<std::pair<std::string, Cell>> out;
     for (const auto& [k, v] : r.config.columns) {
         out.emplace_back(k, v);
@@ -67,6 +97,7 @@ std::vector<std::pair<std::string, Cell>> flatten(const ExperimentResult& r) {
     const auto& p = r.plan;
     out.emplace_back("gpu", r.gpu_name);
     out.emplace_back("prefix_cache_hit_rate", s.prefix_cache_hit_rate);
+    out.emplace_back("total_hit_rate", s.total_hit_rate);
     add_dist(out, "ttft_ms", s.ttft_ms);
     add_dist(out, "itl_ms", s.itl_ms);
     add_dist(out, "e2e_ms", s.e2e_ms);
@@ -98,6 +129,14 @@ std::vector<std::pair<std::string, Cell>> flatten(const ExperimentResult& r) {
 nlohmann::ordered_json to_json(const ExperimentResult& r) {
     nlohmann::ordered_json j;
     j["name"] = r.config.name;
+    if (r.order_only) {
+        j["mode"] = "order_only";
+        j["workload"] = r.workload;
+        for (const auto& [k, v] : flatten_order_only(r)) {
+            std::visit([&](const auto& value) { j[k] = value; }, v);
+        }
+        return j;
+    }
     for (const auto& [k, v] : r.config.columns) {
         j[k] = v;
     }
@@ -112,6 +151,8 @@ nlohmann::ordered_json to_json(const ExperimentResult& r) {
     j["prefix_cache_queries"] = s.prefix_cache_queries;
     j["prefix_cache_hits"] = s.prefix_cache_hits;
     j["cached_prompt_fraction"] = s.cached_prompt_fraction;
+    j["external_hit_rate"] = s.external_hit_rate;
+    j["total_hit_rate"] = s.total_hit_rate;
     j["ttft_ms"] = dist_json(s.ttft_ms);
     j["itl_ms"] = dist_json(s.itl_ms);
     j["e2e_ms"] = dist_json(s.e2e_ms);
@@ -193,10 +234,17 @@ std::string format_table(const std::vector<ExperimentResult>& results, bool swee
         for (const auto& [k, v] : results.front().config.columns) {
             cols.push_back(k);
         }
-        const std::vector<std::string> figures = {"prefix_cache_hit_rate", "ttft_ms_p50", "itl_ms_p50", "itl_ms_mean",
-                                                  "itl_ms_p99", "throughput_rps", "kv_cache_tokens", "block_size",
-                                                  "preemptions"};
-        if (std::find(cols.begin(), cols.end(), "model") == cols.end()) {
+        std::vector<std::string> figures = {"prefix_cache_hit_rate", "ttft_ms_p50", "itl_ms_p50", "itl_ms_mean",
+                                            "itl_ms_p99", "throughput_rps", "kv_cache_tokens", "block_size",
+                                            "preemptions"};
+        if (results.front().order_only) {
+            figures.clear();
+            for (const auto& [k, v] : flatten(results.front())) {
+                if (std::find(cols.begin(), cols.end(), k) == cols.end()) {
+                    figures.push_back(k);
+                }
+            }
+        } else if (std::find(cols.begin(), cols.end(), "model") == cols.end()) {
             cols.insert(cols.begin(), "model");
         }
         cols.insert(cols.end(), figures.begin(), figures.end());

@@ -13,6 +13,7 @@
 #include "calibration/gpu_spec.h"
 #include "common/yaml_reader.h"
 #include "models/model_registry.h"
+#include "workloads/open_loop_workload.h"
 #include "tools/app/experiment.h"
 #include "workloads/workload.h"
 
@@ -146,6 +147,34 @@ std::int64_t parse_bytes(const YamlMap& m, std::string_view key) {
     return static_cast<std::int64_t>(std::floor(value * scale));
 }
 
+// `capacity_tokens`: a whole number of tokens ≥ 1 (1e9 accepted), or `unlimited` (→ nullopt).
+std::optional<std::int64_t> parse_capacity_tokens(const YamlMap& m, std::string_view key) {
+    const YAML::Node n = m.node(key);
+    const std::string text = n.IsScalar() ? n.Scalar() : "";
+    if (text == "unlimited") {
+        return std::nullopt;
+    }
+    std::size_t pos = 0;
+    double value = 0;
+    try {
+        value = std::stod(text, &pos);
+    } catch (const std::logic_error&) {
+        pos = 0;
+    }
+    if (pos == 0 || pos != text.size() || !(value >= 1) || value > 1e15 || value != std::floor(value)) {
+        m.fail(key, "expected a whole number of tokens ≥ 1 (e.g. 1000000 or 1e6), or unlimited; got '" + text + "'");
+    }
+    return static_cast<std::int64_t>(value);
+}
+
+// A sweep column's value as printed: the value as written, except a trace path, shown by its file name.
+std::string column_value(const std::string& key, const YAML::Node& value) {
+    if (column_name(key) == "trace" && value.IsScalar()) {
+        return fs::path(value.Scalar()).filename().string();
+    }
+    return scalar_text(value);
+}
+
 double parse_duration(const YamlMap& m, std::string_view key) {
     const YAML::Node n = m.node(key);
     if (!n.IsScalar()) {
@@ -226,7 +255,21 @@ ExperimentConfig parse_experiment(const YamlMap& m, const std::string& base_dir)
     if (m.has("seed")) {
         x.seed = m.get<std::uint64_t>("seed");
     }
-    x.model = m.get<std::string>("model");
+    if (m.has("mode")) {
+        const auto mode = m.get<std::string>("mode");
+        if (mode != "engine" && mode != "order_only") {
+            m.fail("mode", "'" + mode + "' is not a mode; allowed: engine (timed simulation, the default), "
+                                        "order_only (prefix-cache capacity study of a trace)");
+        }
+        x.order_only = mode == "order_only";
+    }
+    if (m.has("capacity_tokens")) {
+        if (!x.order_only) {
+            m.fail("capacity_tokens", "only used with `mode: order_only` (the engine sizes its KV cache from the GPU)");
+        }
+        x.capacity_tokens = parse_capacity_tokens(m, "capacity_tokens");
+    }
+    x.model = x.order_only ? m.get_or<std::string>("model", "") : m.get<std::string>("model");
     if (looks_like_path(x.model)) {
         x.model = resolve_relative(x.model, base_dir);
     }
@@ -257,7 +300,17 @@ ExperimentConfig parse_experiment(const YamlMap& m, const std::string& base_dir)
         }
     }
     x.workload = workload;
-    workloads::validate_workload(YamlMap(x.workload, m.file(), "workload"));
+    const YamlMap workload_map(x.workload, m.file(), "workload");
+    if (x.order_only) {
+        // Keys and file checked here; the records are read (and checked) once per trace by load_order_only_trace,
+        // which every point's preparation runs before any point runs — not once per sweep point.
+        if (!workload_map.has("type") || workload_map.get<std::string>("type") != "trace") {
+            m.fail("mode", "`mode: order_only` replays a trace: it needs `workload: {type: trace, ...}`");
+        }
+        (void)workloads::parse_trace_workload(workload_map);
+    } else {
+        workloads::validate_workload(workload_map);
+    }
     if (m.has("warmup")) {
         x.warmup_s = parse_duration(m, "warmup");
     }
@@ -310,7 +363,8 @@ void check_model_gpu_and_memory(const YamlMap& m, const ExperimentConfig& x) {
 const std::vector<std::string_view>& scenario_keys() {
     static const std::vector<std::string_view> keys = {"name",    "description", "seed",   "model",    "gpu",
                                                        "cost_model", "engine",   "cluster", "workload", "warmup",
-                                                       "max_time", "check_invariants", "experiments", "sweep"};
+                                                       "max_time", "check_invariants", "experiments", "sweep",
+                                                       "mode",     "capacity_tokens"};
     return keys;
 }
 
@@ -430,8 +484,8 @@ Scenario load_scenario_text(const std::string& text, const std::string& file,
             for (std::size_t a = 0; a < axes.size(); ++a) {
                 const YAML::Node& value = axes[a].second[idx[a]];
                 layers.push_back(layer_from_path(axes[a].first, value));
-                proto.columns.emplace_back(column_name(axes[a].first), scalar_text(value));
-                label += fmt::format(" {}={}", column_name(axes[a].first), scalar_text(value));
+                proto.columns.emplace_back(column_name(axes[a].first), column_value(axes[a].first, value));
+                label += fmt::format(" {}={}", column_name(axes[a].first), column_value(axes[a].first, value));
             }
             layers.insert(layers.end(), override_layers.begin(), override_layers.end());
             const YAML::Node merged = merge_layers(layers);

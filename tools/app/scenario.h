@@ -48,6 +48,11 @@ struct ExperimentConfig {
     double warmup_s = 0;
     double max_time_s = 24 * 3600.0;
     bool check_invariants = false;
+    // `mode: order_only` (sim/cache/order_only_cache.h): the trace's prompts are looked up and inserted in arrival
+    // order in a pool of `capacity_tokens` (nullopt = unlimited) at engine.block_size (default 16); model, gpu,
+    // cost_model, cluster and timing keys are not used.
+    bool order_only = false;
+    std::optional<std::int64_t> capacity_tokens;
 };
 
 struct Scenario {

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Runs every seed-study scenario (scenarios/seed-study/*.yaml) into out/seed-study/*.csv, the capacity figures of
+# `servesim inspect` into out/seed-study/capacity.json, then writes scenarios/seed-study/RESULTS.md and its plots.
+# Usage (after tools/setup.sh): tools/seed_study/run_all.sh [--no-report]
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+bin=./build/tools/servesim
+out=out/seed-study
+mkdir -p "$out"
+start=$(date +%s.%N)
+for s in tenant-sweep fp8 prefix-caching offload prefill-curve break-even sensitivity block-size h200; do
+  f=scenarios/seed-study/$s.yaml
+  if [ "$s" = h200 ] && [ ! -f calibration/profiles/h200/Qwen3-4B.yaml ]; then
+    echo "run_all: skipping h200 (no calibrated H200 profiles yet)" >&2
+    continue
+  fi
+  "$bin" sweep "$f" --format csv > "$out/$s.csv"
+done
+{
+  echo "["
+  first=1
+  for m in Qwen3-4B Qwen3.5-4B; do
+    for dtype in auto fp8; do
+      for pc in --no-enable-prefix-caching --enable-prefix-caching; do
+        [ $first = 1 ] || echo ","
+        first=0
+        "$bin" inspect --model $m --gpu rtx3090 --gpu-memory-utilization 0.9 --max-model-len 16384 \
+          --kv-cache-dtype $dtype $pc --format json
+      done
+    done
+  done
+  echo "]"
+} > "$out/capacity.json"
+end=$(date +%s.%N)
+echo "run_all: all seed-study scenarios in $(echo "$end - $start" | bc) s" >&2
+if [ "${1:-}" != "--no-report" ]; then
+  # Debian's python3 has python3-matplotlib (a pyenv python on PATH may not).
+  py=/usr/bin/python3; [ -x "$py" ] || py=python3
+  "$py" tools/seed_study/report.py "$out" scenarios/seed-study
+fi

@@ -178,6 +178,7 @@ std::vector<ExperimentResult> run_experiments(const std::vector<ExperimentConfig
                                               const std::function<void(int, int)>& on_done) {
     std::vector<PreparedExperiment> prepared;
     prepared.reserve(configs.size());
+    OrderOnlyTraces order_only_traces;
     for (const auto& c : configs) {
         prepared.push_back(c.order_only ? prepare_order_only(c, order_only_traces) : prepare_experiment(c));
     }
@@ -197,7 +198,6 @@ std::vector<ExperimentResult> run_experiments(const std::vector<ExperimentConfig
             } catch (...) {
                 std::lock_guard<std::mutex> lock(mu);
                 if (!failure) {
-    OrderOnlyTraces order_only_traces;
                     failure = std::current_exception();
                 }
             }

@@ -1,0 +1,101 @@
+// Least-squares fits (calibration/curve_fit.h) recover known coefficients from synthetic noisy data, split at a
+// knee, and keep slopes non-negative. Noise: a fixed mt19937_64 stream mapped to ±amplitude (deterministic).
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "calibration/curve_fit.h"
+#include "tests/catch.h"
+
+using namespace servesim::calibration;
+
+namespace {
+
+// Multiplicative noise in [−a, +a], reproducible.
+class Noise {
+public:
+    explicit Noise(double amplitude) : a_(amplitude) {}
+
+    double operator()() {
+        const double u = static_cast<double>(rng_() >> 11) * (1.0 / 9007199254740992.0);
+        return 1.0 + a_ * (2.0 * u - 1.0);
+    }
+
+private:
+    std::mt19937_64 rng_{42};
+    double a_;
+};
+
+}  // namespace
+
+TEST_CASE("fit_quadratic recovers c0 + c1·x + c2·x² from 1 % noise", "[calibration]") {
+    // Truth: 0.5 + 0.01·x + 2e-6·x² ms over x = 64 … 32768.
+    Noise noise(0.01);
+    std::vector<double> x;
+    std::vector<double> y;
+    for (double v = 64; v <= 32768; v *= 1.5) {
+        x.push_back(v);
+        y.push_back((0.5 + 0.01 * v + 2e-6 * v * v) * noise());
+    }
+    const Curve c = fit_quadratic("gemm", "tokens", x, y);
+    REQUIRE(c.pieces.size() == 1);
+    const auto& k = c.pieces[0].coefficients;
+    CHECK_THAT(k[0], Catch::Matchers::WithinRel(0.5, 0.1));
+    CHECK_THAT(k[1], Catch::Matchers::WithinRel(0.01, 0.05));
+    CHECK_THAT(k[2], Catch::Matchers::WithinRel(2e-6, 0.05));
+    CHECK(c.r2 > 0.999);
+    CHECK(c.max_rel_residual < 0.03);
+    CHECK(c.num_points == static_cast<int>(x.size()));
+}
+
+TEST_CASE("fit_piecewise_quadratic splits a weight-bound floor from the compute-bound line", "[calibration]") {
+    // Truth: max(2 ms, 0.001·x ms): flat up to the knee at 2000 tokens, linear above.
+    Noise noise(0.005);
+    std::vector<double> x;
+    std::vector<double> y;
+    for (double v = 1; v <= 65536; v *= 2) {
+        x.push_back(v);
+        y.push_back(std::max(2.0, 0.001 * v) * noise());
+    }
+    const Curve one = fit_quadratic("gemm", "tokens", x, y);
+    const Curve pw = fit_piecewise_quadratic("gemm", "tokens", x, y);
+    CHECK(pw.pieces.size() >= 2);
+    CHECK(pw.max_rel_residual < 0.05);
+    CHECK(pw.max_rel_residual < one.max_rel_residual);
+    // Pieces are contiguous and share their knees.
+    for (std::size_t i = 1; i < pw.pieces.size(); ++i) {
+        CHECK(pw.pieces[i].x_min == pw.pieces[i - 1].x_max);
+    }
+    CHECK_THAT(pw.evaluate(8.0), Catch::Matchers::WithinRel(2.0, 0.05));
+    CHECK_THAT(pw.evaluate(32768.0), Catch::Matchers::WithinRel(32.768, 0.05));
+}
+
+TEST_CASE("fit_linear recovers several slopes and zeroes a negative one", "[calibration]") {
+    // Truth: 0.1 + 1.5e-5·context + 0.002·sequences.
+    Noise noise(0.01);
+    std::vector<std::vector<double>> rows;
+    std::vector<double> y;
+    for (double s : {1.0, 4.0, 16.0, 64.0, 256.0}) {
+        for (double c : {128.0, 1024.0, 8192.0}) {
+            rows.push_back({s * c, s});
+            y.push_back((0.1 + 1.5e-5 * s * c + 0.002 * s) * noise());
+        }
+    }
+    const Curve c = fit_linear("attn_decode", {"context_tokens", "sequences"}, rows, y);
+    const auto& k = c.pieces[0].coefficients;
+    CHECK_THAT(k[0], Catch::Matchers::WithinRel(0.1, 0.1));
+    CHECK_THAT(k[1], Catch::Matchers::WithinRel(1.5e-5, 0.03));
+    CHECK_THAT(k[2], Catch::Matchers::WithinRel(0.002, 0.2));
+    CHECK(c.r2 > 0.999);
+
+    // y independent of the second variable but noisy: its slope may come out negative and must be dropped.
+    std::vector<std::vector<double>> rows2;
+    std::vector<double> y2;
+    for (int i = 0; i < 12; ++i) {
+        rows2.push_back({100.0 * (i + 1), static_cast<double>(12 - i)});
+        y2.push_back(1.0 + 0.01 * 100.0 * (i + 1) - 0.05 * (12 - i));  // a true negative slope
+    }
+    const Curve nn = fit_linear("gdn_prefill", {"tokens", "chunks"}, rows2, y2);
+    CHECK(nn.pieces[0].coefficients[2] == 0.0);
+    CHECK(nn.pieces[0].coefficients[1] > 0.0);
+}

@@ -1,0 +1,144 @@
+// --from-measurements (calibration/measurements.h, calibration/runner/calibrate.h): reading the YAML and CSV
+// formats, fitting the curve family to end-to-end timings, and the composed predictions reproducing them.
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "calibration/hardware_profile.h"
+#include "calibration/measurements.h"
+#include "calibration/runner/calibrate.h"
+#include "common/error.h"
+#include "tests/catch.h"
+
+using namespace servesim::calibration;
+
+namespace {
+
+// Truth used below: prefill of T new tokens after P cached = 20 + 0.08·T + 3e-6·T·(P + T/2) ms;
+// decode of B sequences with C context each = 12 + 0.05·B + 2e-5·B·C ms.
+double true_prefill(double t, double p) { return 20 + 0.08 * t + 3e-6 * t * (p + t / 2); }
+
+double true_decode(double b, double c) { return 12 + 0.05 * b + 2e-5 * b * c; }
+
+std::string temp_path(const std::string& name) {
+    return (std::filesystem::temp_directory_path() / ("servesim-calibration-test-" + name)).string();
+}
+
+}  // namespace
+
+TEST_CASE("fit_measurements reproduces end-to-end prefill and decode timings", "[calibration]") {
+    Measurements m;
+    m.gpu = "NVIDIA RTX 3090";
+    m.model = "Qwen3-4B";
+    for (double t : {512.0, 1024.0, 2048.0, 4096.0, 8192.0}) {
+        m.prefill.push_back({t, 0.0, true_prefill(t, 0)});
+    }
+    m.prefill.push_back({1024.0, 4096.0, true_prefill(1024, 4096)});
+    for (double b : {1.0, 8.0, 32.0, 64.0}) {
+        for (double c : {1024.0, 4096.0}) {
+            m.decode.push_back({b, c, true_decode(b, c)});
+        }
+    }
+    const HardwareProfile p = fit_measurements(m, "synthetic");
+    CHECK(p.source == "measurements");
+    CHECK_THAT(predict_prefill_ms(p, 3000, 0), Catch::Matchers::WithinRel(true_prefill(3000, 0), 1e-6));
+    CHECK_THAT(predict_prefill_ms(p, 512, 2048), Catch::Matchers::WithinRel(true_prefill(512, 2048), 1e-6));
+    CHECK_THAT(predict_decode_ms(p, 16, 2000), Catch::Matchers::WithinRel(true_decode(16, 2000), 1e-6));
+    // Recovered terms: attn_prefill slope 3e-6 per unit of work, attn_decode 2e-5 per context token.
+    CHECK_THAT(p.curves.at("attn_prefill").pieces[0].coefficients[1], Catch::Matchers::WithinRel(3e-6, 1e-6));
+    CHECK_THAT(p.curves.at("attn_decode").pieces[0].coefficients[1], Catch::Matchers::WithinRel(2e-5, 1e-6));
+    CHECK(p.composition_check.size() == m.prefill.size() + m.decode.size());
+    // The written profile passes the strict reader.
+    std::ostringstream out;
+    write_profile(p, out);
+    CHECK_NOTHROW(load_profile_string(out.str(), "fitted.yaml"));
+}
+
+TEST_CASE("fit_measurements needs enough distinct points", "[calibration]") {
+    Measurements m;
+    m.gpu = "g";
+    m.model = "x";
+    m.prefill = {{512, 0, 30}, {1024, 0, 50}};
+    m.decode = {{1, 1024, 12}, {8, 1024, 13}, {32, 1024, 15}};
+    CHECK_THROWS_AS(fit_measurements(m, "few.yaml"), servesim::ConfigError);
+}
+
+TEST_CASE("read_measurements reads the YAML and CSV formats and rejects bad rows", "[calibration]") {
+    const std::string yaml_path = temp_path("measurements.yaml");
+    {
+        std::ofstream f(yaml_path);
+        f << "servesim_measurements: 1\ngpu: NVIDIA RTX 3090\nmodel: Qwen3-4B\nsoftware: vLLM\n"
+             "prefill:\n  - {prompt_tokens: 512, ms: 40}\n  - {prompt_tokens: 2048, cached_tokens: 1024, ms: 90}\n"
+             "decode:\n  - {batch: 4, context_tokens: 1024, ms: 12.5}\n";
+    }
+    const Measurements y = read_measurements(yaml_path);
+    CHECK(y.gpu == "NVIDIA RTX 3090");
+    REQUIRE(y.prefill.size() == 2);
+    CHECK(y.prefill[1].cached_tokens == 1024);
+    REQUIRE(y.decode.size() == 1);
+    CHECK(y.decode[0].ms == 12.5);
+    std::remove(yaml_path.c_str());
+
+    const std::string csv_path = temp_path("measurements.csv");
+    {
+        std::ofstream f(csv_path);
+        f << "# measured with vLLM\nkind,size,context_tokens,ms\nprefill,512,0,40\ndecode,8,2048,13.25\n";
+    }
+    const Measurements c = read_measurements(csv_path);
+    REQUIRE(c.prefill.size() == 1);
+    REQUIRE(c.decode.size() == 1);
+    CHECK(c.decode[0].context_tokens == 2048);
+    {
+        std::ofstream f(csv_path);
+        f << "kind,size,context_tokens,ms\nprefil,512,0,40\n";
+    }
+    try {
+        (void)read_measurements(csv_path);
+        FAIL("expected a ConfigError");
+    } catch (const servesim::ConfigError& e) {
+        CHECK(std::string(e.what()).find("prefil") != std::string::npos);
+    }
+    std::remove(csv_path.c_str());
+}
+
+TEST_CASE("run_calibrate --from-measurements writes a profile without any GPU", "[calibration]") {
+    const std::string in = temp_path("e2e.csv");
+    const std::string out = temp_path("e2e-profile.yaml");
+    {
+        std::ofstream f(in);
+        f << "kind,size,context_tokens,ms\n";
+        for (double t : {512.0, 1024.0, 4096.0, 8192.0}) {
+            f << "prefill," << t << ",0," << true_prefill(t, 0) << "\n";
+        }
+        for (double b : {1.0, 16.0, 64.0}) {
+            for (double ctx : {512.0, 2048.0}) {
+                f << "decode," << b << "," << ctx << "," << true_decode(b, ctx) << "\n";
+            }
+        }
+    }
+    CalibrateOptions o;
+    std::string message;
+    REQUIRE(parse_calibrate_args({"--from-measurements", in, "--model", "Qwen3-4B", "--out", out}, o, message));
+    std::ostringstream sink;
+    std::ostringstream log;
+    CHECK(run_calibrate(o, sink, log) == 0);
+    const HardwareProfile p = read_profile(out);
+    CHECK(p.model == "Qwen3-4B");
+    CHECK_THAT(predict_decode_ms(p, 16, 1024), Catch::Matchers::WithinRel(true_decode(16, 1024), 1e-6));
+    std::remove(in.c_str());
+    std::remove(out.c_str());
+
+    CalibrateOptions bad;
+    CHECK_FALSE(parse_calibrate_args({"--frobnicate"}, bad, message));
+    CHECK(message.find("frobnicate") != std::string::npos);
+    if (!gpu_sweep_built()) {
+        // Without CUDA the sweep says so and exits non-zero.
+        CalibrateOptions sweep;
+        sweep.model = "Qwen3-4B";
+        std::ostringstream l2;
+        CHECK(run_calibrate(sweep, sink, l2) == 2);
+        CHECK(l2.str().find("GPU") != std::string::npos);
+    }
+}

@@ -2,11 +2,34 @@
 #include "sim/cache/order_only_cache.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <memory>
+#include <type_traits>
+
+#ifdef __linux__
+#include <sys/mman.h>
+#endif
 
 #include "common/error.h"
 #include "sim/cache/block_hash.h"
 
 namespace servesim::cache {
+
+template <typename T>
+HugePageArray<T>::HugePageArray(std::size_t size, const T& value) : size_(size) {
+    static_assert(std::is_trivially_copyable_v<T> && alignof(T) <= 16);
+    constexpr std::size_t kHugePageBytes = 2u << 20;
+    const std::size_t bytes = std::max<std::size_t>(kHugePageBytes, (size * sizeof(T) + kHugePageBytes - 1) /
+                                                                         kHugePageBytes * kHugePageBytes);
+    void* p = std::aligned_alloc(kHugePageBytes, bytes);
+    SERVESIM_CHECK(p != nullptr, "cannot allocate {} bytes for the order-only pool", bytes);
+#ifdef __linux__
+    (void)madvise(p, bytes, MADV_HUGEPAGE);  // advice only: without THP this is an ordinary allocation
+#endif
+    data_ = static_cast<T*>(p);
+    std::uninitialized_fill_n(data_, size, value);
+}
+
 namespace {
 
 constexpr std::uint32_t kEmptySlot = 0xffffffffu;
@@ -104,11 +127,11 @@ OrderOnlyTrace OrderOnlyTraceBuilder::build() && {
 
 OrderOnlyCache::OrderOnlyCache(std::int64_t num_cache_blocks, std::int64_t num_distinct_blocks)
     : num_cache_blocks_(num_cache_blocks),
-      blocks_(static_cast<std::size_t>(num_cache_blocks)),
-      copies_(static_cast<std::size_t>(num_distinct_blocks)) {
+      blocks_(static_cast<std::size_t>(std::max<std::int64_t>(num_cache_blocks, 0)), Block{}),
+      free_queue_(static_cast<std::size_t>(2 * std::max<std::int64_t>(num_cache_blocks, 0) + 64), kNone),
+      copies_(static_cast<std::size_t>(std::max<std::int64_t>(num_distinct_blocks, 0)), Copies{}) {
     SERVESIM_CHECK(num_cache_blocks >= 0 && num_cache_blocks < kNone / 2 && num_distinct_blocks >= 0,
                    "bad pool {} / ids {}", num_cache_blocks, num_distinct_blocks);
-    free_queue_.reserve(static_cast<std::size_t>(2 * num_cache_blocks + 64));
     for (std::uint32_t b = 0; b < static_cast<std::uint32_t>(num_cache_blocks); ++b) {
         append(b);
     }
@@ -133,11 +156,11 @@ void OrderOnlyCache::remove(std::uint32_t block) {
 
 void OrderOnlyCache::append(std::uint32_t block) {
     SERVESIM_CHECK(blocks_[block].queue_pos == kNone, "block {} is already free", block);
-    if (free_queue_.size() >= static_cast<std::size_t>(2 * num_cache_blocks_ + 64)) {
+    if (free_queue_size_ == free_queue_.size()) {
         squeeze_free_queue();
     }
-    blocks_[block].queue_pos = static_cast<std::uint32_t>(free_queue_.size());
-    free_queue_.push_back(block);
+    blocks_[block].queue_pos = static_cast<std::uint32_t>(free_queue_size_);
+    free_queue_[free_queue_size_++] = block;
     ++num_free_blocks_;
 }
 
@@ -145,34 +168,41 @@ void OrderOnlyCache::squeeze_free_queue() {
     // Keeps the live entries in order; at most num_cache_blocks remain, so this runs after ≥ num_cache_blocks + 64
     // appends: amortised O(1).
     std::size_t out = 0;
-    for (std::size_t i = free_queue_head_; i < free_queue_.size(); ++i) {
+    for (std::size_t i = free_queue_head_; i < free_queue_size_; ++i) {
         const std::uint32_t block = free_queue_[i];
         if (blocks_[block].queue_pos == i) {
             blocks_[block].queue_pos = static_cast<std::uint32_t>(out);
             free_queue_[out++] = block;
         }
     }
-    free_queue_.resize(out);
+    free_queue_size_ = out;
     free_queue_head_ = 0;
 }
 
 void OrderOnlyCache::index_append(std::uint32_t block, std::uint32_t id) {
     Copies& c = copies_[id];
-    blocks_[block] = Block{id, c.youngest, kNone};
-    if (c.youngest == kNone) {
+    if (c.oldest == kNone) {
         c.oldest = block;
-    } else {
-        blocks_[c.youngest].next_copy = block;
+        blocks_[block] = Block{id, kNone, kNone, blocks_[block].queue_pos};
+        return;
     }
-    c.youngest = block;
+    std::uint32_t youngest = c.oldest;
+    while (blocks_[youngest].next_copy != kNone) {
+        youngest = blocks_[youngest].next_copy;
+    }
+    blocks_[youngest].next_copy = block;
+    blocks_[block] = Block{id, youngest, kNone, blocks_[block].queue_pos};
 }
 
 void OrderOnlyCache::index_remove(std::uint32_t block) {
-    const Block b = blocks_[block];
-    Copies& c = copies_[b.dense_id];
-    (b.prev_copy == kNone ? c.oldest : blocks_[b.prev_copy].next_copy) = b.next_copy;
-    (b.next_copy == kNone ? c.youngest : blocks_[b.next_copy].prev_copy) = b.prev_copy;
-    blocks_[block] = Block{};
+    Block& b = blocks_[block];
+    (b.prev_copy == kNone ? copies_[b.dense_id].oldest : blocks_[b.prev_copy].next_copy) = b.next_copy;
+    if (b.next_copy != kNone) {
+        blocks_[b.next_copy].prev_copy = b.prev_copy;
+    }
+    b.dense_id = kNone;
+    b.prev_copy = kNone;
+    b.next_copy = kNone;
 }
 
 bool OrderOnlyCache::is_cached(DenseBlockId id) const {
@@ -211,7 +241,7 @@ OrderOnlyLookup OrderOnlyCache::process_request(std::span<const DenseBlockId> bl
         ++out.num_hit_blocks;
     }
     for (std::int64_t i = out.num_hit_blocks; i < num_kept_blocks; ++i) {
-        if (free_queue_head_ + kAhead < free_queue_.size()) {
+        if (free_queue_head_ + kAhead < free_queue_size_) {
             __builtin_prefetch(&blocks_[free_queue_[free_queue_head_ + kAhead]]);
             const std::uint32_t soon = blocks_[free_queue_[free_queue_head_ + kAhead / 2]].dense_id;
             if (soon != kNone) {
@@ -236,7 +266,7 @@ OrderOnlyLookup OrderOnlyCache::process_request(std::span<const DenseBlockId> bl
 
 std::vector<std::optional<DenseBlockId>> OrderOnlyCache::lru_order() const {
     std::vector<std::optional<DenseBlockId>> out;
-    for (std::size_t i = free_queue_head_; i < free_queue_.size(); ++i) {
+    for (std::size_t i = free_queue_head_; i < free_queue_size_; ++i) {
         const Block& b = blocks_[free_queue_[i]];
         if (b.queue_pos == i) {
             out.push_back(b.dense_id == kNone ? std::nullopt : std::optional<DenseBlockId>(DenseBlockId{b.dense_id}));
@@ -247,14 +277,14 @@ std::vector<std::optional<DenseBlockId>> OrderOnlyCache::lru_order() const {
 
 void OrderOnlyCache::check_invariants() const {
     std::int64_t num_live = 0;
-    for (std::size_t i = free_queue_head_; i < free_queue_.size(); ++i) {
+    for (std::size_t i = free_queue_head_; i < free_queue_size_; ++i) {
         num_live += blocks_[free_queue_[i]].queue_pos == i ? 1 : 0;
     }
     std::int64_t num_marked = 0;
     for (std::size_t b = 0; b < blocks_.size(); ++b) {
         const std::uint32_t pos = blocks_[b].queue_pos;
         if (pos != kNone) {
-            SERVESIM_CHECK(pos >= free_queue_head_ && pos < free_queue_.size() && free_queue_[pos] == b,
+            SERVESIM_CHECK(pos >= free_queue_head_ && pos < free_queue_size_ && free_queue_[pos] == b,
                            "block {} says it is queued at {}, which holds another block or is gone", b, pos);
             ++num_marked;
         }
@@ -276,8 +306,6 @@ void OrderOnlyCache::check_invariants() const {
             ++num_listed;
             SERVESIM_CHECK(num_listed <= num_cache_blocks_, "copy list of id {} has a cycle", id);
         }
-        SERVESIM_CHECK(copies_[id].youngest == prev, "id {}: youngest copy {} but the list ends at {}", id,
-                       copies_[id].youngest, prev);
     }
     const auto num_cached = static_cast<std::int64_t>(
         std::count_if(blocks_.begin(), blocks_.end(), [](const Block& b) { return b.dense_id != kNone; }));

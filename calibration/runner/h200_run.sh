@@ -1,7 +1,7 @@
 #!/bin/bash
 # One device call of the H200 calibration (issue 4): `sweep` builds, runs the GPU checks and kernel timings, the
 # kernels-vs-torch ratios and the four model sweeps; `compose` runs the torch composition check; `all` runs the
-# checks, the sweeps (with whole-forward composition) and the torch composition. Everything lands in $OUT (logs printed last as a short table). Usage: h200_run.sh sweep|compose|all [notorch]
+# checks, the sweeps (with whole-forward composition) and the torch composition. Everything lands in $OUT (logs printed last as a short table). Usage: h200_run.sh sweep|compose|all [notorch]|final
 set -o pipefail
 B=/tmp/servesim-build
 MODELS="Qwen3-4B Qwen3.5-4B Qwen3-8B Llama-3.1-8B"
@@ -23,6 +23,20 @@ if [ "$1" = sweep ]; then
   cp -r /tmp/points $OUT/profiles/points
   tar czf $OUT/sweep.tgz -C $OUT profiles cfg.log build.log && rm -rf $OUT/profiles $OUT/cfg.log $OUT/build.log
   cat $OUT/sweep.log; tail -40 $OUT/torch_ratio.log; grep -v "^  " $OUT/check.log | head; tail -48 $OUT/check.log
+elif [ "$1" = final ]; then
+  # Checks, kernel timings, kernels-vs-torch, and the sweeps with whole-forward composition (no torch stack).
+  $B/kernels/servesim-kernel-check --bench --csv $OUT/bench.csv > $OUT/check.log 2>&1; echo "kernel-check rc $?"
+  grep -E "checks:|FAIL" $OUT/check.log
+  PYTHONUNBUFFERED=1 python3 calibration/runner/composition.py --lib $B/kernels/libservesim_kernels_c.so \
+    --outdir $OUT --bench-csv $OUT/bench.csv > $OUT/torch_ratio.log 2>&1; echo "kernels-vs-torch rc $?"
+  for m in $MODELS; do
+    mkdir -p /tmp/points/$m
+    $B/calibration/servesim-calibrate --model $m --out $OUT/profiles/$m.yaml --log-dir /tmp/points/$m \
+      >> $OUT/sweep.log 2>&1; echo "sweep $m rc $?"
+  done
+  cp -r /tmp/points $OUT/profiles/points
+  tar czf $OUT/final.tgz -C $OUT profiles cfg.log build.log && rm -rf $OUT/profiles $OUT/cfg.log $OUT/build.log
+  grep -E "forward_|R2" $OUT/sweep.log | tail -90; grep prefill_attn $OUT/torch_ratio.log; grep -E "prefill_attn|decode_attn" $OUT/check.log
 elif [ "$1" = all ]; then
   # GPU checks (the ctest "gpu" test's command), sweeps with whole-forward composition, then the torch stack.
   $B/kernels/servesim-kernel-check --check > $OUT/check.log 2>&1; echo "kernel-check rc $?"; grep -E "checks:|FAIL" $OUT/check.log

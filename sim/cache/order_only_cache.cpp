@@ -19,8 +19,8 @@ template <typename T>
 HugePageArray<T>::HugePageArray(std::size_t size, const T& value) : size_(size) {
     static_assert(std::is_trivially_copyable_v<T> && alignof(T) <= 16);
     constexpr std::size_t kHugePageBytes = 2u << 20;
-    const std::size_t bytes = std::max<std::size_t>(kHugePageBytes, (size * sizeof(T) + kHugePageBytes - 1) /
-                                                                         kHugePageBytes * kHugePageBytes);
+    const std::size_t bytes = std::max<std::size_t>(
+        kHugePageBytes, (size * sizeof(T) + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes);
     void* p = std::aligned_alloc(kHugePageBytes, bytes);
     SERVESIM_CHECK(p != nullptr, "cannot allocate {} bytes for the order-only pool", bytes);
 #ifdef __linux__
@@ -211,7 +211,8 @@ bool OrderOnlyCache::is_cached(DenseBlockId id) const {
 }
 
 OrderOnlyLookup OrderOnlyCache::process_request(std::span<const DenseBlockId> block_ids,
-                                                std::int64_t num_prompt_tokens, int block_size_tokens) {
+                                                std::int64_t num_prompt_tokens,
+                                                int block_size_tokens) {
     const auto num_full_blocks = static_cast<std::int64_t>(block_ids.size());
     SERVESIM_CHECK(num_full_blocks == num_prompt_tokens / block_size_tokens,
                    "{} full blocks for a prompt of {} tokens at block size {}", num_full_blocks, num_prompt_tokens,

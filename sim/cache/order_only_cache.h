@@ -24,19 +24,25 @@ namespace servesim::cache {
 // spend its time in 4 KiB page faults (a quarter of the run time with std::vector). Contents as std::vector(n, value).
 template <typename T>
 class HugePageArray {
-public:
+  public:
     HugePageArray(std::size_t size, const T& value);  // defined (and only used) in order_only_cache.cpp
+
     ~HugePageArray() { std::free(data_); }
+
     HugePageArray(const HugePageArray&) = delete;
     HugePageArray& operator=(const HugePageArray&) = delete;
 
     [[nodiscard]] T& operator[](std::size_t i) { return data_[i]; }
+
     [[nodiscard]] const T& operator[](std::size_t i) const { return data_[i]; }
+
     [[nodiscard]] std::size_t size() const { return size_; }
+
     [[nodiscard]] const T* begin() const { return data_; }
+
     [[nodiscard]] const T* end() const { return data_ + size_; }
 
-private:
+  private:
     T* data_ = nullptr;
     std::size_t size_ = 0;
 };
@@ -48,23 +54,30 @@ enum class DenseBlockId : std::uint32_t {};
 // The trace as it matters to prefix caching: per request its prompt length and the dense ids of its full blocks.
 // Immutable; built by OrderOnlyTraceBuilder, then shared (read-only) by any number of capacities and threads.
 class OrderOnlyTrace {
-public:
+  public:
     [[nodiscard]] int block_size_tokens() const { return block_size_tokens_; }
+
     [[nodiscard]] std::int64_t num_requests() const { return static_cast<std::int64_t>(num_prompt_tokens_.size()); }
+
     [[nodiscard]] std::int64_t num_prompt_tokens(std::int64_t request) const {
         return num_prompt_tokens_[static_cast<std::size_t>(request)];
     }
+
     // Dense ids of the request's full blocks, block 0 first (floor(P / B) of them; a partial last block has none).
     [[nodiscard]] std::span<const DenseBlockId> block_ids(std::int64_t request) const;
+
     [[nodiscard]] std::int64_t num_distinct_blocks() const { return num_distinct_blocks_; }
+
     // Σ over requests of floor(P / B).
     [[nodiscard]] std::int64_t num_full_blocks() const { return static_cast<std::int64_t>(block_ids_.size()); }
+
     // Blocks allocated over the whole trace when nothing is ever evicted: a pool this large behaves as an unlimited
     // one, so no run needs a larger pool, whatever capacity it is given.
     [[nodiscard]] std::int64_t num_blocks_unlimited() const { return num_blocks_unlimited_; }
+
     [[nodiscard]] std::int64_t num_prompt_tokens_total() const { return num_prompt_tokens_total_; }
 
-private:
+  private:
     friend class OrderOnlyTraceBuilder;
     int block_size_tokens_ = 16;
     std::vector<std::int64_t> num_prompt_tokens_;  // per request
@@ -79,7 +92,7 @@ private:
 // a flat open-addressing table (linear probing; the hashes are already mixed, so their low bits index it directly).
 // The table lives only while building.
 class OrderOnlyTraceBuilder {
-public:
+  public:
     explicit OrderOnlyTraceBuilder(int block_size_tokens);
 
     // Appends the next request in arrival order. Only the prompt is hashed: outputs are not cached (input-only, as in
@@ -91,16 +104,18 @@ public:
     // The finished trace; the builder is empty afterwards.
     [[nodiscard]] OrderOnlyTrace build() &&;
 
-private:
+  private:
     [[nodiscard]] DenseBlockId dense_id(core::BlockHash hash);
     void grow_table();
 
     OrderOnlyTrace trace_;
     std::vector<core::BlockHash> hashes_;  // scratch: the current request's block hashes
+
     struct Slot {
         std::uint64_t hash = 0;
         std::uint32_t dense_id = 0xffffffffu;  // 0xffffffff: free slot
     };
+
     std::vector<Slot> table_;  // key and value side by side: one cache miss per probe
     std::uint64_t table_mask_ = 0;
 };
@@ -125,7 +140,7 @@ struct OrderOnlyLookup {
 // appends then walk memory in order instead of following list links — 3× faster on the 12k-request trace; the
 // equivalence with FreeBlockQueue is checked in tests/cache/order_only_cache_test.cpp.
 class OrderOnlyCache {
-public:
+  public:
     OrderOnlyCache(std::int64_t num_cache_blocks, std::int64_t num_distinct_blocks);
 
     // One request, num_prompt_tokens long, whose full blocks have `block_ids`:
@@ -134,11 +149,14 @@ public:
     //   free all kept blocks in reverse order to the tail (the request's last block is evicted first).
     // kept = min(#full blocks, num_cache_blocks): vLLM could never admit a request larger than the pool; here it keeps
     // the prefix that fits (`truncated`).
-    OrderOnlyLookup process_request(std::span<const DenseBlockId> block_ids, std::int64_t num_prompt_tokens,
+    OrderOnlyLookup process_request(std::span<const DenseBlockId> block_ids,
+                                    std::int64_t num_prompt_tokens,
                                     int block_size_tokens);
 
     [[nodiscard]] std::int64_t num_cache_blocks() const { return num_cache_blocks_; }
+
     [[nodiscard]] std::int64_t num_evictions() const { return num_evictions_; }
+
     [[nodiscard]] bool is_cached(DenseBlockId id) const;
     // The free queue head (next evicted) to tail, as the dense id each block caches (nullopt for a block never used).
     [[nodiscard]] std::vector<std::optional<DenseBlockId>> lru_order() const;
@@ -146,7 +164,7 @@ public:
     // Queue integrity, and each cached id's list of copies agrees with the blocks' ids; throws InvariantError.
     void check_invariants() const;
 
-private:
+  private:
     static constexpr std::uint32_t kNone = 0xffffffffu;
 
     void index_append(std::uint32_t block, std::uint32_t id);
@@ -164,6 +182,7 @@ private:
         std::uint32_t next_copy = kNone;
         std::uint32_t queue_pos = kNone;  // index of its live entry in free_queue_, or kNone when not free
     };
+
     // Per dense id: its oldest cached block (kNone: not cached); younger copies follow through Block::next_copy
     // (rarely more than one: a list walk to append is cheaper than a second per-id field to clear every run).
     struct Copies {
@@ -187,11 +206,11 @@ struct OrderOnlyResult {
     std::optional<std::int64_t> capacity_tokens;  // as asked; nullopt = unlimited
     std::int64_t num_cache_blocks = 0;            // the pool: min(floor(capacity / B), num_blocks_unlimited)
     std::int64_t num_requests = 0;
-    std::int64_t prefix_cache_queries = 0;        // tokens: Σ P
-    std::int64_t prefix_cache_hits = 0;           // tokens: Σ hit blocks · B
-    std::int64_t num_evictions = 0;               // cached blocks popped for reuse
-    std::int64_t num_truncated_requests = 0;      // requests with more full blocks than the pool
-    std::int64_t num_distinct_blocks = 0;         // of the trace at this block size
+    std::int64_t prefix_cache_queries = 0;    // tokens: Σ P
+    std::int64_t prefix_cache_hits = 0;       // tokens: Σ hit blocks · B
+    std::int64_t num_evictions = 0;           // cached blocks popped for reuse
+    std::int64_t num_truncated_requests = 0;  // requests with more full blocks than the pool
+    std::int64_t num_distinct_blocks = 0;     // of the trace at this block size
 
     [[nodiscard]] double prefix_cache_hit_rate() const {
         return prefix_cache_queries > 0 ? static_cast<double>(prefix_cache_hits) / prefix_cache_queries : 0.0;

@@ -52,8 +52,8 @@ std::vector<std::int64_t> hits_per_request(const OrderOnlyTrace& trace, std::opt
     OrderOnlyCache cache(num_blocks, trace.num_distinct_blocks());
     std::vector<std::int64_t> hits;
     for (std::int64_t i = 0; i < trace.num_requests(); ++i) {
-        const auto lookup = cache.process_request(trace.block_ids(i), trace.num_prompt_tokens(i),
-                                                  trace.block_size_tokens());
+        const auto lookup =
+            cache.process_request(trace.block_ids(i), trace.num_prompt_tokens(i), trace.block_size_tokens());
         cache.check_invariants();
         hits.push_back(lookup.num_hit_blocks * trace.block_size_tokens());
     }
@@ -88,8 +88,7 @@ TEST_CASE("OrderOnlyCache hits at block size 512: one block per trace hash id, c
     CHECK(r.num_cache_blocks == 4);
 }
 
-TEST_CASE("OrderOnlyCache hits at block size 16: a 512-token trace block is 32 hashed blocks",
-          "[cache][order_only]") {
+TEST_CASE("OrderOnlyCache hits at block size 16: a 512-token trace block is 32 hashed blocks", "[cache][order_only]") {
     // B = 16: runs 1, 2 (hash ids 1, 2) are blocks 0..63; r1's run 3 (176 tokens) blocks 64..74.
     //   r1 1200: full 75, bound 74; → 0. Caches blocks 0..74.
     //   r2 1024: full 64, bound floor(1023/16) = 63 → blocks 0..62 hit = 63·16 = 1008.
@@ -196,7 +195,7 @@ namespace {
 // The obvious version of OrderOnlyCache::process_request on the engine's FreeBlockQueue and a map of copies in
 // insertion order (vLLM's BlockHashToBlockMap), for comparison.
 class ReferenceCache {
-public:
+  public:
     explicit ReferenceCache(std::int64_t num_blocks)
         : num_blocks_(num_blocks), queue_(num_blocks), id_of_(static_cast<std::size_t>(num_blocks)) {}
 
@@ -239,7 +238,7 @@ public:
         return out;
     }
 
-private:
+  private:
     std::int64_t num_blocks_;
     FreeBlockQueue queue_;
     std::vector<std::optional<std::uint32_t>> id_of_;

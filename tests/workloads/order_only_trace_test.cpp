@@ -3,12 +3,12 @@
 // the reuse computed here directly from the hash lists; a malformed record stops the scenario with file, line and
 // field before anything runs; the 20-capacity sweep of the conversation trace (its time is printed, not asserted).
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include <chrono>
 #include <cmath>
 #include <fstream>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <unordered_set>
 
 #include "common/error.h"
@@ -69,10 +69,13 @@ TEST_CASE("Order-only unlimited hit rate on each Mooncake file equals the reuse 
           "[workloads][trace][order_only]") {
     // Measured: conversation 54,063,104 / 144,793,823 = 37.34 %; synthetic 39,802,880 / 61,194,628 = 65.04 %
     // (published "cache ratio": 40 % and 66 %; scenarios/traces/RESULTS.md discusses the gap).
-    for (const std::string file : {"mooncake_fast25_conversation_trace.jsonl", "mooncake_fast25_synthetic_trace.jsonl"}) {
+    for (const std::string file :
+         {"mooncake_fast25_conversation_trace.jsonl", "mooncake_fast25_synthetic_trace.jsonl"}) {
         const Reuse expected = reuse_from_hash_lists(kTraceDir + file);
-        const auto results = run_text("mode: order_only\ncapacity_tokens: unlimited\nengine: {block_size: 512}\n"
-                                      "workload: {type: trace, format: mooncake, trace: " + file + "}\n");
+        const auto results = run_text(
+            "mode: order_only\ncapacity_tokens: unlimited\nengine: {block_size: 512}\n"
+            "workload: {type: trace, format: mooncake, trace: " +
+            file + "}\n");
         REQUIRE(results.size() == 1);
         REQUIRE(results[0].order_only);
         const auto& o = *results[0].order_only;
@@ -103,8 +106,9 @@ TEST_CASE("Order-only mode: a malformed trace record stops the scenario with fil
     // mooncake_bad_hash_count.jsonl line 1: 1025 tokens need ceil(1025/512) = 3 hash ids, it has 2.
     std::string message;
     try {
-        (void)run_text("mode: order_only\ncapacity_tokens: 100000\nworkload: {type: trace, format: mooncake, "
-                       "trace: ../tests/fixtures/traces/mooncake_bad_hash_count.jsonl}\n");
+        (void)run_text(
+            "mode: order_only\ncapacity_tokens: 100000\nworkload: {type: trace, format: mooncake, "
+            "trace: ../tests/fixtures/traces/mooncake_bad_hash_count.jsonl}\n");
     } catch (const ConfigError& e) {
         message = e.what();
     }
@@ -122,7 +126,8 @@ TEST_CASE("Order-only mode: scenario keys are checked", "[workloads][trace][orde
         }
         return std::string();
     };
-    const std::string trace = "workload: {type: trace, format: mooncake, trace: mooncake_fast25_synthetic_trace.jsonl}\n";
+    const std::string trace =
+        "workload: {type: trace, format: mooncake, trace: mooncake_fast25_synthetic_trace.jsonl}\n";
     CHECK(error_of("mode: replay\n" + trace).find("allowed: engine") != std::string::npos);
     CHECK(error_of("model: Qwen3-8B\ncapacity_tokens: 1000\n" + trace).find("only used with `mode: order_only`") !=
           std::string::npos);
@@ -139,12 +144,14 @@ TEST_CASE("Order-only: the conversation trace over 20 capacities (block size 16)
     // 20 log-spaced capacities 10⁴ … 10⁹ tokens, one thread; the time is printed for the note, not asserted.
     std::string caps;
     for (int i = 0; i < 20; ++i) {
-        caps += fmt::format("{}{}", i ? ", " : "", static_cast<std::int64_t>(std::llround(std::pow(10.0, 4 + 5.0 * i / 19))));
+        caps += fmt::format("{}{}", i ? ", " : "",
+                            static_cast<std::int64_t>(std::llround(std::pow(10.0, 4 + 5.0 * i / 19))));
     }
     const auto start = std::chrono::steady_clock::now();
     const app::Scenario sc = app::load_scenario_text(
         "mode: order_only\ncapacity_tokens: 1\nworkload: {type: trace, format: mooncake, "
-        "trace: mooncake_fast25_conversation_trace.jsonl}\nsweep:\n  capacity_tokens: [" + caps + "]\n",
+        "trace: mooncake_fast25_conversation_trace.jsonl}\nsweep:\n  capacity_tokens: [" +
+            caps + "]\n",
         kTraceDir + "test.yaml", {}, std::nullopt);
     const auto results = app::run_experiments(sc.experiments, 1, nullptr);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -153,8 +160,9 @@ TEST_CASE("Order-only: the conversation trace over 20 capacities (block size 16)
     REQUIRE(results.size() == 20);
     // 10⁹ tokens hold the whole trace: the unlimited figure; 10⁴ tokens (625 blocks) hold almost nothing but the
     // shared first block.
-    const auto unlimited = run_text("mode: order_only\ncapacity_tokens: unlimited\nworkload: {type: trace, "
-                                    "format: mooncake, trace: mooncake_fast25_conversation_trace.jsonl}\n");
+    const auto unlimited = run_text(
+        "mode: order_only\ncapacity_tokens: unlimited\nworkload: {type: trace, "
+        "format: mooncake, trace: mooncake_fast25_conversation_trace.jsonl}\n");
     CHECK(results.back().order_only->prefix_cache_hits == unlimited[0].order_only->prefix_cache_hits);
     CHECK(results.back().order_only->num_evictions == 0);
     CHECK(results.front().order_only->prefix_cache_hit_rate() < 0.1);

@@ -653,6 +653,15 @@ void bench(int sms) {
         const double flops = static_cast<double>(hv) * len * (6 * 64 * 128 + 4 * 64 * 128 + 6 * 128 * 128 + 2731);
         add_row("gdn_prefill", "len " + std::to_string(len) + " (core, 4 kernels)", ms, flops,
                 static_cast<double>(q.bytes() * 2 + v.bytes() * 2 + g.bytes() + beta.bytes()));
+        if (len == 8192) {  // breakdown: each launch alone on a workspace the full run filled
+            const char* names[4] = {"l2norm", "chunk prep", "state pass", "output"};
+            for (int stage = 0; stage < 4; ++stage) {
+                a.stage_mask = 1u << stage;
+                const double sms = k::time_median_ms([&](int) { k::gdn_prefill(a, nullptr); }, 2, 10);
+                add_row("gdn_prefill_stage", std::string("len 8192 ") + names[stage], sms, 0, 0);
+            }
+            a.stage_mask = 0xF;
+        }
         // conv1d over conv_dim 8192 at the same length
         k::DeviceBuffer x(t * 8192 * 2);
         k::DeviceBuffer y(x.bytes());

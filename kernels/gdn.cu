@@ -779,8 +779,10 @@ void gdn_prefill(const GdnPrefillArgs& a, StreamHandle stream) {
     const auto* q = reinterpret_cast<const __nv_bfloat16*>(a.q);
     const auto* k = reinterpret_cast<const __nv_bfloat16*>(a.k);
     const auto* v = reinterpret_cast<const __nv_bfloat16*>(a.v);
-    l2norm_kernel<<<(2 * rows * 32 + 255) / 256, 256, 0, s>>>(q, k, ws.qn, ws.kn, rows, a.scale);
-    SERVESIM_LAUNCH_CHECK("gdn l2norm");
+    if (a.stage_mask & 1u) {
+        l2norm_kernel<<<(2 * rows * 32 + 255) / 256, 256, 0, s>>>(q, k, ws.qn, ws.kn, rows, a.scale);
+        SERVESIM_LAUNCH_CHECK("gdn l2norm");
+    }
     const int cps = (a.seq_len + kC - 1) / kC;
     const int chunks = a.num_seqs * cps;
     static bool configured = false;
@@ -795,11 +797,15 @@ void gdn_prefill(const GdnPrefillArgs& a, StreamHandle stream) {
             cudaFuncSetAttribute(gdn_output_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kOutSmemBytes));
         configured = true;
     }
-    gdn_prep_kernel<<<dim3(chunks, a.num_v_heads), 256, kPrepSmemFloats * 4, s>>>(
-        ws.kn, v, a.g, a.beta, ws.w, ws.u, ws.gc, cps, a.seq_len, a.num_k_heads, a.num_v_heads);
-    SERVESIM_LAUNCH_CHECK("gdn prep");
+    if (a.stage_mask & 2u) {
+        gdn_prep_kernel<<<dim3(chunks, a.num_v_heads), 256, kPrepSmemFloats * 4, s>>>(
+            ws.kn, v, a.g, a.beta, ws.w, ws.u, ws.gc, cps, a.seq_len, a.num_k_heads, a.num_v_heads);
+        SERVESIM_LAUNCH_CHECK("gdn prep");
+    }
     const dim3 pass_grid(kD / kBv, a.num_v_heads, a.num_seqs);
-    if (a.state_dtype == StateDtype::kFp32) {
+    if ((a.stage_mask & 4u) == 0) {
+        // skipped (timing breakdown)
+    } else if (a.state_dtype == StateDtype::kFp32) {
         gdn_state_pass_kernel<float><<<pass_grid, 128, kPassSmemBytes, s>>>(
             ws.w, ws.u, ws.kn, ws.gc, ws.v_new, ws.snaps, static_cast<float*>(a.state), a.use_initial_state, cps,
             a.seq_len, a.num_k_heads, a.num_v_heads);
@@ -809,10 +815,12 @@ void gdn_prefill(const GdnPrefillArgs& a, StreamHandle stream) {
             cps, a.seq_len, a.num_k_heads, a.num_v_heads);
     }
     SERVESIM_LAUNCH_CHECK("gdn state pass");
-    gdn_output_kernel<<<dim3(chunks, a.num_v_heads), 128, kOutSmemBytes, s>>>(
-        ws.qn, ws.kn, ws.v_new, ws.snaps, ws.gc, reinterpret_cast<__nv_bfloat16*>(a.o), cps, a.seq_len,
-        a.num_k_heads, a.num_v_heads);
-    SERVESIM_LAUNCH_CHECK("gdn output");
+    if (a.stage_mask & 8u) {
+        gdn_output_kernel<<<dim3(chunks, a.num_v_heads), 128, kOutSmemBytes, s>>>(
+            ws.qn, ws.kn, ws.v_new, ws.snaps, ws.gc, reinterpret_cast<__nv_bfloat16*>(a.o), cps, a.seq_len,
+            a.num_k_heads, a.num_v_heads);
+        SERVESIM_LAUNCH_CHECK("gdn output");
+    }
 }
 
 void gdn_decode(const GdnDecodeArgs& a, StreamHandle stream) {

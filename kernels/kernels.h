@@ -120,6 +120,8 @@ struct GdnPrefillArgs {
     int num_v_heads = 0;
     float scale = 0;
     void* workspace = nullptr;  // gdn_prefill_workspace_bytes()
+    // Launches to run (timing breakdowns only): bit 0 L2-norm, 1 chunk prep, 2 state pass, 3 output.
+    unsigned stage_mask = 0xF;
 };
 
 [[nodiscard]] std::size_t gdn_prefill_workspace_bytes(int num_seqs, int seq_len, int num_k_heads, int num_v_heads);

@@ -35,6 +35,7 @@ public:
 
 private:
     int block_size_tokens_;
+    std::uint64_t mixed_block_size_;  // mix64(block size): most pieces span a whole block
     // Cursor: the first token not yet hashed is token offset_in_run_ of runs[run_index_].
     std::size_t run_index_ = 0;
     std::int64_t offset_in_run_ = 0;

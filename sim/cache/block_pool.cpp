@@ -19,10 +19,6 @@ BlockPool::BlockPool(std::int64_t num_gpu_blocks, bool enable_caching)
     }
 }
 
-std::optional<core::BlockId> BlockPool::get_cached_block(core::BlockHash hash, int group) const {
-    return cached_block_hash_to_block_.get_one_block(BlockHashWithGroupId{hash, group});
-}
-
 bool BlockPool::get_cached_blocks(core::BlockHash hash, std::span<const int> groups,
                                   std::vector<std::vector<core::BlockId>>& hit_per_group) const {
     std::size_t num_found = 0;
@@ -48,10 +44,10 @@ void BlockPool::get_new_blocks(std::int64_t n, std::vector<core::BlockId>& out) 
     for (std::int64_t i = 0; i < n; ++i) {
         const core::BlockId id = free_block_queue_.popleft();
         Block& block = blocks_[core::to_int(id)];
-        if (block.has_hash) {
-            cached_block_hash_to_block_.pop(block.hash, id);
-            block.has_hash = false;
-            block.hash = {};
+        if (block.has_hash()) {
+            cached_block_hash_to_block_.pop(block.key(), id);
+            block.hash = 0;
+            block.group = Block::kNotHashed;
         }
         SERVESIM_CHECK(block.ref_cnt == 0, "free block {} has ref_cnt {}", core::to_int(id), block.ref_cnt);
         block.ref_cnt = 1;
@@ -100,10 +96,11 @@ void BlockPool::cache_full_blocks(std::span<const core::BlockId> blocks, std::sp
             continue;
         }
         Block& block = blocks_[core::to_int(id)];
-        SERVESIM_CHECK(!block.has_hash, "block {} (position {}) is already cached", core::to_int(id), i);
-        block.has_hash = true;
-        block.hash = BlockHashWithGroupId{block_hashes[static_cast<std::size_t>(i)], group};
-        cached_block_hash_to_block_.insert(block.hash, id);
+        SERVESIM_CHECK(!block.has_hash(), "block {} (position {}) is already cached", core::to_int(id), i);
+        SERVESIM_CHECK(group >= 0, "caching block {} in group {}", core::to_int(id), group);
+        block.hash = static_cast<std::uint64_t>(block_hashes[static_cast<std::size_t>(i)]);
+        block.group = group;
+        cached_block_hash_to_block_.insert(block.key(), id);
     }
 }
 
@@ -112,20 +109,12 @@ double BlockPool::usage() const {
     return 1.0 - static_cast<double>(num_free_blocks()) / usable;
 }
 
-std::optional<BlockHashWithGroupId> BlockPool::block_hash(core::BlockId id) const {
-    const Block& block = blocks_[core::to_int(id)];
-    if (!block.has_hash) {
-        return std::nullopt;
-    }
-    return block.hash;
-}
-
 void BlockPool::check_invariants(std::span<const std::int32_t> num_holders) const {
     SERVESIM_CHECK(static_cast<std::int64_t>(num_holders.size()) == num_gpu_blocks(), "holders for {} of {} blocks",
                    num_holders.size(), num_gpu_blocks());
     free_block_queue_.check_invariants();
     const Block& null_block = blocks_[0];
-    SERVESIM_CHECK(!free_block_queue_.contains(kNullBlock) && !null_block.has_hash && null_block.ref_cnt == 0,
+    SERVESIM_CHECK(!free_block_queue_.contains(kNullBlock) && !null_block.has_hash() && null_block.ref_cnt == 0,
                    "null block is queued, hashed or counted (ref_cnt {})", null_block.ref_cnt);
     std::int64_t num_in_use = 0;
     std::int64_t num_free_cached = 0;
@@ -140,14 +129,14 @@ void BlockPool::check_invariants(std::span<const std::int32_t> num_holders) cons
         const bool queued = free_block_queue_.contains(id);
         SERVESIM_CHECK(queued == (block.ref_cnt == 0), "block {} with ref_cnt {} is {}queued", i, block.ref_cnt,
                        queued ? "" : "not ");
-        if (block.has_hash) {
+        if (block.has_hash()) {
             ++num_hashed;
             SERVESIM_CHECK(enable_caching_, "block {} hashed with prefix caching off", i);
-            SERVESIM_CHECK(cached_block_hash_to_block_.contains(block.hash, id), "hashed block {} not indexed", i);
+            SERVESIM_CHECK(cached_block_hash_to_block_.contains(block.key(), id), "hashed block {} not indexed", i);
         }
         if (block.ref_cnt > 0) {
             ++num_in_use;
-        } else if (block.has_hash) {
+        } else if (block.has_hash()) {
             ++num_free_cached;
         } else {
             ++num_free_plain;

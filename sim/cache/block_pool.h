@@ -32,8 +32,16 @@ class BlockPool {
 public:
     BlockPool(std::int64_t num_gpu_blocks, bool enable_caching);
 
-    // vLLM get_cached_block for one group: a block cached under (hash, group), or nothing.
-    [[nodiscard]] std::optional<core::BlockId> get_cached_block(core::BlockHash hash, int group) const;
+    // vLLM get_cached_block for one group: a block cached under (hash, group), or nothing. Inline: a prefix lookup
+    // calls it once per prompt block.
+    [[nodiscard]] std::optional<core::BlockId> get_cached_block(core::BlockHash hash, int group) const {
+        return cached_block_hash_to_block_.get_one_block(BlockHashWithGroupId{hash, group});
+    }
+
+    // Hints that get_cached_block(hash, group) follows soon (see PrefixIndex::prefetch); changes nothing.
+    void prefetch_cached_block(core::BlockHash hash, int group) const {
+        cached_block_hash_to_block_.prefetch(BlockHashWithGroupId{hash, group});
+    }
 
     // vLLM get_cached_block over several groups: if `hash` is cached in every group of `groups`, appends each
     // group's block to hit_per_group[group] and returns true; otherwise changes nothing and returns false.
@@ -61,7 +69,13 @@ public:
     // vLLM get_usage: 1 − free/(num_gpu_blocks − 1); evictable cached blocks count as free.
     [[nodiscard]] double usage() const;
     [[nodiscard]] std::int32_t ref_cnt(core::BlockId id) const { return blocks_[core::to_int(id)].ref_cnt; }
-    [[nodiscard]] std::optional<BlockHashWithGroupId> block_hash(core::BlockId id) const;
+    [[nodiscard]] std::optional<BlockHashWithGroupId> block_hash(core::BlockId id) const {
+        const Block& block = blocks_[core::to_int(id)];
+        if (!block.has_hash()) {
+            return std::nullopt;
+        }
+        return block.key();
+    }
     [[nodiscard]] bool is_free(core::BlockId id) const { return free_block_queue_.contains(id); }
     [[nodiscard]] bool enable_caching() const { return enable_caching_; }
     // Head to tail: the order blocks will be allocated (evicted) in.
@@ -73,10 +87,14 @@ public:
     void check_invariants(std::span<const std::int32_t> num_holders) const;
 
 private:
+    // 16 bytes, flat, so the per-block array stays cache-friendly: a hit touches one entry per prompt block.
     struct Block {
+        static constexpr std::int32_t kNotHashed = -1;
+        std::uint64_t hash = 0;
+        std::int32_t group = kNotHashed;  // the group the block is cached in; kNotHashed when it has no hash
         std::int32_t ref_cnt = 0;
-        bool has_hash = false;
-        BlockHashWithGroupId hash{};
+        [[nodiscard]] bool has_hash() const { return group != kNotHashed; }
+        [[nodiscard]] BlockHashWithGroupId key() const { return BlockHashWithGroupId{core::BlockHash{hash}, group}; }
     };
 
     bool enable_caching_;

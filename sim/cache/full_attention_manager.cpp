@@ -8,13 +8,41 @@ namespace servesim::cache {
 std::int64_t FullAttentionManager::find_longest_cache_hit(std::span<const core::BlockHash> block_hashes,
                                                           std::int64_t max_length, std::span<const int> group_indices,
                                                           std::vector<std::vector<core::BlockId>>& hit_per_group) const {
-    for (const int g : group_indices) {
-        hit_per_group[g].clear();
-    }
     const std::int64_t max_num_blocks =
         std::min<std::int64_t>(max_length / block_size_tokens_, static_cast<std::int64_t>(block_hashes.size()));
+    for (const int g : group_indices) {
+        hit_per_group[g].clear();
+        hit_per_group[g].reserve(static_cast<std::size_t>(std::max<std::int64_t>(max_num_blocks, 0)));
+    }
+    // The keys are known up front: prefetch the table slots a few blocks ahead so the probes' cache misses overlap.
+    constexpr std::int64_t kPrefetchDistance = 8;
+    const auto prefetch = [&](std::int64_t i) {
+        if (i < max_num_blocks) {
+            for (const int g : group_indices) {
+                block_pool_.prefetch_cached_block(block_hashes[static_cast<std::size_t>(i)], g);
+            }
+        }
+    };
+    for (std::int64_t i = 0; i < kPrefetchDistance; ++i) {
+        prefetch(i);
+    }
     std::int64_t n = 0;
+    if (group_indices.size() == 1) {
+        // One group (every pure full-attention model): no all-groups bookkeeping.
+        const int g = group_indices.front();
+        std::vector<core::BlockId>& hits = hit_per_group[static_cast<std::size_t>(g)];
+        for (; n < max_num_blocks; ++n) {
+            prefetch(n + kPrefetchDistance);
+            const auto block = block_pool_.get_cached_block(block_hashes[static_cast<std::size_t>(n)], g);
+            if (!block.has_value()) {
+                break;
+            }
+            hits.push_back(*block);
+        }
+        return n;
+    }
     for (; n < max_num_blocks; ++n) {
+        prefetch(n + kPrefetchDistance);
         if (!block_pool_.get_cached_blocks(block_hashes[static_cast<std::size_t>(n)], group_indices,
                                            hit_per_group)) {
             break;

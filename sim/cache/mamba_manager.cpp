@@ -69,7 +69,7 @@ void MambaManager::allocate_new_blocks(core::RequestId id, std::int64_t num_toke
                                        std::int64_t num_tokens_main_model) {
     switch (mode_) {
         case MambaCacheMode::kNone: {
-            RequestBlocks& req = req_to_blocks_[id];
+            RequestBlocks& req = find_or_add(id);
             if (req.blocks.empty()) {
                 block_pool_.get_new_blocks(1, req.blocks);
             }
@@ -81,7 +81,7 @@ void MambaManager::allocate_new_blocks(core::RequestId id, std::int64_t num_toke
         case MambaCacheMode::kAlign:
             break;
     }
-    RequestBlocks& req = req_to_blocks_[id];
+    RequestBlocks& req = find_or_add(id);
     const std::int64_t num_required_blocks = cdiv(num_tokens_main_model, block_size_tokens_);
     const auto prev_block_len = static_cast<std::int64_t>(req.blocks.size());
     if (num_required_blocks <= prev_block_len) {
@@ -105,13 +105,13 @@ void MambaManager::cache_blocks(core::RequestId id, std::span<const core::BlockH
     if (mode_ == MambaCacheMode::kNone) {
         return;
     }
-    const auto it = req_to_blocks_.find(id);
-    if (it == req_to_blocks_.end()) {
+    const RequestBlocks* req_ptr = find(id);
+    if (req_ptr == nullptr) {
         return;
     }
-    const std::int64_t before = it->second.num_cached_blocks;
-    SingleTypeKvCacheManager::cache_blocks(id, block_hashes, num_tokens);
-    const RequestBlocks& req = it->second;
+    const std::int64_t before = req_ptr->num_cached_blocks;
+    SingleTypeKvCacheManager::cache_blocks(id, block_hashes, num_tokens);  // adds no request: req_ptr stays valid
+    const RequestBlocks& req = *req_ptr;
     for (std::int64_t i = before; i < req.num_cached_blocks; ++i) {
         const core::BlockId block = req.blocks[static_cast<std::size_t>(i)];
         if (block != kNullBlock) {
@@ -139,7 +139,10 @@ void MambaManager::remove_skipped_blocks(core::RequestId id, std::int64_t total_
     }
     const std::int64_t idx = *state->second.last_state_block_idx;
     if (idx < cdiv(total_computed_tokens, block_size_tokens_) - 1) {
-        auto& blocks = req_to_blocks_.at(id).blocks;
+        RequestBlocks* req = find(id);
+        SERVESIM_CHECK(req != nullptr, "group {}: request {} has an align state but no blocks", group_index_,
+                       core::to_int(id));
+        auto& blocks = req->blocks;
         core::BlockId& block = blocks[static_cast<std::size_t>(idx)];
         if (block != kNullBlock) {
             const core::BlockId freed[] = {block};

@@ -2,55 +2,121 @@
 #include "sim/cache/prefix_index.h"
 
 #include <algorithm>
+#include <bit>
 
 #include "common/error.h"
 
 namespace servesim::cache {
 
-std::optional<core::BlockId> PrefixIndex::get_one_block(const BlockHashWithGroupId& key) const {
-    const auto it = map_.find(key);
-    if (it == map_.end()) {
-        return std::nullopt;
+namespace {
+
+constexpr std::size_t kMinCapacity = 16;
+
+}  // namespace
+
+PrefixIndex::PrefixIndex() { rehash(kMinCapacity); }
+
+void PrefixIndex::reserve(std::int64_t num_blocks) {
+    const auto wanted = std::bit_ceil(static_cast<std::size_t>(std::max<std::int64_t>(num_blocks, 1)) * 2);
+    if (wanted > slots_.size()) {
+        rehash(wanted);
     }
-    return it->second.first;
+}
+
+void PrefixIndex::rehash(std::size_t capacity) {
+    std::vector<Slot> old = std::exchange(slots_, std::vector<Slot>(capacity));
+    mask_ = capacity - 1;
+    shift_ = 64 - std::countr_zero(capacity);
+    for (const Slot& slot : old) {
+        if (slot.block == kEmptySlot) {
+            continue;
+        }
+        std::size_t i = home(BlockHashWithGroupId{core::BlockHash{slot.hash}, slot.group});
+        while (slots_[i].block != kEmptySlot) {
+            i = (i + 1) & mask_;
+        }
+        slots_[i] = slot;
+    }
 }
 
 bool PrefixIndex::contains(const BlockHashWithGroupId& key, core::BlockId block) const {
-    const auto it = map_.find(key);
-    if (it == map_.end()) {
+    const Slot* slot = find_slot(key);
+    if (slot == nullptr) {
         return false;
     }
-    return it->second.first == block ||
-           std::find(it->second.more.begin(), it->second.more.end(), block) != it->second.more.end();
+    if ((slot->block & kBlockMask) == core::to_int(block)) {
+        return true;
+    }
+    if ((slot->block & kHasMore) == 0) {
+        return false;
+    }
+    const auto& more = more_.at(key);
+    return std::find(more.begin(), more.end(), block) != more.end();
 }
 
 void PrefixIndex::insert(const BlockHashWithGroupId& key, core::BlockId block) {
-    auto [it, inserted] = map_.try_emplace(key);
-    if (inserted) {
-        it->second.first = block;
-    } else {
-        it->second.more.push_back(block);
+    SERVESIM_CHECK(core::to_int(block) < kBlockMask, "block {} too large for the prefix index", core::to_int(block));
+    if (Slot* slot = find_slot(key)) {
+        slot->block |= kHasMore;
+        more_[key].push_back(block);
+        ++num_entries_;
+        return;
     }
+    // Keep the load at most 1/2 so probe runs stay short.
+    if (static_cast<std::size_t>(num_keys_ + 1) * 2 > slots_.size()) {
+        rehash(slots_.size() * 2);
+    }
+    std::size_t i = home(key);
+    while (slots_[i].block != kEmptySlot) {
+        i = (i + 1) & mask_;
+    }
+    slots_[i] = Slot{static_cast<std::uint64_t>(key.hash), key.group, core::to_int(block)};
+    ++num_keys_;
     ++num_entries_;
 }
 
+void PrefixIndex::erase_slot(std::size_t i) {
+    // Backward shift: an entry further along the run moves into the hole unless its home lies in (hole, entry].
+    for (std::size_t j = (i + 1) & mask_; slots_[j].block != kEmptySlot; j = (j + 1) & mask_) {
+        const std::size_t k = home(BlockHashWithGroupId{core::BlockHash{slots_[j].hash}, slots_[j].group});
+        if (((j - k) & mask_) >= ((j - i) & mask_)) {
+            slots_[i] = slots_[j];
+            i = j;
+        }
+    }
+    slots_[i] = Slot{};
+    --num_keys_;
+}
+
 void PrefixIndex::pop(const BlockHashWithGroupId& key, core::BlockId block) {
-    const auto it = map_.find(key);
-    SERVESIM_CHECK(it != map_.end(), "block {} not indexed under hash {:#x} group {}", core::to_int(block),
+    Slot* slot = find_slot(key);
+    SERVESIM_CHECK(slot != nullptr, "block {} not indexed under hash {:#x} group {}", core::to_int(block),
                    static_cast<std::uint64_t>(key.hash), key.group);
-    Entry& entry = it->second;
-    if (entry.first == block) {
-        if (entry.more.empty()) {
-            map_.erase(it);
+    const bool has_more = (slot->block & kHasMore) != 0;
+    if ((slot->block & kBlockMask) == core::to_int(block)) {
+        if (!has_more) {
+            erase_slot(static_cast<std::size_t>(slot - slots_.data()));
         } else {
-            entry.first = entry.more.front();
-            entry.more.erase(entry.more.begin());
+            // The earliest remaining duplicate becomes the one lookups return.
+            const auto it = more_.find(key);
+            std::vector<core::BlockId>& more = it->second;
+            slot->block = core::to_int(more.front()) | (more.size() > 1 ? kHasMore : 0u);
+            more.erase(more.begin());
+            if (more.empty()) {
+                more_.erase(it);
+            }
         }
     } else {
-        const auto pos = std::find(entry.more.begin(), entry.more.end(), block);
-        SERVESIM_CHECK(pos != entry.more.end(), "block {} not indexed under hash {:#x} group {}",
+        const auto it = has_more ? more_.find(key) : more_.end();
+        const auto pos = it == more_.end() ? std::vector<core::BlockId>::iterator{}
+                                           : std::find(it->second.begin(), it->second.end(), block);
+        SERVESIM_CHECK(it != more_.end() && pos != it->second.end(), "block {} not indexed under hash {:#x} group {}",
                        core::to_int(block), static_cast<std::uint64_t>(key.hash), key.group);
-        entry.more.erase(pos);
+        it->second.erase(pos);
+        if (it->second.empty()) {
+            more_.erase(it);
+            slot->block &= kBlockMask;
+        }
     }
     --num_entries_;
 }

@@ -2,6 +2,7 @@
 #include "sim/cache/single_type_kv_cache_manager.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "common/error.h"
 
@@ -20,9 +21,87 @@ std::int64_t SingleTypeKvCacheManager::num_evictable_blocks(std::span<const core
     return n;
 }
 
+std::uint32_t SingleTypeKvCacheManager::SlotMap::find(core::RequestId id) const {
+    const std::size_t mask = table_.size() - 1;
+    for (std::size_t i = home(id);; i = (i + 1) & mask) {
+        const Entry& e = table_[i];
+        if (e.slot == kNoSlot || e.id == id) {
+            return e.slot;
+        }
+    }
+}
+
+void SingleTypeKvCacheManager::SlotMap::insert(core::RequestId id, std::uint32_t slot) {
+    if ((size_ + 1) * 2 > table_.size()) {
+        std::vector<Entry> old = std::exchange(table_, std::vector<Entry>(table_.size() * 2));
+        size_ = 0;
+        for (const Entry& e : old) {
+            if (e.slot != kNoSlot) {
+                insert(e.id, e.slot);
+            }
+        }
+    }
+    const std::size_t mask = table_.size() - 1;
+    std::size_t i = home(id);
+    while (table_[i].slot != kNoSlot) {
+        i = (i + 1) & mask;
+    }
+    table_[i] = Entry{id, slot};
+    ++size_;
+}
+
+void SingleTypeKvCacheManager::SlotMap::erase(core::RequestId id) {
+    const std::size_t mask = table_.size() - 1;
+    std::size_t i = home(id);
+    while (table_[i].id != id || table_[i].slot == kNoSlot) {
+        SERVESIM_CHECK(table_[i].slot != kNoSlot, "request {} has no slot", core::to_int(id));
+        i = (i + 1) & mask;
+    }
+    // Backward shift: a later entry of the run moves into the hole unless its home lies in (hole, entry].
+    for (std::size_t j = (i + 1) & mask; table_[j].slot != kNoSlot; j = (j + 1) & mask) {
+        if (((j - home(table_[j].id)) & mask) >= ((j - i) & mask)) {
+            table_[i] = table_[j];
+            i = j;
+        }
+    }
+    table_[i] = Entry{};
+    --size_;
+}
+
 const SingleTypeKvCacheManager::RequestBlocks* SingleTypeKvCacheManager::find(core::RequestId id) const {
-    const auto it = req_to_blocks_.find(id);
-    return it == req_to_blocks_.end() ? nullptr : &it->second;
+    if (last_slot_ != kNoSlot && last_id_ == id) {
+        return &slots_[last_slot_];
+    }
+    const std::uint32_t slot = slot_of_.find(id);
+    if (slot == kNoSlot) {
+        return nullptr;
+    }
+    last_id_ = id;
+    last_slot_ = slot;
+    return &slots_[slot];
+}
+
+SingleTypeKvCacheManager::RequestBlocks& SingleTypeKvCacheManager::find_or_add(core::RequestId id) {
+    if (RequestBlocks* req = find(id)) {
+        return *req;
+    }
+    std::uint32_t slot = 0;
+    if (!free_slots_.empty()) {
+        slot = free_slots_.back();
+        free_slots_.pop_back();
+    } else {
+        slot = static_cast<std::uint32_t>(slots_.size());
+        slots_.emplace_back();
+    }
+    RequestBlocks& req = slots_[slot];
+    req.blocks.clear();  // keeps the capacity of the slot's previous holder
+    req.num_cached_blocks = 0;
+    req.id = id;
+    req.in_use = true;
+    slot_of_.insert(id, slot);
+    last_id_ = id;
+    last_slot_ = slot;
+    return req;
 }
 
 std::int64_t SingleTypeKvCacheManager::get_num_blocks_to_allocate(core::RequestId id, std::int64_t num_tokens,
@@ -55,7 +134,7 @@ void SingleTypeKvCacheManager::allocate_new_computed_blocks(core::RequestId id,
                        new_computed_blocks.size());
         return;
     }
-    RequestBlocks& req = req_to_blocks_[id];
+    RequestBlocks& req = find_or_add(id);
     const std::int64_t num_skipped_blocks =
         std::max<std::int64_t>(floor_div(get_num_skipped_tokens(num_local_computed_tokens), block_size_tokens_), 0);
     const auto num_skipped_hits = static_cast<std::size_t>(
@@ -70,7 +149,7 @@ void SingleTypeKvCacheManager::allocate_new_computed_blocks(core::RequestId id,
 
 void SingleTypeKvCacheManager::allocate_new_blocks(core::RequestId id, std::int64_t num_tokens,
                                                    std::int64_t /*num_tokens_main_model*/) {
-    RequestBlocks& req = req_to_blocks_[id];
+    RequestBlocks& req = find_or_add(id);
     const std::int64_t num_new_blocks =
         cdiv(num_tokens, block_size_tokens_) - static_cast<std::int64_t>(req.blocks.size());
     if (num_new_blocks > 0) {
@@ -80,11 +159,11 @@ void SingleTypeKvCacheManager::allocate_new_blocks(core::RequestId id, std::int6
 
 void SingleTypeKvCacheManager::cache_blocks(core::RequestId id, std::span<const core::BlockHash> block_hashes,
                                             std::int64_t num_tokens) {
-    const auto it = req_to_blocks_.find(id);
-    if (it == req_to_blocks_.end()) {
+    RequestBlocks* req_ptr = find(id);
+    if (req_ptr == nullptr) {
         return;
     }
-    RequestBlocks& req = it->second;
+    RequestBlocks& req = *req_ptr;
     const std::int64_t num_full_blocks = num_tokens / block_size_tokens_;
     if (req.num_cached_blocks >= num_full_blocks) {
         return;
@@ -94,13 +173,20 @@ void SingleTypeKvCacheManager::cache_blocks(core::RequestId id, std::span<const 
 }
 
 void SingleTypeKvCacheManager::free(core::RequestId id) {
-    const auto it = req_to_blocks_.find(id);
-    if (it == req_to_blocks_.end()) {
+    const std::uint32_t slot = slot_of_.find(id);
+    if (slot == kNoSlot) {
         return;
     }
+    slot_of_.erase(id);
+    if (last_slot_ == slot) {
+        last_slot_ = kNoSlot;
+    }
+    RequestBlocks& req = slots_[slot];
     // Reverse order: the request's tail blocks reach the free-queue tail first and are evicted first.
-    scratch_.assign(it->second.blocks.rbegin(), it->second.blocks.rend());
-    req_to_blocks_.erase(it);
+    scratch_.assign(req.blocks.rbegin(), req.blocks.rend());
+    req.blocks.clear();
+    req.in_use = false;
+    free_slots_.push_back(slot);
     block_pool_.free_blocks(scratch_);
 }
 
@@ -109,11 +195,11 @@ void SingleTypeKvCacheManager::remove_skipped_blocks(core::RequestId id, std::in
     if (num_skipped_tokens <= 0) {
         return;
     }
-    const auto it = req_to_blocks_.find(id);
-    if (it == req_to_blocks_.end()) {
+    RequestBlocks* req = find(id);
+    if (req == nullptr) {
         return;
     }
-    std::vector<core::BlockId>& blocks = it->second.blocks;
+    std::vector<core::BlockId>& blocks = req->blocks;
     const std::int64_t num_skipped_blocks =
         std::min<std::int64_t>(num_skipped_tokens / block_size_tokens_, static_cast<std::int64_t>(blocks.size()));
     scratch_.clear();
@@ -142,8 +228,8 @@ std::int64_t SingleTypeKvCacheManager::num_blocks_held(core::RequestId id) const
 }
 
 void SingleTypeKvCacheManager::add_holders(std::vector<std::int32_t>& num_holders) const {
-    for (const auto& [id, req] : req_to_blocks_) {
-        for (const core::BlockId block : req.blocks) {
+    for (const RequestBlocks& req : slots_) {
+        for (const core::BlockId block : req.blocks) {  // empty unless in use
             if (block != kNullBlock) {
                 ++num_holders[core::to_int(block)];
             }
@@ -152,7 +238,18 @@ void SingleTypeKvCacheManager::add_holders(std::vector<std::int32_t>& num_holder
 }
 
 void SingleTypeKvCacheManager::check_invariants() const {
-    for (const auto& [id, req] : req_to_blocks_) {
+    SERVESIM_CHECK(slot_of_.size() + free_slots_.size() == slots_.size(), "group {}: {} + {} request slots of {}",
+                   group_index_, slot_of_.size(), free_slots_.size(), slots_.size());
+    for (const RequestBlocks& req : slots_) {
+        if (!req.in_use) {
+            SERVESIM_CHECK(req.blocks.empty(), "group {}: a free slot holds {} blocks", group_index_,
+                           req.blocks.size());
+            continue;
+        }
+        const core::RequestId id = req.id;
+        const std::uint32_t slot = slot_of_.find(id);
+        SERVESIM_CHECK(slot != kNoSlot && &slots_[slot] == &req, "group {} request {}: slot not mapped", group_index_,
+                       core::to_int(id));
         SERVESIM_CHECK(req.num_cached_blocks <= static_cast<std::int64_t>(req.blocks.size()),
                        "group {} request {}: {} cached blocks of {}", group_index_, core::to_int(id),
                        req.num_cached_blocks, req.blocks.size());

@@ -2,11 +2,13 @@
 // SingleTypeKVCacheManager). The base keeps all bookkeeping (req_to_blocks, num_cached_blocks) and the shared
 // algorithms; subclasses (full attention, sliding window, Mamba) override find_longest_cache_hit,
 // get_num_skipped_tokens and, for Mamba, the allocation hooks. It never checks capacity: the coordinator does.
+// req_to_blocks is a vector of slots (reused with their block lists' capacity) plus a RequestId → slot map, because
+// allocate_slots looks the same request up several times per step for every running request.
 #pragma once
 
 #include <cstdint>
 #include <span>
-#include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "sim/cache/block_pool.h"
@@ -85,6 +87,8 @@ protected:
     struct RequestBlocks {
         std::vector<core::BlockId> blocks;
         std::int64_t num_cached_blocks = 0;  // vLLM num_cached_block: blocks [0, n) are hashed or null
+        core::RequestId id{};                // the holder while the slot is in use
+        bool in_use = false;
     };
 
     // vLLM get_num_skipped_tokens: tokens whose KV the next computation no longer reads (0 for full attention).
@@ -92,15 +96,50 @@ protected:
     virtual void check_request(const RequestBlocks& /*req*/) const {}
 
     [[nodiscard]] std::int64_t num_evictable_blocks(std::span<const core::BlockId> blocks) const;
+    // The request's entry, or nullptr. Pointers stay valid until the next find_or_add or free.
     [[nodiscard]] const RequestBlocks* find(core::RequestId id) const;
+    [[nodiscard]] RequestBlocks* find(core::RequestId id) {
+        return const_cast<RequestBlocks*>(std::as_const(*this).find(id));
+    }
+    // vLLM req_to_blocks[request_id] (a defaultdict): the entry, created empty if absent.
+    RequestBlocks& find_or_add(core::RequestId id);
     void free_in_order(std::span<const core::BlockId> ordered_blocks) { block_pool_.free_blocks(ordered_blocks); }
 
     BlockPool& block_pool_;
     int group_index_;
     int block_size_tokens_;
-    std::unordered_map<core::RequestId, RequestBlocks, RequestIdHash> req_to_blocks_;
 
 private:
+    static constexpr std::uint32_t kNoSlot = 0xffffffffu;
+
+    // RequestId → slot for the requests holding blocks (a few dozen): open addressing, linear probing, load ≤ 1/2,
+    // backward-shift erase. Replaces a node-based map whose prime-modulo bucket index cost a division per lookup.
+    class SlotMap {
+    public:
+        SlotMap() : table_(16) {}
+        [[nodiscard]] std::uint32_t find(core::RequestId id) const;  // kNoSlot if absent
+        void insert(core::RequestId id, std::uint32_t slot);          // id must be absent
+        void erase(core::RequestId id);                               // id must be present
+        [[nodiscard]] std::size_t size() const { return size_; }
+
+    private:
+        struct Entry {
+            core::RequestId id{};
+            std::uint32_t slot = kNoSlot;  // kNoSlot: empty
+        };
+        [[nodiscard]] std::size_t home(core::RequestId id) const {
+            return static_cast<std::size_t>(core::mix64(core::to_int(id))) & (table_.size() - 1);
+        }
+        std::vector<Entry> table_;  // size a power of two
+        std::size_t size_ = 0;
+    };
+
+    std::vector<RequestBlocks> slots_;      // iterated in slot order (checks only), never for output
+    std::vector<std::uint32_t> free_slots_;  // LIFO, so a reused slot's block list is still warm
+    SlotMap slot_of_;
+    // The last lookup: allocate_slots asks about one request 3–4 times in a row. A replica runs on one thread.
+    mutable core::RequestId last_id_{};
+    mutable std::uint32_t last_slot_ = kNoSlot;
     std::vector<core::BlockId> scratch_;  // reversed block list for free(), reused to avoid allocations
 };
 

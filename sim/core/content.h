@@ -36,8 +36,13 @@ using TokenContent = std::vector<ContentRun>;
     return x ^ (x >> 31);
 }
 
+// hash_combine(seed, v) with mixed = mix64(v) already computed, for values that repeat across many combines.
+[[nodiscard]] constexpr std::uint64_t hash_combine_mixed(std::uint64_t seed, std::uint64_t mixed) {
+    return mix64(seed ^ (mixed + 0x9e3779b97f4a7c15ULL + (seed << 6) + (seed >> 2)));
+}
+
 [[nodiscard]] constexpr std::uint64_t hash_combine(std::uint64_t seed, std::uint64_t value) {
-    return mix64(seed ^ (mix64(value) + 0x9e3779b97f4a7c15ULL + (seed << 6) + (seed >> 2)));
+    return hash_combine_mixed(seed, mix64(value));
 }
 
 }  // namespace servesim::core

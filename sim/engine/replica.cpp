@@ -63,7 +63,8 @@ std::optional<core::SimTime> Replica::try_start_step(core::SimTime now) {
     if (in_flight_ || !scheduler_.has_work()) {
         return std::nullopt;
     }
-    StepPlan plan = scheduler_.schedule(now);
+    StepPlan plan = std::move(spare_plan_);
+    scheduler_.schedule(now, plan);
     while (plan.empty() && scheduler_.num_running() == 0 && scheduler_.num_waiting() > 0 &&
            !scheduler_.next_load_done()) {
         // Nothing runs and the head still does not fit: it never will. Reject it rather than stall.
@@ -72,12 +73,13 @@ std::optional<core::SimTime> Replica::try_start_step(core::SimTime now) {
         requests_.erase(core::to_int(dropped->id));
         ++num_rejected_unfit_;
         rejected_.push_back(dropped->id);
-        plan = scheduler_.schedule(now);
+        scheduler_.schedule(now, plan);
     }
     if (config_.check_invariants) {
         kv_cache_->check_invariants();
     }
     if (plan.empty()) {
+        spare_plan_ = std::move(plan);
         return std::nullopt;  // nothing fits now; a finish or an arrival will wake the replica
     }
     const BatchShape shape = batch_shape(plan, config_.scheduler.block_size, config_.scheduler.mamba_align);
@@ -140,6 +142,7 @@ std::vector<core::RequestId> Replica::end_step(core::SimTime now) {
     if (config_.check_invariants) {
         kv_cache_->check_invariants();
     }
+    spare_plan_ = std::move(plan);
     return finished;
 }
 

@@ -88,6 +88,7 @@ private:
     Scheduler scheduler_;
     std::unordered_map<std::uint64_t, std::unique_ptr<Request>> requests_;  // lookup only, never iterated for output
     std::optional<StepPlan> in_flight_;
+    StepPlan spare_plan_;  // the last finished step's plan, handed back to the scheduler to reuse its vectors
     std::int64_t num_steps_ = 0;
     std::int64_t num_rejected_unfit_ = 0;
     std::vector<core::RequestId> rejected_;

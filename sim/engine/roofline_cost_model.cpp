@@ -29,6 +29,12 @@ RooflineCostModel::RooflineCostModel(const models::ModelSpec& model, models::DTy
             gdn_flops_per_token_ += g->num_v_heads * (6.0 * dk * dv + 4.0 * 64.0 * (dk + dv));
         }
     }
+    const bool has_moe = std::any_of(model.layers.begin(), model.layers.end(), [](const auto& layer) {
+        return std::holds_alternative<models::MoeMlp>(layer.mlp);
+    });
+    if (!has_moe) {
+        dense_weight_bytes_per_step_ = models::weight_bytes_read_per_step(model, 1);
+    }
     kv_bytes_per_token_ = static_cast<double>(models::kv_bytes_per_token(model, kv_dtype));
     state_bytes_per_seq_ = static_cast<double>(models::state_bytes_per_sequence(model));
 }
@@ -61,8 +67,10 @@ StepCost RooflineCostModel::step_cost(const BatchShape& s) const {
                                     ? cudagraph_padded_tokens(s.num_tokens, params_.max_cudagraph_tokens)
                                     : s.num_tokens;
     const double b = models::dtype_bytes(model_.dtype);
-    const double weight_bytes =
-        static_cast<double>(models::weight_bytes_read_per_step(model_, tokens) - lm_head_weight_bytes_);
+    const std::int64_t all_weight_bytes = (dense_weight_bytes_per_step_ >= 0 && tokens > 0)
+                                              ? dense_weight_bytes_per_step_
+                                              : models::weight_bytes_read_per_step(model_, tokens);
+    const double weight_bytes = static_cast<double>(all_weight_bytes - lm_head_weight_bytes_);
     const double activation_bytes = 4.0 * static_cast<double>(tokens) * model_.hidden_size * b *
                                     static_cast<double>(model_.layers.size());
     c.gemm_ms = roof_ms(linear_flops_per_token_ * static_cast<double>(tokens), flops * params_.gemm_efficiency,

@@ -53,6 +53,9 @@ private:
     // cost model is built), and a pointer to it dangled (use after free in step_cost).
     models::ModelSpec model_;
     std::int64_t lm_head_weight_bytes_ = 0;
+    // weight_bytes_read_per_step for any positive token count when no layer is MoE (then it does not depend on the
+    // count), computed once because step_cost runs every step; −1 for MoE models, whose routed experts vary.
+    std::int64_t dense_weight_bytes_per_step_ = -1;
 };
 
 }  // namespace servesim::engine

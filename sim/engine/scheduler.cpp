@@ -100,6 +100,14 @@ void Scheduler::preempt(Request* victim) {
 
 StepPlan Scheduler::schedule(core::SimTime now) {
     StepPlan plan;
+    schedule(now, plan);
+    return plan;
+}
+
+void Scheduler::schedule(core::SimTime now, StepPlan& plan) {
+    plan.scheduled.clear();
+    plan.preempted.clear();
+    plan.num_scheduled_tokens = 0;
     kv_cache_.begin_step();
     if (!loading_.empty()) {
         finish_loads(now);
@@ -232,7 +240,6 @@ StepPlan Scheduler::schedule(core::SimTime now) {
     if (offload_ != nullptr) {
         store_to_offload(plan);
     }
-    return plan;
 }
 
 Request* Scheduler::drop_unschedulable_head() {

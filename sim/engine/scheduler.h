@@ -58,6 +58,9 @@ public:
     // (_update_after_schedule), so the plan's chunks are "in flight" until the step ends.
     // `now` is when the step starts (host-tier loads finished by then rejoin the waiting queue first).
     [[nodiscard]] StepPlan schedule(core::SimTime now = core::SimTime());
+    // The same decision written into `plan`, which is cleared first: its vectors keep their capacity, so a replica
+    // that hands back the previous step's plan allocates nothing per step.
+    void schedule(core::SimTime now, StepPlan& plan);
 
     // When the earliest host-tier load finishes (the replica must wake then even if idle).
     [[nodiscard]] std::optional<core::SimTime> next_load_done() const;

@@ -19,7 +19,7 @@ void MetricsCollector::on_rejected(core::SimTime arrival) {
 
 void MetricsCollector::on_token_gap(core::SimTime arrival, core::Duration gap) {
     if (measured(arrival)) {
-        itl_ms_.push_back(gap.ms());
+        append_sample(itl_ms_, gap.ms());
     }
 }
 
@@ -81,7 +81,7 @@ Summary MetricsCollector::summarize(const PrefixCounters& at_end, std::int64_t p
         s.cached_prompt_fraction = static_cast<double>(cached_prompt_tokens_) / static_cast<double>(prompt_tokens_);
     }
     s.ttft_ms = summarize_values(ttft_ms_);
-    s.itl_ms = summarize_values(itl_ms_);
+    s.itl_ms = summarize_runs(itl_ms_);
     s.e2e_ms = summarize_values(e2e_ms_);
     s.tpot_ms = summarize_values(tpot_ms_);
     s.queue_ms = summarize_values(queue_ms_);

@@ -92,7 +92,8 @@ private:
     std::int64_t sent_ = 0;
     std::int64_t rejected_ = 0;
     core::SimTime last_finish_;
-    std::vector<double> ttft_ms_, itl_ms_, e2e_ms_, tpot_ms_, queue_ms_;
+    std::vector<double> ttft_ms_, e2e_ms_, tpot_ms_, queue_ms_;
+    std::vector<SampleRun> itl_ms_;  // one sample per streamed token, in runs of equal gaps (percentiles.h)
     std::int64_t output_tokens_ = 0;
     std::int64_t prompt_tokens_ = 0;
     std::int64_t cached_prompt_tokens_ = 0;

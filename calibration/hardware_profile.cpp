@@ -9,6 +9,7 @@
 #include <fstream>
 #include <ostream>
 #include <sstream>
+#include <variant>
 
 #include "common/error.h"
 #include "common/yaml_reader.h"
@@ -272,6 +273,27 @@ void validate_profile(const HardwareProfile& profile, const std::string& file) {
     for (const auto& c : profile.composition_check) {
         if (!std::isfinite(c.measured_ms) || !std::isfinite(c.predicted_ms)) {
             throw ConfigError(file, 0, "composition_check", "non-finite time in case '" + c.case_name + "'");
+        }
+    }
+}
+
+void check_profile_covers_model(const HardwareProfile& profile, const models::ModelSpec& spec,
+                                const std::string& file) {
+    bool gdn = false;
+    for (const auto& layer : spec.layers) {
+        if (std::holds_alternative<models::Mamba2Mixer>(layer.mixer)) {
+            throw ConfigError(file, 0, "curves",
+                              "model '" + spec.name + "' has Mamba2 layers, which hardware profiles do not cost yet");
+        }
+        gdn = gdn || std::holds_alternative<models::GatedDeltaNetMixer>(layer.mixer);
+    }
+    if (gdn) {
+        for (const char* name : {"gdn_prefill", "gdn_decode"}) {
+            if (profile.curves.count(name) == 0) {
+                fail_curve(file, name,
+                           "missing: model '" + spec.name + "' has Gated DeltaNet layers (profile made for '" +
+                               profile.model + "')");
+            }
         }
     }
 }

@@ -182,6 +182,20 @@ TEST_CASE("A profile with a missing or malformed curve is rejected naming the cu
     CHECK(msg.find("gdn_prefill") != std::string::npos);
 }
 
+TEST_CASE("check_profile_covers_model wants GDN curves for a model with GDN layers", "[calibration]") {
+    servesim::models::ModelSpec spec;
+    spec.name = "tiny-hybrid";
+    spec.layers.push_back({servesim::models::AttentionMixer{16, 4, 256, true, 0}, servesim::models::DenseMlp{}});
+    spec.layers.push_back({servesim::models::GatedDeltaNetMixer{16, 32, 128, 128, 4}, servesim::models::DenseMlp{}});
+    CHECK_NOTHROW(check_profile_covers_model(sample_profile(true), spec, "p.yaml"));
+    try {
+        check_profile_covers_model(sample_profile(false), spec, "p.yaml");
+        FAIL("expected a ConfigError");
+    } catch (const servesim::ConfigError& e) {
+        CHECK(std::string(e.what()).find("gdn_prefill") != std::string::npos);
+    }
+}
+
 TEST_CASE("The committed H200 profiles read back and predict positive step costs", "[calibration]") {
     for (const char* model : {"Qwen3-4B", "Qwen3.5-4B", "Qwen3-8B", "Llama-3.1-8B"}) {
         const HardwareProfile p = read_profile(std::string("calibration/profiles/h200/") + model + ".yaml");

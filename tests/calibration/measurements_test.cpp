@@ -58,8 +58,8 @@ TEST_CASE("fit_measurements reproduces end-to-end prefill and decode timings", "
 
 TEST_CASE("fit_measurements needs enough distinct points", "[calibration]") {
     Measurements m;
-    m.gpu = "g";
-    m.model = "x";
+    m.gpu = "test-gpu";
+    m.model = "test-model";
     m.prefill = {{512, 0, 30}, {1024, 0, 50}};
     m.decode = {{1, 1024, 12}, {8, 1024, 13}, {32, 1024, 15}};
     CHECK_THROWS_AS(fit_measurements(m, "few.yaml"), servesim::ConfigError);

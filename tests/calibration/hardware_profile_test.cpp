@@ -198,7 +198,7 @@ TEST_CASE("check_profile_covers_model wants GDN curves for a model with GDN laye
 
 TEST_CASE("The committed H200 profiles read back and predict positive step costs", "[calibration]") {
     for (const char* model : {"Qwen3-4B", "Qwen3.5-4B", "Qwen3-8B", "Llama-3.1-8B"}) {
-        const HardwareProfile p = read_profile(std::string("calibration/profiles/h200/") + model + ".yaml");
+        const HardwareProfile p = read_profile(std::string(SERVESIM_SOURCE_DIR) + "/calibration/profiles/h200/" + model + ".yaml");
         CHECK(p.model == model);
         CHECK(p.source == "calibrated");
         CHECK(p.hybrid == (std::string(model) == "Qwen3.5-4B"));

@@ -15,7 +15,8 @@ namespace servesim::calibration {
 namespace {
 
 // Solves min ‖diag(1/y)(X c − y)‖² over the columns in `active` (others fixed at zero).
-std::vector<double> solve_relative(const Eigen::MatrixXd& x_full, std::span<const double> y,
+std::vector<double> solve_relative(const Eigen::MatrixXd& x_full,
+                                   std::span<const double> y,
                                    const std::vector<int>& active) {
     const int n = static_cast<int>(y.size());
     const int m = static_cast<int>(active.size());
@@ -118,7 +119,9 @@ Curve finish(Curve c, std::span<const double> x, std::span<const double> y) {
 
 }  // namespace
 
-Curve fit_quadratic(const std::string& name, const std::string& variable, std::span<const double> x,
+Curve fit_quadratic(const std::string& name,
+                    const std::string& variable,
+                    std::span<const double> x,
                     std::span<const double> y) {
     check_points(name, x.size(), y.size());
     Curve c;
@@ -129,8 +132,11 @@ Curve fit_quadratic(const std::string& name, const std::string& variable, std::s
     return finish(std::move(c), x, y);
 }
 
-Curve fit_piecewise_quadratic(const std::string& name, const std::string& variable, std::span<const double> x_in,
-                              std::span<const double> y_in, const PiecewiseOptions& options) {
+Curve fit_piecewise_quadratic(const std::string& name,
+                              const std::string& variable,
+                              std::span<const double> x_in,
+                              std::span<const double> y_in,
+                              const PiecewiseOptions& options) {
     check_points(name, x_in.size(), y_in.size());
     // Sort by x.
     std::vector<std::size_t> order(x_in.size());
@@ -215,8 +221,11 @@ Curve fit_piecewise_quadratic(const std::string& name, const std::string& variab
     return finish(std::move(c), x, y);
 }
 
-Curve fit_linear(const std::string& name, const std::vector<std::string>& variables,
-                 const std::vector<std::vector<double>>& rows, std::span<const double> y, bool nonnegative_slopes) {
+Curve fit_linear(const std::string& name,
+                 const std::vector<std::string>& variables,
+                 const std::vector<std::vector<double>>& rows,
+                 std::span<const double> y,
+                 bool nonnegative_slopes) {
     check_points(name, rows.size(), y.size());
     const int nv = static_cast<int>(variables.size());
     Eigen::MatrixXd design(static_cast<int>(rows.size()), nv + 1);

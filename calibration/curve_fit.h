@@ -23,19 +23,25 @@ struct PiecewiseOptions {
 [[nodiscard]] std::vector<double> fit_quadratic_coefficients(std::span<const double> x, std::span<const double> y);
 
 // One-piece quadratic curve over the points' range, with r2/max_rel_residual/num_points filled in.
-[[nodiscard]] Curve fit_quadratic(const std::string& name, const std::string& variable, std::span<const double> x,
+[[nodiscard]] Curve fit_quadratic(const std::string& name,
+                                  const std::string& variable,
+                                  std::span<const double> x,
                                   std::span<const double> y_ms);
 
 // Piecewise quadratic: one piece if it meets the target, else the best split into 2 (then 3) pieces that share
 // their knee point, chosen by the smallest max relative residual.
-[[nodiscard]] Curve fit_piecewise_quadratic(const std::string& name, const std::string& variable,
-                                            std::span<const double> x, std::span<const double> y_ms,
+[[nodiscard]] Curve fit_piecewise_quadratic(const std::string& name,
+                                            const std::string& variable,
+                                            std::span<const double> x,
+                                            std::span<const double> y_ms,
                                             const PiecewiseOptions& options = {});
 
 // c0 + Σ c_i·x_i over rows[point][variable]. With nonnegative_slopes, a negative c_i (i ≥ 1) is dropped to zero
 // and the rest refitted (an active-set NNLS on the slopes; c0 stays free).
-[[nodiscard]] Curve fit_linear(const std::string& name, const std::vector<std::string>& variables,
-                               const std::vector<std::vector<double>>& rows, std::span<const double> y_ms,
+[[nodiscard]] Curve fit_linear(const std::string& name,
+                               const std::vector<std::string>& variables,
+                               const std::vector<std::vector<double>>& rows,
+                               std::span<const double> y_ms,
                                bool nonnegative_slopes = true);
 
 struct FitStats {
@@ -44,7 +50,8 @@ struct FitStats {
 };
 
 // R² = 1 − Σ(y − f)² / Σ(y − ȳ)² (1 when all y are equal and the fit is exact) and max |f − y| / y.
-[[nodiscard]] FitStats fit_stats(const Curve& curve, const std::vector<std::vector<double>>& rows,
+[[nodiscard]] FitStats fit_stats(const Curve& curve,
+                                 const std::vector<std::vector<double>>& rows,
                                  std::span<const double> y_ms);
 
 }  // namespace servesim::calibration

@@ -18,9 +18,13 @@ namespace servesim::calibration {
 
 namespace {
 
-double eval_poly(const std::vector<double>& c, double x) { return c[0] + c[1] * x + c[2] * x * x; }
+double eval_poly(const std::vector<double>& c, double x) {
+    return c[0] + c[1] * x + c[2] * x * x;
+}
 
-double slope_poly(const std::vector<double>& c, double x) { return c[1] + 2.0 * c[2] * x; }
+double slope_poly(const std::vector<double>& c, double x) {
+    return c[1] + 2.0 * c[2] * x;
+}
 
 const CurveKind* find_kind(const std::string& name) {
     for (const auto& k : curve_kinds()) {
@@ -57,8 +61,9 @@ void validate_curve(const Curve& c, const std::string& file) {
         fail_curve(file, c.name, "unknown curve; allowed: " + known_curve_list());
     }
     if (c.variables != kind->variables) {
-        fail_curve(file, c.name, "variables " + join(c.variables) + " do not match the expected " +
-                                     join(kind->variables) + " (unknown or misordered variable name)");
+        fail_curve(file, c.name,
+                   "variables " + join(c.variables) + " do not match the expected " + join(kind->variables) +
+                       " (unknown or misordered variable name)");
     }
     if (c.pieces.empty()) {
         fail_curve(file, c.name, "has no pieces");
@@ -204,18 +209,34 @@ HardwareProfile parse_profile(const YAML::Node& root, const std::string& file) {
 
 const std::vector<CurveKind>& curve_kinds() {
     static const std::vector<CurveKind> kinds = {
-        {"gemm", {"tokens"}, true, false,
+        {"gemm",
+         {"tokens"},
+         true,
+         false,
          "every dense projection and MLP GEMM of all layers plus the per-token elementwise ops (norms, RoPE, "
          "SiLU·mul) and the KV-cache write, for `tokens` tokens in the step"},
         {"lm_head", {"tokens"}, true, false, "final norm + lm_head GEMM for `tokens` sampled sequences"},
-        {"attn_prefill", {"work"}, true, false,
+        {"attn_prefill",
+         {"work"},
+         true,
+         false,
          "prefill attention of all attention layers; work = Σ chunk_tokens·(cached_context + chunk_tokens/2)"},
-        {"attn_decode", {"context_tokens", "sequences"}, true, false,
+        {"attn_decode",
+         {"context_tokens", "sequences"},
+         true,
+         false,
          "decode attention of all attention layers: Σ context of decoding sequences and their count"},
-        {"gdn_prefill", {"tokens", "chunks"}, false, true,
+        {"gdn_prefill",
+         {"tokens", "chunks"},
+         false,
+         true,
          "Gated DeltaNet chunked prefill (conv1d + core) of all GDN layers; serial 64-token chunks summed over "
          "sequences"},
-        {"gdn_decode", {"sequences"}, false, true, "Gated DeltaNet recurrent decode (conv update + core), all GDN layers"},
+        {"gdn_decode",
+         {"sequences"},
+         false,
+         true,
+         "Gated DeltaNet recurrent decode (conv update + core), all GDN layers"},
         {"snapshot", {"snapshots"}, false, false, "align-mode state snapshot writes in the step (hybrids)"},
         {"overhead", {"sequences"}, true, false, "per-step constant + per-sequence work (sampling, gathers)"},
     };
@@ -277,7 +298,8 @@ void validate_profile(const HardwareProfile& profile, const std::string& file) {
     }
 }
 
-void check_profile_covers_model(const HardwareProfile& profile, const models::ModelSpec& spec,
+void check_profile_covers_model(const HardwareProfile& profile,
+                                const models::ModelSpec& spec,
                                 const std::string& file) {
     bool gdn = false;
     for (const auto& layer : spec.layers) {
@@ -298,7 +320,9 @@ void check_profile_covers_model(const HardwareProfile& profile, const models::Mo
     }
 }
 
-HardwareProfile read_profile(const std::string& path) { return parse_profile(load_yaml_file(path), path); }
+HardwareProfile read_profile(const std::string& path) {
+    return parse_profile(load_yaml_file(path), path);
+}
 
 HardwareProfile load_profile_string(const std::string& text, const std::string& name_for_errors) {
     return parse_profile(load_yaml_string(text, name_for_errors), name_for_errors);

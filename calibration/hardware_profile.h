@@ -86,8 +86,7 @@ void validate_profile(const HardwareProfile& profile, const std::string& name_fo
 // Checks that `profile` can cost `spec`: gdn_prefill and gdn_decode present when the model has Gated DeltaNet layers;
 // a model with Mamba2 layers is refused (no curves for them yet). Throws ConfigError naming `file` and the curve. The
 // model name is not compared: a profile may be reused for a same-shaped model on purpose.
-void check_profile_covers_model(const HardwareProfile& profile, const models::ModelSpec& spec,
-                                const std::string& file);
+void check_profile_covers_model(const HardwareProfile& profile, const models::ModelSpec& spec, const std::string& file);
 
 // YAML via yaml-cpp's Emitter; numbers written with enough digits to round-trip.
 void write_profile(const HardwareProfile& profile, std::ostream& out);

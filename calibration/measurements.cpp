@@ -112,8 +112,8 @@ Measurements read_yaml(const std::string& path) {
     for (const auto& n : list("prefill")) {
         const YamlMap e(n, path, fmt::format("prefill[{}]", i++));
         e.allow_only({"prompt_tokens", "cached_tokens", "ms"});
-        m.prefill.push_back({e.get_in_range<double>("prompt_tokens", 1, 1e9),
-                             e.get_or<double>("cached_tokens", 0), e.get_in_range<double>("ms", 0, 1e9)});
+        m.prefill.push_back({e.get_in_range<double>("prompt_tokens", 1, 1e9), e.get_or<double>("cached_tokens", 0),
+                             e.get_in_range<double>("ms", 0, 1e9)});
     }
     i = 0;
     for (const auto& n : list("decode")) {
@@ -136,7 +136,9 @@ Curve zero_curve(const std::string& name, std::vector<std::string> vars, double 
     return c;
 }
 
-std::string number_tag(double v) { return fmt::format("{}", static_cast<long long>(std::llround(v))); }
+std::string number_tag(double v) {
+    return fmt::format("{}", static_cast<long long>(std::llround(v)));
+}
 
 }  // namespace
 
@@ -212,8 +214,9 @@ HardwareProfile fit_measurements(const Measurements& m, const std::string& file)
     p.date = m.date;
     p.source = "measurements";
     p.hybrid = m.hybrid;
-    p.notes = "fitted from end-to-end timings: lm_head, overhead and GDN costs are inside the gemm, attn_prefill and "
-              "attn_decode terms";
+    p.notes =
+        "fitted from end-to-end timings: lm_head, overhead and GDN costs are inside the gemm, attn_prefill and "
+        "attn_decode terms";
     Curve gemm;
     gemm.name = "gemm";
     gemm.variables = {"tokens"};
@@ -283,9 +286,9 @@ void add_composition_from_file(HardwareProfile& profile, const std::string& path
                                              e.ms, predict_prefill_ms(profile, e.prompt_tokens, e.cached_tokens)});
     }
     for (const auto& e : m.decode) {
-        profile.composition_check.push_back({prefix + "decode_B" + number_tag(e.batch) + "_C" +
-                                                 number_tag(e.context_tokens),
-                                             e.ms, predict_decode_ms(profile, e.batch, e.context_tokens)});
+        profile.composition_check.push_back(
+            {prefix + "decode_B" + number_tag(e.batch) + "_C" + number_tag(e.context_tokens), e.ms,
+             predict_decode_ms(profile, e.batch, e.context_tokens)});
     }
 }
 

@@ -62,7 +62,8 @@ struct Measurements {
 // Reads measured whole-model timings (the CSV format above) and appends composition_check entries
 // ("<label>_prefill_T<tokens>[_P<cached>]", "<label>_decode_B<batch>_C<context>"; no prefix when label is empty)
 // with the profile's predictions.
-void add_composition_from_file(HardwareProfile& profile, const std::string& measured_path,
+void add_composition_from_file(HardwareProfile& profile,
+                               const std::string& measured_path,
                                const std::string& label = "");
 
 }  // namespace servesim::calibration

@@ -25,15 +25,30 @@ int guarded(F&& f) {
 
 extern "C" {
 
-const char* servesim_last_error() { return g_last_error.c_str(); }
+const char* servesim_last_error() {
+    return g_last_error.c_str();
+}
 
 std::size_t servesim_gdn_prefill_workspace_bytes(int num_seqs, int seq_len, int hk, int hv) {
     return servesim::kernels::gdn_prefill_workspace_bytes(num_seqs, seq_len, hk, hv);
 }
 
-int servesim_gdn_prefill(const void* q, const void* k, const void* v, const float* g, const float* beta, void* o,
-                         void* state, int state_fp32, int use_initial_state, int num_seqs, int seq_len, int hk, int hv,
-                         float scale, void* workspace, void* stream) {
+int servesim_gdn_prefill(const void* q,
+                         const void* k,
+                         const void* v,
+                         const float* g,
+                         const float* beta,
+                         void* o,
+                         void* state,
+                         int state_fp32,
+                         int use_initial_state,
+                         int num_seqs,
+                         int seq_len,
+                         int hk,
+                         int hv,
+                         float scale,
+                         void* workspace,
+                         void* stream) {
     return guarded([&] {
         servesim::kernels::GdnPrefillArgs a;
         a.q = static_cast<const std::uint16_t*>(q);
@@ -55,8 +70,19 @@ int servesim_gdn_prefill(const void* q, const void* k, const void* v, const floa
     });
 }
 
-int servesim_gdn_decode(const void* q, const void* k, const void* v, const float* g, const float* beta, void* o,
-                        void* state, int state_fp32, int num_seqs, int hk, int hv, float scale, void* stream) {
+int servesim_gdn_decode(const void* q,
+                        const void* k,
+                        const void* v,
+                        const float* g,
+                        const float* beta,
+                        void* o,
+                        void* state,
+                        int state_fp32,
+                        int num_seqs,
+                        int hk,
+                        int hv,
+                        float scale,
+                        void* stream) {
     return guarded([&] {
         servesim::kernels::GdnDecodeArgs a;
         a.q = static_cast<const std::uint16_t*>(q);
@@ -75,8 +101,15 @@ int servesim_gdn_decode(const void* q, const void* k, const void* v, const float
     });
 }
 
-int servesim_conv1d_prefill(const void* x, const void* w, void* state, int use_initial_state, void* y, int num_seqs,
-                            int seq_len, int channels, void* stream) {
+int servesim_conv1d_prefill(const void* x,
+                            const void* w,
+                            void* state,
+                            int use_initial_state,
+                            void* y,
+                            int num_seqs,
+                            int seq_len,
+                            int channels,
+                            void* stream) {
     return guarded([&] {
         servesim::kernels::conv1d_prefill(static_cast<const std::uint16_t*>(x), static_cast<const std::uint16_t*>(w),
                                           static_cast<std::uint16_t*>(state), use_initial_state != 0,
@@ -84,8 +117,8 @@ int servesim_conv1d_prefill(const void* x, const void* w, void* state, int use_i
     });
 }
 
-int servesim_conv1d_update(const void* x, const void* w, void* state, void* y, int num_seqs, int channels,
-                           void* stream) {
+int servesim_conv1d_update(
+    const void* x, const void* w, void* state, void* y, int num_seqs, int channels, void* stream) {
     return guarded([&] {
         servesim::kernels::conv1d_update(static_cast<const std::uint16_t*>(x), static_cast<const std::uint16_t*>(w),
                                          static_cast<std::uint16_t*>(state), static_cast<std::uint16_t*>(y), num_seqs,
@@ -93,8 +126,17 @@ int servesim_conv1d_update(const void* x, const void* w, void* state, void* y, i
     });
 }
 
-int servesim_prefill_attention(const void* q, const void* k, const void* v, void* o, int chunk, int cached, int hq,
-                               int hkv, int hd, float scale, void* stream) {
+int servesim_prefill_attention(const void* q,
+                               const void* k,
+                               const void* v,
+                               void* o,
+                               int chunk,
+                               int cached,
+                               int hq,
+                               int hkv,
+                               int hd,
+                               float scale,
+                               void* stream) {
     return guarded([&] {
         servesim::kernels::PrefillAttentionArgs a;
         a.q = static_cast<const std::uint16_t*>(q);

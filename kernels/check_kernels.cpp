@@ -100,9 +100,8 @@ void check_gemm() {
     auto dc = poisoned(static_cast<std::size_t>(m) * n * 2);
     k::GemmRunner runner;
     runner.run(da.as<k::bf16_t>(), dw.as<k::bf16_t>(), dc.as<k::bf16_t>(), m, n, kk, nullptr);
-    report("gemm cuBLAS 77x320x256", ref::rel_l2_error(download_bf16(dc, static_cast<std::size_t>(m) * n),
-                                                       ref::gemm(a, w, m, n, kk)),
-           1e-2);
+    report("gemm cuBLAS 77x320x256",
+           ref::rel_l2_error(download_bf16(dc, static_cast<std::size_t>(m) * n), ref::gemm(a, w, m, n, kk)), 1e-2);
 }
 
 void check_prefill(int chunk, int cached, int hq, int hkv, int hd) {
@@ -128,8 +127,8 @@ void check_prefill(int chunk, int cached, int hq, int hkv, int hd) {
     k::prefill_attention(a, nullptr);
     const auto want = ref::prefill_attention(q, kv, vv, chunk, cached, hq, hkv, hd, a.scale);
     char name[128];
-    std::snprintf(name, sizeof name, "prefill_attention chunk %d cached %d hq %d hkv %d hd %d", chunk, cached, hq,
-                  hkv, hd);
+    std::snprintf(name, sizeof name, "prefill_attention chunk %d cached %d hq %d hkv %d hd %d", chunk, cached, hq, hkv,
+                  hd);
     report(name, ref::rel_l2_error(download_bf16(dout, q.size()), want), 2e-2);
 }
 
@@ -252,7 +251,8 @@ void check_kv_write(bool fp8) {
         const auto all_v = download_bf16(vc, static_cast<std::size_t>(slots_total) * row);
         for (int t = 0; t < tokens; ++t) {
             std::copy_n(&all_k[static_cast<std::size_t>(slots[t]) * row], row, &got[static_cast<std::size_t>(t) * row]);
-            std::copy_n(&all_v[static_cast<std::size_t>(slots[t]) * row], row, &got_v[static_cast<std::size_t>(t) * row]);
+            std::copy_n(&all_v[static_cast<std::size_t>(slots[t]) * row], row,
+                        &got_v[static_cast<std::size_t>(t) * row]);
         }
     }
     got.insert(got.end(), got_v.begin(), got_v.end());
@@ -411,8 +411,8 @@ void check_small_ops() {
     auto dx2 = upload_bf16(x2);
     auto dy2 = poisoned(static_cast<std::size_t>(rows) * 1024 * 2);
     k::silu_mul(dx2.as<k::bf16_t>(), dy2.as<k::bf16_t>(), rows, 1024, nullptr);
-    report("silu_mul 33x1024", ref::rel_l2_error(download_bf16(dy2, static_cast<std::size_t>(rows) * 1024),
-                                                 ref::silu_mul(x2, rows, 1024)),
+    report("silu_mul 33x1024",
+           ref::rel_l2_error(download_bf16(dy2, static_cast<std::size_t>(rows) * 1024), ref::silu_mul(x2, rows, 1024)),
            1e-2);
     const int tokens = 9;
     const int heads = 4;
@@ -440,7 +440,8 @@ void check_small_ops() {
     int bad = 0;
     for (int i = 0; i < 5; ++i) {
         // Ties after bf16 rounding may pick another index of the same value.
-        bad += logits[static_cast<std::size_t>(i) * vocab + got[i]] != logits[static_cast<std::size_t>(i) * vocab + want[i]];
+        bad += logits[static_cast<std::size_t>(i) * vocab + got[i]] !=
+               logits[static_cast<std::size_t>(i) * vocab + want[i]];
     }
     report("argmax_rows 5x50000", bad, 0);
     std::vector<float> table = random_vec(static_cast<std::size_t>(100) * 256, -1, 1);
@@ -514,7 +515,8 @@ void bench(int sms) {
         add_row("gemm", "8192x8192x8192 random", ms, 2.0 * n * n * n, 3.0 * n * n * 2);
     }
     std::printf("== GEMM (Qwen3-8B shapes) ==\n");
-    for (auto [nn, kk] : {std::pair{6144, 4096}, std::pair{4096, 4096}, std::pair{24576, 4096}, std::pair{4096, 12288}}) {
+    for (auto [nn, kk] :
+         {std::pair{6144, 4096}, std::pair{4096, 4096}, std::pair{24576, 4096}, std::pair{4096, 12288}}) {
         for (int m : {1, 16, 128, 1024, 4096, 16384}) {
             k::DeviceBuffer a(static_cast<std::size_t>(m) * kk * 2);
             std::vector<k::DeviceBuffer> ws;
@@ -535,9 +537,11 @@ void bench(int sms) {
         }
     }
     std::printf("== prefill attention ==\n");
+
     struct P {
         int hq, hkv, hd, chunk, cached;
     };
+
     for (P p : {P{32, 8, 128, 1024, 0}, P{32, 8, 128, 4096, 0}, P{32, 8, 128, 8192, 0}, P{32, 8, 128, 16384, 0},
                 P{32, 8, 128, 2048, 8192}, P{16, 4, 256, 1024, 0}, P{16, 4, 256, 4096, 0}, P{16, 4, 256, 8192, 0},
                 P{16, 4, 256, 16384, 0}}) {
@@ -562,16 +566,18 @@ void bench(int sms) {
         a.scale = 1.0f / std::sqrt(static_cast<float>(p.hd));
         const double ms = k::time_median_ms([&](int) { k::prefill_attention(a, nullptr); }, 3, 10);
         const double flops = 4.0 * p.hq * p.hd * p.chunk * (p.cached + (p.chunk + 1) / 2.0);
-        add_row("prefill_attn", "hq " + std::to_string(p.hq) + " hkv " + std::to_string(p.hkv) + " hd " +
-                                    std::to_string(p.hd) + " chunk " + std::to_string(p.chunk) + " cached " +
-                                    std::to_string(p.cached),
+        add_row("prefill_attn",
+                "hq " + std::to_string(p.hq) + " hkv " + std::to_string(p.hkv) + " hd " + std::to_string(p.hd) +
+                    " chunk " + std::to_string(p.chunk) + " cached " + std::to_string(p.cached),
                 ms, flops, static_cast<double>(q.bytes()) * 2 + kk.bytes() + vv.bytes());
     }
     std::printf("== decode attention (block 16) ==\n");
+
     struct D {
         int seqs, ctx, hq, hkv, hd;
         bool fp8;
     };
+
     for (D d : {D{1, 4096, 32, 8, 128, false}, D{64, 4096, 32, 8, 128, false}, D{256, 4096, 32, 8, 128, false},
                 D{128, 16384, 32, 8, 128, false}, D{256, 4096, 32, 8, 128, true}, D{128, 8192, 16, 4, 256, false}}) {
         const int bs = 16;

@@ -83,7 +83,8 @@ std::vector<float> gemm(const std::vector<float>& a, const std::vector<float>& w
         for (int j = 0; j < n; ++j) {
             double s = 0;
             for (int p = 0; p < k; ++p) {
-                s += static_cast<double>(a[static_cast<std::size_t>(i) * k + p]) * w[static_cast<std::size_t>(j) * k + p];
+                s += static_cast<double>(a[static_cast<std::size_t>(i) * k + p]) *
+                     w[static_cast<std::size_t>(j) * k + p];
             }
             c[static_cast<std::size_t>(i) * n + j] = static_cast<float>(s);
         }
@@ -95,8 +96,14 @@ namespace {
 
 // One query row against keys [0, n_keys) of kv head `kvh`; key rows found through `key_row(t)`.
 template <typename KeyRow>
-void attend(const float* qrow, const std::vector<float>& k, const std::vector<float>& v, int n_keys, int hd,
-            float scale, KeyRow key_row, float* out) {
+void attend(const float* qrow,
+            const std::vector<float>& k,
+            const std::vector<float>& v,
+            int n_keys,
+            int hd,
+            float scale,
+            KeyRow key_row,
+            float* out) {
     std::vector<double> s(n_keys);
     double mx = -std::numeric_limits<double>::infinity();
     for (int t = 0; t < n_keys; ++t) {
@@ -124,8 +131,14 @@ void attend(const float* qrow, const std::vector<float>& k, const std::vector<fl
 
 }  // namespace
 
-std::vector<float> prefill_attention(const std::vector<float>& q, const std::vector<float>& k,
-                                     const std::vector<float>& v, int chunk, int cached, int hq, int hkv, int hd,
+std::vector<float> prefill_attention(const std::vector<float>& q,
+                                     const std::vector<float>& k,
+                                     const std::vector<float>& v,
+                                     int chunk,
+                                     int cached,
+                                     int hq,
+                                     int hkv,
+                                     int hd,
                                      float scale) {
     std::vector<float> o(static_cast<std::size_t>(chunk) * hq * hd);
     const int group = hq / hkv;
@@ -140,10 +153,17 @@ std::vector<float> prefill_attention(const std::vector<float>& q, const std::vec
     return o;
 }
 
-std::vector<float> decode_attention(const std::vector<float>& q, const std::vector<float>& k_cache,
-                                    const std::vector<float>& v_cache, const std::vector<int>& block_table,
-                                    int max_blocks, const std::vector<int>& seq_lens, int hq, int hkv, int hd,
-                                    int block_size, float scale) {
+std::vector<float> decode_attention(const std::vector<float>& q,
+                                    const std::vector<float>& k_cache,
+                                    const std::vector<float>& v_cache,
+                                    const std::vector<int>& block_table,
+                                    int max_blocks,
+                                    const std::vector<int>& seq_lens,
+                                    int hq,
+                                    int hkv,
+                                    int hd,
+                                    int block_size,
+                                    float scale) {
     const int seqs = static_cast<int>(seq_lens.size());
     std::vector<float> o(static_cast<std::size_t>(seqs) * hq * hd);
     const int group = hq / hkv;
@@ -164,16 +184,28 @@ std::vector<float> decode_attention(const std::vector<float>& q, const std::vect
     return o;
 }
 
-void kv_cache_write(const std::vector<float>& k, const std::vector<int>& slots, int row_elems,
+void kv_cache_write(const std::vector<float>& k,
+                    const std::vector<int>& slots,
+                    int row_elems,
                     std::vector<float>& cache) {
     for (std::size_t t = 0; t < slots.size(); ++t) {
         std::copy_n(&k[t * row_elems], row_elems, &cache[static_cast<std::size_t>(slots[t]) * row_elems]);
     }
 }
 
-std::vector<float> gdn_recurrent(const std::vector<float>& q, const std::vector<float>& k, const std::vector<float>& v,
-                                 const std::vector<float>& g, const std::vector<float>& beta, std::vector<float>& state,
-                                 int num_seqs, int seq_len, int hk, int hv, int dk, int dv, float scale) {
+std::vector<float> gdn_recurrent(const std::vector<float>& q,
+                                 const std::vector<float>& k,
+                                 const std::vector<float>& v,
+                                 const std::vector<float>& g,
+                                 const std::vector<float>& beta,
+                                 std::vector<float>& state,
+                                 int num_seqs,
+                                 int seq_len,
+                                 int hk,
+                                 int hv,
+                                 int dk,
+                                 int dv,
+                                 float scale) {
     std::vector<float> o(static_cast<std::size_t>(num_seqs) * seq_len * hv * dv);
     const int group = hv / hk;
     std::vector<double> qn(dk);
@@ -227,8 +259,12 @@ std::vector<float> gdn_recurrent(const std::vector<float>& q, const std::vector<
     return o;
 }
 
-std::vector<float> conv1d(const std::vector<float>& x, const std::vector<float>& w, std::vector<float>& state,
-                          int num_seqs, int seq_len, int channels) {
+std::vector<float> conv1d(const std::vector<float>& x,
+                          const std::vector<float>& w,
+                          std::vector<float>& state,
+                          int num_seqs,
+                          int seq_len,
+                          int channels) {
     constexpr int kK = 4;
     std::vector<float> y(x.size());
     if (state.empty()) {
@@ -266,7 +302,8 @@ std::vector<float> rms_norm(const std::vector<float>& x, const std::vector<float
     for (int r = 0; r < rows; ++r) {
         double ss = 0;
         for (int i = 0; i < width; ++i) {
-            ss += static_cast<double>(x[static_cast<std::size_t>(r) * width + i]) * x[static_cast<std::size_t>(r) * width + i];
+            ss += static_cast<double>(x[static_cast<std::size_t>(r) * width + i]) *
+                  x[static_cast<std::size_t>(r) * width + i];
         }
         const double inv = 1.0 / std::sqrt(ss / width + eps);
         for (int i = 0; i < width; ++i) {

@@ -10,7 +10,11 @@ namespace servesim::kernels::ref {
 
 [[nodiscard]] float bf16_to_float(std::uint16_t bits);
 [[nodiscard]] std::uint16_t float_to_bf16(float x);  // round to nearest even; NaN stays NaN
-[[nodiscard]] inline float round_bf16(float x) { return bf16_to_float(float_to_bf16(x)); }
+
+[[nodiscard]] inline float round_bf16(float x) {
+    return bf16_to_float(float_to_bf16(x));
+}
+
 [[nodiscard]] float fp8_e4m3_to_float(std::uint8_t bits);
 [[nodiscard]] std::uint8_t float_to_fp8_e4m3(float x);  // round to nearest even, saturating at ±448
 
@@ -21,36 +25,62 @@ namespace servesim::kernels::ref {
 [[nodiscard]] std::vector<float> gemm(const std::vector<float>& a, const std::vector<float>& w, int m, int n, int k);
 
 // Causal attention of a chunk on a cached prefix (kernels.h PrefillAttentionArgs layouts).
-[[nodiscard]] std::vector<float> prefill_attention(const std::vector<float>& q, const std::vector<float>& k,
-                                                   const std::vector<float>& v, int chunk, int cached, int hq,
-                                                   int hkv, int hd, float scale);
+[[nodiscard]] std::vector<float> prefill_attention(const std::vector<float>& q,
+                                                   const std::vector<float>& k,
+                                                   const std::vector<float>& v,
+                                                   int chunk,
+                                                   int cached,
+                                                   int hq,
+                                                   int hkv,
+                                                   int hd,
+                                                   float scale);
 
 // Paged decode attention; caches already dequantised to float, layout [blocks, block_size, hkv, hd].
-[[nodiscard]] std::vector<float> decode_attention(const std::vector<float>& q, const std::vector<float>& k_cache,
+[[nodiscard]] std::vector<float> decode_attention(const std::vector<float>& q,
+                                                  const std::vector<float>& k_cache,
                                                   const std::vector<float>& v_cache,
-                                                  const std::vector<int>& block_table, int max_blocks,
-                                                  const std::vector<int>& seq_lens, int hq, int hkv, int hd,
-                                                  int block_size, float scale);
+                                                  const std::vector<int>& block_table,
+                                                  int max_blocks,
+                                                  const std::vector<int>& seq_lens,
+                                                  int hq,
+                                                  int hkv,
+                                                  int hd,
+                                                  int block_size,
+                                                  float scale);
 
 // KV write: cache[slot[t]] = k[t] (rows of hkv·hd).
-void kv_cache_write(const std::vector<float>& k, const std::vector<int>& slots, int row_elems,
+void kv_cache_write(const std::vector<float>& k,
+                    const std::vector<int>& slots,
+                    int row_elems,
                     std::vector<float>& cache);
 
 // Gated delta rule, token by token (A.1 implementation form), q/k L2-normalised (eps 1e-6), q scaled; state
 // [seqs, hv, dk, dv] updated in place; returns o [seqs·len, hv, dv].
-[[nodiscard]] std::vector<float> gdn_recurrent(const std::vector<float>& q, const std::vector<float>& k,
-                                               const std::vector<float>& v, const std::vector<float>& g,
-                                               const std::vector<float>& beta, std::vector<float>& state,
-                                               int num_seqs, int seq_len, int hk, int hv, int dk, int dv,
+[[nodiscard]] std::vector<float> gdn_recurrent(const std::vector<float>& q,
+                                               const std::vector<float>& k,
+                                               const std::vector<float>& v,
+                                               const std::vector<float>& g,
+                                               const std::vector<float>& beta,
+                                               std::vector<float>& state,
+                                               int num_seqs,
+                                               int seq_len,
+                                               int hk,
+                                               int hv,
+                                               int dk,
+                                               int dv,
                                                float scale);
 
 // Causal depthwise conv (width 4) + SiLU over [seqs·len, C]; state [seqs, 3, C] is the initial window (zeros when
 // empty) and receives the last three inputs.
-[[nodiscard]] std::vector<float> conv1d(const std::vector<float>& x, const std::vector<float>& w,
-                                        std::vector<float>& state, int num_seqs, int seq_len, int channels);
+[[nodiscard]] std::vector<float> conv1d(const std::vector<float>& x,
+                                        const std::vector<float>& w,
+                                        std::vector<float>& state,
+                                        int num_seqs,
+                                        int seq_len,
+                                        int channels);
 
-[[nodiscard]] std::vector<float> rms_norm(const std::vector<float>& x, const std::vector<float>& w, int rows,
-                                          int width, float eps);
+[[nodiscard]] std::vector<float> rms_norm(
+    const std::vector<float>& x, const std::vector<float>& w, int rows, int width, float eps);
 [[nodiscard]] std::vector<float> silu_mul(const std::vector<float>& x, int rows, int width);
 // Neox rotate-half on the first rot_dim dims; x [tokens, heads, hd] in place.
 void rope(std::vector<float>& x, const std::vector<int>& positions, int heads, int hd, int rot_dim, float theta);

@@ -8,29 +8,29 @@
 #include <stdexcept>
 #include <string>
 
-#define SERVESIM_CUDA(call)                                                                                 \
-    do {                                                                                                    \
-        const cudaError_t servesim_err_ = (call);                                                           \
-        if (servesim_err_ != cudaSuccess) {                                                                 \
+#define SERVESIM_CUDA(call)                                                                                   \
+    do {                                                                                                      \
+        const cudaError_t servesim_err_ = (call);                                                             \
+        if (servesim_err_ != cudaSuccess) {                                                                   \
             throw std::runtime_error(std::string(#call) + ": " + cudaGetErrorString(servesim_err_) + " at " + \
-                                     __FILE__ + ":" + std::to_string(__LINE__));                            \
-        }                                                                                                   \
+                                     __FILE__ + ":" + std::to_string(__LINE__));                              \
+        }                                                                                                     \
     } while (false)
 
-#define SERVESIM_CUBLAS(call)                                                                               \
-    do {                                                                                                    \
-        const cublasStatus_t servesim_st_ = (call);                                                         \
-        if (servesim_st_ != CUBLAS_STATUS_SUCCESS) {                                                        \
-            throw std::runtime_error(std::string(#call) + ": cuBLAS status " + std::to_string(servesim_st_) + \
-                                     " at " + __FILE__ + ":" + std::to_string(__LINE__));                   \
-        }                                                                                                   \
+#define SERVESIM_CUBLAS(call)                                                                                          \
+    do {                                                                                                               \
+        const cublasStatus_t servesim_st_ = (call);                                                                    \
+        if (servesim_st_ != CUBLAS_STATUS_SUCCESS) {                                                                   \
+            throw std::runtime_error(std::string(#call) + ": cuBLAS status " + std::to_string(servesim_st_) + " at " + \
+                                     __FILE__ + ":" + std::to_string(__LINE__));                                       \
+        }                                                                                                              \
     } while (false)
 
 #define SERVESIM_LAUNCH_CHECK(what) SERVESIM_CUDA(cudaGetLastError())
 
-#define SERVESIM_REQUIRE(cond, msg)                                                     \
-    do {                                                                                \
-        if (!(cond)) {                                                                  \
+#define SERVESIM_REQUIRE(cond, msg)                                                        \
+    do {                                                                                   \
+        if (!(cond)) {                                                                     \
             throw std::runtime_error(std::string("kernel argument check failed: ") + msg); \
-        }                                                                               \
+        }                                                                                  \
     } while (false)

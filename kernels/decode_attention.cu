@@ -1,8 +1,8 @@
 // Paged decode attention with split-K (Flash-Decoding / vLLM PagedAttention v2, kernels-and-models.md D.2) and the
 // KV-cache write (vLLM reshape_and_cache). One CTA (4 warps) per (kv head, sequence, split) holds the G query heads
 // of the group so each K/V element read from HBM serves G heads; groups of HD/8 lanes own one token (8 elements per
-// lane: 16-byte bf16 or 8-byte fp8 loads), four tokens per lane group in flight (two for groups of 8); online softmax in exp2; partials
-// (normalised O, max, sum) merged by a second kernel when num_splits > 1.
+// lane: 16-byte bf16 or 8-byte fp8 loads), four tokens per lane group in flight (two for groups of 8); online softmax
+// in exp2; partials (normalised O, max, sum) merged by a second kernel when num_splits > 1.
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
 
@@ -42,11 +42,22 @@ __device__ __forceinline__ void load8(const __nv_fp8_e4m3* p, float scale, float
 }
 
 template <int HD, int G, typename KV>
-__global__ void __launch_bounds__(kWarps * 32) decode_attention_kernel(
-    const __nv_bfloat16* __restrict__ q, const KV* __restrict__ kc, const KV* __restrict__ vc, float k_scale,
-    float v_scale, const int* __restrict__ block_table, int max_blocks, const int* __restrict__ seq_lens, int hq,
-    int hkv, int block_size, float scale_log2, int num_splits, __nv_bfloat16* __restrict__ out,
-    float* __restrict__ part_o, float* __restrict__ part_ml) {
+__global__ void __launch_bounds__(kWarps * 32) decode_attention_kernel(const __nv_bfloat16* __restrict__ q,
+                                                                       const KV* __restrict__ kc,
+                                                                       const KV* __restrict__ vc,
+                                                                       float k_scale,
+                                                                       float v_scale,
+                                                                       const int* __restrict__ block_table,
+                                                                       int max_blocks,
+                                                                       const int* __restrict__ seq_lens,
+                                                                       int hq,
+                                                                       int hkv,
+                                                                       int block_size,
+                                                                       float scale_log2,
+                                                                       int num_splits,
+                                                                       __nv_bfloat16* __restrict__ out,
+                                                                       float* __restrict__ part_o,
+                                                                       float* __restrict__ part_ml) {
     constexpr int kLpt = HD / 8;     // lanes per token
     constexpr int kTpw = 32 / kLpt;  // tokens per warp step
     constexpr int kStep = kWarps * kTpw;
@@ -200,8 +211,11 @@ __global__ void __launch_bounds__(kWarps * 32) decode_attention_kernel(
     }
 }
 
-__global__ void decode_merge_kernel(const float* __restrict__ part_o, const float* __restrict__ part_ml,
-                                    int num_splits, int hd, __nv_bfloat16* __restrict__ out) {
+__global__ void decode_merge_kernel(const float* __restrict__ part_o,
+                                    const float* __restrict__ part_ml,
+                                    int num_splits,
+                                    int hd,
+                                    __nv_bfloat16* __restrict__ out) {
     const std::size_t sh = static_cast<std::size_t>(blockIdx.x);  // seq·hq + head
     float mm = -FLT_MAX;
     for (int s = 0; s < num_splits; ++s) {
@@ -240,7 +254,7 @@ void launch_decode(const DecodeAttentionArgs& a, cudaStream_t stream) {
     SERVESIM_LAUNCH_CHECK("decode_attention");
     if (a.num_splits > 1) {
         decode_merge_kernel<<<a.num_seqs * a.num_q_heads, 128, 0, stream>>>(part_o, part_ml, a.num_splits, HD,
-                                                                          reinterpret_cast<__nv_bfloat16*>(a.o));
+                                                                            reinterpret_cast<__nv_bfloat16*>(a.o));
         SERVESIM_LAUNCH_CHECK("decode_attention merge");
     }
 }
@@ -266,9 +280,14 @@ void dispatch_group(const DecodeAttentionArgs& a, cudaStream_t s) {
 }
 
 template <typename KV>
-__global__ void kv_write_kernel(const __nv_bfloat16* __restrict__ k, const __nv_bfloat16* __restrict__ v,
-                                KV* __restrict__ kc, KV* __restrict__ vc, float inv_k_scale, float inv_v_scale,
-                                const int* __restrict__ slots, int row_elems) {
+__global__ void kv_write_kernel(const __nv_bfloat16* __restrict__ k,
+                                const __nv_bfloat16* __restrict__ v,
+                                KV* __restrict__ kc,
+                                KV* __restrict__ vc,
+                                float inv_k_scale,
+                                float inv_v_scale,
+                                const int* __restrict__ slots,
+                                int row_elems) {
     const int tok = blockIdx.x;
     const std::size_t slot = static_cast<std::size_t>(slots[tok]);
     for (int c = threadIdx.x * 8; c < row_elems; c += blockDim.x * 8) {
@@ -345,9 +364,9 @@ void kv_cache_write(const KvWriteArgs& a, StreamHandle stream) {
             k, v, static_cast<__nv_fp8_e4m3*>(a.k_cache), static_cast<__nv_fp8_e4m3*>(a.v_cache), 1.0f / a.k_scale,
             1.0f / a.v_scale, a.slot_mapping, row);
     } else {
-        kv_write_kernel<__nv_bfloat16><<<a.num_tokens, threads, 0, s>>>(
-            k, v, static_cast<__nv_bfloat16*>(a.k_cache), static_cast<__nv_bfloat16*>(a.v_cache), 1.0f, 1.0f,
-            a.slot_mapping, row);
+        kv_write_kernel<__nv_bfloat16><<<a.num_tokens, threads, 0, s>>>(k, v, static_cast<__nv_bfloat16*>(a.k_cache),
+                                                                        static_cast<__nv_bfloat16*>(a.v_cache), 1.0f,
+                                                                        1.0f, a.slot_mapping, row);
     }
     SERVESIM_LAUNCH_CHECK("kv_cache_write");
 }

@@ -14,16 +14,26 @@ namespace {
 
 constexpr int kConvK = 4;
 
-__device__ __forceinline__ float silu(float x) { return x / (1.f + __expf(-x)); }
+__device__ __forceinline__ float silu(float x) {
+    return x / (1.f + __expf(-x));
+}
 
 __device__ __forceinline__ const __nv_bfloat16* bf(const bf16_t* p) {
     return reinterpret_cast<const __nv_bfloat16*>(p);
 }
 
-__device__ __forceinline__ __nv_bfloat16* bf(bf16_t* p) { return reinterpret_cast<__nv_bfloat16*>(p); }
+__device__ __forceinline__ __nv_bfloat16* bf(bf16_t* p) {
+    return reinterpret_cast<__nv_bfloat16*>(p);
+}
 
-__global__ void conv1d_prefill_kernel(const bf16_t* x, const bf16_t* w, const bf16_t* state, bool use_state,
-                                      bf16_t* y, int seq_len, int channels, std::size_t total) {
+__global__ void conv1d_prefill_kernel(const bf16_t* x,
+                                      const bf16_t* w,
+                                      const bf16_t* state,
+                                      bool use_state,
+                                      bf16_t* y,
+                                      int seq_len,
+                                      int channels,
+                                      std::size_t total) {
     const std::size_t idx = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
     if (idx >= total) {
         return;
@@ -40,16 +50,16 @@ __global__ void conv1d_prefill_kernel(const bf16_t* x, const bf16_t* w, const bf
         if (src_t >= 0) {
             xv = __bfloat162float(bf(x)[(row - (kConvK - 1) + j) * channels + c]);
         } else if (use_state) {
-            xv = __bfloat162float(bf(state)[(static_cast<std::size_t>(seq) * (kConvK - 1) + (kConvK - 1 + src_t)) *
-                                                channels + c]);
+            xv = __bfloat162float(
+                bf(state)[(static_cast<std::size_t>(seq) * (kConvK - 1) + (kConvK - 1 + src_t)) * channels + c]);
         }
         acc += __bfloat162float(bf(w)[static_cast<std::size_t>(c) * kConvK + j]) * xv;
     }
     bf(y)[idx] = __float2bfloat16(silu(acc));
 }
 
-__global__ void conv1d_state_kernel(const bf16_t* x, bf16_t* state, bool use_state, int seq_len, int channels,
-                                    int num_seqs) {
+__global__ void conv1d_state_kernel(
+    const bf16_t* x, bf16_t* state, bool use_state, int seq_len, int channels, int num_seqs) {
     const std::size_t idx = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
     if (idx >= static_cast<std::size_t>(num_seqs) * channels) {
         return;
@@ -59,8 +69,9 @@ __global__ void conv1d_state_kernel(const bf16_t* x, bf16_t* state, bool use_sta
     float old[kConvK - 1];
 #pragma unroll
     for (int j = 0; j < kConvK - 1; ++j) {
-        old[j] = use_state ? __bfloat162float(bf(state)[(static_cast<std::size_t>(seq) * (kConvK - 1) + j) * channels + c])
-                           : 0.f;
+        old[j] = use_state
+                     ? __bfloat162float(bf(state)[(static_cast<std::size_t>(seq) * (kConvK - 1) + j) * channels + c])
+                     : 0.f;
     }
 #pragma unroll
     for (int j = 0; j < kConvK - 1; ++j) {
@@ -72,8 +83,8 @@ __global__ void conv1d_state_kernel(const bf16_t* x, bf16_t* state, bool use_sta
     }
 }
 
-__global__ void conv1d_update_kernel(const bf16_t* x, const bf16_t* w, bf16_t* state, bf16_t* y, int channels,
-                                     std::size_t total) {
+__global__ void conv1d_update_kernel(
+    const bf16_t* x, const bf16_t* w, bf16_t* state, bf16_t* y, int channels, std::size_t total) {
     const std::size_t idx = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
     if (idx >= total) {
         return;
@@ -178,8 +189,8 @@ __global__ void silu_mul_kernel(const bf16_t* x, bf16_t* y, int width, std::size
     *reinterpret_cast<uint4*>(bf(y) + e) = out;
 }
 
-__global__ void rope_kernel(bf16_t* x, const int* positions, int heads, int head_dim, int rot_dim, float log2_theta,
-                            std::size_t total) {
+__global__ void rope_kernel(
+    bf16_t* x, const int* positions, int heads, int head_dim, int rot_dim, float log2_theta, std::size_t total) {
     const std::size_t idx = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
     if (idx >= total) {
         return;
@@ -248,12 +259,21 @@ __global__ void gather_kernel(const bf16_t* table, const int* ids, bf16_t* out, 
         reinterpret_cast<const uint4*>(table)[static_cast<std::size_t>(ids[tok]) * width8 + c];
 }
 
-unsigned blocks_for(std::size_t n, int threads) { return static_cast<unsigned>((n + threads - 1) / threads); }
+unsigned blocks_for(std::size_t n, int threads) {
+    return static_cast<unsigned>((n + threads - 1) / threads);
+}
 
 }  // namespace
 
-void conv1d_prefill(const bf16_t* x, const bf16_t* weight, bf16_t* conv_state, bool use_initial_state, bf16_t* y,
-                    int num_seqs, int seq_len, int channels, StreamHandle stream) {
+void conv1d_prefill(const bf16_t* x,
+                    const bf16_t* weight,
+                    bf16_t* conv_state,
+                    bool use_initial_state,
+                    bf16_t* y,
+                    int num_seqs,
+                    int seq_len,
+                    int channels,
+                    StreamHandle stream) {
     SERVESIM_REQUIRE(num_seqs > 0 && seq_len > 0 && channels > 0, "conv1d_prefill: bad sizes");
     auto s = static_cast<cudaStream_t>(stream);
     const std::size_t total = static_cast<std::size_t>(num_seqs) * seq_len * channels;
@@ -267,16 +287,27 @@ void conv1d_prefill(const bf16_t* x, const bf16_t* weight, bf16_t* conv_state, b
     }
 }
 
-void conv1d_update(const bf16_t* x, const bf16_t* weight, bf16_t* conv_state, bf16_t* y, int num_seqs, int channels,
+void conv1d_update(const bf16_t* x,
+                   const bf16_t* weight,
+                   bf16_t* conv_state,
+                   bf16_t* y,
+                   int num_seqs,
+                   int channels,
                    StreamHandle stream) {
     SERVESIM_REQUIRE(num_seqs > 0 && channels > 0, "conv1d_update: bad sizes");
     const std::size_t total = static_cast<std::size_t>(num_seqs) * channels;
     conv1d_update_kernel<<<blocks_for(total, 256), 256, 0, static_cast<cudaStream_t>(stream)>>>(x, weight, conv_state,
-                                                                                               y, channels, total);
+                                                                                                y, channels, total);
     SERVESIM_LAUNCH_CHECK("conv1d_update");
 }
 
-void rms_norm(const bf16_t* x, bf16_t* residual, const bf16_t* weight, bf16_t* y, int rows, int width, float eps,
+void rms_norm(const bf16_t* x,
+              bf16_t* residual,
+              const bf16_t* weight,
+              bf16_t* y,
+              int rows,
+              int width,
+              float eps,
               StreamHandle stream) {
     SERVESIM_REQUIRE(rows > 0 && width % 8 == 0, "rms_norm: width must be a multiple of 8");
     const int threads = width >= 2048 ? 256 : 128;
@@ -291,7 +322,13 @@ void silu_mul(const bf16_t* x, bf16_t* y, int rows, int width, StreamHandle stre
     SERVESIM_LAUNCH_CHECK("silu_mul");
 }
 
-void rope(bf16_t* x, const int* positions, int tokens, int heads, int head_dim, int rot_dim, float theta,
+void rope(bf16_t* x,
+          const int* positions,
+          int tokens,
+          int heads,
+          int head_dim,
+          int rot_dim,
+          float theta,
           StreamHandle stream) {
     SERVESIM_REQUIRE(tokens > 0 && rot_dim % 2 == 0 && rot_dim <= head_dim, "rope: bad sizes");
     const std::size_t total = static_cast<std::size_t>(tokens) * heads * (rot_dim / 2);
@@ -310,7 +347,7 @@ void embedding_gather(const bf16_t* table, const int* ids, bf16_t* out, int toke
     SERVESIM_REQUIRE(tokens > 0 && width % 8 == 0, "embedding_gather: bad sizes");
     const std::size_t total8 = static_cast<std::size_t>(tokens) * width / 8;
     gather_kernel<<<blocks_for(total8, 256), 256, 0, static_cast<cudaStream_t>(stream)>>>(table, ids, out, width / 8,
-                                                                                         total8);
+                                                                                          total8);
     SERVESIM_LAUNCH_CHECK("embedding_gather");
 }
 

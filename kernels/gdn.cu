@@ -21,11 +21,17 @@ constexpr int kD = 128;  // dk = dv
 constexpr int kC = 64;   // chunk
 constexpr int kBv = 16;  // state-pass column slice
 
-__device__ __forceinline__ float to_f(__nv_bfloat16 x) { return __bfloat162float(x); }
+__device__ __forceinline__ float to_f(__nv_bfloat16 x) {
+    return __bfloat162float(x);
+}
 
 // ---- (0) L2 norm of q and k rows: one warp per row, 4 elements per lane ----
-__global__ void l2norm_kernel(const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ k,
-                              __nv_bfloat16* __restrict__ qn, __nv_bfloat16* __restrict__ kn, int rows, float q_scale) {
+__global__ void l2norm_kernel(const __nv_bfloat16* __restrict__ q,
+                              const __nv_bfloat16* __restrict__ k,
+                              __nv_bfloat16* __restrict__ qn,
+                              __nv_bfloat16* __restrict__ kn,
+                              int rows,
+                              float q_scale) {
     const int warp_global = (blockIdx.x * blockDim.x + threadIdx.x) / 32;
     const int lane = threadIdx.x % 32;
     if (warp_global >= 2 * rows) {
@@ -75,17 +81,22 @@ constexpr int kPrepSmemFloats = 2 * kC * kPrepLd + 2 * kC * kTLd + 2 * kC;
 
 __global__ void __launch_bounds__(256) gdn_prep_kernel(const __nv_bfloat16* __restrict__ kn,
                                                        const __nv_bfloat16* __restrict__ v,
-                                                       const float* __restrict__ g, const float* __restrict__ beta,
+                                                       const float* __restrict__ g,
+                                                       const float* __restrict__ beta,
                                                        __nv_bfloat16* __restrict__ w_out,
-                                                       __nv_bfloat16* __restrict__ u_out, float* __restrict__ gc_out,
-                                                       int chunks_per_seq, int seq_len, int hk, int hv) {
+                                                       __nv_bfloat16* __restrict__ u_out,
+                                                       float* __restrict__ gc_out,
+                                                       int chunks_per_seq,
+                                                       int seq_len,
+                                                       int hk,
+                                                       int hv) {
     extern __shared__ float sm[];
-    float* ks = sm;                  // [64][129]
-    float* vs = ks + kC * kPrepLd;   // [64][129]
-    float* am = vs + kC * kPrepLd;   // [64][65]
-    float* tm = am + kC * kTLd;      // [64][65]
-    float* gs = tm + kC * kTLd;      // [64]
-    float* bs = gs + kC;             // [64]
+    float* ks = sm;                 // [64][129]
+    float* vs = ks + kC * kPrepLd;  // [64][129]
+    float* am = vs + kC * kPrepLd;  // [64][65]
+    float* tm = am + kC * kTLd;     // [64][65]
+    float* gs = tm + kC * kTLd;     // [64]
+    float* bs = gs + kC;            // [64]
     const int tid = threadIdx.x;
     const int h = blockIdx.y;
     const int kh = h / (hv / hk);
@@ -267,10 +278,18 @@ constexpr int kPassBufBytes = 2 * kC * kTileLd * 2 + kC * kBv * 2 + kC * 4;
 constexpr int kPassSmemBytes = 2 * kPassBufBytes + (kD * kBv + kC * kBv + kC) * 4;
 
 template <typename StateT>
-__global__ void __launch_bounds__(128) gdn_state_pass_kernel(
-    const __nv_bfloat16* __restrict__ w, const __nv_bfloat16* __restrict__ u, const __nv_bfloat16* __restrict__ kn,
-    const float* __restrict__ gc, __nv_bfloat16* __restrict__ v_new, __nv_bfloat16* __restrict__ snaps,
-    StateT* __restrict__ state, bool use_initial, int chunks_per_seq, int seq_len, int hk, int hv) {
+__global__ void __launch_bounds__(128) gdn_state_pass_kernel(const __nv_bfloat16* __restrict__ w,
+                                                             const __nv_bfloat16* __restrict__ u,
+                                                             const __nv_bfloat16* __restrict__ kn,
+                                                             const float* __restrict__ gc,
+                                                             __nv_bfloat16* __restrict__ v_new,
+                                                             __nv_bfloat16* __restrict__ snaps,
+                                                             StateT* __restrict__ state,
+                                                             bool use_initial,
+                                                             int chunks_per_seq,
+                                                             int seq_len,
+                                                             int hk,
+                                                             int hv) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
     __nv_bfloat16* wb[2];
     __nv_bfloat16* kb[2];
@@ -284,9 +303,9 @@ __global__ void __launch_bounds__(128) gdn_state_pass_kernel(
         gb[i] = reinterpret_cast<float*>(ub[i] + kC * kBv);
     }
     float* ss = reinterpret_cast<float*>(smem_raw + 2 * kPassBufBytes);  // [128][16]
-    float* vn = ss + kD * kBv;                                             // [64][16]
-    float* dec = vn + kC * kBv;                                            // [64]
-    const int tid = threadIdx.x;  // state row i
+    float* vn = ss + kD * kBv;                                           // [64][16]
+    float* dec = vn + kC * kBv;                                          // [64]
+    const int tid = threadIdx.x;                                         // state row i
     const int c0 = blockIdx.x * kBv;
     const int h = blockIdx.y;
     const int seq = blockIdx.z;
@@ -351,8 +370,8 @@ __global__ void __launch_bounds__(128) gdn_state_pass_kernel(
             for (int c = 0; c < kBv / 2; ++c) {
                 h2[c] = __floats2bfloat162_rn(s[2 * c], s[2 * c + 1]);
             }
-            auto* snap = reinterpret_cast<uint4*>(snaps + ((static_cast<std::size_t>(chunk) * hv + h) * kD + tid) * kD +
-                                                  c0);
+            auto* snap =
+                reinterpret_cast<uint4*>(snaps + ((static_cast<std::size_t>(chunk) * hv + h) * kD + tid) * kD + c0);
             snap[0] = packed[0];
             snap[1] = packed[1];
         }
@@ -395,7 +414,8 @@ __global__ void __launch_bounds__(128) gdn_state_pass_kernel(
                 for (int c = 0; c < 4; ++c) {
                     h2[c] = __floats2bfloat162_rn(acc[2 * c], acc[2 * c + 1]);
                 }
-                *reinterpret_cast<uint4*>(v_new + (static_cast<std::size_t>(tok0 + r) * hv + h) * kD + c0 + cb) = packed;
+                *reinterpret_cast<uint4*>(v_new + (static_cast<std::size_t>(tok0 + r) * hv + h) * kD + c0 + cb) =
+                    packed;
             }
         }
         __syncthreads();
@@ -440,8 +460,12 @@ __global__ void __launch_bounds__(128) gdn_output_kernel(const __nv_bfloat16* __
                                                          const __nv_bfloat16* __restrict__ kn,
                                                          const __nv_bfloat16* __restrict__ v_new,
                                                          const __nv_bfloat16* __restrict__ snaps,
-                                                         const float* __restrict__ gc, __nv_bfloat16* __restrict__ o,
-                                                         int chunks_per_seq, int seq_len, int hk, int hv) {
+                                                         const float* __restrict__ gc,
+                                                         __nv_bfloat16* __restrict__ o,
+                                                         int chunks_per_seq,
+                                                         int seq_len,
+                                                         int hk,
+                                                         int hv) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
     auto* qs = reinterpret_cast<__nv_bfloat16*>(smem_raw);
     __nv_bfloat16* ks = qs + kC * kOLd;
@@ -561,8 +585,8 @@ __global__ void __launch_bounds__(128) gdn_output_kernel(const __nv_bfloat16* __
                 __floats2bfloat162_rn(acc[nt][0], acc[nt][1]);
         }
         if (ra + 8 < cp.valid) {
-            *reinterpret_cast<__nv_bfloat162*>(o + (static_cast<std::size_t>(cp.tok0 + ra + 8) * hv + h) * kD +
-                                               col) = __floats2bfloat162_rn(acc[nt][2], acc[nt][3]);
+            *reinterpret_cast<__nv_bfloat162*>(o + (static_cast<std::size_t>(cp.tok0 + ra + 8) * hv + h) * kD + col) =
+                __floats2bfloat162_rn(acc[nt][2], acc[nt][3]);
         }
     }
 }
@@ -608,9 +632,14 @@ template <typename StateT>
 __global__ void __launch_bounds__(256) gdn_decode_kernel(const __nv_bfloat16* __restrict__ q,
                                                          const __nv_bfloat16* __restrict__ k,
                                                          const __nv_bfloat16* __restrict__ v,
-                                                         const float* __restrict__ g, const float* __restrict__ beta,
-                                                         __nv_bfloat16* __restrict__ o, StateT* __restrict__ state,
-                                                         const int* __restrict__ slots, int hk, int hv, float scale) {
+                                                         const float* __restrict__ g,
+                                                         const float* __restrict__ beta,
+                                                         __nv_bfloat16* __restrict__ o,
+                                                         StateT* __restrict__ state,
+                                                         const int* __restrict__ slots,
+                                                         int hk,
+                                                         int hv,
+                                                         float scale) {
     constexpr int kRows = kD / 8;  // rows per warp
     __shared__ float qk[2][kD];
     __shared__ float red[2][8][kD];
@@ -712,8 +741,11 @@ __global__ void __launch_bounds__(256) gdn_decode_kernel(const __nv_bfloat16* __
 }
 
 template <typename T>
-__global__ void copy_states_kernel(const T* __restrict__ src, T* __restrict__ dst, const int* __restrict__ src_slots,
-                                   const int* __restrict__ dst_slots, std::size_t elems_per_state) {
+__global__ void copy_states_kernel(const T* __restrict__ src,
+                                   T* __restrict__ dst,
+                                   const int* __restrict__ src_slots,
+                                   const int* __restrict__ dst_slots,
+                                   std::size_t elems_per_state) {
     const std::size_t s = static_cast<std::size_t>(src_slots[blockIdx.y]) * elems_per_state;
     const std::size_t d = static_cast<std::size_t>(dst_slots[blockIdx.y]) * elems_per_state;
     const std::size_t n16 = elems_per_state * sizeof(T) / 16;
@@ -735,7 +767,9 @@ struct PrefillWorkspace {
     float* gc;
 };
 
-std::size_t align256(std::size_t b) { return (b + 255) / 256 * 256; }
+std::size_t align256(std::size_t b) {
+    return (b + 255) / 256 * 256;
+}
 
 PrefillWorkspace carve(void* base, int num_seqs, int seq_len, int hk, int hv, std::size_t* total) {
     const std::size_t tokens = static_cast<std::size_t>(num_seqs) * seq_len;
@@ -787,8 +821,8 @@ void gdn_prefill(const GdnPrefillArgs& a, StreamHandle stream) {
     const int chunks = a.num_seqs * cps;
     static bool configured = false;
     if (!configured) {
-        SERVESIM_CUDA(cudaFuncSetAttribute(gdn_prep_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           kPrepSmemFloats * 4));
+        SERVESIM_CUDA(
+            cudaFuncSetAttribute(gdn_prep_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kPrepSmemFloats * 4));
         SERVESIM_CUDA(cudaFuncSetAttribute(gdn_state_pass_kernel<float>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            kPassSmemBytes));
         SERVESIM_CUDA(cudaFuncSetAttribute(gdn_state_pass_kernel<__nv_bfloat16>,
@@ -843,8 +877,14 @@ void gdn_decode(const GdnDecodeArgs& a, StreamHandle stream) {
     SERVESIM_LAUNCH_CHECK("gdn decode");
 }
 
-void gdn_snapshot_copy(const void* state, void* snapshots, StateDtype dtype, const int* src_slots,
-                       const int* dst_slots, int count, int num_v_heads, StreamHandle stream) {
+void gdn_snapshot_copy(const void* state,
+                       void* snapshots,
+                       StateDtype dtype,
+                       const int* src_slots,
+                       const int* dst_slots,
+                       int count,
+                       int num_v_heads,
+                       StreamHandle stream) {
     if (count <= 0) {
         return;
     }
@@ -852,8 +892,8 @@ void gdn_snapshot_copy(const void* state, void* snapshots, StateDtype dtype, con
     const std::size_t elems = static_cast<std::size_t>(num_v_heads) * kD * kD;
     const dim3 grid(64, count);
     if (dtype == StateDtype::kFp32) {
-        copy_states_kernel<float><<<grid, 256, 0, s>>>(static_cast<const float*>(state),
-                                                       static_cast<float*>(snapshots), src_slots, dst_slots, elems);
+        copy_states_kernel<float><<<grid, 256, 0, s>>>(static_cast<const float*>(state), static_cast<float*>(snapshots),
+                                                       src_slots, dst_slots, elems);
     } else {
         copy_states_kernel<__nv_bfloat16><<<grid, 256, 0, s>>>(static_cast<const __nv_bfloat16*>(state),
                                                                static_cast<__nv_bfloat16*>(snapshots), src_slots,

@@ -65,7 +65,9 @@ __global__ void fill_f32_kernel(float* p, std::size_t n, float lo, float hi, std
     }
 }
 
-int fill_blocks(std::size_t n) { return static_cast<int>(std::min<std::size_t>((n + 255) / 256, 132 * 32)); }
+int fill_blocks(std::size_t n) {
+    return static_cast<int>(std::min<std::size_t>((n + 255) / 256, 132 * 32));
+}
 
 }  // namespace
 
@@ -85,7 +87,9 @@ void fill_random_f32(float* p, std::size_t n, float lo, float hi, std::uint64_t 
     SERVESIM_LAUNCH_CHECK("fill_random_f32");
 }
 
-void fill_bytes(void* p, std::size_t bytes, int value) { SERVESIM_CUDA(cudaMemset(p, value, bytes)); }
+void fill_bytes(void* p, std::size_t bytes, int value) {
+    SERVESIM_CUDA(cudaMemset(p, value, bytes));
+}
 
 void copy_to_host(void* dst, const void* src, std::size_t bytes) {
     SERVESIM_CUDA(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
@@ -95,7 +99,9 @@ void copy_to_device(void* dst, const void* src, std::size_t bytes) {
     SERVESIM_CUDA(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
 }
 
-void device_synchronize() { SERVESIM_CUDA(cudaDeviceSynchronize()); }
+void device_synchronize() {
+    SERVESIM_CUDA(cudaDeviceSynchronize());
+}
 
 void check_last_launch(const char* what) {
     const cudaError_t e = cudaGetLastError();
@@ -128,7 +134,9 @@ bool query_device(int device, DeviceInfo* info) {
     return true;
 }
 
-void set_device(int device) { SERVESIM_CUDA(cudaSetDevice(device)); }
+void set_device(int device) {
+    SERVESIM_CUDA(cudaSetDevice(device));
+}
 
 double time_median_ms(const std::function<void(int)>& body, int warmup, int reps) {
     for (int i = 0; i < warmup; ++i) {

@@ -13,7 +13,7 @@
 namespace servesim::kernels {
 
 class DeviceBuffer {
-public:
+  public:
     DeviceBuffer() = default;
     explicit DeviceBuffer(std::size_t bytes);
     ~DeviceBuffer();
@@ -31,7 +31,7 @@ public:
 
     [[nodiscard]] std::size_t bytes() const { return bytes_; }
 
-private:
+  private:
     void* ptr_ = nullptr;
     std::size_t bytes_ = 0;
 };
@@ -68,7 +68,7 @@ void set_device(int device);
 void destroy_stream(StreamHandle stream);
 
 class CudaGraph {
-public:
+  public:
     CudaGraph() = default;
     ~CudaGraph();
     CudaGraph(const CudaGraph&) = delete;
@@ -77,7 +77,7 @@ public:
     void capture(StreamHandle stream, const std::function<void()>& body);
     void replay(StreamHandle stream);
 
-private:
+  private:
     void* graph_ = nullptr;
     void* exec_ = nullptr;
 };

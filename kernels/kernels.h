@@ -18,14 +18,14 @@ using StreamHandle = void*;  // cudaStream_t; nullptr = default stream
 
 // ---- GEMM (cuBLAS, bf16 in/out, fp32 accumulate): C[M,N] = A[M,K] · W[N,K]ᵀ (a torch Linear) ----
 class GemmRunner {
-public:
+  public:
     GemmRunner();
     ~GemmRunner();
     GemmRunner(const GemmRunner&) = delete;
     GemmRunner& operator=(const GemmRunner&) = delete;
     void run(const bf16_t* a, const bf16_t* w, bf16_t* c, int m, int n, int k, StreamHandle stream);
 
-private:
+  private:
     void* handle_ = nullptr;
     void* workspace_ = nullptr;
     std::size_t workspace_bytes_ = 0;
@@ -75,8 +75,7 @@ struct DecodeAttentionArgs {
 
 // Splits so that kv_heads·seqs·splits fills the GPU about twice, each split ≥ 256 tokens.
 [[nodiscard]] int decode_attention_splits(int num_seqs, int num_kv_heads, int max_context_tokens, int num_sms);
-[[nodiscard]] std::size_t decode_attention_workspace_bytes(int num_seqs, int num_q_heads, int head_dim,
-                                                           int num_splits);
+[[nodiscard]] std::size_t decode_attention_workspace_bytes(int num_seqs, int num_q_heads, int head_dim, int num_splits);
 void decode_attention(const DecodeAttentionArgs& args, StreamHandle stream);
 
 // ---- KV-cache write (vLLM reshape_and_cache): token t's K/V go to slot slot_mapping[t] ----
@@ -128,8 +127,14 @@ struct GdnPrefillArgs {
 void gdn_prefill(const GdnPrefillArgs& args, StreamHandle stream);
 
 // Align-mode snapshot write: copies `count` states (bf16 or fp32 [Hv,128,128] each) from src slots to dst slots.
-void gdn_snapshot_copy(const void* state, void* snapshots, StateDtype dtype, const int* src_slots, const int* dst_slots,
-                       int count, int num_v_heads, StreamHandle stream);
+void gdn_snapshot_copy(const void* state,
+                       void* snapshots,
+                       StateDtype dtype,
+                       const int* src_slots,
+                       const int* dst_slots,
+                       int count,
+                       int num_v_heads,
+                       StreamHandle stream);
 
 // One recurrent decode step for num_seqs sequences: q, k [seqs, Hk, 128], v [seqs, Hv, 128], g, beta [seqs, Hv];
 // state[state_slots[s]] updated in place; o [seqs, Hv, 128].
@@ -154,21 +159,45 @@ void gdn_decode(const GdnDecodeArgs& args, StreamHandle stream);
 // ---- Causal depthwise conv1d + SiLU (kernel width 4) ----
 // Prefill: x [seqs·len, C] → y [seqs·len, C]; weight [C, 4]; conv_state [seqs, 3, C] bf16 (initial if
 // use_initial_state, then the last three inputs are written back).
-void conv1d_prefill(const bf16_t* x, const bf16_t* weight, bf16_t* conv_state, bool use_initial_state, bf16_t* y,
-                    int num_seqs, int seq_len, int channels, StreamHandle stream);
+void conv1d_prefill(const bf16_t* x,
+                    const bf16_t* weight,
+                    bf16_t* conv_state,
+                    bool use_initial_state,
+                    bf16_t* y,
+                    int num_seqs,
+                    int seq_len,
+                    int channels,
+                    StreamHandle stream);
 // Update: one token per sequence, x [seqs, C]; state [seqs, 3, C] shifted in place.
-void conv1d_update(const bf16_t* x, const bf16_t* weight, bf16_t* conv_state, bf16_t* y, int num_seqs, int channels,
+void conv1d_update(const bf16_t* x,
+                   const bf16_t* weight,
+                   bf16_t* conv_state,
+                   bf16_t* y,
+                   int num_seqs,
+                   int channels,
                    StreamHandle stream);
 
 // ---- Small ops ----
 // y = x / rms(x) · w (fp32 math), rows of `width`; when residual != nullptr, x + residual is normalised and
 // written back to residual (vLLM fused_add_rms_norm).
-void rms_norm(const bf16_t* x, bf16_t* residual, const bf16_t* weight, bf16_t* y, int rows, int width, float eps,
+void rms_norm(const bf16_t* x,
+              bf16_t* residual,
+              const bf16_t* weight,
+              bf16_t* y,
+              int rows,
+              int width,
+              float eps,
               StreamHandle stream);
 // x [rows, 2·width] = [gate | up] → y [rows, width] = silu(gate) · up.
 void silu_mul(const bf16_t* x, bf16_t* y, int rows, int width, StreamHandle stream);
 // Neox-style rotate-half RoPE in place on the first rot_dim dims of each head: x [tokens, heads, head_dim].
-void rope(bf16_t* x, const int* positions, int tokens, int heads, int head_dim, int rot_dim, float theta,
+void rope(bf16_t* x,
+          const int* positions,
+          int tokens,
+          int heads,
+          int head_dim,
+          int rot_dim,
+          float theta,
           StreamHandle stream);
 // Greedy sampling: argmax over logits [rows, vocab] (bf16) → tokens [rows].
 void argmax_rows(const bf16_t* logits, int* tokens, int rows, int vocab, StreamHandle stream);

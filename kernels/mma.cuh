@@ -19,7 +19,9 @@ __device__ __forceinline__ void cp_async16(void* dst, const void* src, int src_b
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(src_bytes));
 }
 
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+__device__ __forceinline__ void cp_async_commit() {
+    asm volatile("cp.async.commit_group;\n" ::);
+}
 
 template <int N>
 __device__ __forceinline__ void cp_async_wait() {
@@ -39,7 +41,9 @@ __device__ __forceinline__ void ldmatrix_x4_trans(std::uint32_t (&r)[4], const v
                  : "r"(smem_addr(p)));
 }
 
-__device__ __forceinline__ void mma_bf16(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
+__device__ __forceinline__ void mma_bf16(float (&d)[4],
+                                         const std::uint32_t (&a)[4],
+                                         std::uint32_t b0,
                                          std::uint32_t b1) {
     asm volatile(
         "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
@@ -54,22 +58,22 @@ __device__ __forceinline__ std::uint32_t pack_bf16(float lo, float hi) {
 }
 
 // A fragment (16x16) of a row-major bf16 tile in shared memory: rows row0.., cols col0.., row stride `ld` elements.
-__device__ __forceinline__ void load_a(std::uint32_t (&a)[4], const __nv_bfloat16* tile, int row0, int col0, int ld,
-                                       int lane) {
+__device__ __forceinline__ void load_a(
+    std::uint32_t (&a)[4], const __nv_bfloat16* tile, int row0, int col0, int ld, int lane) {
     ldmatrix_x4(a, tile + (row0 + (lane % 16)) * ld + col0 + (lane / 16) * 8);
 }
 
 // B fragments for B[k][n] = M[n][k] with M row-major [n][k] (e.g. K for S = Q·Kᵀ): one n-tile of 8 (rows n0..),
 // two k-steps (k0 and k0+16): b[0],b[1] for k0; b[2],b[3] for k0+16.
-__device__ __forceinline__ void load_b_nk(std::uint32_t (&b)[4], const __nv_bfloat16* tile, int n0, int k0, int ld,
-                                          int lane) {
+__device__ __forceinline__ void load_b_nk(
+    std::uint32_t (&b)[4], const __nv_bfloat16* tile, int n0, int k0, int ld, int lane) {
     ldmatrix_x4(b, tile + (n0 + (lane % 8)) * ld + k0 + (lane / 8) * 8);
 }
 
 // B fragments for B[k][n] = M[k][n] with M row-major [k][n] (e.g. V for O = P·V): one k-step (k0..k0+15), two
 // n-tiles (n0 and n0+8): b[0],b[1] for n0; b[2],b[3] for n0+8.
-__device__ __forceinline__ void load_b_kn(std::uint32_t (&b)[4], const __nv_bfloat16* tile, int k0, int n0, int ld,
-                                          int lane) {
+__device__ __forceinline__ void load_b_kn(
+    std::uint32_t (&b)[4], const __nv_bfloat16* tile, int k0, int n0, int ld, int lane) {
     ldmatrix_x4_trans(b, tile + (k0 + (lane % 8) + ((lane / 8) % 2) * 8) * ld + n0 + (lane / 16) * 8);
 }
 

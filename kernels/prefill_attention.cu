@@ -20,8 +20,8 @@ constexpr int kBc = 64;
 constexpr int kThreads = 128;
 
 template <int HD>
-__device__ __forceinline__ void load_tile(__nv_bfloat16* dst, const __nv_bfloat16* src, int row0, int rows_valid,
-                                          std::size_t row_stride, int tid) {
+__device__ __forceinline__ void load_tile(
+    __nv_bfloat16* dst, const __nv_bfloat16* src, int row0, int rows_valid, std::size_t row_stride, int tid) {
     constexpr int kLd = HD + 8;
     constexpr int kChunks = HD / 8;
     for (int c = tid; c < kBr * kChunks; c += kThreads) {
@@ -38,8 +38,12 @@ template <int HD>
 __global__ void __launch_bounds__(kThreads) prefill_attention_kernel(const __nv_bfloat16* __restrict__ q,
                                                                      const __nv_bfloat16* __restrict__ k,
                                                                      const __nv_bfloat16* __restrict__ v,
-                                                                     __nv_bfloat16* __restrict__ o, int chunk,
-                                                                     int cached, int hq, int hkv, float scale_log2) {
+                                                                     __nv_bfloat16* __restrict__ o,
+                                                                     int chunk,
+                                                                     int cached,
+                                                                     int hq,
+                                                                     int hkv,
+                                                                     float scale_log2) {
     constexpr int kLd = HD + 8;
     constexpr bool kQInRegs = HD <= 128;
     constexpr int kKSteps = HD / 16;
@@ -215,8 +219,8 @@ __global__ void __launch_bounds__(kThreads) prefill_attention_kernel(const __nv_
                 __floats2bfloat162_rn(acc[nt][0] * l_i[0], acc[nt][1] * l_i[0]);
         }
         if (row_a + 8 < chunk) {
-            *reinterpret_cast<__nv_bfloat162*>(o + static_cast<std::size_t>(row_a + 8) * q_stride + head * HD +
-                                               col) = __floats2bfloat162_rn(acc[nt][2] * l_i[1], acc[nt][3] * l_i[1]);
+            *reinterpret_cast<__nv_bfloat162*>(o + static_cast<std::size_t>(row_a + 8) * q_stride + head * HD + col) =
+                __floats2bfloat162_rn(acc[nt][2] * l_i[1], acc[nt][3] * l_i[1]);
         }
     }
 }
@@ -227,8 +231,8 @@ void launch(const PrefillAttentionArgs& a, cudaStream_t stream) {
     const int smem = 3 * kBr * kLd * static_cast<int>(sizeof(__nv_bfloat16));
     static bool configured = false;
     if (!configured) {
-        SERVESIM_CUDA(cudaFuncSetAttribute(prefill_attention_kernel<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           smem));
+        SERVESIM_CUDA(
+            cudaFuncSetAttribute(prefill_attention_kernel<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
         configured = true;
     }
     const dim3 grid((a.chunk_tokens + kBr - 1) / kBr, a.num_q_heads);

@@ -29,8 +29,10 @@ struct CalibrateOptions {
 int run_calibrate(const CalibrateOptions& options, std::ostream& out, std::ostream& log);
 
 // Parses servesim-calibrate's command line (--model M --out FILE --quick --from-measurements FILE
-// --profile FILE --add-composition FILE [--label L] --log-dir DIR --device N); returns false with a message on bad usage.
-[[nodiscard]] bool parse_calibrate_args(const std::vector<std::string>& args, CalibrateOptions& options,
+// --profile FILE --add-composition FILE [--label L] --log-dir DIR --device N); returns false with a message on bad
+// usage.
+[[nodiscard]] bool parse_calibrate_args(const std::vector<std::string>& args,
+                                        CalibrateOptions& options,
                                         std::string& message);
 
 }  // namespace servesim::calibration

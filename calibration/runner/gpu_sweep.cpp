@@ -77,14 +77,14 @@ struct LayerGroup {
     std::string name;
     int count = 0;
     std::vector<Gemm> gemms;
-    int norm_width = 0;       // rms_norm rows of this width (fused residual add), `norms` of them
+    int norm_width = 0;  // rms_norm rows of this width (fused residual add), `norms` of them
     int norms = 0;
-    int silu_width = 0;       // silu_mul output width (0 = none)
-    int rope_heads = 0;       // heads rotated (q + k)
+    int silu_width = 0;  // silu_mul output width (0 = none)
+    int rope_heads = 0;  // heads rotated (q + k)
     int rope_head_dim = 0;
     int rope_rot_dim = 0;
-    int kv_write_row = 0;     // hkv·hd elements written per token (K and V), 0 = none
-    int gated_norm_heads = 0; // GDN output gated RMSNorm: rows of dv per token
+    int kv_write_row = 0;      // hkv·hd elements written per token (K and V), 0 = none
+    int gated_norm_heads = 0;  // GDN output gated RMSNorm: rows of dv per token
 };
 
 struct AttentionShape {
@@ -116,8 +116,8 @@ ModelPlan plan_model(const models::ModelSpec& spec) {
         const auto& layer = spec.layers[li];
         if (const auto* a = std::get_if<models::AttentionMixer>(&layer.mixer)) {
             if (a->head_dim != 128 && a->head_dim != 256) {
-                throw ConfigError(fmt::format("layer {}: attention head_dim {} is not calibrated (128 or 256)", li,
-                                              a->head_dim));
+                throw ConfigError(
+                    fmt::format("layer {}: attention head_dim {} is not calibrated (128 or 256)", li, a->head_dim));
             }
             const std::string key = fmt::format("attention_proj hq{} hkv{} hd{}{}", a->num_q_heads, a->num_kv_heads,
                                                 a->head_dim, a->output_gate ? " gated" : "");
@@ -135,21 +135,21 @@ ModelPlan plan_model(const models::ModelSpec& spec) {
             ++attn[{a->num_q_heads, a->num_kv_heads, a->head_dim}];
         } else if (const auto* d = std::get_if<models::GatedDeltaNetMixer>(&layer.mixer)) {
             if (d->k_head_dim != 128 || d->v_head_dim != 128 || d->conv_kernel != 4) {
-                throw ConfigError(fmt::format("layer {}: GDN dims other than 128/128 with conv 4 are not calibrated",
-                                              li));
+                throw ConfigError(
+                    fmt::format("layer {}: GDN dims other than 128/128 with conv 4 are not calibrated", li));
             }
             const int conv_dim = 2 * d->num_k_heads * d->k_head_dim + d->num_v_heads * d->v_head_dim;
             const std::string key = fmt::format("gdn_proj hk{} hv{}", d->num_k_heads, d->num_v_heads);
             auto& g = groups[key];
             g.name = key;
             ++g.count;
-            g.gemms = {{conv_dim + d->num_v_heads * d->v_head_dim, h}, {2 * d->num_v_heads, h},
+            g.gemms = {{conv_dim + d->num_v_heads * d->v_head_dim, h},
+                       {2 * d->num_v_heads, h},
                        {h, d->num_v_heads * d->v_head_dim}};
             g.norm_width = h;
             g.norms = 1;
             g.gated_norm_heads = d->num_v_heads;
-            ++gdn[{d->num_k_heads, d->num_v_heads, conv_dim,
-                   d->ssm_state_dtype == models::DType::kFloat32 ? 1 : 0}];
+            ++gdn[{d->num_k_heads, d->num_v_heads, conv_dim, d->ssm_state_dtype == models::DType::kFloat32 ? 1 : 0}];
         } else if (std::holds_alternative<models::Mamba2Mixer>(layer.mixer)) {
             throw ConfigError(fmt::format("layer {}: Mamba2 layers are not calibrated by this sweep", li));
         }
@@ -179,7 +179,9 @@ ModelPlan plan_model(const models::ModelSpec& spec) {
     return plan;
 }
 
-void write_points(const std::string& dir, const std::string& curve, const std::vector<std::string>& vars,
+void write_points(const std::string& dir,
+                  const std::string& curve,
+                  const std::vector<std::string>& vars,
                   const std::vector<Point>& pts) {
     if (dir.empty()) {
         return;
@@ -233,8 +235,8 @@ double time_group(const LayerGroup& g, int m, k::GemmRunner& gemm, std::uint64_t
     std::vector<std::vector<k::DeviceBuffer>> weights(sets);
     for (int s = 0; s < sets; ++s) {
         for (std::size_t i = 0; i < g.gemms.size(); ++i) {
-            weights[s].push_back(random_bf16(static_cast<std::size_t>(g.gemms[i].n) * g.gemms[i].k, seed + 17 * s + i,
-                                             -0.05f, 0.05f));
+            weights[s].push_back(
+                random_bf16(static_cast<std::size_t>(g.gemms[i].n) * g.gemms[i].k, seed + 17 * s + i, -0.05f, 0.05f));
         }
     }
     const std::size_t mm = static_cast<std::size_t>(m);
@@ -265,8 +267,8 @@ double time_group(const LayerGroup& g, int m, k::GemmRunner& gemm, std::uint64_t
             k::rms_norm(xb, residual.as<k::bf16_t>(), norm_w.as<k::bf16_t>(), yb, m, g.norm_width, 1e-6f, g_stream);
         }
         for (std::size_t i = 0; i < g.gemms.size(); ++i) {
-            gemm.run(i % 2 == 0 ? yb : xb, w[i].as<k::bf16_t>(), i % 2 == 0 ? xb : yb, m, g.gemms[i].n,
-                     g.gemms[i].k, g_stream);
+            gemm.run(i % 2 == 0 ? yb : xb, w[i].as<k::bf16_t>(), i % 2 == 0 ? xb : yb, m, g.gemms[i].n, g.gemms[i].k,
+                     g_stream);
             if (i == 0 && g.silu_width > 0) {
                 k::silu_mul(xb, yb, m, g.silu_width, g_stream);
             }
@@ -497,6 +499,7 @@ struct ForwardModel {
         int inter = 0;
         bool gated_mlp = true;
     };
+
     std::vector<LayerW> layers;
     k::DeviceBuffer lm;  // [vocab, h], also the embedding table
     k::DeviceBuffer norm_w;
@@ -769,8 +772,8 @@ std::string today_iso() {
 }
 
 void log_curve(std::ostream& log, const Curve& c) {
-    log << fmt::format("  {:13s} pieces {} points {:3d}  R2 {:.5f}  max_rel_residual {:.4f}\n", c.name,
-                       c.pieces.size(), c.num_points, c.r2, c.max_rel_residual);
+    log << fmt::format("  {:13s} pieces {} points {:3d}  R2 {:.5f}  max_rel_residual {:.4f}\n", c.name, c.pieces.size(),
+                       c.num_points, c.r2, c.max_rel_residual);
 }
 
 }  // namespace
@@ -786,7 +789,9 @@ bool cuda_device_present(int device, std::string* name) {
     return true;
 }
 
-HardwareProfile sweep_model(const models::ModelSpec& spec, const std::string& model_name, const SweepOptions& o,
+HardwareProfile sweep_model(const models::ModelSpec& spec,
+                            const std::string& model_name,
+                            const SweepOptions& o,
                             std::ostream& log) {
     k::set_device(o.device);
     k::DeviceInfo info;
@@ -796,10 +801,11 @@ HardwareProfile sweep_model(const models::ModelSpec& spec, const std::string& mo
     HardwareProfile p;
     p.gpu = info.name;
     p.date = today_iso();
-    p.software = fmt::format("CUDA runtime {}.{}, driver API {}.{}, cuBLAS {}; servesim kernels (FA2-style mma.sync "
-                             "prefill, split-K paged decode, chunked GDN)",
-                             info.runtime_version / 1000, info.runtime_version % 1000 / 10,
-                             info.driver_version / 1000, info.driver_version % 1000 / 10, info.cublas_version);
+    p.software = fmt::format(
+        "CUDA runtime {}.{}, driver API {}.{}, cuBLAS {}; servesim kernels (FA2-style mma.sync "
+        "prefill, split-K paged decode, chunked GDN)",
+        info.runtime_version / 1000, info.runtime_version % 1000 / 10, info.driver_version / 1000,
+        info.driver_version % 1000 / 10, info.cublas_version);
     p.model = model_name;
     p.source = "calibrated";
     p.hybrid = !plan.gdn.empty() && !plan.attention.empty();
@@ -811,8 +817,8 @@ HardwareProfile sweep_model(const models::ModelSpec& spec, const std::string& mo
     {
         const std::vector<int> grid =
             quick ? std::vector<int>{1, 4, 16, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768}
-                  : std::vector<int>{1,   2,    4,    8,    16,   32,   48,   64,    96,    128,   192,   256,  384,
-                                     512, 768,  1024, 1536, 2048, 3072, 4096, 6144, 8192, 12288, 16384, 24576, 32768};
+                  : std::vector<int>{1,   2,   4,    8,    16,   32,   48,   64,   96,   128,   192,   256,   384,
+                                     512, 768, 1024, 1536, 2048, 3072, 4096, 6144, 8192, 12288, 16384, 24576, 32768};
         std::vector<Point> pts;
         for (int m : grid) {
             double ms = 0;
@@ -940,19 +946,19 @@ HardwareProfile sweep_model(const models::ModelSpec& spec, const std::string& mo
     {
         log << "  composition (whole forwards, CUDA graph):\n";
         const ForwardModel fm = build_forward_model(spec);
-        const std::vector<int> prefill = quick ? std::vector<int>{512, 4096, 32768}
-                                               : std::vector<int>{512, 1024, 2048, 4096, 8192, 16384, 32768};
+        const std::vector<int> prefill =
+            quick ? std::vector<int>{512, 4096, 32768} : std::vector<int>{512, 1024, 2048, 4096, 8192, 16384, 32768};
         for (int tokens : prefill) {
             const double ms = time_forward(fm, 1, tokens, 0, gemm, info.multiprocessors);
-            p.composition_check.push_back({fmt::format("forward_prefill_T{}", tokens), ms,
-                                           predict_prefill_ms(p, tokens, 0)});
+            p.composition_check.push_back(
+                {fmt::format("forward_prefill_T{}", tokens), ms, predict_prefill_ms(p, tokens, 0)});
         }
-        const std::vector<std::pair<int, int>> dec = {{1, 2048}, {8, 2048}, {32, 2048}, {64, 2048}, {128, 2048},
-                                                      {256, 1024}};
+        const std::vector<std::pair<int, int>> dec = {{1, 2048},  {8, 2048},   {32, 2048},
+                                                      {64, 2048}, {128, 2048}, {256, 1024}};
         for (auto [b, c] : dec) {
             const double ms = time_forward(fm, b, 1, c, gemm, info.multiprocessors);
-            p.composition_check.push_back({fmt::format("forward_decode_B{}_C{}", b, c + 1), ms,
-                                           predict_decode_ms(p, b, c + 1)});
+            p.composition_check.push_back(
+                {fmt::format("forward_decode_B{}_C{}", b, c + 1), ms, predict_decode_ms(p, b, c + 1)});
         }
         for (const auto& c : p.composition_check) {
             log << fmt::format("    {:28s} measured {:10.3f} ms  predicted {:10.3f} ms  ({:+.1f} %)\n", c.case_name,

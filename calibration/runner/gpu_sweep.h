@@ -20,7 +20,9 @@ struct SweepOptions {
 [[nodiscard]] bool cuda_device_present(int device, std::string* name);
 
 // Sweeps and fits every curve the model needs; `model_name` is recorded in the profile.
-[[nodiscard]] HardwareProfile sweep_model(const models::ModelSpec& spec, const std::string& model_name,
-                                          const SweepOptions& options, std::ostream& log);
+[[nodiscard]] HardwareProfile sweep_model(const models::ModelSpec& spec,
+                                          const std::string& model_name,
+                                          const SweepOptions& options,
+                                          std::ostream& log);
 
 }  // namespace servesim::calibration

@@ -9,7 +9,7 @@ int main(int argc, char** argv) {
     servesim::calibration::CalibrateOptions options;
     std::string message;
     if (!servesim::calibration::parse_calibrate_args(std::vector<std::string>(argv + 1, argv + argc), options,
-                                                      message)) {
+                                                     message)) {
         std::cerr << "servesim-calibrate: " << message << "\n";
         return 1;
     }

@@ -1,10 +1,11 @@
 // Least-squares fits (calibration/curve_fit.h) recover known coefficients from synthetic noisy data, split at a
 // knee, and keep slopes non-negative. Noise: a fixed mt19937_64 stream mapped to ±amplitude (deterministic).
+#include "calibration/curve_fit.h"
+
 #include <cmath>
 #include <random>
 #include <vector>
 
-#include "calibration/curve_fit.h"
 #include "tests/catch.h"
 
 using namespace servesim::calibration;
@@ -13,7 +14,7 @@ namespace {
 
 // Multiplicative noise in [−a, +a], reproducible.
 class Noise {
-public:
+  public:
     explicit Noise(double amplitude) : a_(amplitude) {}
 
     double operator()() {
@@ -21,7 +22,7 @@ public:
         return 1.0 + a_ * (2.0 * u - 1.0);
     }
 
-private:
+  private:
     std::mt19937_64 rng_{42};
     double a_;
 };

@@ -1,10 +1,11 @@
 // HardwareProfile format (calibration/hardware_profile.h): evaluate() rules, writer/reader round trip, strict
 // rejection of malformed curves with the curve named, and the committed H200 profiles reading back.
+#include "calibration/hardware_profile.h"
+
 #include <cmath>
 #include <sstream>
 #include <string>
 
-#include "calibration/hardware_profile.h"
 #include "common/error.h"
 #include "tests/catch.h"
 
@@ -156,7 +157,8 @@ TEST_CASE("A profile with a missing or malformed curve is rejected naming the cu
     CHECK(msg.find("lm_head") != std::string::npos);
 
     // x_min > x_max.
-    msg = rejection(edit(good, "{x_min: 1, x_max: 1024, coefficients: [0.3", "{x_min: 2000, x_max: 1024, coefficients: [0.3"));
+    msg = rejection(
+        edit(good, "{x_min: 1, x_max: 1024, coefficients: [0.3", "{x_min: 2000, x_max: 1024, coefficients: [0.3"));
     CHECK(msg.find("lm_head") != std::string::npos);
     CHECK(msg.find("x_min") != std::string::npos);
 
@@ -198,7 +200,8 @@ TEST_CASE("check_profile_covers_model wants GDN curves for a model with GDN laye
 
 TEST_CASE("The committed H200 profiles read back and predict positive step costs", "[calibration]") {
     for (const char* model : {"Qwen3-4B", "Qwen3.5-4B", "Qwen3-8B", "Llama-3.1-8B"}) {
-        const HardwareProfile p = read_profile(std::string(SERVESIM_SOURCE_DIR) + "/calibration/profiles/h200/" + model + ".yaml");
+        const HardwareProfile p =
+            read_profile(std::string(SERVESIM_SOURCE_DIR) + "/calibration/profiles/h200/" + model + ".yaml");
         CHECK(p.model == model);
         CHECK(p.source == "calibrated");
         CHECK(p.hybrid == (std::string(model) == "Qwen3.5-4B"));

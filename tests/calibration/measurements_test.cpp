@@ -1,5 +1,7 @@
 // --from-measurements (calibration/measurements.h, calibration/runner/calibrate.h): reading the YAML and CSV
 // formats, fitting the curve family to end-to-end timings, and the composed predictions reproducing them.
+#include "calibration/measurements.h"
+
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -7,7 +9,6 @@
 #include <string>
 
 #include "calibration/hardware_profile.h"
-#include "calibration/measurements.h"
 #include "calibration/runner/calibrate.h"
 #include "common/error.h"
 #include "tests/catch.h"
@@ -18,9 +19,13 @@ namespace {
 
 // Truth used below: prefill of T new tokens after P cached = 20 + 0.08·T + 3e-6·T·(P + T/2) ms;
 // decode of B sequences with C context each = 12 + 0.05·B + 2e-5·B·C ms.
-double true_prefill(double t, double p) { return 20 + 0.08 * t + 3e-6 * t * (p + t / 2); }
+double true_prefill(double t, double p) {
+    return 20 + 0.08 * t + 3e-6 * t * (p + t / 2);
+}
 
-double true_decode(double b, double c) { return 12 + 0.05 * b + 2e-5 * b * c; }
+double true_decode(double b, double c) {
+    return 12 + 0.05 * b + 2e-5 * b * c;
+}
 
 std::string temp_path(const std::string& name) {
     return (std::filesystem::temp_directory_path() / ("servesim-calibration-test-" + name)).string();

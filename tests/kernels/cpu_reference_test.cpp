@@ -1,10 +1,11 @@
 // CPU references of the calibration kernels (kernels/cpu_reference.h) on small cases with answers worked out by
 // hand; these references are what the GPU checks (servesim-kernel-check, ctest label "gpu") compare against.
+#include "kernels/cpu_reference.h"
+
 #include <cmath>
 #include <numeric>
 #include <vector>
 
-#include "kernels/cpu_reference.h"
 #include "tests/catch.h"
 
 namespace ref = servesim::kernels::ref;
@@ -18,7 +19,7 @@ TEST_CASE("bf16 and fp8 e4m3 conversions round to nearest even", "[kernels]") {
     CHECK(ref::float_to_fp8_e4m3(1.0f) == 0x38);
     CHECK(ref::float_to_fp8_e4m3(-2.0f) == 0xC0);
     CHECK(ref::float_to_fp8_e4m3(448.0f) == 0x7E);
-    CHECK(ref::float_to_fp8_e4m3(1000.0f) == 0x7E);  // saturates
+    CHECK(ref::float_to_fp8_e4m3(1000.0f) == 0x7E);               // saturates
     CHECK(ref::fp8_e4m3_to_float(0x01) == std::ldexp(1.0f, -9));  // smallest subnormal
     CHECK_THAT(ref::fp8_e4m3_to_float(ref::float_to_fp8_e4m3(0.3f)), Catch::Matchers::WithinRel(0.3, 0.07));
 }
@@ -85,7 +86,7 @@ TEST_CASE("gated delta rule reference: one token from a zero state and the decay
     const auto o = ref::gdn_recurrent(q, k, v, {-0.5f}, {0.5f}, state, 1, 1, 1, 1, 2, 2, 1.0f);
     CHECK_THAT(o[0], Catch::Matchers::WithinRel(0.5 * 2 * 0.6, 1e-5));
     CHECK_THAT(o[1], Catch::Matchers::WithinRel(0.5 * -1 * 0.6, 1e-5));
-    CHECK_THAT(state[0], Catch::Matchers::WithinRel(1.0, 1e-5));  // S[0][0] = k̂0·δ0 = 1
+    CHECK_THAT(state[0], Catch::Matchers::WithinRel(1.0, 1e-5));   // S[0][0] = k̂0·δ0 = 1
     CHECK_THAT(state[1], Catch::Matchers::WithinRel(-0.5, 1e-5));  // S[0][1]
     CHECK(state[2] == 0.f);
     // A second token with k orthogonal to the first: S decays by e^g then adds k̂2 δ2ᵀ with r = 0.

@@ -41,8 +41,24 @@ bool BlockPool::get_cached_blocks(core::BlockHash hash, std::span<const int> gro
 
 void BlockPool::get_new_blocks(std::int64_t n, std::vector<core::BlockId>& out) {
     SERVESIM_CHECK(n <= num_free_blocks(), "cannot get {} blocks, only {} free", n, num_free_blocks());
+    // Dequeue all n first (eviction only touches the index, never the queue, so the order of effects is unchanged),
+    // then prefetch: the queue head holds the coldest blocks, so their entries and index slots are cache misses
+    // that overlap when issued together rather than one block after another.
+    const std::size_t first = out.size();
     for (std::int64_t i = 0; i < n; ++i) {
-        const core::BlockId id = free_block_queue_.popleft();
+        out.push_back(free_block_queue_.popleft());
+    }
+    const std::span<const core::BlockId> popped(out.data() + first, static_cast<std::size_t>(n));
+    for (const core::BlockId id : popped) {
+        __builtin_prefetch(&blocks_[core::to_int(id)]);
+    }
+    for (const core::BlockId id : popped) {
+        const Block& block = blocks_[core::to_int(id)];
+        if (block.has_hash()) {
+            __builtin_prefetch(cached_block_hash_to_block_.probe_address(block.key()));
+        }
+    }
+    for (const core::BlockId id : popped) {
         Block& block = blocks_[core::to_int(id)];
         if (block.has_hash()) {
             cached_block_hash_to_block_.pop(block.key(), id);
@@ -51,7 +67,6 @@ void BlockPool::get_new_blocks(std::int64_t n, std::vector<core::BlockId>& out) 
         }
         SERVESIM_CHECK(block.ref_cnt == 0, "free block {} has ref_cnt {}", core::to_int(id), block.ref_cnt);
         block.ref_cnt = 1;
-        out.push_back(id);
     }
 }
 
@@ -90,6 +105,11 @@ void BlockPool::cache_full_blocks(std::span<const core::BlockId> blocks, std::sp
                        num_full_blocks <= static_cast<std::int64_t>(block_hashes.size()),
                    "caching {} full blocks of a request holding {} blocks with {} hashes", num_full_blocks,
                    blocks.size(), block_hashes.size());
+    // The new keys' index slots are random and usually cold: issue their loads together (a hint only).
+    for (std::int64_t i = num_cached_blocks; i < num_full_blocks; ++i) {
+        __builtin_prefetch(cached_block_hash_to_block_.probe_address(
+            BlockHashWithGroupId{block_hashes[static_cast<std::size_t>(i)], group}));
+    }
     for (std::int64_t i = num_cached_blocks; i < num_full_blocks; ++i) {
         const core::BlockId id = blocks[static_cast<std::size_t>(i)];
         if (id == kNullBlock) {

@@ -38,9 +38,9 @@ public:
         return cached_block_hash_to_block_.get_one_block(BlockHashWithGroupId{hash, group});
     }
 
-    // Hints that get_cached_block(hash, group) follows soon (see PrefixIndex::prefetch); changes nothing.
-    void prefetch_cached_block(core::BlockHash hash, int group) const {
-        cached_block_hash_to_block_.prefetch(BlockHashWithGroupId{hash, group});
+    // The memory get_cached_block(hash, group) reads first, for the caller to prefetch (PrefixIndex::probe_address).
+    [[nodiscard]] const void* cached_block_address(core::BlockHash hash, int group) const {
+        return cached_block_hash_to_block_.probe_address(BlockHashWithGroupId{hash, group});
     }
 
     // vLLM get_cached_block over several groups: if `hash` is cached in every group of `groups`, appends each

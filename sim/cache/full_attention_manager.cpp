@@ -16,23 +16,19 @@ std::int64_t FullAttentionManager::find_longest_cache_hit(std::span<const core::
     }
     // The keys are known up front: prefetch the table slots a few blocks ahead so the probes' cache misses overlap.
     constexpr std::int64_t kPrefetchDistance = 8;
-    const auto prefetch = [&](std::int64_t i) {
-        if (i < max_num_blocks) {
-            for (const int g : group_indices) {
-                block_pool_.prefetch_cached_block(block_hashes[static_cast<std::size_t>(i)], g);
-            }
-        }
-    };
-    for (std::int64_t i = 0; i < kPrefetchDistance; ++i) {
-        prefetch(i);
-    }
+    const auto hash_at = [&](std::int64_t i) { return block_hashes[static_cast<std::size_t>(i)]; };
     std::int64_t n = 0;
     if (group_indices.size() == 1) {
         // One group (every pure full-attention model): no all-groups bookkeeping.
         const int g = group_indices.front();
         std::vector<core::BlockId>& hits = hit_per_group[static_cast<std::size_t>(g)];
+        for (std::int64_t i = 0; i < std::min(kPrefetchDistance, max_num_blocks); ++i) {
+            __builtin_prefetch(block_pool_.cached_block_address(hash_at(i), g));
+        }
         for (; n < max_num_blocks; ++n) {
-            prefetch(n + kPrefetchDistance);
+            if (n + kPrefetchDistance < max_num_blocks) {
+                __builtin_prefetch(block_pool_.cached_block_address(hash_at(n + kPrefetchDistance), g));
+            }
             const auto block = block_pool_.get_cached_block(block_hashes[static_cast<std::size_t>(n)], g);
             if (!block.has_value()) {
                 break;
@@ -42,7 +38,6 @@ std::int64_t FullAttentionManager::find_longest_cache_hit(std::span<const core::
         return n;
     }
     for (; n < max_num_blocks; ++n) {
-        prefetch(n + kPrefetchDistance);
         if (!block_pool_.get_cached_blocks(block_hashes[static_cast<std::size_t>(n)], group_indices,
                                            hit_per_group)) {
             break;

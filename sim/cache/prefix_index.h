@@ -38,9 +38,10 @@ public:
         return core::BlockId{slot->block & kBlockMask};
     }
 
-    // Hints that get_one_block(key) follows soon: a prefix lookup knows all its keys up front, so it can overlap
-    // the table's cache misses instead of taking them one after another.
-    void prefetch(const BlockHashWithGroupId& key) const { __builtin_prefetch(&slots_[home(key)]); }
+    // Where get_one_block(key) starts probing, for __builtin_prefetch: a prefix lookup knows all its keys up front,
+    // so it can overlap the table's cache misses instead of taking them one after another. (The prefetch must sit
+    // in the caller's body: GCC deems a function holding only a prefetch pure and deletes calls to it.)
+    [[nodiscard]] const void* probe_address(const BlockHashWithGroupId& key) const { return &slots_[home(key)]; }
 
     [[nodiscard]] bool contains(const BlockHashWithGroupId& key, core::BlockId block) const;
     void insert(const BlockHashWithGroupId& key, core::BlockId block);

@@ -3,7 +3,7 @@
 // head) chunk prep: A = strictly_lower(β·Γ⊙K·Kᵀ), T = (I + A)⁻¹ by forward substitution, W = T·diag(β·e^G)·K,
 // U = T·diag(β)·V (fp32 SIMT in shared memory), (2) the serial state pass, one CTA per (16-column slice, head,
 // sequence) walking the chunks: snapshot S, V_new = U − W·S, S = e^{G_C}·S + Kᵀ·(e^{G_C−G}·V_new), and (3) per
-// (chunk, head) the output O = e^G·(Q·S) + ((Q·Kᵀ)⊙Γ⊙causal)·V_new with mma.sync. Decode is one CTA per
+// (chunk, head) the output O = e^G·(Q·S) + ((Q·Kᵀ)⊙Γ⊙causal)·V_new with mma.sync (the state pass uses mma too). Decode is one CTA per
 // (head, sequence): state read once into registers, r = Sᵀk, δ = β(v − e^g r), S ← e^g S + k δᵀ, o = Sᵀq, written back.
 #include <cuda_bf16.h>
 
@@ -272,24 +272,21 @@ __global__ void __launch_bounds__(256) gdn_prep_kernel(const __nv_bfloat16* __re
 
 // ---- (2) serial state pass ----
 // W, K (bf16, rows of kTileLd) and the U slice double-buffered through cp.async: chunk lc+1 loads while chunk lc
-// computes. The state slice (128 x 16, fp32) lives in registers (one row per thread) and in shared memory for W·S.
+// computes. The 128 x 16 state slice lives in fp32 mma accumulators (each warp 32 rows); V_new = U − W·S and
+// S ← e^{G_C}·S + Kᵀ·(e^{G_C−G}·V_new) are mma.sync products with bf16 operands (as fla), S copied to shared memory
+// as bf16 for the next chunk's W·S and the snapshot.
 constexpr int kTileLd = kD + 8;
+constexpr int kSLd = kBv + 8;
 constexpr int kPassBufBytes = 2 * kC * kTileLd * 2 + kC * kBv * 2 + kC * 4;
-constexpr int kPassSmemBytes = 2 * kPassBufBytes + (kD * kBv + kC * kBv + kC) * 4;
+constexpr int kPassSmemBytes = 2 * kPassBufBytes + (kD + kC) * kSLd * 2;
 
 template <typename StateT>
-__global__ void __launch_bounds__(128) gdn_state_pass_kernel(const __nv_bfloat16* __restrict__ w,
-                                                             const __nv_bfloat16* __restrict__ u,
-                                                             const __nv_bfloat16* __restrict__ kn,
-                                                             const float* __restrict__ gc,
-                                                             __nv_bfloat16* __restrict__ v_new,
-                                                             __nv_bfloat16* __restrict__ snaps,
-                                                             StateT* __restrict__ state,
-                                                             bool use_initial,
-                                                             int chunks_per_seq,
-                                                             int seq_len,
-                                                             int hk,
-                                                             int hv) {
+__global__ void __launch_bounds__(128)
+    gdn_state_pass_kernel(const __nv_bfloat16* __restrict__ w, const __nv_bfloat16* __restrict__ u,
+                          const __nv_bfloat16* __restrict__ kn, const float* __restrict__ gc,
+                          __nv_bfloat16* __restrict__ v_new, __nv_bfloat16* __restrict__ snaps,
+                          StateT* __restrict__ state, bool use_initial, int chunks_per_seq, int seq_len, int hk,
+                          int hv) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
     __nv_bfloat16* wb[2];
     __nv_bfloat16* kb[2];
@@ -302,10 +299,13 @@ __global__ void __launch_bounds__(128) gdn_state_pass_kernel(const __nv_bfloat16
         ub[i] = kb[i] + kC * kTileLd;
         gb[i] = reinterpret_cast<float*>(ub[i] + kC * kBv);
     }
-    float* ss = reinterpret_cast<float*>(smem_raw + 2 * kPassBufBytes);  // [128][16]
-    float* vn = ss + kD * kBv;                                           // [64][16]
-    float* dec = vn + kC * kBv;                                          // [64]
-    const int tid = threadIdx.x;                                         // state row i
+    auto* sb = reinterpret_cast<__nv_bfloat16*>(smem_raw + 2 * kPassBufBytes);  // [128][kSLd] state, bf16
+    __nv_bfloat16* vd = sb + kD * kSLd;                                          // [64][kSLd] decayed V_new
+    const int tid = threadIdx.x;
+    const int warp = tid / 32;
+    const int lane = tid % 32;
+    const int g = lane / 4;
+    const int t = lane % 4;
     const int c0 = blockIdx.x * kBv;
     const int h = blockIdx.y;
     const int seq = blockIdx.z;
@@ -337,13 +337,35 @@ __global__ void __launch_bounds__(128) gdn_state_pass_kernel(const __nv_bfloat16
         const int valid = min(kC, seq_len - lc * kC);
         return tid < valid ? gc[static_cast<std::size_t>(tok0 + tid) * hv + h] : 0.f;
     };
-
-    float s[kBv];
+    // State fragment (mt, nt, e): row warp·32 + mt·16 + g (+8 for e ≥ 2), column nt·8 + 2t + (e & 1).
+    float sf[2][2][4];
 #pragma unroll
-    for (int c = 0; c < kBv; ++c) {
-        s[c] = use_initial ? static_cast<float>(st[tid * kD + c0 + c]) : 0.f;
-        ss[tid * kBv + c] = s[c];
+    for (int mt = 0; mt < 2; ++mt) {
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const int row = warp * 32 + mt * 16 + g + (e >= 2 ? 8 : 0);
+                const int col = nt * 8 + 2 * t + (e & 1);
+                sf[mt][nt][e] = use_initial ? static_cast<float>(st[row * kD + c0 + col]) : 0.f;
+            }
+        }
     }
+    auto store_state_bf16 = [&]() {
+#pragma unroll
+        for (int mt = 0; mt < 2; ++mt) {
+#pragma unroll
+            for (int nt = 0; nt < 2; ++nt) {
+                const int row = warp * 32 + mt * 16 + g;
+                const int col = nt * 8 + 2 * t;
+                *reinterpret_cast<__nv_bfloat162*>(sb + row * kSLd + col) =
+                    __floats2bfloat162_rn(sf[mt][nt][0], sf[mt][nt][1]);
+                *reinterpret_cast<__nv_bfloat162*>(sb + (row + 8) * kSLd + col) =
+                    __floats2bfloat162_rn(sf[mt][nt][2], sf[mt][nt][3]);
+            }
+        }
+    };
+    store_state_bf16();
     issue(0, 0);
     float g_reg = tid < kC ? load_g(0) : 0.f;
     for (int lc = 0; lc < chunks_per_seq; ++lc) {
@@ -362,93 +384,88 @@ __global__ void __launch_bounds__(128) gdn_state_pass_kernel(const __nv_bfloat16
         } else {
             mma::cp_async_commit();
         }
-        // Snapshot of the state entering this chunk (read by the output kernel).
-        {
-            uint4 packed[2];
-            auto* h2 = reinterpret_cast<__nv_bfloat162*>(packed);
-#pragma unroll
-            for (int c = 0; c < kBv / 2; ++c) {
-                h2[c] = __floats2bfloat162_rn(s[2 * c], s[2 * c + 1]);
-            }
-            auto* snap =
-                reinterpret_cast<uint4*>(snaps + ((static_cast<std::size_t>(chunk) * hv + h) * kD + tid) * kD + c0);
-            snap[0] = packed[0];
-            snap[1] = packed[1];
-        }
         mma::cp_async_wait<1>();
         __syncthreads();
-        if (tid < kC) {
-            dec[tid] = tid < valid ? __expf(gb[buf][valid - 1] - gb[buf][tid]) : 0.f;
+        {  // snapshot of the state entering this chunk (read by the output kernel): one row per thread
+            const uint4* src = reinterpret_cast<const uint4*>(sb + tid * kSLd);
+            auto* dst = reinterpret_cast<uint4*>(snaps + ((static_cast<std::size_t>(chunk) * hv + h) * kD + tid) * kD +
+                                                 c0);
+            dst[0] = src[0];
+            dst[1] = src[1];
         }
-        {  // V_new = U − W·S: row r = tid/2, 8 columns
-            const int r = tid / 2;
-            const int cb = (tid % 2) * 8;
-            float acc[8];
+        const float g_last = gb[buf][valid - 1];
+        {  // V_new = U − W·S: warp rows warp·16 … +15, both 8-column tiles
+            float acc[2][4] = {};
 #pragma unroll
-            for (int c = 0; c < 8; ++c) {
-                acc[c] = to_f(ub[buf][r * kBv + cb + c]);
+            for (int kk = 0; kk < kD / 16; ++kk) {
+                std::uint32_t a[4];
+                std::uint32_t b[4];
+                mma::load_a(a, wb[buf], warp * 16, kk * 16, kTileLd, lane);
+                mma::load_b_kn(b, sb, kk * 16, 0, kSLd, lane);
+                mma::mma_bf16(acc[0], a, b[0], b[1]);
+                mma::mma_bf16(acc[1], a, b[2], b[3]);
             }
-            const __nv_bfloat16* wr = wb[buf] + r * kTileLd;
-#pragma unroll 4
-            for (int k2 = 0; k2 < kD; k2 += 2) {
-                const float2 wv = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(wr + k2));
-                const float4 a0 = *reinterpret_cast<const float4*>(ss + k2 * kBv + cb);
-                const float4 a1 = *reinterpret_cast<const float4*>(ss + k2 * kBv + cb + 4);
-                const float4 b0 = *reinterpret_cast<const float4*>(ss + (k2 + 1) * kBv + cb);
-                const float4 b1 = *reinterpret_cast<const float4*>(ss + (k2 + 1) * kBv + cb + 4);
-                acc[0] -= wv.x * a0.x + wv.y * b0.x;
-                acc[1] -= wv.x * a0.y + wv.y * b0.y;
-                acc[2] -= wv.x * a0.z + wv.y * b0.z;
-                acc[3] -= wv.x * a0.w + wv.y * b0.w;
-                acc[4] -= wv.x * a1.x + wv.y * b1.x;
-                acc[5] -= wv.x * a1.y + wv.y * b1.y;
-                acc[6] -= wv.x * a1.z + wv.y * b1.z;
-                acc[7] -= wv.x * a1.w + wv.y * b1.w;
-            }
-            *reinterpret_cast<float4*>(vn + r * kBv + cb) = make_float4(acc[0], acc[1], acc[2], acc[3]);
-            *reinterpret_cast<float4*>(vn + r * kBv + cb + 4) = make_float4(acc[4], acc[5], acc[6], acc[7]);
-            if (r < valid) {
-                uint4 packed;
-                auto* h2 = reinterpret_cast<__nv_bfloat162*>(&packed);
 #pragma unroll
-                for (int c = 0; c < 4; ++c) {
-                    h2[c] = __floats2bfloat162_rn(acc[2 * c], acc[2 * c + 1]);
+            for (int half = 0; half < 2; ++half) {
+                const int r = warp * 16 + g + half * 8;
+                const float dec = r < valid ? __expf(g_last - gb[buf][r]) : 0.f;
+#pragma unroll
+                for (int nt = 0; nt < 2; ++nt) {
+                    const int col = nt * 8 + 2 * t;
+                    const float2 uu =
+                        __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(ub[buf] + r * kBv + col));
+                    const float v0 = uu.x - acc[nt][2 * half];
+                    const float v1 = uu.y - acc[nt][2 * half + 1];
+                    if (r < valid) {
+                        *reinterpret_cast<__nv_bfloat162*>(v_new + (static_cast<std::size_t>(tok0 + r) * hv + h) * kD +
+                                                           c0 + col) = __floats2bfloat162_rn(v0, v1);
+                    }
+                    *reinterpret_cast<__nv_bfloat162*>(vd + r * kSLd + col) =
+                        __floats2bfloat162_rn(v0 * dec, v1 * dec);
                 }
-                *reinterpret_cast<uint4*>(v_new + (static_cast<std::size_t>(tok0 + r) * hv + h) * kD + c0 + cb) =
-                    packed;
             }
         }
         __syncthreads();
-        {  // S = e^{G_last} S + Σ_r k_r (e^{G_last − G_r} V_new_r)
-            const float decay = __expf(gb[buf][valid - 1]);
+        {  // S = e^{G_last}·S + Kᵀ·V_d
+            const float decay = __expf(g_last);
 #pragma unroll
-            for (int c = 0; c < kBv; ++c) {
-                s[c] *= decay;
-            }
-            const __nv_bfloat16* kcol = kb[buf] + tid;
-            for (int r = 0; r < valid; ++r) {
-                const float kd = to_f(kcol[r * kTileLd]) * dec[r];
-                const float4* vr = reinterpret_cast<const float4*>(vn + r * kBv);
+            for (int mt = 0; mt < 2; ++mt) {
 #pragma unroll
-                for (int q = 0; q < 4; ++q) {
-                    const float4 vv = vr[q];
-                    s[4 * q] += kd * vv.x;
-                    s[4 * q + 1] += kd * vv.y;
-                    s[4 * q + 2] += kd * vv.z;
-                    s[4 * q + 3] += kd * vv.w;
+                for (int nt = 0; nt < 2; ++nt) {
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) {
+                        sf[mt][nt][e] *= decay;
+                    }
                 }
             }
 #pragma unroll
-            for (int c = 0; c < kBv; ++c) {
-                ss[tid * kBv + c] = s[c];
+            for (int kk = 0; kk < kC / 16; ++kk) {
+                std::uint32_t b[4];
+                mma::load_b_kn(b, vd, kk * 16, 0, kSLd, lane);
+#pragma unroll
+                for (int mt = 0; mt < 2; ++mt) {
+                    std::uint32_t a[4];
+                    mma::load_a_trans(a, kb[buf], warp * 32 + mt * 16, kk * 16, kTileLd, lane);
+                    mma::mma_bf16(sf[mt][0], a, b[0], b[1]);
+                    mma::mma_bf16(sf[mt][1], a, b[2], b[3]);
+                }
             }
+            store_state_bf16();
         }
         __syncthreads();
     }
     mma::cp_async_wait<0>();
 #pragma unroll
-    for (int c = 0; c < kBv; ++c) {
-        st[tid * kD + c0 + c] = static_cast<StateT>(s[c]);
+    for (int mt = 0; mt < 2; ++mt) {
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const int row = warp * 32 + mt * 16 + g + (e >= 2 ? 8 : 0);
+                const int col = nt * 8 + 2 * t + (e & 1);
+                st[row * kD + c0 + col] = static_cast<StateT>(sf[mt][nt][e]);
+            }
+        }
     }
 }
 

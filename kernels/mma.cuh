@@ -63,6 +63,13 @@ __device__ __forceinline__ void load_a(
     ldmatrix_x4(a, tile + (row0 + (lane % 16)) * ld + col0 + (lane / 16) * 8);
 }
 
+// A fragment (16x16) of Aᵀ stored row-major: A[m][k] = M[k][m] with M [k][m] in shared memory (e.g. Kᵀ from K).
+__device__ __forceinline__ void load_a_trans(std::uint32_t (&a)[4], const __nv_bfloat16* tile, int m0, int k0, int ld,
+                                             int lane) {
+    const int q = lane / 8;
+    ldmatrix_x4_trans(a, tile + (k0 + (q / 2) * 8 + lane % 8) * ld + m0 + (q % 2) * 8);
+}
+
 // B fragments for B[k][n] = M[n][k] with M row-major [n][k] (e.g. K for S = Q·Kᵀ): one n-tile of 8 (rows n0..),
 // two k-steps (k0 and k0+16): b[0],b[1] for k0; b[2],b[3] for k0+16.
 __device__ __forceinline__ void load_b_nk(

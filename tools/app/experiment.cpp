@@ -169,6 +169,25 @@ ExperimentResult run_experiment(const PreparedExperiment& p) {
     s.mamba_align = p.plan.enable_prefix_caching && p.plan.mamba_cache_mode == cache::MambaCacheMode::kAlign &&
                     p.plan.mamba_block_size > 0;
 
+    if (p.config.engine.kv_offloading_size_gib) {
+        // CPUOffloadingSpec: one CPU block holds one GPU block id across all KV tensors (group_size pages); each
+        // (hash, group) key takes one.
+        cache::CpuOffloadConfig o;
+        const double unit_bytes = static_cast<double>(p.plan.page_size_bytes) * p.plan.group_size;
+        o.num_cpu_blocks = static_cast<std::int64_t>(*p.config.engine.kv_offloading_size_gib * 1024.0 * 1024.0 *
+                                                     1024.0 / unit_bytes);
+        o.block_size_tokens = p.plan.block_size;
+        for (const auto& g : p.plan.groups) {
+            if (g.kind == cache::KvGroupKind::kMamba) {
+                ++o.num_mamba_groups;
+            }
+        }
+        o.num_attention_groups = static_cast<int>(p.plan.groups.size()) - o.num_mamba_groups;
+        const double us_per_token = p.config.engine.kv_offloading_load_us_per_token.value_or(
+            1e6 * static_cast<double>(p.plan.kv_bytes_per_token) / p.gpu.host_link_bytes_per_s);
+        o.load_s_per_token = us_per_token * 1e-6;
+        sc.replica.offload = o;
+    }
     cluster::Simulation sim(sc, *p.cost_model, *workload, cluster::make_router(p.config.router));
     r.sim = sim.run();
     return r;

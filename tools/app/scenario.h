@@ -31,6 +31,10 @@ struct EngineSettings {
     std::int64_t long_prefill_token_threshold = 0;
     bool scheduler_reserve_full_isl = true;
     std::string vllm_version = "0.26";
+    // --kv-offloading-size (GiB, native CPU offloading connector); unset = no host tier.
+    std::optional<double> kv_offloading_size_gib;
+    // Host → GPU load time per token; unset = KV bytes per token over the GPU's host link.
+    std::optional<double> kv_offloading_load_us_per_token;
 };
 
 struct ExperimentConfig {

@@ -13,13 +13,44 @@ BlockHasher::BlockHasher(int block_size_tokens)
     SERVESIM_CHECK(block_size_tokens > 0, "block size must be positive, got {}", block_size_tokens);
 }
 
+const std::vector<core::BlockHash>* FirstRunHashMemo::find(core::ContentId c) const {
+    const auto it = hashes_.find(c);
+    return it == hashes_.end() ? nullptr : &it->second;
+}
+
+void FirstRunHashMemo::record(core::ContentId c, std::span<const core::BlockHash> hashes) {
+    auto it = hashes_.find(c);
+    const std::size_t known = it == hashes_.end() ? 0 : it->second.size();
+    if (hashes.size() <= known || num_hashes_ + (hashes.size() - known) > kMaxHashes) {
+        return;
+    }
+    if (it == hashes_.end()) {
+        it = hashes_.emplace(c, std::vector<core::BlockHash>{}).first;
+    }
+    it->second.assign(hashes.begin(), hashes.end());
+    num_hashes_ += hashes.size() - known;
+}
+
 void BlockHasher::extend(std::vector<core::BlockHash>& hashes, const core::TokenContent& runs,
-                         std::int64_t num_tokens) {
+                         std::int64_t num_tokens, FirstRunHashMemo* memo) {
+    // Blocks entirely inside the first run (when starting from 0 with a memo): their hashes depend only on its content.
+    std::size_t num_first_run_blocks = 0;
     if (hashes.empty()) {
         run_index_ = 0;
         offset_in_run_ = 0;
         num_hashed_blocks_ = 0;
         hashes.reserve(static_cast<std::size_t>(std::max<std::int64_t>(num_tokens / block_size_tokens_, 0)));
+        if (memo != nullptr && !runs.empty() && memo->block_size_tokens() == block_size_tokens_) {
+            SERVESIM_CHECK(runs.front().length_tokens >= 0, "run 0 has {} tokens", runs.front().length_tokens);
+            num_first_run_blocks = static_cast<std::size_t>(
+                std::min(runs.front().length_tokens, std::max<std::int64_t>(num_tokens, 0)) / block_size_tokens_);
+            if (const auto* known = memo->find(runs.front().content)) {
+                const std::size_t n = std::min(known->size(), num_first_run_blocks);
+                hashes.assign(known->begin(), known->begin() + static_cast<std::ptrdiff_t>(n));
+                offset_in_run_ = static_cast<std::int64_t>(n) * block_size_tokens_;
+                num_hashed_blocks_ = n;
+            }
+        }
     }
     SERVESIM_CHECK(hashes.size() == num_hashed_blocks_,
                    "hash list has {} blocks but this hasher's cursor is after {} blocks (one hasher per request)",
@@ -57,6 +88,10 @@ void BlockHasher::extend(std::vector<core::BlockHash>& hashes, const core::Token
         }
         hashes.push_back(core::BlockHash{h});
         ++num_hashed_blocks_;
+    }
+    if (num_first_run_blocks > 0) {
+        memo->record(runs.front().content,
+                     std::span<const core::BlockHash>(hashes).first(std::min(num_first_run_blocks, hashes.size())));
     }
 }
 

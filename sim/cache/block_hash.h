@@ -6,6 +6,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
+#include <unordered_map>
 #include <vector>
 
 #include "sim/core/content.h"
@@ -19,6 +21,34 @@ namespace servesim::cache {
 //     h = hash_combine(hash_combine(hash_combine(h, c), o), l)
 // A piece is the part of one run inside the block; zero-length runs contribute nothing. The piece list is canonical
 // for a token sequence (token j of a run with content c is the token (c, j)), so equal hashes mean equal prefixes.
+// The chained hashes of the blocks lying entirely inside a sequence's first run depend only on that run's content
+// id (block i hashes the pieces (c, j·B, B), j ≤ i, from the seed), so requests that open with the same run (a
+// tenant's system prompt) can share them instead of re-mixing thousands of tokens each. A memo of a pure function:
+// no output depends on whether it is used. One per replica, for one block size; never iterated; bounded in size.
+class FirstRunHashMemo {
+public:
+    explicit FirstRunHashMemo(int block_size_tokens) : block_size_tokens_(block_size_tokens) {}
+
+    [[nodiscard]] int block_size_tokens() const { return block_size_tokens_; }
+    // The first-run block hashes known for content c (possibly fewer than the run holds), or nullptr.
+    [[nodiscard]] const std::vector<core::BlockHash>* find(core::ContentId c) const;
+    // Keeps `hashes` (a prefix of c's first-run block hashes) if longer than what is known, within the size bound.
+    void record(core::ContentId c, std::span<const core::BlockHash> hashes);
+
+private:
+    struct ContentIdHash {
+        std::size_t operator()(core::ContentId c) const {
+            return static_cast<std::size_t>(core::mix64(core::to_int(c)));
+        }
+    };
+    // 8 MiB of hashes: workloads whose first runs never repeat stop being recorded instead of growing without limit.
+    static constexpr std::size_t kMaxHashes = std::size_t{1} << 20;
+
+    int block_size_tokens_;
+    std::size_t num_hashes_ = 0;
+    std::unordered_map<core::ContentId, std::vector<core::BlockHash>, ContentIdHash> hashes_;
+};
+
 class BlockHasher {
 public:
     // vLLM NONE_HASH, but fixed (vLLM draws it at random unless PYTHONHASHSEED is set).
@@ -29,7 +59,9 @@ public:
     // Appends to `hashes` the hashes of the full blocks of the first num_tokens tokens of `runs` that are not yet
     // hashed (hashes.size() blocks are). `runs` may only have grown at the end since the last call (the last run
     // longer, or runs appended); an empty `hashes` restarts from token 0.
-    void extend(std::vector<core::BlockHash>& hashes, const core::TokenContent& runs, std::int64_t num_tokens);
+    // `memo` (optional, same block size) supplies and receives the first run's block hashes when starting from 0.
+    void extend(std::vector<core::BlockHash>& hashes, const core::TokenContent& runs, std::int64_t num_tokens,
+                FirstRunHashMemo* memo = nullptr);
 
     [[nodiscard]] int block_size_tokens() const { return block_size_tokens_; }
 

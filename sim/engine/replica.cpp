@@ -13,7 +13,8 @@ Replica::Replica(const ReplicaConfig& config, const CostModel& cost_model, metri
       metrics_(metrics),
       kv_cache_(std::make_unique<cache::KvCacheManager>(config.kv_cache)),
       offload_(config.offload ? std::make_unique<cache::CpuOffloadManager>(*config.offload) : nullptr),
-      scheduler_(config.scheduler, *kv_cache_, offload_.get()) {}
+      scheduler_(config.scheduler, *kv_cache_, offload_.get()),
+      hash_memo_(config.scheduler.block_size) {}
 
 bool Replica::add_request(IncomingRequest in) {
     const std::int64_t prompt_tokens = core::total_tokens(in.prompt);
@@ -24,7 +25,7 @@ bool Replica::add_request(IncomingRequest in) {
         return false;
     }
     auto request = std::make_unique<Request>(in.id, std::move(in.prompt), in.max_output_tokens, in.answer_content,
-                                             in.arrival, config_.scheduler.block_size);
+                                             in.arrival, config_.scheduler.block_size, &hash_memo_);
     Request* raw = request.get();
     requests_.emplace(core::to_int(in.id), std::move(request));
     scheduler_.add_request(raw);

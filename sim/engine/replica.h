@@ -87,6 +87,7 @@ private:
     std::unique_ptr<cache::CpuOffloadManager> offload_;
     Scheduler scheduler_;
     std::unordered_map<std::uint64_t, std::unique_ptr<Request>> requests_;  // lookup only, never iterated for output
+    cache::FirstRunHashMemo hash_memo_;  // first-run block hashes shared by this replica's requests
     std::optional<StepPlan> in_flight_;
     StepPlan spare_plan_;  // the last finished step's plan, handed back to the scheduler to reuse its vectors
     std::int64_t num_steps_ = 0;

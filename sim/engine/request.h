@@ -18,8 +18,9 @@ namespace servesim::engine {
 enum class RequestStatus { kWaiting, kWaitingForRemoteKvs, kRunning, kPreempted, kFinished };
 
 struct Request {
+    // `hash_memo` (optional, the replica's) shares first-run block hashes between requests (block_hash.h).
     Request(core::RequestId id_, core::TokenContent prompt, std::int64_t max_output_tokens_, core::ContentId answer,
-            core::SimTime arrival_, int hash_block_size)
+            core::SimTime arrival_, int hash_block_size, cache::FirstRunHashMemo* hash_memo = nullptr)
         : id(id_),
           content(std::move(prompt)),
           num_prompt_tokens(core::total_tokens(content)),
@@ -27,7 +28,7 @@ struct Request {
           hasher(hash_block_size),
           arrival(arrival_) {
         content.push_back(core::ContentRun{answer, 0});
-        refresh_block_hashes();
+        hasher.extend(block_hashes, content, num_tokens(), hash_memo);
     }
 
     core::RequestId id;

@@ -79,5 +79,30 @@ TEST_CASE("BlockHasher extended incrementally equals hashing from scratch", "[ca
     }
 }
 
+TEST_CASE("FirstRunHashMemo gives the hashes computed without it", "[cache]") {
+    // Block size 4. Request A opens with run 1 of 10 tokens: blocks 0, 1 lie inside it (memo records 2 hashes).
+    // B shares run 1 but diverges at token 10; C opens with run 1 cut to 6 tokens (1 block inside); D opens with an
+    // empty run, so nothing is "inside the first run" and the memo is not used.
+    FirstRunHashMemo memo(4);
+    const std::vector<core::TokenContent> requests = {
+        {run(1, 10), run(2, 7)}, {run(1, 10), run(3, 9)}, {run(1, 6), run(4, 8)}, {run(1, 0), run(1, 12)}};
+    for (const auto& runs : requests) {
+        BlockHasher hasher(4);
+        std::vector<core::BlockHash> hashes;
+        hasher.extend(hashes, runs, core::total_tokens(runs), &memo);
+        CHECK(hashes == hash_all(runs, 4));
+    }
+    const auto* known = memo.find(core::ContentId{1});
+    REQUIRE(known != nullptr);
+    CHECK(known->size() == 2);
+    // A memo for another block size is ignored.
+    FirstRunHashMemo other(8);
+    BlockHasher hasher(4);
+    std::vector<core::BlockHash> hashes;
+    hasher.extend(hashes, requests[0], 17, &other);
+    CHECK(hashes == hash_all(requests[0], 4));
+    CHECK(other.find(core::ContentId{1}) == nullptr);
+}
+
 }  // namespace
 }  // namespace servesim::cache

@@ -2,6 +2,7 @@
 // Owns the hash function and the per-request cursor that keeps extension O(new blocks + runs crossed); does not own
 // the hash list (the request does) nor the lookup (prefix_index.h). Follows vLLM kv_cache_utils.hash_block_tokens and
 // Request.update_block_hashes: only full blocks are hashed, block i chains block i−1's hash (or the NONE seed).
+// FirstRunHashMemo lets requests that open with the same run (a system prompt) share those blocks' hashes.
 #pragma once
 
 #include <cstddef>

@@ -65,7 +65,9 @@ void write_outputs(const std::vector<app::ExperimentResult>& results, bool sweep
         std::ofstream(fs::path(out_dir) / "summary.json") << app::format_json(results);
         std::ofstream(fs::path(out_dir) / "summary.csv") << app::format_csv(results);
         std::ofstream(fs::path(out_dir) / "summary.txt") << app::format_table(results, sweep);
-        std::cerr << "servesim: wrote " << (fs::path(out_dir) / "summary.{json,csv,txt}").string() << "\n";
+        std::ofstream(fs::path(out_dir) / "timeseries.csv") << app::format_timeseries_csv(results);
+        std::cerr << "servesim: wrote " << (fs::path(out_dir) / "summary.{json,csv,txt}").string() << " and "
+                  << (fs::path(out_dir) / "timeseries.csv").string() << "\n";
     }
 }
 
@@ -81,7 +83,8 @@ int cmd_run_or_sweep(bool sweep, int argc, char** argv) {
         "set", po::value<std::vector<std::string>>(&sets)->composing(),
         "override a scenario key: --set engine.block_size=32 (repeatable)")(
         "format", po::value<std::string>(&format), "table (default), json or csv")(
-        "out", po::value<std::string>(&out_dir), "also write summary.{json,csv,txt} into this folder")(
+        "out", po::value<std::string>(&out_dir),
+        "also write summary.{json,csv,txt} and timeseries.csv (queue, KV usage over time) into this folder")(
         "seed", po::value<std::uint64_t>(&seed), "master seed (replaces the scenario's)")(
         "jobs,j", po::value<int>(&jobs), "worker threads (results do not depend on it)")(
         "scenario", po::value<std::string>(&scenario), "scenario YAML");

@@ -29,6 +29,21 @@ metrics::PrefixCounters Simulation::counters() const {
     return c;
 }
 
+void Simulation::sample(core::SimTime now, std::vector<TimeSample>& out) const {
+    TimeSample t;
+    t.t_s = now.s();
+    for (const auto& r : replicas_) {
+        t.num_waiting += static_cast<std::int64_t>(r->num_waiting());
+        t.num_running += static_cast<std::int64_t>(r->num_running());
+        t.kv_usage += r->kv_cache().usage();
+    }
+    t.kv_usage /= static_cast<double>(replicas_.size());
+    const auto c = counters();
+    t.prefix_cache_queries = c.queries;
+    t.prefix_cache_hits = c.hits;
+    out.push_back(t);
+}
+
 void Simulation::arm_arrival() {
     const auto next = workload_.next_arrival_time();
     if (!next) {
@@ -84,14 +99,21 @@ void Simulation::handle_arrivals(core::SimTime now) {
 SimulationResult Simulation::run() {
     SimulationResult result;
     arm_arrival();
+    core::SimTime last_event_time = queue_.now();
+    if (config_.sample_interval.ns() > 0) {
+        queue_.push(queue_.now(), core::EventPriority::kObserve, core::EventKind::kSample);
+    }
     while (!queue_.empty()) {
         if (queue_.peek().time > config_.max_time) {
             result.hit_max_time = true;
             break;
         }
         const core::Event e = queue_.pop();
-        ++result.num_events;
         const core::SimTime now = e.time;
+        if (e.kind != core::EventKind::kSample) {
+            ++result.num_events;
+            last_event_time = now;  // samples only observe: they never extend the run
+        }
         if (!warmup_snapshot_taken_ && now >= config_.warmup_end) {
             metrics_.snapshot_warmup_counters(counters());
             for (const auto& r : replicas_) {
@@ -118,6 +140,10 @@ SimulationResult Simulation::run() {
                 }
                 break;
             case core::EventKind::kSample:
+                sample(now, result.timeseries);
+                if (!queue_.empty()) {  // keep sampling only while something else will happen
+                    queue_.push(now + config_.sample_interval, core::EventPriority::kObserve, core::EventKind::kSample);
+                }
                 break;
         }
         arm_arrival();
@@ -138,7 +164,7 @@ SimulationResult Simulation::run() {
     if (!warmup_snapshot_taken_) {
         metrics_.snapshot_warmup_counters(counters());
     }
-    result.summary = metrics_.summarize(counters(), preemptions - preemptions_at_warmup_, queue_.now());
+    result.summary = metrics_.summarize(counters(), preemptions - preemptions_at_warmup_, last_event_time);
     return result;
 }
 

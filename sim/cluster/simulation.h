@@ -23,10 +23,23 @@ struct SimulationConfig {
     core::SimTime warmup_end;
     // Hard stop: no event after this time is processed (an overloaded run whose queue grows without bound).
     core::SimTime max_time = core::SimTime::from_s(24 * 3600.0);
+    // Time-series sampling period (0 = none). O(replicas) per sample, independent of the request count.
+    core::Duration sample_interval = core::Duration::from_s(1.0);
+};
+
+// One sample of the cluster's state (sampled every SimulationConfig::sample_interval of simulated time).
+struct TimeSample {
+    double t_s = 0;
+    std::int64_t num_waiting = 0;      // all replicas
+    std::int64_t num_running = 0;
+    double kv_usage = 0;               // vllm:kv_cache_usage_perc, mean over replicas
+    std::int64_t prefix_cache_queries = 0;  // cumulative counters (tokens)
+    std::int64_t prefix_cache_hits = 0;
 };
 
 struct SimulationResult {
     metrics::Summary summary;
+    std::vector<TimeSample> timeseries;  // queue growth and KV usage over time
     engine::StepCost total_cost;       // summed over replicas (ms)
     std::int64_t num_events = 0;
     std::int64_t num_unfinished = 0;   // requests still in a replica when the run stopped
@@ -46,6 +59,7 @@ private:
     void start_step(std::size_t replica, core::SimTime now);
     void notify_finished(const std::vector<core::RequestId>& ids, core::SimTime now);
     [[nodiscard]] metrics::PrefixCounters counters() const;
+    void sample(core::SimTime now, std::vector<TimeSample>& out) const;
 
     SimulationConfig config_;
     const engine::CostModel& cost_model_;

@@ -223,6 +223,34 @@ std::string format_csv(const std::vector<ExperimentResult>& results) {
     return out;
 }
 
+std::string format_timeseries_csv(const std::vector<ExperimentResult>& results) {
+    std::string out;
+    if (results.empty()) {
+        return out;
+    }
+    out += "name";
+    for (const auto& [k, v] : results.front().config.columns) {
+        out += ',';
+        out += csv_escape(k);
+    }
+    out += ",t_s,waiting,running,kv_usage,prefix_cache_hit_rate_cumulative\n";
+    for (const auto& r : results) {
+        std::string id = csv_escape(r.config.name);
+        for (const auto& [k, v] : r.config.columns) {
+            id += ',';
+            id += csv_escape(v);
+        }
+        for (const auto& t : r.sim.timeseries) {
+            const double hit = t.prefix_cache_queries > 0 ? static_cast<double>(t.prefix_cache_hits) /
+                                                                 static_cast<double>(t.prefix_cache_queries)
+                                                           : 0.0;
+            out += fmt::format("{},{:.6g},{},{},{:.6g},{:.6g}\n", id, t.t_s, t.num_waiting, t.num_running, t.kv_usage,
+                               hit);
+        }
+    }
+    return out;
+}
+
 std::string format_table(const std::vector<ExperimentResult>& results, bool sweep) {
     std::string out;
     if (results.empty()) {

@@ -27,6 +27,10 @@ using Cell = std::variant<std::string, std::int64_t, double>;
 
 [[nodiscard]] std::string format_csv(const std::vector<ExperimentResult>& results);
 
+// Queue length, running requests, KV usage and the cumulative hit rate over simulated time, one row per sample and
+// experiment (identity columns first): queue growth and KV pressure as the run unfolds.
+[[nodiscard]] std::string format_timeseries_csv(const std::vector<ExperimentResult>& results);
+
 // run: figures as rows, experiments as columns; sweep: one row per point with the main figures.
 [[nodiscard]] std::string format_table(const std::vector<ExperimentResult>& results, bool sweep);
 

@@ -152,14 +152,7 @@ SimulationResult Simulation::run() {
     for (const auto& r : replicas_) {
         preemptions += r->num_preemptions();
         result.num_unfinished += static_cast<std::int64_t>(r->num_requests());
-        const auto& c = r->total_cost();
-        result.total_cost.gemm_ms += c.gemm_ms;
-        result.total_cost.lm_head_ms += c.lm_head_ms;
-        result.total_cost.attn_prefill_ms += c.attn_prefill_ms;
-        result.total_cost.attn_decode_ms += c.attn_decode_ms;
-        result.total_cost.gdn_ms += c.gdn_ms;
-        result.total_cost.snapshot_ms += c.snapshot_ms;
-        result.total_cost.overhead_ms += c.overhead_ms;
+        result.total_cost += r->total_cost();
     }
     if (!warmup_snapshot_taken_) {
         metrics_.snapshot_warmup_counters(counters());

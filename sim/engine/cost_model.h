@@ -36,6 +36,18 @@ struct StepCost {
     double snapshot_ms = 0;
     double overhead_ms = 0;
 
+    // Accumulates a step's terms (the per-term totals a run reports).
+    StepCost& operator+=(const StepCost& o) {
+        gemm_ms += o.gemm_ms;
+        lm_head_ms += o.lm_head_ms;
+        attn_prefill_ms += o.attn_prefill_ms;
+        attn_decode_ms += o.attn_decode_ms;
+        gdn_ms += o.gdn_ms;
+        snapshot_ms += o.snapshot_ms;
+        overhead_ms += o.overhead_ms;
+        return *this;
+    }
+
     [[nodiscard]] double total_ms() const {
         return gemm_ms + lm_head_ms + attn_prefill_ms + attn_decode_ms + gdn_ms + snapshot_ms + overhead_ms;
     }

@@ -85,13 +85,7 @@ std::optional<core::SimTime> Replica::try_start_step(core::SimTime now) {
     }
     const BatchShape shape = batch_shape(plan, config_.scheduler.block_size, config_.scheduler.mamba_align);
     const StepCost cost = cost_model_.step_cost(shape);
-    total_cost_.gemm_ms += cost.gemm_ms;
-    total_cost_.lm_head_ms += cost.lm_head_ms;
-    total_cost_.attn_prefill_ms += cost.attn_prefill_ms;
-    total_cost_.attn_decode_ms += cost.attn_decode_ms;
-    total_cost_.gdn_ms += cost.gdn_ms;
-    total_cost_.snapshot_ms += cost.snapshot_ms;
-    total_cost_.overhead_ms += cost.overhead_ms;
+    total_cost_ += cost;
     for (const auto& sr : plan.scheduled) {
         if (!sr.request->scheduled_once) {
             sr.request->scheduled_once = true;

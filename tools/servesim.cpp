@@ -21,6 +21,8 @@
 #include "tools/app/experiment.h"
 #include "tools/app/output.h"
 #include "tools/app/scenario.h"
+#include "workloads/trace_reader.h"
+#include "workloads/workload.h"
 
 namespace po = boost::program_options;
 namespace fs = std::filesystem;
@@ -230,6 +232,17 @@ int cmd_list() {
                                  g.memory_bytes / (1024.0 * 1024.0 * 1024.0), g.memory_bandwidth_bytes_per_s / 1e9,
                                  g.bf16_dense_flops_per_s / 1e12);
     }
+    std::cout << "workload types:\n";
+    for (const auto& w : workloads::workload_types()) {
+        std::cout << fmt::format("  {:<16} {}\n", w.name, w.description);
+    }
+    std::cout << "trace formats:\n";
+    for (const auto& t : workloads::trace_formats()) {
+        std::cout << fmt::format("  {:<16} {}\n", t.name, t.description);
+    }
+    std::cout << "cost models:\n"
+              << "  roofline         datasheet FLOP/s and bandwidth with stated efficiencies (any GPU above)\n"
+              << "  <profile.yaml>   fitted curves from calibration (calibration/profiles/)\n";
     std::cout << "routers:\n";
     for (const auto& r : cluster::router_table()) {
         std::cout << fmt::format("  {:<16} {}\n", r.name, r.description);

@@ -60,42 +60,69 @@ BatchShape Replica::batch_shape(const StepPlan& plan, int block_size, bool mamba
     return s;
 }
 
-std::optional<core::SimTime> Replica::try_start_step(core::SimTime now) {
-    if (in_flight_ || !scheduler_.has_work()) {
-        return std::nullopt;
-    }
-    StepPlan plan = std::move(spare_plan_);
-    scheduler_.schedule(now, plan);
-    while (plan.empty() && scheduler_.num_running() == 0 && scheduler_.num_waiting() > 0 &&
-           !scheduler_.next_load_done()) {
-        // Nothing runs and the head still does not fit: it never will. Reject it rather than stall.
-        Request* dropped = scheduler_.drop_unschedulable_head();
-        metrics_.on_rejected(dropped->arrival);
-        requests_.erase(core::to_int(dropped->id));
-        ++num_rejected_unfit_;
-        rejected_.push_back(dropped->id);
-        scheduler_.schedule(now, plan);
+void Replica::mark_scheduled(const StepPlan& plan, core::SimTime now) {
+    for (const auto& sr : plan.scheduled) {
+        if (!sr.request->scheduled_once) {
+            sr.request->scheduled_once = true;
+            sr.request->first_scheduled = now;  // vLLM's SCHEDULED event: when the scheduler picked it
+        }
     }
     if (config_.check_invariants) {
         kv_cache_->check_invariants();
     }
-    if (plan.empty()) {
-        spare_plan_ = std::move(plan);
-        return std::nullopt;  // nothing fits now; a finish or an arrival will wake the replica
+}
+
+std::optional<core::SimTime> Replica::try_start_step(core::SimTime now) {
+    if (in_flight_) {
+        return std::nullopt;
+    }
+    StepPlan plan;
+    if (next_) {
+        // Async scheduling: this step was scheduled while the previous one ran.
+        plan = std::move(*next_);
+        next_.reset();
+    } else {
+        if (!scheduler_.has_work()) {
+            return std::nullopt;
+        }
+        plan = std::move(spare_plan_);
+        scheduler_.schedule(now, plan);
+        while (plan.empty() && scheduler_.num_running() == 0 && scheduler_.num_waiting() > 0 &&
+               !scheduler_.next_load_done()) {
+            // Nothing runs and the head still does not fit: it never will. Reject it rather than stall.
+            Request* dropped = scheduler_.drop_unschedulable_head();
+            metrics_.on_rejected(dropped->arrival);
+            requests_.erase(core::to_int(dropped->id));
+            ++num_rejected_unfit_;
+            rejected_.push_back(dropped->id);
+            scheduler_.schedule(now, plan);
+        }
+        mark_scheduled(plan, now);
+        if (plan.empty()) {
+            spare_plan_ = std::move(plan);
+            return std::nullopt;  // nothing fits now; a finish or an arrival will wake the replica
+        }
     }
     const BatchShape shape = batch_shape(plan, config_.scheduler.block_size, config_.scheduler.mamba_align);
     const StepCost cost = cost_model_.step_cost(shape);
     total_cost_ += cost;
-    for (const auto& sr : plan.scheduled) {
-        if (!sr.request->scheduled_once) {
-            sr.request->scheduled_once = true;
-            sr.request->first_scheduled = now;
-        }
-    }
     metrics_.on_step(now, plan.num_scheduled_tokens, static_cast<std::int64_t>(scheduler_.num_waiting()),
                      kv_cache_->usage());
     ++num_steps_;
     in_flight_ = std::move(plan);
+    if (config_.async_scheduling && scheduler_.has_work()) {
+        // EngineCore.step_with_batch_queue with two batches in flight: the next step is scheduled as soon as this
+        // one is launched, with placeholders for the tokens it will sample; requests arriving from now on wait for
+        // the step after it.
+        StepPlan following = std::move(spare_plan_);
+        scheduler_.schedule(now, following);
+        mark_scheduled(following, now);
+        if (following.empty()) {
+            spare_plan_ = std::move(following);
+        } else {
+            next_ = std::move(following);
+        }
+    }
     return now + cost.duration();
 }
 
@@ -109,7 +136,8 @@ std::vector<core::RequestId> Replica::end_step(core::SimTime now) {
     std::vector<core::RequestId> finished;
     for (const auto& sr : plan.scheduled) {
         Request* r = sr.request;
-        if (!sr.samples_token || r->status != RequestStatus::kRunning) {
+        // A request preempted while this step ran (async scheduling) still gets the token the step computed.
+        if (!sr.samples_token || r->status == RequestStatus::kFinished) {
             continue;
         }
         r->append_output_token();

@@ -1,7 +1,8 @@
 // Replica: one vLLM engine (one GPU's worth of model, one KV cache, one scheduler) stepping through time. A step is
-// four phases — schedule → cost → advance → emit (BLIS Step, vLLM EngineCore.step) — with at most one step in
-// flight. Async scheduling (vLLM's default, vllm-v1-behaviour.md §4.5) overlaps the next schedule with the running
-// forward, so steps run back to back with no host gap; a token is streamed at the end of the step that sampled it.
+// four phases — schedule → cost → advance → emit (BLIS Step, vLLM EngineCore.step) — with at most one step running.
+// With async scheduling (vLLM's default, vllm-v1-behaviour.md §4.5; EngineCore.step_with_batch_queue, two batches
+// in flight) the next step is scheduled when a step starts, using output placeholders, so steps run back to back
+// and a request that arrives during a step joins the one after next. A token streams at the end of its step.
 #pragma once
 
 #include <cstdint>
@@ -25,6 +26,8 @@ struct ReplicaConfig {
     cache::KvCacheConfig kv_cache;
     std::optional<cache::CpuOffloadConfig> offload;  // host KV tier (--kv-offloading-size); none when unset
     bool check_invariants = false;  // re-derive the block accounting after every step (tests, debug)
+    // vLLM's async scheduling (on by default in vllm serve, §4.5): step t+1 is scheduled when step t starts.
+    bool async_scheduling = false;
 };
 
 // A request as it arrives at a replica.
@@ -80,6 +83,8 @@ public:
     [[nodiscard]] static BatchShape batch_shape(const StepPlan& plan, int block_size, bool mamba_align);
 
 private:
+    void mark_scheduled(const StepPlan& plan, core::SimTime now);
+
     ReplicaConfig config_;
     const CostModel& cost_model_;
     metrics::MetricsCollector& metrics_;
@@ -89,6 +94,7 @@ private:
     std::unordered_map<std::uint64_t, std::unique_ptr<Request>> requests_;  // lookup only, never iterated for output
     cache::FirstRunHashMemo hash_memo_;  // first-run block hashes shared by this replica's requests
     std::optional<StepPlan> in_flight_;
+    std::optional<StepPlan> next_;  // async scheduling: the step scheduled while in_flight_ runs
     StepPlan spare_plan_;  // the last finished step's plan, handed back to the scheduler to reuse its vectors
     std::int64_t num_steps_ = 0;
     std::int64_t num_rejected_unfit_ = 0;

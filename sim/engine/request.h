@@ -37,6 +37,9 @@ struct Request {
     std::int64_t max_output_tokens = 1;
     std::int64_t num_output_tokens = 0;
     std::int64_t num_computed_tokens = 0;
+    // Tokens scheduled to be sampled whose value has not come back yet (vLLM num_output_placeholders, async
+    // scheduling): the next step can schedule the request's decode before its previous token arrives.
+    std::int64_t num_output_placeholders = 0;
     RequestStatus status = RequestStatus::kWaiting;
     int num_preemptions = 0;
     std::vector<core::BlockHash> block_hashes;
@@ -62,6 +65,9 @@ struct Request {
 
     // Appends one sampled token to the answer run and hashes any block it completes.
     void append_output_token() {
+        if (num_output_placeholders > 0) {
+            --num_output_placeholders;  // AsyncScheduler._update_request: the token replaces its placeholder
+        }
         ++num_output_tokens;
         ++content.back().length_tokens;
         refresh_block_hashes();

@@ -118,7 +118,13 @@ void Scheduler::schedule(core::SimTime now, StepPlan& plan) {
     std::size_t index = 0;
     while (index < running_.size() && budget > 0) {
         Request* r = running_[index];
-        std::int64_t n = r->num_tokens() - r->num_computed_tokens;
+        if (r->num_output_placeholders > 0 &&
+            r->num_output_tokens + r->num_output_placeholders >= r->max_output_tokens) {
+            // Async scheduling: the token in flight is the request's last (max_tokens), so no extra step.
+            ++index;
+            continue;
+        }
+        std::int64_t n = r->num_tokens() + r->num_output_placeholders - r->num_computed_tokens;
         if (config_.long_prefill_token_threshold > 0) {
             n = std::min(n, config_.long_prefill_token_threshold);
         }
@@ -154,8 +160,8 @@ void Scheduler::schedule(core::SimTime now, StepPlan& plan) {
         if (!allocated) {
             break;
         }
-        plan.scheduled.push_back(
-            ScheduledRequest{r, n, r->num_computed_tokens, r->num_computed_tokens + n == r->num_tokens()});
+        plan.scheduled.push_back(ScheduledRequest{
+            r, n, r->num_computed_tokens, r->num_computed_tokens + n == r->num_tokens() + r->num_output_placeholders});
         plan.num_scheduled_tokens += n;
         budget -= n;
         ++index;
@@ -233,9 +239,13 @@ void Scheduler::schedule(core::SimTime now, StepPlan& plan) {
         }
     }
 
-    // _update_after_schedule: the chunks are in flight.
+    // _update_after_schedule: the chunks are in flight; a chunk that reaches the end of the sequence will sample a
+    // token, which is a placeholder until the step's output comes back (AsyncScheduler._update_after_schedule).
     for (auto& s : plan.scheduled) {
         s.request->num_computed_tokens += s.num_new_tokens;
+        if (s.samples_token) {
+            ++s.request->num_output_placeholders;
+        }
     }
     if (offload_ != nullptr) {
         store_to_offload(plan);
@@ -254,10 +264,17 @@ Request* Scheduler::drop_unschedulable_head() {
 
 void Scheduler::finish_request(Request* request) {
     kv_cache_.free(request->id);
-    request->status = RequestStatus::kFinished;
     const auto it = std::find(running_.begin(), running_.end(), request);
-    SERVESIM_CHECK(it != running_.end(), "finished request {} is not running", core::to_int(request->id));
-    running_.erase(it);
+    if (it != running_.end()) {
+        running_.erase(it);
+    } else {
+        // Async scheduling only: preempted while its last token was in flight; it finishes from the waiting queue.
+        const auto w = std::find(waiting_.begin(), waiting_.end(), request);
+        SERVESIM_CHECK(w != waiting_.end(), "finished request {} is neither running nor waiting",
+                       core::to_int(request->id));
+        waiting_.erase(w);
+    }
+    request->status = RequestStatus::kFinished;
 }
 
 }  // namespace servesim::engine

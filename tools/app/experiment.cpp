@@ -158,6 +158,7 @@ ExperimentResult run_experiment(const PreparedExperiment& p) {
     sc.max_time = core::SimTime::from_s(p.config.max_time_s);
     sc.replica.kv_cache = p.plan.kv_cache_config();
     sc.replica.check_invariants = p.config.check_invariants;
+    sc.replica.async_scheduling = p.config.engine.async_scheduling;
     auto& s = sc.replica.scheduler;
     s.max_num_batched_tokens = p.plan.max_num_batched_tokens;
     s.max_num_seqs = p.plan.max_num_seqs;

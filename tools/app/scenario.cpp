@@ -26,7 +26,8 @@ const std::vector<std::string_view> kEngineKeys = {
     "block_size",         "max_num_batched_tokens", "max_num_seqs",          "max_model_len",
     "gpu_memory_utilization", "kv_cache_dtype",     "enable_prefix_caching", "mamba_cache_mode",
     "kv_cache_memory_bytes", "enable_chunked_prefill", "long_prefill_token_threshold",
-    "scheduler_reserve_full_isl", "vllm_version", "kv_offloading_size", "kv_offloading_load_us_per_token"};
+    "scheduler_reserve_full_isl", "vllm_version", "kv_offloading_size", "kv_offloading_load_us_per_token",
+    "async_scheduling"};
 
 const std::vector<std::string_view> kClusterKeys = {"replicas", "router"};
 
@@ -236,6 +237,7 @@ EngineSettings parse_engine(const YamlMap& e) {
         s.long_prefill_token_threshold = e.get_in_range<std::int64_t>("long_prefill_token_threshold", 0, 1LL << 30);
     }
     s.scheduler_reserve_full_isl = e.get_or<bool>("scheduler_reserve_full_isl", true);
+    s.async_scheduling = e.get_or<bool>("async_scheduling", true);
     if (e.has("kv_offloading_size")) {
         s.kv_offloading_size_gib = e.get<double>("kv_offloading_size");
         if (!(*s.kv_offloading_size_gib > 0)) {

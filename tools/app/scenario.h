@@ -30,6 +30,7 @@ struct EngineSettings {
     bool enable_chunked_prefill = true;
     std::int64_t long_prefill_token_threshold = 0;
     bool scheduler_reserve_full_isl = true;
+    bool async_scheduling = true;  // vLLM's default since PR #27614
     std::string vllm_version = "0.26";
     // --kv-offloading-size (GiB, native CPU offloading connector); unset = no host tier.
     std::optional<double> kv_offloading_size_gib;

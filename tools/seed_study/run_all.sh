@@ -7,7 +7,7 @@ cd "$(dirname "$0")/../.."
 bin=./build/tools/servesim
 out=out/seed-study
 mkdir -p "$out"
-start=$(date +%s.%N)
+start_ns=$(date +%s%N)
 for s in tenant-sweep fp8 prefix-caching offload prefill-curve break-even sensitivity block-size h200; do
   f=scenarios/seed-study/$s.yaml
   if [ "$s" = h200 ] && [ ! -f calibration/profiles/h200/Qwen3-4B.yaml ]; then
@@ -31,8 +31,8 @@ done
   done
   echo "]"
 } > "$out/capacity.json"
-end=$(date +%s.%N)
-echo "run_all: all seed-study scenarios in $(echo "$end - $start" | bc) s" >&2
+end_ns=$(date +%s%N)
+echo "run_all: all seed-study scenarios in $(( (end_ns - start_ns) / 1000000 )) ms" >&2
 if [ "${1:-}" != "--no-report" ]; then
   # Debian's python3 has python3-matplotlib (a pyenv python on PATH may not).
   py=/usr/bin/python3; [ -x "$py" ] || py=python3

@@ -1,0 +1,92 @@
+// Step costs: the roofline model's terms worked by hand for one decode step, vLLM's CUDA-graph padding, and the
+// profile model's sum of curves with fp8 KV scaling (sim/engine/roofline_cost_model.*, profile_cost_model.*).
+#include <cmath>
+
+#include "calibration/hardware_profile.h"
+#include "models/model_registry.h"
+#include "sim/engine/profile_cost_model.h"
+#include "sim/engine/roofline_cost_model.h"
+#include "tests/catch.h"
+
+namespace servesim::engine {
+namespace {
+
+bool close(double a, double b, double tol = 1e-6) { return std::abs(a - b) < tol; }
+
+TEST_CASE("Roofline: a batch-1 decode of Qwen3-4B on an H200 is weight-bound", "[engine][cost]") {
+    // 4,022,272,000 params × 2 B = 8,044,544,000 B read per step; the tied lm_head (2,560 × 151,936 × 2 =
+    // 777,912,320 B) is its own term. Bandwidth 4.8 TB/s × 0.85 = 4.08 TB/s.
+    //   gemm     (8,044,544,000 − 777,912,320 + 4·1·2,560·2·36 activations) / 4.08e12 = 1.781218 ms
+    //   attn     147,456 B/token × 1,000 context / 4.08e12                               = 0.036141 ms
+    //   lm_head  (777,912,320 + 4 × 151,936 logits) / 4.08e12                              = 0.190814 ms
+    //   overhead 0.6 + 0.004 × 1 sequence                                                  = 0.604 ms
+    const models::ModelSpec spec = models::resolve_model("Qwen3-4B");
+    RooflineParams p;
+    p.peak_flops_per_s = 989e12;
+    p.memory_bandwidth_bytes_per_s = 4.8e12;
+    const RooflineCostModel cost(spec, spec.dtype, p);
+    BatchShape s;
+    s.num_tokens = 1;
+    s.num_decode_seqs = 1;
+    s.num_seqs = 1;
+    s.num_sampled_seqs = 1;
+    s.decode_context_tokens = 1000;
+    const StepCost c = cost.step_cost(s);
+    CHECK(close(c.gemm_ms, 1.781218, 1e-5));
+    CHECK(close(c.attn_decode_ms, 0.036141, 1e-5));
+    CHECK(close(c.lm_head_ms, 0.190814, 1e-5));
+    CHECK(close(c.overhead_ms, 0.604));
+    CHECK(c.attn_prefill_ms == 0.0);
+    CHECK(c.gdn_ms == 0.0);
+    CHECK(close(c.total_ms(), 2.612173, 1e-5));
+}
+
+TEST_CASE("Roofline: decode-only batches run vLLM's CUDA-graph sizes", "[engine][cost]") {
+    // Capture sizes 1, 2, 4, 8…248 step 8, 256…max step 16 (VllmConfig._set_cudagraph_sizes); above max: eager.
+    CHECK(RooflineCostModel::cudagraph_padded_tokens(1, 512) == 1);
+    CHECK(RooflineCostModel::cudagraph_padded_tokens(3, 512) == 4);
+    CHECK(RooflineCostModel::cudagraph_padded_tokens(5, 512) == 8);
+    CHECK(RooflineCostModel::cudagraph_padded_tokens(9, 512) == 16);
+    CHECK(RooflineCostModel::cudagraph_padded_tokens(250, 512) == 256);
+    CHECK(RooflineCostModel::cudagraph_padded_tokens(257, 512) == 272);
+    CHECK(RooflineCostModel::cudagraph_padded_tokens(511, 512) == 512);
+    CHECK(RooflineCostModel::cudagraph_padded_tokens(600, 512) == 600);
+}
+
+TEST_CASE("Profile: a step is the sum of its curves; fp8 KV halves decode attention", "[engine][cost]") {
+    const char* text = R"(servesim_profile: 1
+gpu: test
+date: "2026-11-29"
+software: test
+model: test
+source: calibrated
+hybrid: false
+curves:
+  gemm: {variables: [tokens], pieces: [{x_min: 1, x_max: 4096, coefficients: [1.0, 0.01, 0]}], r2: 1, max_rel_residual: 0, num_points: 3}
+  lm_head: {variables: [tokens], pieces: [{x_min: 1, x_max: 256, coefficients: [0.1, 0.001, 0]}], r2: 1, max_rel_residual: 0, num_points: 3}
+  attn_prefill: {variables: [work], pieces: [{x_min: 0, x_max: 1.0e9, coefficients: [0, 1.0e-6, 0]}], r2: 1, max_rel_residual: 0, num_points: 3}
+  attn_decode: {variables: [context_tokens, sequences], pieces: [{x_min: 0, x_max: 1.0e7, coefficients: [0.05, 1.0e-5, 0.002]}], r2: 1, max_rel_residual: 0, num_points: 3}
+  overhead: {variables: [sequences], pieces: [{x_min: 0, x_max: 1024, coefficients: [0.5, 0.01, 0]}], r2: 1, max_rel_residual: 0, num_points: 3}
+)";
+    // One 100-token prefill chunk (cached 0: work 100·50 = 5,000) sampling its first token, plus 3 decodes with
+    // 3,000 context tokens in all: 103 tokens, 4 sequences, 4 sampled. Not decode-only, so no graph padding.
+    //   gemm 1 + 1.03 = 2.03; lm_head 0.1 + 0.004 = 0.104; attn_prefill 0.005;
+    //   attn_decode 0.05 + 0.03 + 0.006 = 0.086; overhead 0.5 + 0.04 = 0.54  → 2.765 ms
+    BatchShape s;
+    s.num_tokens = 103;
+    s.num_prefill_tokens = 100;
+    s.num_prefill_seqs = 1;
+    s.prefill_attention_work = 5000;
+    s.num_decode_seqs = 3;
+    s.decode_context_tokens = 3000;
+    s.num_sampled_seqs = 4;
+    s.num_seqs = 4;
+    const ProfileCostModel bf16(calibration::load_profile_string(text, "test"), "test");
+    CHECK(close(bf16.step_cost(s).total_ms(), 2.765));
+    const ProfileCostModel fp8(calibration::load_profile_string(text, "test"), "test", 512, 0.5);
+    CHECK(close(fp8.step_cost(s).attn_decode_ms, 0.043));
+    CHECK(close(fp8.step_cost(s).total_ms(), 2.765 - 0.043));
+}
+
+}  // namespace
+}  // namespace servesim::engine

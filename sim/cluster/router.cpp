@@ -16,9 +16,12 @@ private:
     std::size_t next_ = 0;
 };
 
-// Fewest requests in the replica (waiting + running); ties go to the lowest index.
+// Fewest requests in the replica (waiting + running); ties go to the lowest index. O(replicas) per request by
+// definition.
 class LeastLoadedRouter final : public Router {
 public:
+    [[nodiscard]] bool needs_loads() const override { return true; }
+
     std::size_t route(const core::TokenContent&, const std::vector<ReplicaLoad>& loads) override {
         std::size_t best = 0;
         for (std::size_t i = 1; i < loads.size(); ++i) {

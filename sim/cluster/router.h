@@ -22,7 +22,11 @@ class Router {
 public:
     virtual ~Router() = default;
 
+    // `loads` has one entry per replica; it is filled only for routers that read it (needs_loads), so routing stays
+    // O(1) per request for the others, whatever the cluster size.
     [[nodiscard]] virtual std::size_t route(const core::TokenContent& prompt, const std::vector<ReplicaLoad>& loads) = 0;
+
+    [[nodiscard]] virtual bool needs_loads() const { return false; }
 };
 
 struct RouterEntry {

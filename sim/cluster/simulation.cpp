@@ -76,15 +76,18 @@ void Simulation::notify_finished(const std::vector<core::RequestId>& ids, core::
 }
 
 void Simulation::handle_arrivals(core::SimTime now) {
-    std::vector<ReplicaLoad> loads(replicas_.size());
+    std::vector<ReplicaLoad>& loads = loads_;
+    loads.resize(replicas_.size());
     while (true) {
         const auto next = workload_.next_arrival_time();
         if (!next || *next > now) {
             break;
         }
         workloads::RequestSpec spec = workload_.pop_next_arrival();
-        for (std::size_t i = 0; i < replicas_.size(); ++i) {
-            loads[i] = ReplicaLoad{replicas_[i]->num_waiting(), replicas_[i]->num_running()};
+        if (router_->needs_loads()) {
+            for (std::size_t i = 0; i < replicas_.size(); ++i) {
+                loads[i] = ReplicaLoad{replicas_[i]->num_waiting(), replicas_[i]->num_running()};
+            }
         }
         const std::size_t target = router_->route(spec.prompt, loads);
         engine::IncomingRequest in{spec.id, now, std::move(spec.prompt), spec.max_output_tokens, spec.answer_content};

@@ -69,6 +69,7 @@ private:
     std::vector<std::unique_ptr<engine::Replica>> replicas_;
     core::EventQueue queue_;
     std::optional<core::SimTime> armed_arrival_;
+    std::vector<ReplicaLoad> loads_;  // reused per arrival; filled only for routers that read loads
     bool warmup_snapshot_taken_ = false;
     std::int64_t preemptions_at_warmup_ = 0;
 };

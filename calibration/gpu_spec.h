@@ -20,6 +20,7 @@ struct GpuSpec {
     double host_link_bytes_per_s = 0;         // PCIe x16, one direction, theoretical
     int compute_capability = 0;               // 86 for sm_86, 90 for sm_90, ...
     bool is_a100 = false;                     // vLLM excludes A100 from the ≥ 70 GiB default batch sizes
+    double interconnect_bytes_per_s = 0;      // GPU-to-GPU for tensor parallelism, one direction (NVLink, else PCIe)
     bool operator==(const GpuSpec&) const = default;
 };
 

@@ -146,6 +146,7 @@ int cmd_inspect(int argc, char** argv) {
     std::int64_t batched = 0;
     std::int64_t kv_bytes = 0;
     std::string vllm_version = "0.26";
+    int tp = 1;
     po::options_description opts("servesim inspect --model M --gpu G [options]");
     opts.add_options()("help,h", "show this help")("model", po::value<std::string>(&model_name),
                                                    "preset name or path to a config.json / preset YAML")(
@@ -160,6 +161,7 @@ int cmd_inspect(int argc, char** argv) {
         "max-num-batched-tokens", po::value<std::int64_t>(&batched), "token budget per step")(
         "kv-cache-memory-bytes", po::value<std::int64_t>(&kv_bytes), "KV pool size, replacing the memory profile")(
         "vllm-version", po::value<std::string>(&vllm_version), "vLLM release to follow (default 0.26)")(
+        "tensor-parallel-size", po::value<int>(&tp), "GPUs per replica (default 1); the figures are per GPU")(
         "format", po::value<std::string>(&format), "table (default) or json");
     po::variables_map vm;
     po::store(po::parse_command_line(argc, argv, opts), vm);
@@ -207,6 +209,7 @@ int cmd_inspect(int argc, char** argv) {
         e.kv_cache_memory_bytes = kv_bytes;
     }
     e.vllm_version = vllm_version;
+    e.tensor_parallel_size = tp;
     if (format != "table" && format != "json") {
         throw ConfigError("--format: '" + format + "' is not a format; allowed: table, json");
     }

@@ -53,7 +53,7 @@ LayerTypeCounts count_kv_layers(const models::ModelSpec& model) {
 
 // Per-token working set of the largest layer in the profile forward, in bytes (model dtype b, fp32 where the
 // kernels keep fp32 intermediates). Residual stream plus normed input (2·h), plus the widest layer's outputs.
-std::int64_t forward_bytes_per_token(const models::ModelSpec& model) {
+std::int64_t forward_bytes_per_token(const models::ModelSpec& model, int tp) {
     const std::int64_t b = models::dtype_bytes(model.dtype);
     const std::int64_t h = model.hidden_size;
     std::int64_t widest = 0;
@@ -85,7 +85,56 @@ std::int64_t forward_bytes_per_token(const models::ModelSpec& model) {
         }
         widest = std::max({widest, mixer, mlp});
     }
-    return 2 * h * b + widest;
+    return 2 * h * b + widest / tp;  // the residual stream is replicated; layer outputs are sharded
+}
+
+// One layer's K+V bytes per token on one rank: 2 · max(1, kv_heads / TP) · head_dim · bytes.
+std::int64_t attn_bytes_per_token_rank(const models::AttentionMixer& a, models::DType kv_dtype, int tp) {
+    const std::int64_t heads = std::max<std::int64_t>(1, a.num_kv_heads / tp);
+    return 2 * heads * a.head_dim * models::dtype_bytes(kv_dtype);
+}
+
+// One recurrent layer's state on one rank (mamba_utils.py shapes with the TP divisions): GDN conv
+// (Kc−1)·conv_dim/TP, ssm (Hv/TP)·dv·dk; Mamba2 conv (Kc−1)·(d_inner + 2·G·N)/TP, ssm (H/TP)·hd·N.
+std::int64_t state_bytes_rank(const models::Layer& layer, models::DType model_dtype, int tp) {
+    const std::int64_t b = models::dtype_bytes(model_dtype);
+    if (const auto* g = std::get_if<models::GatedDeltaNetMixer>(&layer.mixer)) {
+        const std::int64_t conv_dim = 2LL * g->num_k_heads * g->k_head_dim + std::int64_t{g->num_v_heads} * g->v_head_dim;
+        return (g->conv_kernel - 1) * (conv_dim / tp) * b +
+               std::int64_t{g->num_v_heads / tp} * g->v_head_dim * g->k_head_dim * models::dtype_bytes(g->ssm_state_dtype);
+    }
+    if (const auto* m = std::get_if<models::Mamba2Mixer>(&layer.mixer)) {
+        const std::int64_t d_inner = std::int64_t{m->num_heads} * m->head_dim;
+        return (m->conv_kernel - 1) * ((d_inner + 2LL * m->n_groups * m->state_size) / tp) * b +
+               std::int64_t{m->num_heads / tp} * m->head_dim * m->state_size * models::dtype_bytes(m->ssm_state_dtype);
+    }
+    return 0;
+}
+
+// vLLM's divisibility checks for tensor parallelism (ModelConfig.verify_with_parallel_config and the layers).
+void check_tensor_parallel(const models::ModelSpec& model, int tp) {
+    if (tp < 1) {
+        throw ConfigError(fmt::format("tensor_parallel_size: must be at least 1, got {}", tp));
+    }
+    for (const auto& layer : model.layers) {
+        int heads = 0;
+        const char* what = "";
+        if (const auto* a = std::get_if<models::AttentionMixer>(&layer.mixer)) {
+            heads = a->num_q_heads;
+            what = "attention heads";
+        } else if (const auto* g = std::get_if<models::GatedDeltaNetMixer>(&layer.mixer)) {
+            heads = std::gcd(g->num_v_heads, g->num_k_heads);
+            what = "Gated DeltaNet key/value heads";
+        } else if (const auto* m = std::get_if<models::Mamba2Mixer>(&layer.mixer)) {
+            heads = m->num_heads;
+            what = "Mamba2 heads";
+        }
+        if (heads > 0 && heads % tp != 0) {
+            throw ConfigError(fmt::format("tensor_parallel_size: Total number of {} ({}) must be divisible by tensor "
+                                          "parallel size ({}) for model '{}'",
+                                          what, heads, tp, model.name));
+        }
+    }
 }
 
 std::int64_t max_memory_usage_blocks(KvGroupKind kind, MambaCacheMode mode, std::int64_t max_model_len,
@@ -149,13 +198,13 @@ MambaCacheMode parse_mamba_cache_mode(const std::string& text) {
 }
 
 std::int64_t activation_peak_bytes(const models::ModelSpec& model, std::int64_t max_num_batched_tokens,
-                                   std::int64_t max_num_seqs) {
+                                   std::int64_t max_num_seqs, int tensor_parallel_size) {
     // GPUModelRunner.profile_run: a dummy forward of max_num_batched_tokens tokens (per-token working set of the
     // widest layer), then _dummy_sampler_run over min(max_num_seqs, tokens) rows: bf16 logits plus two fp32 copies
     // (the float logits and the probabilities) of vocab entries per row.
     const std::int64_t rows = std::min(max_num_seqs, max_num_batched_tokens);
     const std::int64_t sampler = rows * std::int64_t{model.vocab_size} * (models::dtype_bytes(model.dtype) + 2 * 4);
-    return max_num_batched_tokens * forward_bytes_per_token(model) + sampler;
+    return max_num_batched_tokens * forward_bytes_per_token(model, tensor_parallel_size) + sampler;
 }
 
 KvCacheConfig MemoryPlan::kv_cache_config() const {
@@ -214,6 +263,9 @@ MemoryPlan plan_memory(const models::ModelSpec& model, const MemoryPlanRequest& 
         plan.max_num_seqs = plan.max_num_batched_tokens;  // default clamp: seqs ≤ batched tokens
     }
     plan.kv_cache_dtype = req.kv_cache_dtype_fp8 ? models::DType::kFp8 : model.dtype;
+    check_tensor_parallel(model, req.tensor_parallel_size);
+    plan.tensor_parallel_size = req.tensor_parallel_size;
+    const int tp = req.tensor_parallel_size;
 
     // --- prefix caching and mamba_cache_mode (is_prefix_caching_supported; MambaModelConfig) ---
     plan.enable_prefix_caching = req.enable_prefix_caching.value_or(!hybrid && counts.mamba == 0);
@@ -243,11 +295,16 @@ MemoryPlan plan_memory(const models::ModelSpec& model, const MemoryPlanRequest& 
     }
     plan.block_size = req.block_size.value_or(kKernelBlockAlignment);
     if (counts.first_attention != nullptr) {
-        plan.attn_page_size_1tok_bytes = models::kv_bytes_per_token_layer(*counts.first_attention, plan.kv_cache_dtype);
+        plan.attn_page_size_1tok_bytes = attn_bytes_per_token_rank(*counts.first_attention, plan.kv_cache_dtype, tp);
     }
-    plan.kv_bytes_per_token = models::kv_bytes_per_token(model, plan.kv_cache_dtype);
-    plan.state_bytes_per_sequence = models::state_bytes_per_sequence(model);
-    plan.mamba_page_size_bytes = models::max_state_bytes_layer(model);
+    for (const auto& layer : model.layers) {
+        if (const auto* a = std::get_if<models::AttentionMixer>(&layer.mixer)) {
+            plan.kv_bytes_per_token += attn_bytes_per_token_rank(*a, plan.kv_cache_dtype, tp);
+        }
+        const std::int64_t state = state_bytes_rank(layer, model.dtype, tp);
+        plan.state_bytes_per_sequence += state;
+        plan.mamba_page_size_bytes = std::max(plan.mamba_page_size_bytes, state);
+    }
 
     if (hybrid) {
         const std::int64_t kernel_align = std::max(kKernelBlockAlignment, plan.block_size);
@@ -311,8 +368,8 @@ MemoryPlan plan_memory(const models::ModelSpec& model, const MemoryPlanRequest& 
     }
 
     // --- memory budget (Worker.determine_available_memory) ---
-    plan.weight_bytes = models::weight_bytes_total(model);
-    plan.activation_peak_bytes = activation_peak_bytes(model, plan.max_num_batched_tokens, plan.max_num_seqs);
+    plan.weight_bytes = models::weight_bytes_total(model) / tp;  // every large matrix is sharded (vocab-parallel too)
+    plan.activation_peak_bytes = activation_peak_bytes(model, plan.max_num_batched_tokens, plan.max_num_seqs, tp);
     plan.non_torch_bytes = req.non_torch_memory_bytes;
     plan.cudagraph_bytes = req.cudagraph_memory_bytes;
     plan.requested_memory_bytes =

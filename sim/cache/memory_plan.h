@@ -50,6 +50,9 @@ struct MemoryPlanRequest {
     std::optional<std::int64_t> max_num_batched_tokens;
     std::optional<std::int64_t> max_num_seqs;
     std::optional<std::int64_t> kv_cache_memory_bytes;
+    // Tensor parallelism: every rank holds 1/TP of the weights and heads (KV heads per rank max(1, total/TP),
+    // Mamba state shapes divided by TP: mamba_utils.py); the plan is one rank's (all ranks are alike).
+    int tensor_parallel_size = 1;
     // Memory outside torch's allocator that the profile run adds (cuBLAS workspaces, NCCL, allocator slack):
     // vLLM's non_torch_increase. Not derivable from the model; a documented assumption (see DESIGN notes).
     std::int64_t non_torch_memory_bytes = 512LL << 20;
@@ -72,6 +75,7 @@ struct MemoryPlan {
     std::int64_t max_num_seqs = 0;
     double gpu_memory_utilization = 0;
     models::DType kv_cache_dtype = models::DType::kBFloat16;
+    int tensor_parallel_size = 1;
 
     // Memory budget (bytes).
     std::int64_t requested_memory_bytes = 0;  // ceil(total × utilization)
@@ -99,7 +103,7 @@ struct MemoryPlan {
     double max_concurrency = 0;        // num_gpu_blocks / blocks_per_request
     std::int64_t kv_cache_tokens = 0;  // "GPU KV cache size: N tokens"
 
-    // Per-token and per-sequence sizes.
+    // Per-token and per-sequence sizes, per GPU (per tensor-parallel rank).
     std::int64_t kv_bytes_per_token = 0;        // all attention layers, at the KV dtype
     std::int64_t state_bytes_per_sequence = 0;  // all recurrent layers, unpadded
 
@@ -115,6 +119,6 @@ struct MemoryPlan {
 // vLLM's activation peak of the profile run (a dummy forward of max_num_batched_tokens tokens plus the dummy
 // sampler run over max_num_seqs rows): the modelled torch_peak_increase. See memory_plan.cpp for the terms.
 [[nodiscard]] std::int64_t activation_peak_bytes(const models::ModelSpec& model, std::int64_t max_num_batched_tokens,
-                                                 std::int64_t max_num_seqs);
+                                                 std::int64_t max_num_seqs, int tensor_parallel_size = 1);
 
 }  // namespace servesim::cache

@@ -35,6 +35,7 @@ struct StepCost {
     double gdn_ms = 0;
     double snapshot_ms = 0;
     double overhead_ms = 0;
+    double comm_ms = 0;  // tensor-parallel all-reduces
 
     // Accumulates a step's terms (the per-term totals a run reports).
     StepCost& operator+=(const StepCost& o) {
@@ -45,11 +46,12 @@ struct StepCost {
         gdn_ms += o.gdn_ms;
         snapshot_ms += o.snapshot_ms;
         overhead_ms += o.overhead_ms;
+        comm_ms += o.comm_ms;
         return *this;
     }
 
     [[nodiscard]] double total_ms() const {
-        return gemm_ms + lm_head_ms + attn_prefill_ms + attn_decode_ms + gdn_ms + snapshot_ms + overhead_ms;
+        return gemm_ms + lm_head_ms + attn_prefill_ms + attn_decode_ms + gdn_ms + snapshot_ms + overhead_ms + comm_ms;
     }
 
     // The one place cost-model milliseconds become simulated time: at least 1 ns so every step advances the clock.

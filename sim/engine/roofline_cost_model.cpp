@@ -37,6 +37,26 @@ RooflineCostModel::RooflineCostModel(const models::ModelSpec& model, models::DTy
     }
     kv_bytes_per_token_ = static_cast<double>(models::kv_bytes_per_token(model, kv_dtype));
     state_bytes_per_seq_ = static_cast<double>(models::state_bytes_per_sequence(model));
+    const int tp = std::max(1, params_.tensor_parallel_size);
+    if (tp > 1) {
+        // One rank's share: heads and matrices split by TP (KV heads per rank max(1, total/TP): replicated below).
+        const double inv = 1.0 / tp;
+        linear_flops_per_token_ *= inv;
+        lm_head_flops_per_seq_ *= inv;
+        lm_head_bytes_ *= inv;
+        lm_head_weight_bytes_ /= tp;
+        attn_flops_per_work_ *= inv;
+        gdn_flops_per_token_ *= inv;
+        state_bytes_per_seq_ *= inv;
+        kv_bytes_per_token_ = 0;
+        for (const auto& layer : model.layers) {
+            if (const auto* a = std::get_if<models::AttentionMixer>(&layer.mixer)) {
+                kv_bytes_per_token_ += 2.0 * std::max(1, a->num_kv_heads / tp) * a->head_dim * models::dtype_bytes(kv_dtype);
+            }
+            num_allreduces_per_step_ += (std::holds_alternative<models::NoMixer>(layer.mixer) ? 0 : 1) +
+                                        (std::holds_alternative<models::NoMlp>(layer.mlp) ? 0 : 1);
+        }
+    }
 }
 
 std::int64_t RooflineCostModel::cudagraph_padded_tokens(std::int64_t n, int max_cudagraph_tokens) {
@@ -70,7 +90,8 @@ StepCost RooflineCostModel::step_cost(const BatchShape& s) const {
     const std::int64_t all_weight_bytes = (dense_weight_bytes_per_step_ >= 0 && tokens > 0)
                                               ? dense_weight_bytes_per_step_
                                               : models::weight_bytes_read_per_step(model_, tokens);
-    const double weight_bytes = static_cast<double>(all_weight_bytes - lm_head_weight_bytes_);
+    const int tp = std::max(1, params_.tensor_parallel_size);
+    const double weight_bytes = static_cast<double>(all_weight_bytes) / tp - static_cast<double>(lm_head_weight_bytes_);
     const double activation_bytes = 4.0 * static_cast<double>(tokens) * model_.hidden_size * b *
                                     static_cast<double>(model_.layers.size());
     c.gemm_ms = roof_ms(linear_flops_per_token_ * static_cast<double>(tokens), flops * params_.gemm_efficiency,
@@ -95,12 +116,18 @@ StepCost RooflineCostModel::step_cost(const BatchShape& s) const {
         c.snapshot_ms = 1e3 * state_bytes_per_seq_ * static_cast<double>(s.num_snapshots) / bw;
     }
     c.overhead_ms = params_.step_overhead_ms + params_.per_seq_overhead_ms * static_cast<double>(s.num_seqs);
+    if (tp > 1 && params_.interconnect_bytes_per_s > 0) {
+        const double bytes = static_cast<double>(tokens) * model_.hidden_size * b;
+        const double ring_ms = 1e3 * 2.0 * (tp - 1) / tp * bytes / params_.interconnect_bytes_per_s;
+        c.comm_ms = num_allreduces_per_step_ * (ring_ms + params_.allreduce_latency_ms);
+    }
     return c;
 }
 
 std::string RooflineCostModel::describe() const {
-    return fmt::format("roofline {} ({:.0f} TFLOP/s bf16, {:.0f} GB/s)", params_.gpu_name,
-                       params_.peak_flops_per_s / 1e12, params_.memory_bandwidth_bytes_per_s / 1e9);
+    const std::string tp = params_.tensor_parallel_size > 1 ? fmt::format(", TP {}", params_.tensor_parallel_size) : "";
+    return fmt::format("roofline {} ({:.0f} TFLOP/s bf16, {:.0f} GB/s{})", params_.gpu_name,
+                       params_.peak_flops_per_s / 1e12, params_.memory_bandwidth_bytes_per_s / 1e9, tp);
 }
 
 }  // namespace servesim::engine

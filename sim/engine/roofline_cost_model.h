@@ -25,6 +25,12 @@ struct RooflineParams {
     double step_overhead_ms = 0.6;          // per forward: launches, sampling, scheduling not hidden by async
     double per_seq_overhead_ms = 0.004;     // per sequence: input prep, sampler, detokenize
     int max_cudagraph_tokens = 512;         // min(2·max_num_seqs, 512, max_num_batched_tokens)
+    // Tensor parallelism: each rank does 1/TP of the FLOPs and reads 1/TP of the weights and of the KV (heads are
+    // split; KV heads per rank max(1, total/TP)); every layer adds two all-reduces of the step's hidden states
+    // (after attention and after the MLP), a ring costing 2·(TP−1)/TP · bytes / interconnect + a fixed latency.
+    int tensor_parallel_size = 1;
+    double interconnect_bytes_per_s = 0;
+    double allreduce_latency_ms = 0.01;     // per all-reduce (NCCL launch + sync), a stated assumption
 };
 
 class RooflineCostModel final : public CostModel {
@@ -53,6 +59,7 @@ private:
     // cost model is built), and a pointer to it dangled (use after free in step_cost).
     models::ModelSpec model_;
     std::int64_t lm_head_weight_bytes_ = 0;
+    int num_allreduces_per_step_ = 0;
     // weight_bytes_read_per_step for any positive token count when no layer is MoE (then it does not depend on the
     // count), computed once because step_cost runs every step; −1 for MoE models, whose routed experts vary.
     std::int64_t dense_weight_bytes_per_step_ = -1;

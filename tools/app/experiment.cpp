@@ -37,6 +37,7 @@ cache::MemoryPlanRequest memory_plan_request(const EngineSettings& e, const cali
     r.max_num_batched_tokens = e.max_num_batched_tokens;
     r.max_num_seqs = e.max_num_seqs;
     r.kv_cache_memory_bytes = e.kv_cache_memory_bytes;
+    r.tensor_parallel_size = e.tensor_parallel_size;
     return r;
 }
 
@@ -119,10 +120,18 @@ PreparedExperiment prepare_experiment(const ExperimentConfig& config) {
         params.gpu_name = p.gpu.name;
         params.peak_flops_per_s = p.gpu.bf16_dense_flops_per_s;
         params.memory_bandwidth_bytes_per_s = p.gpu.memory_bandwidth_bytes_per_s;
+        params.tensor_parallel_size = p.plan.tensor_parallel_size;
+        params.interconnect_bytes_per_s = p.gpu.interconnect_bytes_per_s;
         params.max_cudagraph_tokens = static_cast<int>(
             std::min<std::int64_t>({2 * p.plan.max_num_seqs, 512, p.plan.max_num_batched_tokens}));
         p.cost_model = std::make_unique<engine::RooflineCostModel>(p.model, p.plan.kv_cache_dtype, params);
     } else {
+        if (p.plan.tensor_parallel_size > 1) {
+            throw ConfigError(fmt::format("{}: experiment '{}': cost_model: profiles are measured on one GPU "
+                                          "(tensor_parallel_size 1); with tensor_parallel_size {} use "
+                                          "cost_model: roofline",
+                                          config.file, config.name, p.plan.tensor_parallel_size));
+        }
         calibration::HardwareProfile profile =
             with_file([&] { return calibration::read_profile(config.cost_model); });
         const double kv_scale = static_cast<double>(models::kv_bytes_per_token(p.model, p.plan.kv_cache_dtype)) /

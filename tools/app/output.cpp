@@ -185,7 +185,7 @@ nlohmann::ordered_json to_json(const ExperimentResult& r) {
     j["step_time_ms_total"] = {{"gemm", c.gemm_ms},         {"lm_head", c.lm_head_ms},
                                {"attn_prefill", c.attn_prefill_ms}, {"attn_decode", c.attn_decode_ms},
                                {"gdn", c.gdn_ms},           {"snapshot", c.snapshot_ms},
-                               {"overhead", c.overhead_ms}};
+                               {"overhead", c.overhead_ms},   {"comm", c.comm_ms}};
     return j;
 }
 
@@ -361,6 +361,7 @@ nlohmann::ordered_json inspect_json(const models::ModelSpec& model, const std::s
     j["max_num_batched_tokens"] = p.max_num_batched_tokens;
     j["max_num_seqs"] = p.max_num_seqs;
     j["gpu_memory_utilization"] = p.gpu_memory_utilization;
+    j["tensor_parallel_size"] = p.tensor_parallel_size;
     j["weight_bytes"] = p.weight_bytes;
     j["weight_bytes_read_per_decode_step"] = models::weight_bytes_read_per_step(model, 1);
     j["activation_peak_bytes"] = p.activation_peak_bytes;

@@ -27,7 +27,7 @@ const std::vector<std::string_view> kEngineKeys = {
     "gpu_memory_utilization", "kv_cache_dtype",     "enable_prefix_caching", "mamba_cache_mode",
     "kv_cache_memory_bytes", "enable_chunked_prefill", "long_prefill_token_threshold",
     "scheduler_reserve_full_isl", "vllm_version", "kv_offloading_size", "kv_offloading_load_us_per_token",
-    "async_scheduling"};
+    "async_scheduling", "tensor_parallel_size"};
 
 const std::vector<std::string_view> kClusterKeys = {"replicas", "router"};
 
@@ -238,6 +238,9 @@ EngineSettings parse_engine(const YamlMap& e) {
     }
     s.scheduler_reserve_full_isl = e.get_or<bool>("scheduler_reserve_full_isl", true);
     s.async_scheduling = e.get_or<bool>("async_scheduling", true);
+    if (e.has("tensor_parallel_size")) {
+        s.tensor_parallel_size = e.get_in_range<int>("tensor_parallel_size", 1, 1024);
+    }
     if (e.has("kv_offloading_size")) {
         s.kv_offloading_size_gib = e.get<double>("kv_offloading_size");
         if (!(*s.kv_offloading_size_gib > 0)) {

@@ -31,6 +31,7 @@ struct EngineSettings {
     std::int64_t long_prefill_token_threshold = 0;
     bool scheduler_reserve_full_isl = true;
     bool async_scheduling = true;  // vLLM's default since PR #27614
+    int tensor_parallel_size = 1;  // GPUs per replica (--tensor-parallel-size)
     std::string vllm_version = "0.26";
     // --kv-offloading-size (GiB, native CPU offloading connector); unset = no host tier.
     std::optional<double> kv_offloading_size_gib;

@@ -165,6 +165,32 @@ def main():
                 f"free queue's turnover time and hits collapse too "
                 f"({pct(num(hyb['40'], 'prefix_cache_hit_rate'))} at 40 tenants) even though KV usage stays at "
                 f"{pct(num(hyb['40'], 'kv_usage_max'), 0)} (evictable blocks count as free).\n")
+        ts_path = os.path.join(out, "tenant-sweep-out", "timeseries.csv")
+        if os.path.exists(ts_path):
+            with open(ts_path) as f:
+                series = list(csv.DictReader(f))
+            fig, axes = plt.subplots(1, 2, figsize=(12, 4))
+            for exp in ["Qwen3-4B", "Qwen3.5-4B"]:
+                for t, style in [("20", "-"), ("40", "--")]:
+                    pts = [r for r in series if r["experiment"] == exp and r["tenants"] == t]
+                    if not pts:
+                        continue
+                    x = [float(r["t_s"]) for r in pts]
+                    axes[0].plot(x, [int(r["waiting"]) for r in pts], style, label=f"{exp}, {t} tenants")
+                    axes[1].plot(x, [100 * float(r["kv_usage"]) for r in pts], style, label=f"{exp}, {t} tenants")
+            axes[0].set_title("waiting requests (queue growth)")
+            axes[1].set_title("KV cache usage % (evictable blocks count as free)")
+            for ax in axes:
+                ax.set_xlabel("simulated time s")
+                ax.legend(fontsize=7)
+            md.append(f"![queue and KV usage over time]({savefig(fig, report_dir, 'tenant-sweep-timeseries.png')})\n")
+            md.append("Over time (`servesim sweep … --out DIR` writes `timeseries.csv`): at 20 tenants nothing "
+                      "queues. At 40 tenants the full model's waiting queue jumps to ~9 requests once its pool fills "
+                      "(KV usage pinned near 100 %, preemptions) — bounded, because a tenant sends its next turn only "
+                      "after its answer, so at most one request per tenant can wait. The hybrid's pool never fills "
+                      "(~55 %): its requests sit in running, in 528-aligned prefill chunks, rather than in the waiting "
+                      "queue, and its hit losses come from the free queue's turnover, not from a full pool.\n")
+
         ps = rows(out, "pool-size")
         if ps:
             small = {r["tenants"]: r for r in ps if r["kv_cache_memory_bytes"] != "100GiB"}

@@ -14,7 +14,12 @@ for s in tenant-sweep pool-size fp8 prefix-caching offload prefill-curve break-e
     echo "run_all: skipping h200 (no calibrated H200 profiles yet)" >&2
     continue
   fi
-  "$bin" sweep "$f" --format csv > "$out/$s.csv"
+  if [ "$s" = tenant-sweep ]; then
+    # also the time series (queue length, KV usage) of every point
+    "$bin" sweep "$f" --format csv --out "$out/tenant-sweep-out" > "$out/$s.csv"
+  else
+    "$bin" sweep "$f" --format csv > "$out/$s.csv"
+  fi
 done
 {
   echo "["

@@ -119,30 +119,33 @@ bool is_hybrid(const ModelSpec& spec) {
     return c.attention > 0 && (c.gated_delta_net + c.mamba2) > 0;
 }
 
-std::int64_t kv_bytes_per_token_layer(const AttentionMixer& attn, DType kv_dtype) {
-    return 2 * i64{attn.num_kv_heads} * attn.head_dim * dtype_bytes(kv_dtype);
+std::int64_t kv_bytes_per_token_layer(const AttentionMixer& attn, DType kv_dtype, int tensor_parallel_size) {
+    // vLLM: KV heads per rank max(1, total / TP) (replicated when TP exceeds them).
+    const i64 heads = std::max<i64>(1, attn.num_kv_heads / tensor_parallel_size);
+    return 2 * heads * attn.head_dim * dtype_bytes(kv_dtype);
 }
 
-std::int64_t kv_bytes_per_token(const ModelSpec& spec, DType kv_dtype) {
+std::int64_t kv_bytes_per_token(const ModelSpec& spec, DType kv_dtype, int tensor_parallel_size) {
     i64 total = 0;
     for (const auto& layer : spec.layers) {
         if (const auto* a = std::get_if<AttentionMixer>(&layer.mixer)) {
-            total += kv_bytes_per_token_layer(*a, kv_dtype);
+            total += kv_bytes_per_token_layer(*a, kv_dtype, tensor_parallel_size);
         }
     }
     return total;
 }
 
-StateBytes state_bytes_layer(const Layer& layer, DType model_dtype) {
+StateBytes state_bytes_layer(const Layer& layer, DType model_dtype, int tensor_parallel_size) {
     StateBytes s;
+    const i64 tp = tensor_parallel_size;
     if (const auto* g = std::get_if<GatedDeltaNetMixer>(&layer.mixer)) {
-        // conv (Kc-1, conv_dim) in the model dtype; ssm (Hv, dv, dk) in the ssm dtype.
-        s.conv_bytes = (i64{g->conv_kernel} - 1) * gdn_conv_dim(*g) * dtype_bytes(model_dtype);
-        s.ssm_bytes = i64{g->num_v_heads} * g->v_head_dim * g->k_head_dim * dtype_bytes(g->ssm_state_dtype);
+        // conv (Kc-1, conv_dim/TP) in the model dtype; ssm (Hv/TP, dv, dk) in the ssm dtype.
+        s.conv_bytes = (i64{g->conv_kernel} - 1) * (gdn_conv_dim(*g) / tp) * dtype_bytes(model_dtype);
+        s.ssm_bytes = (i64{g->num_v_heads} / tp) * g->v_head_dim * g->k_head_dim * dtype_bytes(g->ssm_state_dtype);
     } else if (const auto* m = std::get_if<Mamba2Mixer>(&layer.mixer)) {
-        // conv (Kc-1, H*hd + 2*G*N) in the model dtype; ssm (H, hd, N) in the ssm dtype.
-        s.conv_bytes = (i64{m->conv_kernel} - 1) * mamba2_conv_dim(*m) * dtype_bytes(model_dtype);
-        s.ssm_bytes = i64{m->num_heads} * m->head_dim * m->state_size * dtype_bytes(m->ssm_state_dtype);
+        // conv (Kc-1, (H*hd + 2*G*N)/TP) in the model dtype; ssm (H/TP, hd, N) in the ssm dtype.
+        s.conv_bytes = (i64{m->conv_kernel} - 1) * (mamba2_conv_dim(*m) / tp) * dtype_bytes(model_dtype);
+        s.ssm_bytes = (i64{m->num_heads} / tp) * m->head_dim * m->state_size * dtype_bytes(m->ssm_state_dtype);
     }
     return s;
 }

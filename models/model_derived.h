@@ -25,11 +25,13 @@ struct LayerCounts {
 // True when the model has both attention and recurrent (GDN / Mamba2) layers: vLLM's attn_type "hybrid".
 [[nodiscard]] bool is_hybrid(const ModelSpec& spec);
 
-// K+V bytes one token occupies in one attention layer: 2 · kv_heads · head_dim · bytes(kv_dtype).
-[[nodiscard]] std::int64_t kv_bytes_per_token_layer(const AttentionMixer& attn, DType kv_dtype);
+// K+V bytes one token occupies in one attention layer on one tensor-parallel rank:
+// 2 · max(1, kv_heads / TP) · head_dim · bytes(kv_dtype).
+[[nodiscard]] std::int64_t kv_bytes_per_token_layer(const AttentionMixer& attn, DType kv_dtype,
+                                                    int tensor_parallel_size = 1);
 
 // Sum over attention layers (e.g. Qwen3-4B bf16: 36 · 2 · 8 · 128 · 2 = 147,456).
-[[nodiscard]] std::int64_t kv_bytes_per_token(const ModelSpec& spec, DType kv_dtype);
+[[nodiscard]] std::int64_t kv_bytes_per_token(const ModelSpec& spec, DType kv_dtype, int tensor_parallel_size = 1);
 
 struct StateBytes {
     std::int64_t conv_bytes = 0;
@@ -41,7 +43,8 @@ struct StateBytes {
 // One recurrent layer's state for one sequence (vLLM MambaSpec.page_size_bytes before padding).
 // GDN: conv (Kc−1)·(2·Hk·dk + Hv·dv)·bytes(model dtype) + ssm Hv·dv·dk·bytes(ssm dtype).
 // Mamba2: conv (Kc−1)·(H·hd + 2·G·N)·bytes(model) + ssm H·hd·N·bytes(ssm). Zero for other layers.
-[[nodiscard]] StateBytes state_bytes_layer(const Layer& layer, DType model_dtype);
+// With tensor parallelism, one rank's share: conv channels and heads divided by TP (mamba_utils.py).
+[[nodiscard]] StateBytes state_bytes_layer(const Layer& layer, DType model_dtype, int tensor_parallel_size = 1);
 
 // Sum over recurrent layers: the state one sequence holds, independent of its length.
 [[nodiscard]] std::int64_t state_bytes_per_sequence(const ModelSpec& spec);

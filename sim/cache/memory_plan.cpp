@@ -88,29 +88,6 @@ std::int64_t forward_bytes_per_token(const models::ModelSpec& model, int tp) {
     return 2 * h * b + widest / tp;  // the residual stream is replicated; layer outputs are sharded
 }
 
-// One layer's K+V bytes per token on one rank: 2 · max(1, kv_heads / TP) · head_dim · bytes.
-std::int64_t attn_bytes_per_token_rank(const models::AttentionMixer& a, models::DType kv_dtype, int tp) {
-    const std::int64_t heads = std::max<std::int64_t>(1, a.num_kv_heads / tp);
-    return 2 * heads * a.head_dim * models::dtype_bytes(kv_dtype);
-}
-
-// One recurrent layer's state on one rank (mamba_utils.py shapes with the TP divisions): GDN conv
-// (Kc−1)·conv_dim/TP, ssm (Hv/TP)·dv·dk; Mamba2 conv (Kc−1)·(d_inner + 2·G·N)/TP, ssm (H/TP)·hd·N.
-std::int64_t state_bytes_rank(const models::Layer& layer, models::DType model_dtype, int tp) {
-    const std::int64_t b = models::dtype_bytes(model_dtype);
-    if (const auto* g = std::get_if<models::GatedDeltaNetMixer>(&layer.mixer)) {
-        const std::int64_t conv_dim = 2LL * g->num_k_heads * g->k_head_dim + std::int64_t{g->num_v_heads} * g->v_head_dim;
-        return (g->conv_kernel - 1) * (conv_dim / tp) * b +
-               std::int64_t{g->num_v_heads / tp} * g->v_head_dim * g->k_head_dim * models::dtype_bytes(g->ssm_state_dtype);
-    }
-    if (const auto* m = std::get_if<models::Mamba2Mixer>(&layer.mixer)) {
-        const std::int64_t d_inner = std::int64_t{m->num_heads} * m->head_dim;
-        return (m->conv_kernel - 1) * ((d_inner + 2LL * m->n_groups * m->state_size) / tp) * b +
-               std::int64_t{m->num_heads / tp} * m->head_dim * m->state_size * models::dtype_bytes(m->ssm_state_dtype);
-    }
-    return 0;
-}
-
 // vLLM's divisibility checks for tensor parallelism (ModelConfig.verify_with_parallel_config and the layers).
 void check_tensor_parallel(const models::ModelSpec& model, int tp) {
     if (tp < 1) {
@@ -295,13 +272,11 @@ MemoryPlan plan_memory(const models::ModelSpec& model, const MemoryPlanRequest& 
     }
     plan.block_size = req.block_size.value_or(kKernelBlockAlignment);
     if (counts.first_attention != nullptr) {
-        plan.attn_page_size_1tok_bytes = attn_bytes_per_token_rank(*counts.first_attention, plan.kv_cache_dtype, tp);
+        plan.attn_page_size_1tok_bytes = models::kv_bytes_per_token_layer(*counts.first_attention, plan.kv_cache_dtype, tp);
     }
+    plan.kv_bytes_per_token = models::kv_bytes_per_token(model, plan.kv_cache_dtype, tp);
     for (const auto& layer : model.layers) {
-        if (const auto* a = std::get_if<models::AttentionMixer>(&layer.mixer)) {
-            plan.kv_bytes_per_token += attn_bytes_per_token_rank(*a, plan.kv_cache_dtype, tp);
-        }
-        const std::int64_t state = state_bytes_rank(layer, model.dtype, tp);
+        const std::int64_t state = models::state_bytes_layer(layer, model.dtype, tp).total();
         plan.state_bytes_per_sequence += state;
         plan.mamba_page_size_bytes = std::max(plan.mamba_page_size_bytes, state);
     }

@@ -48,11 +48,8 @@ RooflineCostModel::RooflineCostModel(const models::ModelSpec& model, models::DTy
         attn_flops_per_work_ *= inv;
         gdn_flops_per_token_ *= inv;
         state_bytes_per_seq_ *= inv;
-        kv_bytes_per_token_ = 0;
+        kv_bytes_per_token_ = static_cast<double>(models::kv_bytes_per_token(model, kv_dtype, tp));
         for (const auto& layer : model.layers) {
-            if (const auto* a = std::get_if<models::AttentionMixer>(&layer.mixer)) {
-                kv_bytes_per_token_ += 2.0 * std::max(1, a->num_kv_heads / tp) * a->head_dim * models::dtype_bytes(kv_dtype);
-            }
             num_allreduces_per_step_ += (std::holds_alternative<models::NoMixer>(layer.mixer) ? 0 : 1) +
                                         (std::holds_alternative<models::NoMlp>(layer.mlp) ? 0 : 1);
         }

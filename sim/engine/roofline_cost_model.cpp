@@ -15,7 +15,6 @@ RooflineCostModel::RooflineCostModel(const models::ModelSpec& model, models::DTy
     const double b = models::dtype_bytes(model.dtype);
     const double hv = static_cast<double>(model.hidden_size) * model.vocab_size;
     lm_head_flops_per_seq_ = 2.0 * hv;
-    lm_head_weight_bytes_ = static_cast<std::int64_t>(hv * b);
     lm_head_bytes_ = hv * b;
     linear_flops_per_token_ = models::linear_flops_per_token(model) - lm_head_flops_per_seq_;
     for (const auto& layer : model.layers) {
@@ -44,7 +43,6 @@ RooflineCostModel::RooflineCostModel(const models::ModelSpec& model, models::DTy
         linear_flops_per_token_ *= inv;
         lm_head_flops_per_seq_ *= inv;
         lm_head_bytes_ *= inv;
-        lm_head_weight_bytes_ /= tp;
         attn_flops_per_work_ *= inv;
         gdn_flops_per_token_ *= inv;
         state_bytes_per_seq_ *= inv;
@@ -88,7 +86,7 @@ StepCost RooflineCostModel::step_cost(const BatchShape& s) const {
                                               ? dense_weight_bytes_per_step_
                                               : models::weight_bytes_read_per_step(model_, tokens);
     const int tp = std::max(1, params_.tensor_parallel_size);
-    const double weight_bytes = static_cast<double>(all_weight_bytes) / tp - static_cast<double>(lm_head_weight_bytes_);
+    const double weight_bytes = static_cast<double>(all_weight_bytes) / tp - lm_head_bytes_;
     const double activation_bytes = 4.0 * static_cast<double>(tokens) * model_.hidden_size * b *
                                     static_cast<double>(model_.layers.size());
     c.gemm_ms = roof_ms(linear_flops_per_token_ * static_cast<double>(tokens), flops * params_.gemm_efficiency,

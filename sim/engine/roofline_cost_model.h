@@ -50,7 +50,7 @@ private:
     std::string model_name_;
     double linear_flops_per_token_ = 0;   // without the lm_head
     double lm_head_flops_per_seq_ = 0;
-    double lm_head_bytes_ = 0;
+    double lm_head_bytes_ = 0;            // lm_head (or tied embedding) weights read per step, this rank's share
     double attn_flops_per_work_ = 0;      // 4 · Hq · hd summed over attention layers
     double kv_bytes_per_token_ = 0;
     double gdn_flops_per_token_ = 0;      // core chunked-scan FLOPs, all GDN layers
@@ -58,7 +58,6 @@ private:
     // A copy, not a reference: the caller's ModelSpec may move (PreparedExperiment is moved into a vector after the
     // cost model is built), and a pointer to it dangled (use after free in step_cost).
     models::ModelSpec model_;
-    std::int64_t lm_head_weight_bytes_ = 0;
     int num_allreduces_per_step_ = 0;
     // weight_bytes_read_per_step for any positive token count when no layer is MoE (then it does not depend on the
     // count), computed once because step_cost runs every step; −1 for MoE models, whose routed experts vary.

@@ -14,10 +14,11 @@ namespace servesim::calibration {
 
 namespace {
 
-// Solves min ‖diag(1/y)(X c − y)‖² over the columns in `active` (others fixed at zero).
+// Solves min Σ w_i ((X c − y)_i / y_i)² over the columns in `active` (others fixed at zero); empty `w` = all ones.
 std::vector<double> solve_relative(const Eigen::MatrixXd& x_full,
                                    std::span<const double> y,
-                                   const std::vector<int>& active) {
+                                   const std::vector<int>& active,
+                                   std::span<const double> w = {}) {
     const int n = static_cast<int>(y.size());
     const int m = static_cast<int>(active.size());
     Eigen::MatrixXd a(n, m);
@@ -31,11 +32,11 @@ std::vector<double> solve_relative(const Eigen::MatrixXd& x_full,
         scale[j] = mx > 0 ? mx : 1.0;
     }
     for (int i = 0; i < n; ++i) {
-        const double w = 1.0 / std::max(std::fabs(y[i]), 1e-12);
+        const double wi = (w.empty() ? 1.0 : std::sqrt(w[i])) / std::max(std::fabs(y[i]), 1e-12);
         for (int j = 0; j < m; ++j) {
-            a(i, j) = x_full(i, active[j]) / scale[j] * w;
+            a(i, j) = x_full(i, active[j]) / scale[j] * wi;
         }
-        b(i) = y[i] * w;
+        b(i) = y[i] * wi;
     }
     const Eigen::VectorXd sol = a.colPivHouseholderQr().solve(b);
     std::vector<double> c(x_full.cols(), 0.0);
@@ -43,6 +44,56 @@ std::vector<double> solve_relative(const Eigen::MatrixXd& x_full,
         c[active[j]] = sol(j) / scale[j];
     }
     return c;
+}
+
+double max_rel_residual_of(const Eigen::MatrixXd& x_full, std::span<const double> y, const std::vector<double>& c,
+                           std::vector<double>* residuals = nullptr) {
+    double worst = 0;
+    for (int i = 0; i < static_cast<int>(y.size()); ++i) {
+        double f = 0;
+        for (int j = 0; j < static_cast<int>(c.size()); ++j) {
+            f += x_full(i, j) * c[j];
+        }
+        const double r = std::fabs(f - y[i]) / std::max(std::fabs(y[i]), 1e-12);
+        if (residuals != nullptr) {
+            (*residuals)[i] = r;
+        }
+        worst = std::max(worst, r);
+    }
+    return worst;
+}
+
+// Minimax refinement (Lawson's algorithm): reweighted relative least squares, w_i ← w_i·|r_i| / Σ, which converges
+// to the fit with the smallest maximum relative residual. Starts from the plain relative least-squares fit and keeps
+// the best iterate, so it never returns a larger max residual than that fit.
+std::vector<double> solve_minimax(const Eigen::MatrixXd& x_full,
+                                  std::span<const double> y,
+                                  const std::vector<int>& active,
+                                  int iterations) {
+    std::vector<double> best = solve_relative(x_full, y, active);
+    std::vector<double> r(y.size());
+    double best_worst = max_rel_residual_of(x_full, y, best, &r);
+    std::vector<double> w(y.size(), 1.0 / static_cast<double>(y.size()));
+    for (int it = 0; it < iterations && best_worst > 1e-12; ++it) {
+        double sum = 0;
+        for (std::size_t i = 0; i < w.size(); ++i) {
+            w[i] *= r[i];
+            sum += w[i];
+        }
+        if (!(sum > 0)) {
+            break;
+        }
+        for (double& wi : w) {
+            wi = std::max(wi / sum, 1e-14);
+        }
+        const std::vector<double> c = solve_relative(x_full, y, active, w);
+        const double worst = max_rel_residual_of(x_full, y, c, &r);
+        if (worst < best_worst) {
+            best_worst = worst;
+            best = c;
+        }
+    }
+    return best;
 }
 
 std::size_t count_distinct(std::span<const double> x) {
@@ -66,7 +117,9 @@ double max_rel_of(const std::vector<double>& c, std::span<const double> x, std::
 
 }  // namespace
 
-std::vector<double> fit_quadratic_coefficients(std::span<const double> x, std::span<const double> y) {
+std::vector<double> fit_quadratic_coefficients(std::span<const double> x,
+                                               std::span<const double> y,
+                                               int minimax_iterations) {
     check_points("quadratic", x.size(), y.size());
     const std::size_t distinct = count_distinct(x);
     Eigen::MatrixXd design(static_cast<int>(x.size()), 3);
@@ -82,7 +135,8 @@ std::vector<double> fit_quadratic_coefficients(std::span<const double> x, std::s
     if (distinct >= 3) {
         active.push_back(2);
     }
-    return solve_relative(design, y, active);
+    return minimax_iterations > 0 ? solve_minimax(design, y, active, minimax_iterations)
+                                  : solve_relative(design, y, active);
 }
 
 FitStats fit_stats(const Curve& curve, const std::vector<std::vector<double>>& rows, std::span<const double> y) {
@@ -155,9 +209,18 @@ Curve fit_piecewise_quadratic(const std::string& name,
     auto piece_fit = [&](int a, int b, double* worst) {
         std::span<const double> xs(x.data() + a, b - a + 1);
         std::span<const double> ys(y.data() + a, b - a + 1);
-        auto c = fit_quadratic_coefficients(xs, ys);
+        auto c = fit_quadratic_coefficients(xs, ys, options.minimax_iterations);
         *worst = max_rel_of(c, xs, ys);
         return c;
+    };
+    // The search below asks for the same [a, b] many times: remember each piece's worst residual.
+    std::vector<double> worst_memo(static_cast<std::size_t>(n) * n, -1.0);
+    auto piece_worst = [&](int a, int b) {
+        double& m = worst_memo[static_cast<std::size_t>(a) * n + b];
+        if (m < 0) {
+            piece_fit(a, b, &m);
+        }
+        return m;
     };
     // Best split of [0, n-1] into `pieces` pieces sharing knees (exhaustive; n is tens of points).
     std::vector<int> best_knees;
@@ -180,14 +243,10 @@ Curve fit_piecewise_quadratic(const std::string& name,
                 double worst = 0;
                 int a = 0;
                 for (int k : knees) {
-                    double w = 0;
-                    piece_fit(a, k, &w);
-                    worst = std::max(worst, w);
+                    worst = std::max(worst, piece_worst(a, k));
                     a = k;
                 }
-                double w = 0;
-                piece_fit(a, n - 1, &w);
-                worst = std::max(worst, w);
+                worst = std::max(worst, piece_worst(a, n - 1));
                 if (worst < round_best) {
                     round_best = worst;
                     round_knees = knees;
@@ -225,7 +284,8 @@ Curve fit_linear(const std::string& name,
                  const std::vector<std::string>& variables,
                  const std::vector<std::vector<double>>& rows,
                  std::span<const double> y,
-                 bool nonnegative_slopes) {
+                 bool nonnegative_slopes,
+                 int minimax_iterations) {
     check_points(name, rows.size(), y.size());
     const int nv = static_cast<int>(variables.size());
     Eigen::MatrixXd design(static_cast<int>(rows.size()), nv + 1);
@@ -247,7 +307,11 @@ Curve fit_linear(const std::string& name,
     active.erase(std::remove_if(active.begin() + 1, active.end(),
                                 [&](int j) { return design.col(j).cwiseAbs().maxCoeff() == 0.0; }),
                  active.end());
-    std::vector<double> c = solve_relative(design, y, active);
+    auto solve = [&] {
+        return minimax_iterations > 0 ? solve_minimax(design, y, active, minimax_iterations)
+                                      : solve_relative(design, y, active);
+    };
+    std::vector<double> c = solve();
     while (nonnegative_slopes) {
         int worst = -1;
         for (int j : active) {
@@ -259,7 +323,7 @@ Curve fit_linear(const std::string& name,
             break;
         }
         active.erase(std::find(active.begin(), active.end(), worst));
-        c = solve_relative(design, y, active);
+        c = solve();
     }
     Curve curve;
     curve.name = name;

@@ -3,6 +3,8 @@
 #include "calibration/curve_fit.h"
 
 #include <cmath>
+#include <fstream>
+#include <string>
 #include <random>
 #include <vector>
 
@@ -99,4 +101,67 @@ TEST_CASE("fit_linear recovers several slopes and zeroes a negative one", "[cali
     const Curve nn = fit_linear("gdn_prefill", {"tokens", "chunks"}, rows2, y2);
     CHECK(nn.pieces[0].coefficients[2] == 0.0);
     CHECK(nn.pieces[0].coefficients[1] > 0.0);
+}
+
+TEST_CASE("minimax refinement moves a fit to the smallest maximum relative residual", "[calibration]") {
+    // Two timings at one x (a constant fit): y = 1 and 2. Relative least squares minimises (c−1)² + ((c−2)/2)²
+    // → c = 1.2, worst residual 0.4. The minimax constant balances (c−1)/1 = (2−c)/2 → c = 4/3, worst 1/3.
+    const std::vector<double> x = {5, 5};
+    const std::vector<double> y = {1, 2};
+    CHECK_THAT(fit_quadratic_coefficients(x, y)[0], Catch::Matchers::WithinAbs(1.2, 1e-9));
+    CHECK_THAT(fit_quadratic_coefficients(x, y, 60)[0], Catch::Matchers::WithinAbs(4.0 / 3.0, 1e-6));
+}
+
+TEST_CASE("minimax never does worse than least squares on the worst point", "[calibration]") {
+    // A floor-then-line truth with 2 % noise, forced into one quadratic: the worst residual is what minimax trades.
+    Noise noise(0.02);
+    std::vector<double> x;
+    std::vector<double> y;
+    for (double v = 1; v <= 65536; v *= 2) {
+        x.push_back(v);
+        y.push_back(std::max(2.0, 0.001 * v) * noise());
+    }
+    const Curve ls = fit_quadratic("gemm", "tokens", x, y);
+    PiecewiseOptions one_piece;
+    one_piece.max_pieces = 1;
+    one_piece.minimax_iterations = 60;
+    const Curve mm = fit_piecewise_quadratic("gemm", "tokens", x, y, one_piece);
+    CHECK(mm.max_rel_residual <= ls.max_rel_residual);
+    CHECK(mm.max_rel_residual < 0.9 * ls.max_rel_residual);
+}
+
+namespace {
+
+// tokens,ms rows of a sweep's points file.
+void read_points(const std::string& path, std::vector<double>& x, std::vector<double>& y) {
+    std::ifstream f(path);
+    REQUIRE(f.good());
+    std::string line;
+    std::getline(f, line);  // header
+    while (std::getline(f, line)) {
+        const auto comma = line.find(',');
+        x.push_back(std::stod(line.substr(0, comma)));
+        y.push_back(std::stod(line.substr(comma + 1)));
+    }
+}
+
+}  // namespace
+
+TEST_CASE("the GEMM curves the H200 sweep fits hold its cuBLAS timings within 3 %", "[calibration]") {
+    // The issue's bound on GEMM fits, checked on the committed H200 sweep points with the sweep's fit options
+    // (calibration/runner/gpu_sweep.cpp fit_single): minimax pieces, at most six.
+    PiecewiseOptions options;
+    options.max_pieces = 6;
+    options.target_max_rel_residual = 0.025;
+    options.minimax_iterations = 60;
+    for (const char* model : {"Qwen3-4B", "Qwen3.5-4B", "Qwen3-8B", "Llama-3.1-8B"}) {
+        std::vector<double> x;
+        std::vector<double> y;
+        read_points(std::string("calibration/profiles/h200/points/") + model + "/gemm.csv", x, y);
+        REQUIRE(x.size() >= 20);
+        const Curve c = fit_piecewise_quadratic("gemm", "tokens", x, y, options);
+        INFO(model << ": " << c.pieces.size() << " pieces, max residual " << c.max_rel_residual);
+        CHECK(c.max_rel_residual <= 0.03);
+        CHECK(c.pieces.size() <= 6);
+    }
 }

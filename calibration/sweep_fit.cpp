@@ -114,7 +114,9 @@ Curve fit_sweep_curve(const std::string& name, const SweepPoints& points) {
         options.minimax_iterations = kMinimaxIterations;
         return fit_piecewise_quadratic(name, points.variables[0], x, points.ms, options);
     }
-    return fit_linear(name, points.variables, points.rows, points.ms, true, kMinimaxIterations);
+    // Several variables stay relative least squares: one plane cannot follow the latency floor of small decode
+    // steps, and the minimax plane would trade the common mid-size batches for those corner points.
+    return fit_linear(name, points.variables, points.rows, points.ms, true);
 }
 
 HardwareProfile refit_profile(const HardwareProfile& profile, const std::string& points_dir, std::ostream& log) {

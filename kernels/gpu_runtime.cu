@@ -2,6 +2,7 @@
 #include <cuda_bf16.h>
 
 #include <algorithm>
+#include <chrono>
 #include <vector>
 
 #include "kernels/cuda_check.cuh"
@@ -138,11 +139,20 @@ void set_device(int device) {
     SERVESIM_CUDA(cudaSetDevice(device));
 }
 
-double time_median_ms(const std::function<void(int)>& body, int warmup, int reps) {
+double time_median_ms(const std::function<void(int)>& body, int warmup, int reps, double sustain_ms) {
     for (int i = 0; i < warmup; ++i) {
         body(i);
     }
     SERVESIM_CUDA(cudaDeviceSynchronize());
+    if (sustain_ms > 0) {
+        const auto t0 = std::chrono::steady_clock::now();
+        for (int i = warmup; std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() <
+                             sustain_ms;
+             ++i) {
+            body(i);
+            SERVESIM_CUDA(cudaDeviceSynchronize());
+        }
+    }
     cudaEvent_t start = nullptr;
     cudaEvent_t stop = nullptr;
     SERVESIM_CUDA(cudaEventCreate(&start));

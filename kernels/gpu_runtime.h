@@ -60,8 +60,11 @@ struct DeviceInfo {
 void set_device(int device);
 
 // Median milliseconds of `body(rep)` between CUDA events on the default stream, after `warmup` untimed calls.
-// body receives the repetition index so callers can rotate input sets larger than L2.
-[[nodiscard]] double time_median_ms(const std::function<void(int)>& body, int warmup, int reps);
+// body receives the repetition index so callers can rotate input sets larger than L2. With sustain_ms > 0 the
+// warm-up goes on (body after body) until the GPU has been busy that long, so the timed calls run at the clocks
+// the card holds under continuous load — a serving GPU's state — rather than its boost from idle.
+[[nodiscard]] double time_median_ms(const std::function<void(int)>& body, int warmup, int reps,
+                                    double sustain_ms = 0);
 
 // A CUDA stream (blocking, so default-stream events bracket its work) and a captured CUDA graph.
 [[nodiscard]] StreamHandle create_stream();

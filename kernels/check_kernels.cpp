@@ -132,8 +132,7 @@ void check_prefill(int chunk, int cached, int hq, int hkv, int hd) {
     report(name, ref::rel_l2_error(download_bf16(dout, q.size()), want), 2e-2);
 }
 
-void check_decode(std::vector<int> lens, int hq, int hkv, int hd, bool fp8, int splits) {
-    const int bs = 16;
+void check_decode(std::vector<int> lens, int hq, int hkv, int hd, bool fp8, int splits, int variant, int bs = 16) {
     const int seqs = static_cast<int>(lens.size());
     const int max_len = *std::max_element(lens.begin(), lens.end());
     const int max_blocks = (max_len + bs - 1) / bs;
@@ -192,11 +191,12 @@ void check_decode(std::vector<int> lens, int hq, int hkv, int hd, bool fp8, int 
     a.o = dout.as<k::bf16_t>();
     a.workspace = ws.as<float>();
     a.num_splits = splits;
+    a.variant = variant;
     k::decode_attention(a, nullptr);
     const auto want = ref::decode_attention(q, kc, vc, table, max_blocks, lens, hq, hkv, hd, bs, a.scale);
     char name[128];
-    std::snprintf(name, sizeof name, "decode_attention %s seqs %d max_len %d hq %d hkv %d hd %d splits %d",
-                  fp8 ? "fp8" : "bf16", seqs, max_len, hq, hkv, hd, splits);
+    std::snprintf(name, sizeof name, "decode_attention v%d %s seqs %d max_len %d hq %d hkv %d hd %d bs %d splits %d",
+                  variant, fp8 ? "fp8" : "bf16", seqs, max_len, hq, hkv, hd, bs, splits);
     report(name, ref::rel_l2_error(download_bf16(dout, q.size()), want), 2e-2);
 }
 
@@ -464,10 +464,26 @@ void run_checks() {
     check_prefill(130, 70, 4, 1, 256);
     check_prefill(64, 128, 4, 4, 128);
     check_prefill(1, 300, 8, 2, 128);
-    check_decode({1, 300, 1000}, 8, 2, 128, false, 1);
-    check_decode({1, 300, 1000}, 8, 2, 128, false, 4);
-    check_decode({17, 700}, 16, 2, 256, false, 3);
-    check_decode({5, 513, 2000}, 32, 8, 128, true, 2);
+    // Every decode variant (0 = default): G = 1, 2, 4, 8; bf16 and fp8 at hd 128 and 256; one split and several
+    // (empty splits when a sequence has fewer tiles than splits); lengths that end mid-tile; more than 32 tiles per
+    // warp (the block-table register refill); block size 32 (two tiles per block).
+    for (int v : {0, 1, 2, 3}) {
+        check_decode({1, 300, 1000}, 8, 2, 128, false, 1, v);
+        check_decode({1, 300, 1000}, 8, 2, 128, false, 4, v);
+        check_decode({17, 700}, 16, 2, 256, false, 3, v);
+        check_decode({5, 513, 2000}, 32, 8, 128, true, 2, v);
+        check_decode({5000, 33}, 32, 8, 128, false, 1, v);
+        check_decode({5000, 16}, 32, 8, 128, true, 1, v);
+        check_decode({1, 77, 4100}, 4, 4, 128, false, 2, v);
+        check_decode({1, 77, 4100}, 4, 4, 128, true, 1, v);
+        check_decode({250, 1234}, 16, 2, 128, false, 1, v);
+        check_decode({250, 1234}, 16, 2, 128, true, 5, v);
+        check_decode({300, 999}, 16, 2, 256, true, 2, v);
+        check_decode({300, 4097}, 8, 1, 256, false, 1, v);
+        check_decode({40, 1000}, 8, 2, 128, false, 2, v, 32);
+        check_decode({40, 1000}, 8, 2, 128, true, 1, v, 32);
+    }
+    check_decode({40, 1000}, 8, 2, 128, false, 2, 0, 8);  // block size 8 runs variant 1
     check_kv_write(false);
     check_kv_write(true);
     check_gdn_prefill(2, 150, 2, 4, false, true);
@@ -615,13 +631,18 @@ void bench(int sms) {
         a.o = o.as<k::bf16_t>();
         a.workspace = ws.as<float>();
         a.num_splits = splits;
-        const double ms = k::time_median_ms([&](int) { k::decode_attention(a, nullptr); }, 3, 20);
-        const double bytes = 2.0 * d.seqs * d.ctx * d.hkv * d.hd * esz;
-        add_row(d.fp8 ? "decode_attn_fp8" : "decode_attn",
-                "seqs " + std::to_string(d.seqs) + " ctx " + std::to_string(d.ctx) + " hq " + std::to_string(d.hq) +
-                    " hkv " + std::to_string(d.hkv) + " hd " + std::to_string(d.hd) + " splits " +
-                    std::to_string(splits),
-                ms, 4.0 * d.hq * d.hd * d.seqs * static_cast<double>(d.ctx), bytes);
+        // Variants (decode_attention.cu): 0 = mma pipeline (default), 1 = previous kernel, 2 / 3 = mma deeper /
+        // shallower; the default's row keeps the old name so that existing readers of the table still find it.
+        for (int variant : {0, 1, 2, 3}) {
+            a.variant = variant;
+            const double ms = k::time_median_ms([&](int) { k::decode_attention(a, nullptr); }, 3, 20);
+            const double bytes = 2.0 * d.seqs * d.ctx * d.hkv * d.hd * esz;
+            add_row(d.fp8 ? "decode_attn_fp8" : "decode_attn",
+                    "seqs " + std::to_string(d.seqs) + " ctx " + std::to_string(d.ctx) + " hq " + std::to_string(d.hq) +
+                        " hkv " + std::to_string(d.hkv) + " hd " + std::to_string(d.hd) + " splits " +
+                        std::to_string(splits) + (variant == 0 ? "" : " variant " + std::to_string(variant)),
+                    ms, 4.0 * d.hq * d.hd * d.seqs * static_cast<double>(d.ctx), bytes);
+        }
     }
     std::printf("== Gated DeltaNet (Qwen3.5-4B layer: hk 16, hv 32, 128x128) ==\n");
     for (int len : {1024, 4096, 8192, 16384}) {

@@ -1,16 +1,22 @@
 // Paged decode attention with split-K (Flash-Decoding / vLLM PagedAttention v2, kernels-and-models.md D.2) and the
-// KV-cache write (vLLM reshape_and_cache). One CTA (4 warps) per (kv head, sequence, split) holds the G query heads
-// of the group so each K/V element read from HBM serves G heads; groups of HD/8 lanes own one token (8 elements per
-// lane: 16-byte bf16 or 8-byte fp8 loads), four tokens per lane group in flight (two for groups of 8); online softmax
-// in exp2; partials (normalised O, max, sum) merged by a second kernel when num_splits > 1.
+// KV-cache write (vLLM reshape_and_cache). Grid (kv head, sequence, split): one CTA holds the G query heads of the
+// group so each K/V element read from HBM serves G heads; partials (normalised O, max, sum) are merged by a second
+// kernel when num_splits > 1. The default (variants 0, 2, 3) streams 16-token tiles through a per-warp cp.async ring
+// and does both products on the tensor cores, so loads stay in flight while the warp computes and fp8 costs a few
+// bit moves per element instead of a convert and G FMAs (see the comment at decode_mma_kernel). Variant 1 is the
+// previous kernel (CUDA-core dot products, registers only), kept as a fallback and for block sizes not a multiple
+// of 16.
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
 #include <algorithm>
 #include <cfloat>
+#include <cstdint>
 
 #include "kernels/cuda_check.cuh"
 #include "kernels/kernels.h"
+#include "kernels/mma.cuh"
 
 namespace servesim::kernels {
 
@@ -211,6 +217,351 @@ __global__ void __launch_bounds__(kWarps * 32) decode_attention_kernel(const __n
     }
 }
 
+// ---- Variant 0/2/3: per-warp cp.async pipeline + mma.sync (the default) ----
+// A CTA of kW warps serves one (kv head, sequence, split); warp w takes the split's 16-token tiles w, w+kW, ...
+// and streams them through its own ring of kS shared-memory stages (K and V rows of 16 tokens, 16-byte cp.async,
+// chunks XOR-swizzled by row so ldmatrix / 16-byte reads are bank-conflict-free). Each warp runs its own online
+// softmax, so the main loop has no CTA barrier: a warp waits only on its own copies. Scores S = Q·Kᵀ and O += P·V
+// are m16n8k16 mma with the G ≤ 8 query heads of the group as rows 0..G-1 of A (rows 8..15 are zero): K/V come
+// from HBM once for the whole group and the tensor cores do the arithmetic, leaving the warp free to keep
+// (kS-1) tiles in flight. bf16 K/V feed ldmatrix directly. fp8 e4m3 K/V are widened to f16 by bit moves (an e4m3
+// byte placed in the high byte of a half, exponent and mantissa shifted right by one, is the same value × 2⁻⁸:
+// exact, subnormals included), so the f16 mma runs on them; the 2⁸ and the per-tensor scales are applied once,
+// to the scores and to the final O. To read each fp8 lane's operands with a few wide loads, head_dim is permuted
+// consistently between Q and K (lane t's k-slots of every k-step live in its own HD/4 contiguous bytes) and, for
+// P·V, the output columns are permuted (lane g's n-slot of n-tile 4q+i is column 32q + 4g + i) and undone when
+// O is written.
+constexpr int kTile = 16;  // tokens per tile = mma k of P·V; block_size must be a multiple
+
+__device__ __forceinline__ void mma_f16(float (&d)[4], std::uint32_t a0, std::uint32_t a2, std::uint32_t b0,
+                                        std::uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a0), "r"(0u), "r"(a2), "r"(0u), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ void mma_bf16(float (&d)[4], std::uint32_t a0, std::uint32_t a2, std::uint32_t b0,
+                                         std::uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a0), "r"(0u), "r"(a2), "r"(0u), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ std::uint32_t prmt(std::uint32_t a, std::uint32_t b, std::uint32_t sel) {
+    std::uint32_t r;
+    asm("prmt.b32 %0, %1, %2, %3;\n" : "=r"(r) : "r"(a), "r"(b), "r"(sel));
+    return r;
+}
+
+// Two e4m3 bytes sitting in bits 8..15 and 24..31 (the other bytes are ignored) → f16x2 of value × 2⁻⁸.
+__device__ __forceinline__ std::uint32_t e4m3_hi_to_f16x2(std::uint32_t t) {
+    return ((t >> 1) & 0x3f803f80u) | (t & 0x80008000u);
+}
+
+__device__ __forceinline__ std::uint32_t pack_f16(float lo, float hi) {
+    const __half2 h = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<const std::uint32_t*>(&h);
+}
+
+__device__ __forceinline__ std::uint32_t pack_bf16(float lo, float hi) {
+    const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<const std::uint32_t*>(&h);
+}
+
+// Byte offset of (row, byte b) in a tile of rows of kRowBytes with 16-byte chunks swizzled by row % 8.
+template <int kRowBytes>
+__device__ __forceinline__ int swz(int row, int b) {
+    return row * kRowBytes + ((((b >> 4) ^ (row & 7)) << 4) | (b & 15));
+}
+
+template <int HD, typename KV, int kWarpBytes>
+struct MmaShape {
+    static constexpr int kRowBytes = HD * static_cast<int>(sizeof(KV));
+    static constexpr int kHalfBytes = kTile * kRowBytes;  // K (or V) part of a stage
+    static constexpr int kStageBytes = 2 * kHalfBytes;
+    static constexpr int kStages = std::max(2, kWarpBytes / kStageBytes);
+    static constexpr int kWarps = std::clamp(98304 / (kStages * kStageBytes), 1, 4);
+    static constexpr int kSmemBytes = kWarps * kStages * kStageBytes;
+    static constexpr int kChunks = kRowBytes / 16;  // 16-byte chunks per row
+    static constexpr int kCopies = kTile * kChunks / 32;  // cp.async per lane per half
+};
+
+template <int HD, int G, typename KV, int kWarpBytes>
+__global__ void __launch_bounds__(MmaShape<HD, KV, kWarpBytes>::kWarps * 32)
+    decode_mma_kernel(const __nv_bfloat16* __restrict__ q,
+                      const KV* __restrict__ kc,
+                      const KV* __restrict__ vc,
+                      float score_mul,  // softmax scale · log2 e · k dequant
+                      float v_mul,      // v dequant
+                      const int* __restrict__ block_table,
+                      int max_blocks,
+                      const int* __restrict__ seq_lens,
+                      int hq,
+                      int hkv,
+                      int block_size,
+                      int num_splits,
+                      __nv_bfloat16* __restrict__ out,
+                      float* __restrict__ part_o,
+                      float* __restrict__ part_ml) {
+    using Shape = MmaShape<HD, KV, kWarpBytes>;
+    constexpr int kW = Shape::kWarps;
+    constexpr int kS = Shape::kStages;
+    constexpr int kRow = Shape::kRowBytes;
+    constexpr bool kFp8 = sizeof(KV) == 1;
+    constexpr int kNt = HD / 8;  // n-tiles of O
+    constexpr int kKs = HD / 16;  // k-steps of Q·Kᵀ
+    static_assert(G <= 8, "query heads per group must fit the 8 live rows of the mma tile");
+    static_assert(Shape::kSmemBytes >= kW * (G * HD + 16) * 4, "merge buffers reuse the pipeline's shared memory");
+    extern __shared__ __align__(128) unsigned char smem[];
+
+    const int kvh = blockIdx.x;
+    const int seq = blockIdx.y;
+    const int split = blockIdx.z;
+    const int warp = threadIdx.x / 32;
+    const int lane = threadIdx.x % 32;
+    const int g = lane / 4;
+    const int t = lane % 4;
+    const int len = seq_lens[seq];
+    const int n_tiles = (len + kTile - 1) / kTile;
+    const int per_split = (n_tiles + num_splits - 1) / num_splits;
+    const int tile_begin = split * per_split;
+    const int tile_end = min(n_tiles, tile_begin + per_split);
+    const int n_x = tile_begin + warp < tile_end ? (tile_end - tile_begin - warp + kW - 1) / kW : 0;
+    const int tiles_per_block = block_size / kTile;
+    const int* bt = block_table + static_cast<std::size_t>(seq) * max_blocks;
+    const std::size_t tok_stride = static_cast<std::size_t>(hkv) * kRow;  // bytes
+    const auto* kb = reinterpret_cast<const unsigned char*>(kc) + static_cast<std::size_t>(kvh) * kRow;
+    const auto* vb = reinterpret_cast<const unsigned char*>(vc) + static_cast<std::size_t>(kvh) * kRow;
+    unsigned char* ring = smem + warp * kS * Shape::kStageBytes;
+
+    // Block-table entries for this warp's tiles, 32 at a time in a register per lane, the next 32 loaded a chunk
+    // ahead so the cp.async issue never waits on them.
+    auto bt_load = [&](int x) {
+        return x < n_x ? bt[(tile_begin + warp + x * kW) / tiles_per_block] : 0;
+    };
+    int bt_cur = bt_load(lane);
+    int bt_nxt = bt_load(32 + lane);
+    auto issue = [&](int x) {  // warp-uniform x
+        if (x < n_x) {
+            if (x % 32 == 0 && x > 0) {
+                bt_cur = bt_nxt;
+                bt_nxt = bt_load(x + 32 + lane);
+            }
+            const int blk = __shfl_sync(0xffffffffu, bt_cur, x % 32);
+            const int gt = tile_begin + warp + x * kW;
+            const std::size_t slot0 =
+                static_cast<std::size_t>(blk) * block_size + (gt % tiles_per_block) * kTile;
+            const int valid_rows = len - gt * kTile;
+            unsigned char* ks = ring + (x % kS) * Shape::kStageBytes;
+            unsigned char* vs = ks + Shape::kHalfBytes;
+#pragma unroll
+            for (int j = 0; j < Shape::kCopies; ++j) {
+                const int idx = lane + 32 * j;
+                const int row = idx / Shape::kChunks;
+                const int ch = idx % Shape::kChunks;
+                const bool ok = row < valid_rows;  // rows past the sequence are zero-filled, never read
+                const std::size_t off = ok ? (slot0 + row) * tok_stride + ch * 16 : 0;
+                const int dst = swz<kRow>(row, ch * 16);
+                mma::cp_async16(ks + dst, kb + off, ok ? 16 : 0);
+                mma::cp_async16(vs + dst, vb + off, ok ? 16 : 0);
+            }
+        }
+        mma::cp_async_commit();
+    };
+#pragma unroll
+    for (int x = 0; x < kS - 1; ++x) {
+        issue(x);
+    }
+
+    // Q as the A operand, rows g < G live (a[1], a[3] — rows 8..15 — are the zero register).
+    std::uint32_t qa[kKs][2];
+    {
+        const __nv_bfloat16* qrow = q + (static_cast<std::size_t>(seq) * hq + kvh * G + min(g, G - 1)) * HD;
+#pragma unroll
+        for (int kk = 0; kk < kKs; ++kk) {
+            if constexpr (kFp8) {
+                const int d = t * (HD / 4) + 4 * kk;
+                const float2 lo = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(qrow + d));
+                const float2 hi = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(qrow + d + 2));
+                qa[kk][0] = g < G ? pack_f16(lo.x, lo.y) : 0u;
+                qa[kk][1] = g < G ? pack_f16(hi.x, hi.y) : 0u;
+            } else {
+                qa[kk][0] = g < G ? *reinterpret_cast<const std::uint32_t*>(qrow + kk * 16 + 2 * t) : 0u;
+                qa[kk][1] = g < G ? *reinterpret_cast<const std::uint32_t*>(qrow + kk * 16 + 2 * t + 8) : 0u;
+            }
+        }
+    }
+
+    float o[kNt][4];
+#pragma unroll
+    for (int n = 0; n < kNt; ++n) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            o[n][i] = 0.f;
+        }
+    }
+    float m_run = -FLT_MAX;  // row g's running max (log2 units), the same in the 4 lanes of the row
+    float l_run = 0.f;       // this lane's part of row g's running sum
+
+    for (int x = 0; x < n_x; ++x) {
+        __syncwarp();  // every lane is done with the stage issue() refills next
+        issue(x + kS - 1);
+        mma::cp_async_wait<kS - 1>();
+        __syncwarp();  // the other lanes' copies of tile x are visible
+        const unsigned char* ks = ring + (x % kS) * Shape::kStageBytes;
+        const unsigned char* vs = ks + Shape::kHalfBytes;
+
+        // S = Q·Kᵀ: two n-tiles of 8 tokens.
+        float s[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+            if constexpr (kFp8) {
+                const int row = 8 * j + g;
+#pragma unroll
+                for (int c = 0; c < HD / 64; ++c) {
+                    const uint4 w = *reinterpret_cast<const uint4*>(ks + swz<kRow>(row, t * (HD / 4) + 16 * c));
+                    const std::uint32_t ws[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) {
+                        mma_f16(s[j], qa[4 * c + e][0], qa[4 * c + e][1], e4m3_hi_to_f16x2(prmt(ws[e], 0, 0x1000)),
+                                e4m3_hi_to_f16x2(prmt(ws[e], 0, 0x3020)));
+                    }
+                }
+            } else {
+#pragma unroll
+                for (int kk = 0; kk < kKs; kk += 2) {
+                    std::uint32_t b[4];
+                    const int row = 8 * j + lane % 8;
+                    mma::ldmatrix_x4(b, ks + swz<kRow>(row, (kk * 16 + (lane / 8) * 8) * 2));
+                    mma_bf16(s[j], qa[kk][0], qa[kk][1], b[0], b[1]);
+                    mma_bf16(s[j], qa[kk + 1][0], qa[kk + 1][1], b[2], b[3]);
+                }
+            }
+        }
+
+        // Online softmax on row g; tokens past the sequence get p = 0 (token 0 of a tile is always live).
+        const int tok0 = (tile_begin + warp + x * kW) * kTile;
+        float p[2][2];
+        float mx = -FLT_MAX;
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                const bool live = tok0 + 8 * j + 2 * t + e < len;
+                p[j][e] = live ? s[j][e] * score_mul : -INFINITY;
+                mx = fmaxf(mx, p[j][e]);
+            }
+        }
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        const float m_new = fmaxf(m_run, mx);
+        const float corr = exp2f(m_run - m_new);
+        m_run = m_new;
+        float psum = 0.f;
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                p[j][e] = exp2f(p[j][e] - m_new);
+                psum += p[j][e];
+            }
+        }
+        l_run = l_run * corr + psum;
+#pragma unroll
+        for (int n = 0; n < kNt; ++n) {
+            o[n][0] *= corr;
+            o[n][1] *= corr;
+        }
+
+        // O += P·V over the tile's 16 tokens.
+        if constexpr (kFp8) {
+            const std::uint32_t pa0 = pack_f16(p[0][0], p[0][1]);
+            const std::uint32_t pa2 = pack_f16(p[1][0], p[1][1]);
+#pragma unroll
+            for (int qg = 0; qg < HD / 32; ++qg) {
+                const int b = qg * 32 + 4 * g;
+                const std::uint32_t r0 = *reinterpret_cast<const std::uint32_t*>(vs + swz<kRow>(2 * t, b));
+                const std::uint32_t r1 = *reinterpret_cast<const std::uint32_t*>(vs + swz<kRow>(2 * t + 1, b));
+                const std::uint32_t r8 = *reinterpret_cast<const std::uint32_t*>(vs + swz<kRow>(2 * t + 8, b));
+                const std::uint32_t r9 = *reinterpret_cast<const std::uint32_t*>(vs + swz<kRow>(2 * t + 9, b));
+#pragma unroll
+                for (int i = 0; i < 4; ++i) {
+                    const std::uint32_t sel = ((4u + i) << 12) | (static_cast<std::uint32_t>(i) << 4);
+                    mma_f16(o[4 * qg + i], pa0, pa2, e4m3_hi_to_f16x2(prmt(r0, r1, sel)),
+                            e4m3_hi_to_f16x2(prmt(r8, r9, sel)));
+                }
+            }
+        } else {
+            const std::uint32_t pa0 = pack_bf16(p[0][0], p[0][1]);
+            const std::uint32_t pa2 = pack_bf16(p[1][0], p[1][1]);
+#pragma unroll
+            for (int n = 0; n < kNt; n += 2) {
+                std::uint32_t b[4];
+                const int row = lane % 8 + ((lane / 8) % 2) * 8;
+                mma::ldmatrix_x4_trans(b, vs + swz<kRow>(row, (n * 8 + (lane / 16) * 8) * 2));
+                mma_bf16(o[n], pa0, pa2, b[0], b[1]);
+                mma_bf16(o[n + 1], pa0, pa2, b[2], b[3]);
+            }
+        }
+    }
+    mma::cp_async_wait<0>();
+    l_run += __shfl_xor_sync(0xffffffffu, l_run, 1);
+    l_run += __shfl_xor_sync(0xffffffffu, l_run, 2);
+    __syncthreads();  // every warp is done with its ring: reuse it for the merge
+
+    auto* sm_o = reinterpret_cast<float*>(smem);  // [kW][G][HD]
+    float* sm_m = sm_o + kW * G * HD;            // [kW][8]
+    float* sm_l = sm_m + kW * 8;                 // [kW][8]
+    if (g < G) {
+#pragma unroll
+        for (int n = 0; n < kNt; ++n) {
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                const int d = kFp8 ? (n / 4) * 32 + 4 * (2 * t + e) + n % 4 : n * 8 + 2 * t + e;
+                sm_o[(warp * G + g) * HD + d] = o[n][e];
+            }
+        }
+        if (t == 0) {
+            sm_m[warp * 8 + g] = m_run;
+            sm_l[warp * 8 + g] = l_run;
+        }
+    }
+    __syncthreads();
+    for (int e = threadIdx.x; e < G * HD; e += kW * 32) {
+        const int h = e / HD;
+        const int d = e % HD;
+        float mm = -FLT_MAX;
+#pragma unroll
+        for (int w = 0; w < kW; ++w) {
+            mm = fmaxf(mm, sm_m[w * 8 + h]);
+        }
+        float ll = 0.f;
+        float oo = 0.f;
+#pragma unroll
+        for (int w = 0; w < kW; ++w) {
+            const float f = exp2f(sm_m[w * 8 + h] - mm);
+            ll += sm_l[w * 8 + h] * f;
+            oo += sm_o[(w * G + h) * HD + d] * f;
+        }
+        const float val = ll > 0.f ? oo / ll * v_mul : 0.f;
+        const int qh = kvh * G + h;
+        if (num_splits == 1) {
+            out[(static_cast<std::size_t>(seq) * hq + qh) * HD + d] = __float2bfloat16(val);
+        } else {
+            const std::size_t pidx = (static_cast<std::size_t>(seq) * hq + qh) * num_splits + split;
+            part_o[pidx * HD + d] = val;
+            if (d == 0) {
+                part_ml[2 * pidx] = mm;
+                part_ml[2 * pidx + 1] = ll;
+            }
+        }
+    }
+}
+
 __global__ void decode_merge_kernel(const float* __restrict__ part_o,
                                     const float* __restrict__ part_ml,
                                     int num_splits,
@@ -239,23 +590,70 @@ __global__ void decode_merge_kernel(const float* __restrict__ part_o,
     }
 }
 
+void launch_merge(const DecodeAttentionArgs& a, const float* part_o, const float* part_ml, cudaStream_t stream) {
+    if (a.num_splits > 1) {
+        decode_merge_kernel<<<a.num_seqs * a.num_q_heads, 128, 0, stream>>>(part_o, part_ml, a.num_splits, a.head_dim,
+                                                                            reinterpret_cast<__nv_bfloat16*>(a.o));
+        SERVESIM_LAUNCH_CHECK("decode_attention merge");
+    }
+}
+
+float* part_ml_of(const DecodeAttentionArgs& a) {
+    return a.workspace == nullptr ? nullptr
+                                  : a.workspace + static_cast<std::size_t>(a.num_seqs) * a.num_q_heads *
+                                                      a.num_splits * a.head_dim;
+}
+
+// Variant 1: the previous register-streaming kernel (any block_size).
 template <int HD, int G, typename KV>
-void launch_decode(const DecodeAttentionArgs& a, cudaStream_t stream) {
+void launch_simple(const DecodeAttentionArgs& a, cudaStream_t stream) {
     const dim3 grid(a.num_kv_heads, a.num_seqs, a.num_splits);
-    float* part_o = a.workspace;
-    float* part_ml = a.workspace == nullptr
-                         ? nullptr
-                         : a.workspace + static_cast<std::size_t>(a.num_seqs) * a.num_q_heads * a.num_splits * HD;
     decode_attention_kernel<HD, G, KV><<<grid, kWarps * 32, 0, stream>>>(
         reinterpret_cast<const __nv_bfloat16*>(a.q), static_cast<const KV*>(a.k_cache),
         static_cast<const KV*>(a.v_cache), a.k_scale, a.v_scale, a.block_table, a.max_blocks_per_seq, a.seq_lens,
         a.num_q_heads, a.num_kv_heads, a.block_size, a.scale * 1.4426950408889634f, a.num_splits,
-        reinterpret_cast<__nv_bfloat16*>(a.o), part_o, part_ml);
+        reinterpret_cast<__nv_bfloat16*>(a.o), a.workspace, part_ml_of(a));
     SERVESIM_LAUNCH_CHECK("decode_attention");
-    if (a.num_splits > 1) {
-        decode_merge_kernel<<<a.num_seqs * a.num_q_heads, 128, 0, stream>>>(part_o, part_ml, a.num_splits, HD,
-                                                                            reinterpret_cast<__nv_bfloat16*>(a.o));
-        SERVESIM_LAUNCH_CHECK("decode_attention merge");
+    launch_merge(a, a.workspace, part_ml_of(a), stream);
+}
+
+template <int HD, int G, typename KV, int kWarpBytes>
+void launch_mma(const DecodeAttentionArgs& a, cudaStream_t stream) {
+    using Shape = MmaShape<HD, KV, kWarpBytes>;
+    auto* kernel = decode_mma_kernel<HD, G, KV, kWarpBytes>;
+    SERVESIM_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Shape::kSmemBytes));
+    const float unit = sizeof(KV) == 1 ? 256.f : 1.f;  // the 2⁻⁸ of the e4m3 → f16 bit move
+    const dim3 grid(a.num_kv_heads, a.num_seqs, a.num_splits);
+    kernel<<<grid, Shape::kWarps * 32, Shape::kSmemBytes, stream>>>(
+        reinterpret_cast<const __nv_bfloat16*>(a.q), static_cast<const KV*>(a.k_cache),
+        static_cast<const KV*>(a.v_cache), a.scale * 1.4426950408889634f * a.k_scale * unit, a.v_scale * unit,
+        a.block_table, a.max_blocks_per_seq, a.seq_lens, a.num_q_heads, a.num_kv_heads, a.block_size, a.num_splits,
+        reinterpret_cast<__nv_bfloat16*>(a.o), a.workspace, part_ml_of(a));
+    SERVESIM_LAUNCH_CHECK("decode_attention");
+    launch_merge(a, a.workspace, part_ml_of(a), stream);
+}
+
+// Variants: 0 = mma pipeline, 24 KiB of stages per warp (default); 1 = previous kernel; 2 = mma, 48 KiB per warp
+// (deeper, fewer warps per CTA); 3 = mma, 12 KiB per warp (shallower, more CTAs per SM). block_size not a
+// multiple of 16 always takes variant 1.
+template <int HD, int G, typename KV>
+void launch_decode(const DecodeAttentionArgs& a, cudaStream_t stream) {
+    const int variant = a.block_size % kTile == 0 ? a.variant : 1;
+    switch (variant) {
+        case 0:
+            launch_mma<HD, G, KV, 24576>(a, stream);
+            break;
+        case 1:
+            launch_simple<HD, G, KV>(a, stream);
+            break;
+        case 2:
+            launch_mma<HD, G, KV, 49152>(a, stream);
+            break;
+        case 3:
+            launch_mma<HD, G, KV, 12288>(a, stream);
+            break;
+        default:
+            SERVESIM_REQUIRE(false, "decode_attention: variant must be 0..3");
     }
 }
 

@@ -71,6 +71,7 @@ struct DecodeAttentionArgs {
     bf16_t* o = nullptr;         // [seqs, Hq, hd]
     float* workspace = nullptr;  // decode_attention_workspace_bytes()
     int num_splits = 1;          // partitions of the context; 1 = no merge pass
+    int variant = 0;  // 0 = mma pipeline (default), 1 = previous register kernel, 2 / 3 = mma deeper / shallower
 };
 
 // Splits so that kv_heads·seqs·splits fills the GPU about twice, each split ≥ 256 tokens.

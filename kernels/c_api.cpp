@@ -126,6 +126,19 @@ int servesim_conv1d_update(
     });
 }
 
+int servesim_prefill_attention_variant(const void* q,
+                                       const void* k,
+                                       const void* v,
+                                       void* o,
+                                       int chunk,
+                                       int cached,
+                                       int hq,
+                                       int hkv,
+                                       int hd,
+                                       float scale,
+                                       int variant,
+                                       void* stream);
+
 int servesim_prefill_attention(const void* q,
                                const void* k,
                                const void* v,
@@ -137,6 +150,22 @@ int servesim_prefill_attention(const void* q,
                                int hd,
                                float scale,
                                void* stream) {
+    return servesim_prefill_attention_variant(q, k, v, o, chunk, cached, hq, hkv, hd, scale, 0, stream);
+}
+
+// As servesim_prefill_attention with PrefillAttentionArgs::variant (0 = default; prefill_attention.cu lists them).
+int servesim_prefill_attention_variant(const void* q,
+                                       const void* k,
+                                       const void* v,
+                                       void* o,
+                                       int chunk,
+                                       int cached,
+                                       int hq,
+                                       int hkv,
+                                       int hd,
+                                       float scale,
+                                       int variant,
+                                       void* stream) {
     return guarded([&] {
         servesim::kernels::PrefillAttentionArgs a;
         a.q = static_cast<const std::uint16_t*>(q);
@@ -149,6 +178,7 @@ int servesim_prefill_attention(const void* q,
         a.num_kv_heads = hkv;
         a.head_dim = hd;
         a.scale = scale;
+        a.variant = variant;
         servesim::kernels::prefill_attention(a, stream);
     });
 }

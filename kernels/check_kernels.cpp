@@ -104,7 +104,7 @@ void check_gemm() {
            ref::rel_l2_error(download_bf16(dc, static_cast<std::size_t>(m) * n), ref::gemm(a, w, m, n, kk)), 1e-2);
 }
 
-void check_prefill(int chunk, int cached, int hq, int hkv, int hd) {
+void check_prefill(int chunk, int cached, int hq, int hkv, int hd, int variant) {
     const int total = cached + chunk;
     auto q = random_vec(static_cast<std::size_t>(chunk) * hq * hd, -1, 1);
     auto kv = random_vec(static_cast<std::size_t>(total) * hkv * hd, -1, 1);
@@ -124,11 +124,12 @@ void check_prefill(int chunk, int cached, int hq, int hkv, int hd) {
     a.num_kv_heads = hkv;
     a.head_dim = hd;
     a.scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    a.variant = variant;
     k::prefill_attention(a, nullptr);
     const auto want = ref::prefill_attention(q, kv, vv, chunk, cached, hq, hkv, hd, a.scale);
     char name[128];
-    std::snprintf(name, sizeof name, "prefill_attention chunk %d cached %d hq %d hkv %d hd %d", chunk, cached, hq, hkv,
-                  hd);
+    std::snprintf(name, sizeof name, "prefill_attention chunk %d cached %d hq %d hkv %d hd %d variant %d", chunk, cached,
+                  hq, hkv, hd, variant);
     report(name, ref::rel_l2_error(download_bf16(dout, q.size()), want), 2e-2);
 }
 
@@ -460,10 +461,23 @@ void check_small_ops() {
 void run_checks() {
     std::printf("== correctness (fresh random inputs, poisoned outputs) ==\n");
     check_gemm();
-    check_prefill(200, 0, 8, 2, 128);
-    check_prefill(130, 70, 4, 1, 256);
-    check_prefill(64, 128, 4, 4, 128);
-    check_prefill(1, 300, 8, 2, 128);
+    // Every prefill variant (0 = default) on its edges: GQA, chunks on a cached prefix that are not a multiple of any
+    // tile, a single query, chunks under 64 rows, several query tiles of the largest (256-row) tiling.
+    for (int v : {0, 1, 2, 3, 4}) {
+        check_prefill(200, 0, 8, 2, 128, v);
+        check_prefill(64, 128, 4, 4, 128, v);
+        check_prefill(1, 300, 8, 2, 128, v);
+        check_prefill(37, 0, 4, 1, 128, v);
+        check_prefill(45, 83, 8, 2, 128, v);
+        check_prefill(300, 77, 8, 2, 128, v);
+        check_prefill(600, 45, 4, 2, 128, v);
+    }
+    for (int v : {0, 1, 3}) {
+        check_prefill(130, 70, 4, 1, 256, v);
+        check_prefill(1, 300, 4, 1, 256, v);
+        check_prefill(37, 100, 4, 2, 256, v);
+        check_prefill(300, 77, 8, 2, 256, v);
+    }
     // Every decode variant (0 = default): G = 1, 2, 4, 8; bf16 and fp8 at hd 128 and 256; one split and several
     // (empty splits when a sequence has fewer tiles than splits); lengths that end mid-tile; more than 32 tiles per
     // warp (the block-table register refill); block size 32 (two tiles per block).
@@ -558,9 +572,11 @@ void bench(int sms) {
         int hq, hkv, hd, chunk, cached;
     };
 
+    // Every variant valid for the head dim (prefill_attention.cu), named in the shape so that composition.py's
+    // kernels-vs-torch ratio reports each one.
     for (P p : {P{32, 8, 128, 1024, 0}, P{32, 8, 128, 4096, 0}, P{32, 8, 128, 8192, 0}, P{32, 8, 128, 16384, 0},
                 P{32, 8, 128, 2048, 8192}, P{16, 4, 256, 1024, 0}, P{16, 4, 256, 4096, 0}, P{16, 4, 256, 8192, 0},
-                P{16, 4, 256, 16384, 0}}) {
+                P{16, 4, 256, 16384, 0}, P{16, 4, 256, 2048, 8192}}) {
         const int total = p.chunk + p.cached;
         k::DeviceBuffer q(static_cast<std::size_t>(p.chunk) * p.hq * p.hd * 2);
         k::DeviceBuffer kk(static_cast<std::size_t>(total) * p.hkv * p.hd * 2);
@@ -580,12 +596,16 @@ void bench(int sms) {
         a.num_kv_heads = p.hkv;
         a.head_dim = p.hd;
         a.scale = 1.0f / std::sqrt(static_cast<float>(p.hd));
-        const double ms = k::time_median_ms([&](int) { k::prefill_attention(a, nullptr); }, 3, 10);
-        const double flops = 4.0 * p.hq * p.hd * p.chunk * (p.cached + (p.chunk + 1) / 2.0);
-        add_row("prefill_attn",
-                "hq " + std::to_string(p.hq) + " hkv " + std::to_string(p.hkv) + " hd " + std::to_string(p.hd) +
-                    " chunk " + std::to_string(p.chunk) + " cached " + std::to_string(p.cached),
-                ms, flops, static_cast<double>(q.bytes()) * 2 + kk.bytes() + vv.bytes());
+        for (int variant : p.hd == 128 ? std::vector<int>{1, 2, 3, 4} : std::vector<int>{1, 3}) {
+            a.variant = variant;
+            const double ms = k::time_median_ms([&](int) { k::prefill_attention(a, nullptr); }, 3, 10);
+            const double flops = 4.0 * p.hq * p.hd * p.chunk * (p.cached + (p.chunk + 1) / 2.0);
+            add_row("prefill_attn",
+                    "hq " + std::to_string(p.hq) + " hkv " + std::to_string(p.hkv) + " hd " + std::to_string(p.hd) +
+                        " chunk " + std::to_string(p.chunk) + " cached " + std::to_string(p.cached) + " variant " +
+                        std::to_string(variant),
+                    ms, flops, static_cast<double>(q.bytes()) * 2 + kk.bytes() + vv.bytes());
+        }
     }
     std::printf("== decode attention (block 16) ==\n");
 

@@ -45,6 +45,9 @@ struct PrefillAttentionArgs {
     int num_kv_heads = 0;
     int head_dim = 0;  // 128 or 256
     float scale = 0;   // softmax scale, usually 1/sqrt(head_dim)
+    // Tiling (prefill_attention.cu's header): 0 the per-head-dim default, 1 the previous 64×64 kernel, 2 128×64 with
+    // 4 warps × 32 rows (hd 128), 3 128×64 with 8 warps × 16 rows, 4 256×64 with 8 warps × 32 rows (hd 128).
+    int variant = 0;
 };
 
 void prefill_attention(const PrefillAttentionArgs& args, StreamHandle stream);

@@ -262,7 +262,7 @@ void check_kv_write(bool fp8) {
     report(std::string("kv_cache_write ") + (fp8 ? "fp8" : "bf16"), ref::rel_l2_error(got, want), fp8 ? 7e-2 : 1e-6);
 }
 
-void check_gdn_prefill(int seqs, int len, int hk, int hv, bool initial, bool fp32_state) {
+void check_gdn_prefill(int seqs, int len, int hk, int hv, bool initial, bool fp32_state, int variant) {
     const int d = 128;
     const std::size_t tokens = static_cast<std::size_t>(seqs) * len;
     auto q = random_vec(tokens * hk * d, -1, 1);
@@ -305,12 +305,13 @@ void check_gdn_prefill(int seqs, int len, int hk, int hv, bool initial, bool fp3
     a.num_v_heads = hv;
     a.scale = 1.0f / std::sqrt(static_cast<float>(d));
     a.workspace = ws.get();
+    a.variant = variant;
     k::gdn_prefill(a, nullptr);
     const auto want = ref::gdn_recurrent(q, kx, v, g, beta, state, seqs, len, hk, hv, d, d, a.scale);
     const auto got_state = fp32_state ? download_f32(dstate, state.size()) : download_bf16(dstate, state.size());
     char name[160];
-    std::snprintf(name, sizeof name, "gdn_prefill seqs %d len %d hk %d hv %d %s state%s", seqs, len, hk, hv,
-                  fp32_state ? "fp32" : "bf16", initial ? " +initial" : "");
+    std::snprintf(name, sizeof name, "gdn_prefill v%d seqs %d len %d hk %d hv %d %s state%s", variant, seqs, len, hk,
+                  hv, fp32_state ? "fp32" : "bf16", initial ? " +initial" : "");
     report(std::string(name) + " out", ref::rel_l2_error(download_bf16(dout, want.size()), want), 3e-2);
     report(std::string(name) + " state", ref::rel_l2_error(got_state, state), 3e-2);
 }
@@ -370,10 +371,7 @@ void check_gdn_decode(int seqs, int hk, int hv, bool fp32_state) {
     report(std::string(name) + " state", ref::rel_l2_error(got_st, st), fp32_state ? 1e-4 : 1e-2);
 }
 
-void check_conv() {
-    const int seqs = 3;
-    const int len = 50;
-    const int c = 256;
+void check_conv(int seqs, int len, int c, int variant) {
     auto x = random_vec(static_cast<std::size_t>(seqs) * len * c, -1, 1);
     auto w = random_vec(static_cast<std::size_t>(c) * 4, -1, 1);
     auto state = random_vec(static_cast<std::size_t>(seqs) * 3 * c, -1, 1);
@@ -382,9 +380,11 @@ void check_conv() {
     auto dst = upload_bf16(state);
     auto dy = poisoned(x.size() * 2);
     k::conv1d_prefill(dx.as<k::bf16_t>(), dw.as<k::bf16_t>(), dst.as<k::bf16_t>(), true, dy.as<k::bf16_t>(), seqs, len,
-                      c, nullptr);
+                      c, nullptr, variant);
     auto want = ref::conv1d(x, w, state, seqs, len, c);
-    report("conv1d_prefill seqs 3 len 50 C 256 (+state)", ref::rel_l2_error(download_bf16(dy, x.size()), want), 1e-2);
+    char name[96];
+    std::snprintf(name, sizeof name, "conv1d_prefill v%d seqs %d len %d C %d (+state)", variant, seqs, len, c);
+    report(name, ref::rel_l2_error(download_bf16(dy, x.size()), want), 1e-2);
     report("conv1d_prefill final state", ref::rel_l2_error(download_bf16(dst, state.size()), state), 1e-6);
     // One update step from the state just written.
     auto x1 = random_vec(static_cast<std::size_t>(seqs) * c, -1, 1);
@@ -393,7 +393,7 @@ void check_conv() {
     k::conv1d_update(dx1.as<k::bf16_t>(), dw.as<k::bf16_t>(), dst.as<k::bf16_t>(), dy1.as<k::bf16_t>(), seqs, c,
                      nullptr);
     auto want1 = ref::conv1d(x1, w, state, seqs, 1, c);
-    report("conv1d_update seqs 3 C 256", ref::rel_l2_error(download_bf16(dy1, x1.size()), want1), 1e-2);
+    report("conv1d_update", ref::rel_l2_error(download_bf16(dy1, x1.size()), want1), 1e-2);
     report("conv1d_update state", ref::rel_l2_error(download_bf16(dst, state.size()), state), 1e-6);
 }
 
@@ -500,12 +500,24 @@ void run_checks() {
     check_decode({40, 1000}, 8, 2, 128, false, 2, 0, 8);  // block size 8 runs variant 1
     check_kv_write(false);
     check_kv_write(true);
-    check_gdn_prefill(2, 150, 2, 4, false, true);
-    check_gdn_prefill(1, 256, 2, 4, true, true);
-    check_gdn_prefill(2, 70, 1, 2, true, false);
+    // Both chunk-prep variants; hv = 2·hk (Qwen3.5), hv = hk and hv = 4·hk exercise the K·Kᵀ sharing loop.
+    for (int v : {0, 1}) {
+        check_gdn_prefill(2, 150, 2, 4, false, true, v);
+        check_gdn_prefill(1, 256, 2, 4, true, true, v);
+        check_gdn_prefill(2, 70, 1, 2, true, false, v);
+        check_gdn_prefill(3, 130, 2, 2, true, true, v);
+        check_gdn_prefill(1, 200, 1, 4, false, false, v);
+    }
     check_gdn_decode(5, 2, 4, true);
     check_gdn_decode(3, 2, 4, false);
-    check_conv();
+    // Vector conv (v0): lengths that are not multiples of its 16-token tile, one shorter than the 3-token history,
+    // C not a multiple of 1024 (partial thread block) and one not a multiple of 8 (falls back to the scalar kernel).
+    for (int v : {0, 1}) {
+        check_conv(3, 50, 256, v);
+        check_conv(2, 2, 256, v);
+        check_conv(2, 33, 8200, v);
+    }
+    check_conv(2, 37, 100, 0);
     check_small_ops();
 }
 
@@ -696,19 +708,25 @@ void bench(int sms) {
         a.num_v_heads = hv;
         a.scale = 1.0f / std::sqrt(128.0f);
         a.workspace = ws.get();
-        const double ms = k::time_median_ms([&](int) { k::gdn_prefill(a, nullptr); }, 2, 10);
-        const double flops = static_cast<double>(hv) * len * (6 * 64 * 128 + 4 * 64 * 128 + 6 * 128 * 128 + 2731);
-        add_row("gdn_prefill", "len " + std::to_string(len) + " (core, 4 kernels)", ms, flops,
-                static_cast<double>(q.bytes() * 2 + v.bytes() * 2 + g.bytes() + beta.bytes()));
-        if (len == 8192) {  // breakdown: each launch alone on a workspace the full run filled
+        // Variant 0 = mma chunk prep (k norm fused), 1 = SIMT prep; each with its per-launch breakdown (each launch
+        // alone on a workspace the full run filled).
+        for (int variant : {0, 1}) {
+            a.variant = variant;
+            a.stage_mask = 0xF;
+            const std::string tag = "len " + std::to_string(len) + " v" + std::to_string(variant);
+            const double ms = k::time_median_ms([&](int) { k::gdn_prefill(a, nullptr); }, 2, 10);
+            const double flops = static_cast<double>(hv) * len * (6 * 64 * 128 + 4 * 64 * 128 + 6 * 128 * 128 + 2731);
+            add_row("gdn_prefill", tag + " (core, 4 kernels)", ms, flops,
+                    static_cast<double>(q.bytes() * 2 + v.bytes() * 2 + g.bytes() + beta.bytes()));
             const char* names[4] = {"l2norm", "chunk prep", "state pass", "output"};
             for (int stage = 0; stage < 4; ++stage) {
                 a.stage_mask = 1u << stage;
                 const double sms = k::time_median_ms([&](int) { k::gdn_prefill(a, nullptr); }, 2, 10);
-                add_row("gdn_prefill_stage", std::string("len 8192 ") + names[stage], sms, 0, 0);
+                add_row("gdn_prefill_stage", tag + " " + names[stage], sms, 0, 0);
             }
             a.stage_mask = 0xF;
         }
+        a.variant = 0;
         // conv1d over conv_dim 8192 at the same length
         k::DeviceBuffer x(t * 8192 * 2);
         k::DeviceBuffer y(x.bytes());
@@ -716,14 +734,16 @@ void bench(int sms) {
         k::DeviceBuffer cs(3 * 8192 * 2);
         k::fill_random_bf16(x.as<k::bf16_t>(), x.bytes() / 2, -1, 1, 16);
         k::fill_random_bf16(w.as<k::bf16_t>(), w.bytes() / 2, -1, 1, 17);
-        const double cms = k::time_median_ms(
-            [&](int) {
-                k::conv1d_prefill(x.as<k::bf16_t>(), w.as<k::bf16_t>(), cs.as<k::bf16_t>(), false, y.as<k::bf16_t>(), 1,
-                                  len, 8192, nullptr);
-            },
-            2, 10);
-        add_row("conv1d_prefill", "len " + std::to_string(len) + " C 8192", cms, 8.0 * t * 8192,
-                2.0 * static_cast<double>(x.bytes()));
+        for (int variant : {0, 1}) {  // 0 = 16-byte vectors × 16 tokens per thread, 1 = one thread per element
+            const double cms = k::time_median_ms(
+                [&](int) {
+                    k::conv1d_prefill(x.as<k::bf16_t>(), w.as<k::bf16_t>(), cs.as<k::bf16_t>(), false,
+                                      y.as<k::bf16_t>(), 1, len, 8192, nullptr, variant);
+                },
+                2, 10);
+            add_row("conv1d_prefill", "len " + std::to_string(len) + " C 8192 v" + std::to_string(variant), cms,
+                    8.0 * t * 8192, 2.0 * static_cast<double>(x.bytes()));
+        }
     }
     for (bool fp32 : {true, false}) {
         for (int seqs : {1, 64, 256}) {

@@ -1,9 +1,11 @@
-// Memory-bound small ops timed by calibration: causal depthwise conv1d (+SiLU) prefill and single-step update,
+// Memory-bound small ops timed by calibration: causal depthwise conv1d (+SiLU) prefill (16-byte vectors, tokens
+// per thread; the scalar kernel kept as variant 1) and single-step update,
 // RMSNorm (optionally fused with the residual add, vLLM fused_add_rms_norm), SiLU·mul, neox RoPE (partial rotary),
 // greedy argmax sampling and the embedding gather. One thread per element or a block per row; fp32 math.
 #include <cuda_bf16.h>
 
 #include <cfloat>
+#include <cstdint>
 
 #include "kernels/cuda_check.cuh"
 #include "kernels/kernels.h"
@@ -56,6 +58,100 @@ __global__ void conv1d_prefill_kernel(const bf16_t* x,
         acc += __bfloat162float(bf(w)[static_cast<std::size_t>(c) * kConvK + j]) * xv;
     }
     bf(y)[idx] = __float2bfloat16(silu(acc));
+}
+
+// Vectorised prefill (variant 0): thread = 8 channels (one 16-byte vector) × kConvTok consecutive tokens of one
+// sequence. All kConvTok input vectors are loaded before any math so each thread has them in flight together; the
+// 3-token history comes from the previous tile's rows (L2 hits) or the conv state, and slides in registers.
+constexpr int kConvTok = 16;
+constexpr int kConvThreads = 128;
+
+__device__ __forceinline__ void unpack8(const uint4& raw, float (&f)[8]) {
+    const auto* h = reinterpret_cast<const __nv_bfloat162*>(&raw);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        const float2 p = __bfloat1622float2(h[i]);
+        f[2 * i] = p.x;
+        f[2 * i + 1] = p.y;
+    }
+}
+
+__global__ void __launch_bounds__(kConvThreads) conv1d_prefill_vec_kernel(const bf16_t* __restrict__ x,
+                                                                          const bf16_t* __restrict__ w,
+                                                                          const bf16_t* __restrict__ state,
+                                                                          bool use_state,
+                                                                          bf16_t* __restrict__ y,
+                                                                          int seq_len,
+                                                                          int channels,
+                                                                          int tiles_per_seq) {
+    const int c = (blockIdx.y * kConvThreads + threadIdx.x) * 8;
+    if (c >= channels) {
+        return;
+    }
+    const int seq = blockIdx.x / tiles_per_seq;
+    const int t0 = (blockIdx.x % tiles_per_seq) * kConvTok;
+    const std::size_t row0 = static_cast<std::size_t>(seq) * seq_len;
+    uint4 xr[kConvTok];
+#pragma unroll
+    for (int i = 0; i < kConvTok; ++i) {
+        xr[i] = t0 + i < seq_len
+                    ? *reinterpret_cast<const uint4*>(bf(x) + (row0 + t0 + i) * channels + c)
+                    : make_uint4(0u, 0u, 0u, 0u);
+    }
+    float hist[kConvK - 1][8];  // inputs t0−3, t0−2, t0−1
+#pragma unroll
+    for (int j = 0; j < kConvK - 1; ++j) {
+        const int src_t = t0 - (kConvK - 1) + j;
+        uint4 raw = make_uint4(0u, 0u, 0u, 0u);
+        if (src_t >= 0) {
+            raw = *reinterpret_cast<const uint4*>(bf(x) + (row0 + src_t) * channels + c);
+        } else if (use_state) {
+            raw = *reinterpret_cast<const uint4*>(
+                bf(state) + (static_cast<std::size_t>(seq) * (kConvK - 1) + (kConvK - 1 + src_t)) * channels + c);
+        }
+        unpack8(raw, hist[j]);
+    }
+    float wf[8][kConvK];  // channel c+i, tap j: weight [C, 4] row-major, so 32 contiguous values
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+        float f[8];
+        unpack8(*reinterpret_cast<const uint4*>(bf(w) + static_cast<std::size_t>(c) * kConvK + q * 8), f);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+            wf[(q * 8 + e) / kConvK][(q * 8 + e) % kConvK] = f[e];
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < kConvTok; ++i) {
+        float cur[8];
+        unpack8(xr[i], cur);
+        uint4 out;
+        auto* o = reinterpret_cast<__nv_bfloat162*>(&out);
+#pragma unroll
+        for (int e = 0; e < 8; e += 2) {
+            float acc[2];
+#pragma unroll
+            for (int u = 0; u < 2; ++u) {
+                const int ch = e + u;
+                float a = 0.f;
+                a += wf[ch][0] * hist[0][ch];
+                a += wf[ch][1] * hist[1][ch];
+                a += wf[ch][2] * hist[2][ch];
+                a += wf[ch][3] * cur[ch];
+                acc[u] = silu(a);
+            }
+            o[e / 2] = __floats2bfloat162_rn(acc[0], acc[1]);
+        }
+        if (t0 + i < seq_len) {
+            *reinterpret_cast<uint4*>(bf(y) + (row0 + t0 + i) * channels + c) = out;
+        }
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+            hist[0][e] = hist[1][e];
+            hist[1][e] = hist[2][e];
+            hist[2][e] = cur[e];
+        }
+    }
 }
 
 __global__ void conv1d_state_kernel(
@@ -273,13 +369,27 @@ void conv1d_prefill(const bf16_t* x,
                     int num_seqs,
                     int seq_len,
                     int channels,
-                    StreamHandle stream) {
+                    StreamHandle stream,
+                    int variant) {
     SERVESIM_REQUIRE(num_seqs > 0 && seq_len > 0 && channels > 0, "conv1d_prefill: bad sizes");
+    SERVESIM_REQUIRE(variant == 0 || variant == 1, "conv1d_prefill: variant must be 0 (vector) or 1 (scalar)");
     auto s = static_cast<cudaStream_t>(stream);
-    const std::size_t total = static_cast<std::size_t>(num_seqs) * seq_len * channels;
-    conv1d_prefill_kernel<<<blocks_for(total, 256), 256, 0, s>>>(x, weight, conv_state, use_initial_state, y, seq_len,
-                                                                 channels, total);
-    SERVESIM_LAUNCH_CHECK("conv1d_prefill");
+    auto aligned16 = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
+    const bool vec = variant == 0 && channels % 8 == 0 && aligned16(x) && aligned16(weight) && aligned16(y) &&
+                     (!use_initial_state || aligned16(conv_state));
+    if (vec) {
+        const int tiles_per_seq = (seq_len + kConvTok - 1) / kConvTok;
+        const dim3 grid(static_cast<unsigned>(num_seqs) * tiles_per_seq,
+                        (channels / 8 + kConvThreads - 1) / kConvThreads);
+        conv1d_prefill_vec_kernel<<<grid, kConvThreads, 0, s>>>(x, weight, conv_state, use_initial_state, y, seq_len,
+                                                                channels, tiles_per_seq);
+        SERVESIM_LAUNCH_CHECK("conv1d_prefill (vector)");
+    } else {
+        const std::size_t total = static_cast<std::size_t>(num_seqs) * seq_len * channels;
+        conv1d_prefill_kernel<<<blocks_for(total, 256), 256, 0, s>>>(x, weight, conv_state, use_initial_state, y,
+                                                                     seq_len, channels, total);
+        SERVESIM_LAUNCH_CHECK("conv1d_prefill");
+    }
     if (conv_state != nullptr) {
         conv1d_state_kernel<<<blocks_for(static_cast<std::size_t>(num_seqs) * channels, 256), 256, 0, s>>>(
             x, conv_state, use_initial_state, seq_len, channels, num_seqs);

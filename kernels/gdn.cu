@@ -1,9 +1,12 @@
 // Gated DeltaNet kernels (kernels-and-models.md Part A.3/A.4/A.7), dk = dv = 128, chunk 64, state key-major
-// [slot, Hv, dk, dv]. Prefill is four launches as in fla: (0) q/k L2-norm (q also scaled), (1) per (chunk, value
-// head) chunk prep: A = strictly_lower(β·Γ⊙K·Kᵀ), T = (I + A)⁻¹ by forward substitution, W = T·diag(β·e^G)·K,
-// U = T·diag(β)·V (fp32 SIMT in shared memory), (2) the serial state pass, one CTA per (16-column slice, head,
-// sequence) walking the chunks: snapshot S, V_new = U − W·S, S = e^{G_C}·S + Kᵀ·(e^{G_C−G}·V_new), and (3) per
-// (chunk, head) the output O = e^G·(Q·S) + ((Q·Kᵀ)⊙Γ⊙causal)·V_new with mma.sync (the state pass uses mma too). Decode is one CTA per
+// [slot, Hv, dk, dv]. Prefill is four launches as in fla: (0) q L2-norm (scaled), (1) per (chunk, k-head) chunk prep
+// on tensor cores (variant 0): k L2-norm fused, K·Kᵀ once per k-head and shared by its hv/hk value heads, then per
+// value head A = strictly_lower(β·Γ⊙K·Kᵀ), T = (I + A)⁻¹ (fp32 16×16 diagonal blocks by forward substitution,
+// off-diagonal blocks by mma), W = T·diag(β·e^G)·K, U = T·diag(β)·V by mma.sync; variant 1 keeps the previous
+// per (chunk, value head) fp32 SIMT prep after a q+k L2-norm. (2) The serial state pass, one CTA per (16-column
+// slice, head, sequence) walking the chunks (columns of S are independent given W, U, K): snapshot S,
+// V_new = U − W·S, S = e^{G_C}·S + Kᵀ·(e^{G_C−G}·V_new), and (3) per (chunk, head) the output
+// O = e^G·(Q·S) + ((Q·Kᵀ)⊙Γ⊙causal)·V_new with mma.sync (the state pass uses mma too). Decode is one CTA per
 // (head, sequence): state read once into registers, r = Sᵀk, δ = β(v − e^g r), S ← e^g S + k δᵀ, o = Sᵀq, written back.
 #include <cuda_bf16.h>
 
@@ -25,16 +28,17 @@ __device__ __forceinline__ float to_f(__nv_bfloat16 x) {
     return __bfloat162float(x);
 }
 
-// ---- (0) L2 norm of q and k rows: one warp per row, 4 elements per lane ----
+// ---- (0) L2 norm of q (and k for variant 1) rows: one warp per row, 4 elements per lane ----
 __global__ void l2norm_kernel(const __nv_bfloat16* __restrict__ q,
                               const __nv_bfloat16* __restrict__ k,
                               __nv_bfloat16* __restrict__ qn,
                               __nv_bfloat16* __restrict__ kn,
                               int rows,
+                              int warps,
                               float q_scale) {
     const int warp_global = (blockIdx.x * blockDim.x + threadIdx.x) / 32;
     const int lane = threadIdx.x % 32;
-    if (warp_global >= 2 * rows) {
+    if (warp_global >= warps) {  // rows (q only: the new chunk prep normalises k) or 2·rows
         return;
     }
     const bool is_q = warp_global < rows;
@@ -267,6 +271,314 @@ __global__ void __launch_bounds__(256) gdn_prep_kernel(const __nv_bfloat16* __re
     }
     if (tid < cp.valid) {
         gc_out[static_cast<std::size_t>(cp.tok0 + tid) * hv + h] = gs[tid];
+    }
+}
+
+// ---- (1') chunk prep on tensor cores (variant 0) ----
+// One CTA (4 warps) per (chunk, k-head): the raw K tile is L2-normalised in shared memory (kn written for the
+// state pass and output), K·Kᵀ is one mma product kept in registers and shared by the hv/hk value heads of the
+// k-head, which only differ in β and g. Per value head: A = strictly_lower(β_i e^{G_i−G_j} K·Kᵀ) in fp32 shared
+// memory; T = (I + A)⁻¹ with the four 16×16 diagonal blocks by forward substitution in fp32 (one column per
+// thread, held in registers) and the off-diagonal blocks by diagonals d = 1..3 with mma:
+// T_ij = −(Σ_{k=j+1..i} T_ik A_kj)·T_jj (from T(I + A) = I; every term has distance < d, so a round's blocks are
+// independent). W = (T·diag(β e^G))·K and U = (T·diag(β))·V by mma, the column scales folded into T's bf16
+// fragments so K and V stay exact bf16 tiles; results staged in shared memory for 16-byte stores.
+constexpr int kPLd = kD + 8;   // bf16 tile row stride (ldmatrix rows 16-byte aligned, conflict-free)
+constexpr int kFLd = kC + 8;   // fp32 64x64 row stride (float2 fragment loads conflict-free)
+constexpr int kPrep2SmemBytes = 2 * kC * kPLd * 2 + 2 * kC * kFLd * 4 + 4 * kC * 4;
+static_assert(kC * kPLd * 2 <= kC * kFLd * 4, "output staging aliases the A matrix");
+
+// A fragment (16x16) from an fp32 row-major matrix, optionally scaled per column; see mma.cuh for the layout.
+__device__ __forceinline__ void frag_a_f32(std::uint32_t (&a)[4], const float* x, int r0, int c0, int g, int t,
+                                           const float* colscale) {
+    const int c = c0 + 2 * t;
+    const float2 p0 = *reinterpret_cast<const float2*>(x + (r0 + g) * kFLd + c);
+    const float2 p1 = *reinterpret_cast<const float2*>(x + (r0 + g + 8) * kFLd + c);
+    const float2 p2 = *reinterpret_cast<const float2*>(x + (r0 + g) * kFLd + c + 8);
+    const float2 p3 = *reinterpret_cast<const float2*>(x + (r0 + g + 8) * kFLd + c + 8);
+    float s0 = 1.f;
+    float s1 = 1.f;
+    float s8 = 1.f;
+    float s9 = 1.f;
+    if (colscale != nullptr) {
+        s0 = colscale[c];
+        s1 = colscale[c + 1];
+        s8 = colscale[c + 8];
+        s9 = colscale[c + 9];
+    }
+    a[0] = mma::pack_bf16(p0.x * s0, p0.y * s1);
+    a[1] = mma::pack_bf16(p1.x * s0, p1.y * s1);
+    a[2] = mma::pack_bf16(p2.x * s8, p2.y * s9);
+    a[3] = mma::pack_bf16(p3.x * s8, p3.y * s9);
+}
+
+// B fragment (k 16 x n 8) of B[k][n] = X[k0 + k][n0 + n], X fp32 row-major.
+__device__ __forceinline__ void frag_b_f32(std::uint32_t& b0, std::uint32_t& b1, const float* x, int k0, int n0,
+                                           int g, int t) {
+    const float* p = x + (k0 + 2 * t) * kFLd + n0 + g;
+    b0 = mma::pack_bf16(p[0], p[kFLd]);
+    b1 = mma::pack_bf16(p[8 * kFLd], p[9 * kFLd]);
+}
+
+__global__ void __launch_bounds__(128) gdn_prep_mma_kernel(const __nv_bfloat16* __restrict__ k,
+                                                           const __nv_bfloat16* __restrict__ v,
+                                                           const float* __restrict__ g,
+                                                           const float* __restrict__ beta,
+                                                           __nv_bfloat16* __restrict__ kn_out,
+                                                           __nv_bfloat16* __restrict__ w_out,
+                                                           __nv_bfloat16* __restrict__ u_out,
+                                                           float* __restrict__ gc_out,
+                                                           int chunks_per_seq,
+                                                           int seq_len,
+                                                           int hk,
+                                                           int hv) {
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    auto* ks = reinterpret_cast<__nv_bfloat16*>(smem_raw);  // [64][kPLd] normalised K
+    __nv_bfloat16* vs = ks + kC * kPLd;                      // [64][kPLd] V of the current value head
+    auto* tm = reinterpret_cast<float*>(vs + kC * kPLd);     // [64][kFLd] T
+    float* am = tm + kC * kFLd;                              // [64][kFLd] A
+    auto* ob = reinterpret_cast<__nv_bfloat16*>(am);         // [64][kPLd] output staging (A is dead by then)
+    float* gs = am + kC * kFLd;                              // [64] cumulative log-decay G
+    float* bs = gs + kC;                                     // [64] β
+    float* sw = bs + kC;                                     // [64] β e^G (W column scale)
+    float* su = sw + kC;                                     // [64] β (U column scale)
+    const int tid = threadIdx.x;
+    const int warp = tid / 32;
+    const int lane = tid % 32;
+    const int gq = lane / 4;
+    const int tq = lane % 4;
+    const int kh = blockIdx.y;
+    const int group = hv / hk;
+    const ChunkPos cp = chunk_pos(blockIdx.x, chunks_per_seq, seq_len);
+
+    auto load_tile = [&](__nv_bfloat16* dst, const __nv_bfloat16* src, int heads, int head) {
+        for (int e = tid; e < kC * (kD / 8); e += 128) {
+            const int r = e / (kD / 8);
+            const int c = (e % (kD / 8)) * 8;
+            const bool ok = r < cp.valid;
+            const std::size_t tok = static_cast<std::size_t>(ok ? cp.tok0 + r : cp.tok0);
+            mma::cp_async16(dst + r * kPLd + c, src + (tok * heads + head) * kD + c, ok ? 16 : 0);
+        }
+        mma::cp_async_commit();
+    };
+    auto store_tile = [&](__nv_bfloat16* dst, int h) {  // ob → dst rows of this chunk, 16 bytes per thread
+        for (int e = tid; e < kC * (kD / 8); e += 128) {
+            const int r = e / (kD / 8);
+            const int c = (e % (kD / 8)) * 8;
+            if (r < cp.valid) {
+                *reinterpret_cast<uint4*>(dst + (static_cast<std::size_t>(cp.tok0 + r) * hv + h) * kD + c) =
+                    *reinterpret_cast<const uint4*>(ob + r * kPLd + c);
+            }
+        }
+    };
+    load_tile(ks, k, hk, kh);
+    float kk[8][4];  // raw K·Kᵀ, rows warp·16 + gq (+8), columns nt·8 + 2tq (+1); computed at hh = 0
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt) {
+        kk[nt][0] = kk[nt][1] = kk[nt][2] = kk[nt][3] = 0.f;
+    }
+    for (int hh = 0; hh < group; ++hh) {
+        const int h = kh * group + hh;
+        load_tile(vs, v, hv, h);
+        if (tid < kC) {
+            const bool ok = tid < cp.valid;
+            const std::size_t tok = static_cast<std::size_t>(cp.tok0 + tid);
+            gs[tid] = ok ? g[tok * hv + h] : 0.f;
+            bs[tid] = ok ? beta[tok * hv + h] : 0.f;
+        }
+        if (hh == 0) {
+            mma::cp_async_wait<1>();  // K has landed (V may still be in flight)
+            __syncthreads();
+            // L2-normalise K rows in place (same arithmetic as l2norm_kernel) and write kn for the later passes.
+            for (int r = warp * 16; r < warp * 16 + 16; ++r) {
+                __nv_bfloat16* row = ks + r * kPLd + lane * 4;
+                float x[4];
+                float ss = 0.f;
+#pragma unroll
+                for (int i = 0; i < 4; ++i) {
+                    x[i] = to_f(row[i]);
+                    ss += x[i] * x[i];
+                }
+#pragma unroll
+                for (int o = 16; o > 0; o /= 2) {
+                    ss += __shfl_xor_sync(0xffffffff, ss, o);
+                }
+                const float f = rsqrtf(ss + 1e-6f);
+                __nv_bfloat162 y[2];
+                y[0] = __floats2bfloat162_rn(x[0] * f, x[1] * f);
+                y[1] = __floats2bfloat162_rn(x[2] * f, x[3] * f);
+                *reinterpret_cast<uint2*>(row) = *reinterpret_cast<const uint2*>(y);
+                if (r < cp.valid) {
+                    *reinterpret_cast<uint2*>(kn_out + (static_cast<std::size_t>(cp.tok0 + r) * hk + kh) * kD +
+                                              lane * 4) = *reinterpret_cast<const uint2*>(y);
+                }
+            }
+            // Each warp normalised its own 16 rows but reads all 64 as the B operand.
+            __syncthreads();
+#pragma unroll
+            for (int k2 = 0; k2 < kD / 32; ++k2) {
+                std::uint32_t a0[4];
+                std::uint32_t a1[4];
+                mma::load_a(a0, ks, warp * 16, k2 * 32, kPLd, lane);
+                mma::load_a(a1, ks, warp * 16, k2 * 32 + 16, kPLd, lane);
+#pragma unroll
+                for (int nt = 0; nt < 8; ++nt) {
+                    std::uint32_t b[4];
+                    mma::load_b_nk(b, ks, nt * 8, k2 * 32, kPLd, lane);
+                    mma::mma_bf16(kk[nt], a0, b[0], b[1]);
+                    mma::mma_bf16(kk[nt], a1, b[2], b[3]);
+                }
+            }
+        } else {
+            __syncthreads();
+        }
+        if (tid < 32) {  // inclusive cumsum of g over 64 rows (2 per lane)
+            const float a0 = gs[2 * tid];
+            const float a1 = a0 + gs[2 * tid + 1];
+            float run = a1;
+#pragma unroll
+            for (int o = 1; o < 32; o *= 2) {
+                const float n = __shfl_up_sync(0xffffffff, run, o);
+                if (tid >= o) {
+                    run += n;
+                }
+            }
+            const float excl = run - a1;
+            gs[2 * tid] = excl + a0;
+            gs[2 * tid + 1] = excl + a1;
+        }
+        __syncthreads();
+        if (tid < kC) {
+            sw[tid] = bs[tid] * __expf(gs[tid]);
+            su[tid] = bs[tid];
+            if (tid < cp.valid) {
+                gc_out[static_cast<std::size_t>(cp.tok0 + tid) * hv + h] = gs[tid];
+            }
+        }
+#pragma unroll
+        for (int nt = 0; nt < 8; ++nt) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const int i = warp * 16 + gq + (e >= 2 ? 8 : 0);
+                const int j = nt * 8 + 2 * tq + (e & 1);
+                am[i * kFLd + j] = j < i ? bs[i] * __expf(gs[i] - gs[j]) * kk[nt][e] : 0.f;
+            }
+        }
+        __syncthreads();
+        if (tid < kC) {  // diagonal block inverses: thread = (block, column c), column kept in registers
+            const int o = (tid / 16) * 16;
+            const int c = tid % 16;
+            float tc[16];
+#pragma unroll
+            for (int i = 0; i < 16; ++i) {
+                float acc = 0.f;
+#pragma unroll
+                for (int j = 0; j < i; ++j) {
+                    acc += am[(o + i) * kFLd + o + j] * tc[j];  // tc[j] = 0 for j < c
+                }
+                tc[i] = i == c ? 1.f : (i < c ? 0.f : -acc);
+            }
+#pragma unroll
+            for (int i = 0; i < 16; ++i) {
+                tm[(o + i) * kFLd + o + c] = tc[i];
+            }
+        } else {  // zero the off-diagonal blocks (upper stay zero, lower are overwritten below)
+            for (int e = tid - kC; e < kC * kC; e += 128 - kC) {
+                const int i = e / kC;
+                const int j = e % kC;
+                if (i / 16 != j / 16) {
+                    tm[i * kFLd + j] = 0.f;
+                }
+            }
+        }
+        __syncthreads();
+        for (int d = 1; d < 4; ++d) {  // off-diagonal block (i, j) = (warp + d, warp)
+            const int j = warp;
+            const int i = warp + d;
+            if (i < 4) {
+                float m[2][4] = {};
+                for (int kb = j + 1; kb <= i; ++kb) {
+                    std::uint32_t a[4];
+                    std::uint32_t b0;
+                    std::uint32_t b1;
+                    std::uint32_t b2;
+                    std::uint32_t b3;
+                    frag_a_f32(a, tm, i * 16, kb * 16, gq, tq, nullptr);
+                    frag_b_f32(b0, b1, am, kb * 16, j * 16, gq, tq);
+                    frag_b_f32(b2, b3, am, kb * 16, j * 16 + 8, gq, tq);
+                    mma::mma_bf16(m[0], a, b0, b1);
+                    mma::mma_bf16(m[1], a, b2, b3);
+                }
+                std::uint32_t pa[4];  // accumulator layout = A-fragment layout
+                pa[0] = mma::pack_bf16(m[0][0], m[0][1]);
+                pa[1] = mma::pack_bf16(m[0][2], m[0][3]);
+                pa[2] = mma::pack_bf16(m[1][0], m[1][1]);
+                pa[3] = mma::pack_bf16(m[1][2], m[1][3]);
+                float r[2][4] = {};
+#pragma unroll
+                for (int nt = 0; nt < 2; ++nt) {
+                    std::uint32_t b0;
+                    std::uint32_t b1;
+                    frag_b_f32(b0, b1, tm, j * 16, j * 16 + nt * 8, gq, tq);
+                    mma::mma_bf16(r[nt], pa, b0, b1);
+                }
+#pragma unroll
+                for (int nt = 0; nt < 2; ++nt) {
+                    const int row = i * 16 + gq;
+                    const int col = j * 16 + nt * 8 + 2 * tq;
+                    *reinterpret_cast<float2*>(tm + row * kFLd + col) = make_float2(-r[nt][0], -r[nt][1]);
+                    *reinterpret_cast<float2*>(tm + (row + 8) * kFLd + col) = make_float2(-r[nt][2], -r[nt][3]);
+                }
+            }
+            __syncthreads();
+        }
+        // W then U: warp rows warp·16 … +15; T's block row `warp` is zero right of the diagonal block.
+        for (int pass = 0; pass < 2; ++pass) {
+            if (pass == 1) {
+                mma::cp_async_wait<0>();
+                __syncthreads();  // V visible to all; the W staging has been stored
+            }
+            const float* scale = pass == 0 ? sw : su;
+            const __nv_bfloat16* src = pass == 0 ? ks : vs;
+            std::uint32_t af[4][4];
+#pragma unroll
+            for (int kb = 0; kb < 4; ++kb) {
+                if (kb <= warp) {
+                    frag_a_f32(af[kb], tm, warp * 16, kb * 16, gq, tq, scale);
+                } else {
+                    af[kb][0] = af[kb][1] = af[kb][2] = af[kb][3] = 0u;
+                }
+            }
+            float acc[kD / 8][4];
+#pragma unroll
+            for (int nt = 0; nt < kD / 8; ++nt) {
+                acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
+            }
+#pragma unroll
+            for (int kb = 0; kb < 4; ++kb) {
+                if (kb <= warp) {
+#pragma unroll
+                    for (int n2 = 0; n2 < kD / 16; ++n2) {
+                        std::uint32_t b[4];
+                        mma::load_b_kn(b, src, kb * 16, n2 * 16, kPLd, lane);
+                        mma::mma_bf16(acc[2 * n2], af[kb], b[0], b[1]);
+                        mma::mma_bf16(acc[2 * n2 + 1], af[kb], b[2], b[3]);
+                    }
+                }
+            }
+#pragma unroll
+            for (int nt = 0; nt < kD / 8; ++nt) {
+                const int row = warp * 16 + gq;
+                const int col = nt * 8 + 2 * tq;
+                *reinterpret_cast<__nv_bfloat162*>(ob + row * kPLd + col) =
+                    __floats2bfloat162_rn(acc[nt][0], acc[nt][1]);
+                *reinterpret_cast<__nv_bfloat162*>(ob + (row + 8) * kPLd + col) =
+                    __floats2bfloat162_rn(acc[nt][2], acc[nt][3]);
+            }
+            __syncthreads();
+            store_tile(pass == 0 ? w_out : u_out, h);
+        }
+        __syncthreads();  // ob (= A) and the scales are rewritten by the next value head
     }
 }
 
@@ -830,8 +1142,11 @@ void gdn_prefill(const GdnPrefillArgs& a, StreamHandle stream) {
     const auto* q = reinterpret_cast<const __nv_bfloat16*>(a.q);
     const auto* k = reinterpret_cast<const __nv_bfloat16*>(a.k);
     const auto* v = reinterpret_cast<const __nv_bfloat16*>(a.v);
+    SERVESIM_REQUIRE(a.variant == 0 || a.variant == 1, "gdn_prefill: variant must be 0 (mma prep) or 1 (SIMT prep)");
+    const bool mma_prep = a.variant == 0;
     if (a.stage_mask & 1u) {
-        l2norm_kernel<<<(2 * rows * 32 + 255) / 256, 256, 0, s>>>(q, k, ws.qn, ws.kn, rows, a.scale);
+        const int warps = mma_prep ? rows : 2 * rows;
+        l2norm_kernel<<<(warps * 32 + 255) / 256, 256, 0, s>>>(q, k, ws.qn, ws.kn, rows, warps, a.scale);
         SERVESIM_LAUNCH_CHECK("gdn l2norm");
     }
     const int cps = (a.seq_len + kC - 1) / kC;
@@ -840,6 +1155,8 @@ void gdn_prefill(const GdnPrefillArgs& a, StreamHandle stream) {
     if (!configured) {
         SERVESIM_CUDA(
             cudaFuncSetAttribute(gdn_prep_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kPrepSmemFloats * 4));
+        SERVESIM_CUDA(cudaFuncSetAttribute(gdn_prep_mma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           kPrep2SmemBytes));
         SERVESIM_CUDA(cudaFuncSetAttribute(gdn_state_pass_kernel<float>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            kPassSmemBytes));
         SERVESIM_CUDA(cudaFuncSetAttribute(gdn_state_pass_kernel<__nv_bfloat16>,
@@ -848,7 +1165,11 @@ void gdn_prefill(const GdnPrefillArgs& a, StreamHandle stream) {
             cudaFuncSetAttribute(gdn_output_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kOutSmemBytes));
         configured = true;
     }
-    if (a.stage_mask & 2u) {
+    if ((a.stage_mask & 2u) && mma_prep) {
+        gdn_prep_mma_kernel<<<dim3(chunks, a.num_k_heads), 128, kPrep2SmemBytes, s>>>(
+            k, v, a.g, a.beta, ws.kn, ws.w, ws.u, ws.gc, cps, a.seq_len, a.num_k_heads, a.num_v_heads);
+        SERVESIM_LAUNCH_CHECK("gdn prep (mma)");
+    } else if (a.stage_mask & 2u) {
         gdn_prep_kernel<<<dim3(chunks, a.num_v_heads), 256, kPrepSmemFloats * 4, s>>>(
             ws.kn, v, a.g, a.beta, ws.w, ws.u, ws.gc, cps, a.seq_len, a.num_k_heads, a.num_v_heads);
         SERVESIM_LAUNCH_CHECK("gdn prep");

@@ -105,8 +105,8 @@ enum class StateDtype { kFp32, kBf16 };
 // Chunked prefill (chunk 64) of num_seqs sequences of seq_len tokens each, packed [seqs·seq_len, …].
 // q, k [T, Hk, 128] (raw: L2-normalised inside; q also scaled by `scale`), v [T, Hv, 128], g [T, Hv] log-decay
 // (≤ 0), beta [T, Hv] in (0, 1). state [seqs, Hv, 128, 128] in state_dtype: read as the initial state when
-// use_initial_state, and overwritten with the final state. Kernels: q/k L2-norm, chunk prep (K·Kᵀ, triangular
-// solve, W/U), the serial state pass (one step per chunk), the chunk output (mma.sync).
+// use_initial_state, and overwritten with the final state. Kernels: q (and k, variant 1) L2-norm, chunk prep (K·Kᵀ,
+// triangular solve, W/U), the serial state pass (one step per chunk), the chunk output (mma.sync).
 struct GdnPrefillArgs {
     const bf16_t* q = nullptr;
     const bf16_t* k = nullptr;
@@ -125,6 +125,9 @@ struct GdnPrefillArgs {
     void* workspace = nullptr;  // gdn_prefill_workspace_bytes()
     // Launches to run (timing breakdowns only): bit 0 L2-norm, 1 chunk prep, 2 state pass, 3 output.
     unsigned stage_mask = 0xF;
+    // 0: chunk prep on tensor cores, K·Kᵀ shared by a k-head's value heads, k L2-norm fused into it (bit 0 then
+    // normalises q only); 1: the previous fp32 SIMT chunk prep (per value head) after a q+k L2-norm.
+    int variant = 0;
 };
 
 [[nodiscard]] std::size_t gdn_prefill_workspace_bytes(int num_seqs, int seq_len, int num_k_heads, int num_v_heads);
@@ -162,7 +165,9 @@ void gdn_decode(const GdnDecodeArgs& args, StreamHandle stream);
 
 // ---- Causal depthwise conv1d + SiLU (kernel width 4) ----
 // Prefill: x [seqs·len, C] → y [seqs·len, C]; weight [C, 4]; conv_state [seqs, 3, C] bf16 (initial if
-// use_initial_state, then the last three inputs are written back).
+// use_initial_state, then the last three inputs are written back). variant 0: 16-byte vectors, each thread 8
+// channels × 16 consecutive tokens with the 3-token history in registers (needs C % 8 == 0 and 16-byte aligned
+// pointers, else variant 1 runs); 1: the previous one-thread-per-element kernel.
 void conv1d_prefill(const bf16_t* x,
                     const bf16_t* weight,
                     bf16_t* conv_state,
@@ -171,7 +176,8 @@ void conv1d_prefill(const bf16_t* x,
                     int num_seqs,
                     int seq_len,
                     int channels,
-                    StreamHandle stream);
+                    StreamHandle stream,
+                    int variant = 0);
 // Update: one token per sequence, x [seqs, C]; state [seqs, 3, C] shifted in place.
 void conv1d_update(const bf16_t* x,
                    const bf16_t* weight,

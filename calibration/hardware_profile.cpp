@@ -163,8 +163,8 @@ Curve read_curve(const YamlMap& curves, const std::string& name) {
 
 HardwareProfile parse_profile(const YAML::Node& root, const std::string& file) {
     const YamlMap top(root, file);
-    top.allow_only({"servesim_profile", "gpu", "date", "software", "model", "source", "hybrid", "notes", "curves",
-                    "composition_check"});
+    top.allow_only({"servesim_profile", "gpu", "date", "software", "model", "source", "hybrid",
+                    "tensor_parallel_size", "notes", "curves", "composition_check"});
     const int version = top.get<int>("servesim_profile");
     if (version != 1) {
         top.fail("servesim_profile", fmt::format("unsupported profile version {}; allowed: 1", version));
@@ -179,6 +179,7 @@ HardwareProfile parse_profile(const YAML::Node& root, const std::string& file) {
         top.fail("source", "unknown source '" + p.source + "'; allowed: calibrated, measurements, roofline");
     }
     p.hybrid = top.get_or<bool>("hybrid", false);
+    p.tensor_parallel_size = top.get_or<int>("tensor_parallel_size", 1);
     p.notes = top.get_or<std::string>("notes", "");
     const YamlMap curves = top.map("curves");
     for (const auto& name : curves.keys()) {
@@ -278,6 +279,10 @@ double Curve::evaluate(std::span<const double> x) const {
 }
 
 void validate_profile(const HardwareProfile& profile, const std::string& file) {
+    if (profile.tensor_parallel_size < 1) {
+        throw ConfigError(file, 0, "tensor_parallel_size",
+                          fmt::format("must be at least 1, got {}", profile.tensor_parallel_size));
+    }
     for (const auto& [name, curve] : profile.curves) {
         if (name != curve.name) {
             fail_curve(file, name, "stored under a different name than its own ('" + curve.name + "')");
@@ -339,6 +344,9 @@ void write_profile(const HardwareProfile& p, std::ostream& out) {
     e << YAML::Key << "model" << YAML::Value << p.model;
     e << YAML::Key << "source" << YAML::Value << p.source;
     e << YAML::Key << "hybrid" << YAML::Value << p.hybrid;
+    if (p.tensor_parallel_size != 1) {
+        e << YAML::Key << "tensor_parallel_size" << YAML::Value << p.tensor_parallel_size;
+    }
     if (!p.notes.empty()) {
         e << YAML::Key << "notes" << YAML::Value << p.notes;
     }

@@ -58,6 +58,9 @@ struct HardwareProfile {
     std::string model;     // model preset name the curves were measured for
     std::string source;    // calibrated | measurements | roofline
     bool hybrid = false;   // the model has GDN layers: gdn_prefill and gdn_decode are required
+    // The curves are one rank's times under this tensor parallelism (shapes ÷ N); YAML key optional, default 1,
+    // written only when > 1. The simulator adds the all-reduces itself (engine::allreduce_ms).
+    int tensor_parallel_size = 1;
     std::string notes;     // free text (optional)
     std::map<std::string, Curve> curves;
     std::vector<CompositionCase> composition_check;

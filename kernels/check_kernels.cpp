@@ -458,6 +458,100 @@ void check_small_ops() {
     report("embedding_gather", ref::rel_l2_error(download_bf16(dout, want_g.size()), want_g), 0);
 }
 
+// MoE layer (kernels.h MoeRunner): router logits vs the CPU GEMM, the device top-k vs the CPU top-k of the same bf16
+// logits (ids exact), then the whole layer with that routing vs the CPU reference — eagerly and replayed from a CUDA
+// graph, with the grouped GEMMs and with the per-expert loop.
+void check_moe(int tokens, int experts, int top_k, int hidden, int inter, int shared_inter, bool renorm, bool gate) {
+    const std::size_t h = hidden;
+    auto x = random_vec(tokens * h, -1, 1);
+    auto router = random_vec(static_cast<std::size_t>(experts) * h, -0.2f, 0.2f);
+    auto w13 = random_vec(static_cast<std::size_t>(experts) * 2 * inter * h, -0.1f, 0.1f);
+    auto w2 = random_vec(static_cast<std::size_t>(experts) * h * inter, -0.1f, 0.1f);
+    auto sw13 = random_vec(static_cast<std::size_t>(2) * shared_inter * h, -0.1f, 0.1f);
+    auto sw2 = random_vec(h * shared_inter, -0.1f, 0.1f);
+    auto sg = gate && shared_inter > 0 ? random_vec(h, -0.1f, 0.1f) : std::vector<float>{};
+    auto dx = upload_bf16(x);
+    auto drouter = upload_bf16(router);
+    auto dw13 = upload_bf16(w13);
+    auto dw2 = upload_bf16(w2);
+    auto dsw13 = upload_bf16(sw13);
+    auto dsw2 = upload_bf16(sw2);
+    auto dsg = upload_bf16(sg);
+    k::MoeShape shape;
+    shape.hidden = hidden;
+    shape.num_experts = experts;
+    shape.top_k = top_k;
+    shape.intermediate = inter;
+    shape.shared_intermediate = shared_inter;
+    shape.shared_expert_gate = gate;
+    shape.norm_topk_prob = renorm;
+    k::MoeWeights w;
+    w.router = drouter.as<k::bf16_t>();
+    w.w13 = dw13.as<k::bf16_t>();
+    w.w2 = dw2.as<k::bf16_t>();
+    w.shared_w13 = shared_inter > 0 ? dsw13.as<k::bf16_t>() : nullptr;
+    w.shared_w2 = shared_inter > 0 ? dsw2.as<k::bf16_t>() : nullptr;
+    w.shared_gate = gate && shared_inter > 0 ? dsg.as<k::bf16_t>() : nullptr;
+    const std::string name = "moe T" + std::to_string(tokens) + " E" + std::to_string(experts) + " k" +
+                             std::to_string(top_k) + " h" + std::to_string(hidden) + " I" + std::to_string(inter) +
+                             " shared" + std::to_string(shared_inter) + (renorm ? " norm" : "") + (gate ? " gate" : "");
+    k::MoeRunner runner(shape, tokens);
+    runner.route(dx.as<k::bf16_t>(), tokens, w, nullptr);
+    k::device_synchronize();
+    const std::size_t tk = static_cast<std::size_t>(tokens) * top_k;
+    std::vector<float> logits(static_cast<std::size_t>(tokens) * experts);
+    {
+        std::vector<std::uint16_t> bits(logits.size());
+        k::copy_to_host(bits.data(), runner.router_logits(), bits.size() * 2);
+        for (std::size_t i = 0; i < bits.size(); ++i) {
+            logits[i] = ref::bf16_to_float(bits[i]);
+        }
+    }
+    report(name + " router logits", ref::rel_l2_error(logits, ref::gemm(x, router, tokens, experts, hidden)), 1e-2);
+    std::vector<int> ids(tk);
+    std::vector<float> weights(tk);
+    k::copy_to_host(ids.data(), runner.topk_ids(), tk * 4);
+    k::copy_to_host(weights.data(), runner.topk_weights(), tk * 4);
+    std::vector<int> want_ids;
+    std::vector<float> want_w;
+    ref::moe_topk(logits, tokens, experts, top_k, renorm, want_ids, want_w);
+    std::size_t id_mismatches = 0;
+    for (std::size_t i = 0; i < tk; ++i) {
+        id_mismatches += ids[i] != want_ids[i] ? 1 : 0;
+    }
+    report(name + " top-k ids (mismatch fraction)", static_cast<double>(id_mismatches) / tk, 0);
+    report(name + " top-k weights", ref::rel_l2_error(weights, want_w), 1e-5);
+    const auto want = ref::moe_experts(x, want_ids, want_w, w13, w2, sw13, sw2, sg, tokens, hidden, top_k, inter,
+                                       shared_inter);
+    runner.set_routing(want_ids.data(), tokens);
+    const std::size_t out_elems = static_cast<std::size_t>(tokens) * h;
+    for (const auto mode : {k::MoeGemmMode::kGrouped, k::MoeGemmMode::kLoop}) {
+        runner.set_gemm_mode(mode);
+        auto dout = poisoned(out_elems * 2);
+        runner.forward_experts(dx.as<k::bf16_t>(), w, dout.as<k::bf16_t>(), nullptr);
+        k::device_synchronize();
+        const char* label = runner.gemm_mode() == k::MoeGemmMode::kGrouped ? " grouped" : " loop";
+        if (mode == k::MoeGemmMode::kGrouped && runner.gemm_mode() != mode) {
+            report(name + " grouped GEMM usable in a graph (fell back to loop)", 1, 0);
+        }
+        report(name + label + " layer", ref::rel_l2_error(download_bf16(dout, out_elems), want), 2e-2);
+        // The same layer replayed from a CUDA graph (the sweep times it that way).
+        auto gout = poisoned(out_elems * 2);
+        k::StreamHandle stream = k::create_stream();
+        {
+            k::CudaGraph graph;
+            graph.capture(stream, [&]() {
+                runner.route(dx.as<k::bf16_t>(), tokens, w, stream);
+                runner.forward_experts(dx.as<k::bf16_t>(), w, gout.as<k::bf16_t>(), stream);
+            });
+            graph.replay(stream);
+            k::device_synchronize();
+        }
+        k::destroy_stream(stream);
+        report(name + label + " layer (CUDA graph)", ref::rel_l2_error(download_bf16(gout, out_elems), want), 2e-2);
+    }
+}
+
 void run_checks() {
     std::printf("== correctness (fresh random inputs, poisoned outputs) ==\n");
     check_gemm();
@@ -519,6 +613,9 @@ void run_checks() {
     }
     check_conv(2, 37, 100, 0);
     check_small_ops();
+    check_moe(37, 16, 4, 256, 128, 128, true, true);
+    check_moe(1, 16, 4, 256, 64, 0, false, false);
+    check_moe(200, 64, 10, 512, 64, 64, true, true);
 }
 
 // ---------------- timings ----------------

@@ -352,4 +352,131 @@ std::vector<int> argmax_rows(const std::vector<float>& logits, int rows, int voc
     return out;
 }
 
+// ---- MoE (vLLM fused_topk + fused_experts + Qwen3NextSparseMoeBlock's gated shared expert) ----
+void moe_topk(const std::vector<float>& logits,
+              int tokens,
+              int num_experts,
+              int top_k,
+              bool renormalize,
+              std::vector<int>& ids,
+              std::vector<float>& weights) {
+    ids.assign(static_cast<std::size_t>(tokens) * top_k, 0);
+    weights.assign(ids.size(), 0.0f);
+    for (int t = 0; t < tokens; ++t) {
+        const float* row = &logits[static_cast<std::size_t>(t) * num_experts];
+        const double mx = *std::max_element(row, row + num_experts);
+        double sum = 0;
+        for (int e = 0; e < num_experts; ++e) {
+            sum += std::exp(row[e] - mx);
+        }
+        std::vector<bool> taken(num_experts, false);
+        std::vector<double> prob(top_k);
+        double selected = 0;
+        for (int j = 0; j < top_k; ++j) {
+            int best = -1;
+            for (int e = 0; e < num_experts; ++e) {
+                if (!taken[e] && (best < 0 || row[e] > row[best])) {  // strict: ties keep the lower id
+                    best = e;
+                }
+            }
+            taken[best] = true;
+            ids[static_cast<std::size_t>(t) * top_k + j] = best;
+            prob[j] = std::exp(row[best] - mx) / sum;
+            selected += prob[j];
+        }
+        for (int j = 0; j < top_k; ++j) {
+            weights[static_cast<std::size_t>(t) * top_k + j] =
+                static_cast<float>(renormalize ? prob[j] / selected : prob[j]);
+        }
+    }
+}
+
+namespace {
+
+std::vector<float> rounded(std::vector<float> v) {
+    for (auto& x : v) {
+        x = round_bf16(x);
+    }
+    return v;
+}
+
+// SwiGLU MLP of one row set: bf16(bf16(silu_mul(bf16(x · w13ᵀ))) · w2ᵀ).
+std::vector<float> swiglu(const std::vector<float>& x, const float* w13, const float* w2, int rows, int h, int inter) {
+    const std::vector<float> w13v(w13, w13 + static_cast<std::size_t>(2) * inter * h);
+    const std::vector<float> w2v(w2, w2 + static_cast<std::size_t>(h) * inter);
+    const std::vector<float> act = rounded(silu_mul(rounded(gemm(x, w13v, rows, 2 * inter, h)), rows, inter));
+    return rounded(gemm(act, w2v, rows, h, inter));
+}
+
+}  // namespace
+
+std::vector<float> moe_experts(const std::vector<float>& x,
+                               const std::vector<int>& ids,
+                               const std::vector<float>& weights,
+                               const std::vector<float>& w13,
+                               const std::vector<float>& w2,
+                               const std::vector<float>& shared_w13,
+                               const std::vector<float>& shared_w2,
+                               const std::vector<float>& shared_gate,
+                               int tokens,
+                               int hidden,
+                               int top_k,
+                               int inter,
+                               int shared_inter) {
+    const std::size_t h = hidden;
+    std::vector<double> acc(static_cast<std::size_t>(tokens) * h, 0.0);
+    for (int t = 0; t < tokens; ++t) {
+        const std::vector<float> row(x.begin() + t * h, x.begin() + (t + 1) * h);
+        for (int j = 0; j < top_k; ++j) {
+            const std::size_t e = ids[static_cast<std::size_t>(t) * top_k + j];
+            const std::vector<float> y =
+                swiglu(row, &w13[e * 2 * inter * h], &w2[e * h * inter], 1, hidden, inter);
+            for (std::size_t c = 0; c < h; ++c) {
+                acc[t * h + c] += static_cast<double>(weights[static_cast<std::size_t>(t) * top_k + j]) * y[c];
+            }
+        }
+        if (shared_inter > 0) {
+            const std::vector<float> y = swiglu(row, shared_w13.data(), shared_w2.data(), 1, hidden, shared_inter);
+            double gate = 1.0;
+            if (!shared_gate.empty()) {
+                double dot = 0;
+                for (std::size_t c = 0; c < h; ++c) {
+                    dot += static_cast<double>(row[c]) * shared_gate[c];
+                }
+                gate = 1.0 / (1.0 + std::exp(-dot));
+            }
+            for (std::size_t c = 0; c < h; ++c) {
+                acc[t * h + c] += gate * y[c];
+            }
+        }
+    }
+    std::vector<float> out(acc.size());
+    for (std::size_t i = 0; i < acc.size(); ++i) {
+        out[i] = static_cast<float>(acc[i]);
+    }
+    return out;
+}
+
+std::vector<float> moe_layer(const std::vector<float>& x,
+                             const std::vector<float>& router,
+                             const std::vector<float>& w13,
+                             const std::vector<float>& w2,
+                             const std::vector<float>& shared_w13,
+                             const std::vector<float>& shared_w2,
+                             const std::vector<float>& shared_gate,
+                             int tokens,
+                             int hidden,
+                             int num_experts,
+                             int top_k,
+                             int inter,
+                             int shared_inter,
+                             bool renormalize) {
+    const std::vector<float> logits = rounded(gemm(x, router, tokens, num_experts, hidden));
+    std::vector<int> ids;
+    std::vector<float> weights;
+    moe_topk(logits, tokens, num_experts, top_k, renormalize, ids, weights);
+    return moe_experts(x, ids, weights, w13, w2, shared_w13, shared_w2, shared_gate, tokens, hidden, top_k, inter,
+                       shared_inter);
+}
+
 }  // namespace servesim::kernels::ref

@@ -86,4 +86,45 @@ void kv_cache_write(const std::vector<float>& k,
 void rope(std::vector<float>& x, const std::vector<int>& positions, int heads, int hd, int rot_dim, float theta);
 [[nodiscard]] std::vector<int> argmax_rows(const std::vector<float>& logits, int rows, int vocab);
 
+// MoE (kernels.h MoeRunner). Top-k softmax over logits [T, E]: the k largest logits (ties to the lower expert id),
+// probabilities softmax(logits) of those, renormalised to sum 1 when `renormalize`; ids and weights [T, k].
+void moe_topk(const std::vector<float>& logits,
+              int tokens,
+              int num_experts,
+              int top_k,
+              bool renormalize,
+              std::vector<int>& ids,
+              std::vector<float>& weights);
+// Routed experts and shared expert for a given routing, rounding to bf16 where the GPU path stores bf16 (each
+// GEMM output, SiLU·mul output); w13 [E, 2I, h], w2 [E, h, I], shared_w13 [2Is, h], shared_w2 [h, Is],
+// shared_gate [h] (empty: no gate); shared_inter 0 = no shared expert. Returns out [T, h].
+[[nodiscard]] std::vector<float> moe_experts(const std::vector<float>& x,
+                                             const std::vector<int>& ids,
+                                             const std::vector<float>& weights,
+                                             const std::vector<float>& w13,
+                                             const std::vector<float>& w2,
+                                             const std::vector<float>& shared_w13,
+                                             const std::vector<float>& shared_w2,
+                                             const std::vector<float>& shared_gate,
+                                             int tokens,
+                                             int hidden,
+                                             int top_k,
+                                             int inter,
+                                             int shared_inter);
+// The whole layer: router logits = bf16(x · routerᵀ), moe_topk, moe_experts.
+[[nodiscard]] std::vector<float> moe_layer(const std::vector<float>& x,
+                                           const std::vector<float>& router,
+                                           const std::vector<float>& w13,
+                                           const std::vector<float>& w2,
+                                           const std::vector<float>& shared_w13,
+                                           const std::vector<float>& shared_w2,
+                                           const std::vector<float>& shared_gate,
+                                           int tokens,
+                                           int hidden,
+                                           int num_experts,
+                                           int top_k,
+                                           int inter,
+                                           int shared_inter,
+                                           bool renormalize);
+
 }  // namespace servesim::kernels::ref

@@ -8,7 +8,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <vector>
 
 namespace servesim::kernels {
 
@@ -186,6 +188,65 @@ void conv1d_update(const bf16_t* x,
                    int num_seqs,
                    int channels,
                    StreamHandle stream);
+
+// ---- Mixture of experts (kernels/moe.cu): vLLM's FusedMoE steps for T tokens — router GEMM, top-k over the
+// softmax, permutation into expert order, expert gate_up and down as grouped GEMMs (one problem per expert with its
+// own row count), SiLU·mul, the weighted un-permute sum — plus Qwen3-Next's shared expert and its sigmoid gate. ----
+struct MoeShape {
+    int hidden = 0;
+    int num_experts = 0;
+    int top_k = 0;
+    int intermediate = 0;            // per expert, this rank's share under tensor parallelism
+    int shared_intermediate = 0;     // 0 = no shared expert
+    bool shared_expert_gate = true;  // sigmoid(x · w_gate) scales the shared expert (Qwen3-Next)
+    bool norm_topk_prob = true;      // renormalise the k selected probabilities to sum 1
+};
+
+struct MoeWeights {
+    const bf16_t* router = nullptr;       // [E, h]
+    const bf16_t* w13 = nullptr;          // [E, 2I, h]: each expert's gate rows, then its up rows (vLLM w13_weight)
+    const bf16_t* w2 = nullptr;           // [E, h, I]
+    const bf16_t* shared_w13 = nullptr;   // [2Is, h]
+    const bf16_t* shared_w2 = nullptr;    // [h, Is]
+    const bf16_t* shared_gate = nullptr;  // [h]
+};
+
+// k distinct experts per token drawn uniformly from a seeded mt19937_64 (raw output): the routing of a random
+// router, [T, k] row-major. Used to fix the grouping of timed graphs.
+[[nodiscard]] std::vector<int> moe_random_routing(int num_tokens, int top_k, int num_experts, std::uint64_t seed);
+
+enum class MoeGemmMode { kGrouped, kLoop };  // cublasGemmGroupedBatchedEx, or one cublasGemmEx per expert
+
+// The grouped GEMMs take each expert's row count on the host, so the grouping is fixed by set_routing() (host top-k
+// ids, outside any capture) and every forward_experts() after it runs that grouping; route() still computes the
+// router logits and the top-k on the device (their cost, and the weights the un-permute uses).
+class MoeRunner {
+  public:
+    MoeRunner(const MoeShape& shape, int max_tokens);
+    ~MoeRunner();
+    MoeRunner(const MoeRunner&) = delete;
+    MoeRunner& operator=(const MoeRunner&) = delete;
+
+    // Router logits [T, E] (bf16) and top-k softmax → topk_ids() [T, k], topk_weights() [T, k] (device).
+    void route(const bf16_t* x, int num_tokens, const MoeWeights& w, StreamHandle stream);
+    // Fixes the grouping from host top-k ids [T, k]: counts and offsets per expert, each row's permuted position.
+    void set_routing(const int* topk_ids_host, int num_tokens);
+    // Permute, grouped gate_up, SiLU·mul, grouped down, shared expert, weighted sum → out [T, h]. Capturable.
+    void forward_experts(const bf16_t* x, const MoeWeights& w, bf16_t* out, StreamHandle stream);
+    // Grouped by default; the first uncaptured forward_experts() falls back to kLoop (and says so on stderr) when
+    // cuBLAS refuses the grouped call or its capture.
+    void set_gemm_mode(MoeGemmMode mode);
+    [[nodiscard]] MoeGemmMode gemm_mode() const;
+
+    [[nodiscard]] const int* topk_ids() const;
+    [[nodiscard]] const float* topk_weights() const;
+    [[nodiscard]] const bf16_t* router_logits() const;
+    [[nodiscard]] int num_active_experts() const;  // experts with at least one row in the current routing
+
+  private:
+    struct State;
+    std::unique_ptr<State> s_;
+};
 
 // ---- Small ops ----
 // y = x / rms(x) · w (fp32 math), rows of `width`; when residual != nullptr, x + residual is normalised and

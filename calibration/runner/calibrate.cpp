@@ -4,6 +4,8 @@
 
 #include <iostream>
 #include <ostream>
+#include <stdexcept>
+#include <string>
 
 #include "calibration/hardware_profile.h"
 #include "calibration/measurements.h"
@@ -74,6 +76,7 @@ int run_calibrate(const CalibrateOptions& o, std::ostream& out, std::ostream& lo
         so.quick = o.quick;
         so.log_dir = o.log_dir;
         so.device = o.device;
+        so.tensor_parallel_size = o.tensor_parallel_size;
         HardwareProfile p = sweep_model(spec, o.model, so, log);
         emit(p, o, out, log);
         return 0;
@@ -129,6 +132,21 @@ bool parse_calibrate_args(const std::vector<std::string>& args, CalibrateOptions
             if (!value(o.log_dir)) {
                 return false;
             }
+        } else if (a == "--tensor-parallel-size") {
+            std::string n;
+            if (!value(n)) {
+                return false;
+            }
+            try {
+                std::size_t used = 0;
+                o.tensor_parallel_size = std::stoi(n, &used);
+                if (used != n.size() || o.tensor_parallel_size < 1) {
+                    throw std::invalid_argument(n);
+                }
+            } catch (const std::logic_error&) {
+                message = "--tensor-parallel-size expects a positive integer, got '" + n + "'";
+                return false;
+            }
         } else if (a == "--device") {
             std::string d;
             if (!value(d)) {
@@ -142,7 +160,8 @@ bool parse_calibrate_args(const std::vector<std::string>& args, CalibrateOptions
             }
         } else {
             message = "unknown argument '" + a +
-                      "'; usage: servesim-calibrate --model M [--out FILE] [--quick] [--log-dir DIR] | "
+                      "'; usage: servesim-calibrate --model M [--out FILE] [--quick] [--log-dir DIR] "
+                      "[--tensor-parallel-size N] | "
                       "--from-measurements FILE [--model M] [--out FILE] | --profile FILE --add-composition FILE "
                       "[--label L] [--out FILE]";
             return false;

@@ -19,6 +19,7 @@ struct CalibrateOptions {
     std::string composition_label;  // prefix of those cases' names ("torch" → "torch_prefill_T512")
     std::string log_dir;            // raw sweep points as CSV files (optional)
     int device = 0;                 // CUDA device index
+    int tensor_parallel_size = 1;   // sweep one rank's shapes of this TP degree; recorded in the profile
 };
 
 // True when this build contains the CUDA sweep (it may still find no GPU at run time).
@@ -29,8 +30,8 @@ struct CalibrateOptions {
 int run_calibrate(const CalibrateOptions& options, std::ostream& out, std::ostream& log);
 
 // Parses servesim-calibrate's command line (--model M --out FILE --quick --from-measurements FILE
-// --profile FILE --add-composition FILE [--label L] --log-dir DIR --device N); returns false with a message on bad
-// usage.
+// --profile FILE --add-composition FILE [--label L] --log-dir DIR --device N --tensor-parallel-size N); returns
+// false with a message on bad usage.
 [[nodiscard]] bool parse_calibrate_args(const std::vector<std::string>& args,
                                         CalibrateOptions& options,
                                         std::string& message);

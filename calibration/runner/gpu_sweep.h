@@ -14,6 +14,7 @@ struct SweepOptions {
     bool quick = false;
     std::string log_dir;  // raw points as CSV, one file per curve (optional)
     int device = 0;
+    int tensor_parallel_size = 1;  // time one rank's shapes (heads, intermediates, vocabulary ÷ N)
 };
 
 // True (and the device name) when a CUDA device is usable.

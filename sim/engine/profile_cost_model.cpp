@@ -5,16 +5,26 @@
 
 #include <vector>
 
+#include "common/error.h"
 #include "sim/engine/roofline_cost_model.h"
 
 namespace servesim::engine {
 
 ProfileCostModel::ProfileCostModel(calibration::HardwareProfile profile, std::string path, int max_cudagraph_tokens,
-                                   double decode_kv_bytes_scale)
+                                   double decode_kv_bytes_scale, TensorParallelComm comm)
     : profile_(std::move(profile)),
       path_(std::move(path)),
       max_cudagraph_tokens_(max_cudagraph_tokens),
-      decode_kv_bytes_scale_(decode_kv_bytes_scale) {}
+      decode_kv_bytes_scale_(decode_kv_bytes_scale),
+      comm_(comm) {
+    if (profile_.tensor_parallel_size != comm_.tensor_parallel_size) {
+        throw ConfigError(fmt::format("{}: the profile was measured for tensor_parallel_size {} (one rank's shapes) but "
+                                      "the engine runs tensor_parallel_size {}; calibrate with "
+                                      "--tensor-parallel-size {} or use cost_model: roofline",
+                                      path_, profile_.tensor_parallel_size, comm_.tensor_parallel_size,
+                                      comm_.tensor_parallel_size));
+    }
+}
 
 double ProfileCostModel::eval(const char* name, std::initializer_list<double> x) const {
     const auto it = profile_.curves.find(name);
@@ -49,11 +59,14 @@ StepCost ProfileCostModel::step_cost(const BatchShape& s) const {
         c.snapshot_ms = eval("snapshot", {static_cast<double>(s.num_snapshots)});
     }
     c.overhead_ms = eval("overhead", {static_cast<double>(s.num_seqs)});
+    c.comm_ms = comm_.step_ms(tokens);
     return c;
 }
 
 std::string ProfileCostModel::describe() const {
-    return fmt::format("profile {} ({} on {}, {})", path_, profile_.model, profile_.gpu, profile_.source);
+    const std::string tp =
+        comm_.tensor_parallel_size > 1 ? fmt::format(", TP {}", comm_.tensor_parallel_size) : "";
+    return fmt::format("profile {} ({} on {}, {}{})", path_, profile_.model, profile_.gpu, profile_.source, tp);
 }
 
 }  // namespace servesim::engine

@@ -47,11 +47,8 @@ RooflineCostModel::RooflineCostModel(const models::ModelSpec& model, models::DTy
         gdn_flops_per_token_ *= inv;
         state_bytes_per_seq_ *= inv;
         kv_bytes_per_token_ = static_cast<double>(models::kv_bytes_per_token(model, kv_dtype, tp));
-        for (const auto& layer : model.layers) {
-            num_allreduces_per_step_ += (std::holds_alternative<models::NoMixer>(layer.mixer) ? 0 : 1) +
-                                        (std::holds_alternative<models::NoMlp>(layer.mlp) ? 0 : 1);
-        }
     }
+    comm_ = make_tensor_parallel_comm(model, tp, params_.interconnect_bytes_per_s, params_.allreduce_latency_ms);
 }
 
 std::int64_t RooflineCostModel::cudagraph_padded_tokens(std::int64_t n, int max_cudagraph_tokens) {
@@ -111,11 +108,7 @@ StepCost RooflineCostModel::step_cost(const BatchShape& s) const {
         c.snapshot_ms = 1e3 * state_bytes_per_seq_ * static_cast<double>(s.num_snapshots) / bw;
     }
     c.overhead_ms = params_.step_overhead_ms + params_.per_seq_overhead_ms * static_cast<double>(s.num_seqs);
-    if (tp > 1 && params_.interconnect_bytes_per_s > 0) {
-        const double bytes = static_cast<double>(tokens) * model_.hidden_size * b;
-        const double ring_ms = 1e3 * 2.0 * (tp - 1) / tp * bytes / params_.interconnect_bytes_per_s;
-        c.comm_ms = num_allreduces_per_step_ * (ring_ms + params_.allreduce_latency_ms);
-    }
+    c.comm_ms = comm_.step_ms(tokens);
     return c;
 }
 

@@ -11,6 +11,7 @@
 
 #include "models/model_spec.h"
 #include "sim/engine/cost_model.h"
+#include "sim/engine/tensor_parallel_comm.h"
 
 namespace servesim::engine {
 
@@ -27,7 +28,8 @@ struct RooflineParams {
     int max_cudagraph_tokens = 512;         // min(2·max_num_seqs, 512, max_num_batched_tokens)
     // Tensor parallelism: each rank does 1/TP of the FLOPs and reads 1/TP of the weights and of the KV (heads are
     // split; KV heads per rank max(1, total/TP)); every layer adds two all-reduces of the step's hidden states
-    // (after attention and after the MLP), a ring costing 2·(TP−1)/TP · bytes / interconnect + a fixed latency.
+    // (after attention and after the MLP), a ring costing 2·(TP−1)/TP · bytes / interconnect + a fixed latency
+    // (TensorParallelComm, shared with ProfileCostModel).
     int tensor_parallel_size = 1;
     double interconnect_bytes_per_s = 0;
     double allreduce_latency_ms = 0.01;     // per all-reduce (NCCL launch + sync), a stated assumption
@@ -58,7 +60,7 @@ private:
     // A copy, not a reference: the caller's ModelSpec may move (PreparedExperiment is moved into a vector after the
     // cost model is built), and a pointer to it dangled (use after free in step_cost).
     models::ModelSpec model_;
-    int num_allreduces_per_step_ = 0;
+    TensorParallelComm comm_;
     // weight_bytes_read_per_step for any positive token count when no layer is MoE (then it does not depend on the
     // count), computed once because step_cost runs every step; −1 for MoE models, whose routed experts vary.
     std::int64_t dense_weight_bytes_per_step_ = -1;

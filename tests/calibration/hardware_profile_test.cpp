@@ -209,3 +209,17 @@ TEST_CASE("The committed H200 profiles read back and predict positive step costs
         CHECK_FALSE(p.composition_check.empty());
     }
 }
+
+TEST_CASE("tensor_parallel_size: default 1, written only above 1, round-trips, below 1 rejected", "[calibration]") {
+    HardwareProfile p = sample_profile(true);
+    CHECK(p.tensor_parallel_size == 1);
+    CHECK(to_yaml(p).find("tensor_parallel_size") == std::string::npos);  // TP-1 files stay as they were
+    CHECK(load_profile_string(to_yaml(p), "tp1.yaml").tensor_parallel_size == 1);
+    p.tensor_parallel_size = 2;
+    const std::string yaml = to_yaml(p);
+    CHECK(yaml.find("tensor_parallel_size: 2") != std::string::npos);
+    CHECK(load_profile_string(yaml, "tp2.yaml").tensor_parallel_size == 2);
+    p.tensor_parallel_size = 0;
+    const std::string msg = rejection(to_yaml(p));
+    CHECK(msg.find("tensor_parallel_size") != std::string::npos);
+}

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "calibration/hardware_profile.h"
+#include "common/error.h"
 #include "models/model_registry.h"
 #include "sim/engine/profile_cost_model.h"
 #include "sim/engine/roofline_cost_model.h"
@@ -53,8 +54,7 @@ TEST_CASE("Roofline: decode-only batches run vLLM's CUDA-graph sizes", "[engine]
     CHECK(RooflineCostModel::cudagraph_padded_tokens(600, 512) == 600);
 }
 
-TEST_CASE("Profile: a step is the sum of its curves; fp8 KV halves decode attention", "[engine][cost]") {
-    const char* text = R"(servesim_profile: 1
+constexpr const char* kProfileText = R"(servesim_profile: 1
 gpu: test
 date: "2026-11-29"
 software: test
@@ -68,6 +68,24 @@ curves:
   attn_decode: {variables: [context_tokens, sequences], pieces: [{x_min: 0, x_max: 1.0e7, coefficients: [0.05, 1.0e-5, 0.002]}], r2: 1, max_rel_residual: 0, num_points: 3}
   overhead: {variables: [sequences], pieces: [{x_min: 0, x_max: 1024, coefficients: [0.5, 0.01, 0]}], r2: 1, max_rel_residual: 0, num_points: 3}
 )";
+
+// One 100-token prefill chunk (cached 0: work 100·50 = 5,000) sampling its first token, plus 3 decodes with 3,000
+// context tokens in all: 103 tokens, 4 sequences, 4 sampled.
+BatchShape mixed_batch() {
+    BatchShape s;
+    s.num_tokens = 103;
+    s.num_prefill_tokens = 100;
+    s.num_prefill_seqs = 1;
+    s.prefill_attention_work = 5000;
+    s.num_decode_seqs = 3;
+    s.decode_context_tokens = 3000;
+    s.num_sampled_seqs = 4;
+    s.num_seqs = 4;
+    return s;
+}
+
+TEST_CASE("Profile: a step is the sum of its curves; fp8 KV halves decode attention", "[engine][cost]") {
+    const char* text = kProfileText;
     // One 100-token prefill chunk (cached 0: work 100·50 = 5,000) sampling its first token, plus 3 decodes with
     // 3,000 context tokens in all: 103 tokens, 4 sequences, 4 sampled. Not decode-only, so no graph padding.
     //   gemm 1 + 1.03 = 2.03; lm_head 0.1 + 0.004 = 0.104; attn_prefill 0.005;
@@ -86,6 +104,47 @@ curves:
     const ProfileCostModel fp8(calibration::load_profile_string(text, "test"), "test", 512, 0.5);
     CHECK(close(fp8.step_cost(s).attn_decode_ms, 0.043));
     CHECK(close(fp8.step_cost(s).total_ms(), 2.765 - 0.043));
+}
+
+TEST_CASE("Profile at TP 2: one rank's curves plus the roofline's all-reduce term", "[engine][cost]") {
+    // Same curves as above, measured for tensor_parallel_size 2, costing Qwen3-Next-80B-A3B at TP 2 over a 450 GB/s
+    // link. 48 layers × (mixer + MoE MLP) = 96 all-reduces of 103 tokens × 2,048 × 2 B = 421,888 B:
+    //   ring 2·(2−1)/2 × 421,888 / 450e9 s = 0.000937529 ms, + 0.01 ms latency = 0.010937529 ms, × 96 = 1.050003 ms
+    //   total 2.765 (curves) + 1.050003 = 3.815003 ms
+    const std::string text = std::string(kProfileText) + "tensor_parallel_size: 2\n";
+    const models::ModelSpec spec = models::resolve_model("Qwen3-Next-80B-A3B");
+    const TensorParallelComm comm = make_tensor_parallel_comm(spec, 2, 450e9);
+    CHECK(comm.num_allreduces_per_step == 96);
+    const ProfileCostModel cost(calibration::load_profile_string(text, "tp2.yaml"), "tp2.yaml", 512, 1.0, comm);
+    const BatchShape s = mixed_batch();
+    CHECK(close(cost.step_cost(s).comm_ms, 1.050003, 1e-6));
+    CHECK(close(cost.step_cost(s).total_ms(), 3.815003, 1e-6));
+    // The roofline's comm term for the same step is the same function.
+    RooflineParams rp;
+    rp.peak_flops_per_s = 989e12;
+    rp.memory_bandwidth_bytes_per_s = 4.8e12;
+    rp.tensor_parallel_size = 2;
+    rp.interconnect_bytes_per_s = 450e9;
+    const RooflineCostModel roof(spec, spec.dtype, rp);
+    CHECK(close(roof.step_cost(s).comm_ms, 1.050003, 1e-6));
+}
+
+TEST_CASE("Profile: a tensor_parallel_size unlike the engine's is refused naming file and both", "[engine][cost]") {
+    const std::string text = std::string(kProfileText) + "tensor_parallel_size: 2\n";
+    const models::ModelSpec spec = models::resolve_model("Qwen3-Next-80B-A3B");
+    std::string msg;
+    try {
+        const ProfileCostModel cost(calibration::load_profile_string(text, "h200-tp2.yaml"), "h200-tp2.yaml", 512, 1.0,
+                                    make_tensor_parallel_comm(spec, 4, 450e9));
+    } catch (const ConfigError& e) {
+        msg = e.what();
+    }
+    CHECK(msg.find("h200-tp2.yaml") != std::string::npos);
+    CHECK(msg.find("tensor_parallel_size 2") != std::string::npos);
+    CHECK(msg.find("tensor_parallel_size 4") != std::string::npos);
+    // A TP-1 profile (no key) with a TP-1 engine is accepted and adds no comm term.
+    const ProfileCostModel one(calibration::load_profile_string(kProfileText, "tp1.yaml"), "tp1.yaml");
+    CHECK(one.step_cost(mixed_batch()).comm_ms == 0.0);
 }
 
 }  // namespace

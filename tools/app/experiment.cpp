@@ -126,20 +126,21 @@ PreparedExperiment prepare_experiment(const ExperimentConfig& config) {
             std::min<std::int64_t>({2 * p.plan.max_num_seqs, 512, p.plan.max_num_batched_tokens}));
         p.cost_model = std::make_unique<engine::RooflineCostModel>(p.model, p.plan.kv_cache_dtype, params);
     } else {
-        if (p.plan.tensor_parallel_size > 1) {
-            throw ConfigError(fmt::format("{}: experiment '{}': cost_model: profiles are measured on one GPU "
-                                          "(tensor_parallel_size 1); with tensor_parallel_size {} use "
-                                          "cost_model: roofline",
-                                          config.file, config.name, p.plan.tensor_parallel_size));
-        }
         calibration::HardwareProfile profile =
             with_file([&] { return calibration::read_profile(config.cost_model); });
         const double kv_scale = static_cast<double>(models::kv_bytes_per_token(p.model, p.plan.kv_cache_dtype)) /
                                 static_cast<double>(models::kv_bytes_per_token(p.model, p.model.dtype));
         const int graphs = static_cast<int>(
             std::min<std::int64_t>({2 * p.plan.max_num_seqs, 512, p.plan.max_num_batched_tokens}));
-        p.cost_model = std::make_unique<engine::ProfileCostModel>(std::move(profile), config.cost_model, graphs,
-                                                                  kv_scale > 0 ? kv_scale : 1.0);
+        // A profile holds one rank's compute for its tensor_parallel_size, which must be the engine's (the cost
+        // model refuses a mismatch); the all-reduces are added as RooflineCostModel adds them.
+        const engine::TensorParallelComm comm =
+            engine::make_tensor_parallel_comm(p.model, p.plan.tensor_parallel_size, p.gpu.interconnect_bytes_per_s,
+                                              engine::RooflineParams{}.allreduce_latency_ms);
+        p.cost_model = with_file([&] {
+            return std::make_unique<engine::ProfileCostModel>(std::move(profile), config.cost_model, graphs,
+                                                              kv_scale > 0 ? kv_scale : 1.0, comm);
+        });
     }
     (void)cluster::make_router(config.router);  // unknown names fail here, before simulating
     return p;

@@ -580,9 +580,12 @@ bool launch_tiled(const PrefillAttentionArgs& a, cudaStream_t stream) {
     return true;
 }
 
-// Variant 0 resolves here; unmeasured until the next H200 run (then set to the fastest per head dim).
+// Variant 0 resolves here, to the fastest per head dim measured on the H200 (2026-11-30, REPORT.md): hd 128 →
+// variant 2 (1.02/0.99/0.89× torch SDPA at 4k/8k/16k; variant 1 was 0.69/0.68/0.65×), hd 256 → variant 3
+// (0.99/0.87/0.81×; variant 1 0.82/0.81/0.81×). Where a variant's shared memory does not fit (sm_86 at hd 256)
+// the launcher falls back to variant 1.
 int default_variant(int head_dim) {
-    return head_dim == 128 ? 2 : 1;
+    return head_dim == 128 ? 2 : 3;
 }
 
 template <int HD>

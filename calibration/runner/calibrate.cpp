@@ -9,6 +9,7 @@
 
 #include "calibration/hardware_profile.h"
 #include "calibration/measurements.h"
+#include "calibration/sweep_fit.h"
 #include "common/error.h"
 #ifdef SERVESIM_HAVE_CUDA
 #include "calibration/runner/gpu_sweep.h"
@@ -61,6 +62,14 @@ int run_calibrate(const CalibrateOptions& o, std::ostream& out, std::ostream& lo
             emit(p, o, out, log);
             return 0;
         }
+        if (!o.refit_points.empty()) {
+            if (o.profile_in.empty()) {
+                throw ConfigError("--refit-points needs --profile FILE (the profile whose curves are refitted)");
+            }
+            HardwareProfile p = refit_profile(read_profile(o.profile_in), o.refit_points, log);
+            emit(p, o, out, log);
+            return 0;
+        }
         if (o.model.empty()) {
             throw ConfigError("--model is required (a preset name or a config.json path)");
         }
@@ -77,6 +86,7 @@ int run_calibrate(const CalibrateOptions& o, std::ostream& out, std::ostream& lo
         so.log_dir = o.log_dir;
         so.device = o.device;
         so.tensor_parallel_size = o.tensor_parallel_size;
+        so.sustain_ms = o.sustain_ms;
         HardwareProfile p = sweep_model(spec, o.model, so, log);
         emit(p, o, out, log);
         return 0;
@@ -128,6 +138,25 @@ bool parse_calibrate_args(const std::vector<std::string>& args, CalibrateOptions
             if (!value(o.composition_label)) {
                 return false;
             }
+        } else if (a == "--refit-points") {
+            if (!value(o.refit_points)) {
+                return false;
+            }
+        } else if (a == "--sustain-ms") {
+            std::string n;
+            if (!value(n)) {
+                return false;
+            }
+            try {
+                std::size_t used = 0;
+                o.sustain_ms = std::stod(n, &used);
+                if (used != n.size() || !(o.sustain_ms >= 0) || o.sustain_ms > 60000) {
+                    throw std::invalid_argument(n);
+                }
+            } catch (const std::logic_error&) {
+                message = "--sustain-ms expects milliseconds in [0, 60000], got '" + n + "'";
+                return false;
+            }
         } else if (a == "--log-dir") {
             if (!value(o.log_dir)) {
                 return false;
@@ -161,9 +190,9 @@ bool parse_calibrate_args(const std::vector<std::string>& args, CalibrateOptions
         } else {
             message = "unknown argument '" + a +
                       "'; usage: servesim-calibrate --model M [--out FILE] [--quick] [--log-dir DIR] "
-                      "[--tensor-parallel-size N] | "
+                      "[--tensor-parallel-size N] [--sustain-ms MS] | "
                       "--from-measurements FILE [--model M] [--out FILE] | --profile FILE --add-composition FILE "
-                      "[--label L] [--out FILE]";
+                      "[--label L] [--out FILE] | --profile FILE --refit-points DIR [--out FILE]";
             return false;
         }
     }

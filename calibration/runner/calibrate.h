@@ -20,6 +20,8 @@ struct CalibrateOptions {
     std::string log_dir;            // raw sweep points as CSV files (optional)
     int device = 0;                 // CUDA device index
     int tensor_parallel_size = 1;   // sweep one rank's shapes of this TP degree; recorded in the profile
+    double sustain_ms = 200;        // continuous load before each timed point (gpu_sweep.h); 0 = burst timing
+    std::string refit_points;       // with profile_in: refit its curves from this points directory (no GPU)
 };
 
 // True when this build contains the CUDA sweep (it may still find no GPU at run time).
@@ -30,7 +32,8 @@ struct CalibrateOptions {
 int run_calibrate(const CalibrateOptions& options, std::ostream& out, std::ostream& log);
 
 // Parses servesim-calibrate's command line (--model M --out FILE --quick --from-measurements FILE
-// --profile FILE --add-composition FILE [--label L] --log-dir DIR --device N --tensor-parallel-size N); returns
+// --profile FILE --add-composition FILE [--label L] --profile FILE --refit-points DIR --log-dir DIR --device N
+// --tensor-parallel-size N --sustain-ms MS); returns
 // false with a message on bad usage.
 [[nodiscard]] bool parse_calibrate_args(const std::vector<std::string>& args,
                                         CalibrateOptions& options,

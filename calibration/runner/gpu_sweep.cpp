@@ -23,6 +23,7 @@
 
 #include "calibration/curve_fit.h"
 #include "calibration/measurements.h"
+#include "calibration/sweep_fit.h"
 #include "common/error.h"
 #include "kernels/gpu_runtime.h"
 #include "models/model_derived.h"
@@ -50,7 +51,13 @@ int rotate_sets(double set_bytes, int max_sets = 8) {
 // leaves out the per-launch CPU latency that an isolated event-timed launch would include.
 k::StreamHandle g_stream = nullptr;
 
-// Median ms of body(rep) with reps sized to ~150 ms of measuring (3..25).
+// Every timed point (and every whole forward of the composition check) is measured after this long of continuous
+// load: under sustained compute the H200 sits at its power limit with its SM clock near 1500 MHz instead of the
+// 1980 MHz it boosts to from idle (logs/run9_clock_probe.log: a 2048-token GEMM is 20 % slower), and a serving GPU
+// under load lives in that state. Set from CalibrateOptions::sustain_ms.
+double g_sustain_ms = 0;
+
+// Median ms of body(rep) with reps sized to ~150 ms of measuring (3..25), after g_sustain_ms of continuous replays.
 double time_adaptive(const std::function<void(int)>& body) {
     const double first = k::time_median_ms(body, 1, 1);  // also the warm-up outside any capture
     const int copies = first < 0.05 ? 16 : (first < 0.5 ? 4 : 1);
@@ -61,7 +68,7 @@ double time_adaptive(const std::function<void(int)>& body) {
         }
     });
     const int reps = std::clamp(static_cast<int>(150.0 / std::max(first * copies, 1e-3)), 3, 25);
-    return k::time_median_ms([&](int) { graph.replay(g_stream); }, 2, reps) / copies;
+    return k::time_median_ms([&](int) { graph.replay(g_stream); }, 2, reps, g_sustain_ms) / copies;
 }
 
 k::DeviceBuffer random_bf16(std::size_t elems, std::uint64_t seed, float lo = -1.f, float hi = 1.f) {
@@ -275,30 +282,23 @@ void write_points(const std::string& dir,
     }
 }
 
-Curve fit_single(const std::string& name, const std::string& var, const std::vector<Point>& pts) {
-    std::vector<double> x;
-    std::vector<double> y;
+// The fits themselves follow the one policy in calibration/sweep_fit.h (shared with --refit-points).
+SweepPoints to_sweep_points(const std::vector<std::string>& vars, const std::vector<Point>& pts) {
+    SweepPoints sp;
+    sp.variables = vars;
     for (const auto& p : pts) {
-        x.push_back(p.x[0]);
-        y.push_back(p.ms);
+        sp.rows.push_back(p.x);
+        sp.ms.push_back(p.ms);
     }
-    // Minimax pieces and up to six of them: cuBLAS's tile and wave quantisation put several knees into the GEMM
-    // curve, and the profile records (and the issue bounds) the worst relative residual, not the mean.
-    PiecewiseOptions options;
-    options.max_pieces = 6;
-    options.target_max_rel_residual = 0.025;
-    options.minimax_iterations = 60;
-    return fit_piecewise_quadratic(name, var, x, y, options);
+    return sp;
+}
+
+Curve fit_single(const std::string& name, const std::string& var, const std::vector<Point>& pts) {
+    return fit_sweep_curve(name, to_sweep_points({var}, pts));
 }
 
 Curve fit_multi(const std::string& name, const std::vector<std::string>& vars, const std::vector<Point>& pts) {
-    std::vector<std::vector<double>> rows;
-    std::vector<double> y;
-    for (const auto& p : pts) {
-        rows.push_back(p.x);
-        y.push_back(p.ms);
-    }
-    return fit_linear(name, vars, rows, y, true, 60);
+    return fit_sweep_curve(name, to_sweep_points(vars, pts));
 }
 
 // ---- gemm: all per-token work of every layer group ----
@@ -726,17 +726,24 @@ double time_forward(const ForwardModel& f, int batch, int new_tokens, int cached
     k::DeviceBuffer d_pos(t * 4);
     k::copy_to_device(d_ids.get(), ids.data(), t * 4);
     k::copy_to_device(d_pos.get(), pos.data(), t * 4);
-    // Paged KV per attention layer, identity block tables: sequence s owns blocks [s·mb, (s+1)·mb).
+    // Paged KV per attention layer. Decode: block tables shuffled as in the decode sweep (a serving engine's
+    // tables are scattered once blocks have been freed and reused); prefill: identity, since our prefill kernel
+    // reads the sequence's K/V contiguously. Each new token's slot follows its sequence's table.
     const int ctx = cached + new_tokens;
     const int bs = 16;
     const int mb = (ctx + bs - 1) / bs;
     std::vector<int> table(static_cast<std::size_t>(batch) * mb);
     std::iota(table.begin(), table.end(), 0);
+    if (decode) {
+        std::shuffle(table.begin(), table.end(), std::mt19937(7));
+    }
     std::vector<int> lens(batch, ctx);
     std::vector<int> slots(t);
     for (int s = 0; s < batch; ++s) {
         for (int i = 0; i < new_tokens; ++i) {
-            slots[static_cast<std::size_t>(s) * new_tokens + i] = s * mb * bs + cached + i;
+            const int p = cached + i;
+            slots[static_cast<std::size_t>(s) * new_tokens + i] =
+                table[static_cast<std::size_t>(s) * mb + p / bs] * bs + p % bs;
         }
     }
     k::DeviceBuffer d_table(table.size() * 4);
@@ -921,7 +928,8 @@ double time_forward(const ForwardModel& f, int batch, int new_tokens, int cached
     k::device_synchronize();
     k::CudaGraph graph;
     graph.capture(stream, step);
-    const double ms = k::time_median_ms([&](int) { graph.replay(stream); }, 2, tokens >= 16384 ? 3 : 7);
+    const double ms =
+        k::time_median_ms([&](int) { graph.replay(stream); }, 2, tokens >= 16384 ? 3 : 7, g_sustain_ms);
     k::device_synchronize();
     k::destroy_stream(stream);
     return ms;
@@ -985,6 +993,7 @@ HardwareProfile sweep_model(const models::ModelSpec& spec,
         << (tp > 1 ? fmt::format(" (one rank of tensor_parallel_size {})", tp) : "") << "\n";
     k::GemmRunner gemm;
     g_stream = k::create_stream();
+    g_sustain_ms = o.sustain_ms;
 
     // gemm
     {

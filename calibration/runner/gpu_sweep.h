@@ -15,6 +15,7 @@ struct SweepOptions {
     std::string log_dir;  // raw points as CSV, one file per curve (optional)
     int device = 0;
     int tensor_parallel_size = 1;  // time one rank's shapes (heads, intermediates, vocabulary ÷ N)
+    double sustain_ms = 200;       // continuous load before each timed point (steady-state clocks); 0 = none
 };
 
 // True (and the device name) when a CUDA device is usable.

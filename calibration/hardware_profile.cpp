@@ -60,10 +60,15 @@ void validate_curve(const Curve& c, const std::string& file) {
     if (kind == nullptr) {
         fail_curve(file, c.name, "unknown curve; allowed: " + known_curve_list());
     }
-    if (c.variables != kind->variables) {
+    const std::size_t min_vars = kind->min_variables > 0 ? kind->min_variables : kind->variables.size();
+    const bool prefix_ok = c.variables.size() >= min_vars && c.variables.size() <= kind->variables.size() &&
+                           std::equal(c.variables.begin(), c.variables.end(), kind->variables.begin());
+    if (!prefix_ok) {
         fail_curve(file, c.name,
                    "variables " + join(c.variables) + " do not match the expected " + join(kind->variables) +
-                       " (unknown or misordered variable name)");
+                       (min_vars < kind->variables.size()
+                            ? " or its first " + std::to_string(min_vars) + " (unknown or misordered variable name)"
+                            : " (unknown or misordered variable name)"));
     }
     if (c.pieces.empty()) {
         fail_curve(file, c.name, "has no pieces");
@@ -223,10 +228,12 @@ const std::vector<CurveKind>& curve_kinds() {
          false,
          "prefill attention of all attention layers; work = Σ chunk_tokens·(cached_context + chunk_tokens/2)"},
         {"attn_decode",
-         {"context_tokens", "sequences"},
+         {"context_tokens", "sequences", "sqrt_context_per_sequence"},
          true,
          false,
-         "decode attention of all attention layers: Σ context of decoding sequences and their count"},
+         "decode attention of all attention layers: Σ context of decoding sequences, their count and (optional) "
+         "√(Σ context / count), the latency of split-K work that cannot fill the GPU",
+         2},
         {"gdn_prefill",
          {"tokens", "chunks"},
          false,
@@ -242,6 +249,15 @@ const std::vector<CurveKind>& curve_kinds() {
         {"overhead", {"sequences"}, true, false, "per-step constant + per-sequence work (sampling, gathers)"},
     };
     return kinds;
+}
+
+double evaluate_attn_decode(const Curve& curve, double context_tokens, double sequences) {
+    if (curve.variables.size() == 3) {
+        const double x[3] = {context_tokens, sequences, std::sqrt(context_tokens / std::max(sequences, 1.0))};
+        return curve.evaluate(x);
+    }
+    const double x[2] = {context_tokens, sequences};
+    return curve.evaluate(x);
 }
 
 double Curve::evaluate(std::span<const double> x) const {

@@ -73,9 +73,16 @@ struct CurveKind {
     bool required;         // required in every profile
     bool required_hybrid;  // required when the profile is for a hybrid model
     const char* meaning;
+    std::size_t min_variables = 0;  // > 0: a curve may use only the first min_variables… of `variables`
 };
 
 [[nodiscard]] const std::vector<CurveKind>& curve_kinds();
+
+// The attn_decode term for `sequences` decoding sequences holding `context_tokens` tokens of context in all: the
+// curve is c0 + c1·context + c2·sequences, plus c3·√(context / sequences) when it has that third variable (split-K
+// decode leaves the GPU part-idle when few sequences hold long contexts; the calibrated H200 sweeps carry it,
+// profiles fitted from measurements do not).
+[[nodiscard]] double evaluate_attn_decode(const Curve& curve, double context_tokens, double sequences);
 
 // Reads and validates a profile. Any missing required curve, unknown curve or variable name, wrong coefficient
 // count, empty piece list, non-finite number, x_min > x_max or overlapping pieces throws ConfigError naming

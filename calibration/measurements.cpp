@@ -159,8 +159,8 @@ double predict_prefill_ms(const HardwareProfile& p, double tokens, double cached
 
 double predict_decode_ms(const HardwareProfile& p, double batch, double context_tokens) {
     const auto& c = p.curves;
-    const double attn_x[2] = {batch * context_tokens, batch};
-    double ms = c.at("gemm").evaluate(batch) + c.at("attn_decode").evaluate(attn_x) + c.at("lm_head").evaluate(batch) +
+    double ms = c.at("gemm").evaluate(batch) + evaluate_attn_decode(c.at("attn_decode"), batch * context_tokens, batch) +
+                c.at("lm_head").evaluate(batch) +
                 c.at("overhead").evaluate(batch);
     if (const auto it = c.find("gdn_decode"); it != c.end()) {
         ms += it->second.evaluate(batch);

@@ -1066,7 +1066,7 @@ HardwareProfile sweep_model(const models::ModelSpec& spec,
         const std::vector<int> seqs_grid =
             quick ? std::vector<int>{1, 16, 128, 512} : std::vector<int>{1, 4, 16, 64, 128, 256, 512, 1024};
         const std::vector<int> ctx_grid =
-            quick ? std::vector<int>{256, 2048, 16384} : std::vector<int>{128, 512, 2048, 8192, 32768};
+            quick ? std::vector<int>{256, 2048, 16384} : std::vector<int>{128, 512, 1024, 2048, 4096, 8192, 32768};
         for (int s : seqs_grid) {
             for (int c : ctx_grid) {
                 if (static_cast<double>(s) * c > 4.2e6) {
@@ -1076,11 +1076,12 @@ HardwareProfile sweep_model(const models::ModelSpec& spec,
                 for (const auto& a : plan.attention) {
                     ms += a.count * time_decode_attention(a, s, c, info.multiprocessors);
                 }
-                dec.push_back({{static_cast<double>(s) * c, static_cast<double>(s)}, ms});
+                dec.push_back({{static_cast<double>(s) * c, static_cast<double>(s), std::sqrt(static_cast<double>(c))}, ms});
             }
         }
-        write_points(o.log_dir, "attn_decode", {"context_tokens", "sequences"}, dec);
-        p.curves["attn_decode"] = fit_multi("attn_decode", {"context_tokens", "sequences"}, dec);
+        const std::vector<std::string> dec_vars = {"context_tokens", "sequences", "sqrt_context_per_sequence"};
+        write_points(o.log_dir, "attn_decode", dec_vars, dec);
+        p.curves["attn_decode"] = fit_multi("attn_decode", dec_vars, dec);
         log_curve(log, p.curves["attn_decode"]);
     }
     // Gated DeltaNet

@@ -48,8 +48,10 @@ StepCost ProfileCostModel::step_cost(const BatchShape& s) const {
         c.attn_prefill_ms = eval("attn_prefill", {s.prefill_attention_work});
     }
     if (s.num_decode_seqs > 0) {
-        c.attn_decode_ms = decode_kv_bytes_scale_ * eval("attn_decode", {static_cast<double>(s.decode_context_tokens),
-                                                                         static_cast<double>(s.num_decode_seqs)});
+        c.attn_decode_ms = decode_kv_bytes_scale_ *
+                           calibration::evaluate_attn_decode(profile_.curves.at("attn_decode"),
+                                                             static_cast<double>(s.decode_context_tokens),
+                                                             static_cast<double>(s.num_decode_seqs));
         c.gdn_ms += eval("gdn_decode", {static_cast<double>(s.num_decode_seqs)});
     }
     if (s.num_prefill_tokens > 0) {

@@ -223,3 +223,25 @@ TEST_CASE("tensor_parallel_size: default 1, written only above 1, round-trips, b
     const std::string msg = rejection(to_yaml(p));
     CHECK(msg.find("tensor_parallel_size") != std::string::npos);
 }
+
+TEST_CASE("attn_decode takes an optional third variable, sqrt(context per sequence)", "[calibration]") {
+    // Two variables: 0.1 + 1e-5·8192 + 1e-3·2 = 0.18392 ms.
+    const Curve two = multi("attn_decode", {"context_tokens", "sequences"}, {0.1, 1e-5, 1e-3});
+    CHECK_THAT(evaluate_attn_decode(two, 8192, 2), Catch::Matchers::WithinRel(0.18392, 1e-12));
+    // Three: the same plus 2e-3·√(8192 / 2) = 2e-3·64 = 0.128 → 0.31192 ms.
+    const Curve three =
+        multi("attn_decode", {"context_tokens", "sequences", "sqrt_context_per_sequence"}, {0.1, 1e-5, 1e-3, 2e-3});
+    CHECK_THAT(evaluate_attn_decode(three, 8192, 2), Catch::Matchers::WithinRel(0.31192, 1e-12));
+
+    HardwareProfile p = sample_profile(false);
+    p.curves["attn_decode"] = three;
+    const HardwareProfile back = load_profile_string(to_yaml(p), "three.yaml");
+    CHECK(back.curves.at("attn_decode").variables.size() == 3);
+    // Only a prefix of the kind's variables of at least two is allowed.
+    p.curves["attn_decode"] = multi("attn_decode", {"context_tokens"}, {0.1, 1e-5});
+    const std::string one_var = rejection(to_yaml(p));
+    CHECK(one_var.find("attn_decode") != std::string::npos);
+    CHECK(one_var.find("or its first 2") != std::string::npos);
+    p.curves["attn_decode"] = multi("attn_decode", {"context_tokens", "sequences", "mean_context"}, {0.1, 1e-5, 0, 0});
+    CHECK(rejection(to_yaml(p)).find("attn_decode") != std::string::npos);
+}

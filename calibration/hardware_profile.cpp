@@ -223,10 +223,12 @@ const std::vector<CurveKind>& curve_kinds() {
          "SiLU·mul) and the KV-cache write, for `tokens` tokens in the step"},
         {"lm_head", {"tokens"}, true, false, "final norm + lm_head GEMM for `tokens` sampled sequences"},
         {"attn_prefill",
-         {"work"},
+         {"work", "context_tokens"},
          true,
          false,
-         "prefill attention of all attention layers; work = Σ chunk_tokens·(cached_context + chunk_tokens/2)"},
+         "prefill attention of all attention layers; work = Σ chunk_tokens·(cached_context + chunk_tokens/2), "
+         "optionally context_tokens = Σ (cached_context + chunk_tokens)",
+         1},
         {"attn_decode",
          {"context_tokens", "sequences", "sqrt_context_per_sequence"},
          true,
@@ -249,6 +251,14 @@ const std::vector<CurveKind>& curve_kinds() {
         {"overhead", {"sequences"}, true, false, "per-step constant + per-sequence work (sampling, gathers)"},
     };
     return kinds;
+}
+
+double evaluate_attn_prefill(const Curve& curve, double work, double context_tokens) {
+    if (curve.variables.size() == 2) {
+        const double x[2] = {work, context_tokens};
+        return curve.evaluate(x);
+    }
+    return curve.evaluate(work);
 }
 
 double evaluate_attn_decode(const Curve& curve, double context_tokens, double sequences) {

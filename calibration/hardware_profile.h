@@ -78,6 +78,12 @@ struct CurveKind {
 
 [[nodiscard]] const std::vector<CurveKind>& curve_kinds();
 
+// The attn_prefill term: the curve of `work` (Σ chunk·(cached + chunk/2)), plus c2·context_tokens (Σ cached +
+// chunk, the keys the chunks span) when it has that second variable: a short chunk on a long cached prefix runs
+// few query tiles, each streaming the whole prefix, so it costs far more than its work says (H200: a 256-token chunk
+// on 16k cached tokens takes ~3x a 2048-token chunk on 1k of the same work).
+[[nodiscard]] double evaluate_attn_prefill(const Curve& curve, double work, double context_tokens);
+
 // The attn_decode term for `sequences` decoding sequences holding `context_tokens` tokens of context in all: the
 // curve is c0 + c1·context + c2·sequences, plus c3·√(context / sequences) when it has that third variable (split-K
 // decode leaves the GPU part-idle when few sequences hold long contexts; the calibrated H200 sweeps carry it,

@@ -110,7 +110,7 @@ Curve fit_sweep_curve(const std::string& name, const SweepPoints& points) {
         // GEMM curve, and the profile records (and the issue bounds) the worst relative residual, not the mean.
         PiecewiseOptions options;
         options.max_pieces = 6;
-        options.target_max_rel_residual = 0.025;
+        options.target_max_rel_residual = 0.01;
         options.minimax_iterations = kMinimaxIterations;
         return fit_piecewise_quadratic(name, points.variables[0], x, points.ms, options);
     }

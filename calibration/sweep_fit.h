@@ -24,7 +24,7 @@ struct SweepPoints {
 void write_sweep_points(const std::string& path, const SweepPoints& points);
 
 // One variable: piecewise quadratic, each piece the minimax fit (Lawson), up to six pieces, stopping once every
-// point is within 2.5 %. Several variables: c0 + Σ c_i·x_i with non-negative slopes, relative least squares.
+// point is within 1 %. Several variables: c0 + Σ c_i·x_i with non-negative slopes, relative least squares.
 [[nodiscard]] Curve fit_sweep_curve(const std::string& name, const SweepPoints& points);
 
 // Refits every curve of `profile` that has a points file `<points_dir>/<curve>.csv`, and recomputes the composed

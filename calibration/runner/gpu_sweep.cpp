@@ -1056,10 +1056,11 @@ HardwareProfile sweep_model(const models::ModelSpec& spec,
             for (const auto& a : plan.attention) {
                 ms += a.count * time_prefill_attention(a, chunk, cached);
             }
-            pre.push_back({{chunk * (cached + chunk / 2.0)}, ms});
+            pre.push_back({{chunk * (cached + chunk / 2.0), static_cast<double>(cached + chunk)}, ms});
         }
-        write_points(o.log_dir, "attn_prefill", {"work"}, pre);
-        p.curves["attn_prefill"] = fit_single("attn_prefill", "work", pre);
+        const std::vector<std::string> pre_vars = {"work", "context_tokens"};
+        write_points(o.log_dir, "attn_prefill", pre_vars, pre);
+        p.curves["attn_prefill"] = fit_multi("attn_prefill", pre_vars, pre);
         log_curve(log, p.curves["attn_prefill"]);
 
         std::vector<Point> dec;

@@ -152,7 +152,7 @@ TEST_CASE("the GEMM curves the H200 sweep fits hold its cuBLAS timings within 3 
     // (calibration/runner/gpu_sweep.cpp fit_single): minimax pieces, at most six.
     PiecewiseOptions options;
     options.max_pieces = 6;
-    options.target_max_rel_residual = 0.025;
+    options.target_max_rel_residual = 0.01;
     options.minimax_iterations = 60;
     for (const char* model : {"Qwen3-4B", "Qwen3.5-4B", "Qwen3-8B", "Llama-3.1-8B"}) {
         std::vector<double> x;

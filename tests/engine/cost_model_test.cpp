@@ -147,5 +147,34 @@ TEST_CASE("Profile: a tensor_parallel_size unlike the engine's is refused naming
     CHECK(one.step_cost(mixed_batch()).comm_ms == 0.0);
 }
 
+
+TEST_CASE("Profile: attn_prefill with context_tokens prices a short chunk on a long prefix by the keys it spans",
+          "[engine][cost]") {
+    // attn_prefill = 0.2 + 1e-6·work + 1e-3·context_tokens. A 256-token chunk on 16,128 cached tokens:
+    //   work 256·(16,128 + 128) = 4,161,536, context 16,384 → 0.2 + 4.161536 + 16.384 = 20.745536 ms.
+    // A 2,048-token chunk on 1,008 cached: work 2,048·(1,008 + 1,024) = 4,161,536 (the same), context 3,056
+    //   → 0.2 + 4.161536 + 3.056 = 7.417536 ms: the same work, a third of the time.
+    std::string text = kProfileText;
+    const std::string old_curve =
+        "attn_prefill: {variables: [work], pieces: [{x_min: 0, x_max: 1.0e9, coefficients: [0, 1.0e-6, 0]}]";
+    const std::string new_curve =
+        "attn_prefill: {variables: [work, context_tokens], pieces: [{x_min: 0, x_max: 1.0e9, coefficients: [0.2, "
+        "1.0e-6, 1.0e-3]}]";
+    text.replace(text.find(old_curve), old_curve.size(), new_curve);
+    const ProfileCostModel cost(calibration::load_profile_string(text, "test"), "test");
+    BatchShape s;
+    s.num_tokens = 256;
+    s.num_prefill_tokens = 256;
+    s.num_prefill_seqs = 1;
+    s.prefill_attention_work = 256.0 * (16128 + 128);
+    s.prefill_context_tokens = 16128 + 256;
+    s.num_seqs = 1;
+    CHECK(close(cost.step_cost(s).attn_prefill_ms, 20.745536));
+    s.num_tokens = 2048;
+    s.num_prefill_tokens = 2048;
+    s.prefill_attention_work = 2048.0 * (1008 + 1024);
+    s.prefill_context_tokens = 1008 + 2048;
+    CHECK(close(cost.step_cost(s).attn_prefill_ms, 7.417536));
+}
 }  // namespace
 }  // namespace servesim::engine

@@ -223,12 +223,16 @@ const std::vector<CurveKind>& curve_kinds() {
          "SiLU·mul) and the KV-cache write, for `tokens` tokens in the step"},
         {"lm_head", {"tokens"}, true, false, "final norm + lm_head GEMM for `tokens` sampled sequences"},
         {"attn_prefill",
-         {"work", "context_tokens"},
+         {"work"},
          true,
          false,
-         "prefill attention of all attention layers; work = Σ chunk_tokens·(cached_context + chunk_tokens/2), "
-         "optionally context_tokens = Σ (cached_context + chunk_tokens)",
-         1},
+         "prefill attention of all attention layers; work = Σ chunk_tokens·(cached_context + chunk_tokens/2)"},
+        {"attn_prefill_span",
+         {"max_context_tokens"},
+         false,
+         false,
+         "the span bound of prefill attention: the longest chunk's cached_context + chunk_tokens, streamed by one "
+         "query tile; the term is max(attn_prefill(work), attn_prefill_span(max_context_tokens))"},
         {"attn_decode",
          {"context_tokens", "sequences", "sqrt_context_per_sequence"},
          true,
@@ -253,12 +257,10 @@ const std::vector<CurveKind>& curve_kinds() {
     return kinds;
 }
 
-double evaluate_attn_prefill(const Curve& curve, double work, double context_tokens) {
-    if (curve.variables.size() == 2) {
-        const double x[2] = {work, context_tokens};
-        return curve.evaluate(x);
-    }
-    return curve.evaluate(work);
+double evaluate_attn_prefill(const HardwareProfile& profile, double work, double max_context_tokens) {
+    const double by_work = profile.curves.at("attn_prefill").evaluate(work);
+    const auto span = profile.curves.find("attn_prefill_span");
+    return span == profile.curves.end() ? by_work : std::max(by_work, span->second.evaluate(max_context_tokens));
 }
 
 double evaluate_attn_decode(const Curve& curve, double context_tokens, double sequences) {

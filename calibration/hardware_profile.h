@@ -78,11 +78,13 @@ struct CurveKind {
 
 [[nodiscard]] const std::vector<CurveKind>& curve_kinds();
 
-// The attn_prefill term: the curve of `work` (Σ chunk·(cached + chunk/2)), plus c2·context_tokens (Σ cached +
-// chunk, the keys the chunks span) when it has that second variable: a short chunk on a long cached prefix runs
-// few query tiles, each streaming the whole prefix, so it costs far more than its work says (H200: a 256-token chunk
-// on 16k cached tokens takes ~3x a 2048-token chunk on 1k of the same work).
-[[nodiscard]] double evaluate_attn_prefill(const Curve& curve, double work, double context_tokens);
+// The attn_prefill term, a work-span bound: max(attn_prefill(work), attn_prefill_span(max_context_tokens)) when the
+// profile has the span curve, else attn_prefill(work). work = Σ chunk·(cached + chunk/2) bounds the time when the
+// chunks' query tiles fill the GPU; when they cannot (a short chunk on a long cached prefix: a 256-token chunk is
+// two 128-row tiles per head), the time is the span: one tile streaming all cached + chunk keys of the longest
+// chunk (H200, Llama-3.1-8B: 256 or 512 tokens on 16k cached both take ~25.5 ms, 3x a 2048-token chunk on 1k of
+// the same work).
+[[nodiscard]] double evaluate_attn_prefill(const HardwareProfile& profile, double work, double max_context_tokens);
 
 // The attn_decode term for `sequences` decoding sequences holding `context_tokens` tokens of context in all: the
 // curve is c0 + c1·context + c2·sequences, plus c3·√(context / sequences) when it has that third variable (split-K

@@ -149,7 +149,7 @@ Measurements read_measurements(const std::string& path) {
 double predict_prefill_ms(const HardwareProfile& p, double tokens, double cached) {
     const auto& c = p.curves;
     double ms = c.at("gemm").evaluate(tokens) +
-                evaluate_attn_prefill(c.at("attn_prefill"), tokens * (cached + tokens / 2.0), cached + tokens) +
+                evaluate_attn_prefill(p, tokens * (cached + tokens / 2.0), cached + tokens) +
                 c.at("lm_head").evaluate(1.0) + c.at("overhead").evaluate(1.0);
     if (const auto it = c.find("gdn_prefill"); it != c.end()) {
         const double x[2] = {tokens, std::ceil(tokens / 64.0)};

@@ -119,9 +119,92 @@ Curve fit_sweep_curve(const std::string& name, const SweepPoints& points) {
     return fit_linear(name, points.variables, points.rows, points.ms, true);
 }
 
+std::vector<Curve> fit_attn_prefill_curves(const SweepPoints& points, std::ostream& log) {
+    const std::vector<std::string> want{"work", "max_context_tokens"};
+    SERVESIM_CHECK(points.variables == want, "attn_prefill points must be [work, max_context_tokens], got [{}]",
+                   fmt::join(points.variables, ", "));
+    auto no_cache = [](const std::vector<double>& r) { return std::fabs(r[0] - r[1] * r[1] / 2.0) <= 1e-4 * r[0]; };
+    SweepPoints fresh;
+    fresh.variables = {"work"};
+    for (std::size_t i = 0; i < points.ms.size(); ++i) {
+        if (no_cache(points.rows[i])) {
+            fresh.rows.push_back({points.rows[i][0]});
+            fresh.ms.push_back(points.ms[i]);
+        }
+    }
+    SERVESIM_CHECK(fresh.ms.size() >= 3, "attn_prefill: {} points without a cached prefix, need at least 3",
+                   fresh.ms.size());
+    const Curve work_curve = fit_sweep_curve("attn_prefill", fresh);
+    std::vector<Curve> out = {work_curve};
+    std::vector<double> span_x;
+    std::vector<double> span_y;
+    for (std::size_t i = 0; i < points.ms.size(); ++i) {
+        if (!no_cache(points.rows[i]) && points.ms[i] > 1.05 * work_curve.evaluate(points.rows[i][0])) {
+            span_x.push_back(points.rows[i][1]);
+            span_y.push_back(points.ms[i]);
+        }
+    }
+    if (span_x.size() >= 2) {
+        // A line: one query tile streams cached + chunk keys, so the span grows linearly with them. It is a lower
+        // bound of the time (Brent: T ≥ max(W/P, S)), so it must not rise above a fresh prompt's measured time
+        // either: short fresh prompts are span-bound too (a 64-token prompt is one tile per head). Fresh points
+        // the line over-predicts join its fit, twice over.
+        std::vector<std::vector<double>> rows;
+        for (double v : span_x) {
+            rows.push_back({v});
+        }
+        std::vector<double> ys = span_y;
+        Curve line = fit_linear("attn_prefill_span", {"max_context_tokens"}, rows, ys, true, 60);
+        std::vector<bool> joined(points.ms.size(), false);
+        for (int round = 0; round < 2; ++round) {
+            bool added = false;
+            for (std::size_t i = 0; i < points.ms.size(); ++i) {
+                const auto& c = line.pieces[0].coefficients;  // fit_linear's [c0, c1]: evaluate by hand
+                if (no_cache(points.rows[i]) && !joined[i] && c[0] + c[1] * points.rows[i][1] > points.ms[i] * 1.001) {
+                    joined[i] = true;
+                    rows.push_back({points.rows[i][1]});
+                    ys.push_back(points.ms[i]);
+                    added = true;
+                }
+            }
+            if (!added) {
+                break;
+            }
+            line = fit_linear("attn_prefill_span", {"max_context_tokens"}, rows, ys, true, 60);
+        }
+        Curve span;
+        span.name = "attn_prefill_span";
+        span.variables = {"max_context_tokens"};
+        // x_min 0: the line holds down to short spans (a fresh 512-token prompt spans 512 keys), where clamping to
+        // the smallest measured span would price it like a chunk on a 1k prefix.
+        span.pieces.push_back({0.0, line.pieces[0].x_max,
+                               {line.pieces[0].coefficients[0], line.pieces[0].coefficients[1], 0.0}});
+        span.r2 = line.r2;
+        span.max_rel_residual = line.max_rel_residual;
+        span.num_points = line.num_points;
+        out.push_back(std::move(span));
+    }
+    double worst = 0;
+    for (std::size_t i = 0; i < points.ms.size(); ++i) {
+        double f = work_curve.evaluate(points.rows[i][0]);
+        if (out.size() > 1) {
+            f = std::max(f, out[1].evaluate(points.rows[i][1]));
+        }
+        worst = std::max(worst, std::fabs(f - points.ms[i]) / points.ms[i]);
+    }
+    log << fmt::format("  attn_prefill work-span: {} points without cache, {} span-bound, max(work, span) within "
+                       "{:.1f} % of all {} points\n",
+                       fresh.ms.size(), span_x.size(), 100 * worst, points.ms.size());
+    return out;
+}
+
 HardwareProfile refit_profile(const HardwareProfile& profile, const std::string& points_dir, std::ostream& log) {
     HardwareProfile p = profile;
+    std::vector<Curve> prefill_pair;
     for (auto& [name, curve] : p.curves) {
+        if (name == "attn_prefill_span") {
+            continue;  // refitted with attn_prefill
+        }
         const std::string path = (std::filesystem::path(points_dir) / (name + ".csv")).string();
         if (!std::filesystem::exists(path)) {
             log << fmt::format("  {:<14} kept (no {})\n", name, path);
@@ -129,14 +212,26 @@ HardwareProfile refit_profile(const HardwareProfile& profile, const std::string&
         }
         const SweepPoints pts = read_sweep_points(path);
         if (pts.variables != curve.variables) {
-            throw ConfigError(fmt::format("{}: variables ({}) differ from curve {}'s ({})", path,
-                                          fmt::join(pts.variables, ", "), name, fmt::join(curve.variables, ", ")));
+            // The points decide the curve's variables (a newer sweep may carry more); validate_profile below
+            // rejects a set the curve kind does not allow.
+            log << fmt::format("  {:<14} variables ({}) → ({})\n", name, fmt::join(curve.variables, ", "),
+                               fmt::join(pts.variables, ", "));
+        }
+        if (name == "attn_prefill" && pts.variables.size() == 2) {
+            prefill_pair = fit_attn_prefill_curves(pts, log);
+            continue;
         }
         Curve refit = fit_sweep_curve(name, pts);
         log << fmt::format("  {:<14} {} pieces, R² {:.5f}, max residual {:.1f} % → {} pieces, R² {:.5f}, {:.1f} %\n",
                            name, curve.pieces.size(), curve.r2, 100 * curve.max_rel_residual, refit.pieces.size(),
                            refit.r2, 100 * refit.max_rel_residual);
         curve = std::move(refit);
+    }
+    if (!prefill_pair.empty()) {
+        p.curves.erase("attn_prefill_span");
+        for (auto& c : prefill_pair) {
+            p.curves[c.name] = std::move(c);
+        }
     }
     const std::regex prefill_case(R"(^[a-z]+_prefill_T([0-9]+)$)");
     const std::regex decode_case(R"(^[a-z]+_decode_B([0-9]+)_C([0-9]+)$)");

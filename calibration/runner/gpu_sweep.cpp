@@ -1058,14 +1058,16 @@ HardwareProfile sweep_model(const models::ModelSpec& spec,
             }
             pre.push_back({{chunk * (cached + chunk / 2.0), static_cast<double>(cached + chunk)}, ms});
         }
-        const std::vector<std::string> pre_vars = {"work", "context_tokens"};
+        const std::vector<std::string> pre_vars = {"work", "max_context_tokens"};
         write_points(o.log_dir, "attn_prefill", pre_vars, pre);
-        p.curves["attn_prefill"] = fit_multi("attn_prefill", pre_vars, pre);
-        log_curve(log, p.curves["attn_prefill"]);
+        for (Curve& c : fit_attn_prefill_curves(to_sweep_points(pre_vars, pre), log)) {
+            log_curve(log, c);
+            p.curves[c.name] = std::move(c);
+        }
 
         std::vector<Point> dec;
         const std::vector<int> seqs_grid =
-            quick ? std::vector<int>{1, 16, 128, 512} : std::vector<int>{1, 4, 16, 64, 128, 256, 512, 1024};
+            quick ? std::vector<int>{1, 16, 128, 512} : std::vector<int>{1, 4, 8, 16, 32, 64, 128, 256, 512, 1024};
         const std::vector<int> ctx_grid =
             quick ? std::vector<int>{256, 2048, 16384} : std::vector<int>{128, 512, 1024, 2048, 4096, 8192, 32768};
         for (int s : seqs_grid) {

@@ -18,7 +18,7 @@ struct BatchShape {
     std::int64_t num_prefill_tokens = 0;     // tokens of chunks that are not single-token decodes
     std::int64_t num_prefill_seqs = 0;
     double prefill_attention_work = 0;       // Σ chunk · (cached context + chunk / 2)
-    std::int64_t prefill_context_tokens = 0;  // Σ (cached context + chunk): the keys each prefill chunk spans
+    std::int64_t prefill_max_context_tokens = 0;  // max over prefill chunks of cached context + chunk (span)
     std::int64_t num_gdn_chunks = 0;         // Σ over prefill chunks of cdiv(chunk, 64)
     std::int64_t num_decode_seqs = 0;
     std::int64_t decode_context_tokens = 0;  // Σ context of decoding sequences (attention reads)

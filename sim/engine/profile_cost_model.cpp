@@ -45,9 +45,8 @@ StepCost ProfileCostModel::step_cost(const BatchShape& s) const {
         c.lm_head_ms = eval("lm_head", {static_cast<double>(s.num_sampled_seqs)});
     }
     if (s.prefill_attention_work > 0) {
-        c.attn_prefill_ms = calibration::evaluate_attn_prefill(profile_.curves.at("attn_prefill"),
-                                                               s.prefill_attention_work,
-                                                               static_cast<double>(s.prefill_context_tokens));
+        c.attn_prefill_ms = calibration::evaluate_attn_prefill(profile_, s.prefill_attention_work,
+                                                               static_cast<double>(s.prefill_max_context_tokens));
     }
     if (s.num_decode_seqs > 0) {
         c.attn_decode_ms = decode_kv_bytes_scale_ *

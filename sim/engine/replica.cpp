@@ -47,7 +47,7 @@ BatchShape Replica::batch_shape(const StepPlan& plan, int block_size, bool mamba
             s.num_prefill_tokens += n;
             s.prefill_attention_work += static_cast<double>(n) *
                                         (static_cast<double>(sr.num_computed_before) + static_cast<double>(n) / 2.0);
-            s.prefill_context_tokens += sr.num_computed_before + n;
+            s.prefill_max_context_tokens = std::max(s.prefill_max_context_tokens, sr.num_computed_before + n);
             s.num_gdn_chunks += (n + 63) / 64;
             // align mode writes a state snapshot when a prefill chunk ends on a block boundary.
             if (mamba_align && (sr.num_computed_before + n) % block_size == 0) {

@@ -148,33 +148,36 @@ TEST_CASE("Profile: a tensor_parallel_size unlike the engine's is refused naming
 }
 
 
-TEST_CASE("Profile: attn_prefill with context_tokens prices a short chunk on a long prefix by the keys it spans",
-          "[engine][cost]") {
-    // attn_prefill = 0.2 + 1e-6·work + 1e-3·context_tokens. A 256-token chunk on 16,128 cached tokens:
-    //   work 256·(16,128 + 128) = 4,161,536, context 16,384 → 0.2 + 4.161536 + 16.384 = 20.745536 ms.
-    // A 2,048-token chunk on 1,008 cached: work 2,048·(1,008 + 1,024) = 4,161,536 (the same), context 3,056
-    //   → 0.2 + 4.161536 + 3.056 = 7.417536 ms: the same work, a third of the time.
+TEST_CASE("Profile: attn_prefill is the work-span bound max(work curve, span line)", "[engine][cost]") {
+    // attn_prefill(work) = 1e-6·work; attn_prefill_span(max_context_tokens) = 0.2 + 1e-3·max_context_tokens.
+    // A 256-token chunk on 16,128 cached tokens: work 256·(16,128 + 128) = 4,161,536 → 4.161536 ms; span 16,384
+    //   → 0.2 + 16.384 = 16.584 ms: span-bound, 16.584 ms.
+    // A 2,048-token chunk on 1,008 cached: the same work, 4.161536 ms; span 3,056 → 3.256 ms: work-bound.
     std::string text = kProfileText;
-    const std::string old_curve =
-        "attn_prefill: {variables: [work], pieces: [{x_min: 0, x_max: 1.0e9, coefficients: [0, 1.0e-6, 0]}]";
-    const std::string new_curve =
-        "attn_prefill: {variables: [work, context_tokens], pieces: [{x_min: 0, x_max: 1.0e9, coefficients: [0.2, "
-        "1.0e-6, 1.0e-3]}]";
-    text.replace(text.find(old_curve), old_curve.size(), new_curve);
+    const std::string anchor = "  overhead:";
+    text.insert(text.find(anchor),
+                "  attn_prefill_span: {variables: [max_context_tokens], pieces: [{x_min: 1024, x_max: 16896, "
+                "coefficients: [0.2, 1.0e-3, 0]}], r2: 1, max_rel_residual: 0, num_points: 6}\n");
     const ProfileCostModel cost(calibration::load_profile_string(text, "test"), "test");
     BatchShape s;
     s.num_tokens = 256;
     s.num_prefill_tokens = 256;
     s.num_prefill_seqs = 1;
     s.prefill_attention_work = 256.0 * (16128 + 128);
-    s.prefill_context_tokens = 16128 + 256;
+    s.prefill_max_context_tokens = 16128 + 256;
     s.num_seqs = 1;
-    CHECK(close(cost.step_cost(s).attn_prefill_ms, 20.745536));
+    CHECK(close(cost.step_cost(s).attn_prefill_ms, 16.584));
     s.num_tokens = 2048;
     s.num_prefill_tokens = 2048;
     s.prefill_attention_work = 2048.0 * (1008 + 1024);
-    s.prefill_context_tokens = 1008 + 2048;
-    CHECK(close(cost.step_cost(s).attn_prefill_ms, 7.417536));
+    s.prefill_max_context_tokens = 1008 + 2048;
+    CHECK(close(cost.step_cost(s).attn_prefill_ms, 4.161536));
+    // Without the span curve the term is the work curve alone.
+    const ProfileCostModel work_only(calibration::load_profile_string(kProfileText, "test"), "test");
+    s.prefill_attention_work = 256.0 * (16128 + 128);
+    s.prefill_max_context_tokens = 16128 + 256;
+    CHECK(close(work_only.step_cost(s).attn_prefill_ms, 4.161536));
 }
+
 }  // namespace
 }  // namespace servesim::engine

@@ -208,6 +208,14 @@ TEST_CASE("The committed H200 profiles read back and predict positive step costs
         CHECK(p.curves.at("gemm").evaluate(4096.0) > p.curves.at("gemm").evaluate(16.0));
         CHECK_FALSE(p.composition_check.empty());
     }
+    // Qwen3-Next-80B-A3B: one rank of tensor parallelism 2 (80 B bf16 parameters do not fit one H200).
+    const HardwareProfile next = read_profile(std::string(SERVESIM_SOURCE_DIR) +
+                                              "/calibration/profiles/h200/Qwen3-Next-80B-A3B-tp2.yaml");
+    CHECK(next.model == "Qwen3-Next-80B-A3B");
+    CHECK(next.tensor_parallel_size == 2);
+    CHECK(next.hybrid);
+    CHECK(next.curves.count("attn_prefill_span") == 1);
+    CHECK(next.composition_check.size() == 13);
 }
 
 TEST_CASE("tensor_parallel_size: default 1, written only above 1, round-trips, below 1 rejected", "[calibration]") {

@@ -521,8 +521,8 @@ void check_moe(int tokens, int experts, int top_k, int hidden, int inter, int sh
     }
     report(name + " top-k ids (mismatch fraction)", static_cast<double>(id_mismatches) / tk, 0);
     report(name + " top-k weights", ref::rel_l2_error(weights, want_w), 1e-5);
-    const auto want = ref::moe_experts(x, want_ids, want_w, w13, w2, sw13, sw2, sg, tokens, hidden, top_k, inter,
-                                       shared_inter);
+    const ref::MoeRefWeights host_w{router, w13, w2, sw13, sw2, sg};
+    const auto want = ref::moe_experts(x, want_ids, want_w, host_w, shape, tokens);
     runner.set_routing(want_ids.data(), tokens);
     const std::size_t out_elems = static_cast<std::size_t>(tokens) * h;
     for (const auto mode : {k::MoeGemmMode::kGrouped, k::MoeGemmMode::kLoop}) {

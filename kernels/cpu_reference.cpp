@@ -413,35 +413,31 @@ std::vector<float> swiglu(const std::vector<float>& x, const float* w13, const f
 std::vector<float> moe_experts(const std::vector<float>& x,
                                const std::vector<int>& ids,
                                const std::vector<float>& weights,
-                               const std::vector<float>& w13,
-                               const std::vector<float>& w2,
-                               const std::vector<float>& shared_w13,
-                               const std::vector<float>& shared_w2,
-                               const std::vector<float>& shared_gate,
-                               int tokens,
-                               int hidden,
-                               int top_k,
-                               int inter,
-                               int shared_inter) {
-    const std::size_t h = hidden;
+                               const MoeRefWeights& w,
+                               const MoeShape& shape,
+                               int tokens) {
+    const std::size_t h = shape.hidden;
+    const std::size_t inter = shape.intermediate;
+    const int top_k = shape.top_k;
     std::vector<double> acc(static_cast<std::size_t>(tokens) * h, 0.0);
     for (int t = 0; t < tokens; ++t) {
         const std::vector<float> row(x.begin() + t * h, x.begin() + (t + 1) * h);
         for (int j = 0; j < top_k; ++j) {
             const std::size_t e = ids[static_cast<std::size_t>(t) * top_k + j];
             const std::vector<float> y =
-                swiglu(row, &w13[e * 2 * inter * h], &w2[e * h * inter], 1, hidden, inter);
+                swiglu(row, &w.w13[e * 2 * inter * h], &w.w2[e * h * inter], 1, shape.hidden, shape.intermediate);
             for (std::size_t c = 0; c < h; ++c) {
                 acc[t * h + c] += static_cast<double>(weights[static_cast<std::size_t>(t) * top_k + j]) * y[c];
             }
         }
-        if (shared_inter > 0) {
-            const std::vector<float> y = swiglu(row, shared_w13.data(), shared_w2.data(), 1, hidden, shared_inter);
+        if (shape.shared_intermediate > 0) {
+            const std::vector<float> y =
+                swiglu(row, w.shared_w13.data(), w.shared_w2.data(), 1, shape.hidden, shape.shared_intermediate);
             double gate = 1.0;
-            if (!shared_gate.empty()) {
+            if (shape.shared_expert_gate) {
                 double dot = 0;
                 for (std::size_t c = 0; c < h; ++c) {
-                    dot += static_cast<double>(row[c]) * shared_gate[c];
+                    dot += static_cast<double>(row[c]) * w.shared_gate[c];
                 }
                 gate = 1.0 / (1.0 + std::exp(-dot));
             }
@@ -457,26 +453,12 @@ std::vector<float> moe_experts(const std::vector<float>& x,
     return out;
 }
 
-std::vector<float> moe_layer(const std::vector<float>& x,
-                             const std::vector<float>& router,
-                             const std::vector<float>& w13,
-                             const std::vector<float>& w2,
-                             const std::vector<float>& shared_w13,
-                             const std::vector<float>& shared_w2,
-                             const std::vector<float>& shared_gate,
-                             int tokens,
-                             int hidden,
-                             int num_experts,
-                             int top_k,
-                             int inter,
-                             int shared_inter,
-                             bool renormalize) {
-    const std::vector<float> logits = rounded(gemm(x, router, tokens, num_experts, hidden));
+std::vector<float> moe_layer(const std::vector<float>& x, const MoeRefWeights& w, const MoeShape& shape, int tokens) {
+    const std::vector<float> logits = rounded(gemm(x, w.router, tokens, shape.num_experts, shape.hidden));
     std::vector<int> ids;
     std::vector<float> weights;
-    moe_topk(logits, tokens, num_experts, top_k, renormalize, ids, weights);
-    return moe_experts(x, ids, weights, w13, w2, shared_w13, shared_w2, shared_gate, tokens, hidden, top_k, inter,
-                       shared_inter);
+    moe_topk(logits, tokens, shape.num_experts, shape.top_k, shape.norm_topk_prob, ids, weights);
+    return moe_experts(x, ids, weights, w, shape, tokens);
 }
 
 }  // namespace servesim::kernels::ref

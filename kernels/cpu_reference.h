@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/kernels.h"
+
 namespace servesim::kernels::ref {
 
 [[nodiscard]] float bf16_to_float(std::uint16_t bits);
@@ -95,36 +97,31 @@ void moe_topk(const std::vector<float>& logits,
               bool renormalize,
               std::vector<int>& ids,
               std::vector<float>& weights);
-// Routed experts and shared expert for a given routing, rounding to bf16 where the GPU path stores bf16 (each
-// GEMM output, SiLU·mul output); w13 [E, 2I, h], w2 [E, h, I], shared_w13 [2Is, h], shared_w2 [h, Is],
-// shared_gate [h] (empty: no gate); shared_inter 0 = no shared expert. Returns out [T, h].
+// A MoE layer's weights on the host (floats holding bf16 values), shapes as kernels.h MoeShape: router [E, h],
+// w13 [E, 2I, h] (each expert's gate rows then its up rows), w2 [E, h, I], shared_w13 [2Is, h], shared_w2 [h, Is],
+// shared_gate [h] (used when MoeShape::shared_expert_gate).
+struct MoeRefWeights {
+    std::vector<float> router;
+    std::vector<float> w13;
+    std::vector<float> w2;
+    std::vector<float> shared_w13;
+    std::vector<float> shared_w2;
+    std::vector<float> shared_gate;
+};
+
+// Routed experts and shared expert for a given routing (ids, weights [T, k]), rounding to bf16 where the GPU path
+// stores bf16 (each GEMM output, SiLU·mul output). Returns out [T, h].
 [[nodiscard]] std::vector<float> moe_experts(const std::vector<float>& x,
                                              const std::vector<int>& ids,
                                              const std::vector<float>& weights,
-                                             const std::vector<float>& w13,
-                                             const std::vector<float>& w2,
-                                             const std::vector<float>& shared_w13,
-                                             const std::vector<float>& shared_w2,
-                                             const std::vector<float>& shared_gate,
-                                             int tokens,
-                                             int hidden,
-                                             int top_k,
-                                             int inter,
-                                             int shared_inter);
-// The whole layer: router logits = bf16(x · routerᵀ), moe_topk, moe_experts.
+                                             const MoeRefWeights& w,
+                                             const MoeShape& shape,
+                                             int tokens);
+// The whole layer: router logits = bf16(x · routerᵀ), moe_topk (renormalised when shape.norm_topk_prob),
+// moe_experts.
 [[nodiscard]] std::vector<float> moe_layer(const std::vector<float>& x,
-                                           const std::vector<float>& router,
-                                           const std::vector<float>& w13,
-                                           const std::vector<float>& w2,
-                                           const std::vector<float>& shared_w13,
-                                           const std::vector<float>& shared_w2,
-                                           const std::vector<float>& shared_gate,
-                                           int tokens,
-                                           int hidden,
-                                           int num_experts,
-                                           int top_k,
-                                           int inter,
-                                           int shared_inter,
-                                           bool renormalize);
+                                           const MoeRefWeights& w,
+                                           const MoeShape& shape,
+                                           int tokens);
 
 }  // namespace servesim::kernels::ref

@@ -123,3 +123,61 @@ TEST_CASE("conv1d, rms_norm, silu_mul, rope and argmax references", "[kernels]")
     CHECK_THAT(r[2], Catch::Matchers::WithinRel(std::sin(1.0), 1e-5));
     CHECK(ref::argmax_rows({0, 5, 1, 9, 2, 3}, 2, 3) == std::vector<int>{1, 0});
 }
+
+TEST_CASE("moe reference: top-1 routing, SwiGLU expert, gated shared expert, worked by hand", "[kernels]") {
+    // One token x = [1, 0], hidden 2, two experts, top-1, intermediate 1.
+    // Router rows [1, 0] and [0, 1]: logits [1, 0] → expert 0, softmax probability e/(e+1) = 0.731059.
+    // Expert 0: gate row [1, 0], up row [2, 0] → silu(1)·2 = 1.462117 → bf16 1.4609375; down [[1], [3]] →
+    //   [1.4609375, 4.3828125] → bf16 [1.4609375, 4.375].
+    // Renormalised top-1 weight 1 → out [1.4609375, 4.375]; not renormalised: × 0.731059.
+    // Shared expert (Is 1): gate row [1, 0], up [1, 0] → silu(1) = 0.731059 → bf16 0.73046875; down [[1], [1]];
+    //   sigmoid(x · [0, 0]) = 0.5 → + 0.365234375 on both.
+    servesim::kernels::MoeShape shape;
+    shape.hidden = 2;
+    shape.num_experts = 2;
+    shape.top_k = 1;
+    shape.intermediate = 1;
+    shape.shared_intermediate = 0;
+    shape.shared_expert_gate = false;
+    shape.norm_topk_prob = true;
+    ref::MoeRefWeights w;
+    w.router = {1, 0, 0, 1};
+    w.w13 = {1, 0, 2, 0, /* expert 1 */ 0, 1, 0, 1};
+    w.w2 = {1, 3, /* expert 1 */ 1, 1};
+    const std::vector<float> x = {1, 0};
+    std::vector<float> out = ref::moe_layer(x, w, shape, 1);
+    CHECK(out[0] == 1.4609375f);
+    CHECK(out[1] == 4.375f);
+
+    shape.norm_topk_prob = false;
+    const double p = std::exp(1.0) / (std::exp(1.0) + 1.0);
+    out = ref::moe_layer(x, w, shape, 1);
+    CHECK_THAT(out[0], Catch::Matchers::WithinRel(p * 1.4609375, 1e-6));
+    CHECK_THAT(out[1], Catch::Matchers::WithinRel(p * 4.375, 1e-6));
+
+    shape.norm_topk_prob = true;
+    shape.shared_intermediate = 1;
+    shape.shared_expert_gate = true;
+    w.shared_w13 = {1, 0, 1, 0};
+    w.shared_w2 = {1, 1};
+    w.shared_gate = {0, 0};
+    out = ref::moe_layer(x, w, shape, 1);
+    CHECK_THAT(out[0], Catch::Matchers::WithinRel(1.4609375 + 0.365234375, 1e-6));
+    CHECK_THAT(out[1], Catch::Matchers::WithinRel(4.375 + 0.365234375, 1e-6));
+}
+
+TEST_CASE("moe_topk: the k largest logits, ties to the lower id, softmax over all experts", "[kernels]") {
+    // Logits [0, 2, 2, 1]: top-2 = experts 1 and 2 (tie broken toward id 1 first); softmax denominator
+    // 1 + 2e² + e = 18.496; each weight e²/18.496 = 0.39949, renormalised 0.5 each.
+    std::vector<int> ids;
+    std::vector<float> weights;
+    ref::moe_topk({0, 2, 2, 1}, 1, 4, 2, false, ids, weights);
+    REQUIRE(ids.size() == 2);
+    CHECK(ids[0] == 1);
+    CHECK(ids[1] == 2);
+    const double denom = 1 + 2 * std::exp(2.0) + std::exp(1.0);
+    CHECK_THAT(weights[0], Catch::Matchers::WithinRel(std::exp(2.0) / denom, 1e-6));
+    ref::moe_topk({0, 2, 2, 1}, 1, 4, 2, true, ids, weights);
+    CHECK_THAT(weights[0], Catch::Matchers::WithinRel(0.5, 1e-6));
+    CHECK_THAT(weights[1], Catch::Matchers::WithinRel(0.5, 1e-6));
+}

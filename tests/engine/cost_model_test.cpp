@@ -86,19 +86,10 @@ BatchShape mixed_batch() {
 
 TEST_CASE("Profile: a step is the sum of its curves; fp8 KV halves decode attention", "[engine][cost]") {
     const char* text = kProfileText;
-    // One 100-token prefill chunk (cached 0: work 100·50 = 5,000) sampling its first token, plus 3 decodes with
-    // 3,000 context tokens in all: 103 tokens, 4 sequences, 4 sampled. Not decode-only, so no graph padding.
+    // mixed_batch(): not decode-only, so no graph padding.
     //   gemm 1 + 1.03 = 2.03; lm_head 0.1 + 0.004 = 0.104; attn_prefill 0.005;
     //   attn_decode 0.05 + 0.03 + 0.006 = 0.086; overhead 0.5 + 0.04 = 0.54  → 2.765 ms
-    BatchShape s;
-    s.num_tokens = 103;
-    s.num_prefill_tokens = 100;
-    s.num_prefill_seqs = 1;
-    s.prefill_attention_work = 5000;
-    s.num_decode_seqs = 3;
-    s.decode_context_tokens = 3000;
-    s.num_sampled_seqs = 4;
-    s.num_seqs = 4;
+    const BatchShape s = mixed_batch();
     const ProfileCostModel bf16(calibration::load_profile_string(text, "test"), "test");
     CHECK(close(bf16.step_cost(s).total_ms(), 2.765));
     const ProfileCostModel fp8(calibration::load_profile_string(text, "test"), "test", 512, 0.5);

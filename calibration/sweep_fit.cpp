@@ -87,6 +87,7 @@ SweepPoints read_sweep_points(const std::string& path) {
 
 void write_sweep_points(const std::string& path, const SweepPoints& points) {
     std::ofstream f(path);
+    f.precision(10);
     for (const auto& v : points.variables) {
         f << v << ",";
     }

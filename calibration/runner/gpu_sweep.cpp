@@ -270,6 +270,7 @@ void write_points(const std::string& dir,
         return;
     }
     std::ofstream f(dir + "/" + curve + ".csv");
+    f.precision(10);  // refits (--refit-points) then reproduce the device fit
     for (const auto& v : vars) {
         f << v << ",";
     }

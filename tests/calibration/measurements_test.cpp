@@ -147,3 +147,39 @@ TEST_CASE("run_calibrate --from-measurements writes a profile without any GPU", 
         CHECK(l2.str().find("GPU") != std::string::npos);
     }
 }
+
+TEST_CASE("run_calibrate --profile P --refit-points DIR refits without a GPU; bad options name themselves",
+          "[calibration]") {
+    // The committed Qwen3-4B H200 profile refitted from its own sweep points: the same curves come back (the fit
+    // policy is deterministic; the committed points files hold 6 significant digits, the device fit used the full
+    // values, so residuals agree to 1e-4) and every whole-step composition case keeps its measured time.
+    const std::string out = temp_path("refit-profile.yaml");
+    CalibrateOptions o;
+    std::string message;
+    REQUIRE(parse_calibrate_args({"--profile", "calibration/profiles/h200/Qwen3-4B.yaml", "--refit-points",
+                                  "calibration/profiles/h200/points/Qwen3-4B", "--out", out},
+                                 o, message));
+    std::ostringstream sink;
+    std::ostringstream log;
+    CHECK(run_calibrate(o, sink, log) == 0);
+    const HardwareProfile before = read_profile("calibration/profiles/h200/Qwen3-4B.yaml");
+    const HardwareProfile after = read_profile(out);
+    REQUIRE(after.curves.size() == before.curves.size());
+    for (const auto& [name, curve] : before.curves) {
+        CHECK(after.curves.at(name).pieces.size() == curve.pieces.size());
+        CHECK_THAT(after.curves.at(name).max_rel_residual,
+                   Catch::Matchers::WithinAbs(curve.max_rel_residual, 1e-4));
+    }
+    REQUIRE(after.composition_check.size() == before.composition_check.size());
+    CHECK(after.composition_check[0].measured_ms == before.composition_check[0].measured_ms);
+    std::remove(out.c_str());
+
+    CalibrateOptions missing;
+    REQUIRE(parse_calibrate_args({"--refit-points", "somewhere"}, missing, message));
+    std::ostringstream l2;
+    CHECK(run_calibrate(missing, sink, l2) == 1);
+    CHECK(l2.str().find("--refit-points needs --profile") != std::string::npos);
+    CalibrateOptions negative;
+    CHECK_FALSE(parse_calibrate_args({"--sustain-ms", "-5"}, negative, message));
+    CHECK(message.find("--sustain-ms") != std::string::npos);
+}

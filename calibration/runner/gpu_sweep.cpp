@@ -10,7 +10,6 @@
 #include <chrono>
 #include <cmath>
 #include <ctime>
-#include <fstream>
 #include <functional>
 #include <map>
 #include <memory>
@@ -262,44 +261,22 @@ ModelPlan plan_model(const models::ModelSpec& spec) {
     return plan;
 }
 
-void write_points(const std::string& dir,
-                  const std::string& curve,
-                  const std::vector<std::string>& vars,
-                  const std::vector<Point>& pts) {
-    if (dir.empty()) {
-        return;
-    }
-    std::ofstream f(dir + "/" + curve + ".csv");
-    f.precision(10);  // refits (--refit-points) then reproduce the device fit
-    for (const auto& v : vars) {
-        f << v << ",";
-    }
-    f << "ms\n";
-    for (const auto& p : pts) {
-        for (double x : p.x) {
-            f << x << ",";
-        }
-        f << p.ms << "\n";
-    }
-}
-
-// The fits themselves follow the one policy in calibration/sweep_fit.h (shared with --refit-points).
-SweepPoints to_sweep_points(const std::vector<std::string>& vars, const std::vector<Point>& pts) {
+// One curve's points as calibration/sweep_fit.h's SweepPoints, which the fits take (the one policy shared with
+// --refit-points); written to <log_dir>/<name>.csv when a log directory is set.
+SweepPoints record_points(const std::string& log_dir,
+                          const std::string& name,
+                          const std::vector<std::string>& vars,
+                          const std::vector<Point>& pts) {
     SweepPoints sp;
     sp.variables = vars;
     for (const auto& p : pts) {
         sp.rows.push_back(p.x);
         sp.ms.push_back(p.ms);
     }
+    if (!log_dir.empty()) {
+        write_sweep_points(log_dir + "/" + name + ".csv", sp);
+    }
     return sp;
-}
-
-Curve fit_single(const std::string& name, const std::string& var, const std::vector<Point>& pts) {
-    return fit_sweep_curve(name, to_sweep_points({var}, pts));
-}
-
-Curve fit_multi(const std::string& name, const std::vector<std::string>& vars, const std::vector<Point>& pts) {
-    return fit_sweep_curve(name, to_sweep_points(vars, pts));
 }
 
 // ---- gemm: all per-token work of every layer group ----
@@ -1017,8 +994,7 @@ HardwareProfile sweep_model(const models::ModelSpec& spec,
             }
             pts.push_back({{static_cast<double>(m)}, ms});
         }
-        write_points(o.log_dir, "gemm", {"tokens"}, pts);
-        p.curves["gemm"] = fit_single("gemm", "tokens", pts);
+        p.curves["gemm"] = fit_sweep_curve("gemm", record_points(o.log_dir, "gemm", {"tokens"}, pts));
         log_curve(log, p.curves["gemm"]);
     }
     // lm_head and overhead
@@ -1032,10 +1008,8 @@ HardwareProfile sweep_model(const models::ModelSpec& spec,
             lm.push_back({{static_cast<double>(s)}, time_lm_head(s, plan.hidden, plan.vocab, gemm, w)});
             ov.push_back({{static_cast<double>(s)}, time_overhead(s, plan.hidden, plan.vocab, plan.sample_vocab, w)});
         }
-        write_points(o.log_dir, "lm_head", {"tokens"}, lm);
-        write_points(o.log_dir, "overhead", {"sequences"}, ov);
-        p.curves["lm_head"] = fit_single("lm_head", "tokens", lm);
-        p.curves["overhead"] = fit_single("overhead", "sequences", ov);
+        p.curves["lm_head"] = fit_sweep_curve("lm_head", record_points(o.log_dir, "lm_head", {"tokens"}, lm));
+        p.curves["overhead"] = fit_sweep_curve("overhead", record_points(o.log_dir, "overhead", {"sequences"}, ov));
         log_curve(log, p.curves["lm_head"]);
         log_curve(log, p.curves["overhead"]);
     }
@@ -1060,8 +1034,7 @@ HardwareProfile sweep_model(const models::ModelSpec& spec,
             pre.push_back({{chunk * (cached + chunk / 2.0), static_cast<double>(cached + chunk)}, ms});
         }
         const std::vector<std::string> pre_vars = {"work", "max_context_tokens"};
-        write_points(o.log_dir, "attn_prefill", pre_vars, pre);
-        for (Curve& c : fit_attn_prefill_curves(to_sweep_points(pre_vars, pre), log)) {
+        for (Curve& c : fit_attn_prefill_curves(record_points(o.log_dir, "attn_prefill", pre_vars, pre), log)) {
             log_curve(log, c);
             p.curves[c.name] = std::move(c);
         }
@@ -1080,12 +1053,14 @@ HardwareProfile sweep_model(const models::ModelSpec& spec,
                 for (const auto& a : plan.attention) {
                     ms += a.count * time_decode_attention(a, s, c, info.multiprocessors);
                 }
-                dec.push_back({{static_cast<double>(s) * c, static_cast<double>(s), std::sqrt(static_cast<double>(c))}, ms});
+                const double seqs = s;
+                const double per_seq = c;
+                dec.push_back({{seqs * per_seq, seqs, std::sqrt(per_seq)}, ms});
             }
         }
         const std::vector<std::string> dec_vars = {"context_tokens", "sequences", "sqrt_context_per_sequence"};
-        write_points(o.log_dir, "attn_decode", dec_vars, dec);
-        p.curves["attn_decode"] = fit_multi("attn_decode", dec_vars, dec);
+        p.curves["attn_decode"] =
+            fit_sweep_curve("attn_decode", record_points(o.log_dir, "attn_decode", dec_vars, dec));
         log_curve(log, p.curves["attn_decode"]);
     }
     // Gated DeltaNet
@@ -1108,8 +1083,8 @@ HardwareProfile sweep_model(const models::ModelSpec& spec,
             }
             pre.push_back({{static_cast<double>(s) * len, static_cast<double>(s) * ((len + 63) / 64)}, ms});
         }
-        write_points(o.log_dir, "gdn_prefill", {"tokens", "chunks"}, pre);
-        p.curves["gdn_prefill"] = fit_multi("gdn_prefill", {"tokens", "chunks"}, pre);
+        p.curves["gdn_prefill"] =
+            fit_sweep_curve("gdn_prefill", record_points(o.log_dir, "gdn_prefill", {"tokens", "chunks"}, pre));
         log_curve(log, p.curves["gdn_prefill"]);
 
         std::vector<Point> dec;
@@ -1129,10 +1104,9 @@ HardwareProfile sweep_model(const models::ModelSpec& spec,
                 snap.push_back({{static_cast<double>(s)}, sms});
             }
         }
-        write_points(o.log_dir, "gdn_decode", {"sequences"}, dec);
-        write_points(o.log_dir, "snapshot", {"snapshots"}, snap);
-        p.curves["gdn_decode"] = fit_single("gdn_decode", "sequences", dec);
-        p.curves["snapshot"] = fit_single("snapshot", "snapshots", snap);
+        p.curves["gdn_decode"] =
+            fit_sweep_curve("gdn_decode", record_points(o.log_dir, "gdn_decode", {"sequences"}, dec));
+        p.curves["snapshot"] = fit_sweep_curve("snapshot", record_points(o.log_dir, "snapshot", {"snapshots"}, snap));
         log_curve(log, p.curves["gdn_decode"]);
         log_curve(log, p.curves["snapshot"]);
     }

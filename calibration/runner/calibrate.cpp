@@ -2,10 +2,13 @@
 // measurement fit (CUDA-free), the composition merge, or the GPU sweep when this build has CUDA.
 #include "calibration/runner/calibrate.h"
 
+#include <charconv>
 #include <iostream>
+#include <limits>
 #include <ostream>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 #include "calibration/hardware_profile.h"
 #include "calibration/measurements.h"
@@ -112,6 +115,21 @@ bool parse_calibrate_args(const std::vector<std::string>& args, CalibrateOptions
             dst = args[++i];
             return true;
         };
+        // A number in [lo, hi], the whole argument parsed (no trailing characters), else a message naming it.
+        auto number = [&](auto& dst, auto lo, auto hi, const char* expects) {
+            std::string n;
+            if (!value(n)) {
+                return false;
+            }
+            std::remove_reference_t<decltype(dst)> v{};
+            const auto [end, ec] = std::from_chars(n.data(), n.data() + n.size(), v);
+            if (n.empty() || ec != std::errc() || end != n.data() + n.size() || !(v >= lo && v <= hi)) {
+                message = a + " expects " + expects + ", got '" + n + "'";
+                return false;
+            }
+            dst = v;
+            return true;
+        };
         if (a == "--model") {
             if (!value(o.model)) {
                 return false;
@@ -143,18 +161,7 @@ bool parse_calibrate_args(const std::vector<std::string>& args, CalibrateOptions
                 return false;
             }
         } else if (a == "--sustain-ms") {
-            std::string n;
-            if (!value(n)) {
-                return false;
-            }
-            try {
-                std::size_t used = 0;
-                o.sustain_ms = std::stod(n, &used);
-                if (used != n.size() || !(o.sustain_ms >= 0) || o.sustain_ms > 60000) {
-                    throw std::invalid_argument(n);
-                }
-            } catch (const std::logic_error&) {
-                message = "--sustain-ms expects milliseconds in [0, 60000], got '" + n + "'";
+            if (!number(o.sustain_ms, 0.0, 60000.0, "milliseconds in [0, 60000]")) {
                 return false;
             }
         } else if (a == "--log-dir") {
@@ -162,18 +169,7 @@ bool parse_calibrate_args(const std::vector<std::string>& args, CalibrateOptions
                 return false;
             }
         } else if (a == "--tensor-parallel-size") {
-            std::string n;
-            if (!value(n)) {
-                return false;
-            }
-            try {
-                std::size_t used = 0;
-                o.tensor_parallel_size = std::stoi(n, &used);
-                if (used != n.size() || o.tensor_parallel_size < 1) {
-                    throw std::invalid_argument(n);
-                }
-            } catch (const std::logic_error&) {
-                message = "--tensor-parallel-size expects a positive integer, got '" + n + "'";
+            if (!number(o.tensor_parallel_size, 1, std::numeric_limits<int>::max(), "a positive integer")) {
                 return false;
             }
         } else if (a == "--device") {

@@ -181,5 +181,12 @@ TEST_CASE("run_calibrate --profile P --refit-points DIR refits without a GPU; ba
     CHECK(l2.str().find("--refit-points needs --profile") != std::string::npos);
     CalibrateOptions negative;
     CHECK_FALSE(parse_calibrate_args({"--sustain-ms", "-5"}, negative, message));
-    CHECK(message.find("--sustain-ms") != std::string::npos);
+    CHECK(message == "--sustain-ms expects milliseconds in [0, 60000], got '-5'");
+    CalibrateOptions trailing;
+    CHECK_FALSE(parse_calibrate_args({"--tensor-parallel-size", "2x"}, trailing, message));
+    CHECK(message == "--tensor-parallel-size expects a positive integer, got '2x'");
+    CalibrateOptions good;
+    REQUIRE(parse_calibrate_args({"--sustain-ms", "150.5", "--tensor-parallel-size", "4"}, good, message));
+    CHECK(good.sustain_ms == 150.5);
+    CHECK(good.tensor_parallel_size == 4);
 }

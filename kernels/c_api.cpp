@@ -1,6 +1,7 @@
 // C ABI over a few kernels for the Python composition check (calibration/runner/composition.py loads it with ctypes
 // and passes torch tensors' data pointers and the current stream). Returns 0 on success, 1 on error (message in
 // servesim_last_error()).
+#include <cstdint>
 #include <exception>
 #include <string>
 
@@ -19,6 +20,35 @@ int guarded(F&& f) {
         g_last_error = e.what();
         return 1;
     }
+}
+
+// The tensors and shape the two GDN entries share, from the C arguments (bf16 buffers as void*).
+servesim::kernels::GdnIo gdn_io(const void* q,
+                                const void* k,
+                                const void* v,
+                                const float* g,
+                                const float* beta,
+                                void* o,
+                                void* state,
+                                int state_fp32,
+                                int num_seqs,
+                                int hk,
+                                int hv,
+                                float scale) {
+    servesim::kernels::GdnIo io;
+    io.q = static_cast<const std::uint16_t*>(q);
+    io.k = static_cast<const std::uint16_t*>(k);
+    io.v = static_cast<const std::uint16_t*>(v);
+    io.g = g;
+    io.beta = beta;
+    io.o = static_cast<std::uint16_t*>(o);
+    io.state = state;
+    io.state_dtype = state_fp32 ? servesim::kernels::StateDtype::kFp32 : servesim::kernels::StateDtype::kBf16;
+    io.num_seqs = num_seqs;
+    io.num_k_heads = hk;
+    io.num_v_heads = hv;
+    io.scale = scale;
+    return io;
 }
 
 }  // namespace
@@ -51,20 +81,10 @@ int servesim_gdn_prefill(const void* q,
                          void* stream) {
     return guarded([&] {
         servesim::kernels::GdnPrefillArgs a;
-        a.q = static_cast<const std::uint16_t*>(q);
-        a.k = static_cast<const std::uint16_t*>(k);
-        a.v = static_cast<const std::uint16_t*>(v);
-        a.g = g;
-        a.beta = beta;
-        a.o = static_cast<std::uint16_t*>(o);
-        a.state = state;
-        a.state_dtype = state_fp32 ? servesim::kernels::StateDtype::kFp32 : servesim::kernels::StateDtype::kBf16;
+        static_cast<servesim::kernels::GdnIo&>(a) =
+            gdn_io(q, k, v, g, beta, o, state, state_fp32, num_seqs, hk, hv, scale);
         a.use_initial_state = use_initial_state != 0;
-        a.num_seqs = num_seqs;
         a.seq_len = seq_len;
-        a.num_k_heads = hk;
-        a.num_v_heads = hv;
-        a.scale = scale;
         a.workspace = workspace;
         servesim::kernels::gdn_prefill(a, stream);
     });
@@ -85,18 +105,8 @@ int servesim_gdn_decode(const void* q,
                         void* stream) {
     return guarded([&] {
         servesim::kernels::GdnDecodeArgs a;
-        a.q = static_cast<const std::uint16_t*>(q);
-        a.k = static_cast<const std::uint16_t*>(k);
-        a.v = static_cast<const std::uint16_t*>(v);
-        a.g = g;
-        a.beta = beta;
-        a.o = static_cast<std::uint16_t*>(o);
-        a.state = state;
-        a.state_dtype = state_fp32 ? servesim::kernels::StateDtype::kFp32 : servesim::kernels::StateDtype::kBf16;
-        a.num_seqs = num_seqs;
-        a.num_k_heads = hk;
-        a.num_v_heads = hv;
-        a.scale = scale;
+        static_cast<servesim::kernels::GdnIo&>(a) =
+            gdn_io(q, k, v, g, beta, o, state, state_fp32, num_seqs, hk, hv, scale);
         servesim::kernels::gdn_decode(a, stream);
     });
 }

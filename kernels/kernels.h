@@ -104,26 +104,32 @@ void kv_cache_write(const KvWriteArgs& args, StreamHandle stream);
 // ---- Gated DeltaNet (dk = dv = 128; Hv a multiple of Hk) ----
 enum class StateDtype { kFp32, kBf16 };
 
-// Chunked prefill (chunk 64) of num_seqs sequences of seq_len tokens each, packed [seqs·seq_len, …].
-// q, k [T, Hk, 128] (raw: L2-normalised inside; q also scaled by `scale`), v [T, Hv, 128], g [T, Hv] log-decay
-// (≤ 0), beta [T, Hv] in (0, 1). state [seqs, Hv, 128, 128] in state_dtype: read as the initial state when
-// use_initial_state, and overwritten with the final state. Kernels: q (and k, variant 1) L2-norm, chunk prep (K·Kᵀ,
-// triangular solve, W/U), the serial state pass (one step per chunk), the chunk output (mma.sync).
-struct GdnPrefillArgs {
+// What both GDN entry points take, T being the step's tokens: q, k [T, Hk, 128], v [T, Hv, 128], g [T, Hv]
+// log-decay (≤ 0), beta [T, Hv] in (0, 1), o [T, Hv, 128]; the recurrent state in state_dtype; the sequences, head
+// counts and q's scale.
+struct GdnIo {
     const bf16_t* q = nullptr;
     const bf16_t* k = nullptr;
     const bf16_t* v = nullptr;
     const float* g = nullptr;
     const float* beta = nullptr;
-    bf16_t* o = nullptr;  // [T, Hv, 128]
+    bf16_t* o = nullptr;
     void* state = nullptr;
     StateDtype state_dtype = StateDtype::kFp32;
-    bool use_initial_state = false;
     int num_seqs = 0;
-    int seq_len = 0;
     int num_k_heads = 0;
     int num_v_heads = 0;
     float scale = 0;
+};
+
+// Chunked prefill (chunk 64) of num_seqs sequences of seq_len tokens each, packed [seqs·seq_len, …].
+// q, k [T, Hk, 128] (raw: L2-normalised inside; q also scaled by `scale`), v [T, Hv, 128], g [T, Hv] log-decay
+// (≤ 0), beta [T, Hv] in (0, 1). state [seqs, Hv, 128, 128] in state_dtype: read as the initial state when
+// use_initial_state, and overwritten with the final state. Kernels: q (and k, variant 1) L2-norm, chunk prep (K·Kᵀ,
+// triangular solve, W/U), the serial state pass (one step per chunk), the chunk output (mma.sync).
+struct GdnPrefillArgs : GdnIo {
+    bool use_initial_state = false;
+    int seq_len = 0;
     void* workspace = nullptr;  // gdn_prefill_workspace_bytes()
     // Launches to run (timing breakdowns only): bit 0 L2-norm, 1 chunk prep, 2 state pass, 3 output.
     unsigned stage_mask = 0xF;
@@ -147,20 +153,8 @@ void gdn_snapshot_copy(const void* state,
 
 // One recurrent decode step for num_seqs sequences: q, k [seqs, Hk, 128], v [seqs, Hv, 128], g, beta [seqs, Hv];
 // state[state_slots[s]] updated in place; o [seqs, Hv, 128].
-struct GdnDecodeArgs {
-    const bf16_t* q = nullptr;
-    const bf16_t* k = nullptr;
-    const bf16_t* v = nullptr;
-    const float* g = nullptr;
-    const float* beta = nullptr;
-    bf16_t* o = nullptr;
-    void* state = nullptr;
-    StateDtype state_dtype = StateDtype::kFp32;
+struct GdnDecodeArgs : GdnIo {
     const int* state_slots = nullptr;  // nullptr = identity
-    int num_seqs = 0;
-    int num_k_heads = 0;
-    int num_v_heads = 0;
-    float scale = 0;
 };
 
 void gdn_decode(const GdnDecodeArgs& args, StreamHandle stream);

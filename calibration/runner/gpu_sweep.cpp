@@ -840,41 +840,33 @@ double time_forward(const ForwardModel& f, int batch, int new_tokens, int cached
             } else if (L.gdn) {
                 gemm.run(yb, L.mixer_w[0].as<k::bf16_t>(), bb, tokens, L.conv_dim + L.hv * 128, h, stream);
                 gemm.run(yb, L.mixer_w[1].as<k::bf16_t>(), cb, tokens, 2 * L.hv, h, stream);
+                // q | k | v are slices of the conv output, as in the model.
                 const std::size_t qk = t * L.hk * 128;
+                k::GdnIo io;
+                io.q = cb;
+                io.k = cb + qk;
+                io.v = cb + 2 * qk;
+                io.g = gg.as<float>();
+                io.beta = beta.as<float>();
+                io.o = yb;
+                io.state = state[ig].get();
+                io.state_dtype = L.state_dtype;
+                io.num_seqs = batch;
+                io.num_k_heads = L.hk;
+                io.num_v_heads = L.hv;
+                io.scale = 1.0f / std::sqrt(128.0f);
                 if (decode) {
                     k::conv1d_update(bb, L.mixer_w[3].as<k::bf16_t>(), conv_state[ig].as<k::bf16_t>(), cb, batch,
                                      L.conv_dim, stream);
                     k::GdnDecodeArgs a;
-                    a.q = cb;
-                    a.k = cb + qk;
-                    a.v = cb + 2 * qk;
-                    a.g = gg.as<float>();
-                    a.beta = beta.as<float>();
-                    a.o = yb;
-                    a.state = state[ig].get();
-                    a.state_dtype = L.state_dtype;
-                    a.num_seqs = batch;
-                    a.num_k_heads = L.hk;
-                    a.num_v_heads = L.hv;
-                    a.scale = 1.0f / std::sqrt(128.0f);
+                    static_cast<k::GdnIo&>(a) = io;
                     k::gdn_decode(a, stream);
                 } else {
                     k::conv1d_prefill(bb, L.mixer_w[3].as<k::bf16_t>(), conv_state[ig].as<k::bf16_t>(), false, cb,
                                       batch, new_tokens, L.conv_dim, stream);
                     k::GdnPrefillArgs a;
-                    a.q = cb;
-                    a.k = cb + qk;
-                    a.v = cb + 2 * qk;
-                    a.g = gg.as<float>();
-                    a.beta = beta.as<float>();
-                    a.o = yb;
-                    a.state = state[ig].get();
-                    a.state_dtype = L.state_dtype;
-                    a.num_seqs = batch;
+                    static_cast<k::GdnIo&>(a) = io;
                     a.seq_len = new_tokens;
-                    a.num_k_heads = L.hk;
-                    a.num_v_heads = L.hv;
-                    a.scale = 1.0f / std::sqrt(128.0f);
                     a.workspace = ws.get();
                     k::gdn_prefill(a, stream);
                 }

@@ -18,7 +18,7 @@ using engine::testing::scheduler_config;
 using engine::testing::ScriptedWorkload;
 using engine::testing::spec;
 
-bool close(double a, double b) { return std::abs(a - b) < 1e-6; }
+using engine::testing::close;
 
 TEST_CASE("Async scheduling: two hand-timed requests", "[cluster][async]") {
     // Step time = 4 ms + 0.25 ms per token. R0 (32 tokens, 3 outputs) sent at 0; R1 (32, 2) at 5 ms.

@@ -28,7 +28,7 @@ using engine::testing::scheduler_config;
 using engine::testing::ScriptedWorkload;
 using engine::testing::spec;
 
-bool close(double a, double b) { return std::abs(a - b) < 1e-6; }
+using engine::testing::close;
 
 SimulationConfig small_config(double warmup_ms = 0) {
     SimulationConfig c;

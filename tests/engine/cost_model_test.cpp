@@ -8,11 +8,12 @@
 #include "sim/engine/profile_cost_model.h"
 #include "sim/engine/roofline_cost_model.h"
 #include "tests/catch.h"
+#include "tests/engine/engine_test_util.h"
 
 namespace servesim::engine {
 namespace {
 
-bool close(double a, double b, double tol = 1e-6) { return std::abs(a - b) < tol; }
+using testing::close;
 
 TEST_CASE("Roofline: a batch-1 decode of Qwen3-4B on an H200 is weight-bound", "[engine][cost]") {
     // 4,022,272,000 params × 2 B = 8,044,544,000 B read per step; the tied lm_head (2,560 × 151,936 × 2 =

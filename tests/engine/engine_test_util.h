@@ -3,6 +3,7 @@
 // KvCacheManager one step at a time (schedule, then the replica's emit phase) with check_invariants() after each.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -23,6 +24,9 @@
 namespace servesim::engine::testing {
 
 inline core::ContentId content(std::uint64_t c) { return core::ContentId{c}; }
+
+// Equal within an absolute tolerance (milliseconds and rates worked out by hand to 1e-6).
+inline bool close(double a, double b, double tol = 1e-6) { return std::abs(a - b) < tol; }
 
 // Step time = base_ms + per_token_ms × scheduled tokens: exact, so every timestamp can be worked out by hand.
 class FixedCost : public CostModel {

@@ -257,10 +257,18 @@ const std::vector<CurveKind>& curve_kinds() {
     return kinds;
 }
 
+double evaluate_attn_prefill(const Curve& work_curve,
+                             const Curve* span_curve,
+                             double work,
+                             double max_context_tokens) {
+    const double by_work = work_curve.evaluate(work);
+    return span_curve == nullptr ? by_work : std::max(by_work, span_curve->evaluate(max_context_tokens));
+}
+
 double evaluate_attn_prefill(const HardwareProfile& profile, double work, double max_context_tokens) {
-    const double by_work = profile.curves.at("attn_prefill").evaluate(work);
     const auto span = profile.curves.find("attn_prefill_span");
-    return span == profile.curves.end() ? by_work : std::max(by_work, span->second.evaluate(max_context_tokens));
+    return evaluate_attn_prefill(profile.curves.at("attn_prefill"),
+                                 span == profile.curves.end() ? nullptr : &span->second, work, max_context_tokens);
 }
 
 double evaluate_attn_decode(const Curve& curve, double context_tokens, double sequences) {

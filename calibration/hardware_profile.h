@@ -85,6 +85,11 @@ struct CurveKind {
 // chunk (H200, Llama-3.1-8B: 256 or 512 tokens on 16k cached both take ~25.5 ms, 3x a 2048-token chunk on 1k of
 // the same work).
 [[nodiscard]] double evaluate_attn_prefill(const HardwareProfile& profile, double work, double max_context_tokens);
+// The same with the curves at hand (span_curve nullptr: the profile has none).
+[[nodiscard]] double evaluate_attn_prefill(const Curve& work_curve,
+                                           const Curve* span_curve,
+                                           double work,
+                                           double max_context_tokens);
 
 // The attn_decode term for `sequences` decoding sequences holding `context_tokens` tokens of context in all: the
 // curve is c0 + c1·context + c2·sequences, plus c3·√(context / sequences) when it has that third variable (split-K

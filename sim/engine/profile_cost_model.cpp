@@ -3,7 +3,6 @@
 
 #include <fmt/format.h>
 
-#include <vector>
 
 #include "common/error.h"
 #include "sim/engine/roofline_cost_model.h"
@@ -16,7 +15,18 @@ ProfileCostModel::ProfileCostModel(calibration::HardwareProfile profile, std::st
       path_(std::move(path)),
       max_cudagraph_tokens_(max_cudagraph_tokens),
       decode_kv_bytes_scale_(decode_kv_bytes_scale),
-      comm_(comm) {
+      comm_(comm),
+      gemm_(curve("gemm")),
+      lm_head_(curve("lm_head")),
+      attn_prefill_(curve("attn_prefill")),
+      attn_prefill_span_(curve("attn_prefill_span")),
+      attn_decode_(curve("attn_decode")),
+      gdn_prefill_(curve("gdn_prefill")),
+      gdn_decode_(curve("gdn_decode")),
+      snapshot_(curve("snapshot")),
+      overhead_(curve("overhead")) {
+    // The required curves are dereferenced per step: a profile built in code gets the reader's checks too.
+    calibration::validate_profile(profile_, path_);
     if (profile_.tensor_parallel_size != comm_.tensor_parallel_size) {
         throw ConfigError(fmt::format("{}: the profile was measured for tensor_parallel_size {} (one rank's shapes) but "
                                       "the engine runs tensor_parallel_size {}; calibrate with "
@@ -26,42 +36,52 @@ ProfileCostModel::ProfileCostModel(calibration::HardwareProfile profile, std::st
     }
 }
 
-double ProfileCostModel::eval(const char* name, std::initializer_list<double> x) const {
+const calibration::Curve* ProfileCostModel::curve(const char* name) const {
     const auto it = profile_.curves.find(name);
-    if (it == profile_.curves.end()) {
-        return 0.0;  // optional curve absent (the reader enforces the required ones)
-    }
-    const std::vector<double> v(x);
-    return it->second.evaluate(std::span<const double>(v.data(), v.size()));
+    return it == profile_.curves.end() ? nullptr : &it->second;
 }
+
+namespace {
+
+// An optional curve absent from the profile adds nothing.
+double eval(const calibration::Curve* c, double x) { return c == nullptr ? 0.0 : c->evaluate(x); }
+
+double eval(const calibration::Curve* c, double x0, double x1) {
+    const double x[2] = {x0, x1};
+    return c == nullptr ? 0.0 : c->evaluate(x);
+}
+
+}  // namespace
 
 StepCost ProfileCostModel::step_cost(const BatchShape& s) const {
     StepCost c;
     const std::int64_t tokens = s.num_prefill_tokens == 0
                                     ? RooflineCostModel::cudagraph_padded_tokens(s.num_tokens, max_cudagraph_tokens_)
                                     : s.num_tokens;
-    c.gemm_ms = eval("gemm", {static_cast<double>(tokens)});
+    c.gemm_ms = eval(gemm_, static_cast<double>(tokens));
     if (s.num_sampled_seqs > 0) {
-        c.lm_head_ms = eval("lm_head", {static_cast<double>(s.num_sampled_seqs)});
+        c.lm_head_ms = eval(lm_head_, static_cast<double>(s.num_sampled_seqs));
     }
     if (s.prefill_attention_work > 0) {
-        c.attn_prefill_ms = calibration::evaluate_attn_prefill(profile_, s.prefill_attention_work,
+        c.attn_prefill_ms = calibration::evaluate_attn_prefill(*attn_prefill_, attn_prefill_span_,
+                                                               s.prefill_attention_work,
                                                                static_cast<double>(s.prefill_max_context_tokens));
     }
     if (s.num_decode_seqs > 0) {
         c.attn_decode_ms = decode_kv_bytes_scale_ *
-                           calibration::evaluate_attn_decode(profile_.curves.at("attn_decode"),
+                           calibration::evaluate_attn_decode(*attn_decode_,
                                                              static_cast<double>(s.decode_context_tokens),
                                                              static_cast<double>(s.num_decode_seqs));
-        c.gdn_ms += eval("gdn_decode", {static_cast<double>(s.num_decode_seqs)});
+        c.gdn_ms += eval(gdn_decode_, static_cast<double>(s.num_decode_seqs));
     }
     if (s.num_prefill_tokens > 0) {
-        c.gdn_ms += eval("gdn_prefill", {static_cast<double>(s.num_prefill_tokens), static_cast<double>(s.num_gdn_chunks)});
+        c.gdn_ms +=
+            eval(gdn_prefill_, static_cast<double>(s.num_prefill_tokens), static_cast<double>(s.num_gdn_chunks));
     }
     if (s.num_snapshots > 0) {
-        c.snapshot_ms = eval("snapshot", {static_cast<double>(s.num_snapshots)});
+        c.snapshot_ms = eval(snapshot_, static_cast<double>(s.num_snapshots));
     }
-    c.overhead_ms = eval("overhead", {static_cast<double>(s.num_seqs)});
+    c.overhead_ms = eval(overhead_, static_cast<double>(s.num_seqs));
     c.comm_ms = comm_.step_ms(tokens);
     return c;
 }

@@ -21,6 +21,10 @@ public:
     ProfileCostModel(calibration::HardwareProfile profile, std::string path, int max_cudagraph_tokens = 512,
                      double decode_kv_bytes_scale = 1.0, TensorParallelComm comm = {});
 
+    // The curves are resolved once here (pointers into profile_), so a copy would point into the original.
+    ProfileCostModel(const ProfileCostModel&) = delete;
+    ProfileCostModel& operator=(const ProfileCostModel&) = delete;
+
     [[nodiscard]] StepCost step_cost(const BatchShape& shape) const override;
 
     [[nodiscard]] std::string describe() const override;
@@ -28,13 +32,25 @@ public:
     [[nodiscard]] const calibration::HardwareProfile& profile() const { return profile_; }
 
 private:
-    [[nodiscard]] double eval(const char* name, std::initializer_list<double> x) const;
+    // The profile's curve of that name, or nullptr for an optional curve it lacks (the reader enforces the
+    // required ones).
+    [[nodiscard]] const calibration::Curve* curve(const char* name) const;
 
     calibration::HardwareProfile profile_;
     std::string path_;
     int max_cudagraph_tokens_;
     double decode_kv_bytes_scale_;
     TensorParallelComm comm_;
+    // Looked up once: step_cost runs for every simulated step.
+    const calibration::Curve* gemm_;
+    const calibration::Curve* lm_head_;
+    const calibration::Curve* attn_prefill_;
+    const calibration::Curve* attn_prefill_span_;
+    const calibration::Curve* attn_decode_;
+    const calibration::Curve* gdn_prefill_;
+    const calibration::Curve* gdn_decode_;
+    const calibration::Curve* snapshot_;
+    const calibration::Curve* overhead_;
 };
 
 }  // namespace servesim::engine

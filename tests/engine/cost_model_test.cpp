@@ -171,5 +171,19 @@ TEST_CASE("Profile: attn_prefill is the work-span bound max(work curve, span lin
     CHECK(close(work_only.step_cost(s).attn_prefill_ms, 4.161536));
 }
 
+TEST_CASE("Profile: a profile built in code without a required curve is refused naming it", "[engine][cost]") {
+    calibration::HardwareProfile p = calibration::load_profile_string(kProfileText, "test");
+    p.curves.erase("attn_decode");
+    try {
+        const ProfileCostModel cost(p, "in-code.yaml");
+        FAIL("a profile without attn_decode was accepted");
+    } catch (const ConfigError& e) {
+        const std::string msg = e.what();
+        CHECK(msg.find("in-code.yaml") != std::string::npos);
+        CHECK(msg.find("attn_decode") != std::string::npos);
+        CHECK(msg.find("missing required curve") != std::string::npos);
+    }
+}
+
 }  // namespace
 }  // namespace servesim::engine

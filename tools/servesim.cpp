@@ -145,7 +145,7 @@ int cmd_inspect(int argc, char** argv) {
     int block_size = 0;
     std::int64_t batched = 0;
     std::int64_t kv_bytes = 0;
-    std::string vllm_version = "0.26";
+    std::string vllm_version = core::kNewestModelled.str();
     int tp = 1;
     po::options_description opts("servesim inspect --model M --gpu G [options]");
     opts.add_options()("help,h", "show this help")("model", po::value<std::string>(&model_name),
@@ -160,7 +160,7 @@ int cmd_inspect(int argc, char** argv) {
         "block-size", po::value<int>(&block_size), "attention block size in tokens (multiple of 16)")(
         "max-num-batched-tokens", po::value<std::int64_t>(&batched), "token budget per step")(
         "kv-cache-memory-bytes", po::value<std::int64_t>(&kv_bytes), "KV pool size, replacing the memory profile")(
-        "vllm-version", po::value<std::string>(&vllm_version), "vLLM release to follow (default 0.26)")(
+        "vllm-version", po::value<std::string>(&vllm_version), ("vLLM release whose rules to follow (default " + core::kNewestModelled.str() + ")").c_str())(
         "tensor-parallel-size", po::value<int>(&tp), "GPUs per replica (default 1); the figures are per GPU")(
         "format", po::value<std::string>(&format), "table (default) or json");
     po::variables_map vm;

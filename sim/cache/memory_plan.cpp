@@ -138,17 +138,6 @@ std::int64_t max_memory_usage_blocks(KvGroupKind kind, MambaCacheMode mode, std:
 
 }  // namespace
 
-VllmVersion parse_vllm_version(const std::string& text) {
-    VllmVersion v;
-    int patch = 0;
-    char extra = 0;
-    const int n = std::sscanf(text.c_str(), "%d.%d.%d%c", &v.major, &v.minor, &patch, &extra);
-    if (n < 2 || n > 3 || v.major < 0 || v.minor < 0) {
-        throw ConfigError("vllm_version: expected a release like 0.26 or 0.26.0, got '" + text + "'");
-    }
-    return v;
-}
-
 const char* mamba_cache_mode_name(MambaCacheMode m) {
     switch (m) {
         case MambaCacheMode::kNone:
@@ -226,7 +215,17 @@ MemoryPlan plan_memory(const models::ModelSpec& model, const MemoryPlanRequest& 
             "(max_position_embeddings={} in model '{}')",
             plan.max_model_len, model.max_position_embeddings, model.name));
     }
-    plan.max_num_batched_tokens = req.max_num_batched_tokens.value_or(req.gpu_is_large_for_defaults ? 8192 : 2048);
+    const std::int64_t default_batched_tokens = req.gpu_is_large_for_defaults ? 8192 : 2048;
+    plan.max_num_batched_tokens = req.max_num_batched_tokens.value_or(
+        req.enable_chunked_prefill ? default_batched_tokens : std::max(plan.max_model_len, default_batched_tokens));
+    if (!req.enable_chunked_prefill && plan.max_num_batched_tokens < plan.max_model_len) {
+        // SchedulerConfig.verify_max_model_len: without chunked prefill a prompt must fit one step's budget.
+        throw ConfigError(fmt::format(
+            "engine.max_num_batched_tokens ({}) is smaller than engine.max_model_len ({}) with "
+            "engine.enable_chunked_prefill: false; vLLM refuses this at start-up because no prompt longer than the "
+            "budget could ever be scheduled. Increase max_num_batched_tokens or decrease max_model_len",
+            plan.max_num_batched_tokens, plan.max_model_len));
+    }
     plan.max_num_seqs = req.max_num_seqs.value_or(req.gpu_is_large_for_defaults ? 1024 : 256);
     if (plan.max_num_batched_tokens <= 0 || plan.max_num_seqs <= 0) {
         throw ConfigError("max_num_batched_tokens and max_num_seqs must be positive");

@@ -15,22 +15,13 @@
 #include <vector>
 
 #include "models/model_spec.h"
+#include "sim/core/vllm_version.h"
 #include "sim/cache/kv_cache_manager.h"
 
 namespace servesim::cache {
 
-// The vLLM release whose behaviour to follow where it changed (vllm-v1-behaviour.md §9). Releases from 0.21 carry
-// PR #41069 ("GPU KV cache size" = concurrency × max_model_len) and PR #38284 (gpu_memory_utilization 0.92).
-struct VllmVersion {
-    int major = 0;
-    int minor = 26;
-
-    [[nodiscard]] bool kv_size_from_concurrency() const { return major > 0 || minor >= 21; }
-
-    [[nodiscard]] double default_gpu_memory_utilization() const { return (major > 0 || minor >= 21) ? 0.92 : 0.90; }
-};
-
-[[nodiscard]] VllmVersion parse_vllm_version(const std::string& text);  // "0.26", "0.26.0"; ConfigError otherwise
+using core::parse_vllm_version;
+using core::VllmVersion;
 
 [[nodiscard]] const char* mamba_cache_mode_name(MambaCacheMode m);
 
@@ -40,7 +31,7 @@ struct VllmVersion {
 struct MemoryPlanRequest {
     std::int64_t gpu_memory_bytes = 0;  // total device memory as torch.cuda.mem_get_info reports it
     bool gpu_is_large_for_defaults = true;  // ≥ 70 GiB and not an A100: batch defaults 8192 / 1024 (§4.6)
-    VllmVersion vllm_version;
+    VllmVersion vllm_version = core::kNewestModelled;
     std::optional<double> gpu_memory_utilization;
     bool kv_cache_dtype_fp8 = false;
     std::optional<int> block_size;
@@ -50,6 +41,9 @@ struct MemoryPlanRequest {
     std::optional<std::int64_t> max_num_batched_tokens;
     std::optional<std::int64_t> max_num_seqs;
     std::optional<std::int64_t> kv_cache_memory_bytes;
+    // --enable-chunked-prefill. Off: max_num_batched_tokens defaults to max(max_model_len, the chunked default) and
+    // a smaller explicit value is refused (vllm/config/scheduler.py SchedulerConfig, verify_max_model_len).
+    bool enable_chunked_prefill = true;
     // Tensor parallelism: every rank holds 1/TP of the weights and heads (KV heads per rank max(1, total/TP),
     // Mamba state shapes divided by TP: mamba_utils.py); the plan is one rank's (all ranks are alike).
     int tensor_parallel_size = 1;

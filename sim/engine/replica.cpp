@@ -92,10 +92,12 @@ std::optional<core::SimTime> Replica::try_start_step(core::SimTime now) {
                !scheduler_.next_load_done()) {
             // Nothing runs and the head still does not fit: it never will. Reject it rather than stall.
             Request* dropped = scheduler_.drop_unschedulable_head();
+            // Read everything needed from the request before erasing its owning pointer.
+            const core::RequestId dropped_id = dropped->id;
             metrics_.on_rejected(dropped->arrival);
-            requests_.erase(core::to_int(dropped->id));
             ++num_rejected_unfit_;
-            rejected_.push_back(dropped->id);
+            rejected_.push_back(dropped_id);
+            requests_.erase(core::to_int(dropped_id));
             scheduler_.schedule(now, plan);
         }
         mark_scheduled(plan, now);

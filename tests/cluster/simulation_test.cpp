@@ -106,6 +106,25 @@ TEST_CASE("Simulation: no requests gives an empty summary without NaN", "[cluste
     CHECK_FALSE(std::isnan(r.summary.output_tokens_per_s));
 }
 
+TEST_CASE("Simulation: a request that can never fit is rejected by its own id, and the run goes on",
+          "[cluster][regression]") {
+    // Pool of 64 blocks of 16 (63 usable, 1,008 tokens). R7's 2,000-token prompt needs 125 blocks: with nothing
+    // running it can never be admitted, so the replica drops it (the head of waiting) and rejects it. The id must be
+    // read before the request's owning pointer is erased (a use-after-free in Replica::try_start_step before).
+    // R8 (32 tokens, 2 outputs) sent at 1 ms still runs: step 1 [1, 5] prefill, step 2 [5, 9] decode.
+    ScriptedWorkload w({spec(7, 0, {{content(1), 2000}}, 1), spec(8, 1, {{content(2), 32}}, 2)});
+    FixedCost cost(4);
+    SimulationConfig c = small_config();
+    c.replica.scheduler.max_model_len = 4096;
+    Simulation sim(c, cost, w, make_router("round_robin"));
+    const SimulationResult r = sim.run();
+    CHECK(r.summary.num_requests_rejected == 1);
+    CHECK(r.summary.num_requests_finished == 1);
+    REQUIRE(w.finished.size() == 2);  // the workload hears of both: R7 as rejected, R8 as finished
+    CHECK(core::to_int(w.finished[0]) == 7);
+    CHECK(core::to_int(w.finished[1]) == 8);
+}
+
 // Whole runs with the block accounting invariant re-derived after every schedule and every emit phase
 // (ReplicaConfig::check_invariants → KvCacheManager::check_invariants throws InvariantError when broken), plus
 // request conservation: every sent request finished or was rejected, none left in a replica.

@@ -104,6 +104,19 @@ TEST_CASE("Bad input: a max_model_len whose one request does not fit the KV cach
     CHECK(explicit_len.find("estimated maximum model length") != std::string::npos);
 }
 
+TEST_CASE("Bad input: chunked prefill off with a budget below max_model_len is refused at start-up as vLLM does",
+          "[scenarios][errors]") {
+    // vLLM SchedulerConfig.verify_max_model_len: without chunked prefill a 5,000-token prompt could never be
+    // scheduled under a 2,048-token budget. The message names both keys and both values.
+    const std::string m = error_of(std::string("name: x\nmodel: Qwen3-4B\ngpu: H100\nengine:\n"
+                                               "  enable_chunked_prefill: false\n  max_num_batched_tokens: 2048\n"
+                                               "  max_model_len: 8192\n") +
+                                   kWorkload);
+    check_names(m, "bad.yaml", "engine.max_num_batched_tokens (2048)");
+    CHECK(m.find("engine.max_model_len (8192)") != std::string::npos);
+    CHECK(m.find("enable_chunked_prefill") != std::string::npos);
+}
+
 TEST_CASE("Bad input: a bad sweep point stops the sweep before its first simulation", "[scenarios][errors]") {
     // Point 1 (block 16) is fine, point 2 (block 24) is not: run_experiments prepares every point first.
     const std::string m = error_of(std::string("name: x\nmodel: Qwen3-4B\n") + kWorkload +

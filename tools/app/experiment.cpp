@@ -37,6 +37,7 @@ cache::MemoryPlanRequest memory_plan_request(const EngineSettings& e, const cali
     r.max_num_batched_tokens = e.max_num_batched_tokens;
     r.max_num_seqs = e.max_num_seqs;
     r.kv_cache_memory_bytes = e.kv_cache_memory_bytes;
+    r.enable_chunked_prefill = e.enable_chunked_prefill;
     r.tensor_parallel_size = e.tensor_parallel_size;
     return r;
 }

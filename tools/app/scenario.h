@@ -32,7 +32,7 @@ struct EngineSettings {
     bool scheduler_reserve_full_isl = true;
     bool async_scheduling = true;  // vLLM's default since PR #27614
     int tensor_parallel_size = 1;  // GPUs per replica (--tensor-parallel-size)
-    std::string vllm_version = "0.26";
+    std::string vllm_version = core::kNewestModelled.str();  // the newest release whose rules are modelled
     // --kv-offloading-size (GiB, native CPU offloading connector); unset = no host tier.
     std::optional<double> kv_offloading_size_gib;
     // Host → GPU load time per token; unset = KV bytes per token over the GPU's host link.

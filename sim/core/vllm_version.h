@@ -1,0 +1,42 @@
+// VllmVersion: the vLLM release whose engine rules a run follows (`engine.vllm_version`, `--vllm-version`).
+// Every rule that changed between releases asks this type one named question — one method per behaviour change,
+// named after the behaviour and citing the PR that changed it — so a reader finds each version switch by name and
+// docs/VLLM-VERSIONS.md lists the same switches with the release each shipped in. Releases outside
+// [kOldestModelled, kNewestModelled] are refused: servesim does not know their rules.
+#pragma once
+
+#include <compare>
+#include <string>
+
+namespace servesim::core {
+
+struct VllmVersion {
+    int major = 0;
+    int minor = 0;
+    int patch = 0;
+
+    friend constexpr auto operator<=>(const VllmVersion&, const VllmVersion&) = default;
+
+    [[nodiscard]] constexpr bool at_least(int maj, int min, int pat = 0) const {
+        return *this >= VllmVersion{maj, min, pat};
+    }
+
+    // "0.26" for x.y.0, "0.25.1" otherwise.
+    [[nodiscard]] std::string str() const;
+
+    // --- start-up memory and defaults ---
+    // PR #41069 (0.21): "GPU KV cache size" = max concurrency × max_model_len.
+    [[nodiscard]] constexpr bool kv_size_from_concurrency() const { return at_least(0, 21); }
+    // PR #38284 (0.21): gpu_memory_utilization defaults to 0.92.
+    [[nodiscard]] constexpr double default_gpu_memory_utilization() const { return at_least(0, 21) ? 0.92 : 0.90; }
+};
+
+// The range of releases whose rules servesim models, and the default (the newest).
+inline constexpr VllmVersion kOldestModelled{0, 18, 0};
+inline constexpr VllmVersion kNewestModelled{0, 30, 0};
+
+// Parses "0.26", "0.26.0" or "0.25.1". Throws ConfigError (without a key prefix: callers add file and key) for
+// malformed text or a release outside the modelled range, naming the range.
+[[nodiscard]] VllmVersion parse_vllm_version(const std::string& text);
+
+}  // namespace servesim::core

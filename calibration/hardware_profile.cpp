@@ -18,13 +18,16 @@ namespace servesim::calibration {
 
 namespace {
 
+// A one-variable piece is c0 + c1·x + c2·x². Profiles always carry three coefficients (validate_curve), but
+// fit_linear's one-variable lines carry two, and their residuals are evaluated through the same path: read only
+// the coefficients that exist (a missing one is 0).
+double coefficient(const std::vector<double>& c, std::size_t i) { return i < c.size() ? c[i] : 0.0; }
+
 double eval_poly(const std::vector<double>& c, double x) {
-    return c[0] + c[1] * x + c[2] * x * x;
+    return coefficient(c, 0) + coefficient(c, 1) * x + coefficient(c, 2) * x * x;
 }
 
-double slope_poly(const std::vector<double>& c, double x) {
-    return c[1] + 2.0 * c[2] * x;
-}
+double slope_poly(const std::vector<double>& c, double x) { return coefficient(c, 1) + 2.0 * coefficient(c, 2) * x; }
 
 const CurveKind* find_kind(const std::string& name) {
     for (const auto& k : curve_kinds()) {

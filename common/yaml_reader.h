@@ -175,7 +175,12 @@ public:
                 try {
                     std::size_t pos = 0;
                     const double d = std::stod(s, &pos);
-                    if (pos == s.size() && std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9.0e18) {
+                    if (pos == s.size() && std::isfinite(d) && d == std::floor(d)) {
+                        // The same range check as the integer path: a cast of an out-of-range double is undefined.
+                        if (d < static_cast<double>(std::numeric_limits<T>::min()) ||
+                            d >= std::ldexp(1.0, std::numeric_limits<T>::digits)) {
+                            fail(key, "integer out of range: " + s);
+                        }
                         return static_cast<T>(d);
                     }
                 } catch (const std::logic_error&) {

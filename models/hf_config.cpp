@@ -183,6 +183,10 @@ std::vector<BlockKind> implicit_blocks(const YamlMap& c, const std::string& fami
         // Qwen2/3: with use_sliding_window, layers from max_window_layers on use the window.
         if (c.get_optional<bool>("use_sliding_window").value_or(false)) {
             const int first = c.get_optional<int>("max_window_layers").value_or(num_layers);
+            if (first < 0) {
+                c.fail("max_window_layers", fmt::format("must be between 0 and num_hidden_layers ({}), got {}",
+                                                        num_layers, first));
+            }
             for (int i = first; i < num_layers; ++i) {
                 blocks[i].mixer = MixerKind::kSlidingAttention;
             }

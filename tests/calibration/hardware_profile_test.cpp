@@ -101,6 +101,18 @@ TEST_CASE("Curve::evaluate picks the piece, clamps below and extrapolates linear
     CHECK_THAT(d.evaluate(x), Catch::Matchers::WithinRel(0.5 + 1.0 + 0.4, 1e-5));
 }
 
+TEST_CASE("Curve::evaluate reads only the coefficients a one-variable piece has (fit_linear's lines carry two)",
+          "[calibration][regression]") {
+    // 1 + 2x on [0, 10]: at 3 → 7; above, the tangent (slope 2) from x_max: at 12 → 21 + 2·2 = 25. Reading a third
+    // coefficient here overflowed the heap (servesim calibrate --refit-points on a span curve).
+    Curve line;
+    line.name = "attn_prefill_span";
+    line.variables = {"max_context_tokens"};
+    line.pieces.push_back({0.0, 10.0, {1.0, 2.0}});
+    CHECK(line.evaluate(3.0) == 7.0);
+    CHECK(line.evaluate(12.0) == 25.0);
+}
+
 TEST_CASE("write_profile and load_profile_string round-trip every field", "[calibration]") {
     for (bool hybrid : {false, true}) {
         const HardwareProfile p = sample_profile(hybrid);

@@ -152,6 +152,21 @@ TEST_CASE("A key of the wrong type is an error naming the key and the value", "[
     CHECK(contains(msg, "thirty-two"));
 }
 
+TEST_CASE("A negative max_window_layers, integer or float, is an error naming the key", "[models][regression]") {
+    // A float like -1e5 once passed the non-negative check through the float fallback of the integer reader and
+    // wrote outside the layer table; -1e30 is also outside int's range.
+    for (const char* value : {"-1e5", "-3", "-1e30"}) {
+        INFO(value);
+        auto config = YAML::Load(std::string(R"({"model_type": "qwen3", "vocab_size": 1000, "hidden_size": 64,
+            "intermediate_size": 128, "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 2,
+            "max_position_embeddings": 4096, "use_sliding_window": true, "sliding_window": 128,
+            "max_window_layers": )") + value + "}");
+        const auto msg = config_error_of([&] { (void)sm::model_from_hf_config(config, "toy", "toy.json"); });
+        CHECK(contains(msg, "toy.json"));
+        CHECK(contains(msg, "'max_window_layers'"));
+    }
+}
+
 TEST_CASE("A missing key inside text_config is named with its path", "[models]") {
     auto config = YAML::Load(R"({"model_type": "qwen3_5", "text_config": {"model_type": "qwen3_5_text",
         "vocab_size": 1000, "max_position_embeddings": 4096, "num_hidden_layers": 4}})");

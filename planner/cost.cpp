@@ -1,0 +1,123 @@
+// Prices, cost per token and the Pareto frontier; see cost.h.
+#include "planner/cost.h"
+
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <numeric>
+#include <sstream>
+
+#include "calibration/gpu_spec.h"
+#include "common/error.h"
+#include "planner/embedded_prices.h"
+
+namespace servesim::planner {
+
+double PriceTable::price(const std::string& gpu) const {
+    const auto it = usd_per_gpu_hour.find(gpu);
+    if (it == usd_per_gpu_hour.end()) {
+        std::string known;
+        for (const auto& [name, p] : usd_per_gpu_hour) {
+            known += (known.empty() ? "" : ", ") + name;
+        }
+        throw ConfigError(fmt::format("no price for GPU '{}' ({}); priced GPUs: {}. Give one with --prices FILE "
+                                      "(gpus: {{{}: <$ per GPU-hour>}})",
+                                      gpu, source, known, gpu));
+    }
+    return it->second;
+}
+
+PriceTable parse_prices(const std::string& text, const std::string& file, const PriceTable& base) {
+    YAML::Node root;
+    try {
+        root = YAML::Load(text);
+    } catch (const YAML::Exception& e) {
+        throw ConfigError(file, e.mark.line + 1, "", "malformed YAML: " + e.msg);
+    }
+    if (!root.IsMap()) {
+        throw ConfigError(file, 0, "", "expected a mapping with the key 'gpus'");
+    }
+    for (const auto& kv : root) {
+        if (kv.first.Scalar() != "gpus") {
+            throw ConfigError(file, kv.first.Mark().line + 1, kv.first.Scalar(), "unknown key; allowed: gpus");
+        }
+    }
+    const YAML::Node gpus = root["gpus"];
+    if (!gpus || !gpus.IsMap() || gpus.size() == 0) {
+        throw ConfigError(file, 0, "gpus", "expected a mapping of GPU name to $ per GPU-hour");
+    }
+    PriceTable t = base;
+    t.source = file;
+    for (const auto& kv : gpus) {
+        const std::string key = "gpus." + kv.first.Scalar();
+        const int line = kv.second.Mark().line + 1;
+        std::string name;
+        try {
+            name = calibration::find_gpu(kv.first.Scalar()).name;
+        } catch (const ConfigError& e) {
+            throw ConfigError(file, line, key, e.what());
+        }
+        double v = 0;
+        try {
+            v = kv.second.as<double>();
+        } catch (const YAML::Exception&) {
+            throw ConfigError(file, line, key, "expected a number of $ per GPU-hour, got '" + kv.second.Scalar() + "'");
+        }
+        if (!(v > 0) || !std::isfinite(v)) {
+            throw ConfigError(file, line, key, fmt::format("a price must be a positive number, got {}", v));
+        }
+        t.usd_per_gpu_hour[name] = v;
+    }
+    return t;
+}
+
+PriceTable default_prices() {
+    PriceTable empty;
+    PriceTable t = parse_prices(std::string(kEmbeddedGpuPrices), "planner/gpu_prices.yaml", empty);
+    t.source = "built-in indicative on-demand prices, planner/gpu_prices.yaml";
+    return t;
+}
+
+PriceTable read_prices(const std::string& path, const PriceTable& base) {
+    std::ifstream in(path);
+    if (!in) {
+        throw ConfigError(path, 0, "", "cannot read the price file");
+    }
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return parse_prices(ss.str(), path, base);
+}
+
+std::optional<double> usd_per_million_tokens(int gpus, double usd_per_gpu_hour, double tokens_per_s) {
+    if (!(tokens_per_s > 0) || gpus < 1) {
+        return std::nullopt;
+    }
+    return static_cast<double>(gpus) * usd_per_gpu_hour / (tokens_per_s * 3600.0) * 1e6;
+}
+
+std::vector<std::size_t> pareto_frontier(const std::vector<double>& cost, const std::vector<double>& latency) {
+    std::vector<std::size_t> order(cost.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+        if (cost[a] != cost[b]) {
+            return cost[a] < cost[b];
+        }
+        if (latency[a] != latency[b]) {
+            return latency[a] < latency[b];
+        }
+        return a < b;
+    });
+    // Sweep by ascending cost: a point joins when it is strictly faster than every cheaper-or-equal point kept.
+    std::vector<std::size_t> frontier;
+    for (std::size_t i : order) {
+        if (frontier.empty() || latency[i] < latency[frontier.back()]) {
+            frontier.push_back(i);
+        }
+    }
+    return frontier;
+}
+
+}  // namespace servesim::planner

@@ -1,0 +1,41 @@
+// What a deployment costs per token (docs/PLANNER.md): GPU-hour prices kept as data (planner/gpu_prices.yaml,
+// embedded; a user file replaces or extends it), the cost of serving a million tokens at a measured throughput,
+// and the Pareto frontier of cost against a latency figure.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace servesim::planner {
+
+// $ per GPU-hour by canonical GPU name (calibration::find_gpu's names).
+struct PriceTable {
+    std::map<std::string, double> usd_per_gpu_hour;
+    std::string source;  // where the prices came from (file, or "built-in defaults (…)")
+
+    // The price of `gpu`; ConfigError naming the GPU and the priced ones when missing.
+    [[nodiscard]] double price(const std::string& gpu) const;
+};
+
+// The built-in table (planner/gpu_prices.yaml).
+[[nodiscard]] PriceTable default_prices();
+
+// Reads a price file: `gpus: {H100-SXM: 2.99, …}` (names as `servesim list` prints them, any spelling find_gpu
+// accepts); every price a positive finite number. `base` supplies GPUs the file does not name.
+[[nodiscard]] PriceTable read_prices(const std::string& path, const PriceTable& base);
+[[nodiscard]] PriceTable parse_prices(const std::string& text, const std::string& file_for_errors,
+                                      const PriceTable& base);
+
+// Dollars per million tokens when `gpus` GPUs at `usd_per_gpu_hour` each serve `tokens_per_s`: the hourly bill over
+// the tokens served in an hour. nullopt when nothing was served (no cost per token exists).
+[[nodiscard]] std::optional<double> usd_per_million_tokens(int gpus, double usd_per_gpu_hour, double tokens_per_s);
+
+// Indices of the points on the Pareto frontier of (cost, latency), both to minimise: a point is on it when no other
+// point is at most as costly and at most as slow and strictly better in one. Returned by ascending cost (ties by
+// latency, then index), so the list reads as "pay more, wait less".
+[[nodiscard]] std::vector<std::size_t> pareto_frontier(const std::vector<double>& cost,
+                                                       const std::vector<double>& latency);
+
+}  // namespace servesim::planner

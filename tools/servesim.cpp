@@ -21,6 +21,7 @@
 #include "tools/app/experiment.h"
 #include "tools/app/output.h"
 #include "tools/app/scenario.h"
+#include "tools/plan_command.h"
 #include "workloads/trace_reader.h"
 #include "workloads/workload.h"
 
@@ -35,6 +36,7 @@ constexpr const char* kUsage =
     "commands:\n"
     "  run [SCENARIO]     simulate a scenario (default scenarios/quickstart.yaml) and print its figures\n"
     "  sweep SCENARIO     run a scenario's sweep grid on threads, one row per point\n"
+    "  plan SCENARIO      max sustainable load, GPUs for a target load, cheapest configuration under SLOs\n"
     "  inspect            vLLM's KV-cache sizing for a model on a GPU (block size, pages, capacity)\n"
     "  calibrate          fit a hardware profile: on a GPU (--model M), or from measured timings\n"
     "                     (--from-measurements FILE); see calibration/README.md\n"
@@ -270,6 +272,9 @@ int main(int argc, char** argv) {
         }
         if (cmd == "inspect") {
             return cmd_inspect(argc - 1, argv + 1);
+        }
+        if (cmd == "plan") {
+            return cli::cmd_plan(argc - 1, argv + 1);
         }
         if (cmd == "calibrate") {
             calibration::CalibrateOptions options;

@@ -8,6 +8,8 @@ namespace servesim::metrics {
 void MetricsCollector::on_sent(core::SimTime arrival) {
     if (measured(arrival)) {
         ++sent_;
+        last_send_ = std::max(last_send_, arrival);
+        finished_at_last_send_ = finished_;
     }
 }
 
@@ -59,6 +61,8 @@ Summary MetricsCollector::summarize(const PrefixCounters& at_end, std::int64_t p
     const core::SimTime start = warmup_end_;  // the measured window opens when the warm-up ends (t = 0 without)
     const core::SimTime stop = std::max(end, last_finish_);
     s.duration_s = std::max(0.0, (stop - start).s());
+    s.send_window_s = sent_ > 0 ? std::max(0.0, (last_send_ - start).s()) : 0.0;
+    s.num_finished_at_last_send = finished_at_last_send_;
     if (s.duration_s > 0) {
         s.requested_rps = static_cast<double>(sent_) / s.duration_s;
         s.throughput_rps = static_cast<double>(finished_) / s.duration_s;

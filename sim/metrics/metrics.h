@@ -27,6 +27,10 @@ struct Summary {
     std::int64_t num_requests_finished = 0;  // of those, finished before the run ended
     std::int64_t num_requests_rejected = 0;  // longer than max_model_len or than the KV cache
     double duration_s = 0;                   // measured window: warm-up end → last finish
+    // Sending window: warm-up end → the last measured send; and how many measured requests had finished by then
+    // (a server that keeps up has finished all but those in flight; one that falls behind has not).
+    double send_window_s = 0;
+    std::int64_t num_finished_at_last_send = 0;
     double requested_rps = 0;                // sent / window
     double throughput_rps = 0;               // finished / window
     double output_tokens_per_s = 0;
@@ -92,6 +96,8 @@ private:
     std::int64_t sent_ = 0;
     std::int64_t rejected_ = 0;
     core::SimTime last_finish_;
+    core::SimTime last_send_;
+    std::int64_t finished_at_last_send_ = 0;
     std::vector<double> ttft_ms_, e2e_ms_, tpot_ms_, queue_ms_;
     std::vector<SampleRun> itl_ms_;  // one sample per streamed token, in runs of equal gaps (percentiles.h)
     std::int64_t output_tokens_ = 0;

@@ -1,0 +1,101 @@
+// `servesim plan` (docs/PLANNER.md): answers "how much load does this deployment sustain under my SLOs, how many
+// GPUs does a target load need, and which configuration is cheapest per token?" by running the scenario's
+// experiments at probe loads chosen by planner::ThresholdSearch. Configurations are the scenario's experiments
+// (its `experiments:` and `sweep:` points) times the `--grid` the user gives; every probe of a round — all
+// configurations, all replicates — runs in one parallel batch, and the probe sequence never depends on the thread
+// count, so a plan is byte-identical whatever `--jobs`.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "planner/cost.h"
+#include "planner/slo.h"
+#include "planner/threshold_search.h"
+#include "sim/metrics/metrics.h"
+
+namespace servesim::app {
+
+struct PlanRequest {
+    std::string scenario_path;
+    std::string scenario_text;           // read once by the caller
+    std::vector<std::string> overrides;  // --set, applied under the planner's own settings
+    std::optional<std::uint64_t> seed;   // replicate r runs seed + r (seed = the scenario's when unset)
+    planner::SloSpec slo;
+    int replicates = 1;
+    int jobs = 1;
+
+    // What "load" means: the dotted scenario key the search varies (workload.rate, workload.tenants, …).
+    std::string load_key = "workload.rate";
+    bool load_is_integer = false;
+    double load_start = 1;
+    double load_min = 0.01;
+    double load_max = 10000;
+    double rel_tolerance = 0.02;
+    // A rate load passes only when the served rate is at least (1 − max_shortfall) × the offered rate: a server
+    // that falls behind is not sustaining the load even if the requests it did serve were fast.
+    double max_shortfall = 0.05;
+
+    // With a target load: the fewest replicas (cluster.replicas) meeting the SLOs at the target, per
+    // configuration, in [1, max_replicas]; without one: the largest sustainable load per configuration.
+    std::optional<double> target_load;
+    int max_replicas = 64;
+    bool search_replicas = true;  // false: evaluate each configuration at the target as it is
+
+    // --grid key=v1,v2 …: the Cartesian product, first key slowest.
+    std::vector<std::pair<std::string, std::vector<std::string>>> grid;
+    planner::PriceTable prices;
+    std::string rank_by = "usd_per_mtok";  // or usd_per_mtok_output
+};
+
+// One run of one configuration at one value (load or replicas), all replicates.
+struct PlanProbe {
+    std::size_t configuration = 0;
+    double load = 0;
+    int replicas = 1;
+    std::vector<metrics::Summary> summaries;  // one per replicate
+    int passed = 0;
+    std::vector<std::string> violations;  // of the first failing replicate
+};
+
+struct PlanConfiguration {
+    std::string label;                                        // "gpu=H100 model=Qwen3-8B"
+    std::vector<std::pair<std::string, std::string>> columns;  // identity columns
+    std::vector<std::string> overrides;                       // grid assignments (as --set)
+    std::size_t experiment_index = 0;                         // within the scenario loaded with those overrides
+    std::string gpu;                                          // resolved, for the price
+    int tensor_parallel_size = 1;
+    double usd_per_gpu_hour = 0;
+
+    planner::ThresholdAnswer answer;
+    // At the answer (the best probe): what it costs and how it performs (replicate means; latencies the worst
+    // replicate's, which is what the SLO was checked against).
+    std::optional<std::size_t> best_probe;
+    int gpus = 0;
+    std::optional<double> usd_per_mtok;
+    std::optional<double> usd_per_mtok_output;
+    bool on_frontier = false;
+};
+
+struct PlanResult {
+    std::vector<PlanConfiguration> configurations;
+    std::vector<PlanProbe> probes;  // in the order they ran
+    std::vector<std::size_t> ranking;  // configurations with an answer, cheapest first
+};
+
+// Checks everything (SLO, grid keys, prices for every GPU in the grid, the load key) before the first simulation,
+// then searches. `on_round(done, total)` reports progress after each batch.
+[[nodiscard]] PlanResult run_plan(const PlanRequest& request, const std::function<void(int, int)>& on_round);
+
+[[nodiscard]] std::string format_plan_table(const PlanRequest& request, const PlanResult& result);
+[[nodiscard]] std::string format_plan_csv(const PlanRequest& request, const PlanResult& result);
+[[nodiscard]] std::string format_plan_json(const PlanRequest& request, const PlanResult& result);
+
+// "key=v1,v2" → (key, [v1, v2]); ConfigError naming the flag for malformed text.
+[[nodiscard]] std::pair<std::string, std::vector<std::string>> parse_grid_axis(const std::string& text);
+
+}  // namespace servesim::app

@@ -1,0 +1,160 @@
+// `servesim plan` argument parsing and output; the planning itself is tools/app/plan.*.
+#include "tools/plan_command.h"
+
+#include <boost/program_options.hpp>
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <thread>
+
+#include <unistd.h>
+
+#include "common/error.h"
+#include "tools/app/plan.h"
+
+namespace servesim::cli {
+
+namespace po = boost::program_options;
+namespace fs = std::filesystem;
+
+int cmd_plan(int argc, char** argv) {
+    app::PlanRequest r;
+    std::string slo;
+    std::vector<std::string> grid;
+    std::string format = "table";
+    std::string out_dir;
+    std::string prices_file;
+    std::uint64_t seed = 0;
+    double target_rate = 0;
+    double target_tenants = 0;
+    r.jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    po::options_description opts(
+        "servesim plan SCENARIO --slo ttft_p99=500ms,itl_p99=50ms [--target-rate R | --target-tenants T] [options]\n"
+        "  without a target: the largest sustainable load of each configuration, and its cost per token;\n"
+        "  with a target: the fewest replicas (GPUs = replicas × tensor-parallel size) meeting the SLOs at it.\n"
+        "  configurations = the scenario's experiments/sweep points × --grid; ranked by $ per million tokens.\n"
+        "  see docs/PLANNER.md");
+    opts.add_options()("help,h", "show this help")("scenario", po::value<std::string>(&r.scenario_path),
+                                                   "scenario YAML (one or more experiments)")(
+        "slo", po::value<std::string>(&slo), "SLO bounds: <ttft|tpot|itl|e2el|queue>_<mean|p50|p90|p99|max>=<ms|s>")(
+        "target-rate", po::value<double>(&target_rate), "the load to size for, in requests/s (workload.rate)")(
+        "target-tenants", po::value<double>(&target_tenants), "the load to size for, in tenants (workload.tenants)")(
+        "load-key", po::value<std::string>(&r.load_key),
+        "the scenario key that is the load (default workload.rate; workload.tenants with --target-tenants)")(
+        "min-load", po::value<double>(&r.load_min), "lowest load to probe (default 0.01)")(
+        "max-load", po::value<double>(&r.load_max), "highest load to probe (default 10000)")(
+        "start-load", po::value<double>(&r.load_start), "first load to probe (default 1)")(
+        "tolerance", po::value<double>(&r.rel_tolerance), "relative bisection tolerance (default 0.02)")(
+        "max-shortfall", po::value<double>(&r.max_shortfall),
+        "fraction of requests that may still be unserved at the last send, and of the offered rate that may go "
+        "unsent (default 0.05)")(
+        "max-replicas", po::value<int>(&r.max_replicas), "largest replica count to try with a target (default 64)")(
+        "no-replica-search", "with a target: evaluate each configuration at its own replica count")(
+        "grid", po::value<std::vector<std::string>>(&grid)->composing(),
+        "a grid axis key=v1,v2 (repeatable; keys as --set takes them, e.g. gpu=H100,H200)")(
+        "replicates", po::value<int>(&r.replicates), "seeds per probe (default 1; a probe passes when all do)")(
+        "prices", po::value<std::string>(&prices_file), "price file (gpus: {NAME: $ per GPU-hour})")(
+        "rank-by", po::value<std::string>(&r.rank_by), "usd_per_mtok (all tokens, default) or usd_per_mtok_output")(
+        "set", po::value<std::vector<std::string>>(&r.overrides)->composing(), "override a scenario key")(
+        "seed", po::value<std::uint64_t>(&seed), "first seed (replaces the scenario's)")(
+        "format", po::value<std::string>(&format), "table (default), json or csv")(
+        "out", po::value<std::string>(&out_dir), "also write plan.{txt,json,csv} into this folder")(
+        "jobs,j", po::value<int>(&r.jobs), "worker threads (the answer does not depend on it)");
+    po::positional_options_description pos;
+    pos.add("scenario", 1);
+    po::variables_map vm;
+    po::store(po::command_line_parser(argc, argv).options(opts).positional(pos).run(), vm);
+    po::notify(vm);
+    if (vm.count("help")) {
+        std::cout << opts;
+        return 0;
+    }
+    if (r.scenario_path.empty()) {
+        throw ConfigError("plan: a scenario file is required, e.g. servesim plan scenarios/plan/agentic-8b.yaml "
+                          "--slo ttft_p99=2s,itl_p99=50ms");
+    }
+    if (slo.empty()) {
+        throw ConfigError("plan: --slo is required; " + planner::slo_names_help());
+    }
+    r.slo = planner::parse_slo(slo, "--slo");
+    if (vm.count("target-rate") && vm.count("target-tenants")) {
+        throw ConfigError("plan: give --target-rate or --target-tenants, not both");
+    }
+    if (vm.count("target-rate")) {
+        r.target_load = target_rate;
+    }
+    if (vm.count("target-tenants")) {
+        r.target_load = target_tenants;
+        if (!vm.count("load-key")) {
+            r.load_key = "workload.tenants";
+        }
+    }
+    r.load_is_integer = r.load_key.size() >= 7 && r.load_key.substr(r.load_key.size() - 7) == "tenants";
+    if (vm.count("no-replica-search")) {
+        r.search_replicas = false;
+    }
+    if (vm.count("seed")) {
+        r.seed = seed;
+    }
+    if (r.jobs < 1) {
+        throw ConfigError("--jobs: must be at least 1");
+    }
+    if (format != "table" && format != "json" && format != "csv") {
+        throw ConfigError("--format: '" + format + "' is not a format; allowed: table, json, csv");
+    }
+    for (const auto& g : grid) {
+        r.grid.push_back(app::parse_grid_axis(g));
+    }
+    r.prices = planner::default_prices();
+    if (!prices_file.empty()) {
+        r.prices = planner::read_prices(prices_file, r.prices);
+    }
+    {
+        std::ifstream in(r.scenario_path);
+        if (!in) {
+            throw ConfigError(r.scenario_path + ": cannot open scenario file");
+        }
+        std::stringstream ss;
+        ss << in.rdbuf();
+        r.scenario_text = ss.str();
+    }
+    if (!out_dir.empty()) {
+        std::error_code ec;
+        fs::create_directories(out_dir, ec);
+        if (ec || !fs::is_directory(out_dir) || access(out_dir.c_str(), W_OK) != 0) {
+            throw ConfigError("--out: cannot write into '" + out_dir + "'");
+        }
+    }
+    const bool tty = isatty(STDERR_FILENO) != 0;
+    const auto result = app::run_plan(r, [&](int round, int probes) {
+        if (tty) {
+            std::cerr << fmt::format("\rplan: round {}, {} probes run", round, probes) << std::flush;
+        }
+    });
+    if (tty) {
+        std::cerr << "\n";
+    }
+    const std::string table = app::format_plan_table(r, result);
+    const std::string json = app::format_plan_json(r, result);
+    const std::string csv = app::format_plan_csv(r, result);
+    std::cout << (format == "json" ? json : format == "csv" ? csv : table);
+    if (!out_dir.empty()) {
+        for (const auto& [name, text] : {std::pair{"plan.txt", &table}, {"plan.json", &json}, {"plan.csv", &csv}}) {
+            std::ofstream f(fs::path(out_dir) / name);
+            f << *text;
+            if (!f) {
+                throw ConfigError("--out: could not write " + (fs::path(out_dir) / name).string());
+            }
+        }
+    }
+    std::cout.flush();
+    if (!std::cout) {
+        throw ConfigError("could not write the plan to standard output");
+    }
+    return 0;
+}
+
+}  // namespace servesim::cli

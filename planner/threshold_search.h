@@ -5,8 +5,8 @@
 // run their probes in one parallel batch, and get the same answers whatever the thread count.
 //
 // A probe's outcome is how many of its replicates (seeds) passed. A value passes only when every replicate does;
-// a value where some but not all passed is *split*: the point is bistable (near a cliff the outcome flips with the
-// seed) and the answer is reported as a range, never as one number.
+// a value where some but not all passed is *split*: there the outcome depends on the seed (near a capacity cliff
+// it flips), and the answer is reported with the range the split values span, never as one unqualified number.
 #pragma once
 
 #include <optional>
@@ -47,9 +47,9 @@ struct ThresholdAnswer {
     std::optional<double> best;
     // The nearest value beyond `best` at which some replicate failed.
     std::optional<double> first_failing;
-    // Values at which the replicates disagreed (bistable), in probe order.
+    // Values at which the replicates disagreed (the outcome depends on the seed there), in probe order.
     std::vector<double> split_values;
-    [[nodiscard]] bool bistable() const { return !split_values.empty(); }
+    [[nodiscard]] bool seed_dependent() const { return !split_values.empty(); }
 };
 
 class ThresholdSearch {

@@ -49,7 +49,7 @@ int cmd_plan(int argc, char** argv) {
         "start-load", po::value<double>(&r.load_start), "first load to probe (default 1)")(
         "tolerance", po::value<double>(&r.rel_tolerance), "relative bisection tolerance (default 0.02)")(
         "max-shortfall", po::value<double>(&r.max_shortfall),
-        "fraction of requests that may still be unserved at the last send, and of the offered rate that may go "
+        "fraction of requests that may still be queued at the last send, and of the offered rate that may go "
         "unsent (default 0.05)")(
         "max-replicas", po::value<int>(&r.max_replicas), "largest replica count to try with a target (default 64)")(
         "no-replica-search", "with a target: evaluate each configuration at its own replica count")(

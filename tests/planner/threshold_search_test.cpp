@@ -1,5 +1,5 @@
 // Tests of planner/threshold_search.*: bracketing then bisection on hand-worked monotone questions, integer
-// searches, the range edges, and bistable (split) probes.
+// searches, the range edges, and probes whose replicates disagree.
 #include "planner/threshold_search.h"
 
 #include <functional>
@@ -41,7 +41,7 @@ TEST_CASE("Threshold search: the largest passing rate of a known threshold, by d
     CHECK(a.kind == ThresholdAnswer::Kind::kFound);
     CHECK(*a.best == 13);
     CHECK(*a.first_failing == 13.125);
-    CHECK_FALSE(a.bistable());
+    CHECK_FALSE(a.seed_dependent());
 }
 
 TEST_CASE("Threshold search: the fewest replicas (passing above), integer", "[planner][search]") {
@@ -78,7 +78,7 @@ TEST_CASE("Threshold search: nothing feasible, or everything in range feasible, 
     CHECK(*e.best == 16);
 }
 
-TEST_CASE("Threshold search: a value where replicates disagree fails the search and is reported as bistable",
+TEST_CASE("Threshold search: a value where replicates disagree fails the search and is reported as seed-dependent",
           "[planner][search]") {
     // 3 replicates; all pass below 10, 2 of 3 pass in [10, 12), none from 12. Start 8: 8 ✓, 16 ✗ (0/3), 12 ✗
     // (0/3), 10 split (2/3 → fails), 9 ✓, 9.5 ✓ → [9.5, 10]: 0.5 ≤ 0.1 × 9.5, stop.
@@ -93,7 +93,7 @@ TEST_CASE("Threshold search: a value where replicates disagree fails the search 
     CHECK(values(s) == std::vector<double>{8, 16, 12, 10, 9, 9.5});
     CHECK(*a.best == 9.5);
     CHECK(*a.first_failing == 10);
-    REQUIRE(a.bistable());
+    REQUIRE(a.seed_dependent());
     CHECK(a.split_values == std::vector<double>{10});
 }
 

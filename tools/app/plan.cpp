@@ -18,6 +18,19 @@ namespace servesim::app {
 
 namespace {
 
+// The fraction of a run's requests that were queued (sent, not finished, and more than a server keeping up would
+// have in service) when the last request was sent; see Planner::violations.
+double backlog_fraction(const metrics::Summary& s) {
+    if (s.num_requests_sent == 0 || s.send_window_s <= 0) {
+        return 0.0;
+    }
+    const double sent = static_cast<double>(s.num_requests_sent);
+    const double unfinished = sent - static_cast<double>(s.num_finished_at_last_send);
+    const double in_service_ms = s.e2e_ms.count > 0 ? std::max(0.0, s.e2e_ms.mean - s.queue_ms.mean) : 0.0;
+    const double in_service = sent / s.send_window_s * in_service_ms / 1000.0;
+    return std::max(0.0, unfinished - in_service) / sent;
+}
+
 bool is_rate_key(const std::string& key) {
     const std::string last = key.substr(key.rfind('.') == std::string::npos ? 0 : key.rfind('.') + 1);
     return last == "rate" || last == "request_rate";
@@ -218,13 +231,13 @@ private:
         if (s.num_requests_rejected > 0) {
             why.push_back(fmt::format("{} of {} requests rejected", s.num_requests_rejected, s.num_requests_sent));
         }
-        const double kept_up = static_cast<double>(s.num_finished_at_last_send) /
-                               static_cast<double>(s.num_requests_sent);
-        // Requests still in flight at the last send are at most the server's concurrency; the tolerance covers
-        // them for runs of a few thousand requests (docs/PLANNER.md).
-        if (kept_up < 1.0 - r_.max_shortfall) {
-            why.push_back(fmt::format("only {:.1f} % of requests finished by the last send: the queue grows",
-                                      100.0 * kept_up));
+        // The backlog at the last send: requests sent but unfinished, less those a server that keeps up would
+        // still be running then (Little's law: sent rate × mean time from first schedule to finish). A server that
+        // keeps up has a backlog of a few waiting requests; one that falls behind has (1 − served/offered) of all.
+        const double backlog = backlog_fraction(s);
+        if (backlog > r_.max_shortfall) {
+            why.push_back(fmt::format("{:.1f} % of requests still queued at the last send: the queue grows",
+                                      100.0 * backlog));
         }
         if (is_rate_key(r_.load_key) && s.send_window_s > 0) {
             const double sent_rps = static_cast<double>(s.num_requests_sent - 1) / s.send_window_s;
@@ -320,7 +333,7 @@ std::string opt_fixed(const std::optional<double>& v, int digits) { return v ? f
 std::string answer_kind(const planner::ThresholdAnswer& a) {
     switch (a.kind) {
         case planner::ThresholdAnswer::Kind::kFound:
-            return a.bistable() ? "bistable" : "found";
+            return "found";
         case planner::ThresholdAnswer::Kind::kNoneFeasible:
             return "none_feasible";
         case planner::ThresholdAnswer::Kind::kRangeFeasible:
@@ -331,13 +344,10 @@ std::string answer_kind(const planner::ThresholdAnswer& a) {
     return "found";
 }
 
-double served_fraction(const PlanProbe& p) {
-    double worst = 1.0;
+double worst_backlog(const PlanProbe& p) {
+    double worst = 0.0;
     for (const auto& s : p.summaries) {
-        if (s.num_requests_sent > 0) {
-            worst = std::min(worst, static_cast<double>(s.num_finished_at_last_send) /
-                                        static_cast<double>(s.num_requests_sent));
-        }
+        worst = std::max(worst, backlog_fraction(s));
     }
     return worst;
 }
@@ -403,8 +413,8 @@ std::string format_plan_table(const PlanRequest& r, const PlanResult& res) {
     std::string out;
     out += fmt::format("servesim plan — {}\n", r.scenario_path);
     out += fmt::format("question: {}\n", question_text(r));
-    out += fmt::format("SLO: {}; sustained: ≥ {} % of requests finished by the last send{}\n", r.slo.describe(),
-                       value_text(100 * (1 - r.max_shortfall)),
+    out += fmt::format("SLO: {}; sustained: ≤ {} % of requests queued at the last send{}\n", r.slo.describe(),
+                       value_text(100 * r.max_shortfall),
                        is_rate_key(r.load_key) ? fmt::format(", ≥ {} % of the offered rate sent",
                                                              value_text(100 * (1 - r.max_shortfall)))
                                                : "");
@@ -423,7 +433,7 @@ std::string format_plan_table(const PlanRequest& r, const PlanResult& res) {
     for (const auto& b : r.slo.bounds) {
         head += fmt::format("  {:>12}", b.name + "_ms");
     }
-    head += fmt::format("  {:>7}  {}\n", "kept_up", "verdict");
+    head += fmt::format("  {:>7}  {}\n", "backlog", "verdict");
     out += head;
     for (const auto& p : res.probes) {
         const auto& c = res.configurations[p.configuration];
@@ -435,7 +445,7 @@ std::string format_plan_table(const PlanRequest& r, const PlanResult& res) {
         for (const auto& b : r.slo.bounds) {
             line += fmt::format("  {:>12}", opt_fixed(Planner::worst(p, b), 1));
         }
-        line += fmt::format("  {:>6.1f}%  {}\n", 100.0 * served_fraction(p),
+        line += fmt::format("  {:>6.1f}%  {}\n", 100.0 * worst_backlog(p),
                             p.violations.empty() ? "ok" : p.violations.front());
         out += line;
     }
@@ -459,12 +469,12 @@ std::string format_plan_table(const PlanRequest& r, const PlanResult& res) {
             tokens /= static_cast<double>(res.probes[*conf.best_probe].summaries.size());
         }
         std::string kind = answer_kind(conf.answer);
-        if (conf.answer.bistable()) {
+        if (conf.answer.seed_dependent()) {
             std::string vals;
             for (double v : conf.answer.split_values) {
                 vals += (vals.empty() ? "" : ", ") + value_text(v);
             }
-            kind += " (replicates split at " + vals + ")";
+            kind += "; seeds disagree at " + vals;
         }
         out += fmt::format("{} {:<{}}  {:>14}  {:>14}  {:>5}  {:>8}  {:>9}  {:>10}  {:>8}  {}\n",
                            conf.on_frontier ? "*" : " ", conf.label, label_w,
@@ -490,7 +500,7 @@ nlohmann::ordered_json probe_json(const PlanRequest& r, const PlanResult& res, c
         const auto v = Planner::worst(p, b);
         j[b.name + "_ms"] = v ? nlohmann::ordered_json(*v) : nlohmann::ordered_json(nullptr);
     }
-    j["kept_up_fraction"] = served_fraction(p);
+    j["backlog_fraction"] = worst_backlog(p);
     j["violations"] = p.violations;
     return j;
 }
@@ -546,7 +556,7 @@ std::string format_plan_csv(const PlanRequest& r, const PlanResult& res) {
     for (const auto& b : r.slo.bounds) {
         out += fmt::format(",{}_ms", b.name);
     }
-    out += ",kept_up_fraction,verdict,answer,best,first_failing,gpus,usd_per_mtok,usd_per_mtok_output,on_frontier\n";
+    out += ",backlog_fraction,verdict,answer,best,first_failing,gpus,usd_per_mtok,usd_per_mtok_output,on_frontier\n";
     auto csv_opt = [](const std::optional<double>& v) { return v ? fmt::format("{}", *v) : std::string(); };
     for (const auto& p : res.probes) {
         const auto& conf = res.configurations[p.configuration];
@@ -557,7 +567,7 @@ std::string format_plan_csv(const PlanRequest& r, const PlanResult& res) {
             out += ',';
             out += csv_opt(Planner::worst(p, b));
         }
-        out += fmt::format(",{},\"{}\",{},{},{},{},{},{},{}\n", served_fraction(p), verdict,
+        out += fmt::format(",{},\"{}\",{},{},{},{},{},{},{}\n", worst_backlog(p), verdict,
                            answer_kind(conf.answer), csv_opt(conf.answer.best), csv_opt(conf.answer.first_failing),
                            conf.best_probe ? std::to_string(conf.gpus) : "", csv_opt(conf.usd_per_mtok),
                            csv_opt(conf.usd_per_mtok_output), conf.on_frontier ? "true" : "false");

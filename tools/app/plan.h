@@ -36,8 +36,9 @@ struct PlanRequest {
     double load_min = 0.01;
     double load_max = 10000;
     double rel_tolerance = 0.02;
-    // A rate load passes only when the served rate is at least (1 − max_shortfall) × the offered rate: a server
-    // that falls behind is not sustaining the load even if the requests it did serve were fast.
+    // A load passes only when at most max_shortfall of the requests are queued (beyond those in service) when the
+    // last one is sent, and, for a rate, at least (1 − max_shortfall) of the offered rate was sent: a server that
+    // falls behind, or clients it holds back, are not sustaining the load even if the requests served were fast.
     double max_shortfall = 0.05;
 
     // With a target load: the fewest replicas (cluster.replicas) meeting the SLOs at the target, per

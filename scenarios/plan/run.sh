@@ -15,3 +15,6 @@ grid=(--grid gpu=H100,H200,L40S)
 "$servesim" plan scenarios/plan/agentic-8b.yaml --slo "$slo" "${grid[@]}" --target-rate 40 --replicates 3 \
   --out "$out/target-40rps" > /dev/null
 echo "plan: wrote $out/max-load and $out/target-40rps" >&2
+for d in "$out/max-load" "$out/target-40rps"; do
+  /usr/bin/python3 -I tools/plot/plot_plan.py "$d"
+done

@@ -111,6 +111,9 @@ class MooncakeReader final : public TraceReader {
             j = nlohmann::json::parse(text->begin(), text->end());
         } catch (const nlohmann::json::parse_error& e) {
             lines_.fail("", fmt::format("malformed JSON at byte {}: {}", e.byte, e.what()));
+        } catch (const nlohmann::json::exception& e) {
+            // e.g. out_of_range 406: a number like 1e4004 that no double holds.
+            lines_.fail("", std::string("unreadable JSON: ") + e.what());
         }
         if (!j.is_object()) {
             lines_.fail("", "expected a JSON object per line");
@@ -118,8 +121,11 @@ class MooncakeReader final : public TraceReader {
         TraceRecord r;
         r.line = lines_.line();
         const auto& ts = field(j, "timestamp");
-        if (!ts.is_number() || ts.get<double>() < 0 || !std::isfinite(ts.get<double>())) {
-            lines_.fail("timestamp", "expected a non-negative number of milliseconds, got " + ts.dump());
+        // At most 10^12 ms (31.7 years): far beyond any trace, and inside the simulator's clock (int64 ns).
+        if (!ts.is_number() || !(ts.get<double>() >= 0) || !(ts.get<double>() <= kMaxTimestampMs)) {
+            lines_.fail("timestamp",
+                        fmt::format("expected a number of milliseconds from 0 to {:.0f}, got {}", kMaxTimestampMs,
+                                    ts.dump()));
         }
         r.arrival = ts.is_number_integer() ? core::SimTime::from_ns(ts.get<std::int64_t>() * 1'000'000)
                                            : core::SimTime::from_s(ts.get<double>() * 1e-3);
@@ -160,13 +166,19 @@ class MooncakeReader final : public TraceReader {
         return *it;
     }
 
+    // A token count in [min, kMaxTokens]: the bound keeps every later sum (prompt + output, rounding up to blocks)
+    // far from overflow; no model holds a billion tokens of context.
     std::int64_t count(const nlohmann::json& j, const char* name, std::int64_t min) const {
         const auto& v = field(j, name);
-        if (!v.is_number_integer() || v.get<std::int64_t>() < min) {
-            lines_.fail(name, fmt::format("expected an integer >= {}, got {}", min, v.dump()));
+        if (!v.is_number_integer() || v.get<double>() < static_cast<double>(min) ||
+            v.get<double>() > static_cast<double>(kMaxTokens)) {
+            lines_.fail(name, fmt::format("expected an integer from {} to {}, got {}", min, kMaxTokens, v.dump()));
         }
         return v.get<std::int64_t>();
     }
+
+    static constexpr double kMaxTimestampMs = 1e12;
+    static constexpr std::int64_t kMaxTokens = 1'000'000'000;
 
     LineReader lines_;
     std::int64_t block_tokens_;
@@ -199,8 +211,8 @@ class AzureReader final : public TraceReader {
         }
         const auto ts_ns = parse_timestamp_ns(cols[0]);
         if (!ts_ns) {
-            lines_.fail("TIMESTAMP",
-                        "expected a time like 2023-11-16 18:15:46.6805900, got '" + std::string(cols[0]) + "'");
+            lines_.fail("TIMESTAMP", "expected a time like 2023-11-16 18:15:46.6805900 in the years 1678 to 2261, "
+                                     "got '" + std::string(cols[0]) + "'");
         }
         if (!first_ns_) {
             first_ns_ = *ts_ns;
@@ -210,12 +222,15 @@ class AzureReader final : public TraceReader {
         r.arrival = core::SimTime::from_ns(*ts_ns - *first_ns_);
         lines_.check_order(r.arrival, "TIMESTAMP");
         const auto input_tokens = parse_int(cols[1]);
-        if (!input_tokens || *input_tokens < 1) {
-            lines_.fail("ContextTokens", "expected an integer >= 1, got '" + std::string(cols[1]) + "'");
+        constexpr std::int64_t kMaxTokens = 1'000'000'000;  // as for Mooncake: far from any overflow
+        if (!input_tokens || *input_tokens < 1 || *input_tokens > kMaxTokens) {
+            lines_.fail("ContextTokens",
+                        fmt::format("expected an integer from 1 to {}, got '{}'", kMaxTokens, cols[1]));
         }
         const auto output_tokens = parse_int(cols[2]);
-        if (!output_tokens || *output_tokens < 0) {
-            lines_.fail("GeneratedTokens", "expected an integer >= 0, got '" + std::string(cols[2]) + "'");
+        if (!output_tokens || *output_tokens < 0 || *output_tokens > kMaxTokens) {
+            lines_.fail("GeneratedTokens",
+                        fmt::format("expected an integer from 0 to {}, got '{}'", kMaxTokens, cols[2]));
         }
         r.output_tokens = *output_tokens;
         // No prefix information: the prompt is one run shared with nobody, keyed by its line.
@@ -252,7 +267,8 @@ std::optional<std::int64_t> parse_timestamp_ns(std::string_view text) {
     const auto h = parse_int(text.substr(11, 2));
     const auto mi = parse_int(text.substr(14, 2));
     const auto s = parse_int(text.substr(17, 2));
-    if (!y || !mo || !d || !h || !mi || !s || *mo < 1 || *mo > 12 || *d < 1 || *d > 31 || *h > 23 || *mi > 59 ||
+    // Years 1678–2261: nanoseconds since 1970 fit an int64 only within about ±292 years.
+    if (!y || *y < 1678 || *y > 2261 || !mo || !d || !h || !mi || !s || *mo < 1 || *mo > 12 || *d < 1 || *d > 31 || *h > 23 || *mi > 59 ||
         *s > 60 || *h < 0 || *mi < 0 || *s < 0) {
         return std::nullopt;
     }

@@ -52,7 +52,7 @@ struct TraceFormatEntry {
                                                       const TraceReaderOptions& options = {});
 
 // "2023-11-16 18:15:46.6805900" → nanoseconds since 1970-01-01 00:00:00 (proleptic Gregorian, no time zone), or
-// nullopt when the text is not of that form. Exposed for tests.
+// nullopt when the text is not of that form or its year is outside 1678–2261 (int64 nanoseconds). Exposed for tests.
 [[nodiscard]] std::optional<std::int64_t> parse_timestamp_ns(std::string_view text);
 
 }  // namespace servesim::workloads

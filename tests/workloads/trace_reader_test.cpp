@@ -129,7 +129,25 @@ TEST_CASE("Mooncake hash id count must be ceil(input_length / 512)", "[workloads
 
 TEST_CASE("Azure malformed token count names the file, line and column", "[workloads][trace]") {
     const auto msg = read_error("azure_bad_tokens.csv", "azure");
-    CHECK(contains(msg, "azure_bad_tokens.csv:3: 'ContextTokens': expected an integer >= 1, got 'abc'"));
+    CHECK(contains(msg, "azure_bad_tokens.csv:3: 'ContextTokens': expected an integer from 1 to 1000000000, got 'abc'"));
+}
+
+TEST_CASE("Trace numbers beyond what the simulator holds are refused naming file, line and field",
+          "[workloads][trace][regression]") {
+    // 1e4004 overflows a double (nlohmann's out_of_range used to escape as an uncaught exception); a 1e30 ms
+    // timestamp and a 2^63 − 1 token prompt used to wrap in the ns clock and in the block rounding; the year 9999
+    // is outside the ±292 years int64 nanoseconds hold.
+    CHECK(contains(read_error("mooncake_huge_number.jsonl", "mooncake"), "mooncake_huge_number.jsonl:2: "));
+    CHECK(contains(read_error("mooncake_huge_number.jsonl", "mooncake"), "unreadable JSON"));
+    CHECK(contains(read_error("mooncake_huge_timestamp.jsonl", "mooncake"),
+                   "mooncake_huge_timestamp.jsonl:1: 'timestamp': expected a number of milliseconds from 0 to "
+                   "1000000000000"));
+    CHECK(contains(read_error("mooncake_huge_input.jsonl", "mooncake"),
+                   "mooncake_huge_input.jsonl:1: 'input_length': expected an integer from 1 to 1000000000"));
+    CHECK(contains(read_error("azure_year_9999.csv", "azure"), "azure_year_9999.csv:3: 'TIMESTAMP'"));
+    CHECK(contains(read_error("azure_year_9999.csv", "azure"), "1678 to 2261"));
+    CHECK_FALSE(parse_timestamp_ns("1677-12-31 23:59:59").has_value());
+    CHECK(parse_timestamp_ns("2261-12-31 23:59:59").has_value());
 }
 
 TEST_CASE("validate_workload reads the whole trace and reports a malformed line", "[workloads][trace]") {

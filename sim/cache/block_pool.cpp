@@ -83,7 +83,8 @@ void BlockPool::touch(std::span<const core::BlockId> blocks) {
     }
 }
 
-void BlockPool::free_blocks(std::span<const core::BlockId> ordered_blocks) {
+void BlockPool::free_blocks(std::span<const core::BlockId> ordered_blocks, bool unhashed_to_front) {
+    std::size_t num_to_front = 0;
     for (const core::BlockId id : ordered_blocks) {
         if (id == kNullBlock) {
             continue;
@@ -91,7 +92,25 @@ void BlockPool::free_blocks(std::span<const core::BlockId> ordered_blocks) {
         Block& block = blocks_[core::to_int(id)];
         SERVESIM_CHECK(block.ref_cnt > 0, "freeing block {} with ref_cnt {}", core::to_int(id), block.ref_cnt);
         if (--block.ref_cnt == 0) {
-            free_block_queue_.append(id);
+            if (unhashed_to_front && !block.has_hash()) {
+                ++num_to_front;
+            } else {
+                free_block_queue_.append(id);
+            }
+        }
+    }
+    if (num_to_front == 0) {
+        return;
+    }
+    // Prepended last to first, so the first of them in `ordered_blocks` is the head.
+    for (auto it = ordered_blocks.rbegin(); it != ordered_blocks.rend(); ++it) {
+        const core::BlockId id = *it;
+        if (id == kNullBlock) {
+            continue;
+        }
+        const Block& block = blocks_[core::to_int(id)];
+        if (block.ref_cnt == 0 && !block.has_hash() && !free_block_queue_.contains(id)) {
+            free_block_queue_.prepend(id);
         }
     }
 }

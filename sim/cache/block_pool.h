@@ -56,8 +56,9 @@ public:
     void touch(std::span<const core::BlockId> blocks);
 
     // Drops one reference per block; blocks reaching 0 are appended to the free-queue tail in the given order.
-    // Null blocks are skipped.
-    void free_blocks(std::span<const core::BlockId> ordered_blocks);
+    // Null blocks are skipped. With unhashed_to_front (sparse retention, vLLM PR #43447) a block reaching 0 without
+    // a hash goes to the head instead, the first of them in `ordered_blocks` ending up first.
+    void free_blocks(std::span<const core::BlockId> ordered_blocks, bool unhashed_to_front = false);
 
     // Gives blocks[num_cached_blocks, num_full_blocks) of a request the hashes block_hashes[i] in `group`
     // and indexes them (null blocks skipped). The blocks must not be hashed yet.

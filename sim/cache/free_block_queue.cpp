@@ -47,6 +47,17 @@ void FreeBlockQueue::append(core::BlockId id) {
     ++num_free_blocks_;
 }
 
+void FreeBlockQueue::prepend(core::BlockId id) {
+    const auto i = core::to_int(id);
+    SERVESIM_CHECK(i < num_blocks_, "block {} outside a pool of {}", i, num_blocks_);
+    SERVESIM_CHECK(!contains(id), "block {} is already in the free queue", i);
+    const std::uint32_t first = links_[head()].next;
+    links_[i] = Links{head(), first};
+    links_[first].prev = i;
+    links_[head()].next = i;
+    ++num_free_blocks_;
+}
+
 std::vector<core::BlockId> FreeBlockQueue::get_all_free_blocks() const {
     std::vector<core::BlockId> out;
     out.reserve(static_cast<std::size_t>(num_free_blocks_));

@@ -29,6 +29,9 @@ public:
     void remove(core::BlockId id);
     // Appends a block that is not queued to the tail.
     void append(core::BlockId id);
+    // Puts a block that is not queued at the head, to be allocated next (vLLM PR #43447: under sparse retention a
+    // freed block without a hash is reused before any cached block).
+    void prepend(core::BlockId id);
 
     // The queue from head to tail (vLLM get_all_free_blocks): for tests and diagnostics, O(queue).
     [[nodiscard]] std::vector<core::BlockId> get_all_free_blocks() const;

@@ -31,13 +31,22 @@ KvCacheCoordinator::KvCacheCoordinator(const KvCacheConfig& config)
             case KvGroupKind::kFullAttention:
                 managers_.push_back(std::make_unique<FullAttentionManager>(block_pool_, g, group.block_size_tokens));
                 break;
-            case KvGroupKind::kSlidingWindow:
+            case KvGroupKind::kSlidingWindow: {
+                // vLLM SlidingWindowSpec.max_admission_blocks_per_request (kv_cache_interface.py).
+                std::int64_t cap = 0;
+                if (config.swa_admission_cap && config.max_num_batched_tokens > 0 && config.max_model_len > 0) {
+                    cap = cdiv(std::min<std::int64_t>(group.sliding_window_tokens - 1 + config.max_num_batched_tokens,
+                                                      config.max_model_len),
+                               group.block_size_tokens) +
+                          1;
+                }
                 managers_.push_back(std::make_unique<SlidingWindowManager>(block_pool_, g, group.block_size_tokens,
-                                                                           group.sliding_window_tokens));
+                                                                           group.sliding_window_tokens, cap));
                 break;
+            }
             case KvGroupKind::kMamba:
-                managers_.push_back(
-                    std::make_unique<MambaManager>(block_pool_, g, std::max(group.block_size_tokens, 1), mamba_mode));
+                managers_.push_back(std::make_unique<MambaManager>(block_pool_, g, std::max(group.block_size_tokens, 1),
+                                                                   mamba_mode, config.mamba_retention_interval_tokens));
                 break;
         }
         // Bucket by spec, keeping first-seen order.
@@ -79,6 +88,7 @@ CacheHit KvCacheCoordinator::find_longest_cache_hit(std::span<const core::BlockH
         spec_groups_.size() == 2 && spec_groups_.front().kind == KvGroupKind::kFullAttention;
     std::vector<bool> looked_up(spec_groups_.size(), false);
     std::int64_t hit_length = max_cache_hit_length;
+    std::int64_t longest_hit_length = 0;  // the longest hit a single spec found (vLLM longest_hit_length)
     while (true) {
         std::int64_t curr_hit_length = hit_length;
         for (std::size_t s = 0; s < spec_groups_.size(); ++s) {
@@ -94,6 +104,7 @@ CacheHit KvCacheCoordinator::find_longest_cache_hit(std::span<const core::BlockH
                                                                                  hit.blocks_per_group);
             looked_up[s] = true;
             curr_hit_length = num_blocks * block_size;
+            longest_hit_length = std::max(longest_hit_length, curr_hit_length);
         }
         if (curr_hit_length >= hit_length) {
             break;
@@ -112,16 +123,21 @@ CacheHit KvCacheCoordinator::find_longest_cache_hit(std::span<const core::BlockH
         }
     }
     hit.num_tokens = hit_length;
+    if (spec_groups_.size() > 1) {
+        // PR #37898: what some group (full attention, looked up first) has cached beyond the common hit.
+        hit.num_uncached_common_prefix_tokens = std::max<std::int64_t>(longest_hit_length - hit_length, 0);
+    }
     return hit;
 }
 
 std::int64_t KvCacheCoordinator::get_num_blocks_to_allocate(core::RequestId id, std::int64_t num_tokens,
                                                             const CacheHit& hit, std::int64_t total_computed_tokens,
-                                                            std::int64_t num_tokens_main_model) const {
+                                                            std::int64_t num_tokens_main_model,
+                                                            bool apply_admission_cap) const {
     std::int64_t n = 0;
     for (const auto& manager : managers_) {
         n += manager->get_num_blocks_to_allocate(id, num_tokens, group_hit(hit, manager->group_index()),
-                                                 total_computed_tokens, num_tokens_main_model);
+                                                 total_computed_tokens, num_tokens_main_model, apply_admission_cap);
     }
     return n;
 }
@@ -141,13 +157,14 @@ void KvCacheCoordinator::allocate_new_blocks(core::RequestId id, std::int64_t nu
 }
 
 void KvCacheCoordinator::cache_blocks(core::RequestId id, std::span<const core::BlockHash> block_hashes,
-                                      std::int64_t num_tokens) {
+                                      std::int64_t num_tokens,
+                                      ReachableBoundaries boundaries) {
     if (!enable_caching_) {
         return;
     }
     const std::int64_t floored = num_tokens / hash_block_size_tokens_ * hash_block_size_tokens_;
     for (const auto& manager : managers_) {
-        manager->cache_blocks(id, block_hashes, floored);
+        manager->cache_blocks(id, block_hashes, floored, boundaries);
     }
 }
 

@@ -29,11 +29,13 @@ public:
 
     [[nodiscard]] std::int64_t get_num_blocks_to_allocate(core::RequestId id, std::int64_t num_tokens,
                                                           const CacheHit& hit, std::int64_t total_computed_tokens,
-                                                          std::int64_t num_tokens_main_model) const;
+                                                          std::int64_t num_tokens_main_model,
+                                                          bool apply_admission_cap = false) const;
     void allocate_new_computed_blocks(core::RequestId id, const CacheHit& hit, std::int64_t num_local_computed_tokens);
     void allocate_new_blocks(core::RequestId id, std::int64_t num_tokens, std::int64_t num_tokens_main_model);
     // Caches full blocks up to num_tokens floored to the lcm of the group block sizes (all equal here).
-    void cache_blocks(core::RequestId id, std::span<const core::BlockHash> block_hashes, std::int64_t num_tokens);
+    void cache_blocks(core::RequestId id, std::span<const core::BlockHash> block_hashes, std::int64_t num_tokens,
+                      ReachableBoundaries boundaries = {});
     void remove_skipped_blocks(core::RequestId id, std::int64_t total_computed_tokens);
     void free(core::RequestId id);
     void new_step_starts();

@@ -27,6 +27,10 @@ std::span<const core::BlockHash> hashes_of(const CacheRequest& req) {
     return *req.block_hashes;
 }
 
+ReachableBoundaries boundaries_of(const CacheRequest& req) {
+    return {req.num_prompt_tokens - 1, req.shared_prefix_boundary};
+}
+
 bool has_hit_blocks(const CacheHit& hit) {
     return std::any_of(hit.blocks_per_group.begin(), hit.blocks_per_group.end(),
                        [](const auto& blocks) { return !blocks.empty(); });
@@ -106,8 +110,8 @@ bool KvCacheManager::allocate_slots(const CacheRequest& req, std::int64_t num_ne
     if (full_sequence_must_fit) {
         // scheduler_reserve_full_isl: the whole current sequence (prompt, or prompt + outputs if resumed) must fit.
         const std::int64_t full_num_tokens = std::max(req.num_tokens, total_computed_tokens + num_new_tokens);
-        const std::int64_t needed = coordinator.get_num_blocks_to_allocate(req.id, full_num_tokens, hit,
-                                                                           total_computed_tokens, full_num_tokens);
+        const std::int64_t needed = coordinator.get_num_blocks_to_allocate(
+            req.id, full_num_tokens, hit, total_computed_tokens, full_num_tokens, /*apply_admission_cap=*/true);
         if (needed > pool.num_free_blocks()) {
             return false;
         }
@@ -139,7 +143,7 @@ bool KvCacheManager::allocate_slots(const CacheRequest& req, std::int64_t num_ne
                            num_tokens_to_cache / coordinator.hash_block_size_tokens(),
                        "request {} has {} block hashes but caches {} tokens", core::to_int(req.id), hashes.size(),
                        num_tokens_to_cache);
-        coordinator.cache_blocks(req.id, hashes, num_tokens_to_cache);
+        coordinator.cache_blocks(req.id, hashes, num_tokens_to_cache, boundaries_of(req));
     }
     return true;
 }
@@ -149,7 +153,7 @@ void KvCacheManager::cache_blocks(const CacheRequest& req, std::int64_t num_comp
         return;
     }
     const std::int64_t n = std::min(num_computed_tokens, req.num_tokens);
-    impl_->coordinator.cache_blocks(req.id, hashes_of(req), n);
+    impl_->coordinator.cache_blocks(req.id, hashes_of(req), n, boundaries_of(req));
 }
 
 void KvCacheManager::free(core::RequestId id) { impl_->coordinator.free(id); }
@@ -174,6 +178,17 @@ std::vector<std::vector<core::BlockId>> KvCacheManager::get_block_ids(core::Requ
 
 std::vector<core::BlockId> KvCacheManager::get_all_free_blocks() const {
     return impl_->coordinator.block_pool().get_all_free_blocks();
+}
+
+std::vector<std::int64_t> KvCacheManager::num_cached_blocks_per_group() const {
+    const BlockPool& pool = impl_->coordinator.block_pool();
+    std::vector<std::int64_t> out(static_cast<std::size_t>(impl_->coordinator.num_groups()), 0);
+    for (std::int64_t b = 1; b < pool.num_gpu_blocks(); ++b) {
+        if (const auto key = pool.block_hash(core::BlockId{static_cast<std::uint32_t>(b)})) {
+            ++out[static_cast<std::size_t>(key->group)];
+        }
+    }
+    return out;
 }
 
 }  // namespace servesim::cache

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "sim/core/ids.h"
@@ -32,6 +33,15 @@ struct KvCacheConfig {
     std::vector<KvCacheGroup> groups;  // all groups draw from one shared pool
     bool enable_prefix_caching = true;
     MambaCacheMode mamba_cache_mode = MambaCacheMode::kNone;
+    // vLLM prefix_cache_retention_interval (PRs #43447, #45845, #52216) as it applies to Mamba groups: nullopt =
+    // dense (every boundary state a step ends on is cached); 0 = only the replay boundary floor((P − 1)/B)·B and the
+    // shared-prefix junction; N > 0 (a multiple of the block size) = those plus every N tokens. Under sparse
+    // retention a state that is not retained is never hashed and, once freed, goes to the head of the free queue.
+    std::optional<std::int64_t> mamba_retention_interval_tokens;
+    // Sliding-window admission cap for the full-ISL check (VllmVersion::swa_admission_cap); needs both limits.
+    bool swa_admission_cap = false;
+    std::int64_t max_num_batched_tokens = 0;
+    std::int64_t max_model_len = 0;
 };
 
 // What the cache needs to know about a request; the engine owns the request itself.
@@ -43,6 +53,10 @@ struct CacheRequest {
     std::int64_t num_tokens = 0;           // prompt + generated so far
     std::int64_t num_computed_tokens = 0;  // as the scheduler tracks it (0 for a waiting request)
     bool preempted_before = false;         // num_preemptions > 0: lookups count in the preempted_* stats only
+    // For sparse Mamba retention (KvCacheConfig::mamba_retention_interval_tokens): the prompt length (replay
+    // boundary P − 1) and the request's shared-prefix junction (vLLM request.shared_prefix_boundary, 0 = none).
+    std::int64_t num_prompt_tokens = 0;
+    std::int64_t shared_prefix_boundary = 0;
 };
 
 // vLLM PrefixCacheStats: units are tokens, one record per lookup attempt (vllm-v1-behaviour.md §3.5).
@@ -59,6 +73,10 @@ struct PrefixCacheStats {
 // blocks per group that allocate_slots will take a reference on.
 struct CacheHit {
     std::int64_t num_tokens = 0;
+    // vLLM HybridKVCacheCoordinator.num_uncached_common_prefix_tokens (PR #37898): the longest hit any group found
+    // minus the hit all groups share, e.g. full attention hits 3·B but no Mamba state is cached inside it. 0 for
+    // models with one kind of group. The scheduler cuts the first prefill chunk there (Marconi admission).
+    std::int64_t num_uncached_common_prefix_tokens = 0;
     std::vector<std::vector<core::BlockId>> blocks_per_group;
 };
 
@@ -114,6 +132,9 @@ public:
 
     // vLLM FreeKVCacheBlockQueue.get_all_free_blocks: the free queue from head (next evicted) to tail; for tests.
     [[nodiscard]] std::vector<core::BlockId> get_all_free_blocks() const;
+
+    // Blocks holding a prefix-cache hash, per group (in use or evictable); for tests and diagnostics, O(pool).
+    [[nodiscard]] std::vector<std::int64_t> num_cached_blocks_per_group() const;
 
 private:
     struct Impl;

@@ -7,8 +7,32 @@
 
 namespace servesim::cache {
 
-MambaManager::MambaManager(BlockPool& block_pool, int group_index, int block_size_tokens, MambaCacheMode mode)
-    : SingleTypeKvCacheManager(block_pool, group_index, block_size_tokens), mode_(mode) {}
+MambaManager::MambaManager(BlockPool& block_pool, int group_index, int block_size_tokens, MambaCacheMode mode,
+                           std::optional<std::int64_t> retention_interval_tokens)
+    : SingleTypeKvCacheManager(block_pool, group_index, block_size_tokens),
+      mode_(mode),
+      retention_interval_tokens_(retention_interval_tokens) {
+    SERVESIM_CHECK(!retention_interval_tokens || (*retention_interval_tokens >= 0 &&
+                                                  *retention_interval_tokens % block_size_tokens == 0),
+                   "group {}: retention interval {} is not a non-negative multiple of the block size {}", group_index,
+                   retention_interval_tokens.value_or(0), block_size_tokens);
+}
+
+bool MambaManager::retained(std::int64_t block, ReachableBoundaries boundaries) const {
+    if (!retention_interval_tokens_) {
+        return true;
+    }
+    const std::int64_t b = block_size_tokens_;
+    const std::int64_t end_tokens = (block + 1) * b;  // the state after this many tokens
+    const std::int64_t interval = *retention_interval_tokens_;
+    if (interval > 0 && end_tokens % interval == 0) {
+        return true;
+    }
+    // A boundary t is served by the state at floor(t / B)·B (reachable_block_mask: block floor(t/B) − 1).
+    const auto serves = [&](std::int64_t t) { return t >= b && t / b - 1 == block; };
+    return serves(boundaries.replay_tokens) ||
+           (boundaries.shared_prefix_tokens > 0 && serves(boundaries.shared_prefix_tokens));
+}
 
 std::int64_t MambaManager::find_longest_cache_hit(std::span<const core::BlockHash> block_hashes,
                                                   std::int64_t max_length, std::span<const int> group_indices,
@@ -38,7 +62,8 @@ std::int64_t MambaManager::find_longest_cache_hit(std::span<const core::BlockHas
 std::int64_t MambaManager::get_num_blocks_to_allocate(core::RequestId id, std::int64_t num_tokens,
                                                       std::span<const core::BlockId> new_computed_blocks,
                                                       std::int64_t total_computed_tokens,
-                                                      std::int64_t num_tokens_main_model) const {
+                                                      std::int64_t num_tokens_main_model,
+                                                      bool /*apply_admission_cap*/) const {
     if (!new_computed_blocks.empty()) {
         const auto hash = block_pool_.block_hash(new_computed_blocks.back());
         if (hash.has_value() && cached_blocks_this_step_.contains(hash->hash)) {
@@ -101,23 +126,30 @@ void MambaManager::allocate_new_blocks(core::RequestId id, std::int64_t num_toke
 }
 
 void MambaManager::cache_blocks(core::RequestId id, std::span<const core::BlockHash> block_hashes,
-                                std::int64_t num_tokens) {
+                                std::int64_t num_tokens, ReachableBoundaries boundaries) {
     if (mode_ == MambaCacheMode::kNone) {
         return;
     }
-    const RequestBlocks* req_ptr = find(id);
+    RequestBlocks* req_ptr = find(id);
     if (req_ptr == nullptr) {
         return;
     }
-    const std::int64_t before = req_ptr->num_cached_blocks;
-    SingleTypeKvCacheManager::cache_blocks(id, block_hashes, num_tokens);  // adds no request: req_ptr stays valid
-    const RequestBlocks& req = *req_ptr;
-    for (std::int64_t i = before; i < req.num_cached_blocks; ++i) {
-        const core::BlockId block = req.blocks[static_cast<std::size_t>(i)];
-        if (block != kNullBlock) {
-            cached_blocks_this_step_.insert(block_hashes[static_cast<std::size_t>(i)]);
-        }
+    RequestBlocks& req = *req_ptr;
+    const std::int64_t before = req.num_cached_blocks;
+    const std::int64_t num_full_blocks = num_tokens / block_size_tokens_;
+    if (before >= num_full_blocks) {
+        return;
     }
+    // Block by block so that states sparse retention does not keep stay unhashed (vLLM block_mask).
+    for (std::int64_t i = before; i < num_full_blocks; ++i) {
+        const core::BlockId block = req.blocks[static_cast<std::size_t>(i)];
+        if (block == kNullBlock || !retained(i, boundaries)) {
+            continue;
+        }
+        block_pool_.cache_full_blocks(req.blocks, block_hashes, i, i + 1, group_index_);
+        cached_blocks_this_step_.insert(block_hashes[static_cast<std::size_t>(i)]);
+    }
+    req.num_cached_blocks = num_full_blocks;
 }
 
 void MambaManager::free(core::RequestId id) {
@@ -147,7 +179,7 @@ void MambaManager::remove_skipped_blocks(core::RequestId id, std::int64_t total_
         if (block != kNullBlock) {
             const core::BlockId freed[] = {block};
             block = kNullBlock;
-            block_pool_.free_blocks(freed);
+            block_pool_.free_blocks(freed, unhashed_blocks_to_front());
         }
     }
 }

@@ -178,6 +178,10 @@ KvCacheConfig MemoryPlan::kv_cache_config() const {
     config.num_gpu_blocks = num_gpu_blocks;
     config.enable_prefix_caching = enable_prefix_caching;
     config.mamba_cache_mode = mamba_cache_mode;
+    config.mamba_retention_interval_tokens = mamba_retention_interval_tokens;
+    config.swa_admission_cap = swa_admission_cap;
+    config.max_num_batched_tokens = max_num_batched_tokens;
+    config.max_model_len = max_model_len;
     for (const auto& g : groups) {
         KvCacheGroup group;
         group.kind = g.kind;
@@ -244,14 +248,22 @@ MemoryPlan plan_memory(const models::ModelSpec& model, const MemoryPlanRequest& 
     const int tp = req.tensor_parallel_size;
 
     // --- prefix caching and mamba_cache_mode (is_prefix_caching_supported; MambaModelConfig) ---
-    plan.enable_prefix_caching = req.enable_prefix_caching.value_or(!hybrid && counts.mamba == 0);
+    // EngineArgs._set_default_chunked_prefill_and_prefix_caching_args: hybrids opt-in until PR #50991 (0.28).
+    const VllmVersion& version = req.vllm_version;
+    const bool default_prefix_caching =
+        counts.mamba == 0 || (hybrid && version.hybrid_prefix_caching_on_by_default());
+    plan.enable_prefix_caching = req.enable_prefix_caching.value_or(default_prefix_caching);
     if (counts.mamba > 0) {
         if (!plan.enable_prefix_caching) {
             plan.mamba_cache_mode = MambaCacheMode::kNone;  // forced: mamba_block_size = max_model_len
         } else {
             MambaCacheMode wanted = req.mamba_cache_mode.value_or(MambaCacheMode::kNone);
             if (wanted == MambaCacheMode::kNone) {
-                wanted = model.supports_mamba_prefix_caching_all ? MambaCacheMode::kAll : MambaCacheMode::kAlign;
+                // MambaModelConfig.verify_and_update_config: all for classes with the interface, else align; from
+                // PR #50991 (0.28) align for every hybrid.
+                const bool align_for_hybrids = hybrid && version.mamba_align_default_for_all_hybrids();
+                const bool all_by_default = model.supports_mamba_prefix_caching_all && !align_for_hybrids;
+                wanted = all_by_default ? MambaCacheMode::kAll : MambaCacheMode::kAlign;
             }
             if (wanted == MambaCacheMode::kAll && !model.supports_mamba_prefix_caching_all) {
                 wanted = MambaCacheMode::kAlign;  // vLLM warns and falls back for classes without the interface
@@ -311,6 +323,25 @@ MemoryPlan plan_memory(const models::ModelSpec& model, const MemoryPlanRequest& 
         plan.page_size_bytes = plan.mamba_page_size_bytes;
         plan.mamba_block_size = static_cast<int>(plan.max_model_len);
     }
+
+    // --- prefix_cache_retention_interval for the Mamba groups (CacheConfig; PRs #43447, #45845, #52216) ---
+    if (req.prefix_cache_retention_interval) {
+        const std::int64_t interval = *req.prefix_cache_retention_interval;
+        if (interval != kRetentionDense && (interval < 0 || interval % plan.block_size != 0)) {
+            throw ConfigError(fmt::format(
+                "prefix_cache_retention_interval: {} must be none, 0 or a positive multiple of the block size ({})",
+                interval, plan.block_size));
+        }
+    }
+    if (counts.mamba > 0 && plan.enable_prefix_caching && version.mamba_honours_retention_interval()) {
+        const std::int64_t interval = req.prefix_cache_retention_interval.value_or(
+            version.sparse_retention_by_default() ? 0 : kRetentionDense);
+        if (interval != kRetentionDense) {
+            plan.mamba_retention_interval_tokens = interval;
+        }
+    }
+
+    plan.swa_admission_cap = version.swa_admission_cap();
 
     // --- KV cache groups (get_kv_cache_groups → _get_kv_cache_groups_uniform_page_size) ---
     std::vector<std::pair<KvGroupKind, int>> types;

@@ -27,6 +27,9 @@ using core::VllmVersion;
 
 [[nodiscard]] MambaCacheMode parse_mamba_cache_mode(const std::string& text);  // none|align|all
 
+// prefix_cache_retention_interval: None (dense retention), as a value.
+inline constexpr std::int64_t kRetentionDense = -1;
+
 // What the user asked for; unset optionals take vLLM's defaults for the model and GPU.
 struct MemoryPlanRequest {
     std::int64_t gpu_memory_bytes = 0;  // total device memory as torch.cuda.mem_get_info reports it
@@ -37,6 +40,9 @@ struct MemoryPlanRequest {
     std::optional<int> block_size;
     std::optional<bool> enable_prefix_caching;
     std::optional<MambaCacheMode> mamba_cache_mode;
+    // --prefix-cache-retention-interval (PR #52216; VLLM_PREFIX_CACHE_RETENTION_INTERVAL before): tokens, 0 = only
+    // the replay boundary and shared-prefix junctions, kRetentionDense = every boundary; unset = the version's default.
+    std::optional<std::int64_t> prefix_cache_retention_interval;
     std::optional<std::int64_t> max_model_len;
     std::optional<std::int64_t> max_num_batched_tokens;
     std::optional<std::int64_t> max_num_seqs;
@@ -64,6 +70,9 @@ struct MemoryPlan {
     // Resolved engine settings.
     bool enable_prefix_caching = false;
     MambaCacheMode mamba_cache_mode = MambaCacheMode::kNone;
+    // Retention interval the Mamba groups follow (nullopt = dense; see KvCacheConfig).
+    std::optional<std::int64_t> mamba_retention_interval_tokens;
+    bool swa_admission_cap = false;  // VllmVersion::swa_admission_cap
     std::int64_t max_model_len = 0;
     std::int64_t max_num_batched_tokens = 0;
     std::int64_t max_num_seqs = 0;

@@ -107,8 +107,14 @@ SingleTypeKvCacheManager::RequestBlocks& SingleTypeKvCacheManager::find_or_add(c
 std::int64_t SingleTypeKvCacheManager::get_num_blocks_to_allocate(core::RequestId id, std::int64_t num_tokens,
                                                                   std::span<const core::BlockId> new_computed_blocks,
                                                                   std::int64_t total_computed_tokens,
-                                                                  std::int64_t /*num_tokens_main_model*/) const {
-    const std::int64_t num_required_blocks = cdiv(num_tokens, block_size_tokens_);
+                                                                  std::int64_t /*num_tokens_main_model*/,
+                                                                  bool apply_admission_cap) const {
+    std::int64_t num_required_blocks = cdiv(num_tokens, block_size_tokens_);
+    if (apply_admission_cap && max_admission_blocks_per_request() > 0) {
+        // Recycling groups hold at most the cap at once (remove_skipped_blocks runs before every chunk), so the
+        // full-ISL check charges no more (vLLM get_num_blocks_to_allocate, issue #39734).
+        num_required_blocks = std::min(num_required_blocks, max_admission_blocks_per_request());
+    }
     if (const RequestBlocks* req = find(id)) {
         // A running request has no new prefix-cache hits.
         SERVESIM_CHECK(new_computed_blocks.empty(), "running request {} got {} hit blocks", core::to_int(id),
@@ -158,7 +164,7 @@ void SingleTypeKvCacheManager::allocate_new_blocks(core::RequestId id, std::int6
 }
 
 void SingleTypeKvCacheManager::cache_blocks(core::RequestId id, std::span<const core::BlockHash> block_hashes,
-                                            std::int64_t num_tokens) {
+                                            std::int64_t num_tokens, ReachableBoundaries /*boundaries*/) {
     RequestBlocks* req_ptr = find(id);
     if (req_ptr == nullptr) {
         return;
@@ -187,7 +193,7 @@ void SingleTypeKvCacheManager::free(core::RequestId id) {
     req.blocks.clear();
     req.in_use = false;
     free_slots_.push_back(slot);
-    block_pool_.free_blocks(scratch_);
+    block_pool_.free_blocks(scratch_, unhashed_blocks_to_front());
 }
 
 void SingleTypeKvCacheManager::remove_skipped_blocks(core::RequestId id, std::int64_t total_computed_tokens) {
@@ -212,7 +218,7 @@ void SingleTypeKvCacheManager::remove_skipped_blocks(core::RequestId id, std::in
         scratch_.push_back(block);
         block = kNullBlock;
     }
-    block_pool_.free_blocks(scratch_);
+    block_pool_.free_blocks(scratch_, unhashed_blocks_to_front());
 }
 
 std::span<const core::BlockId> SingleTypeKvCacheManager::blocks(core::RequestId id) const {

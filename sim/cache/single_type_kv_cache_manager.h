@@ -30,6 +30,13 @@ struct RequestIdHash {
 
 [[nodiscard]] constexpr std::int64_t cdiv(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
+// Token positions whose state sparse retention must keep (vLLM reachable_boundaries: the replay boundary
+// num_prompt_tokens − 1 and request.shared_prefix_boundary); ignored by dense managers.
+struct ReachableBoundaries {
+    std::int64_t replay_tokens = -1;
+    std::int64_t shared_prefix_tokens = 0;  // 0 = none
+};
+
 class SingleTypeKvCacheManager {
 public:
     SingleTypeKvCacheManager(BlockPool& block_pool, int group_index, int block_size_tokens);
@@ -47,11 +54,17 @@ public:
         const = 0;
 
     // Blocks to take from the free queue to give the request num_tokens slots: new blocks plus hit blocks that are
-    // evictable (ref 0) now, as vLLM get_num_blocks_to_allocate.
+    // evictable (ref 0) now, as vLLM get_num_blocks_to_allocate. apply_admission_cap (the full-ISL admission check
+    // only): the required blocks are clamped to max_admission_blocks_per_request() when the group has one.
     [[nodiscard]] virtual std::int64_t get_num_blocks_to_allocate(core::RequestId id, std::int64_t num_tokens,
                                                                   std::span<const core::BlockId> new_computed_blocks,
                                                                   std::int64_t total_computed_tokens,
-                                                                  std::int64_t num_tokens_main_model) const;
+                                                                  std::int64_t num_tokens_main_model,
+                                                                  bool apply_admission_cap = false) const;
+
+    // vLLM _max_admission_blocks_per_request: the most blocks a request of this group holds at once (recycling
+    // groups such as sliding window); 0 = no cap.
+    [[nodiscard]] virtual std::int64_t max_admission_blocks_per_request() const { return 0; }
 
     // A new request takes references on its hit blocks (skipped positions become null blocks).
     void allocate_new_computed_blocks(core::RequestId id, std::span<const core::BlockId> new_computed_blocks,
@@ -62,7 +75,7 @@ public:
 
     // Caches the request's full blocks up to num_tokens (schedule-time caching, vLLM cache_blocks).
     virtual void cache_blocks(core::RequestId id, std::span<const core::BlockHash> block_hashes,
-                              std::int64_t num_tokens);
+                              std::int64_t num_tokens, ReachableBoundaries boundaries = {});
 
     // Frees the request's blocks in reverse order, so its tail blocks are evicted first (free_block_queue.h).
     virtual void free(core::RequestId id);
@@ -93,6 +106,8 @@ protected:
 
     // vLLM get_num_skipped_tokens: tokens whose KV the next computation no longer reads (0 for full attention).
     [[nodiscard]] virtual std::int64_t get_num_skipped_tokens(std::int64_t /*num_computed_tokens*/) const { return 0; }
+    // Whether a freed block without a hash goes to the free-queue head (sparse retention, vLLM PR #43447).
+    [[nodiscard]] virtual bool unhashed_blocks_to_front() const { return false; }
     virtual void check_request(const RequestBlocks& /*req*/) const {}
 
     [[nodiscard]] std::int64_t num_evictable_blocks(std::span<const core::BlockId> blocks) const;

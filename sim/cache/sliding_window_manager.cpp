@@ -8,9 +8,10 @@
 namespace servesim::cache {
 
 SlidingWindowManager::SlidingWindowManager(BlockPool& block_pool, int group_index, int block_size_tokens,
-                                           std::int64_t sliding_window_tokens)
+                                           std::int64_t sliding_window_tokens, std::int64_t max_admission_blocks)
     : SingleTypeKvCacheManager(block_pool, group_index, block_size_tokens),
-      sliding_window_tokens_(sliding_window_tokens) {
+      sliding_window_tokens_(sliding_window_tokens),
+      max_admission_blocks_(max_admission_blocks) {
     SERVESIM_CHECK(sliding_window_tokens > 0, "group {}: sliding window {} tokens", group_index,
                    sliding_window_tokens);
 }

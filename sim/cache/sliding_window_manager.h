@@ -9,8 +9,12 @@ namespace servesim::cache {
 
 class SlidingWindowManager final : public SingleTypeKvCacheManager {
 public:
+    // max_admission_blocks (0 = none): the full-ISL admission cap, cdiv(min(window − 1 + max_num_batched_tokens,
+    // max_model_len), B) + 1 (vLLM SlidingWindowSpec.max_admission_blocks_per_request, kv_cache_interface.py).
     SlidingWindowManager(BlockPool& block_pool, int group_index, int block_size_tokens,
-                         std::int64_t sliding_window_tokens);
+                         std::int64_t sliding_window_tokens, std::int64_t max_admission_blocks = 0);
+
+    [[nodiscard]] std::int64_t max_admission_blocks_per_request() const override { return max_admission_blocks_; }
 
     // Scans right to left for cdiv(window − 1, B) consecutive cached blocks; positions before them are null blocks.
     // Without such a run, the cached blocks at the very start (fewer than a window) still count.
@@ -25,6 +29,7 @@ protected:
 
 private:
     std::int64_t sliding_window_tokens_;
+    std::int64_t max_admission_blocks_;
 };
 
 }  // namespace servesim::cache

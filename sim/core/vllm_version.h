@@ -29,6 +29,34 @@ struct VllmVersion {
     [[nodiscard]] constexpr bool kv_size_from_concurrency() const { return at_least(0, 21); }
     // PR #38284 (0.21): gpu_memory_utilization defaults to 0.92.
     [[nodiscard]] constexpr double default_gpu_memory_utilization() const { return at_least(0, 21) ? 0.92 : 0.90; }
+
+    // --- hybrid prefix caching ---
+    // Sliding-window admission cap: the full-ISL check charges an SWA group at most
+    // cdiv(min(window − 1 + max_num_batched_tokens, max_model_len), B) + 1 blocks (get_num_blocks_to_allocate with
+    // apply_admission_cap; the fix for issue #39734). Verified at upstream 9aaf83ef (2026-05-19, ≈ 0.22); the PR
+    // that added it and earlier releases were not verified, so servesim applies it from 0.22.
+    [[nodiscard]] constexpr bool swa_admission_cap() const { return at_least(0, 22); }
+    // PR #37898 (Marconi-style admission; first seen in the 0.24.0 source, absent in 0.22.1): a waiting hybrid
+    // request whose full-attention hit exceeds its state-constrained hit by >= one block has its first prefill
+    // chunk cut at the shared-prefix junction, so a Mamba state is cached there (Scheduler._mamba_block_aligned_split).
+    [[nodiscard]] constexpr bool marconi_shared_prefix_admission() const { return at_least(0, 24); }
+    // PR #47782 (merged after 2026-07-09; servesim takes 0.27.0 as its first release): the junction becomes
+    // request.shared_prefix_boundary, kept across steps, so any prefill chunk (waiting or running) that would cross
+    // it stops there; before, only the first chunk of a waiting request was cut.
+    [[nodiscard]] constexpr bool shared_prefix_boundary_on_request() const { return at_least(0, 27); }
+    // PR #50991 (merged 2026-08-04, in 0.28.0): prefix caching on by default for hybrid models.
+    [[nodiscard]] constexpr bool hybrid_prefix_caching_on_by_default() const { return at_least(0, 28); }
+    // PR #50991 (0.28.0): with prefix caching on and no mode given, every hybrid defaults to mamba_cache_mode
+    // align (before: all for classes that support it, else align).
+    [[nodiscard]] constexpr bool mamba_align_default_for_all_hybrids() const { return at_least(0, 28); }
+    // PR #52216 (merged 2026-08-17, not in 0.28.0, so 0.29.0): prefix_cache_retention_interval becomes an engine
+    // argument defaulting to 0 (keep only the replay boundary and shared-prefix junctions); before it was the
+    // VLLM_PREFIX_CACHE_RETENTION_INTERVAL env var (#43447 in 0.23.0, Mamba in #45845), unset = dense retention.
+    [[nodiscard]] constexpr bool sparse_retention_by_default() const { return at_least(0, 29); }
+    // PR #45845 (opened 2026-06-16, merged; release not confirmed, servesim takes 0.25.0): Mamba groups honour the
+    // retention interval; before it applied to sliding-window groups only (#43447, 0.23.0), so a Mamba group kept
+    // every boundary whatever the interval.
+    [[nodiscard]] constexpr bool mamba_honours_retention_interval() const { return at_least(0, 25); }
 };
 
 // The range of releases whose rules servesim models, and the default (the newest).

@@ -42,6 +42,9 @@ struct Request {
     std::int64_t num_output_placeholders = 0;
     RequestStatus status = RequestStatus::kWaiting;
     int num_preemptions = 0;
+    // vLLM request.shared_prefix_boundary (PR #47782): the shared-prefix junction found at the last lookup, where a
+    // prefill chunk stops so a Mamba state is cached there; 0 = none. Set only where the version keeps it.
+    std::int64_t shared_prefix_boundary = 0;
     std::vector<core::BlockHash> block_hashes;
     cache::BlockHasher hasher;
 

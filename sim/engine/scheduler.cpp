@@ -67,22 +67,39 @@ cache::CacheRequest Scheduler::cache_view(const Request& r) const {
     v.num_tokens = r.num_tokens();
     v.num_computed_tokens = r.num_computed_tokens;
     v.preempted_before = r.num_preemptions > 0;
+    v.num_prompt_tokens = r.num_prompt_tokens;
+    v.shared_prefix_boundary = r.shared_prefix_boundary;
     return v;
 }
 
-std::int64_t Scheduler::mamba_aligned_split(std::int64_t computed, std::int64_t num_tokens, std::int64_t n) const {
+std::int64_t Scheduler::mamba_aligned_split(const Request& r, std::int64_t computed, std::int64_t n,
+                                            std::int64_t num_uncached_common_prefix_tokens) const {
     // Scheduler._mamba_block_aligned_split: while prefilling, chunks end on block boundaries, and the chunk that
     // crosses last = num_tokens − num_tokens % B stops exactly there, so a state snapshot exists at floor(P/B)·B.
+    const std::int64_t num_tokens = r.num_tokens();
     if (!config_.mamba_align || computed >= num_tokens - 1) {
         return n;
     }
     const std::int64_t b = config_.block_size;
     const std::int64_t last = num_tokens - num_tokens % b;
     if (computed + n < last) {
-        return n / b * b;
+        n = n / b * b;
+    } else if (computed < last && last < computed + n) {
+        n = last - computed;
     }
-    if (computed < last && last < computed + n) {
-        return last - computed;
+    const core::VllmVersion& v = config_.vllm_version;
+    if (!v.marconi_shared_prefix_admission()) {
+        return n;
+    }
+    if (v.shared_prefix_boundary_on_request()) {
+        // PR #47782: any prefill chunk that would cross the junction stops on it.
+        const std::int64_t junction = r.shared_prefix_boundary;
+        if (junction > 0 && computed < junction && junction < computed + n) {
+            n = junction - computed;
+        }
+    } else if (num_uncached_common_prefix_tokens >= b && n > num_uncached_common_prefix_tokens) {
+        // PR #37898: the first chunk of a waiting request is cut to the uncached common prefix, block-aligned.
+        n = num_uncached_common_prefix_tokens / b * b;
     }
     return n;
 }
@@ -129,7 +146,7 @@ void Scheduler::schedule(core::SimTime now, StepPlan& plan) {
             n = std::min(n, config_.long_prefill_token_threshold);
         }
         n = std::min({n, budget, config_.max_model_len - 1 - r->num_computed_tokens});
-        n = mamba_aligned_split(r->num_computed_tokens, r->num_tokens(), n);
+        n = mamba_aligned_split(*r, r->num_computed_tokens, n);
         if (n <= 0) {
             ++index;
             continue;
@@ -177,6 +194,12 @@ void Scheduler::schedule(core::SimTime now, StepPlan& plan) {
             cache::CacheHit hit;
             if (r->num_computed_tokens == 0) {
                 hit = kv_cache_.get_computed_blocks(cache_view(*r));  // counted here, before the allocation check
+                // PR #47782: the junction is kept on the request (hit + the uncached common prefix, block-aligned).
+                const std::int64_t u = hit.num_uncached_common_prefix_tokens;
+                r->shared_prefix_boundary =
+                    config_.vllm_version.shared_prefix_boundary_on_request() && u >= config_.block_size
+                        ? hit.num_tokens + u / config_.block_size * config_.block_size
+                        : 0;
             }
             // Connector lookup after the local one (OffloadingConnectorScheduler.get_num_new_matched_tokens).
             std::int64_t external = 0;
@@ -214,7 +237,8 @@ void Scheduler::schedule(core::SimTime now, StepPlan& plan) {
                 break;
             }
             n = std::min(n, budget);
-            n = mamba_aligned_split(r->num_computed_tokens + hit.num_tokens, r->num_tokens(), n);
+            n = mamba_aligned_split(*r, r->num_computed_tokens + hit.num_tokens, n,
+                                    hit.num_uncached_common_prefix_tokens);
             if (n <= 0) {
                 break;
             }

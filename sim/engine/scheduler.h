@@ -2,7 +2,8 @@
 // No prefill or decode phases: each step, running requests first (in admission order), then waiting ones while the
 // token budget (max_num_batched_tokens) and max_num_seqs allow; chunked prefill; a request that cannot get KV
 // blocks preempts the last running request by recompute; no admission in a step that preempted; Mamba `align`
-// chunk splitting (_mamba_block_aligned_split). It asks sim/cache for blocks and never touches a free list.
+// chunk splitting (_mamba_block_aligned_split) with the Marconi shared-prefix cut of the release in
+// SchedulerConfig::vllm_version (docs/VLLM-VERSIONS.md). It asks sim/cache for blocks and never touches a free list.
 #pragma once
 
 #include <cstdint>
@@ -12,6 +13,7 @@
 
 #include "sim/cache/cpu_offload.h"
 #include "sim/cache/kv_cache_manager.h"
+#include "sim/core/vllm_version.h"
 #include "sim/engine/request.h"
 
 namespace servesim::engine {
@@ -26,6 +28,7 @@ struct SchedulerConfig {
     bool scheduler_reserve_full_isl = true;
     int block_size = 16;                         // hash / attention block size
     bool mamba_align = false;                    // hybrid with mamba_cache_mode == align and prefix caching on
+    core::VllmVersion vllm_version = core::kNewestModelled;  // whose version-dependent rules apply
 };
 
 // One request's share of a step.
@@ -85,9 +88,12 @@ public:
 private:
     [[nodiscard]] cache::CacheRequest cache_view(const Request& r) const;
 
-    // _mamba_block_aligned_split; returns the adjusted token count (0 = do not schedule this step).
-    [[nodiscard]] std::int64_t mamba_aligned_split(std::int64_t num_computed_tokens, std::int64_t num_tokens,
-                                                   std::int64_t num_new_tokens) const;
+    // _mamba_block_aligned_split; returns the adjusted token count (0 = do not schedule this step). Also applies
+    // the Marconi junction cut (PR #37898; from #47782 through request.shared_prefix_boundary).
+    // num_uncached_common_prefix_tokens: the waiting request's lookup result (0 for running requests).
+    [[nodiscard]] std::int64_t mamba_aligned_split(const Request& r, std::int64_t num_computed_tokens,
+                                                   std::int64_t num_new_tokens,
+                                                   std::int64_t num_uncached_common_prefix_tokens = 0) const;
 
     void preempt(Request* victim);
 

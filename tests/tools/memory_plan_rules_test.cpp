@@ -102,9 +102,11 @@ TEST_CASE("Defaults: H200 gets 8192 tokens / 1024 seqs, an RTX 3090 2048 / 256; 
     CHECK(a100.max_num_batched_tokens == 2048);
     CHECK(a100.max_num_seqs == 256);
 
-    // Hybrid by default: prefix caching off, mamba_cache_mode none, one state block per request
-    // (mamba_block_size = max_model_len).
-    const cache::MemoryPlan hybrid = plan_for("Qwen3.5-4B", "H200");
+    // Hybrid by default up to vLLM 0.27: prefix caching off, mamba_cache_mode none, one state block per request
+    // (mamba_block_size = max_model_len). From 0.28 (PR #50991) it is on: tests/cache/hybrid_versions_test.cpp.
+    EngineSettings before_50991;
+    before_50991.vllm_version = "0.27";
+    const cache::MemoryPlan hybrid = plan_for("Qwen3.5-4B", "H200", before_50991);
     CHECK_FALSE(hybrid.enable_prefix_caching);
     CHECK(hybrid.mamba_cache_mode == cache::MambaCacheMode::kNone);
     CHECK(hybrid.mamba_block_size == hybrid.max_model_len);

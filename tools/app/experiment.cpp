@@ -33,6 +33,7 @@ cache::MemoryPlanRequest memory_plan_request(const EngineSettings& e, const cali
     r.block_size = e.block_size;
     r.enable_prefix_caching = e.enable_prefix_caching;
     r.mamba_cache_mode = e.mamba_cache_mode;
+    r.prefix_cache_retention_interval = e.prefix_cache_retention_interval;
     r.max_model_len = e.max_model_len;
     r.max_num_batched_tokens = e.max_num_batched_tokens;
     r.max_num_seqs = e.max_num_seqs;
@@ -180,6 +181,7 @@ ExperimentResult run_experiment(const PreparedExperiment& p) {
     s.block_size = p.plan.block_size;
     s.mamba_align = p.plan.enable_prefix_caching && p.plan.mamba_cache_mode == cache::MambaCacheMode::kAlign &&
                     p.plan.mamba_block_size > 0;
+    s.vllm_version = cache::parse_vllm_version(p.config.engine.vllm_version);
 
     if (p.config.engine.kv_offloading_size_gib) {
         // CPUOffloadingSpec: one CPU block holds one GPU block id across all KV tensors (group_size pages); each

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <charconv>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -27,7 +28,8 @@ const std::vector<std::string_view> kEngineKeys = {
     "gpu_memory_utilization", "kv_cache_dtype",     "enable_prefix_caching", "mamba_cache_mode",
     "kv_cache_memory_bytes", "enable_chunked_prefill", "long_prefill_token_threshold",
     "scheduler_reserve_full_isl", "vllm_version", "kv_offloading_size", "kv_offloading_load_us_per_token",
-    "async_scheduling", "tensor_parallel_size"};
+    "async_scheduling", "tensor_parallel_size",
+    "prefix_cache_retention_interval"};
 
 const std::vector<std::string_view> kClusterKeys = {"replicas", "router"};
 
@@ -251,6 +253,23 @@ EngineSettings parse_engine(const YamlMap& e) {
         s.kv_offloading_load_us_per_token = e.get<double>("kv_offloading_load_us_per_token");
         if (*s.kv_offloading_load_us_per_token < 0) {
             e.fail("kv_offloading_load_us_per_token", "must be non-negative");
+        }
+    }
+    if (e.has("prefix_cache_retention_interval")) {
+        // vLLM --prefix-cache-retention-interval: none (dense), 0, or tokens (a multiple of the block size,
+        // checked with the memory plan).
+        const auto t = e.get<std::string>("prefix_cache_retention_interval");
+        if (t == "none" || t == "None") {
+            s.prefix_cache_retention_interval = cache::kRetentionDense;
+        } else {
+            std::int64_t v = -1;
+            const auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+            if (ec != std::errc() || end != t.data() + t.size() || v < 0 || v > (1LL << 30)) {
+                e.fail("prefix_cache_retention_interval",
+                       "'" + t + "' is not allowed; allowed: none (dense), 0 (replay boundary and shared-prefix "
+                       "junctions only) or a number of tokens that is a multiple of the block size");
+            }
+            s.prefix_cache_retention_interval = v;
         }
     }
     if (e.has("vllm_version")) {

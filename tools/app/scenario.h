@@ -26,6 +26,8 @@ struct EngineSettings {
     bool kv_cache_dtype_fp8 = false;
     std::optional<bool> enable_prefix_caching;
     std::optional<cache::MambaCacheMode> mamba_cache_mode;
+    // --prefix-cache-retention-interval: tokens, or cache::kRetentionDense for none; unset = the version's default.
+    std::optional<std::int64_t> prefix_cache_retention_interval;
     std::optional<std::int64_t> kv_cache_memory_bytes;
     bool enable_chunked_prefill = true;
     std::int64_t long_prefill_token_threshold = 0;

@@ -126,6 +126,13 @@ random_output_len: 10
     };
     CHECK(sends(1) == std::vector<double>{1.0, 6.0, 11.0});
     CHECK(sends(2) == std::vector<double>{1.0, 2.0, 6.0});
+    // request_rate inf with max_concurrency 2 is a closed loop of 2: sent at 0, 0, then at the first finish, 5.
+    auto w = make_workload(yaml("type: bench_serve\nmax_concurrency: 2\nnum_prompts: 3\nrandom_input_len: 100\n"), 1);
+    std::vector<double> out;
+    for (const auto& s : drive(*w, [](const RequestSpec&) { return seconds(5); })) {
+        out.push_back(s.spec.arrival.s());
+    }
+    CHECK(out == std::vector<double>{0.0, 0.0, 5.0});
 }
 
 TEST_CASE("bench_serve random dataset: lengths uniform on [L(1-r), L(1+r)] after a shared prefix",
@@ -269,6 +276,15 @@ num_prompts: 3
     // Entry 1 has one message and is dropped (ShareGPTDataset keeps entries with >= 2); entry 2 keeps its index.
     CHECK(served[2].spec.prompt == core::TokenContent{{dataset_message_content(2, 0), 5}});
     CHECK(served[2].spec.max_output_tokens == 6);
+    // sharegpt_max_turns 1: one request per conversation, so only 2 requests (no_oversample keeps it at 2).
+    auto capped = make_workload(yaml(fmt::format("type: bench_serve\ndataset_name: sharegpt\ndataset_path: {}\n"
+                                                 "sharegpt_include_multi_turn: true\nsharegpt_max_turns: 1\n"
+                                                 "disable_shuffle: true\nno_oversample: true\nnum_prompts: 3\n",
+                                                 path)),
+                                1);
+    const auto capped_served = drive(*capped, [](const RequestSpec&) { return seconds(1); });
+    REQUIRE(capped_served.size() == 2);
+    CHECK(capped_served[1].spec.prompt == core::TokenContent{{dataset_message_content(2, 0), 5}});
 }
 
 TEST_CASE("bench_serve sharegpt single-turn shuffles entries and drops what is_valid_sequence refuses",

@@ -80,6 +80,21 @@ TEST_CASE("multi_turn_bench round robin takes the deque's right end and leaves w
     CHECK(w->exhausted());
 }
 
+TEST_CASE("multi_turn_bench max_turns counts messages: 4 ends a conversation after two requests",
+          "[workloads][multi_turn_bench]") {
+    // 1 client, 1 active, 2 conversations of 10 messages, max_turns 4: conversation 0 turns 1, 2, then conversation 1
+    // turns 1, 2, then the queue is empty: 4 requests, at 0, 1, 2, 3 with 1 s answers.
+    auto w = make_workload(yaml("type: multi_turn_bench\nnum_clients: 1\nmax_turns: 4\n" + conversations(2, 10)), 1);
+    const auto served = drive(*w, [](const RequestSpec&) { return seconds(1); });
+    REQUIRE(served.size() == 4);
+    const std::vector<std::uint64_t> convs = {0, 0, 1, 1};
+    for (std::size_t i = 0; i < 4; ++i) {
+        CHECK(conversation_of(served[i].spec) == convs[i]);
+        CHECK(served[i].spec.turn == static_cast<int>(i % 2) + 1);
+        CHECK(served[i].spec.arrival.s() == static_cast<double>(i));
+    }
+}
+
 TEST_CASE("multi_turn_bench sends the whole history with the server's answers", "[workloads][multi_turn_bench]") {
     // 1 client, 1 conversation of 6 messages; common prefix 500, conversation prefix 300, user num_tokens 140,
     // answers 60. First message = max(140, 500 + 17) + 300 = 817 tokens: [common 500, own 317]. Later user messages

@@ -354,6 +354,10 @@ class ListSource final : public OpenLoopSource {
 };
 
 std::string describe_rate(const BenchServeConfig& c) {
+    if (c.ramp_up) {
+        return fmt::format("{} ramp-up {:g} → {:g} req/s, burstiness {:g}", c.ramp_up->exponential ? "exponential" : "linear",
+                           c.ramp_up->start_rps, c.ramp_up->end_rps, c.burstiness);
+    }
     if (std::isinf(c.request_rate_per_s)) {
         return "all at t = 0";
     }
@@ -366,7 +370,8 @@ std::string describe_rate(const BenchServeConfig& c) {
 }  // namespace
 
 BenchServeConfig parse_bench_serve_workload(const YamlMap& m, std::uint64_t seed) {
-    m.allow_only({"type", "request_rate", "burstiness", "max_concurrency", "num_prompts", "seed", "dataset_name",
+    m.allow_only({"type", "request_rate", "burstiness", "ramp_up_strategy", "ramp_up_start_rps", "ramp_up_end_rps",
+                  "max_concurrency", "num_prompts", "seed", "dataset_name",
                   "dataset_path", "disable_shuffle", "no_oversample", "random_input_len", "random_output_len",
                   "random_range_ratio", "random_prefix_len", "prefix_repetition_prefix_len",
                   "prefix_repetition_suffix_len", "prefix_repetition_num_prefixes", "prefix_repetition_output_len",
@@ -374,6 +379,32 @@ BenchServeConfig parse_bench_serve_workload(const YamlMap& m, std::uint64_t seed
     BenchServeConfig c;
     c.request_rate_per_s = positive_or_inf(m, "request_rate", kInf);
     c.burstiness = positive_or_inf(m, "burstiness", 1.0);
+    if (m.has("ramp_up_strategy")) {
+        // serve.py main's checks: no request_rate, both ends given, start <= end; a rate of 0 fails get_request's
+        // assertion (linear from 0) or is refused (exponential), so the start must be positive here.
+        const auto strategy = m.get<std::string>("ramp_up_strategy");
+        if (strategy != "linear" && strategy != "exponential") {
+            m.fail("ramp_up_strategy", "unknown strategy '" + strategy + "'; allowed: linear, exponential");
+        }
+        if (m.has("request_rate")) {
+            m.fail("request_rate", "not used with ramp_up_strategy (the ramp sets the rate), as the tool refuses it");
+        }
+        BenchServeRampUp r;
+        r.exponential = strategy == "exponential";
+        r.start_rps = m.get<double>("ramp_up_start_rps");
+        r.end_rps = m.get<double>("ramp_up_end_rps");
+        if (!(r.start_rps > 0)) {
+            m.fail("ramp_up_start_rps", fmt::format("must be positive (the first request's rate), got {}", r.start_rps));
+        }
+        if (r.end_rps < r.start_rps) {
+            m.fail("ramp_up_end_rps", fmt::format("must be at least ramp_up_start_rps ({}), got {}", r.start_rps,
+                                                  r.end_rps));
+        }
+        c.ramp_up = r;
+    } else if (m.has("ramp_up_start_rps") || m.has("ramp_up_end_rps")) {
+        const auto key = m.has("ramp_up_start_rps") ? "ramp_up_start_rps" : "ramp_up_end_rps";
+        m.fail(key, "only used with ramp_up_strategy");
+    }
     if (m.has("max_concurrency")) {
         c.max_concurrency = m.get_in_range<std::int64_t>("max_concurrency", 1, std::int64_t{1} << 40);
     }
@@ -486,25 +517,38 @@ std::vector<BenchServeRequest> sample_bench_serve_dataset(const BenchServeConfig
 std::vector<core::SimTime> bench_serve_schedule(std::int64_t num_requests,
                                                 double request_rate_per_s,
                                                 double burstiness,
-                                                core::RngStream& gaps_rng) {
+                                                core::RngStream& gaps_rng,
+                                                const std::optional<BenchServeRampUp>& ramp_up) {
     // serve.py get_request (PR #21108, v0.10.0): a gap per request — 0 at rate inf, 1/rate at burstiness inf, else
     // Gamma(shape = burstiness, scale = 1/(rate·burstiness)) — summed from the start, so the first request leaves
-    // after one gap; then every time is scaled so the last request leaves at exactly num_requests / rate.
+    // after one gap; then, without a ramp-up, every time is scaled so the last request leaves at exactly
+    // num_requests / rate. With a ramp-up the rate of request i is start + (end − start)·p (linear) or
+    // start·(end/start)^p (exponential), p = i / max(n − 1, 1) (_get_current_request_rate).
     std::vector<double> delay_s(static_cast<std::size_t>(num_requests), 0.0);
     double total_s = 0;
-    for (auto& d : delay_s) {
-        if (std::isinf(request_rate_per_s)) {
+    for (std::size_t i = 0; i < delay_s.size(); ++i) {
+        auto& d = delay_s[i];
+        double rate = request_rate_per_s;
+        if (ramp_up) {
+            const double progress =
+                static_cast<double>(i) / static_cast<double>(std::max<std::int64_t>(num_requests - 1, 1));
+            rate = ramp_up->exponential
+                       ? ramp_up->start_rps * std::pow(ramp_up->end_rps / ramp_up->start_rps, progress)
+                       : ramp_up->start_rps + (ramp_up->end_rps - ramp_up->start_rps) * progress;
+        }
+        if (std::isinf(rate)) {
             d = 0;
         } else if (std::isinf(burstiness)) {
-            d = 1.0 / request_rate_per_s;
+            d = 1.0 / rate;
         } else {
-            d = gaps_rng.gamma(burstiness, 1.0 / (request_rate_per_s * burstiness));
+            d = gaps_rng.gamma(burstiness, 1.0 / (rate * burstiness));
         }
         total_s += d;
         d = total_s;
     }
-    const double factor =
-        total_s != 0 ? (static_cast<double>(num_requests) / request_rate_per_s) / total_s : 1.0;
+    const double factor = !ramp_up && total_s != 0
+                              ? (static_cast<double>(num_requests) / request_rate_per_s) / total_s
+                              : 1.0;
     std::vector<core::SimTime> out;
     out.reserve(delay_s.size());
     for (const double d : delay_s) {
@@ -518,7 +562,7 @@ std::unique_ptr<Workload> make_bench_serve_workload(const BenchServeConfig& conf
     core::RngStream gaps_rng(config.seed, "bench_serve.arrivals");
     auto requests = sample_bench_serve_dataset(config, lengths_rng);
     auto times = bench_serve_schedule(static_cast<std::int64_t>(requests.size()), config.request_rate_per_s,
-                                      config.burstiness, gaps_rng);
+                                      config.burstiness, gaps_rng, config.ramp_up);
     std::string description = fmt::format("vllm bench serve, {} × {}, {}", requests.size(), config.dataset_name,
                                           describe_rate(config));
     return std::make_unique<OpenLoopWorkload>(

@@ -20,8 +20,16 @@
 
 namespace servesim::workloads {
 
+// --ramp-up-strategy: the rate moves from start to end over the requests (serve.py _get_current_request_rate).
+struct BenchServeRampUp {
+    bool exponential = false;  // linear otherwise
+    double start_rps = 1;
+    double end_rps = 1;
+};
+
 struct BenchServeConfig {
     double request_rate_per_s = 0;  // +inf: every request at t = 0 (the tool's default)
+    std::optional<BenchServeRampUp> ramp_up;  // replaces request_rate
     double burstiness = 1.0;        // gamma shape; +inf: constant gaps
     std::optional<std::int64_t> max_concurrency;
     std::int64_t num_prompts = 1000;
@@ -63,11 +71,13 @@ struct BenchServeRequest {
 [[nodiscard]] std::vector<BenchServeRequest> sample_bench_serve_dataset(const BenchServeConfig& config,
                                                                         core::RngStream& lengths_rng);
 
-// serve.py get_request: the send time of each of `num_requests` requests (not counting the semaphore).
+// serve.py get_request: the send time of each of `num_requests` requests (not counting the semaphore); with a
+// ramp-up, request i's gap is drawn at the ramp's rate for i and the times are not rescaled.
 [[nodiscard]] std::vector<core::SimTime> bench_serve_schedule(std::int64_t num_requests,
                                                               double request_rate_per_s,
                                                               double burstiness,
-                                                              core::RngStream& gaps_rng);
+                                                              core::RngStream& gaps_rng,
+                                                              const std::optional<BenchServeRampUp>& ramp_up = {});
 
 [[nodiscard]] std::unique_ptr<Workload> make_bench_serve_workload(const BenchServeConfig& config,
                                                                   std::uint64_t seed);

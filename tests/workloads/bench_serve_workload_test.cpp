@@ -84,6 +84,26 @@ TEST_CASE("bench_serve schedule: gamma gaps rescaled so the last request leaves 
     CHECK(std::abs(cv - 2.0) < 0.25);
 }
 
+TEST_CASE("bench_serve ramp-up: request i at the ramp's rate, times not rescaled", "[workloads][bench_serve]") {
+    // Linear 1 → 4 req/s over 4 requests, constant gaps: rates 1, 2, 3, 4 → gaps 1, 0.5, 1/3, 0.25 → sends at 1,
+    // 1.5, 1.8333, 2.0833. Exponential 1 → 8: rates 1, 2, 4, 8 → 1, 1.5, 1.75, 1.875.
+    core::RngStream rng(1, "test");
+    const double inf = std::numeric_limits<double>::infinity();
+    const auto linear = bench_serve_schedule(4, inf, inf, rng, BenchServeRampUp{false, 1, 4});
+    REQUIRE(linear.size() == 4);
+    CHECK(linear[0].s() == 1.0);
+    CHECK(linear[1].s() == 1.5);
+    CHECK(std::abs(linear[2].s() - (1.5 + 1.0 / 3.0)) < 1e-9);
+    CHECK(std::abs(linear[3].s() - (1.5 + 1.0 / 3.0 + 0.25)) < 1e-9);
+    const auto exponential = bench_serve_schedule(4, inf, inf, rng, BenchServeRampUp{true, 1, 8});
+    CHECK(std::abs(exponential[3].s() - 1.875) < 1e-9);
+    CHECK(error_of("type: bench_serve\nramp_up_strategy: linear\nramp_up_start_rps: 0\nramp_up_end_rps: 5\n")
+              .find("'workload.ramp_up_start_rps': must be positive") != std::string::npos);
+    CHECK(error_of("type: bench_serve\nrequest_rate: 3\nramp_up_strategy: linear\nramp_up_start_rps: 1\n"
+                   "ramp_up_end_rps: 5\n")
+              .find("'workload.request_rate': not used with ramp_up_strategy") != std::string::npos);
+}
+
 TEST_CASE("bench_serve sends open loop: a slow server does not delay the sends", "[workloads][bench_serve]") {
     // 3 requests, rate 1 with constant gaps → scheduled at 1, 2, 3 s; each takes 5 s; no semaphore: sent at 1, 2, 3.
     auto w = make_workload(yaml(R"(

@@ -6,6 +6,8 @@
 #include "workloads/multi_turn_bench_workload.h"
 
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <map>
 
 #include "tests/catch.h"
@@ -217,6 +219,25 @@ prompt_output:
         CHECK(c.message_tokens[1] <= 30);
     }
     CHECK(std::abs(prefix_sum / 50.0 - 1000.0) <= 0.5);
+}
+
+TEST_CASE("multi_turn_bench reads the tool's generate_conversations JSON file", "[workloads][multi_turn_bench]") {
+    // The tool's input file format (filetype, text_files accepted and ignored): 2 conversations of constant 2
+    // messages, users 300, answers 40 → one client sends 2 requests, prompts 300 tokens, outputs 40.
+    const auto path = (std::filesystem::temp_directory_path() / "servesim_multi_turn_input.json").string();
+    std::ofstream(path) << R"({"filetype": "generate_conversations", "num_conversations": 2, "text_files": ["a.txt"],
+        "print_stats": false,
+        "prompt_input": {"num_turns": {"distribution": "constant", "value": 2},
+                         "prefix_num_tokens": {"distribution": "constant", "value": 0},
+                         "num_tokens": {"distribution": "constant", "value": 300}},
+        "prompt_output": {"num_tokens": {"distribution": "constant", "value": 40}}})";
+    auto w = make_workload(yaml("type: multi_turn_bench\nnum_clients: 1\ninput_file: " + path + "\n"), 1);
+    const auto served = drive(*w, [](const RequestSpec&) { return seconds(1); });
+    REQUIRE(served.size() == 2);
+    for (const auto& s : served) {
+        CHECK(core::total_tokens(s.spec.prompt) == 300);
+        CHECK(s.spec.max_output_tokens == 40);
+    }
 }
 
 TEST_CASE("multi_turn_bench refuses what the tool refuses, naming the key", "[workloads][multi_turn_bench]") {

@@ -82,8 +82,7 @@ const std::vector<DatasetKeys>& dataset_keys() {
          {"prefix_repetition_prefix_len", "prefix_repetition_suffix_len", "prefix_repetition_num_prefixes",
           "prefix_repetition_output_len"}},
         {"custom", {"dataset_path", "custom_output_len"}},
-        {"sharegpt",
-         {"dataset_path", "sharegpt_output_len", "sharegpt_include_multi_turn", "sharegpt_max_turns"}},
+        {"sharegpt", {"dataset_path", "sharegpt_output_len", "sharegpt_include_multi_turn", "sharegpt_max_turns"}},
     };
     return table;
 }
@@ -115,8 +114,8 @@ void read_jsonl(const std::string& path, F&& on_object) {
     }
 }
 
-std::int64_t json_count(const nlohmann::json& v, const std::string& path, int line, const char* field,
-                        std::int64_t min) {
+std::int64_t json_count(
+    const nlohmann::json& v, const std::string& path, int line, const char* field, std::int64_t min) {
     if (!v.is_number_integer() || v.get<std::int64_t>() < min) {
         throw ConfigError(path, line, field, fmt::format("expected an integer >= {}, got {}", min, v.dump()));
     }
@@ -124,8 +123,8 @@ std::int64_t json_count(const nlohmann::json& v, const std::string& path, int li
 }
 
 struct Entry {
-    std::uint64_t index = 0;             // 0-based among the file's entries: content ids derive from it
-    std::vector<std::int64_t> messages;  // sharegpt: token counts, user first; custom: {prompt_len}
+    std::uint64_t index = 0;                    // 0-based among the file's entries: content ids derive from it
+    std::vector<std::int64_t> messages;         // sharegpt: token counts, user first; custom: {prompt_len}
     std::optional<std::int64_t> output_tokens;  // custom's output_tokens field
 };
 
@@ -200,23 +199,24 @@ void oversample(std::vector<BenchServeRequest>& requests, const BenchServeConfig
 }
 
 void fail_empty(const BenchServeConfig& c, const std::string& why) {
-    throw ConfigError(c.dataset_path, 0, "", "no request can be sampled from this dataset (workload.dataset_path): " + why);
+    throw ConfigError(c.dataset_path, 0, "",
+                      "no request can be sampled from this dataset (workload.dataset_path): " + why);
 }
 
 std::vector<BenchServeRequest> sample_random(const BenchServeConfig& c, core::RngStream& rng) {
     // utils.py get_sampling_params: input in [floor(L(1−r)), ceil(L(1+r))], output likewise with a floor of 1,
     // both integer-uniform and inclusive. The tokenizer's special tokens (subtracted from L by the tool, then added
     // back by the server) are taken as 0.
-    const auto lo_in = static_cast<std::int64_t>(std::floor(static_cast<double>(c.random_input_len) *
-                                                            (1.0 - c.random_input_range_ratio)));
-    const auto hi_in = static_cast<std::int64_t>(std::ceil(static_cast<double>(c.random_input_len) *
-                                                           (1.0 + c.random_input_range_ratio)));
-    const auto lo_out = std::max<std::int64_t>(
-        1, static_cast<std::int64_t>(
-               std::floor(static_cast<double>(c.random_output_len) * (1.0 - c.random_output_range_ratio))));
-    const auto hi_out = std::max<std::int64_t>(
-        1, static_cast<std::int64_t>(
-               std::ceil(static_cast<double>(c.random_output_len) * (1.0 + c.random_output_range_ratio))));
+    const auto lo_in = static_cast<std::int64_t>(
+        std::floor(static_cast<double>(c.random_input_len) * (1.0 - c.random_input_range_ratio)));
+    const auto hi_in = static_cast<std::int64_t>(
+        std::ceil(static_cast<double>(c.random_input_len) * (1.0 + c.random_input_range_ratio)));
+    const auto lo_out =
+        std::max<std::int64_t>(1, static_cast<std::int64_t>(std::floor(static_cast<double>(c.random_output_len) *
+                                                                       (1.0 - c.random_output_range_ratio))));
+    const auto hi_out =
+        std::max<std::int64_t>(1, static_cast<std::int64_t>(std::ceil(static_cast<double>(c.random_output_len) *
+                                                                      (1.0 + c.random_output_range_ratio))));
     std::vector<BenchServeRequest> out(static_cast<std::size_t>(c.num_prompts));
     for (std::size_t i = 0; i < out.size(); ++i) {
         const std::int64_t input = rng.uniform_int(lo_in, hi_in);
@@ -241,8 +241,8 @@ std::vector<BenchServeRequest> sample_prefix_repetition(const BenchServeConfig& 
         for (std::int64_t k = 0; k < per_prefix; ++k) {
             BenchServeRequest r;
             if (c.prefix_repetition_prefix_len > 0) {
-                r.prompt.push_back({dataset_prefix_content(static_cast<std::uint64_t>(p)),
-                                    c.prefix_repetition_prefix_len});
+                r.prompt.push_back(
+                    {dataset_prefix_content(static_cast<std::uint64_t>(p)), c.prefix_repetition_prefix_len});
             }
             if (c.prefix_repetition_suffix_len > 0) {
                 r.prompt.push_back({unique_prompt_content(out.size()), c.prefix_repetition_suffix_len});
@@ -297,9 +297,8 @@ std::vector<BenchServeRequest> sample_sharegpt(const BenchServeConfig& c) {
     std::vector<BenchServeRequest> out;
     for (const auto& e : entries) {
         const std::size_t pairs = e.messages.size() / 2;
-        const std::size_t turns = c.sharegpt_include_multi_turn
-                                      ? std::min<std::size_t>(pairs, c.sharegpt_max_turns.value_or(pairs))
-                                      : 1;
+        const std::size_t turns =
+            c.sharegpt_include_multi_turn ? std::min<std::size_t>(pairs, c.sharegpt_max_turns.value_or(pairs)) : 1;
         core::TokenContent history;
         std::int64_t history_tokens = 0;
         for (std::size_t t = 0; t < turns; ++t) {
@@ -355,8 +354,9 @@ class ListSource final : public OpenLoopSource {
 
 std::string describe_rate(const BenchServeConfig& c) {
     if (c.ramp_up) {
-        return fmt::format("{} ramp-up {:g} → {:g} req/s, burstiness {:g}", c.ramp_up->exponential ? "exponential" : "linear",
-                           c.ramp_up->start_rps, c.ramp_up->end_rps, c.burstiness);
+        return fmt::format("{} ramp-up {:g} → {:g} req/s, burstiness {:g}",
+                           c.ramp_up->exponential ? "exponential" : "linear", c.ramp_up->start_rps, c.ramp_up->end_rps,
+                           c.burstiness);
     }
     if (std::isinf(c.request_rate_per_s)) {
         return "all at t = 0";
@@ -370,12 +370,31 @@ std::string describe_rate(const BenchServeConfig& c) {
 }  // namespace
 
 BenchServeConfig parse_bench_serve_workload(const YamlMap& m, std::uint64_t seed) {
-    m.allow_only({"type", "request_rate", "burstiness", "ramp_up_strategy", "ramp_up_start_rps", "ramp_up_end_rps",
-                  "max_concurrency", "num_prompts", "seed", "dataset_name",
-                  "dataset_path", "disable_shuffle", "no_oversample", "random_input_len", "random_output_len",
-                  "random_range_ratio", "random_prefix_len", "prefix_repetition_prefix_len",
-                  "prefix_repetition_suffix_len", "prefix_repetition_num_prefixes", "prefix_repetition_output_len",
-                  "custom_output_len", "sharegpt_output_len", "sharegpt_include_multi_turn", "sharegpt_max_turns"});
+    m.allow_only({"type",
+                  "request_rate",
+                  "burstiness",
+                  "ramp_up_strategy",
+                  "ramp_up_start_rps",
+                  "ramp_up_end_rps",
+                  "max_concurrency",
+                  "num_prompts",
+                  "seed",
+                  "dataset_name",
+                  "dataset_path",
+                  "disable_shuffle",
+                  "no_oversample",
+                  "random_input_len",
+                  "random_output_len",
+                  "random_range_ratio",
+                  "random_prefix_len",
+                  "prefix_repetition_prefix_len",
+                  "prefix_repetition_suffix_len",
+                  "prefix_repetition_num_prefixes",
+                  "prefix_repetition_output_len",
+                  "custom_output_len",
+                  "sharegpt_output_len",
+                  "sharegpt_include_multi_turn",
+                  "sharegpt_max_turns"});
     BenchServeConfig c;
     c.request_rate_per_s = positive_or_inf(m, "request_rate", kInf);
     c.burstiness = positive_or_inf(m, "burstiness", 1.0);
@@ -394,11 +413,12 @@ BenchServeConfig parse_bench_serve_workload(const YamlMap& m, std::uint64_t seed
         r.start_rps = m.get<double>("ramp_up_start_rps");
         r.end_rps = m.get<double>("ramp_up_end_rps");
         if (!(r.start_rps > 0)) {
-            m.fail("ramp_up_start_rps", fmt::format("must be positive (the first request's rate), got {}", r.start_rps));
+            m.fail("ramp_up_start_rps",
+                   fmt::format("must be positive (the first request's rate), got {}", r.start_rps));
         }
         if (r.end_rps < r.start_rps) {
-            m.fail("ramp_up_end_rps", fmt::format("must be at least ramp_up_start_rps ({}), got {}", r.start_rps,
-                                                  r.end_rps));
+            m.fail("ramp_up_end_rps",
+                   fmt::format("must be at least ramp_up_start_rps ({}), got {}", r.start_rps, r.end_rps));
         }
         c.ramp_up = r;
     } else if (m.has("ramp_up_start_rps") || m.has("ramp_up_end_rps")) {
@@ -408,16 +428,18 @@ BenchServeConfig parse_bench_serve_workload(const YamlMap& m, std::uint64_t seed
     if (m.has("max_concurrency")) {
         c.max_concurrency = m.get_in_range<std::int64_t>("max_concurrency", 1, std::int64_t{1} << 40);
     }
-    c.num_prompts = m.has("num_prompts") ? m.get_in_range<std::int64_t>("num_prompts", 1, std::int64_t{1} << 32)
-                                         : c.num_prompts;
-    c.seed = m.has("seed") ? static_cast<std::uint64_t>(m.get_in_range<std::int64_t>(
-                                 "seed", 0, std::numeric_limits<std::int64_t>::max()))
+    c.num_prompts =
+        m.has("num_prompts") ? m.get_in_range<std::int64_t>("num_prompts", 1, std::int64_t{1} << 32) : c.num_prompts;
+    c.seed = m.has("seed") ? static_cast<std::uint64_t>(
+                                 m.get_in_range<std::int64_t>("seed", 0, std::numeric_limits<std::int64_t>::max()))
                            : seed;
     c.dataset_name = m.get_or<std::string>("dataset_name", "random");
     const auto& table = dataset_keys();
-    const auto own = std::find_if(table.begin(), table.end(), [&](const auto& d) { return d.dataset == c.dataset_name; });
+    const auto own =
+        std::find_if(table.begin(), table.end(), [&](const auto& d) { return d.dataset == c.dataset_name; });
     if (own == table.end()) {
-        m.fail("dataset_name", "unknown dataset '" + c.dataset_name + "'; allowed: random, prefix_repetition, custom, sharegpt");
+        m.fail("dataset_name",
+               "unknown dataset '" + c.dataset_name + "'; allowed: random, prefix_repetition, custom, sharegpt");
     }
     for (const auto& d : table) {
         for (const auto key : d.keys) {
@@ -443,18 +465,20 @@ BenchServeConfig parse_bench_serve_workload(const YamlMap& m, std::uint64_t seed
                 c.random_input_range_ratio = c.random_output_range_ratio = range_ratio(m, "random_range_ratio");
             }
         }
-        const double lowest =
-            static_cast<double>(c.random_prefix_len) +
-            std::floor(static_cast<double>(c.random_input_len) * (1.0 - c.random_input_range_ratio));
+        const double lowest = static_cast<double>(c.random_prefix_len) +
+                              std::floor(static_cast<double>(c.random_input_len) * (1.0 - c.random_input_range_ratio));
         if (lowest < 1) {
             m.fail("random_input_len",
                    "the shortest prompt (random_prefix_len + floor(random_input_len·(1 − input range ratio))) would "
                    "have no token; the tool refuses this too");
         }
     } else if (c.dataset_name == "prefix_repetition") {
-        c.prefix_repetition_prefix_len = non_negative(m, "prefix_repetition_prefix_len", c.prefix_repetition_prefix_len);
-        c.prefix_repetition_suffix_len = non_negative(m, "prefix_repetition_suffix_len", c.prefix_repetition_suffix_len);
-        c.prefix_repetition_output_len = non_negative(m, "prefix_repetition_output_len", c.prefix_repetition_output_len);
+        c.prefix_repetition_prefix_len =
+            non_negative(m, "prefix_repetition_prefix_len", c.prefix_repetition_prefix_len);
+        c.prefix_repetition_suffix_len =
+            non_negative(m, "prefix_repetition_suffix_len", c.prefix_repetition_suffix_len);
+        c.prefix_repetition_output_len =
+            non_negative(m, "prefix_repetition_output_len", c.prefix_repetition_output_len);
         if (m.has("prefix_repetition_num_prefixes")) {
             c.prefix_repetition_num_prefixes =
                 m.get_in_range<std::int64_t>("prefix_repetition_num_prefixes", 1, std::int64_t{1} << 32);
@@ -480,8 +504,7 @@ BenchServeConfig parse_bench_serve_workload(const YamlMap& m, std::uint64_t seed
             c.custom_output_len = static_cast<std::int64_t>(written);
             if (written != std::floor(written) || (c.custom_output_len != -1 && c.custom_output_len < 1)) {
                 m.fail("custom_output_len",
-                       fmt::format("must be at least 1, or -1 to use each line's output_tokens; got {}",
-                                   written));
+                       fmt::format("must be at least 1, or -1 to use each line's output_tokens; got {}", written));
             }
         } else {
             if (m.has("sharegpt_output_len")) {
@@ -532,9 +555,8 @@ std::vector<core::SimTime> bench_serve_schedule(std::int64_t num_requests,
         if (ramp_up) {
             const double progress =
                 static_cast<double>(i) / static_cast<double>(std::max<std::int64_t>(num_requests - 1, 1));
-            rate = ramp_up->exponential
-                       ? ramp_up->start_rps * std::pow(ramp_up->end_rps / ramp_up->start_rps, progress)
-                       : ramp_up->start_rps + (ramp_up->end_rps - ramp_up->start_rps) * progress;
+            rate = ramp_up->exponential ? ramp_up->start_rps * std::pow(ramp_up->end_rps / ramp_up->start_rps, progress)
+                                        : ramp_up->start_rps + (ramp_up->end_rps - ramp_up->start_rps) * progress;
         }
         if (std::isinf(rate)) {
             d = 0;
@@ -546,9 +568,8 @@ std::vector<core::SimTime> bench_serve_schedule(std::int64_t num_requests,
         total_s += d;
         d = total_s;
     }
-    const double factor = !ramp_up && total_s != 0
-                              ? (static_cast<double>(num_requests) / request_rate_per_s) / total_s
-                              : 1.0;
+    const double factor =
+        !ramp_up && total_s != 0 ? (static_cast<double>(num_requests) / request_rate_per_s) / total_s : 1.0;
     std::vector<core::SimTime> out;
     out.reserve(delay_s.size());
     for (const double d : delay_s) {
@@ -563,8 +584,8 @@ std::unique_ptr<Workload> make_bench_serve_workload(const BenchServeConfig& conf
     auto requests = sample_bench_serve_dataset(config, lengths_rng);
     auto times = bench_serve_schedule(static_cast<std::int64_t>(requests.size()), config.request_rate_per_s,
                                       config.burstiness, gaps_rng, config.ramp_up);
-    std::string description = fmt::format("vllm bench serve, {} × {}, {}", requests.size(), config.dataset_name,
-                                          describe_rate(config));
+    std::string description =
+        fmt::format("vllm bench serve, {} × {}, {}", requests.size(), config.dataset_name, describe_rate(config));
     return std::make_unique<OpenLoopWorkload>(
         std::make_unique<ListSource>(std::move(requests), std::move(times), std::move(description)), RequestBounds{},
         config.max_concurrency);

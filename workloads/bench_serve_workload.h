@@ -28,9 +28,9 @@ struct BenchServeRampUp {
 };
 
 struct BenchServeConfig {
-    double request_rate_per_s = 0;  // +inf: every request at t = 0 (the tool's default)
+    double request_rate_per_s = 0;            // +inf: every request at t = 0 (the tool's default)
     std::optional<BenchServeRampUp> ramp_up;  // replaces request_rate
-    double burstiness = 1.0;        // gamma shape; +inf: constant gaps
+    double burstiness = 1.0;                  // gamma shape; +inf: constant gaps
     std::optional<std::int64_t> max_concurrency;
     std::int64_t num_prompts = 1000;
     std::uint64_t seed = 0;  // the tool's --seed (shuffles, oversampling)
@@ -79,7 +79,6 @@ struct BenchServeRequest {
                                                               core::RngStream& gaps_rng,
                                                               const std::optional<BenchServeRampUp>& ramp_up = {});
 
-[[nodiscard]] std::unique_ptr<Workload> make_bench_serve_workload(const BenchServeConfig& config,
-                                                                  std::uint64_t seed);
+[[nodiscard]] std::unique_ptr<Workload> make_bench_serve_workload(const BenchServeConfig& config, std::uint64_t seed);
 
 }  // namespace servesim::workloads

@@ -89,8 +89,8 @@ GeneratorDistribution GeneratorDistribution::parse(const YamlMap& parent, std::s
         d.a_ = m.get<double>("min");
         d.b_ = m.get<double>("max");
         if (!(d.a_ > 0) || d.a_ > d.b_) {
-            m.fail("min", fmt::format("needs 0 < min <= max, as the generator asserts; got min {} and max {}", d.a_,
-                                      d.b_));
+            m.fail("min",
+                   fmt::format("needs 0 < min <= max, as the generator asserts; got min {} and max {}", d.a_, d.b_));
         }
         d.integer_ = written_as_integer(m, "min") && written_as_integer(m, "max");
     } else if (name == "zipf") {
@@ -140,7 +140,8 @@ GeneratorDistribution GeneratorDistribution::parse(const YamlMap& parent, std::s
             }
         }
     } else {
-        m.fail("distribution", "unknown distribution '" + name + "'; allowed: constant, uniform, zipf, poisson, lognormal");
+        m.fail("distribution",
+               "unknown distribution '" + name + "'; allowed: constant, uniform, zipf, poisson, lognormal");
     }
     return d;
 }
@@ -153,8 +154,8 @@ std::vector<std::int64_t> GeneratorDistribution::sample(core::RngStream& rng, st
             break;
         case Kind::kUniform:
             for (auto& v : x) {
-                v = integer_ ? static_cast<double>(rng.uniform_int(static_cast<std::int64_t>(a_),
-                                                                   static_cast<std::int64_t>(b_)))
+                v = integer_ ? static_cast<double>(
+                                   rng.uniform_int(static_cast<std::int64_t>(a_), static_cast<std::int64_t>(b_)))
                              : rng.uniform(a_, b_);
             }
             break;

@@ -35,8 +35,8 @@ class GeneratorDistribution {
   private:
     enum class Kind { kConstant, kUniform, kZipf, kPoisson, kLognormal };
     Kind kind_ = Kind::kConstant;
-    double a_ = 0;  // constant: value; uniform: min; zipf, poisson: alpha; lognormal: mu
-    double b_ = 0;  // uniform: max; lognormal: sigma
+    double a_ = 0;               // constant: value; uniform: min; zipf, poisson: alpha; lognormal: mu
+    double b_ = 0;               // uniform: max; lognormal: sigma
     bool integer_ = true;        // uniform: both bounds written as integers
     double average_ = 0;         // lognormal: > 0 when given as average/median_ratio
     std::optional<double> max_;  // cap (zipf, poisson, lognormal); `max: 0` means none, as in the generator
@@ -55,8 +55,8 @@ struct ConversationGeneratorConfig {
 [[nodiscard]] ConversationGeneratorConfig parse_conversation_generator(const YamlMap& m);
 
 struct GeneratedConversation {
-    std::int64_t common_prefix_tokens = 0;       // the first message starts with these (shared by all)
-    std::vector<std::int64_t> message_tokens;    // user, assistant, user, …; an even number, at least 2
+    std::int64_t common_prefix_tokens = 0;     // the first message starts with these (shared by all)
+    std::vector<std::int64_t> message_tokens;  // user, assistant, user, …; an even number, at least 2
 };
 
 // The generator's fixed sentences around every user message ("<id> is a nice number... " and "Please rewrite the

@@ -19,15 +19,17 @@ namespace servesim::workloads {
 MultiTurnBenchConfig parse_multi_turn_bench_workload(const YamlMap& m, std::uint64_t seed) {
     if (m.has("warmup_percentages") || m.has("warmup_step")) {
         const auto key = m.has("warmup_percentages") ? "warmup_percentages" : "warmup_step";
-        m.fail(key, "not modelled here: servesim leaves warm-up out of the metrics by time; set the scenario's "
-                    "`warmup:` (workloads/README.md, multi_turn_bench)");
+        m.fail(key,
+               "not modelled here: servesim leaves warm-up out of the metrics by time; set the scenario's "
+               "`warmup:` (workloads/README.md, multi_turn_bench)");
     }
-    m.allow_only({"type", "input_file", "conversations", "num_clients", "max_active_conversations",
-                  "max_num_requests", "max_turns", "request_rate", "conversation_sampling", "no_early_stop", "seed"});
+    m.allow_only({"type", "input_file", "conversations", "num_clients", "max_active_conversations", "max_num_requests",
+                  "max_turns", "request_rate", "conversation_sampling", "no_early_stop", "seed"});
     MultiTurnBenchConfig c;
     if (m.has("input_file") == m.has("conversations")) {
-        m.fail("conversations", "give exactly one of `conversations` (the generator's config) and `input_file` (the "
-                                "tool's generate_conversations JSON)");
+        m.fail("conversations",
+               "give exactly one of `conversations` (the generator's config) and `input_file` (the "
+               "tool's generate_conversations JSON)");
     }
     if (m.has("input_file")) {
         const auto path = resolve_trace_path(m.get<std::string>("input_file"), m.file());
@@ -127,7 +129,8 @@ void MultiTurnBenchWorkload::wake(std::size_t client, core::SimTime t) {
     while (static_cast<std::int64_t>(cl.active.size()) < active_per_client_ && !cl.task_queue_empty) {
         if (next_conversation_ < generated_.size()) {
             const std::size_t conv = next_conversation_++;
-            if (conversations_[conv].messages_used < static_cast<std::int64_t>(generated_[conv].message_tokens.size())) {
+            if (conversations_[conv].messages_used <
+                static_cast<std::int64_t>(generated_[conv].message_tokens.size())) {
                 cl.active.push_back(conv);
                 cl.round_robin.push_back(conv);
             }
@@ -231,9 +234,9 @@ bool MultiTurnBenchWorkload::exhausted() const {
 }
 
 std::string MultiTurnBenchWorkload::describe() const {
-    std::string out = fmt::format("multi-turn bench, {} conversations, {} clients × {} active, {}",
-                                  generated_.size(), config_.num_clients, active_per_client_,
-                                  config_.random_sampling ? "random" : "round_robin");
+    std::string out =
+        fmt::format("multi-turn bench, {} conversations, {} clients × {} active, {}", generated_.size(),
+                    config_.num_clients, active_per_client_, config_.random_sampling ? "random" : "round_robin");
     if (config_.request_rate_per_s > 0) {
         out += fmt::format(", {:g} req/s per client", config_.request_rate_per_s);
     }

@@ -52,11 +52,11 @@ class MultiTurnBenchWorkload final : public Workload {
     struct Client {
         Client(PythonRandom choice, core::RngStream sleep) : choice_rng(choice), sleep_rng(sleep) {}
 
-        PythonRandom choice_rng;                // random.seed(seed + client_id + 1), as client_main
-        core::RngStream sleep_rng;              // the poisson sleeps
-        std::vector<std::size_t> active;        // active_convs, in insertion order
-        std::deque<std::size_t> round_robin;    // conv_id_queue
-        std::int64_t num_answered = 0;          // num_successes
+        PythonRandom choice_rng;              // random.seed(seed + client_id + 1), as client_main
+        core::RngStream sleep_rng;            // the poisson sleeps
+        std::vector<std::size_t> active;      // active_convs, in insertion order
+        std::deque<std::size_t> round_robin;  // conv_id_queue
+        std::int64_t num_answered = 0;        // num_successes
         bool task_queue_empty = false;
         bool exited = false;
     };
@@ -82,12 +82,12 @@ class MultiTurnBenchWorkload final : public Workload {
     std::vector<Client> clients_;
     std::int64_t active_per_client_ = 1;
     std::optional<std::int64_t> requests_per_client_;
-    std::size_t next_conversation_ = 0;         // the shared task queue's head
-    std::optional<core::SimTime> stop_time_;    // the first client's exit (early stop)
+    std::size_t next_conversation_ = 0;                    // the shared task queue's head
+    std::optional<core::SimTime> stop_time_;               // the first client's exit (early stop)
     using Pending = std::pair<std::int64_t, std::size_t>;  // (send ns, client): ties go to the lower client
     std::priority_queue<Pending, std::vector<Pending>, std::greater<>> pending_;
-    std::vector<std::optional<Send>> next_send_;                     // per client, while pending
-    std::unordered_map<std::uint64_t, Send> in_flight_;               // request id → who sent it (lookup only)
+    std::vector<std::optional<Send>> next_send_;         // per client, while pending
+    std::unordered_map<std::uint64_t, Send> in_flight_;  // request id → who sent it (lookup only)
     std::int64_t num_sent_ = 0;
 };
 

@@ -288,8 +288,8 @@ num_prompts: 3
     CHECK(served[0].spec.prompt == core::TokenContent{{dataset_message_content(0, 0), 10}});
     CHECK(served[0].spec.max_output_tokens == 20);
     CHECK(served[1].spec.prompt == core::TokenContent{{dataset_message_content(0, 0), 10},
-                                                       {dataset_message_content(0, 1), 20},
-                                                       {dataset_message_content(0, 2), 30}});
+                                                      {dataset_message_content(0, 1), 20},
+                                                      {dataset_message_content(0, 2), 30}});
     CHECK(served[1].spec.max_output_tokens == 40);
     CHECK(served[1].spec.arrival.s() == 2.0);
     CHECK(served[1].spec.arrival < served[0].finish);

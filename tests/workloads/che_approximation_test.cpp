@@ -56,8 +56,10 @@ double che_hit_rate(const std::vector<double>& rates, double t) {
 
 // Replays `prompts` through an order-only cache of `num_blocks`; the fraction of lookups after `warmup` requests that
 // hit all `blocks_per_object` blocks.
-double simulated_hit_rate(const std::vector<core::TokenContent>& prompts, std::int64_t num_blocks,
-                          std::int64_t blocks_per_object, std::size_t warmup) {
+double simulated_hit_rate(const std::vector<core::TokenContent>& prompts,
+                          std::int64_t num_blocks,
+                          std::int64_t blocks_per_object,
+                          std::size_t warmup) {
     cache::OrderOnlyTraceBuilder builder(16);
     for (const auto& p : prompts) {
         builder.add_request(p);
@@ -102,7 +104,8 @@ TEST_CASE("Che's approximation predicts the order-only LRU hit rate on a Zipf(0.
     }
     const std::vector<double> sizes(kObjects, 1.0);
     for (const std::int64_t capacity : {50, 100, 300}) {
-        const double predicted = che_hit_rate(rates, che_characteristic_time(rates, sizes, static_cast<double>(capacity)));
+        const double predicted =
+            che_hit_rate(rates, che_characteristic_time(rates, sizes, static_cast<double>(capacity)));
         const double simulated = simulated_hit_rate(prompts, capacity, 1, 20'000);
         INFO("capacity " << capacity << " blocks: Che " << predicted << ", simulated " << simulated);
         CHECK(std::abs(predicted - simulated) < 0.006);

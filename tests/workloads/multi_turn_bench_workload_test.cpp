@@ -67,9 +67,8 @@ TEST_CASE("multi_turn_bench round robin takes the deque's right end and leaves w
     // deque [0, 1, 2]; pop() → 2; after its answer appendleft → [2, 0, 1]; pop → 1; → [1, 2, 0]; pop → 0;
     // → [0, 1, 2]; pop → 2 (its turn 2). Conversation 2 is then done, the refill reads the empty queue and the
     // client leaves (client_main breaks on the termination signal even with conversations 0 and 1 unfinished).
-    auto w = make_workload(yaml("type: multi_turn_bench\nnum_clients: 1\nmax_active_conversations: 3\n" +
-                                conversations(3, 4)),
-                           1);
+    auto w = make_workload(
+        yaml("type: multi_turn_bench\nnum_clients: 1\nmax_active_conversations: 3\n" + conversations(3, 4)), 1);
     const auto served = drive(*w, [](const RequestSpec&) { return seconds(1); });
     REQUIRE(served.size() == 4);
     const std::vector<std::uint64_t> convs = {2, 1, 0, 2};
@@ -117,12 +116,10 @@ conversations:
                            1);
     const auto served = drive(*w, [](const RequestSpec&) { return seconds(2); });
     REQUIRE(served.size() == 3);
-    const core::TokenContent expected = {{conversation_common_prefix_content(), 500},
-                                         {conversation_message_content(0, 0), 317},
-                                         {answer_content(served[0].spec.id), 60},
-                                         {conversation_message_content(0, 2), 140},
-                                         {answer_content(served[1].spec.id), 60},
-                                         {conversation_message_content(0, 4), 140}};
+    const core::TokenContent expected = {
+        {conversation_common_prefix_content(), 500}, {conversation_message_content(0, 0), 317},
+        {answer_content(served[0].spec.id), 60},     {conversation_message_content(0, 2), 140},
+        {answer_content(served[1].spec.id), 60},     {conversation_message_content(0, 4), 140}};
     CHECK(served[2].spec.prompt == expected);
     CHECK(core::total_tokens(served[2].spec.prompt) == 1217);
     CHECK(served[2].spec.max_output_tokens == 60);
@@ -174,11 +171,12 @@ TEST_CASE("multi_turn_bench random sampling picks as CPython's random.choice wit
     }
 }
 
-TEST_CASE("multi_turn_bench request_rate sleeps an exponential time after each answer", "[workloads][multi_turn_bench]") {
+TEST_CASE("multi_turn_bench request_rate sleeps an exponential time after each answer",
+          "[workloads][multi_turn_bench]") {
     // 1 client at 2 req/s, instant answers, 1000 requests: 999 gaps of mean 0.5 s (SE 0.5/√999 = 0.016; tolerance
     // 0.07 ≈ 4.4 SE). The sleep follows the answer: with 3 s answers every gap is 3 s + the sleep.
-    const std::string base = "type: multi_turn_bench\nnum_clients: 1\nrequest_rate: 2\nmax_num_requests: 1000\n" +
-                             conversations(1, 2000);
+    const std::string base =
+        "type: multi_turn_bench\nnum_clients: 1\nrequest_rate: 2\nmax_num_requests: 1000\n" + conversations(1, 2000);
     auto w = make_workload(yaml(base), 4);
     const auto served = drive(*w, [](const RequestSpec&) { return core::Duration{}; });
     REQUIRE(served.size() == 1000);
@@ -254,8 +252,8 @@ TEST_CASE("multi_turn_bench refuses what the tool refuses, naming the key", "[wo
               .find("'workload.request_rate'") != std::string::npos);
     CHECK(error_of("type: multi_turn_bench\nnum_clients: 1\nmax_turn: 4\n" + convs)
               .find("'workload.max_turn': unknown key") != std::string::npos);
-    CHECK(error_of("type: multi_turn_bench\nnum_clients: 1\nwarmup_percentages: 10%\n" + convs)
-              .find("`warmup:`") != std::string::npos);
+    CHECK(error_of("type: multi_turn_bench\nnum_clients: 1\nwarmup_percentages: 10%\n" + convs).find("`warmup:`") !=
+          std::string::npos);
     CHECK(error_of("type: multi_turn_bench\nnum_clients: 1\nconversation_sampling: lru\n" + convs)
               .find("allowed: round_robin, random") != std::string::npos);
     CHECK(error_of("type: multi_turn_bench\nnum_clients: 1\n" + conversations(0, 4))

@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "common/error.h"
+#include "workloads/bench_serve_workload.h"
+#include "workloads/multi_turn_bench_workload.h"
 #include "workloads/open_loop_workload.h"
 #include "workloads/tenant_workload.h"
 
@@ -36,6 +38,20 @@ const std::vector<WorkloadType>& workload_type_table() {
         {"trace", "replay of a request trace file (mooncake JSONL, azure CSV), streamed; validation reads it all",
          [](const YamlMap& m) { (void)check_trace(parse_trace_workload(m)); },
          [](const YamlMap& m, std::uint64_t) { return make_trace_workload(parse_trace_workload(m)); }},
+        {"bench_serve",
+         "vllm bench serve: a sampled dataset sent open loop at request_rate (gamma burstiness), "
+         "max_concurrency as its semaphore",
+         [](const YamlMap& m) { (void)make_bench_serve_workload(parse_bench_serve_workload(m, 0), 0); },
+         [](const YamlMap& m, std::uint64_t seed) {
+             return make_bench_serve_workload(parse_bench_serve_workload(m, seed), seed);
+         }},
+        {"multi_turn_bench",
+         "vLLM's multi-turn benchmark: closed-loop clients over generated conversations, whole "
+         "history each turn",
+         [](const YamlMap& m) { (void)parse_multi_turn_bench_workload(m, 0); },
+         [](const YamlMap& m, std::uint64_t seed) {
+             return make_multi_turn_bench_workload(parse_multi_turn_bench_workload(m, seed));
+         }},
     };
     return table;
 }

@@ -114,6 +114,6 @@ TEST_CASE("Synthetic rejects a negative or zero rate and an unknown arrival proc
 TEST_CASE("make_workload rejects an unknown type and lists the registered ones", "[workloads]") {
     const auto msg = error_of("type: replay\n");
     CHECK(msg.find("'workload.type'") != std::string::npos);
-    CHECK(msg.find("allowed: tenants, synthetic, trace") != std::string::npos);
-    CHECK(workload_types().size() == 3);
+    CHECK(msg.find("allowed: tenants, synthetic, trace, bench_serve, multi_turn_bench") != std::string::npos);
+    CHECK(workload_types().size() == 5);
 }

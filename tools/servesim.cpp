@@ -330,7 +330,8 @@ int cmd_inspect(const std::vector<std::string>& args) {
         const bool given = key != nullptr && std::any_of(flags.overrides.begin(), flags.overrides.end(), [&](auto& o) {
                                return o.path == "engine." + std::string(key->key);
                            });
-        throw ConfigError("command line: " + (given ? std::string(key->flag) : "--model") + ": " + msg);
+        throw ConfigError("command line: " + (given ? std::string(key->flag) + ": " + msg.substr(msg.find(':') + 2)
+                                                    : "--model: " + msg));
     }
     if (format == "json") {
         std::cout << app::inspect_json(model, gpu.name, plan).dump(2) << "\n";
@@ -341,9 +342,15 @@ int cmd_inspect(const std::vector<std::string>& args) {
 }
 
 int cmd_list() {
-    std::cout << "model presets:\n";
+    std::cout << "model presets (and the Hugging Face repo ids that resolve to them):\n";
     for (const auto& n : models::preset_names()) {
-        std::cout << "  " << n << "\n";
+        std::string ids;
+        for (const auto& [id, preset] : models::hf_repo_ids()) {
+            if (preset == n) {
+                ids += (ids.empty() ? "" : ", ") + id;
+            }
+        }
+        std::cout << (ids.empty() ? fmt::format("  {}\n", n) : fmt::format("  {:<20} {}\n", n, ids));
     }
     std::cout << "gpus:\n";
     for (const auto& g : calibration::gpu_catalog()) {

@@ -41,7 +41,8 @@ std::string join(const std::array<std::string_view, N>& items) {
     return out;
 }
 
-const std::array<EngineKey, 17> kEngineKeys = {{
+// Adding a key: one entry here (and its field in EngineSettings).
+const EngineKey kEngineKeys[] = {
     {"max_num_seqs", "--max-num-seqs", {ValueKind::Int, 1, 1 << 24},
      "most requests in one step (default: vLLM's for the GPU)",
      [](EngineSettings& s, const EngineValue& v) { s.max_num_seqs = as_int(v); }},
@@ -92,7 +93,7 @@ const std::array<EngineKey, 17> kEngineKeys = {{
     {"vllm_version", "--vllm-version", {ValueKind::Version},
      "servesim: the vLLM release whose rules to follow (default the newest modelled)",
      [](EngineSettings& s, const EngineValue& v) { s.vllm_version = as_string(v); }},
-}};
+};
 
 // A plain number as vLLM and YAML write it; nullopt when `text` is not entirely one.
 std::optional<double> plain_number(const std::string& text) {
@@ -199,17 +200,18 @@ std::int64_t whole(const ValueSpec& spec, double v, const std::string& text) {
 std::span<const EngineKey> engine_keys() { return kEngineKeys; }
 
 const EngineKey* find_engine_key(std::string_view key) {
-    const auto it = std::find_if(kEngineKeys.begin(), kEngineKeys.end(), [&](const EngineKey& k) { return k.key == key; });
-    return it == kEngineKeys.end() ? nullptr : &*it;
+    const auto keys = engine_keys();
+    const auto it = std::find_if(keys.begin(), keys.end(), [&](const EngineKey& k) { return k.key == key; });
+    return it == keys.end() ? nullptr : &*it;
 }
 
 const EngineKey* find_engine_flag(std::string_view flag) {
     if (flag.empty()) {
         return nullptr;
     }
-    const auto it =
-        std::find_if(kEngineKeys.begin(), kEngineKeys.end(), [&](const EngineKey& k) { return k.flag == flag; });
-    return it == kEngineKeys.end() ? nullptr : &*it;
+    const auto keys = engine_keys();
+    const auto it = std::find_if(keys.begin(), keys.end(), [&](const EngineKey& k) { return k.flag == flag; });
+    return it == keys.end() ? nullptr : &*it;
 }
 
 std::string_view value_forms(ValueKind kind) {

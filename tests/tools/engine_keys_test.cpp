@@ -59,8 +59,13 @@ TEST_CASE("Engine keys: token counts take vLLM's human-readable forms", "[tools]
     const std::string dec = message_of([] { (void)tokens("1.5K"); });
     CHECK(dec.find("decimals are not allowed with binary suffixes like K") != std::string::npos);
     CHECK(dec.find("1.5k") != std::string::npos);
-    const std::string aut = message_of([] { (void)tokens("auto"); });
-    CHECK(aut.find("not modelled") != std::string::npos);
+    // vLLM's --max-model-len also takes -1 / auto (fit the KV memory), which servesim does not model.
+    CHECK(message_of([] { (void)tokens("auto"); }) ==
+          "'auto' (vLLM: the longest length that fits the KV memory) is not modelled; give a number of tokens such "
+          "as 32768 or 32k");
+    CHECK(message_of([] { (void)tokens("-1"); }).starts_with("'-1' (vLLM: the longest length"));
+    const ValueSpec& threshold = find_engine_key("long_prefill_token_threshold")->spec;
+    CHECK(message_of([&] { (void)parse_value(threshold, "-1"); }) == "-1 is out of range; allowed: 0 to 1073741824");
     CHECK(message_of([] { (void)tokens("0"); }) == "0 is out of range; allowed: 1 to 1073741824");
 }
 

@@ -49,7 +49,7 @@ const EngineKey kEngineKeys[] = {
     {"max_num_batched_tokens", "--max-num-batched-tokens", {ValueKind::Tokens, 1, 1 << 30},
      "token budget per step (vLLM's default for the GPU and usage context)",
      [](EngineSettings& s, const EngineValue& v) { s.max_num_batched_tokens = as_int(v); }},
-    {"max_model_len", "--max-model-len", {ValueKind::Tokens, 1, 1 << 30},
+    {"max_model_len", "--max-model-len", {ValueKind::Tokens, 1, 1 << 30, false, 1, true},
      "context limit in tokens (default: the model's max_position_embeddings)",
      [](EngineSettings& s, const EngineValue& v) { s.max_model_len = as_int(v); }},
     {"block_size", "--block-size", {ValueKind::Int, 16, 1 << 20, false, 16},
@@ -237,12 +237,12 @@ EngineValue parse_value(const ValueSpec& spec, const std::string& raw) {
     switch (spec.kind) {
         case ValueKind::Int:
         case ValueKind::Tokens: {
+            if (spec.vllm_auto && (text == "auto" || text == "-1")) {
+                throw ConfigError("'" + text + "' (vLLM: the longest length that fits the KV memory) is not "
+                                  "modelled; give a number of tokens such as 32768 or 32k");
+            }
             std::optional<double> v = plain_number(text);
             if (!v && spec.kind == ValueKind::Tokens) {
-                if (text == "auto") {
-                    throw ConfigError("'auto' (vLLM --max-model-len: the longest length that fits the KV memory) is "
-                                      "not modelled; give a number of tokens such as 32768 or 32k");
-                }
                 v = human_readable(text);
             }
             if (!v) {

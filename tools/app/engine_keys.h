@@ -36,6 +36,7 @@ struct ValueSpec {
     double hi = 0;              // inclusive upper bound (numbers)
     bool lo_exclusive = false;  // (lo, hi] instead of [lo, hi]
     std::int64_t multiple_of = 1;
+    bool vllm_auto = false;     // vLLM also takes -1 / auto here (human_readable_int_or_auto), which is not modelled
 };
 
 struct EngineKey {

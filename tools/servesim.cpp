@@ -151,9 +151,10 @@ int cmd_run_or_sweep(bool sweep, const std::vector<std::string>& args) {
     const auto opt_string = [](std::optional<std::string>& target) {
         return po::value<std::string>()->notifier([&target](const std::string& v) { target = v; });
     };
-    po::options_description opts(sweep ? "usage: servesim sweep SCENARIO [options]"
+    po::options_description opts(sweep ? "usage: servesim sweep SCENARIO [options]\n\noptions"
                                        : "usage: servesim run [SCENARIO] [options]\n"
-                                         "       servesim run --model M [--gpu G] [vllm bench serve flags] [options]");
+                                         "       servesim run --model M [--gpu G] [vllm bench serve flags] [options]"
+                                         "\n\noptions");
     opts.add_options()("help,h", "show this help")(
         "set", po::value<std::vector<std::string>>(&sets)->composing(),
         "override a scenario key: --set engine.block_size=32, or a whole mapping: --set 'workload={type: "
@@ -277,7 +278,7 @@ int cmd_inspect(const std::vector<std::string>& args) {
     std::string model_name;
     std::string gpu_name = "H200";
     std::string format = "table";
-    po::options_description opts("usage: servesim inspect --model M [--gpu G] [vLLM engine flags] [options]");
+    po::options_description opts("usage: servesim inspect --model M [--gpu G] [vLLM engine flags] [options]\n\noptions");
     opts.add_options()("help,h", "show this help")("model", po::value<std::string>(&model_name),
                                                    "preset name, Hugging Face repo id, or a config.json / preset YAML")(
         "gpu", po::value<std::string>(&gpu_name), "GPU name (servesim list shows them); default H200")(

@@ -48,7 +48,7 @@ TEST_CASE("CLI: help COMMAND shows the command's options, engine flags as vLLM s
     CHECK(run.status == 0);
     CHECK(run.output.starts_with("usage: servesim run [SCENARIO] [options]"));
     for (const char* flag : {"--max-num-seqs N", "--max-num-batched-tokens N", "--[no-]enable-chunked-prefill",
-                             "--kv-cache-dtype NAME", "--block-size N", "--gpu-memory-utilization N",
+                             "--kv-cache-dtype NAME", "--block-size N", "--gpu-memory-utilization X",
                              "-tp, --tensor-parallel-size N", "--[no-]enable-prefix-caching",
                              "--kv-offloading-size SIZE", "-dp, --data-parallel-size N", "--mamba-cache-mode NAME",
                              "--max-model-len N", "--kv-cache-memory-bytes SIZE", "--vllm-version X.Y",

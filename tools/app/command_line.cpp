@@ -160,6 +160,7 @@ std::string engine_flags_help() {
             shown += k.spec.kind == ValueKind::KvDtype || k.spec.kind == ValueKind::MambaMode ? " NAME"
                      : k.spec.kind == ValueKind::Bytes || k.spec.kind == ValueKind::GiB     ? " SIZE"
                      : k.spec.kind == ValueKind::Version                                    ? " X.Y"
+                     : k.spec.kind == ValueKind::Number                                     ? " X"
                                                                                             : " N";
         }
         line(shown, k.help);

@@ -199,5 +199,28 @@ TEST_CASE("Command line: the plain CSV trace shares prompts with equal prefix id
     CHECK(m.find(path + ":3: 'prompt_tokens': expected an integer >= 1, got 'x'") != std::string::npos);
 }
 
+TEST_CASE("Command line: a value for what a sweep axis or an experiment varies is refused, naming both",
+          "[tools][command_line]") {
+    // The table would label rows max_num_seqs=32, 64 while every point ran the flag's value.
+    const std::string swept = std::string(kScenario) + "sweep:\n  engine.max_num_seqs: [32, 64]\n";
+    CHECK(message_of([&] {
+              (void)load_scenario_text(swept, "s.yaml", take_engine_flags({"--max-num-seqs", "8"}).overrides);
+          }) == "command line: --max-num-seqs: the scenario sweeps engine.max_num_seqs (sweep: in s.yaml); a "
+                "command-line value would replace every point's; drop one of them");
+    // Replacing the whole engine mapping also replaces the swept key.
+    CHECK(message_of([&] { (void)load_scenario_text(swept, "s.yaml", {parse_set_override("engine={}")}); })
+              .starts_with("command line: --set engine={}: the scenario sweeps engine.max_num_seqs"));
+    const std::string two = std::string(kScenario) + "experiments:\n  - {name: a, model: Qwen3-4B}\n"
+                                                     "  - {name: b, model: Qwen3.5-4B}\n";
+    CHECK(message_of([&] {
+              (void)load_scenario_text(two, "s.yaml", {{"model", YAML::Node("Qwen3-8B"), "--model"}});
+          }) == "command line: --model: experiment 'a' in s.yaml sets model itself; a command-line value would "
+                "replace every experiment's");
+    // What neither varies is fine: both experiments get the flag.
+    const Scenario ok = load_scenario_text(two, "s.yaml", take_engine_flags({"--max-num-seqs", "8"}).overrides);
+    CHECK(ok.experiments.size() == 2);
+    CHECK(ok.experiments[1].engine.max_num_seqs == 8);
+}
+
 }  // namespace
 }  // namespace servesim::app

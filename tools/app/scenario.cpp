@@ -108,6 +108,17 @@ YAML::Node replace_at(const YAML::Node& root, std::string_view path, const YAML:
     return out;
 }
 
+// Whether `layer` sets the dotted `path` or a key under it, or holds a non-mapping where path's parent should be.
+bool sets_path(const YAML::Node& layer, std::string_view path) {
+    const auto dot = path.find('.');
+    const std::string head(path.substr(0, dot));
+    if (!layer.IsMap() || !layer[head]) {
+        return false;
+    }
+    const YAML::Node child = layer[head];
+    return dot == std::string_view::npos || !child.IsMap() || sets_path(child, path.substr(dot + 1));
+}
+
 // An error about a key the command line set ("<file>[:line]: 'engine.max_num_seqs': message") is re-thrown as
 // "command line: --max-num-seqs: message"; any other error goes on unchanged.
 [[noreturn]] void rethrow_naming_command_line(const ConfigError& e, const std::string& file,
@@ -443,6 +454,25 @@ Scenario load_scenario_text(const std::string& text, const std::string& file, co
             sc.sweep_columns.push_back(column_name(key));
         }
         sc.is_sweep = true;
+    }
+
+    // A command-line value would replace what a sweep axis or an experiment varies, while the table still labelled
+    // the rows by the file's values: refused, naming both.
+    for (const auto& o : overrides) {
+        for (const auto& [key, values] : axes) {
+            if (key == o.path || key.starts_with(o.path + ".") || o.path.starts_with(key + ".")) {
+                throw ConfigError(fmt::format("command line: {}: the scenario sweeps {} (sweep: in {}); a "
+                                              "command-line value would replace every point's; drop one of them",
+                                              o.origin, key, file));
+            }
+        }
+        for (std::size_t i = 0; i < variants.size() && variants.size() > 1; ++i) {
+            if (sets_path(variants[i].layer, o.path)) {
+                throw ConfigError(fmt::format("command line: {}: experiment '{}' in {} sets {} itself; a "
+                                              "command-line value would replace every experiment's",
+                                              o.origin, variants[i].name, file, o.path));
+            }
+        }
     }
 
     std::vector<std::size_t> idx(axes.size(), 0);

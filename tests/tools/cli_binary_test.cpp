@@ -17,9 +17,9 @@ struct Ran {
     std::string output;  // stdout and stderr together
 };
 
-Ran servesim(const std::string& args) {
+Ran servesim(const std::string& args, const std::string& env = "") {
     Ran r;
-    const std::string cmd = std::string("'") + SERVESIM_BINARY + "' " + args + " 2>&1";
+    const std::string cmd = env + "'" + SERVESIM_BINARY + "' " + args + " 2>&1";
     FILE* p = popen(cmd.c_str(), "r");
     REQUIRE(p != nullptr);
     std::array<char, 4096> buf{};
@@ -96,6 +96,16 @@ TEST_CASE("CLI: a scenario-less run prints its figures; --plot draws PNGs of the
         f.read(magic.data(), 8);
         CHECK(magic == "\x89PNG\r\n\x1a\n");
     }
+    // The plot runs isolated from the user's Python: a broken matplotlib on PYTHONPATH changes nothing.
+    const auto fake = dir / "fake-site" / "matplotlib";
+    std::filesystem::create_directories(fake);
+    std::ofstream(fake / "__init__.py") << "raise ImportError('a user matplotlib that must not be used')\n";
+    std::filesystem::remove(dir / "latency.png");
+    const std::string env = "PYTHONPATH='" + (dir / "fake-site").string() + "' ";
+    const Ran isolated = servesim("plot '" + dir.string() + "'", env);
+    INFO(isolated.output);
+    CHECK(isolated.status == 0);
+    CHECK(std::filesystem::exists(dir / "latency.png"));
     const Ran none = servesim("plot '" + (dir / "nothing").string() + "'");
     CHECK(none.status == 2);
     CHECK(contains(none.output, "holds no summary.csv; give the folder of a run's --out"));

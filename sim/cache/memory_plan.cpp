@@ -198,6 +198,7 @@ MemoryPlan plan_memory(const models::ModelSpec& model, const MemoryPlanRequest& 
     }
 
     // --- engine defaults (EngineArgs, vllm-v1-behaviour.md §4.6) ---
+    plan.vllm_version = req.vllm_version;
     plan.gpu_memory_utilization =
         req.gpu_memory_utilization.value_or(req.vllm_version.default_gpu_memory_utilization());
     if (!(plan.gpu_memory_utilization > 0.0 && plan.gpu_memory_utilization <= 1.0)) {

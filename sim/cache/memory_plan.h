@@ -62,6 +62,7 @@ struct KvGroupPlan {
 
 struct MemoryPlan {
     // Resolved engine settings.
+    VllmVersion vllm_version = core::kNewestModelled;  // the release whose rules resolved this plan
     bool enable_prefix_caching = false;
     MambaCacheMode mamba_cache_mode = MambaCacheMode::kNone;
     std::int64_t max_model_len = 0;

@@ -29,6 +29,17 @@ struct VllmVersion {
     [[nodiscard]] constexpr bool kv_size_from_concurrency() const { return at_least(0, 21); }
     // PR #38284 (0.21): gpu_memory_utilization defaults to 0.92.
     [[nodiscard]] constexpr double default_gpu_memory_utilization() const { return at_least(0, 21) ? 0.92 : 0.90; }
+
+    // --- CPU offload and memory ---
+    // PR #43797 (merged 2026-05-29, one day before 0.22.0; first modelled in 0.23): the OffloadingConnector stores
+    // prompt blocks only (`offload_prompt_only`, default True; offloading/scheduler.py _build_store_jobs clamps
+    // to num_prompt_tokens). Older releases also store the blocks a request generates.
+    [[nodiscard]] constexpr bool offload_prompt_only_by_default() const { return at_least(0, 23); }
+    // PRs #42554 + #44599 (both on main by 2026-06-14; first modelled in 0.24): an external (CPU) hit on a Mamba
+    // `align` model no longer asserts in Scheduler._mamba_block_aligned_split, and the hit window is rounded down
+    // to the Mamba block size (OffloadingConnectorScheduler._lookup, resolve_mamba_align_size). Older releases
+    // crash on the first such hit, so servesim refuses the configuration at start-up.
+    [[nodiscard]] constexpr bool offload_supports_mamba_align() const { return at_least(0, 24); }
 };
 
 // The range of releases whose rules servesim models, and the default (the newest).

@@ -27,7 +27,7 @@ const std::vector<std::string_view> kEngineKeys = {
     "gpu_memory_utilization", "kv_cache_dtype",     "enable_prefix_caching", "mamba_cache_mode",
     "kv_cache_memory_bytes", "enable_chunked_prefill", "long_prefill_token_threshold",
     "scheduler_reserve_full_isl", "vllm_version", "kv_offloading_size", "kv_offloading_load_us_per_token",
-    "async_scheduling", "tensor_parallel_size"};
+    "async_scheduling", "tensor_parallel_size", "offload_prompt_only"};
 
 const std::vector<std::string_view> kClusterKeys = {"replicas", "router"};
 
@@ -246,6 +246,9 @@ EngineSettings parse_engine(const YamlMap& e) {
         if (!(*s.kv_offloading_size_gib > 0)) {
             e.fail("kv_offloading_size", "must be a positive size in GiB (vLLM --kv-offloading-size)");
         }
+    }
+    if (e.has("offload_prompt_only")) {
+        s.offload_prompt_only = e.get<bool>("offload_prompt_only");
     }
     if (e.has("kv_offloading_load_us_per_token")) {
         s.kv_offloading_load_us_per_token = e.get<double>("kv_offloading_load_us_per_token");

@@ -50,8 +50,9 @@ struct MemoryPlanRequest {
     // Memory outside torch's allocator that the profile run adds (cuBLAS workspaces, NCCL, allocator slack):
     // vLLM's non_torch_increase. Not derivable from the model; a documented assumption (see DESIGN notes).
     std::int64_t non_torch_memory_bytes = 512LL << 20;
-    // CUDA-graph memory estimate subtracted by newer vLLM (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS); 0 = none.
-    std::int64_t cudagraph_memory_bytes = 0;
+    // CUDA-graph memory estimate subtracted from the KV budget (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS); unset =
+    // the release's rule: cudagraph_memory_estimate_bytes from 0.21, none before.
+    std::optional<std::int64_t> cudagraph_memory_bytes;
 };
 
 struct KvGroupPlan {
@@ -110,6 +111,21 @@ struct MemoryPlan {
 // a positive multiple of 16… , max_model_len longer than the model allows or than the KV cache holds, no memory
 // left for the KV cache).
 [[nodiscard]] MemoryPlan plan_memory(const models::ModelSpec& model, const MemoryPlanRequest& request);
+
+// CUDA-graph capture sizes (VllmConfig._set_cudagraph_sizes): 1, 2, 4, 8…248 step 8, 256…max step 16, with
+// max = min(2·max_num_seqs, 512, max_num_batched_tokens).
+[[nodiscard]] std::vector<std::int64_t> cudagraph_capture_sizes(std::int64_t max_num_batched_tokens,
+                                                                std::int64_t max_num_seqs);
+
+// GPUModelRunner.profile_cudagraph_memory as servesim models it: per mode (FULL_AND_PIECEWISE: PIECEWISE over every
+// capture size, FULL over the uniform-decode sizes ≤ max_num_seqs) vLLM captures the two largest graphs and
+// extrapolates: max over modes of the first capture + Σ_modes (n_mode − 1) × max(second capture, 1 MiB). The first
+// capture is modelled as the forward working set of the largest size (the profile run's per-token bytes); the
+// second reuses the pool the first reserved, so it is modelled at vLLM's own 1 MiB per-graph floor (an assumption:
+// driver overhead is not derivable from the model). See docs/KV-POOL.md.
+[[nodiscard]] std::int64_t cudagraph_memory_estimate_bytes(const models::ModelSpec& model,
+                                                           std::int64_t max_num_batched_tokens,
+                                                           std::int64_t max_num_seqs, int tensor_parallel_size = 1);
 
 // vLLM's activation peak of the profile run (a dummy forward of max_num_batched_tokens tokens plus the dummy
 // sampler run over max_num_seqs rows): the modelled torch_peak_increase. See memory_plan.cpp for the terms.

@@ -40,6 +40,9 @@ struct VllmVersion {
     // to the Mamba block size (OffloadingConnectorScheduler._lookup, resolve_mamba_align_size). Older releases
     // crash on the first such hit, so servesim refuses the configuration at start-up.
     [[nodiscard]] constexpr bool offload_supports_mamba_align() const { return at_least(0, 24); }
+    // VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS defaults to 1 "since v0.21.0" (vllm/envs.py; the start-up log says
+    // so): Worker.determine_available_memory subtracts GPUModelRunner.profile_cudagraph_memory from the KV budget.
+    [[nodiscard]] constexpr bool kv_budget_subtracts_cudagraph_estimate() const { return at_least(0, 21); }
 };
 
 // The range of releases whose rules servesim models, and the default (the newest).

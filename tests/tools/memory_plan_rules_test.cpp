@@ -141,5 +141,41 @@ TEST_CASE("Hybrid hit on the Qwen3.5-4B plan: a 2,000-token prompt sent twice hi
     CHECK(h.kv().stats().hits == 1584);
 }
 
+TEST_CASE("Memory: CUDA-graph capture sizes are 1, 2, 4, 8..248 step 8, 256..max step 16", "[tools][cudagraph]") {
+    // RTX 3090 defaults (2,048 tokens, 256 seqs): max = min(512, 512, 2048) = 512 → 3 + 31 (8..248) + 17 (256..512)
+    // = 51 sizes. max_num_seqs 8: max = 16 → 1, 2, 4, 8, 16.
+    const auto sizes = cache::cudagraph_capture_sizes(2048, 256);
+    REQUIRE(sizes.size() == 51);
+    CHECK(sizes.front() == 1);
+    CHECK(sizes[3] == 8);
+    CHECK(sizes[33] == 248);
+    CHECK(sizes[34] == 256);
+    CHECK(sizes.back() == 512);
+    CHECK(cache::cudagraph_capture_sizes(2048, 8) == std::vector<std::int64_t>{1, 2, 4, 8, 16});
+}
+
+TEST_CASE("Memory: from vLLM 0.21 the CUDA-graph estimate (first capture + 1 MiB per further graph and mode) "
+          "comes off the KV budget; 0.20 subtracts nothing", "[tools][cudagraph]") {
+    // Qwen3-4B on an RTX 3090 (2,048 / 256): PIECEWISE has 51 graphs, FULL the 35 sizes ≤ 256. The first capture is
+    // the forward working set of 512 tokens = activation_peak_bytes(512 tokens, 0 sampler rows); each further graph
+    // 1 MiB: estimate = first + (50 + 34) MiB.
+    const auto model = models::resolve_model("Qwen3-4B");
+    const std::int64_t first = cache::activation_peak_bytes(model, 512, 0);
+    const std::int64_t expected = first + (50 + 34) * (1LL << 20);
+    CHECK(cache::cudagraph_memory_estimate_bytes(model, 2048, 256) == expected);
+    auto plan_at = [](const std::string& version) {
+        EngineSettings e;
+        e.vllm_version = version;
+        e.gpu_memory_utilization = 0.9;
+        e.max_model_len = 16384;
+        return plan_for("Qwen3-4B", "RTX 3090", e);
+    };
+    const cache::MemoryPlan old = plan_at("0.20");
+    const cache::MemoryPlan now = plan_at("0.21");
+    CHECK(old.cudagraph_bytes == 0);
+    CHECK(now.cudagraph_bytes == expected);
+    CHECK(old.kv_cache_memory_bytes - now.kv_cache_memory_bytes == expected);
+}
+
 }  // namespace
 }  // namespace servesim::app

@@ -177,5 +177,36 @@ TEST_CASE("Memory: from vLLM 0.21 the CUDA-graph estimate (first capture + 1 MiB
     CHECK(old.kv_cache_memory_bytes - now.kv_cache_memory_bytes == expected);
 }
 
+TEST_CASE("Memory: the profile run's vision-encoder forward sets the hybrid's torch peak", "[tools][encoder]") {
+    // Qwen3.5-4B's tower: 24 × 1024, MLP 4096, patch 16, merge 2. An image of 16,777,216 px is 16,777,216 / 32² =
+    // 16,384 tokens = 65,536 patches; budget max(2,048, 16,384) → 1 item. Per patch, bf16: residual + normed input
+    // 2 × 1024, then max(qkv + rotated q, k + attention output 6 × 1024, fc1 + activation 2 × 4096 = 8,192), plus
+    // 3 × 2 × 16 × 16 = 1,536 pixel values: 2 × (2,048 + 8,192 + 1,536) = 23,552 B → 65,536 × 23,552 =
+    // 1,543,503,872 B. Encoder outputs kept: 16,384 × 2,560 × 2 = 83,886,080 B.
+    const auto model = models::resolve_model("Qwen3.5-4B");
+    std::int64_t outputs = 0;
+    CHECK(cache::encoder_profile_peak_bytes(model, 2048, 256, 16384, 1, &outputs) == 1'543'503'872);
+    CHECK(outputs == 83'886'080);
+    // A 32,768-token budget and max_model_len fit 2 items: twice the patches.
+    CHECK(cache::encoder_profile_peak_bytes(model, 32768, 256, 32768, 1) == 2 * 1'543'503'872LL);
+    // No vision tower, no encoder term.
+    CHECK(cache::encoder_profile_peak_bytes(models::resolve_model("Qwen3-4B"), 2048, 256, 16384, 1) == 0);
+
+    EngineSettings e;
+    e.vllm_version = "0.26";
+    e.gpu_memory_utilization = 0.9;
+    e.max_model_len = 16384;
+    const cache::MemoryPlan with = plan_for("Qwen3.5-4B", "RTX 3090", e);
+    e.skip_mm_profiling = true;
+    const cache::MemoryPlan without = plan_for("Qwen3.5-4B", "RTX 3090", e);
+    // torch peak = max(encoder 1,543,503,872, decoder + outputs): the encoder's, here.
+    CHECK(with.encoder_peak_bytes == 1'543'503'872);
+    CHECK(with.activation_peak_bytes == std::max<std::int64_t>(1'543'503'872, without.activation_peak_bytes + 83'886'080));
+    CHECK(with.activation_peak_bytes == 1'543'503'872);
+    CHECK(without.encoder_peak_bytes == 0);
+    CHECK(without.kv_cache_memory_bytes - with.kv_cache_memory_bytes ==
+          with.activation_peak_bytes - without.activation_peak_bytes);
+}
+
 }  // namespace
 }  // namespace servesim::app

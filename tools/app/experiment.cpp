@@ -39,6 +39,7 @@ cache::MemoryPlanRequest memory_plan_request(const EngineSettings& e, const cali
     r.kv_cache_memory_bytes = e.kv_cache_memory_bytes;
     r.enable_chunked_prefill = e.enable_chunked_prefill;
     r.tensor_parallel_size = e.tensor_parallel_size;
+    r.skip_mm_profiling = e.skip_mm_profiling;
     return r;
 }
 

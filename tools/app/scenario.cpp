@@ -27,7 +27,7 @@ const std::vector<std::string_view> kEngineKeys = {
     "gpu_memory_utilization", "kv_cache_dtype",     "enable_prefix_caching", "mamba_cache_mode",
     "kv_cache_memory_bytes", "enable_chunked_prefill", "long_prefill_token_threshold",
     "scheduler_reserve_full_isl", "vllm_version", "kv_offloading_size", "kv_offloading_load_us_per_token",
-    "async_scheduling", "tensor_parallel_size", "offload_prompt_only"};
+    "async_scheduling", "tensor_parallel_size", "offload_prompt_only", "skip_mm_profiling"};
 
 const std::vector<std::string_view> kClusterKeys = {"replicas", "router"};
 
@@ -247,6 +247,7 @@ EngineSettings parse_engine(const YamlMap& e) {
             e.fail("kv_offloading_size", "must be a positive size in GiB (vLLM --kv-offloading-size)");
         }
     }
+    s.skip_mm_profiling = e.get_or<bool>("skip_mm_profiling", false);
     if (e.has("offload_prompt_only")) {
         s.offload_prompt_only = e.get<bool>("offload_prompt_only");
     }

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "calibration/gpu_spec.h"
+#include "common/error.h"
 #include "models/model_registry.h"
 #include "sim/cache/kv_cache_manager.h"
 #include "sim/cache/memory_plan.h"
@@ -206,6 +207,33 @@ TEST_CASE("Memory: the profile run's vision-encoder forward sets the hybrid's to
     CHECK(without.encoder_peak_bytes == 0);
     CHECK(without.kv_cache_memory_bytes - with.kv_cache_memory_bytes ==
           with.activation_peak_bytes - without.activation_peak_bytes);
+}
+
+TEST_CASE("Memory: the one-request fit check counts the padding layers' pages", "[tools][padding]") {
+    // Qwen3.5-4B without two of its GDN layers: 8 attention + 22 GDN layers. 22 / 8 ≥ 1.5 → group size 8; the GDN
+    // layers form cdiv(22, 8) = 3 groups (8, 8, 6 + 2 padding layers). Prefix caching off (mamba none: one state
+    // page per group). _check_enough_kv_cache_memory needs group_size · page · Σ_groups blocks =
+    // 8 · page · (cdiv(16384, B) + 3); counting real layers only (servesim before) needed 2 pages fewer.
+    models::ModelSpec model = models::resolve_model("Qwen3.5-4B");
+    model.layers.erase(model.layers.begin(), model.layers.begin() + 2);  // layers 0 and 1 are GDN
+    cache::MemoryPlanRequest req;
+    req.gpu_memory_bytes = 24LL << 30;
+    req.max_model_len = 16384;
+    req.enable_prefix_caching = false;
+    req.kv_cache_memory_bytes = 8LL << 30;
+    const cache::MemoryPlan roomy = cache::plan_memory(model, req);
+    REQUIRE(roomy.group_size == 8);
+    REQUIRE(roomy.groups.size() == 4);
+    CHECK(roomy.groups.back().num_padding_layers == 2);
+    const std::int64_t page = roomy.page_size_bytes;
+    const std::int64_t attention_blocks = (16384 + roomy.block_size - 1) / roomy.block_size;
+    const std::int64_t needed = 8 * page * (attention_blocks + 3);
+    req.kv_cache_memory_bytes = needed;
+    CHECK_NOTHROW(cache::plan_memory(model, req));
+    // One byte less fails, although the real layers alone (needed − 2 pages) would fit.
+    req.kv_cache_memory_bytes = needed - 1;
+    CHECK(needed - 1 > page * (8 * attention_blocks + 22));
+    CHECK_THROWS_AS(cache::plan_memory(model, req), ConfigError);
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 
 #include "calibration/gpu_spec.h"
 #include "calibration/runner/calibrate.h"
+#include "calibration/runner/exec_calibrate.h"
 #include "common/error.h"
 #include "models/model_registry.h"
 #include "sim/cache/memory_plan.h"
@@ -278,7 +279,13 @@ int main(int argc, char** argv) {
                 std::cerr << "servesim calibrate: " << message << "\n";
                 return 2;
             }
-            return calibration::run_calibrate(options, std::cout, std::cerr);
+            // The GPU sweep is servesim-calibrate's (a CUDA build); this binary links no CUDA library.
+            const std::vector<std::string> args(argv + 2, argv + argc);
+            return calibration::run_calibrate(
+                options, std::cout, std::cerr,
+                [&](const calibration::CalibrateOptions&, std::ostream&, std::ostream& log) {
+                    return calibration::exec_servesim_calibrate(args, log);
+                });
         }
         if (cmd == "list") {
             return cmd_list();

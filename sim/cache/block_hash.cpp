@@ -31,8 +31,8 @@ void FirstRunHashMemo::record(core::ContentId c, std::span<const core::BlockHash
     num_hashes_ += hashes.size() - known;
 }
 
-void BlockHasher::extend(std::vector<core::BlockHash>& hashes, const core::TokenContent& runs,
-                         std::int64_t num_tokens, FirstRunHashMemo* memo) {
+void BlockHasher::extend_blocks(std::vector<core::BlockHash>& hashes, const core::TokenContent& runs,
+                                std::int64_t num_tokens, FirstRunHashMemo* memo) {
     // Blocks entirely inside the first run (when starting from 0 with a memo): their hashes depend only on its content.
     std::size_t num_first_run_blocks = 0;
     if (hashes.empty()) {

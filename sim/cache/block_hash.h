@@ -61,12 +61,22 @@ public:
     // hashed (hashes.size() blocks are). `runs` may only have grown at the end since the last call (the last run
     // longer, or runs appended); an empty `hashes` restarts from token 0.
     // `memo` (optional, same block size) supplies and receives the first run's block hashes when starting from 0.
+    // Inline fast path: a call that completes no block (most decode tokens) returns at once.
     void extend(std::vector<core::BlockHash>& hashes, const core::TokenContent& runs, std::int64_t num_tokens,
-                FirstRunHashMemo* memo = nullptr);
+                FirstRunHashMemo* memo = nullptr) {
+        if (!hashes.empty() && hashes.size() == num_hashed_blocks_ &&
+            static_cast<std::int64_t>(hashes.size() + 1) * block_size_tokens_ > num_tokens) {
+            return;
+        }
+        extend_blocks(hashes, runs, num_tokens, memo);
+    }
 
     [[nodiscard]] int block_size_tokens() const { return block_size_tokens_; }
 
 private:
+    void extend_blocks(std::vector<core::BlockHash>& hashes, const core::TokenContent& runs, std::int64_t num_tokens,
+                       FirstRunHashMemo* memo);
+
     int block_size_tokens_;
     std::uint64_t mixed_block_size_;  // mix64(block size): most pieces span a whole block
     // Cursor: the first token not yet hashed is token offset_in_run_ of runs[run_index_].

@@ -29,16 +29,6 @@ void MetricsCollector::on_rejected(core::SimTime arrival) {
     }
 }
 
-void MetricsCollector::on_token_gap(core::SimTime arrival, core::Duration gap) {
-    if (measured(arrival)) {
-        if (exact_percentiles_) {
-            append_sample(itl_ms_, gap.ms());
-        } else {
-            itl_sketch_.add(gap.ms());
-        }
-    }
-}
-
 void MetricsCollector::on_finished(const FinishedRequest& r) {
     if (!measured(r.arrival)) {
         return;

@@ -72,7 +72,17 @@ public:
 
     void on_rejected(core::SimTime arrival);
 
-    void on_token_gap(core::SimTime arrival, core::Duration gap);
+    // One streamed token's gap (inline: called once per generated token).
+    void on_token_gap(core::SimTime arrival, core::Duration gap) {
+        if (!measured(arrival)) {
+            return;
+        }
+        if (exact_percentiles_) {
+            append_sample(itl_ms_, gap.ms());
+        } else {
+            itl_sketch_.add(gap.ms());
+        }
+    }
 
     struct FinishedRequest {
         core::SimTime arrival;

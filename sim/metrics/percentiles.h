@@ -130,40 +130,31 @@ public:
     static constexpr double kHighest = 1e10;  // ms: 116 days, beyond any run's max_time
     static constexpr unsigned kNumBins = 36864;
 
+    // `count` samples equal to `value`. Equal consecutive values (every decode of a step sees the same gap) only grow
+    // a pending run, binned when another value comes or at the summary.
     void add(double value, std::int64_t count = 1) {
         if (count <= 0) {
             return;
         }
-        if (n_ == 0) {
-            min_ = value;
-            max_ = value;
-        } else {
-            min_ = std::min(min_, value);
-            max_ = std::max(max_, value);
-        }
-        n_ += static_cast<std::size_t>(count);
-        add_to_sum(value * static_cast<double>(count));
-        if (value == 0) {
-            zeros_ += static_cast<std::size_t>(count);
+        if (value == pending_value_ && pending_count_ > 0) {
+            pending_count_ += count;
             return;
         }
-        if (!(value >= kLowest && value < kHighest)) {
-            outliers_.push_back(SampleRun{value, count});  // negative, NaN-free by contract, or off the axis
-            return;
-        }
-        if (value != last_value_) {
-            if (!bins_) {
-                bins_.emplace(boost::histogram::make_histogram_with(std::vector<std::uint64_t>(), Axis(kNumBins, kLowest, kHighest)));
-            }
-            last_value_ = value;
-            last_bin_ = std::clamp(bins_->axis().index(value), 0, static_cast<int>(kNumBins) - 1);
-        }
-        bins_->at(last_bin_) += static_cast<std::uint64_t>(count);
+        flush();
+        pending_value_ = value;
+        pending_count_ = count;
     }
 
-    [[nodiscard]] std::size_t count() const { return n_; }
+    [[nodiscard]] std::size_t count() const {
+        return n_ + static_cast<std::size_t>(std::max<std::int64_t>(pending_count_, 0));
+    }
 
     [[nodiscard]] Distribution summarize() const {
+        if (pending_count_ > 0) {
+            QuantileSketch flushed = *this;
+            flushed.flush();
+            return flushed.summarize();
+        }
         Distribution d;
         if (n_ == 0) {
             return d;
@@ -180,7 +171,8 @@ public:
                 if (c != 0) {
                     const double a = bins_->axis().value(i);
                     const double b = bins_->axis().value(i + 1);
-                    runs.push_back(SampleRun{std::clamp(2 * a * b / (a + b), min_, max_), static_cast<std::int64_t>(c)});
+                    runs.push_back(
+                        SampleRun{std::clamp(2 * a * b / (a + b), min_, max_), static_cast<std::int64_t>(c)});
                 }
             }
         }
@@ -213,6 +205,39 @@ private:
                                                  boost::histogram::axis::option::none_t>;
     using Bins = decltype(boost::histogram::make_histogram_with(std::vector<std::uint64_t>(), Axis(1, 1.0, 2.0)));
 
+    // Bins the pending run.
+    void flush() {
+        const double value = pending_value_;
+        const std::int64_t count = pending_count_;
+        pending_count_ = 0;
+        if (count <= 0) {
+            return;
+        }
+        if (n_ == 0) {
+            min_ = value;
+            max_ = value;
+        } else {
+            min_ = std::min(min_, value);
+            max_ = std::max(max_, value);
+        }
+        n_ += static_cast<std::size_t>(count);
+        add_to_sum(value * static_cast<double>(count));
+        if (value == 0) {
+            zeros_ += static_cast<std::size_t>(count);
+            return;
+        }
+        if (!(value >= kLowest && value < kHighest)) {
+            outliers_.push_back(SampleRun{value, count});  // negative, NaN-free by contract, or off the axis
+            return;
+        }
+        if (!bins_) {
+            bins_.emplace(boost::histogram::make_histogram_with(std::vector<std::uint64_t>(),
+                                                                Axis(kNumBins, kLowest, kHighest)));
+        }
+        bins_->at(std::clamp(bins_->axis().index(value), 0, static_cast<int>(kNumBins) - 1)) +=
+            static_cast<std::uint64_t>(count);
+    }
+
     // Neumaier's compensated summation: the sum of millions of samples to the last bit or two.
     void add_to_sum(double x) {
         const double t = sum_ + x;
@@ -228,8 +253,8 @@ private:
     double compensation_ = 0;
     double min_ = 0;
     double max_ = 0;
-    double last_value_ = -1;  // the last binned value and its bin: pooled ITLs repeat the same gap batch-wide
-    int last_bin_ = 0;
+    double pending_value_ = 0;  // a run of equal samples not yet binned
+    std::int64_t pending_count_ = 0;
 };
 
 }  // namespace servesim::metrics

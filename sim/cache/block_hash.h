@@ -26,6 +26,8 @@ namespace servesim::cache {
 // id (block i hashes the pieces (c, j·B, B), j ≤ i, from the seed), so requests that open with the same run (a
 // tenant's system prompt) can share them instead of re-mixing thousands of tokens each. A memo of a pure function:
 // no output depends on whether it is used. One per replica, for one block size; never iterated; bounded in size.
+// When first runs do not repeat (synthetic prompts, each unique) the memo cannot hit: after kProbeLookups lookups
+// without a hit it frees what it holds and turns itself off, so such a run pays neither the copies nor the memory.
 class FirstRunHashMemo {
 public:
     explicit FirstRunHashMemo(int block_size_tokens) : block_size_tokens_(block_size_tokens) {}
@@ -33,6 +35,12 @@ public:
     [[nodiscard]] int block_size_tokens() const { return block_size_tokens_; }
     // The first-run block hashes known for content c (possibly fewer than the run holds), or nullptr.
     [[nodiscard]] const std::vector<core::BlockHash>* find(core::ContentId c) const;
+    // find(c), counted: the kProbeLookups-th lookup without any hit turns the memo off.
+    [[nodiscard]] const std::vector<core::BlockHash>* lookup(core::ContentId c);
+    // False once the memo has turned itself off (it then records and finds nothing).
+    [[nodiscard]] bool enabled() const { return enabled_; }
+
+    static constexpr std::int64_t kProbeLookups = 1024;
     // Keeps `hashes` (a prefix of c's first-run block hashes) if longer than what is known, within the size bound.
     void record(core::ContentId c, std::span<const core::BlockHash> hashes);
 
@@ -46,6 +54,9 @@ private:
     static constexpr std::size_t kMaxHashes = std::size_t{1} << 20;
 
     int block_size_tokens_;
+    bool enabled_ = true;
+    std::int64_t num_lookups_ = 0;
+    std::int64_t num_hits_ = 0;
     std::size_t num_hashes_ = 0;
     std::unordered_map<core::ContentId, std::vector<core::BlockHash>, ContentIdHash> hashes_;
 };

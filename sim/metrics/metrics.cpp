@@ -89,11 +89,11 @@ Summary MetricsCollector::summarize(const PrefixCounters& at_end, std::int64_t p
     }
     s.exact_percentiles = exact_percentiles_;
     if (exact_percentiles_) {
-        s.ttft_ms = summarize_values(ttft_ms_);
-        s.itl_ms = summarize_runs(itl_ms_);
-        s.e2e_ms = summarize_values(e2e_ms_);
-        s.tpot_ms = summarize_values(tpot_ms_);
-        s.queue_ms = summarize_values(queue_ms_);
+        s.ttft_ms = summarize_values_in_place(ttft_ms_);
+        s.itl_ms = summarize_runs_in_place(itl_ms_);
+        s.e2e_ms = summarize_values_in_place(e2e_ms_);
+        s.tpot_ms = summarize_values_in_place(tpot_ms_);
+        s.queue_ms = summarize_values_in_place(queue_ms_);
     } else {
         s.ttft_ms = ttft_sketch_.summarize();
         s.itl_ms = itl_sketch_.summarize();

@@ -111,9 +111,10 @@ private:
     std::int64_t rejected_ = 0;
     core::SimTime last_finish_;
     bool exact_percentiles_;
-    // Exact percentiles: every sample.
-    std::vector<double> ttft_ms_, e2e_ms_, tpot_ms_, queue_ms_;
-    std::vector<SampleRun> itl_ms_;  // one sample per streamed token, in runs of equal gaps (percentiles.h)
+    // Exact percentiles: every sample. summarize() sorts them in place (the same samples, in another order) instead
+    // of sorting copies, so the summary does not double the run's peak memory.
+    mutable std::vector<double> ttft_ms_, e2e_ms_, tpot_ms_, queue_ms_;
+    mutable std::vector<SampleRun> itl_ms_;  // one sample per streamed token, in runs of equal gaps (percentiles.h)
     // Otherwise: one sketch per latency.
     QuantileSketch ttft_sketch_, e2e_sketch_, tpot_sketch_, queue_sketch_, itl_sketch_;
     std::int64_t output_tokens_ = 0;

@@ -57,7 +57,8 @@ inline void append_sample(std::vector<SampleRun>& runs, double value) {
 }
 
 // Empty input gives all zeros and count 0 (reported as such, never NaN). Sums in sorted order: deterministic.
-[[nodiscard]] inline Distribution summarize_values(std::vector<double> values) {
+// Sorts `values` in place (no copy: the end-of-run summary of a long exact run does not double its memory).
+[[nodiscard]] inline Distribution summarize_values_in_place(std::vector<double>& values) {
     Distribution d;
     if (values.empty()) {
         return d;
@@ -77,10 +78,14 @@ inline void append_sample(std::vector<SampleRun>& runs, double value) {
     return d;
 }
 
+[[nodiscard]] inline Distribution summarize_values(std::vector<double> values) {
+    return summarize_values_in_place(values);
+}
+
 // summarize_values over the samples the runs expand to, with the same result bit for bit: the expanded samples
 // sorted are the runs sorted by value (equal doubles are identical; samples are never NaN), and the sum adds every
-// sample one at a time in that order.
-[[nodiscard]] inline Distribution summarize_runs(std::vector<SampleRun> runs) {
+// sample one at a time in that order. Sorts `runs` in place.
+[[nodiscard]] inline Distribution summarize_runs_in_place(std::vector<SampleRun>& runs) {
     Distribution d;
     std::sort(runs.begin(), runs.end(), [](const SampleRun& a, const SampleRun& b) { return a.value < b.value; });
     std::vector<std::size_t> end_rank;  // end_rank[r] = number of samples in runs [0, r]
@@ -110,6 +115,8 @@ inline void append_sample(std::vector<SampleRun>& runs, double value) {
     d.min = value_at(0);
     return d;
 }
+
+[[nodiscard]] inline Distribution summarize_runs(std::vector<SampleRun> runs) { return summarize_runs_in_place(runs); }
 
 // QuantileSketch: the distribution of non-negative samples in fixed memory, for runs too long to keep every sample
 // (DDSketch's idea, Masson et al., VLDB 2019: logarithmic buckets give a relative-error guarantee). Positive values in

@@ -118,7 +118,7 @@ inline void append_sample(std::vector<SampleRun>& runs, double value) {
 
 [[nodiscard]] inline Distribution summarize_runs(std::vector<SampleRun> runs) { return summarize_runs_in_place(runs); }
 
-// QuantileSketch: the distribution of non-negative samples in fixed memory, for runs too long to keep every sample
+// QuantileSketch: the distribution of latency samples in fixed memory, for runs too long to keep every sample
 // (DDSketch's idea, Masson et al., VLDB 2019: logarithmic buckets give a relative-error guarantee). Positive values in
 // [kLowest, kHighest) ms fall in one of kNumBins bins of a Boost.Histogram logarithmic axis, each spanning a ratio
 // γ = (kHighest/kLowest)^(1/kNumBins) ≈ 1.0010; a bin [a, b) stands for its harmonic midpoint 2ab/(a+b), which is

@@ -18,6 +18,7 @@
 
 #include "calibration/gpu_spec.h"
 #include "calibration/runner/calibrate.h"
+#include "calibration/runner/exec_calibrate.h"
 #include "common/error.h"
 #include "models/model_registry.h"
 #include "sim/cache/memory_plan.h"
@@ -455,7 +456,12 @@ int dispatch(const std::string& cmd, const std::vector<std::string>& args) {
             std::cerr << "servesim: error: calibrate: " << message << "\n";
             return 2;
         }
-        return calibration::run_calibrate(options, std::cout, std::cerr);
+        // The GPU sweep is servesim-calibrate's (a CUDA build); this binary links no CUDA library.
+        return calibration::run_calibrate(
+            options, std::cout, std::cerr,
+            [&](const calibration::CalibrateOptions&, std::ostream&, std::ostream& log) {
+                return calibration::exec_servesim_calibrate(args, log);
+            });
     }
     if (cmd == "list") {
         return cmd_list();

@@ -1,5 +1,5 @@
 // run_calibrate and the servesim-calibrate argument parser (calibration/runner/calibrate.h). Dispatches to the
-// measurement fit (CUDA-free), the composition merge, or the GPU sweep when this build has CUDA.
+// measurement fit, the composition merge, the refit, or the GPU sweep its caller hands in. CUDA-free.
 #include "calibration/runner/calibrate.h"
 
 #include <charconv>
@@ -14,24 +14,14 @@
 #include "calibration/measurements.h"
 #include "calibration/sweep_fit.h"
 #include "common/error.h"
-#ifdef SERVESIM_HAVE_CUDA
-#include "calibration/runner/gpu_sweep.h"
-#include "models/model_registry.h"
-#endif
 
 namespace servesim::calibration {
 
-bool gpu_sweep_built() {
-#ifdef SERVESIM_HAVE_CUDA
-    return true;
-#else
-    return false;
-#endif
+bool needs_gpu_sweep(const CalibrateOptions& o) {
+    return o.from_measurements.empty() && o.composition_path.empty() && o.refit_points.empty();
 }
 
-namespace {
-
-void emit(const HardwareProfile& p, const CalibrateOptions& o, std::ostream& out, std::ostream& log) {
+void emit_profile(const HardwareProfile& p, const CalibrateOptions& o, std::ostream& out, std::ostream& log) {
     if (o.out_path.empty()) {
         write_profile(p, out);
     } else {
@@ -40,9 +30,7 @@ void emit(const HardwareProfile& p, const CalibrateOptions& o, std::ostream& out
     }
 }
 
-}  // namespace
-
-int run_calibrate(const CalibrateOptions& o, std::ostream& out, std::ostream& log) {
+int run_calibrate(const CalibrateOptions& o, std::ostream& out, std::ostream& log, const GpuSweep& gpu_sweep) {
     try {
         if (!o.from_measurements.empty()) {
             Measurements m = read_measurements(o.from_measurements);
@@ -53,7 +41,7 @@ int run_calibrate(const CalibrateOptions& o, std::ostream& out, std::ostream& lo
                 throw ConfigError(o.from_measurements + ": no model named (give --model or a `model:` key)");
             }
             HardwareProfile p = fit_measurements(m, o.from_measurements);
-            emit(p, o, out, log);
+            emit_profile(p, o, out, log);
             return 0;
         }
         if (!o.composition_path.empty()) {
@@ -62,7 +50,7 @@ int run_calibrate(const CalibrateOptions& o, std::ostream& out, std::ostream& lo
             }
             HardwareProfile p = read_profile(o.profile_in);
             add_composition_from_file(p, o.composition_path, o.composition_label);
-            emit(p, o, out, log);
+            emit_profile(p, o, out, log);
             return 0;
         }
         if (!o.refit_points.empty()) {
@@ -70,34 +58,18 @@ int run_calibrate(const CalibrateOptions& o, std::ostream& out, std::ostream& lo
                 throw ConfigError("--refit-points needs --profile FILE (the profile whose curves are refitted)");
             }
             HardwareProfile p = refit_profile(read_profile(o.profile_in), o.refit_points, log);
-            emit(p, o, out, log);
+            emit_profile(p, o, out, log);
             return 0;
         }
         if (o.model.empty()) {
             throw ConfigError("--model is required (a preset name or a config.json path)");
         }
-#ifdef SERVESIM_HAVE_CUDA
-        std::string device_name;
-        if (!cuda_device_present(o.device, &device_name)) {
-            log << "servesim-calibrate: no CUDA GPU found (device " << o.device
-                << "); calibration needs one. Use --from-measurements to fit timings measured elsewhere.\n";
-            return 2;
+        if (gpu_sweep) {
+            return gpu_sweep(o, out, log);
         }
-        const models::ModelSpec spec = models::resolve_model(o.model);
-        SweepOptions so;
-        so.quick = o.quick;
-        so.log_dir = o.log_dir;
-        so.device = o.device;
-        so.tensor_parallel_size = o.tensor_parallel_size;
-        so.sustain_ms = o.sustain_ms;
-        HardwareProfile p = sweep_model(spec, o.model, so, log);
-        emit(p, o, out, log);
-        return 0;
-#else
-        log << "servesim-calibrate: this build has no CUDA support and no GPU can be used; calibration needs one. "
-               "Use --from-measurements to fit timings measured elsewhere.\n";
+        log << "servesim-calibrate: this program has no GPU sweep (a build without CUDA) and no GPU can be used; "
+               "calibration needs one. Use --from-measurements to fit timings measured elsewhere.\n";
         return 2;
-#endif
     } catch (const ConfigError& e) {
         log << "servesim-calibrate: error: " << e.what() << "\n";
         return 1;

@@ -1,8 +1,11 @@
 // Entry point of `servesim-calibrate` and of the CLI's `servesim calibrate`: parses nothing, runs one calibration
-// described by CalibrateOptions. The GPU sweep exists only in builds with CUDA (calibration/runner/gpu_sweep.*);
-// --from-measurements and --add-composition work everywhere. Library: servesim_calibrate_runner.
+// described by CalibrateOptions. --from-measurements, --add-composition and --refit-points run here, without a GPU;
+// the GPU sweep is the caller's: servesim-calibrate passes run_gpu_sweep (calibration/runner/gpu_sweep.h, CUDA
+// builds only), the CLI passes exec_servesim_calibrate (exec_calibrate.h), so the library and `servesim` link no
+// CUDA library. Library: servesim_calibrate_runner.
 #pragma once
 
+#include <functional>
 #include <iosfwd>
 #include <string>
 #include <vector>
@@ -24,12 +27,23 @@ struct CalibrateOptions {
     std::string refit_points;       // with profile_in: refit its curves from this points directory (no GPU)
 };
 
-// True when this build contains the CUDA sweep (it may still find no GPU at run time).
-[[nodiscard]] bool gpu_sweep_built();
+struct HardwareProfile;
 
-// Runs the calibration; returns a process exit status (0 ok, 1 bad input, 2 no GPU / no CUDA build). Progress and
+// Writes a calibrated profile to options.out_path (logging the path), or to `out` when it is empty.
+void emit_profile(const HardwareProfile& profile, const CalibrateOptions& options, std::ostream& out,
+                  std::ostream& log);
+
+// Runs the GPU sweep of `options.model` and writes the profile; returns a process exit status.
+using GpuSweep = std::function<int(const CalibrateOptions& options, std::ostream& out, std::ostream& log)>;
+
+// True when the options ask for the GPU sweep (none of --from-measurements, --add-composition, --refit-points).
+[[nodiscard]] bool needs_gpu_sweep(const CalibrateOptions& options);
+
+// Runs the calibration; returns a process exit status (0 ok, 1 bad input, 2 no GPU / no sweep). Progress and
 // diagnostics go to `log`, the profile to out_path (or `out` when empty). ConfigErrors are caught and reported.
-int run_calibrate(const CalibrateOptions& options, std::ostream& out, std::ostream& log);
+// A GPU sweep is handed to `gpu_sweep` after --model is checked; without one it reports that no GPU can be used.
+int run_calibrate(const CalibrateOptions& options, std::ostream& out, std::ostream& log,
+                  const GpuSweep& gpu_sweep = {});
 
 // Parses servesim-calibrate's command line (--model M --out FILE --quick --from-measurements FILE
 // --profile FILE --add-composition FILE [--label L] --profile FILE --refit-points DIR --log-dir DIR --device N

@@ -26,6 +26,7 @@
 #include "common/error.h"
 #include "kernels/gpu_runtime.h"
 #include "models/model_derived.h"
+#include "models/model_registry.h"
 #include "kernels/kernels.h"
 
 namespace servesim::calibration {
@@ -1140,6 +1141,25 @@ HardwareProfile sweep_model(const models::ModelSpec& spec,
     g_stream = nullptr;
     validate_profile(p, model_name + " (sweep)");
     return p;
+}
+
+int run_gpu_sweep(const CalibrateOptions& o, std::ostream& out, std::ostream& log) {
+    std::string device_name;
+    if (!cuda_device_present(o.device, &device_name)) {
+        log << "servesim-calibrate: no CUDA GPU found (device " << o.device
+            << "); calibration needs one. Use --from-measurements to fit timings measured elsewhere.\n";
+        return 2;
+    }
+    const models::ModelSpec spec = models::resolve_model(o.model);
+    SweepOptions so;
+    so.quick = o.quick;
+    so.log_dir = o.log_dir;
+    so.device = o.device;
+    so.tensor_parallel_size = o.tensor_parallel_size;
+    so.sustain_ms = o.sustain_ms;
+    HardwareProfile p = sweep_model(spec, o.model, so, log);
+    emit_profile(p, o, out, log);
+    return 0;
 }
 
 }  // namespace servesim::calibration

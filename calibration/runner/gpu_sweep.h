@@ -6,6 +6,7 @@
 #include <string>
 
 #include "calibration/hardware_profile.h"
+#include "calibration/runner/calibrate.h"
 #include "models/model_spec.h"
 
 namespace servesim::calibration {
@@ -26,5 +27,9 @@ struct SweepOptions {
                                           const std::string& model_name,
                                           const SweepOptions& options,
                                           std::ostream& log);
+
+// The GpuSweep servesim-calibrate hands to run_calibrate (calibrate.h): checks that options.device is a usable CUDA
+// device (else exit status 2 with a message), resolves the model, sweeps it and writes the profile.
+int run_gpu_sweep(const CalibrateOptions& options, std::ostream& out, std::ostream& log);
 
 }  // namespace servesim::calibration

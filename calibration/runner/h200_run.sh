@@ -19,7 +19,7 @@ calibrate() {  # $1: model, $2: tensor-parallel size (default 1); profile, point
   local model=$1 tp=${2:-1} name=$1
   [ "$tp" -gt 1 ] && name=$model-tp$tp
   mkdir -p /tmp/points/$model
-  $B/calibration/servesim-calibrate --model $model --tensor-parallel-size $tp --out $OUT/profiles/$name.yaml \
+  $B/tools/servesim-calibrate --model $model --tensor-parallel-size $tp --out $OUT/profiles/$name.yaml \
     --log-dir /tmp/points/$model >> $OUT/sweep.log 2>&1
   echo "sweep $name rc $?"
 }

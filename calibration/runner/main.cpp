@@ -1,9 +1,11 @@
-// servesim-calibrate: command-line wrapper around run_calibrate (calibration/runner/calibrate.h).
+// servesim-calibrate: command-line wrapper around run_calibrate (calibration/runner/calibrate.h) with the GPU sweep
+// (gpu_sweep.h). Built only with CUDA; `servesim calibrate --model M` runs this program (exec_calibrate.h).
 #include <iostream>
 #include <string>
 #include <vector>
 
 #include "calibration/runner/calibrate.h"
+#include "calibration/runner/gpu_sweep.h"
 
 int main(int argc, char** argv) {
     servesim::calibration::CalibrateOptions options;
@@ -13,5 +15,5 @@ int main(int argc, char** argv) {
         std::cerr << "servesim-calibrate: " << message << "\n";
         return 1;
     }
-    return servesim::calibration::run_calibrate(options, std::cout, std::cerr);
+    return servesim::calibration::run_calibrate(options, std::cout, std::cerr, servesim::calibration::run_gpu_sweep);
 }

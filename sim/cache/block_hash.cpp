@@ -18,7 +18,25 @@ const std::vector<core::BlockHash>* FirstRunHashMemo::find(core::ContentId c) co
     return it == hashes_.end() ? nullptr : &it->second;
 }
 
+const std::vector<core::BlockHash>* FirstRunHashMemo::lookup(core::ContentId c) {
+    if (!enabled_) {
+        return nullptr;
+    }
+    const auto* known = find(c);
+    ++num_lookups_;
+    num_hits_ += known != nullptr ? 1 : 0;
+    if (num_hits_ == 0 && num_lookups_ >= kProbeLookups) {
+        enabled_ = false;
+        num_hashes_ = 0;
+        std::unordered_map<core::ContentId, std::vector<core::BlockHash>, ContentIdHash>().swap(hashes_);
+    }
+    return known;
+}
+
 void FirstRunHashMemo::record(core::ContentId c, std::span<const core::BlockHash> hashes) {
+    if (!enabled_) {
+        return;
+    }
     auto it = hashes_.find(c);
     const std::size_t known = it == hashes_.end() ? 0 : it->second.size();
     if (hashes.size() <= known || num_hashes_ + (hashes.size() - known) > kMaxHashes) {
@@ -31,8 +49,8 @@ void FirstRunHashMemo::record(core::ContentId c, std::span<const core::BlockHash
     num_hashes_ += hashes.size() - known;
 }
 
-void BlockHasher::extend(std::vector<core::BlockHash>& hashes, const core::TokenContent& runs,
-                         std::int64_t num_tokens, FirstRunHashMemo* memo) {
+void BlockHasher::extend_blocks(std::vector<core::BlockHash>& hashes, const core::TokenContent& runs,
+                                std::int64_t num_tokens, FirstRunHashMemo* memo) {
     // Blocks entirely inside the first run (when starting from 0 with a memo): their hashes depend only on its content.
     std::size_t num_first_run_blocks = 0;
     if (hashes.empty()) {
@@ -40,11 +58,11 @@ void BlockHasher::extend(std::vector<core::BlockHash>& hashes, const core::Token
         offset_in_run_ = 0;
         num_hashed_blocks_ = 0;
         hashes.reserve(static_cast<std::size_t>(std::max<std::int64_t>(num_tokens / block_size_tokens_, 0)));
-        if (memo != nullptr && !runs.empty() && memo->block_size_tokens() == block_size_tokens_) {
+        if (memo != nullptr && memo->enabled() && !runs.empty() && memo->block_size_tokens() == block_size_tokens_) {
             SERVESIM_CHECK(runs.front().length_tokens >= 0, "run 0 has {} tokens", runs.front().length_tokens);
             num_first_run_blocks = static_cast<std::size_t>(
                 std::min(runs.front().length_tokens, std::max<std::int64_t>(num_tokens, 0)) / block_size_tokens_);
-            if (const auto* known = memo->find(runs.front().content)) {
+            if (const auto* known = memo->lookup(runs.front().content)) {
                 const std::size_t n = std::min(known->size(), num_first_run_blocks);
                 hashes.assign(known->begin(), known->begin() + static_cast<std::ptrdiff_t>(n));
                 offset_in_run_ = static_cast<std::int64_t>(n) * block_size_tokens_;

@@ -26,6 +26,8 @@ namespace servesim::cache {
 // id (block i hashes the pieces (c, j·B, B), j ≤ i, from the seed), so requests that open with the same run (a
 // tenant's system prompt) can share them instead of re-mixing thousands of tokens each. A memo of a pure function:
 // no output depends on whether it is used. One per replica, for one block size; never iterated; bounded in size.
+// When first runs do not repeat (synthetic prompts, each unique) the memo cannot hit: after kProbeLookups lookups
+// without a hit it frees what it holds and turns itself off, so such a run pays neither the copies nor the memory.
 class FirstRunHashMemo {
 public:
     explicit FirstRunHashMemo(int block_size_tokens) : block_size_tokens_(block_size_tokens) {}
@@ -33,6 +35,12 @@ public:
     [[nodiscard]] int block_size_tokens() const { return block_size_tokens_; }
     // The first-run block hashes known for content c (possibly fewer than the run holds), or nullptr.
     [[nodiscard]] const std::vector<core::BlockHash>* find(core::ContentId c) const;
+    // find(c), counted: the kProbeLookups-th lookup without any hit turns the memo off.
+    [[nodiscard]] const std::vector<core::BlockHash>* lookup(core::ContentId c);
+    // False once the memo has turned itself off (it then records and finds nothing).
+    [[nodiscard]] bool enabled() const { return enabled_; }
+
+    static constexpr std::int64_t kProbeLookups = 1024;
     // Keeps `hashes` (a prefix of c's first-run block hashes) if longer than what is known, within the size bound.
     void record(core::ContentId c, std::span<const core::BlockHash> hashes);
 
@@ -46,6 +54,9 @@ private:
     static constexpr std::size_t kMaxHashes = std::size_t{1} << 20;
 
     int block_size_tokens_;
+    bool enabled_ = true;
+    std::int64_t num_lookups_ = 0;
+    std::int64_t num_hits_ = 0;
     std::size_t num_hashes_ = 0;
     std::unordered_map<core::ContentId, std::vector<core::BlockHash>, ContentIdHash> hashes_;
 };
@@ -61,12 +72,22 @@ public:
     // hashed (hashes.size() blocks are). `runs` may only have grown at the end since the last call (the last run
     // longer, or runs appended); an empty `hashes` restarts from token 0.
     // `memo` (optional, same block size) supplies and receives the first run's block hashes when starting from 0.
+    // Inline fast path: a call that completes no block (most decode tokens) returns at once.
     void extend(std::vector<core::BlockHash>& hashes, const core::TokenContent& runs, std::int64_t num_tokens,
-                FirstRunHashMemo* memo = nullptr);
+                FirstRunHashMemo* memo = nullptr) {
+        if (!hashes.empty() && hashes.size() == num_hashed_blocks_ &&
+            static_cast<std::int64_t>(hashes.size() + 1) * block_size_tokens_ > num_tokens) {
+            return;
+        }
+        extend_blocks(hashes, runs, num_tokens, memo);
+    }
 
     [[nodiscard]] int block_size_tokens() const { return block_size_tokens_; }
 
 private:
+    void extend_blocks(std::vector<core::BlockHash>& hashes, const core::TokenContent& runs, std::int64_t num_tokens,
+                       FirstRunHashMemo* memo);
+
     int block_size_tokens_;
     std::uint64_t mixed_block_size_;  // mix64(block size): most pieces span a whole block
     // Cursor: the first token not yet hashed is token offset_in_run_ of runs[run_index_].

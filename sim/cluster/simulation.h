@@ -25,6 +25,8 @@ struct SimulationConfig {
     core::SimTime max_time = core::SimTime::from_s(24 * 3600.0);
     // Time-series sampling period (0 = none). O(replicas) per sample, independent of the request count.
     core::Duration sample_interval = core::Duration::from_s(1.0);
+    // Percentiles from every sample (memory grows with the run) instead of fixed-memory sketches (metrics.h).
+    bool exact_percentiles = false;
 };
 
 // One sample of the cluster's state (sampled every SimulationConfig::sample_interval of simulated time).

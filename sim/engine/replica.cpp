@@ -24,8 +24,11 @@ bool Replica::add_request(IncomingRequest in) {
         metrics_.on_rejected(in.arrival);
         return false;
     }
+    // Hashes are read by the prefix cache and by the CPU-offload connector only (vLLM EngineCore builds its block
+    // hasher under the same condition).
+    const bool hash_blocks = config_.kv_cache.enable_prefix_caching || offload_ != nullptr;
     auto request = std::make_unique<Request>(in.id, std::move(in.prompt), in.max_output_tokens, in.answer_content,
-                                             in.arrival, config_.scheduler.block_size, &hash_memo_);
+                                             in.arrival, config_.scheduler.block_size, &hash_memo_, hash_blocks);
     Request* raw = request.get();
     requests_.emplace(core::to_int(in.id), std::move(request));
     scheduler_.add_request(raw);

@@ -2,6 +2,9 @@
 // prefill and decode phases: num_computed_tokens catches up with num_tokens() (prompt + generated), in chunks
 // while prefilling, one token per step while decoding. Token content is a list of runs (DESIGN §3); the generated
 // answer is the last run and grows by one token per sampled token, and the chained block hashes grow with it.
+// Hashing is skipped altogether (block_hashes stays empty) when nothing reads the hashes: vLLM's EngineCore builds its
+// request_block_hasher only when prefix caching is on or a KV connector is configured (vllm/v1/engine/core.py
+// EngineCore.__init__, get_request_block_hasher in kv_cache_utils.py); the replica decides (replica.cpp).
 #pragma once
 
 #include <cstdint>
@@ -19,16 +22,21 @@ enum class RequestStatus { kWaiting, kWaitingForRemoteKvs, kRunning, kPreempted,
 
 struct Request {
     // `hash_memo` (optional, the replica's) shares first-run block hashes between requests (block_hash.h).
+    // `hash_blocks` false: no block hashes are ever computed (no prefix caching and no connector to read them).
     Request(core::RequestId id_, core::TokenContent prompt, std::int64_t max_output_tokens_, core::ContentId answer,
-            core::SimTime arrival_, int hash_block_size, cache::FirstRunHashMemo* hash_memo = nullptr)
+            core::SimTime arrival_, int hash_block_size, cache::FirstRunHashMemo* hash_memo = nullptr,
+            bool hash_blocks_ = true)
         : id(id_),
           content(std::move(prompt)),
           num_prompt_tokens(core::total_tokens(content)),
           max_output_tokens(max_output_tokens_),
+          hash_blocks(hash_blocks_),
           hasher(hash_block_size),
           arrival(arrival_) {
         content.push_back(core::ContentRun{answer, 0});
-        hasher.extend(block_hashes, content, num_tokens(), hash_memo);
+        if (hash_blocks) {
+            hasher.extend(block_hashes, content, num_tokens(), hash_memo);
+        }
     }
 
     core::RequestId id;
@@ -45,6 +53,7 @@ struct Request {
     // vLLM request.shared_prefix_boundary (PR #47782): the shared-prefix junction found at the last lookup, where a
     // prefill chunk stops so a Mamba state is cached there; 0 = none. Set only where the version keeps it.
     std::int64_t shared_prefix_boundary = 0;
+    bool hash_blocks = true;  // false: block_hashes stays empty (nothing reads it)
     std::vector<core::BlockHash> block_hashes;
     cache::BlockHasher hasher;
 
@@ -76,7 +85,11 @@ struct Request {
         refresh_block_hashes();
     }
 
-    void refresh_block_hashes() { hasher.extend(block_hashes, content, num_tokens()); }
+    void refresh_block_hashes() {
+        if (hash_blocks) {
+            hasher.extend(block_hashes, content, num_tokens());
+        }
+    }
 };
 
 }  // namespace servesim::engine

@@ -5,6 +5,18 @@
 
 namespace servesim::metrics {
 
+namespace {
+
+void record(bool exact, std::vector<double>& samples, QuantileSketch& sketch, double value) {
+    if (exact) {
+        samples.push_back(value);
+    } else {
+        sketch.add(value);
+    }
+}
+
+}  // namespace
+
 void MetricsCollector::on_sent(core::SimTime arrival) {
     if (measured(arrival)) {
         ++sent_;
@@ -19,23 +31,18 @@ void MetricsCollector::on_rejected(core::SimTime arrival) {
     }
 }
 
-void MetricsCollector::on_token_gap(core::SimTime arrival, core::Duration gap) {
-    if (measured(arrival)) {
-        append_sample(itl_ms_, gap.ms());
-    }
-}
-
 void MetricsCollector::on_finished(const FinishedRequest& r) {
     if (!measured(r.arrival)) {
         return;
     }
     ++finished_;
     last_finish_ = std::max(last_finish_, r.finish);
-    ttft_ms_.push_back((r.first_token - r.arrival).ms());
-    e2e_ms_.push_back((r.finish - r.arrival).ms());
-    queue_ms_.push_back((r.first_scheduled - r.arrival).ms());
+    record(exact_percentiles_, ttft_ms_, ttft_sketch_, (r.first_token - r.arrival).ms());
+    record(exact_percentiles_, e2e_ms_, e2e_sketch_, (r.finish - r.arrival).ms());
+    record(exact_percentiles_, queue_ms_, queue_sketch_, (r.first_scheduled - r.arrival).ms());
     if (r.output_tokens > 1) {
-        tpot_ms_.push_back((r.finish - r.first_token).ms() / static_cast<double>(r.output_tokens - 1));
+        record(exact_percentiles_, tpot_ms_, tpot_sketch_,
+               (r.finish - r.first_token).ms() / static_cast<double>(r.output_tokens - 1));
     }
     output_tokens_ += r.output_tokens;
     prompt_tokens_ += r.prompt_tokens;
@@ -84,11 +91,20 @@ Summary MetricsCollector::summarize(const PrefixCounters& at_end, std::int64_t p
     if (prompt_tokens_ > 0) {
         s.cached_prompt_fraction = static_cast<double>(cached_prompt_tokens_) / static_cast<double>(prompt_tokens_);
     }
-    s.ttft_ms = summarize_values(ttft_ms_);
-    s.itl_ms = summarize_runs(itl_ms_);
-    s.e2e_ms = summarize_values(e2e_ms_);
-    s.tpot_ms = summarize_values(tpot_ms_);
-    s.queue_ms = summarize_values(queue_ms_);
+    s.exact_percentiles = exact_percentiles_;
+    if (exact_percentiles_) {
+        s.ttft_ms = summarize_values_in_place(ttft_ms_);
+        s.itl_ms = summarize_runs_in_place(itl_ms_);
+        s.e2e_ms = summarize_values_in_place(e2e_ms_);
+        s.tpot_ms = summarize_values_in_place(tpot_ms_);
+        s.queue_ms = summarize_values_in_place(queue_ms_);
+    } else {
+        s.ttft_ms = ttft_sketch_.summarize();
+        s.itl_ms = itl_sketch_.summarize();
+        s.e2e_ms = e2e_sketch_.summarize();
+        s.tpot_ms = tpot_sketch_.summarize();
+        s.queue_ms = queue_sketch_.summarize();
+    }
     s.preemptions = preemptions;
     s.queue_peak = queue_peak_;
     s.num_steps = steps_;

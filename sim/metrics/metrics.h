@@ -5,6 +5,10 @@
 // (E2E − TTFT)/(output − 1). Prefix-cache hit rate = Δ vllm:prefix_cache_hits / Δ vllm:prefix_cache_queries over
 // the measured window (tokens; preempted lookups excluded, §3.5). Requests sent before the warm-up ends are
 // served but not measured, and the counters are read from the end of the warm-up.
+// Storage: with exact percentiles every latency sample is kept until the end-of-run summary (memory grows with the
+// run); by default each latency goes into a QuantileSketch (percentiles.h: fixed memory, percentiles within 0.1 %,
+// count/mean/min/max exact), so nothing of a request is kept after it finishes. Scenario key
+// `metrics.exact_percentiles`.
 #pragma once
 
 #include <cstdint>
@@ -46,6 +50,7 @@ struct Summary {
     Distribution e2e_ms;
     Distribution tpot_ms;
     Distribution queue_ms;                   // first scheduled − send
+    bool exact_percentiles = false;          // false: percentiles from QuantileSketch, within 0.1 % (percentiles.h)
     std::int64_t preemptions = 0;
     std::int64_t queue_peak = 0;             // waiting requests, max over steps
     double kv_usage_mean = 0;                // vllm:kv_cache_usage_perc averaged over steps
@@ -58,7 +63,10 @@ struct Summary {
 
 class MetricsCollector {
 public:
-    explicit MetricsCollector(core::SimTime warmup_end) : warmup_end_(warmup_end) {}
+    // `exact_percentiles`: keep every sample and rank them at the end (memory grows with the run); otherwise
+    // stream them into sketches (fixed memory, percentiles within QuantileSketch::kRelativeErrorBound).
+    explicit MetricsCollector(core::SimTime warmup_end, bool exact_percentiles = false)
+        : warmup_end_(warmup_end), exact_percentiles_(exact_percentiles) {}
 
     [[nodiscard]] bool measured(core::SimTime arrival) const { return arrival >= warmup_end_; }
 
@@ -68,7 +76,17 @@ public:
 
     void on_rejected(core::SimTime arrival);
 
-    void on_token_gap(core::SimTime arrival, core::Duration gap);
+    // One streamed token's gap (inline: called once per generated token).
+    void on_token_gap(core::SimTime arrival, core::Duration gap) {
+        if (!measured(arrival)) {
+            return;
+        }
+        if (exact_percentiles_) {
+            append_sample(itl_ms_, gap.ms());
+        } else {
+            itl_sketch_.add(gap.ms());
+        }
+    }
 
     struct FinishedRequest {
         core::SimTime arrival;
@@ -98,8 +116,13 @@ private:
     core::SimTime last_finish_;
     core::SimTime last_send_;
     std::int64_t finished_at_last_send_ = 0;
-    std::vector<double> ttft_ms_, e2e_ms_, tpot_ms_, queue_ms_;
-    std::vector<SampleRun> itl_ms_;  // one sample per streamed token, in runs of equal gaps (percentiles.h)
+    bool exact_percentiles_;
+    // Exact percentiles: every sample. summarize() sorts them in place (the same samples, in another order) instead
+    // of sorting copies, so the summary does not double the run's peak memory.
+    mutable std::vector<double> ttft_ms_, e2e_ms_, tpot_ms_, queue_ms_;
+    mutable std::vector<SampleRun> itl_ms_;  // one sample per streamed token, in runs of equal gaps (percentiles.h)
+    // Otherwise: one sketch per latency.
+    QuantileSketch ttft_sketch_, e2e_sketch_, tpot_sketch_, queue_sketch_, itl_sketch_;
     std::int64_t output_tokens_ = 0;
     std::int64_t prompt_tokens_ = 0;
     std::int64_t cached_prompt_tokens_ = 0;

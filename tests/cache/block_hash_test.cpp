@@ -104,5 +104,34 @@ TEST_CASE("FirstRunHashMemo gives the hashes computed without it", "[cache]") {
     CHECK(other.find(core::ContentId{1}) == nullptr);
 }
 
+TEST_CASE("FirstRunHashMemo turns itself off when first runs never repeat, and not when one does", "[cache]") {
+    // Block size 4; each request opens with an 8-token run (2 blocks inside it). 1,024 distinct first runs: the
+    // 1,024th lookup has still found nothing, so the memo frees its 1,023 recorded entries and stops; the hashes are
+    // still right. With one repeat among the first 1,024 (request 500 reuses run 0) it stays on.
+    FirstRunHashMemo unique(4);
+    FirstRunHashMemo repeating(4);
+    for (std::uint64_t i = 0; i < 1100; ++i) {
+        const core::TokenContent runs = {run(1000 + i, 8), run(1, 3)};
+        const core::TokenContent again = {run(1000 + (i == 500 ? 0 : i), 8), run(1, 3)};
+        BlockHasher a(4);
+        BlockHasher b(4);
+        std::vector<core::BlockHash> ha;
+        std::vector<core::BlockHash> hb;
+        a.extend(ha, runs, 11, &unique);
+        b.extend(hb, again, 11, &repeating);
+        CHECK(ha == hash_all(runs, 4));
+        CHECK(hb == hash_all(again, 4));
+        if (i == 1022) {
+            CHECK(unique.enabled());  // 1,023 lookups so far
+        }
+    }
+    CHECK_FALSE(unique.enabled());
+    CHECK(unique.find(core::ContentId{1000}) == nullptr);
+    CHECK(unique.find(core::ContentId{2099}) == nullptr);
+    CHECK(repeating.enabled());
+    REQUIRE(repeating.find(core::ContentId{2099}) != nullptr);
+    CHECK(repeating.find(core::ContentId{2099})->size() == 2);
+}
+
 }  // namespace
 }  // namespace servesim::cache

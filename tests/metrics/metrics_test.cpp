@@ -1,5 +1,7 @@
 // Tests of sim/metrics: the latency definitions of vllm bench serve (vllm-v1-behaviour.md §7.1, §10 item 17), the
 // percentile method (linear interpolation, numpy's default), the warm-up window, and a summary with no requests.
+// The hand-worked figures use exact percentiles (MetricsCollector(..., kExact)); the default sketch is checked
+// against them within its bound.
 #include "sim/metrics/metrics.h"
 
 #include <cmath>
@@ -14,6 +16,19 @@ namespace {
 bool close(double a, double b) { return std::abs(a - b) < 1e-9; }
 
 core::SimTime at_ms(double ms) { return core::SimTime::from_ns(static_cast<std::int64_t>(std::llround(ms * 1e6))); }
+
+constexpr bool kExact = true;
+
+// The two requests of the bench-serve definitions test below.
+void feed_two_requests(MetricsCollector& m) {
+    m.on_sent(at_ms(0));
+    m.on_sent(at_ms(5));
+    m.on_token_gap(at_ms(0), core::Duration::from_ms(12.25));
+    m.on_token_gap(at_ms(0), core::Duration::from_ms(4.5));
+    m.on_token_gap(at_ms(5), core::Duration::from_ms(4.5));
+    m.on_finished({at_ms(0), at_ms(0), at_ms(12), at_ms(28.75), 32, 3, 16});
+    m.on_finished({at_ms(5), at_ms(12), at_ms(24.25), at_ms(28.75), 32, 2, 0});
+}
 
 TEST_CASE("Percentiles interpolate linearly between closest ranks (numpy 'linear')", "[metrics]") {
     // [4, 1, 3, 2] sorted [1, 2, 3, 4]; rank = q/100 · (n − 1):
@@ -36,15 +51,10 @@ TEST_CASE("TTFT, ITL, E2E and TPOT follow vllm bench serve's definitions", "[met
     //   TTFT = first − send: 12, 19.25.  E2E = last − send: 28.75, 23.75.
     //   ITL = per-chunk gaps, pooled: 12.25, 4.5 (req 1), 4.5 (req 2).
     //   TPOT = (E2E − TTFT)/(out − 1): (28.75 − 12)/2 = 8.375; (23.75 − 19.25)/1 = 4.5.
-    MetricsCollector m(core::SimTime::zero());
-    m.on_sent(at_ms(0));
-    m.on_sent(at_ms(5));
-    m.on_token_gap(at_ms(0), core::Duration::from_ms(12.25));
-    m.on_token_gap(at_ms(0), core::Duration::from_ms(4.5));
-    m.on_token_gap(at_ms(5), core::Duration::from_ms(4.5));
-    m.on_finished({at_ms(0), at_ms(0), at_ms(12), at_ms(28.75), 32, 3, 16});
-    m.on_finished({at_ms(5), at_ms(12), at_ms(24.25), at_ms(28.75), 32, 2, 0});
+    MetricsCollector m(core::SimTime::zero(), kExact);
+    feed_two_requests(m);
     const Summary s = m.summarize({}, 0, at_ms(28.75));
+    CHECK(s.exact_percentiles);
     CHECK(close(s.ttft_ms.mean, 15.625));
     CHECK(close(s.ttft_ms.p50, 15.625));
     CHECK(close(s.ttft_ms.p90, 12 + 0.9 * 7.25));
@@ -63,7 +73,7 @@ TEST_CASE("TTFT, ITL, E2E and TPOT follow vllm bench serve's definitions", "[met
 TEST_CASE("Warm-up: requests sent before it are not measured; counters are read from its end", "[metrics]") {
     // Warm-up ends at 100 ms. A request sent at 50 (before) is served but not measured; one sent at 120 is.
     // Counters: 1,000 queries / 200 hits at the warm-up end, 3,000 / 1,700 at the end → rate 1500/2000 = 0.75.
-    MetricsCollector m(at_ms(100));
+    MetricsCollector m(at_ms(100), kExact);
     m.on_sent(at_ms(50));
     m.on_sent(at_ms(120));
     m.on_token_gap(at_ms(50), core::Duration::from_ms(1));
@@ -80,6 +90,34 @@ TEST_CASE("Warm-up: requests sent before it are not measured; counters are read 
     CHECK(s.prefix_cache_hits == 1500);
     CHECK(close(s.prefix_cache_hit_rate, 0.75));
     CHECK(close(s.duration_s, 0.05));  // window 100 → 150 ms
+}
+
+TEST_CASE("By default the summary's percentiles come from sketches, within 0.1 % of the exact ones", "[metrics]") {
+    // The same two requests as above. Counts, means, min and max are exact in both modes; each percentile of the
+    // sketch is within QuantileSketch::kRelativeErrorBound of the exact one (TTFT p90 = 18.525 exactly).
+    MetricsCollector exact(core::SimTime::zero(), kExact);
+    MetricsCollector sketch(core::SimTime::zero());
+    feed_two_requests(exact);
+    feed_two_requests(sketch);
+    const Summary e = exact.summarize({}, 0, at_ms(28.75));
+    const Summary s = sketch.summarize({}, 0, at_ms(28.75));
+    CHECK_FALSE(s.exact_percentiles);
+    const auto within = [](double approx, double truth) {
+        return std::abs(approx - truth) <= QuantileSketch::kRelativeErrorBound * std::abs(truth);
+    };
+    for (const auto& [a, b] : {std::pair{e.ttft_ms, s.ttft_ms}, std::pair{e.itl_ms, s.itl_ms},
+                               std::pair{e.e2e_ms, s.e2e_ms}, std::pair{e.tpot_ms, s.tpot_ms},
+                               std::pair{e.queue_ms, s.queue_ms}}) {
+        CHECK(a.count == b.count);
+        CHECK(close(a.mean, b.mean));
+        CHECK(a.max == b.max);
+        CHECK(a.min == b.min);
+        CHECK(within(b.p50, a.p50));
+        CHECK(within(b.p90, a.p90));
+        CHECK(within(b.p99, a.p99));
+    }
+    CHECK(close(e.ttft_ms.p90, 18.525));
+    CHECK(close(s.throughput_rps, e.throughput_rps));
 }
 
 TEST_CASE("A summary with no requests has zeros, never NaN", "[metrics]") {

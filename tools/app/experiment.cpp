@@ -210,6 +210,7 @@ ExperimentResult run_experiment(const PreparedExperiment& p) {
     sc.num_replicas = p.config.replicas;
     sc.warmup_end = core::SimTime::from_s(p.config.warmup_s);
     sc.max_time = core::SimTime::from_s(p.config.max_time_s);
+    sc.exact_percentiles = p.config.exact_percentiles;
     sc.replica.kv_cache = p.plan.kv_cache_config();
     sc.replica.check_invariants = p.config.check_invariants;
     sc.replica.async_scheduling = p.config.engine.async_scheduling;

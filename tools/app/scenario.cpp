@@ -293,6 +293,11 @@ ExperimentConfig parse_experiment(const YamlMap& m, const std::string& base_dir)
         }
     }
     x.check_invariants = m.get_or<bool>("check_invariants", false);
+    if (m.has("metrics")) {
+        const YamlMap metrics = m.map("metrics");
+        metrics.allow_only({"exact_percentiles"});
+        x.exact_percentiles = metrics.get_or<bool>("exact_percentiles", false);
+    }
     return x;
 }
 
@@ -336,7 +341,7 @@ const std::vector<std::string_view>& scenario_keys() {
     static const std::vector<std::string_view> keys = {"name",    "description", "seed",   "model",    "gpu",
                                                        "cost_model", "engine",   "cluster", "workload", "warmup",
                                                        "max_time", "check_invariants", "experiments", "sweep",
-                                                       "mode",     "capacity_tokens"};
+                                                       "mode",     "capacity_tokens", "metrics"};
     return keys;
 }
 

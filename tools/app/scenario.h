@@ -62,6 +62,9 @@ struct ExperimentConfig {
     double warmup_s = 0;
     double max_time_s = 24 * 3600.0;
     bool check_invariants = false;
+    // `metrics: {exact_percentiles: true}`: percentiles from every sample (the summary's memory grows with the run)
+    // instead of the default fixed-memory sketches, within 0.1 % (sim/metrics/percentiles.h QuantileSketch).
+    bool exact_percentiles = false;
     // `mode: order_only` (sim/cache/order_only_cache.h): the trace's prompts are looked up and inserted in arrival
     // order in a pool of `capacity_tokens` (nullopt = unlimited) at engine.block_size (default 16); model, gpu,
     // cost_model, cluster and timing keys are not used.

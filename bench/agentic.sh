@@ -1,0 +1,21 @@
+#!/bin/bash
+# One row of bench/README.md's table: the agentic benchmark (scenarios/bench/agentic-100k.yaml) at N requests, run
+# by the given servesim binary on one thread, timed by /usr/bin/time -v.
+#   bench/agentic.sh ./build/tools/servesim 1000000 [more --set overrides...]
+# Prints: requests | wall s | CPU s (user + sys) | peak RSS MiB | the simulator's own wall-time line.
+set -euo pipefail
+bin=$1
+n=$2
+shift 2
+here=$(cd "$(dirname "$0")/.." && pwd)
+log=$(mktemp)
+/usr/bin/time -v "$bin" run "$here/scenarios/bench/agentic-100k.yaml" --jobs 1 --set workload.num_requests="$n" "$@" \
+  > /dev/null 2> "$log"
+awk -v n="$n" '
+  /Elapsed \(wall clock\)/ { split($NF, t, ":"); wall = (length(t) == 3) ? t[1] * 3600 + t[2] * 60 + t[3] : t[1] * 60 + t[2] }
+  /User time/ { user = $NF }
+  /System time/ { sys = $NF }
+  /Maximum resident set size/ { rss = $NF / 1024 }
+  /experiment\(s\) in/ { inner = $0 }
+  END { printf "| %d | %.2f | %.2f | %.1f | %s\n", n, wall, user + sys, rss, inner }' "$log"
+rm -f "$log"

@@ -9,13 +9,16 @@ out=out/seed-study
 mkdir -p "$out"
 start_ns=$(date +%s%N)
 for s in tenant-sweep pool-size fp8 prefix-caching offload prefill-curve break-even sensitivity block-size h200 \
-         vllm-versions; do
+         vllm-versions clients; do
   f=scenarios/seed-study/$s.yaml
   if [ "$s" = h200 ] && [ ! -f calibration/profiles/h200/Qwen3-4B.yaml ]; then
     echo "run_all: skipping h200 (no calibrated H200 profiles yet)" >&2
     continue
   fi
-  if [ "$s" = tenant-sweep ]; then
+  if [ "$s" = clients ]; then
+    # every point with 5 seeds: the spread the client model and the seed leave (RESULTS.md §12)
+    "$bin" sweep "$f" --format csv --replicates 5 > "$out/$s.csv"
+  elif [ "$s" = tenant-sweep ]; then
     # also the time series (queue length, KV usage) of every point
     "$bin" sweep "$f" --format csv --out "$out/tenant-sweep-out" > "$out/$s.csv"
   else

@@ -4,6 +4,7 @@
 #include <boost/program_options.hpp>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -51,27 +52,85 @@ std::string default_scenario() {
     return (fs::path(SERVESIM_SOURCE_DIR) / "scenarios" / "quickstart.yaml").string();
 }
 
+void check_format(const std::string& format) {
+    if (format != "table" && format != "json" && format != "csv" && format != "vllm-bench") {
+        throw ConfigError("--format: '" + format + "' is not a format; allowed: table, json, csv, vllm-bench");
+    }
+}
+
+// --out is created and written to before anything is simulated, so a long sweep never ends on "cannot write".
+void check_out_dir(const std::string& out_dir) {
+    std::error_code ec;
+    fs::create_directories(out_dir, ec);
+    if (ec || !fs::is_directory(out_dir)) {
+        throw ConfigError("--out " + out_dir + ": cannot create the folder" + (ec ? " (" + ec.message() + ")" : ""));
+    }
+    const fs::path probe = fs::path(out_dir) / ".servesim-write-check";
+    {
+        std::ofstream f(probe);
+        f << "x";
+        if (!f) {
+            throw ConfigError("--out " + out_dir + ": the folder is not writable");
+        }
+    }
+    fs::remove(probe, ec);
+}
+
+void write_file(const fs::path& path, const std::string& text) {
+    std::ofstream f(path, std::ios::binary);
+    f << text;
+    if (!f) {
+        throw ConfigError("--out: cannot write " + path.string());
+    }
+}
+
 void write_outputs(const std::vector<app::ExperimentResult>& results, bool sweep, const std::string& format,
-                   const std::string& out_dir) {
+                   const std::string& out_dir, const app::BenchOptions& bench) {
     std::string text;
     if (format == "json") {
         text = app::format_json(results);
     } else if (format == "csv") {
         text = app::format_csv(results);
-    } else if (format == "table") {
-        text = app::format_table(results, sweep);
+    } else if (format == "vllm-bench") {
+        text = app::format_vllm_bench(results, bench);
     } else {
-        throw ConfigError("--format: '" + format + "' is not a format; allowed: table, json, csv");
+        text = app::format_table(results, sweep);
     }
     std::cout << text;
     if (!out_dir.empty()) {
-        fs::create_directories(out_dir);
-        std::ofstream(fs::path(out_dir) / "summary.json") << app::format_json(results);
-        std::ofstream(fs::path(out_dir) / "summary.csv") << app::format_csv(results);
-        std::ofstream(fs::path(out_dir) / "summary.txt") << app::format_table(results, sweep);
-        std::ofstream(fs::path(out_dir) / "timeseries.csv") << app::format_timeseries_csv(results);
-        std::cerr << "servesim: wrote " << (fs::path(out_dir) / "summary.{json,csv,txt}").string() << " and "
-                  << (fs::path(out_dir) / "timeseries.csv").string() << "\n";
+        const fs::path dir(out_dir);
+        write_file(dir / "summary.json", app::format_json(results));
+        write_file(dir / "summary.csv", app::format_csv(results));
+        write_file(dir / "summary.txt", app::format_table(results, sweep));
+        write_file(dir / "timeseries.csv", app::format_timeseries_csv(results));
+        const bool timed = std::none_of(results.begin(), results.end(), [](const auto& r) { return r.order_only.has_value(); });
+        if (timed) {
+            write_file(dir / "requests.csv", app::format_requests_csv(results));
+            write_file(dir / "bench.json", app::format_vllm_bench(results, bench));
+        }
+        std::cerr << "servesim: wrote " << (dir / "summary.{json,csv,txt}").string() << ", "
+                  << (dir / "timeseries.csv").string()
+                  << (timed ? ", " + (dir / "requests.csv").string() + " and " + (dir / "bench.json").string() : "")
+                  << "\n";
+    }
+}
+
+// What a reader of the figures must know: why a run's status is not ok, rejections, truncation (docs/OUTPUTS.md).
+void print_warnings(const std::vector<app::ExperimentResult>& results) {
+    for (const auto& point : results) {
+        std::vector<const app::ExperimentResult*> runs;
+        for (const auto& run : point.replicate_runs) {
+            runs.push_back(&run);
+        }
+        if (runs.empty()) {
+            runs.push_back(&point);
+        }
+        for (const auto* r : runs) {
+            for (const auto& w : r->warnings) {
+                std::cerr << "servesim: warning: experiment '" << r->config.name << "'"
+                          << (runs.size() > 1 ? fmt::format(" (seed {})", r->config.seed) : "") << ": " << w << "\n";
+            }
+        }
     }
 }
 
@@ -80,15 +139,30 @@ int cmd_run_or_sweep(bool sweep, int argc, char** argv) {
     std::vector<std::string> sets;
     std::string format = sweep ? "table" : "table";
     std::string out_dir;
+    std::vector<std::string> goodput;
+    int replicates = 1;
+    std::string percentile_metrics;
+    std::string metric_percentiles;
     std::uint64_t seed = 0;
     int jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     po::options_description opts(sweep ? "servesim sweep SCENARIO [options]" : "servesim run [SCENARIO] [options]");
     opts.add_options()("help,h", "show this help")(
         "set", po::value<std::vector<std::string>>(&sets)->composing(),
         "override a scenario key: --set engine.block_size=32 (repeatable)")(
-        "format", po::value<std::string>(&format), "table (default), json or csv")(
+        "format", po::value<std::string>(&format),
+        "table (default), json, csv or vllm-bench (the result JSON of vllm bench serve; docs/OUTPUTS.md)")(
         "out", po::value<std::string>(&out_dir),
-        "also write summary.{json,csv,txt} and timeseries.csv (queue, KV usage over time) into this folder")(
+        "also write summary.{json,csv,txt}, timeseries.csv (queue, KV usage over time), requests.csv (one row per "
+        "request) and bench.json (vllm-bench) into this folder")(
+        "goodput", po::value<std::vector<std::string>>(&goodput)->multitoken(),
+        "service-level objectives in ms, as vllm bench serve --goodput: ttft:500 tpot:50 e2el:2000 (scenario key "
+        "goodput); adds request_goodput")(
+        "replicates", po::value<int>(&replicates),
+        "run each experiment with N seeds (seed, seed+1, ...) and report mean, min, max and std per figure")(
+        "percentile-metrics", po::value<std::string>(&percentile_metrics),
+        "vllm-bench: metrics with percentiles, from ttft,tpot,itl,e2el (default ttft,tpot,itl)")(
+        "metric-percentiles", po::value<std::string>(&metric_percentiles),
+        "vllm-bench: comma-separated percentiles (default 99)")(
         "seed", po::value<std::uint64_t>(&seed), "master seed (replaces the scenario's)")(
         "jobs,j", po::value<int>(&jobs), "worker threads (results do not depend on it)")(
         "scenario", po::value<std::string>(&scenario), "scenario YAML");
@@ -109,6 +183,26 @@ int cmd_run_or_sweep(bool sweep, int argc, char** argv) {
     }
     if (jobs < 1) {
         throw ConfigError("--jobs: must be at least 1");
+    }
+    check_format(format);
+    const app::BenchOptions bench = app::parse_bench_options(percentile_metrics, metric_percentiles);
+    // --goodput and --replicates are the scenario keys `goodput` and `replicates`, set for every experiment.
+    for (const auto& slo : goodput) {
+        const auto colon = slo.find(':');
+        if (colon == std::string::npos || colon == 0 || colon + 1 == slo.size()) {
+            throw ConfigError("--goodput: '" + slo + "' is not KEY:VALUE; give e.g. --goodput ttft:500 tpot:50 "
+                              "(keys ttft, tpot, e2el; values in ms)");
+        }
+        sets.push_back("goodput." + slo.substr(0, colon) + "=" + slo.substr(colon + 1));
+    }
+    if (vm.count("replicates")) {
+        if (replicates < 1) {
+            throw ConfigError("--replicates: must be at least 1");
+        }
+        sets.push_back(fmt::format("replicates={}", replicates));
+    }
+    if (!out_dir.empty()) {
+        check_out_dir(out_dir);
     }
     const app::Scenario sc = app::load_scenario(scenario, sets,
                                                 vm.count("seed") ? std::optional<std::uint64_t>(seed) : std::nullopt);
@@ -131,7 +225,8 @@ int cmd_run_or_sweep(bool sweep, int argc, char** argv) {
     const auto results = app::run_experiments(sc.experiments, jobs, progress);
     const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     std::cerr << fmt::format("servesim: {} experiment(s) in {:.2f} s wall time\n", results.size(), wall);
-    write_outputs(results, sweep || sc.is_sweep, format, out_dir);
+    print_warnings(results);
+    write_outputs(results, sweep || sc.is_sweep, format, out_dir, bench);
     return 0;
 }
 

@@ -58,24 +58,6 @@ void check_format(const std::string& format) {
     }
 }
 
-// --out is created and written to before anything is simulated, so a long sweep never ends on "cannot write".
-void check_out_dir(const std::string& out_dir) {
-    std::error_code ec;
-    fs::create_directories(out_dir, ec);
-    if (ec || !fs::is_directory(out_dir)) {
-        throw ConfigError("--out " + out_dir + ": cannot create the folder" + (ec ? " (" + ec.message() + ")" : ""));
-    }
-    const fs::path probe = fs::path(out_dir) / ".servesim-write-check";
-    {
-        std::ofstream f(probe);
-        f << "x";
-        if (!f) {
-            throw ConfigError("--out " + out_dir + ": the folder is not writable");
-        }
-    }
-    fs::remove(probe, ec);
-}
-
 void write_file(const fs::path& path, const std::string& text) {
     std::ofstream f(path, std::ios::binary);
     f << text;
@@ -202,7 +184,7 @@ int cmd_run_or_sweep(bool sweep, int argc, char** argv) {
         sets.push_back(fmt::format("replicates={}", replicates));
     }
     if (!out_dir.empty()) {
-        check_out_dir(out_dir);
+        app::check_out_dir(out_dir);
     }
     const app::Scenario sc = app::load_scenario(scenario, sets,
                                                 vm.count("seed") ? std::optional<std::uint64_t>(seed) : std::nullopt);
@@ -224,7 +206,12 @@ int cmd_run_or_sweep(bool sweep, int argc, char** argv) {
     };
     const auto results = app::run_experiments(sc.experiments, jobs, progress);
     const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    std::cerr << fmt::format("servesim: {} experiment(s) in {:.2f} s wall time\n", results.size(), wall);
+    std::size_t runs = 0;
+    for (const auto& r : results) {
+        runs += std::max<std::size_t>(1, r.replicate_runs.size());
+    }
+    std::cerr << fmt::format("servesim: {} experiment(s){} in {:.2f} s wall time\n", results.size(),
+                             runs > results.size() ? fmt::format(", {} runs with replicates", runs) : "", wall);
     print_warnings(results);
     write_outputs(results, sweep || sc.is_sweep, format, out_dir, bench);
     return 0;

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <set>
 #include <sstream>
 #include <string>
@@ -249,6 +250,29 @@ TEST_CASE("Output: a swept key and the value vLLM resolved from it are two colum
             CHECK(table.find("\n" + k + " ") != std::string::npos);
         }
     }
+    // Any other swept key that names a resolved figure keeps the requested value; the resolved one is effective_<name>.
+    const auto other = run_text(R"(
+name: other
+model: Qwen3-4B
+gpu: H200
+workload: {type: synthetic, prompt_tokens: 300, output_tokens: 10, arrival: poisson, rate: 5, num_requests: 5}
+sweep:
+  engine.max_model_len: [2048]
+  engine.vllm_version: ["0.26"]
+  cost_model: [roofline]
+)");
+    const std::string other_csv = format_csv(other);
+    const auto other_header = csv_header(other_csv);
+    CHECK(std::set<std::string>(other_header.begin(), other_header.end()).size() == other_header.size());
+    CHECK(csv_value(other_csv, "max_model_len", 1) == "2048");
+    CHECK(csv_value(other_csv, "effective_max_model_len", 1) == "2048");
+    CHECK(csv_value(other_csv, "vllm_version", 1) == "0.26");
+    CHECK(csv_value(other_csv, "effective_vllm_version", 1) == "0.26");
+    CHECK(csv_value(other_csv, "cost_model", 1) == "roofline");
+    CHECK(csv_value(other_csv, "effective_cost_model", 1).rfind("roofline H200 (", 0) == 0);
+    const auto other_json = nlohmann::json::parse(format_json(other));
+    CHECK(other_json[0]["vllm_version"] == "0.26");  // a release name, not the number 0.26
+    CHECK(other_json[0]["max_model_len"] == 2048);
     // Fixed point, no exponent, anywhere in the CSV.
     CHECK(csv.find("e+") == std::string::npos);
     CHECK(csv.find("e-") == std::string::npos);
@@ -420,6 +444,25 @@ TEST_CASE("Output: requests.csv holds one row per measured finished request", "[
     CHECK(csv.find("hand,1,0,0,10,5,6,20,100,0,3,0\n") != std::string::npos);
     CHECK(csv.find("hand,1,0.005,0,10,,,10,200,0,1,0\n") != std::string::npos);
     CHECK(csv.find("hand,1,0.01,2,20,8,8,28,300,0,2,1\n") != std::string::npos);
+}
+
+TEST_CASE("Output: --out is checked before simulating: a folder that cannot be created is refused by name",
+          "[tools][output]") {
+    // A regular file cannot hold a folder.
+    const std::string file = std::string(SERVESIM_TEST_DATA_DIR) + "/tools/output_test.cpp";
+    try {
+        check_out_dir(file + "/out");
+        FAIL("a folder under a file was accepted");
+    } catch (const ConfigError& e) {
+        CHECK(std::string(e.what()).rfind("--out " + file + "/out: cannot create the folder", 0) == 0);
+    }
+    // A creatable folder is created, and left without the probe file.
+    const std::filesystem::path dir = std::filesystem::temp_directory_path() / "servesim-output-test-out";
+    std::filesystem::remove_all(dir);
+    check_out_dir(dir.string());
+    CHECK(std::filesystem::is_directory(dir));
+    CHECK(std::filesystem::is_empty(dir));
+    std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <charconv>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <optional>
 
@@ -95,8 +96,14 @@ std::string csv_escape(const std::string& s) {
     return out + "\"";
 }
 
-// A scenario value as written (a string from the sweep grid), typed: integer, number, true/false, else text.
-Cell typed_value(const std::string& text) {
+// A scenario value as written (a string from the sweep grid), typed: integer, number, true/false, else text. Keys
+// whose values are names stay text whatever they look like (vllm_version "0.30" is not the number 0.3).
+Cell typed_value(const std::string& key, const std::string& text) {
+    static const std::array<std::string_view, 8> kTextKeys = {"experiment", "model", "gpu",   "cost_model",
+                                                              "vllm_version", "router", "trace", "mamba_cache_mode"};
+    if (std::find(kTextKeys.begin(), kTextKeys.end(), key) != kTextKeys.end()) {
+        return text;
+    }
     std::int64_t i = 0;
     const char* end = text.data() + text.size();
     if (!text.empty()) {
@@ -137,7 +144,7 @@ void add_dist(std::vector<Field>& out, const std::string& name, const metrics::D
 std::vector<Field> fields_order_only(const ExperimentResult& r) {
     std::vector<Field> out;  // no `name`: the sweep columns are the identity (tests/workloads/order_only_trace_test)
     for (const auto& [k, v] : r.config.columns) {
-        out.push_back({k, typed_value(v)});
+        out.push_back({k, typed_value(k, v)});
     }
     auto add_unless_column = [&](const std::string& name, Cell value) {
         if (std::none_of(out.begin(), out.end(), [&](const auto& p) { return p.name == name; })) {
@@ -169,7 +176,7 @@ std::vector<Field> fields_one(const ExperimentResult& r) {
     std::vector<Field> out;
     out.push_back({"name", r.config.name});
     for (const auto& [k, v] : r.config.columns) {
-        out.push_back({k, typed_value(v)});
+        out.push_back({k, typed_value(k, v)});
     }
     auto add_unless_column = [&](const std::string& name, Cell value) {
         if (std::none_of(out.begin(), out.end(), [&](const auto& p) { return p.name == name; })) {
@@ -245,6 +252,15 @@ std::vector<Field> fields_one(const ExperimentResult& r) {
     out.push_back({"step_ms_total_snapshot", c.snapshot_ms, true});
     out.push_back({"step_ms_total_overhead", c.overhead_ms, true});
     out.push_back({"step_ms_total_comm", c.comm_ms, true});
+    // A swept key that shares its name with a resolved figure (engine.max_model_len, cost_model, vllm_version, …):
+    // the sweep column keeps the requested value, the resolved one is effective_<name>.
+    for (std::size_t i = 1 + r.config.columns.size(); i < out.size(); ++i) {
+        const bool swept = std::any_of(r.config.columns.begin(), r.config.columns.end(),
+                                       [&](const auto& col) { return col.first == out[i].name; });
+        if (swept) {
+            out[i].name = "effective_" + out[i].name;
+        }
+    }
     return out;
 }
 
@@ -874,6 +890,25 @@ std::string format_vllm_bench(const std::vector<ExperimentResult>& results, cons
         arr.push_back(std::move(o));
     }
     return arr.dump(2) + "\n";
+}
+
+void check_out_dir(const std::string& out_dir) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    fs::create_directories(out_dir, ec);
+    if (ec || !fs::is_directory(out_dir)) {
+        throw ConfigError("--out " + out_dir + ": cannot create the folder" + (ec ? " (" + ec.message() + ")" : ""));
+    }
+    const fs::path probe = fs::path(out_dir) / ".servesim-write-check";
+    {
+        std::ofstream f(probe);
+        f << "x";
+        f.flush();
+        if (!f) {
+            throw ConfigError("--out " + out_dir + ": the folder is not writable");
+        }
+    }
+    fs::remove(probe, ec);
 }
 
 nlohmann::ordered_json inspect_json(const models::ModelSpec& model, const std::string& gpu,

@@ -70,6 +70,10 @@ struct BenchOptions {
 // run: figures as rows, experiments as columns; sweep: one row per point with the main figures.
 [[nodiscard]] std::string format_table(const std::vector<ExperimentResult>& results, bool sweep);
 
+// `--out DIR`: creates the folder and writes a probe file in it, so that a run never ends on "cannot write"; throws
+// ConfigError naming the folder when it cannot be created or written. Called before anything is simulated.
+void check_out_dir(const std::string& out_dir);
+
 // `servesim inspect`: what vLLM's start-up log would say.
 [[nodiscard]] nlohmann::ordered_json inspect_json(const models::ModelSpec& model, const std::string& gpu,
                                                   const cache::MemoryPlan& plan);

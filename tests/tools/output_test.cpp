@@ -141,14 +141,15 @@ TEST_CASE("Output: a run stopped by the default max_time is truncated, and the w
     CHECK(r.status == RunStatus::kTruncatedByMaxTime);
     CHECK(r.sim.num_unfinished > 0);
     REQUIRE(!r.warnings.empty());
-    CHECK(r.warnings.back().rfind("stopped at max_time 10 s with ", 0) == 0);
+    CHECK(r.warnings.back().rfind("stopped at max_time 10 s before the workload was done, with ", 0) == 0);
     // Without the key the default (24 h) is named as such.
     ExperimentResult fake = r;
     fake.warnings.clear();
     fake.config.max_time_given = false;
     fake.config.max_time_s = 24 * 3600.0;
     assess_result(fake);
-    CHECK(fake.warnings.back().rfind("stopped at max_time 86,400 s (the default; set the scenario key max_time) with ",
+    CHECK(fake.warnings.back().rfind("stopped at max_time 86,400 s (the default; set the scenario key max_time) before "
+                                     "the workload was done, with ",
                                      0) == 0);
 }
 
@@ -318,6 +319,32 @@ TEST_CASE("Output: goodput counts the requests meeting every bound, as vllm benc
     // The figure is a column of every output.
     const std::string csv = format_csv({r});
     CHECK(close(std::stod(csv_value(csv, "request_goodput", 1)), 52.631579));
+}
+
+TEST_CASE("Output: the scenario key goodput adds request_goodput to every format; bad bounds are refused",
+          "[tools][output]") {
+    const std::string text = R"(
+name: slo
+model: Qwen3-4B
+gpu: H200
+goodput: {ttft: 100000, e2el: 100000}
+workload: {type: synthetic, prompt_tokens: 500, output_tokens: 20, arrival: poisson, rate: 5, num_requests: 50}
+)";
+    // Bounds of 100 s: every one of the 50 requests is good, so goodput equals the request throughput.
+    const auto results = run_text(text);
+    const ExperimentResult& r = results.front();
+    REQUIRE(r.num_requests_good);
+    CHECK(*r.num_requests_good == 50);
+    CHECK(close(*r.request_goodput_rps, r.sim.summary.throughput_rps));
+    const auto j = nlohmann::json::parse(format_json(results));
+    CHECK(close(j[0]["request_goodput"], r.sim.summary.throughput_rps));
+    CHECK(format_table(results, false).find("\nrequest_goodput ") != std::string::npos);
+    CHECK(csv_header(format_csv(results)).size() == j[0].size());
+    // Without the key the columns are absent, not 0.
+    CHECK(format_csv(run_text(kAllRejected)).find("request_goodput") == std::string::npos);
+    // vllm bench serve check_goodput_args: names ttft, tpot, e2el; values non-negative.
+    CHECK_THROWS_AS(run_text(text, 1, {"goodput.ttft=-1"}), ConfigError);
+    CHECK_THROWS_AS(run_text(text, 1, {"goodput.latency=5"}), ConfigError);
 }
 
 TEST_CASE("Output: --format vllm-bench writes vllm bench serve's keys with its definitions", "[tools][output]") {

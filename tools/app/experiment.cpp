@@ -223,7 +223,8 @@ void assess_result(ExperimentResult& r) {
     }
     if (r.sim.hit_max_time) {
         r.warnings.push_back(fmt::format(
-            "stopped at max_time {} s{} with {} requests unfinished; the figures cover only the {} that finished",
+            "stopped at max_time {} s{} before the workload was done, with {} requests unfinished; the figures "
+            "cover only the {} that finished",
             thousands(static_cast<std::int64_t>(std::llround(c.max_time_s))),
             c.max_time_given ? "" : " (the default; set the scenario key max_time)", thousands(r.sim.num_unfinished),
             thousands(s.num_requests_finished)));
@@ -243,7 +244,7 @@ void assess_result(ExperimentResult& r) {
         r.status = RunStatus::kAllRejected;
         return;
     }
-    if (r.sim.hit_max_time && r.sim.num_unfinished > 0) {
+    if (r.sim.hit_max_time) {
         r.status = RunStatus::kTruncatedByMaxTime;
         return;
     }

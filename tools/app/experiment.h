@@ -35,7 +35,7 @@ struct PreparedExperiment {
 // What a run measured, decided after it (docs/OUTPUTS.md "status"), in order of precedence:
 //   no_requests_measured  no request was sent in the measured window (after the warm-up);
 //   all_rejected          every measured request was refused (too long for max_model_len or the KV cache);
-//   truncated_by_max_time the run reached max_time with requests still unfinished;
+//   truncated_by_max_time the run reached max_time before the workload was done (requests unfinished or unsent);
 //   overloaded            every request finished, but the waiting queue was still growing when the last one was
 //                         sent: it grew by at least max(8, 5 % of the requests sent) from the middle of the sending
 //                         window to its end (the figures describe a queue, not the engine's steady state);

@@ -239,6 +239,18 @@ TEST_CASE("Output: a swept key and the value vLLM resolved from it are two colum
     CHECK(j[0]["gpu"] == "H200");
     CHECK(j[0]["enable_prefix_caching"] == true);
     CHECK(j[0]["offered_rps"] == 5.0);
+    // bench_serve's offered rate is its request_rate (vllm bench serve --request-rate); inf has none.
+    const std::string bench = R"(
+name: bench
+model: Qwen3-4B
+gpu: H200
+workload: {type: bench_serve, dataset_name: random, num_prompts: 10, random_input_len: 100, random_output_len: 5,
+           request_rate: 7.5}
+)";
+    CHECK(nlohmann::json::parse(format_json(run_text(bench)))[0]["offered_rps"] == 7.5);
+    const auto all_at_once = run_text(bench, 1, {"workload.request_rate=inf"});
+    CHECK(nlohmann::json::parse(format_json(all_at_once))[0]["offered_rps"].is_null());
+    CHECK(nlohmann::json::parse(format_vllm_bench(all_at_once, BenchOptions{}))["request_rate"] == "inf");
     // The same field set, in the same order, in CSV and JSON; the table has one row per field except the name.
     std::vector<std::string> keys;
     for (auto it = j[0].begin(); it != j[0].end(); ++it) {

@@ -140,9 +140,16 @@ std::string check_profile_matches(const calibration::HardwareProfile& profile, c
     return joined;
 }
 
-// The workload's asked-for rate: a finite numeric `rate` key (open-loop and tenant workloads), else none.
+// The workload's asked-for rate: a finite `rate` (synthetic and tenant workloads) or `request_rate` (bench_serve,
+// vllm bench serve's --request-rate), else none (traces, multi_turn_bench whose request_rate is a per-client sleep,
+// ramp-ups, inf).
 std::optional<double> offered_rate(const YAML::Node& workload) {
-    const YAML::Node rate = workload["rate"];
+    const YAML::Node type = workload["type"];
+    const bool bench_serve = type && type.IsScalar() && type.Scalar() == "bench_serve";
+    if (type && type.IsScalar() && type.Scalar() == "multi_turn_bench") {
+        return std::nullopt;
+    }
+    const YAML::Node rate = workload[bench_serve ? "request_rate" : "rate"];
     if (!rate || !rate.IsScalar()) {
         return std::nullopt;
     }
@@ -335,6 +342,15 @@ ExperimentResult run_experiment(const PreparedExperiment& p) {
     r.cost_model_source = p.config.cost_model;
     r.profile_mismatch = p.profile_mismatch;
     r.offered_rps = offered_rate(p.config.workload);
+    {
+        const YAML::Node& w = p.config.workload;
+        const bool bench_serve = w["type"] && w["type"].IsScalar() && w["type"].Scalar() == "bench_serve";
+        const YAML::Node rate = w[bench_serve ? "request_rate" : "rate"];
+        const std::string text = rate && rate.IsScalar() ? rate.Scalar() : "";
+        // bench_serve's request_rate defaults to inf, as vllm bench serve's --request-rate.
+        r.offered_all_at_once = text == "inf" || text == ".inf" || text == "Inf" || text == ".Inf" ||
+                                (bench_serve && !rate && !w["ramp_up_strategy"]);
+    }
     r.plan = p.plan;
 
     auto workload = workloads::make_workload(YamlMap(p.config.workload, p.config.file, "workload"), p.config.seed);

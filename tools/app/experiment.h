@@ -53,6 +53,7 @@ struct ExperimentResult {
     std::string profile_mismatch;   // with allow_profile_mismatch: what differs (empty when nothing does)
     std::string workload;
     std::optional<double> offered_rps;  // the workload's `rate` (req/s) when it has a finite one
+    bool offered_all_at_once = false;   // its rate is `inf` (every request sent at t = 0)
     cache::MemoryPlan plan;
     cluster::SimulationResult sim;
     std::optional<cache::OrderOnlyResult> order_only;  // set instead of `sim` in `mode: order_only`

@@ -774,7 +774,10 @@ nlohmann::ordered_json to_vllm_bench(const ExperimentResult& r, const BenchOptio
     j["cost_model"] = r.cost_model;
     j["vllm_version"] = r.config.engine.vllm_version;
     j["num_prompts"] = s.num_requests_sent;
-    j["request_rate"] = r.offered_rps ? nlohmann::ordered_json(*r.offered_rps) : nlohmann::ordered_json();
+    // vllm bench serve writes the configured rate, "inf" for all at once; null where servesim's workload has none.
+    j["request_rate"] = r.offered_rps           ? nlohmann::ordered_json(*r.offered_rps)
+                        : r.offered_all_at_once ? nlohmann::ordered_json("inf")
+                                                : nlohmann::ordered_json();
     std::int64_t input = 0;
     std::int64_t output = 0;
     std::vector<double> ttft, tpot, e2el;

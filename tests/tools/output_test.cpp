@@ -248,6 +248,11 @@ workload: {type: bench_serve, dataset_name: random, num_prompts: 10, random_inpu
            request_rate: 7.5}
 )";
     CHECK(nlohmann::json::parse(format_json(run_text(bench)))[0]["offered_rps"] == 7.5);
+    const auto bench_json = nlohmann::json::parse(format_vllm_bench(run_text(bench, 1, {"workload.max_concurrency=4"}),
+                                                                   BenchOptions{}));
+    CHECK(bench_json["request_rate"] == 7.5);
+    CHECK(bench_json["max_concurrency"] == 4);
+    CHECK(bench_json["burstiness"] == 1.0);  // vllm bench serve's default --burstiness
     const auto all_at_once = run_text(bench, 1, {"workload.request_rate=inf"});
     CHECK(nlohmann::json::parse(format_json(all_at_once))[0]["offered_rps"].is_null());
     CHECK(nlohmann::json::parse(format_vllm_bench(all_at_once, BenchOptions{}))["request_rate"] == "inf");

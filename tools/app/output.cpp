@@ -778,6 +778,20 @@ nlohmann::ordered_json to_vllm_bench(const ExperimentResult& r, const BenchOptio
     j["request_rate"] = r.offered_rps           ? nlohmann::ordered_json(*r.offered_rps)
                         : r.offered_all_at_once ? nlohmann::ordered_json("inf")
                                                 : nlohmann::ordered_json();
+    // burstiness and max_concurrency as the workload sets them (bench_serve's keys are the tool's flags); null
+    // where the workload has no such key.
+    for (const char* key : {"burstiness", "max_concurrency"}) {
+        const YAML::Node v = r.config.workload[key];
+        nlohmann::ordered_json value;
+        if (v && v.IsScalar()) {
+            const Cell typed = typed_value("", v.Scalar());
+            value = cell_json(typed);
+        } else if (std::string(key) == "burstiness" && r.config.workload["type"] &&
+                   r.config.workload["type"].Scalar() == "bench_serve") {
+            value = 1.0;  // the tool's default --burstiness
+        }
+        j[key] = value;
+    }
     std::int64_t input = 0;
     std::int64_t output = 0;
     std::vector<double> ttft, tpot, e2el;

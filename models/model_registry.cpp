@@ -34,7 +34,45 @@ std::string known_names() {
     return out;
 }
 
+// Hugging Face repo ids whose config.json matches a preset (same architecture, shapes, dtype and
+// max_position_embeddings, hence the same memory plan): `model: Qwen/Qwen3-4B` as vLLM's `vllm serve` takes it.
+// Instruct variants share their base model's config.json for these models. Variants with another config
+// (quantised weights, 2507 releases with longer contexts) are not listed: give their config.json instead.
+struct HfRepo {
+    std::string_view repo_id;
+    std::string_view preset;
+};
+
+constexpr HfRepo kHfRepos[] = {
+    {"meta-llama/Llama-3.1-8B", "Llama-3.1-8B"},
+    {"meta-llama/Llama-3.1-8B-Instruct", "Llama-3.1-8B"},
+    {"meta-llama/Meta-Llama-3.1-8B", "Llama-3.1-8B"},
+    {"meta-llama/Meta-Llama-3.1-8B-Instruct", "Llama-3.1-8B"},
+    {"meta-llama/Llama-3.1-70B", "Llama-3.1-70B"},
+    {"meta-llama/Llama-3.1-70B-Instruct", "Llama-3.1-70B"},
+    {"meta-llama/Meta-Llama-3.1-70B", "Llama-3.1-70B"},
+    {"meta-llama/Meta-Llama-3.1-70B-Instruct", "Llama-3.1-70B"},
+    {"Qwen/Qwen3-4B", "Qwen3-4B"},
+    {"Qwen/Qwen3-8B", "Qwen3-8B"},
+    {"Qwen/Qwen3-32B", "Qwen3-32B"},
+    {"Qwen/Qwen3-235B-A22B", "Qwen3-235B-A22B"},
+    {"Qwen/Qwen3-Next-80B-A3B-Instruct", "Qwen3-Next-80B-A3B"},
+    {"Qwen/Qwen3-Next-80B-A3B-Thinking", "Qwen3-Next-80B-A3B"},
+    {"Qwen/Qwen3.5-4B", "Qwen3.5-4B"},
+    {"Qwen/Qwen3.5-27B", "Qwen3.5-27B"},
+    {"MiniMaxAI/MiniMax-M2.5", "MiniMax-M2.5"},
+    {"nvidia/Nemotron-H-8B-Base-8K", "Nemotron-H-8B"},
+};
+
 }  // namespace
+
+std::vector<std::pair<std::string, std::string>> hf_repo_ids() {
+    std::vector<std::pair<std::string, std::string>> out;
+    for (const auto& r : kHfRepos) {
+        out.emplace_back(r.repo_id, r.preset);
+    }
+    return out;
+}
 
 std::vector<std::string> preset_names() {
     std::vector<std::string> names;
@@ -92,7 +130,28 @@ ModelSpec resolve_model(const std::string& preset_or_path) {
     const std::filesystem::path p(preset_or_path);
     const bool on_disk =
         std::filesystem::is_regular_file(p, ec) || std::filesystem::is_regular_file(p / "config.json", ec);
-    if (looks_like_path || on_disk) {
+    if (on_disk) {
+        return read_model_file(preset_or_path);
+    }
+    // "owner/name" that is not on disk: a Hugging Face repo id (case-insensitive, as the Hub resolves them).
+    const bool file_like = ends_with(preset_or_path, ".json") || ends_with(preset_or_path, ".yaml") ||
+                           ends_with(preset_or_path, ".yml");
+    if (!file_like && std::count(preset_or_path.begin(), preset_or_path.end(), '/') == 1 &&
+        !preset_or_path.starts_with("/") && !preset_or_path.starts_with(".") && !preset_or_path.ends_with("/")) {
+        for (const auto& r : kHfRepos) {
+            if (iequals(r.repo_id, preset_or_path)) {
+                return load_preset(r.preset);
+            }
+        }
+        std::string known;
+        for (const auto& r : kHfRepos) {
+            known += (known.empty() ? "" : ", ") + std::string(r.repo_id);
+        }
+        throw ConfigError("'" + preset_or_path + "' is neither a file nor a Hugging Face repo id servesim knows; " +
+                          "known ids: " + known + "; or give a preset name (" + known_names() +
+                          ") or the path of the model's config.json");
+    }
+    if (looks_like_path) {
         return read_model_file(preset_or_path);
     }
     return load_preset(preset_or_path);

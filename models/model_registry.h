@@ -7,6 +7,7 @@
 
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "models/model_spec.h"
@@ -26,8 +27,12 @@ namespace servesim::models {
 // config.json is read as that file.
 [[nodiscard]] ModelSpec read_model_file(const std::string& path);
 
-// `model:` in a scenario: a path (ends in .json/.yaml/.yml, or names an existing file or folder) is read with
-// read_model_file; anything else is a preset name.
+// Hugging Face repo ids known to match a preset, as (repo id, preset name), in table order.
+[[nodiscard]] std::vector<std::pair<std::string, std::string>> hf_repo_ids();
+
+// `model:` in a scenario: an existing file or folder is read with read_model_file; "owner/name" is a Hugging Face
+// repo id resolved to its preset (an unknown id lists the known ones); another path (ends in .json/.yaml/.yml or
+// holds '/') is read with read_model_file; anything else is a preset name.
 [[nodiscard]] ModelSpec resolve_model(const std::string& preset_or_path);
 
 }  // namespace servesim::models

@@ -1,6 +1,8 @@
-// servesim command line: `inspect` (vLLM's start-up arithmetic), `run` (one scenario, side by side), `sweep` (a grid
-// on threads with a progress bar), `list` (presets, GPUs, policies). Argument parsing and exit codes only; all the
-// work lives in tools/app and the libraries. Bad input → message on stderr and exit status 2, before simulating.
+// servesim command line: `inspect` (vLLM's start-up arithmetic), `run` (one scenario, side by side, or a
+// `vllm bench serve`-style run without a file), `sweep` (a grid on threads with a progress bar), `plot` (PNGs of an
+// --out folder), `list` (presets, GPUs, policies). Engine settings take vLLM's flags (tools/app/command_line.h).
+// Argument parsing and exit codes only; all the work lives in tools/app and the libraries. Bad input → message on
+// stderr and exit status 2, before simulating.
 #include <boost/program_options.hpp>
 #include <fmt/format.h>
 
@@ -11,6 +13,8 @@
 #include <iostream>
 #include <thread>
 
+#include <sys/wait.h>
+
 #include <unistd.h>
 
 #include "calibration/gpu_spec.h"
@@ -19,6 +23,8 @@
 #include "models/model_registry.h"
 #include "sim/cache/memory_plan.h"
 #include "sim/cluster/router.h"
+#include "tools/app/command_line.h"
+#include "tools/app/engine_keys.h"
 #include "tools/app/experiment.h"
 #include "tools/app/output.h"
 #include "tools/app/scenario.h"
@@ -35,21 +41,78 @@ namespace {
 constexpr const char* kUsage =
     "usage: servesim <command> [options]\n"
     "commands:\n"
-    "  run [SCENARIO]     simulate a scenario (default scenarios/quickstart.yaml) and print its figures\n"
+    "  run [SCENARIO]     simulate a scenario (default scenarios/quickstart.yaml) and print its figures;\n"
+    "                     without a file: servesim run --model M --request-rate R --num-prompts N ...\n"
     "  sweep SCENARIO     run a scenario's sweep grid on threads, one row per point\n"
     "  plan SCENARIO      max sustainable load, GPUs for a target load, cheapest configuration under SLOs\n"
     "  inspect            vLLM's KV-cache sizing for a model on a GPU (block size, pages, capacity)\n"
+    "  plot OUT_DIR       draw the PNGs of a run's --out folder (latency, hit rate, queue and KV usage)\n"
     "  calibrate          fit a hardware profile: on a GPU (--model M), or from measured timings\n"
     "                     (--from-measurements FILE); see calibration/README.md\n"
     "  list               model presets, GPUs and routers\n"
-    "run `servesim <command> --help` for a command's options\n";
+    "  help [COMMAND]     this text, or a command's options\n"
+    "options: --version (release, git commit, default vLLM version), --help\n"
+    "run `servesim help <command>` or `servesim <command> --help` for a command's options\n";
+
+constexpr const char* kCalibrateUsage =
+    "usage: servesim calibrate --model M [--out FILE] [--quick] [--log-dir DIR] [--tensor-parallel-size N]\n"
+    "                          [--sustain-ms MS] [--device N]\n"
+    "       servesim calibrate --from-measurements FILE [--model M] [--out FILE]\n"
+    "       servesim calibrate --profile FILE --add-composition FILE [--label L] [--out FILE]\n"
+    "       servesim calibrate --profile FILE --refit-points DIR [--out FILE]\n"
+    "fits a hardware profile (a cost_model for scenarios); see calibration/README.md\n";
+
+// Where the data the binary reads lives: <prefix>/share/servesim after `cmake --install`, else the source tree.
+fs::path data_dir() {
+    std::error_code ec;
+    const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+    if (!ec) {
+        const fs::path installed = exe.parent_path().parent_path() / "share" / "servesim";
+        if (fs::exists(installed / "scenarios", ec)) {
+            return installed;
+        }
+    }
+    return SERVESIM_SOURCE_DIR;
+}
 
 std::string default_scenario() {
     const fs::path local = "scenarios/quickstart.yaml";
     if (fs::exists(local)) {
         return local.string();
     }
-    return (fs::path(SERVESIM_SOURCE_DIR) / "scenarios" / "quickstart.yaml").string();
+    return (data_dir() / "scenarios" / "quickstart.yaml").string();
+}
+
+// The plot script: installed next to the data, or tools/plot/ in the source tree.
+fs::path plot_script() {
+    for (const fs::path& p : {data_dir() / "servesim_plot.py", fs::path(SERVESIM_SOURCE_DIR) / "tools/plot/servesim_plot.py"}) {
+        if (fs::exists(p)) {
+            return p;
+        }
+    }
+    throw ConfigError("plot: servesim_plot.py not found next to the binary's data (" + data_dir().string() + ")");
+}
+
+// Runs the plot script on an --out folder with Debian's Python, isolated (-I -S: no PYTHON* variables, no user or
+// site-packages; the script adds only Debian's dist-packages, where python3-matplotlib lives), so a user's own
+// python3 or pip packages cannot change or break the plots.
+int run_plot(const std::string& out_dir) {
+    if (!fs::exists(fs::path(out_dir) / "summary.csv")) {
+        throw ConfigError("plot: " + out_dir + " holds no summary.csv; give the folder of a run's --out");
+    }
+    const std::string python = "/usr/bin/python3";
+    if (!fs::exists(python)) {
+        throw ConfigError("plot: /usr/bin/python3 not found; install Debian's python3 and python3-matplotlib");
+    }
+    const std::string script = plot_script().string();
+    const pid_t pid = fork();
+    if (pid == 0) {
+        execl(python.c_str(), python.c_str(), "-I", "-S", script.c_str(), out_dir.c_str(), static_cast<char*>(nullptr));
+        _exit(127);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
 }
 
 void check_format(const std::string& format) {
@@ -116,7 +179,8 @@ void print_warnings(const std::vector<app::ExperimentResult>& results) {
     }
 }
 
-int cmd_run_or_sweep(bool sweep, int argc, char** argv) {
+int cmd_run_or_sweep(bool sweep, const std::vector<std::string>& args) {
+    const app::EngineFlags flags = app::take_engine_flags(args);
     std::string scenario;
     std::vector<std::string> sets;
     std::string format = sweep ? "table" : "table";
@@ -125,17 +189,29 @@ int cmd_run_or_sweep(bool sweep, int argc, char** argv) {
     int replicates = 1;
     std::string percentile_metrics;
     std::string metric_percentiles;
-    std::uint64_t seed = 0;
+    std::string seed;
     int jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    po::options_description opts(sweep ? "servesim sweep SCENARIO [options]" : "servesim run [SCENARIO] [options]");
+    std::optional<std::string> model;
+    std::optional<std::string> gpu;
+    std::optional<std::string> cost_model;
+    app::BenchServeFlags bench;
+    const auto opt_string = [](std::optional<std::string>& target) {
+        return po::value<std::string>()->notifier([&target](const std::string& v) { target = v; });
+    };
+    po::options_description opts(sweep ? "usage: servesim sweep SCENARIO [options]\n\noptions"
+                                       : "usage: servesim run [SCENARIO] [options]\n"
+                                         "       servesim run --model M [--gpu G] [vllm bench serve flags] [options]"
+                                         "\n\noptions");
     opts.add_options()("help,h", "show this help")(
         "set", po::value<std::vector<std::string>>(&sets)->composing(),
-        "override a scenario key: --set engine.block_size=32 (repeatable)")(
+        "override a scenario key: --set engine.block_size=32, or a whole mapping: --set 'workload={type: "
+        "synthetic, ...}' (repeatable)")(
         "format", po::value<std::string>(&format),
         "table (default), json, csv or vllm-bench (the result JSON of vllm bench serve; docs/OUTPUTS.md)")(
         "out", po::value<std::string>(&out_dir),
         "also write summary.{json,csv,txt}, timeseries.csv (queue, KV usage over time), requests.csv (one row per "
         "request) and bench.json (vllm-bench) into this folder")(
+        "plot", "with --out: also draw the folder's PNGs (servesim plot)")(
         "goodput", po::value<std::vector<std::string>>(&goodput)->multitoken(),
         "service-level objectives in ms, as vllm bench serve --goodput: ttft:500 tpot:50 e2el:2000 (scenario key "
         "goodput); adds request_goodput")(
@@ -145,49 +221,115 @@ int cmd_run_or_sweep(bool sweep, int argc, char** argv) {
         "vllm-bench: metrics with percentiles, from ttft,tpot,itl,e2el (default ttft,tpot,itl)")(
         "metric-percentiles", po::value<std::string>(&metric_percentiles),
         "vllm-bench: comma-separated percentiles (default 99)")(
-        "seed", po::value<std::uint64_t>(&seed), "master seed (replaces the scenario's)")(
+        "seed", po::value<std::string>(&seed), "master seed, 0 to 2^63-1 (replaces the scenario's)")(
         "jobs,j", po::value<int>(&jobs), "worker threads (results do not depend on it)")(
+        "model", opt_string(model), "model preset or Hugging Face repo id (replaces the scenario's model)")(
+        "gpu", opt_string(gpu), "GPU name, see servesim list (replaces the scenario's; default H200)")(
+        "cost-model", opt_string(cost_model), "roofline (default) or a calibrated profile YAML")(
         "scenario", po::value<std::string>(&scenario), "scenario YAML");
+    po::options_description bench_opts(
+        "vllm bench serve flags, random dataset (a run without a scenario file; vLLM's defaults)");
+    bench_opts.add_options()("request-rate", opt_string(bench.request_rate),
+                             "requests per second, Poisson arrivals (default inf: all at t = 0)")(
+        "burstiness", opt_string(bench.burstiness), "gamma shape of the gaps; 1 = Poisson (default 1)")(
+        "num-prompts", opt_string(bench.num_prompts), "requests to send (default 1000)")(
+        "random-input-len", opt_string(bench.random_input_len), "prompt tokens per request (default 1024)")(
+        "random-output-len", opt_string(bench.random_output_len), "output tokens per request (default 128)")(
+        "random-range-ratio", opt_string(bench.random_range_ratio),
+        "lengths uniform on [L(1-r), L(1+r)], r in [0, 1) (default 0)")(
+        "random-prefix-len", opt_string(bench.random_prefix_len), "tokens of a prefix shared by every prompt (default 0)")(
+        "max-concurrency", opt_string(bench.max_concurrency), "most requests in flight (default no limit)");
+    po::options_description all;
+    all.add(opts).add(bench_opts);
     po::positional_options_description pos;
     pos.add("scenario", 1);
     po::variables_map vm;
-    po::store(po::command_line_parser(argc, argv).options(opts).positional(pos).run(), vm);
+    po::store(po::command_line_parser(flags.rest).options(all).positional(pos).run(), vm);
     po::notify(vm);
     if (vm.count("help")) {
-        std::cout << opts;
+        std::cout << opts << "\n" << app::engine_flags_help();
+        if (!sweep) {
+            std::cout << "\n" << bench_opts;
+        }
         return 0;
     }
-    if (scenario.empty()) {
-        if (sweep) {
-            throw ConfigError("sweep: a scenario file is required, e.g. servesim sweep scenarios/seed-study/tenant-sweep.yaml");
-        }
-        scenario = default_scenario();
-    }
     if (jobs < 1) {
-        throw ConfigError("--jobs: must be at least 1");
+        throw ConfigError("command line: --jobs: must be at least 1");
+    }
+    if (vm.count("plot") && out_dir.empty()) {
+        throw ConfigError("command line: --plot: needs --out DIR (the folder the PNGs are drawn from and into)");
     }
     check_format(format);
-    const app::BenchOptions bench = app::parse_bench_options(percentile_metrics, metric_percentiles);
+    const app::BenchOptions bench_options = app::parse_bench_options(percentile_metrics, metric_percentiles);
     // --goodput and --replicates are the scenario keys `goodput` and `replicates`, set for every experiment.
+    std::vector<app::Override> output_overrides;
     for (const auto& slo : goodput) {
         const auto colon = slo.find(':');
         if (colon == std::string::npos || colon == 0 || colon + 1 == slo.size()) {
-            throw ConfigError("--goodput: '" + slo + "' is not KEY:VALUE; give e.g. --goodput ttft:500 tpot:50 "
-                              "(keys ttft, tpot, e2el; values in ms)");
+            throw ConfigError("command line: --goodput: '" + slo + "' is not KEY:VALUE; give e.g. --goodput ttft:500 "
+                              "tpot:50 (keys ttft, tpot, e2el; values in ms)");
         }
-        sets.push_back("goodput." + slo.substr(0, colon) + "=" + slo.substr(colon + 1));
+        app::Override o = app::parse_set_override("goodput." + slo.substr(0, colon) + "=" + slo.substr(colon + 1));
+        o.origin = "--goodput " + slo;
+        output_overrides.push_back(std::move(o));
     }
     if (vm.count("replicates")) {
         if (replicates < 1) {
-            throw ConfigError("--replicates: must be at least 1");
+            throw ConfigError("command line: --replicates: must be at least 1");
         }
-        sets.push_back(fmt::format("replicates={}", replicates));
+        output_overrides.push_back({"replicates", YAML::Node(replicates), fmt::format("--replicates {}", replicates)});
     }
     if (!out_dir.empty()) {
         app::check_out_dir(out_dir);
     }
-    const app::Scenario sc = app::load_scenario(scenario, sets,
-                                                vm.count("seed") ? std::optional<std::uint64_t>(seed) : std::nullopt);
+    std::vector<app::Override> overrides;
+    app::Scenario sc;
+    if (scenario.empty() && (model || bench.any()) && !sweep) {
+        if (!model) {
+            throw ConfigError("command line: a run without a scenario file needs --model (a preset or a Hugging Face "
+                              "repo id; servesim list shows the presets)");
+        }
+        app::ScenarioLessRun run = app::scenario_less_run(*model, gpu, cost_model, bench);
+        overrides = std::move(run.overrides);
+        scenario = "command line";
+        for (const auto& s : sets) {
+            overrides.push_back(app::parse_set_override(s));
+        }
+        overrides.insert(overrides.end(), flags.overrides.begin(), flags.overrides.end());
+        overrides.insert(overrides.end(), output_overrides.begin(), output_overrides.end());
+        if (!seed.empty()) {
+            overrides.push_back({"seed", YAML::Node(app::parse_seed_flag(seed)), "--seed"});
+        }
+        sc = app::load_scenario_text(run.text, scenario, overrides);
+    } else {
+        if (bench.any()) {
+            throw ConfigError("command line: the vllm bench serve flags (--request-rate, --num-prompts, --random-*) "
+                              "build the workload of a run without a scenario file; with a scenario, set its keys: "
+                              "--set workload.rate=10");
+        }
+        if (scenario.empty()) {
+            if (sweep) {
+                throw ConfigError(
+                    "sweep: a scenario file is required, e.g. servesim sweep scenarios/seed-study/tenant-sweep.yaml");
+            }
+            scenario = default_scenario();
+        }
+        for (const auto& [value, key, flag] : {std::tuple{&model, "model", "--model"}, {&gpu, "gpu", "--gpu"},
+                                               {&cost_model, "cost_model", "--cost-model"}}) {
+            if (*value) {
+                overrides.push_back({key, YAML::Node(**value), flag});
+            }
+        }
+        for (const auto& s : sets) {
+            overrides.push_back(app::parse_set_override(s));
+        }
+        overrides.insert(overrides.end(), flags.overrides.begin(), flags.overrides.end());
+        overrides.insert(overrides.end(), output_overrides.begin(), output_overrides.end());
+        if (!seed.empty()) {
+            overrides.push_back({"seed", YAML::Node(app::parse_seed_flag(seed)), "--seed"});
+        }
+        sc = app::load_scenario(scenario, overrides);
+    }
     if (sweep && !sc.is_sweep) {
         std::cerr << "servesim: " << scenario << " has no sweep: block; running its experiments as points\n";
     }
@@ -213,49 +355,32 @@ int cmd_run_or_sweep(bool sweep, int argc, char** argv) {
     std::cerr << fmt::format("servesim: {} experiment(s){} in {:.2f} s wall time\n", results.size(),
                              runs > results.size() ? fmt::format(", {} runs with replicates", runs) : "", wall);
     print_warnings(results);
-    write_outputs(results, sweep || sc.is_sweep, format, out_dir, bench);
+    write_outputs(results, sweep || sc.is_sweep, format, out_dir, bench_options);
+    if (vm.count("plot")) {
+        return run_plot(out_dir);
+    }
     return 0;
 }
 
-int cmd_inspect(int argc, char** argv) {
+int cmd_inspect(const std::vector<std::string>& args) {
+    const app::EngineFlags flags = app::take_engine_flags(args);
     std::string model_name;
     std::string gpu_name = "H200";
     std::string format = "table";
-    app::EngineSettings e;
-    double util = 0;
-    std::string kv_dtype = "auto";
-    std::string mamba_mode;
-    std::int64_t max_model_len = 0;
-    int block_size = 0;
-    std::int64_t batched = 0;
-    std::int64_t kv_bytes = 0;
-    std::string vllm_version = core::kNewestModelled.str();
-    int tp = 1;
-    po::options_description opts("servesim inspect --model M --gpu G [options]");
+    po::options_description opts("usage: servesim inspect --model M [--gpu G] [vLLM engine flags] [options]\n\noptions");
     opts.add_options()("help,h", "show this help")("model", po::value<std::string>(&model_name),
-                                                   "preset name or path to a config.json / preset YAML")(
+                                                   "preset name, Hugging Face repo id, or a config.json / preset YAML")(
         "gpu", po::value<std::string>(&gpu_name), "GPU name (servesim list shows them); default H200")(
-        "gpu-memory-utilization", po::value<double>(&util), "fraction of GPU memory vLLM may use, in (0, 1]")(
-        "kv-cache-dtype", po::value<std::string>(&kv_dtype), "auto or fp8")(
-        "enable-prefix-caching", "turn prefix caching on (default: on for plain decoders, off for hybrids)")(
-        "no-enable-prefix-caching", "turn prefix caching off")(
-        "mamba-cache-mode", po::value<std::string>(&mamba_mode), "none, align or all")(
-        "max-model-len", po::value<std::int64_t>(&max_model_len), "context limit in tokens")(
-        "block-size", po::value<int>(&block_size), "attention block size in tokens (multiple of 16)")(
-        "max-num-batched-tokens", po::value<std::int64_t>(&batched), "token budget per step")(
-        "kv-cache-memory-bytes", po::value<std::int64_t>(&kv_bytes), "KV pool size, replacing the memory profile")(
-        "vllm-version", po::value<std::string>(&vllm_version), ("vLLM release whose rules to follow (default " + core::kNewestModelled.str() + ")").c_str())(
-        "tensor-parallel-size", po::value<int>(&tp), "GPUs per replica (default 1); the figures are per GPU")(
         "format", po::value<std::string>(&format), "table (default) or json");
     po::variables_map vm;
-    po::store(po::parse_command_line(argc, argv, opts), vm);
+    po::store(po::command_line_parser(flags.rest).options(opts).run(), vm);
     po::notify(vm);
     if (vm.count("help")) {
-        std::cout << opts;
+        std::cout << opts << "\n" << app::engine_flags_help();
         return 0;
     }
     if (model_name.empty()) {
-        throw ConfigError("inspect: --model is required; known presets: " + [] {
+        throw ConfigError("command line: inspect: --model is required; known presets: " + [] {
             std::string s;
             for (const auto& n : models::preset_names()) {
                 s += (s.empty() ? "" : ", ") + n;
@@ -263,43 +388,41 @@ int cmd_inspect(int argc, char** argv) {
             return s;
         }());
     }
-    if (vm.count("gpu-memory-utilization")) {
-        e.gpu_memory_utilization = util;
-    }
-    if (kv_dtype == "fp8" || kv_dtype == "fp8_e4m3" || kv_dtype == "fp8_e5m2") {
-        e.kv_cache_dtype_fp8 = true;
-    } else if (kv_dtype != "auto") {
-        throw ConfigError("--kv-cache-dtype: '" + kv_dtype + "' is not supported; allowed: auto, fp8");
-    }
-    if (vm.count("enable-prefix-caching")) {
-        e.enable_prefix_caching = true;
-    }
-    if (vm.count("no-enable-prefix-caching")) {
-        e.enable_prefix_caching = false;
-    }
-    if (!mamba_mode.empty()) {
-        e.mamba_cache_mode = cache::parse_mamba_cache_mode(mamba_mode);
-    }
-    if (vm.count("max-model-len")) {
-        e.max_model_len = max_model_len;
-    }
-    if (vm.count("block-size")) {
-        e.block_size = block_size;
-    }
-    if (vm.count("max-num-batched-tokens")) {
-        e.max_num_batched_tokens = batched;
-    }
-    if (vm.count("kv-cache-memory-bytes")) {
-        e.kv_cache_memory_bytes = kv_bytes;
-    }
-    e.vllm_version = vllm_version;
-    e.tensor_parallel_size = tp;
     if (format != "table" && format != "json") {
-        throw ConfigError("--format: '" + format + "' is not a format; allowed: table, json");
+        throw ConfigError("command line: --format: '" + format + "' is not a format; allowed: table, json");
     }
-    const models::ModelSpec model = models::resolve_model(model_name);
-    const calibration::GpuSpec gpu = calibration::find_gpu(gpu_name);
-    const cache::MemoryPlan plan = cache::plan_memory(model, app::memory_plan_request(e, gpu));
+    // The flags as an `engine:` mapping, read by the scenario reader's code; each value was checked by its flag.
+    YAML::Node engine(YAML::NodeType::Map);
+    for (const auto& o : flags.overrides) {
+        if (o.path == "cluster.replicas") {
+            throw ConfigError("command line: " + o.origin + ": inspect shows one replica's start-up; replicas do not "
+                              "change it");
+        }
+        engine[o.path.substr(o.path.find('.') + 1)] = o.value;
+    }
+    const app::EngineSettings e = app::parse_engine_settings(YamlMap(engine, "command line", "engine"));
+    const auto named = [&](const std::string& flag, auto&& f) {
+        try {
+            return f();
+        } catch (const ConfigError& err) {
+            throw ConfigError("command line: " + flag + ": " + err.what());
+        }
+    };
+    const models::ModelSpec model = named("--model", [&] { return models::resolve_model(model_name); });
+    const calibration::GpuSpec gpu = named("--gpu", [&] { return calibration::find_gpu(gpu_name); });
+    cache::MemoryPlan plan;
+    try {
+        plan = cache::plan_memory(model, app::memory_plan_request(e, gpu));
+    } catch (const ConfigError& err) {
+        // plan_memory's messages open with the engine key they are about ("max_model_len: ..."): name its flag.
+        const std::string msg = err.what();
+        const app::EngineKey* key = app::find_engine_key(msg.substr(0, msg.find(':')));
+        const bool given = key != nullptr && std::any_of(flags.overrides.begin(), flags.overrides.end(), [&](auto& o) {
+                               return o.path == "engine." + std::string(key->key);
+                           });
+        throw ConfigError("command line: " + (given ? std::string(key->flag) + ": " + msg.substr(msg.find(':') + 2)
+                                                    : "--model: " + msg));
+    }
     if (format == "json") {
         std::cout << app::inspect_json(model, gpu.name, plan).dump(2) << "\n";
     } else {
@@ -309,9 +432,15 @@ int cmd_inspect(int argc, char** argv) {
 }
 
 int cmd_list() {
-    std::cout << "model presets:\n";
+    std::cout << "model presets (and the Hugging Face repo ids that resolve to them):\n";
     for (const auto& n : models::preset_names()) {
-        std::cout << "  " << n << "\n";
+        std::string ids;
+        for (const auto& [id, preset] : models::hf_repo_ids()) {
+            if (preset == n) {
+                ids += (ids.empty() ? "" : ", ") + id;
+            }
+        }
+        std::cout << (ids.empty() ? fmt::format("  {}\n", n) : fmt::format("  {:<20} {}\n", n, ids));
     }
     std::cout << "gpus:\n";
     for (const auto& g : calibration::gpu_catalog()) {
@@ -337,6 +466,77 @@ int cmd_list() {
     return 0;
 }
 
+int print_version() {
+    std::cout << fmt::format("servesim {} (git {})\nvLLM rules: {} by default; modelled releases {} to {}\n",
+                             SERVESIM_RELEASE, SERVESIM_GIT_COMMIT, core::kNewestModelled.str(),
+                             core::kOldestModelled.str(), core::kNewestModelled.str());
+    return 0;
+}
+
+int dispatch(const std::string& cmd, const std::vector<std::string>& args) {
+    if (cmd == "run" || cmd == "sweep") {
+        return cmd_run_or_sweep(cmd == "sweep", args);
+    }
+    if (cmd == "inspect") {
+        return cmd_inspect(args);
+    }
+    if (cmd == "plan") {
+        // Boost.Program_options wants argv; argv[0] names the command.
+        std::vector<std::string> words{"plan"};
+        words.insert(words.end(), args.begin(), args.end());
+        std::vector<char*> plan_argv;
+        for (auto& w : words) {
+            plan_argv.push_back(w.data());
+        }
+        return cli::cmd_plan(static_cast<int>(plan_argv.size()), plan_argv.data());
+    }
+    if (cmd == "plot") {
+        if (args.size() == 1 && (args[0] == "--help" || args[0] == "-h")) {
+            std::cout << "usage: servesim plot OUT_DIR\n"
+                         "draws latency, hit rate, queue and KV usage PNGs from a run's --out folder into it\n";
+            return 0;
+        }
+        if (args.size() != 1 || args[0].starts_with("-")) {
+            throw ConfigError("command line: plot: expected one folder (a run's --out), e.g. servesim plot results/x");
+        }
+        return run_plot(args[0]);
+    }
+    if (cmd == "calibrate") {
+        if (std::any_of(args.begin(), args.end(), [](const std::string& a) { return a == "--help" || a == "-h"; })) {
+            std::cout << kCalibrateUsage;
+            return 0;
+        }
+        calibration::CalibrateOptions options;
+        std::string message;
+        if (!calibration::parse_calibrate_args(args, options, message)) {
+            // The runner is also the standalone servesim-calibrate; here its usage is `servesim calibrate`.
+            for (auto p = message.find("servesim-calibrate"); p != std::string::npos;
+                 p = message.find("servesim-calibrate")) {
+                message.replace(p, 18, "servesim calibrate");
+            }
+            std::cerr << "servesim: error: calibrate: " << message << "\n";
+            return 2;
+        }
+        return calibration::run_calibrate(options, std::cout, std::cerr);
+    }
+    if (cmd == "list") {
+        return cmd_list();
+    }
+    if (cmd == "help") {
+        if (args.empty()) {
+            std::cout << kUsage;
+            return 0;
+        }
+        if (args[0] == "help" || args[0] == "list") {
+            std::cout << kUsage;
+            return 0;
+        }
+        return dispatch(args[0], {"--help"});
+    }
+    std::cerr << "servesim: unknown command '" << cmd << "'\n" << kUsage;
+    return 2;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -344,39 +544,16 @@ int main(int argc, char** argv) {
         std::cout << kUsage;
         return argc < 2 ? 2 : 0;
     }
-    const std::string cmd = argv[1];
+    if (std::string(argv[1]) == "--version" || std::string(argv[1]) == "-V") {
+        return print_version();
+    }
     try {
-        if (cmd == "run") {
-            return cmd_run_or_sweep(false, argc - 1, argv + 1);
-        }
-        if (cmd == "sweep") {
-            return cmd_run_or_sweep(true, argc - 1, argv + 1);
-        }
-        if (cmd == "inspect") {
-            return cmd_inspect(argc - 1, argv + 1);
-        }
-        if (cmd == "plan") {
-            return cli::cmd_plan(argc - 1, argv + 1);
-        }
-        if (cmd == "calibrate") {
-            calibration::CalibrateOptions options;
-            std::string message;
-            if (!calibration::parse_calibrate_args(std::vector<std::string>(argv + 2, argv + argc), options, message)) {
-                std::cerr << "servesim calibrate: " << message << "\n";
-                return 2;
-            }
-            return calibration::run_calibrate(options, std::cout, std::cerr);
-        }
-        if (cmd == "list") {
-            return cmd_list();
-        }
-        std::cerr << "servesim: unknown command '" << cmd << "'\n" << kUsage;
-        return 2;
+        return dispatch(argv[1], std::vector<std::string>(argv + 2, argv + argc));
     } catch (const ConfigError& e) {
         std::cerr << "servesim: error: " << e.what() << "\n";
         return 2;
     } catch (const po::error& e) {
-        std::cerr << "servesim: error: " << e.what() << "\n";
+        std::cerr << "servesim: error: command line: " << e.what() << "\n";
         return 2;
     } catch (const InvariantError& e) {
         std::cerr << "servesim: internal error (please report): " << e.what() << "\n";

@@ -245,6 +245,91 @@ class AzureReader final : public TraceReader {
     std::optional<std::int64_t> first_ns_;
 };
 
+// The plain format: `t_s,prompt_tokens,output_tokens[,prefix_id]` with that header, one request per line; arrivals
+// in seconds (non-decreasing, from any origin; the first record arrives at its t_s). Prompts with the same prefix_id
+// are one text cut at their own length, so two of them share min(prompt_tokens) tokens (a document or conversation
+// several requests extend); a prompt without prefix_id (empty or no column) is shared with nobody.
+class PlainCsvReader final : public TraceReader {
+  public:
+    PlainCsvReader(const std::string& path, const TraceReaderOptions&) : lines_(path) {
+        const auto header = lines_.next_line();
+        if (header && *header == "t_s,prompt_tokens,output_tokens,prefix_id") {
+            has_prefix_ = true;
+        } else if (!header || *header != "t_s,prompt_tokens,output_tokens") {
+            lines_.fail("", "expected the header 't_s,prompt_tokens,output_tokens' or "
+                            "'t_s,prompt_tokens,output_tokens,prefix_id'");
+        }
+    }
+
+    std::optional<TraceRecord> next() override {
+        const auto text = lines_.next_line();
+        if (!text) {
+            return std::nullopt;
+        }
+        std::vector<std::string_view> cols;
+        std::string_view rest = *text;
+        while (true) {
+            const auto comma = rest.find(',');
+            cols.push_back(trim(rest.substr(0, comma)));
+            if (comma == std::string_view::npos) {
+                break;
+            }
+            rest = rest.substr(comma + 1);
+        }
+        const std::size_t want = has_prefix_ ? 4 : 3;
+        if (cols.size() != want && !(has_prefix_ && cols.size() == 3)) {
+            lines_.fail("", fmt::format("expected {} comma-separated columns as the header says, got {}", want,
+                                        cols.size()));
+        }
+        TraceRecord r;
+        r.line = lines_.line();
+        double t = 0;
+        std::size_t pos = 0;
+        try {
+            t = std::stod(std::string(cols[0]), &pos);
+        } catch (const std::logic_error&) {
+            pos = 0;
+        }
+        if (pos == 0 || pos != cols[0].size() || !std::isfinite(t) || t < 0) {
+            lines_.fail("t_s", "expected a non-negative number of seconds, got '" + std::string(cols[0]) + "'");
+        }
+        r.arrival = core::SimTime::from_ns(static_cast<std::int64_t>(std::llround(t * 1e9)));
+        lines_.check_order(r.arrival, "t_s");
+        const auto input_tokens = parse_int(cols[1]);
+        if (!input_tokens || *input_tokens < 1) {
+            lines_.fail("prompt_tokens", "expected an integer >= 1, got '" + std::string(cols[1]) + "'");
+        }
+        const auto output_tokens = parse_int(cols[2]);
+        if (!output_tokens || *output_tokens < 0) {
+            lines_.fail("output_tokens", "expected an integer >= 0, got '" + std::string(cols[2]) + "'");
+        }
+        r.output_tokens = *output_tokens;
+        if (cols.size() == 4 && !cols[3].empty()) {
+            const auto prefix = parse_int(cols[3]);
+            if (!prefix || *prefix < 0) {
+                lines_.fail("prefix_id", "expected an integer >= 0 or nothing, got '" + std::string(cols[3]) + "'");
+            }
+            r.prompt.push_back({plain_trace_prefix_content(static_cast<std::uint64_t>(*prefix)), *input_tokens});
+        } else {
+            r.prompt.push_back({unique_prompt_content(static_cast<std::uint64_t>(r.line)), *input_tokens});
+        }
+        return r;
+    }
+
+    const std::string& path() const override { return lines_.path(); }
+
+  private:
+    // The plain format's shared texts get their own tag, so they never meet other kinds of content.
+    static constexpr std::uint64_t kPlainPrefixTag = 0x504c41494e000007ULL;
+
+    static constexpr core::ContentId plain_trace_prefix_content(std::uint64_t prefix_id) {
+        return core::ContentId{core::hash_combine(kPlainPrefixTag, prefix_id)};
+    }
+
+    LineReader lines_;
+    bool has_prefix_ = false;
+};
+
 std::string format_names() {
     std::string out;
     for (const auto& f : trace_formats()) {
@@ -299,6 +384,10 @@ const std::vector<TraceFormatEntry>& trace_formats() {
         {"azure", "CSV: TIMESTAMP,ContextTokens,GeneratedTokens; every prompt unique",
          [](const std::string& path, const TraceReaderOptions& o) -> std::unique_ptr<TraceReader> {
              return std::make_unique<AzureReader>(path, o);
+         }},
+        {"csv", "CSV: t_s,prompt_tokens,output_tokens[,prefix_id]; equal prefix_ids share their prompt's start",
+         [](const std::string& path, const TraceReaderOptions& o) -> std::unique_ptr<TraceReader> {
+             return std::make_unique<PlainCsvReader>(path, o);
          }},
     };
     return table;

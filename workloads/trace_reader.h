@@ -1,5 +1,6 @@
 // Streaming readers of request traces (shared/traces/README.md): Mooncake JSONL (prefix-chained hash ids, one per
-// 512-token block, each becoming one prompt run) and Azure LLM CSV (arrivals and lengths, every prompt unique). A
+// 512-token block, each becoming one prompt run), Azure LLM CSV (arrivals and lengths, every prompt unique) and a
+// plain CSV, t_s,prompt_tokens,output_tokens[,prefix_id] (prompts with equal prefix_ids share their start). A
 // reader holds one line at a time, never the file; a malformed record throws ConfigError naming file, line and field.
 // Usable without the simulator (the order-only capacity mode): while (auto r = reader->next()) { ... }.
 #pragma once
@@ -43,7 +44,7 @@ struct TraceFormatEntry {
     std::unique_ptr<TraceReader> (*factory)(const std::string& path, const TraceReaderOptions&);
 };
 
-// The formats by name: mooncake, azure.
+// The formats by name: mooncake, azure, csv.
 [[nodiscard]] const std::vector<TraceFormatEntry>& trace_formats();
 
 // Opens `path` in `format`; an unknown format lists the valid ones, a missing file names the path.

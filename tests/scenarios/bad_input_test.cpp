@@ -74,6 +74,27 @@ TEST_CASE("Bad input: block sizes vLLM rejects (not a positive multiple of 16)",
     }
 }
 
+TEST_CASE("Bad input: a KV-cache dtype vLLM has but servesim does not model lists the modelled ones",
+          "[scenarios][errors]") {
+    const std::string m =
+        error_of(std::string("name: x\nmodel: Qwen3-4B\nengine:\n  kv_cache_dtype: nvfp4\n") + kWorkload);
+    CHECK(m == "bad.yaml:4: 'engine.kv_cache_dtype': 'nvfp4' is a vLLM KV-cache dtype that servesim does not model; "
+               "allowed: auto, bfloat16, float16, fp8, fp8_e4m3, fp8_e5m2");
+}
+
+TEST_CASE("Bad input: sizes and token counts take the command line's forms and refuse others",
+          "[scenarios][errors]") {
+    const std::string unit =
+        error_of(std::string("name: x\nmodel: Qwen3-4B\nengine:\n  kv_cache_memory_bytes: 12 gigs\n") + kWorkload);
+    check_names(unit, "bad.yaml:4", "'engine.kv_cache_memory_bytes'");
+    CHECK(unit.find("12GiB, 512MiB, 12GB, 512MB, or vLLM's 12G") != std::string::npos);
+    // vLLM's human_readable_int refuses decimals with a binary suffix; so does the scenario reader.
+    const std::string dec =
+        error_of(std::string("name: x\nmodel: Qwen3-4B\nengine:\n  max_model_len: 1.5K\n") + kWorkload);
+    CHECK(dec == "bad.yaml:4: 'engine.max_model_len': '1.5K': decimals are not allowed with binary suffixes like K "
+                 "(as in vLLM); did you mean 1.5k?");
+}
+
 TEST_CASE("Bad input: gpu_memory_utilization outside (0, 1]", "[scenarios][errors]") {
     check_names(
         error_of(std::string("name: x\nmodel: Qwen3-4B\nengine:\n  gpu_memory_utilization: 1.5\n") + kWorkload),

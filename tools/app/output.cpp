@@ -490,7 +490,11 @@ std::string format_timeseries_csv(const std::vector<ExperimentResult>& results) 
         out += ',';
         out += csv_escape(k);
     }
-    out += ",seed,t_s,waiting,running,kv_usage,prefix_cache_hit_rate_cumulative\n";
+    // A seed column only with replicates (one series per seed); without, the columns before t_s are the identity.
+    const bool replicated = std::any_of(results.begin(), results.end(),
+                                        [](const auto& r) { return r.replicate_runs.size() > 1; });
+    out += replicated ? ",seed" : "";
+    out += ",t_s,waiting,running,kv_usage,prefix_cache_hit_rate_cumulative\n";
     for (const auto& point : results) {
         std::vector<const ExperimentResult*> runs;
         if (point.replicate_runs.size() > 1) {
@@ -506,7 +510,9 @@ std::string format_timeseries_csv(const std::vector<ExperimentResult>& results) 
                 id += ',';
                 id += csv_escape(v);
             }
-            id += fmt::format(",{}", r->config.seed);
+            if (replicated) {
+                id += fmt::format(",{}", r->config.seed);
+            }
             for (const auto& t : r->sim.timeseries) {
                 const std::string hit =
                     t.prefix_cache_queries > 0 ? number_text(static_cast<double>(t.prefix_cache_hits) /

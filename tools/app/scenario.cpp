@@ -15,6 +15,7 @@
 #include "common/yaml_reader.h"
 #include "models/model_registry.h"
 #include "workloads/open_loop_workload.h"
+#include "tools/app/engine_keys.h"
 #include "tools/app/experiment.h"
 #include "workloads/workload.h"
 
@@ -22,14 +23,6 @@ namespace servesim::app {
 namespace {
 
 namespace fs = std::filesystem;
-
-const std::vector<std::string_view> kEngineKeys = {
-    "block_size",         "max_num_batched_tokens", "max_num_seqs",          "max_model_len",
-    "gpu_memory_utilization", "kv_cache_dtype",     "enable_prefix_caching", "mamba_cache_mode",
-    "kv_cache_memory_bytes", "enable_chunked_prefill", "long_prefill_token_threshold",
-    "scheduler_reserve_full_isl", "vllm_version", "kv_offloading_size", "kv_offloading_load_us_per_token",
-    "async_scheduling", "tensor_parallel_size",
-    "prefix_cache_retention_interval"};
 
 const std::vector<std::string_view> kClusterKeys = {"replicas", "router"};
 
@@ -90,6 +83,76 @@ YAML::Node layer_from_path(const std::string& path, const YAML::Node& value) {
     return root;
 }
 
+// `root` with `value` at the dotted `path`, replacing what was there (a whole mapping too). The maps along the path
+// are copied, so nodes shared with the scenario's layers (merge_layers shares them) are never modified.
+YAML::Node replace_at(const YAML::Node& root, std::string_view path, const YAML::Node& value) {
+    const auto dot = path.find('.');
+    const std::string head(path.substr(0, dot));
+    YAML::Node out(YAML::NodeType::Map);
+    YAML::Node child;
+    if (root.IsMap()) {
+        for (const auto& kv : root) {
+            const auto k = kv.first.as<std::string>();
+            if (k == head) {
+                child = kv.second;
+            } else {
+                out[k] = kv.second;
+            }
+        }
+    }
+    if (dot == std::string_view::npos) {
+        out[head] = value;
+    } else {
+        out[head] = replace_at(child && child.IsMap() ? child : YAML::Node(YAML::NodeType::Map),
+                               path.substr(dot + 1), value);
+    }
+    return out;
+}
+
+// Whether `layer` sets the dotted `path` or a key under it, or holds a non-mapping where path's parent should be.
+bool sets_path(const YAML::Node& layer, std::string_view path) {
+    const auto dot = path.find('.');
+    const std::string head(path.substr(0, dot));
+    if (!layer.IsMap() || !layer[head]) {
+        return false;
+    }
+    const YAML::Node child = layer[head];
+    return dot == std::string_view::npos || !child.IsMap() || sets_path(child, path.substr(dot + 1));
+}
+
+// An error about a key the command line set ("<file>[:line]: 'engine.max_num_seqs': message") is re-thrown as
+// "command line: --max-num-seqs: message"; any other error goes on unchanged.
+[[noreturn]] void rethrow_naming_command_line(const ConfigError& e, const std::string& file,
+                                              const std::vector<Override>& overrides) {
+    const std::string msg = e.what();
+    std::size_t p = 0;
+    if (msg.starts_with(file)) {
+        p = file.size();
+        if (p < msg.size() && msg[p] == ':') {
+            std::size_t q = p + 1;
+            while (q < msg.size() && std::isdigit(static_cast<unsigned char>(msg[q]))) {
+                ++q;
+            }
+            p = q > p + 1 ? q : p;
+        }
+    }
+    if (p == 0 || msg.compare(p, 3, ": '") != 0) {
+        throw e;
+    }
+    const std::size_t key_end = msg.find("': ", p + 3);
+    if (key_end == std::string::npos) {
+        throw e;
+    }
+    const std::string key = msg.substr(p + 3, key_end - p - 3);
+    const std::string rest = msg.substr(key_end + 3);
+    for (auto it = overrides.rbegin(); it != overrides.rend(); ++it) {
+        if (key == it->path || key.starts_with(it->path + ".")) {
+            throw ConfigError("command line: " + it->origin + ": " + (key == it->path ? "" : "'" + key + "': ") + rest);
+        }
+    }
+    throw e;
+}
+
 std::string column_name(const std::string& path) {
     const auto dot = path.rfind('.');
     return dot == std::string::npos ? path : path.substr(dot + 1);
@@ -118,36 +181,6 @@ std::string resolve_relative(const std::string& value, const std::string& base_d
 
 bool looks_like_path(const std::string& s) {
     return s.find('/') != std::string::npos || s.ends_with(".json") || s.ends_with(".yaml") || s.ends_with(".yml");
-}
-
-std::int64_t parse_bytes(const YamlMap& m, std::string_view key) {
-    const YAML::Node n = m.node(key);
-    const std::string text = n.IsScalar() ? n.Scalar() : "";
-    std::size_t pos = 0;
-    double value = 0;
-    try {
-        value = std::stod(text, &pos);
-    } catch (const std::logic_error&) {
-        m.fail(key, "expected a size in bytes, or a number with GiB, MiB, GB or MB, got '" + text + "'");
-    }
-    std::string unit = text.substr(pos);
-    unit.erase(0, unit.find_first_not_of(' '));
-    double scale = 1;
-    if (unit == "GiB") {
-        scale = 1024.0 * 1024.0 * 1024.0;
-    } else if (unit == "MiB") {
-        scale = 1024.0 * 1024.0;
-    } else if (unit == "GB") {
-        scale = 1e9;
-    } else if (unit == "MB") {
-        scale = 1e6;
-    } else if (!unit.empty() && unit != "B") {
-        m.fail(key, "unknown size unit '" + unit + "'; allowed: B, MB, MiB, GB, GiB");
-    }
-    if (!(value > 0) || !std::isfinite(value)) {
-        m.fail(key, "must be a positive size");
-    }
-    return static_cast<std::int64_t>(std::floor(value * scale));
 }
 
 // `capacity_tokens`: a whole number of tokens ≥ 1 (1e9 accepted), or `unlimited` (→ nullopt).
@@ -186,103 +219,6 @@ double parse_duration(const YamlMap& m, std::string_view key) {
     return parse_duration_s(n.Scalar(), m.file(), m.line(key), m.key_path(key));
 }
 
-EngineSettings parse_engine(const YamlMap& e) {
-    e.allow_only(kEngineKeys);
-    EngineSettings s;
-    if (e.has("block_size")) {
-        const int b = e.get<int>("block_size");
-        if (b <= 0 || b % 16 != 0) {
-            e.fail("block_size", fmt::format("{} is not supported by the attention backend; allowed: a positive "
-                                             "multiple of 16 (16, 32, 64, … ; hybrids raise it further)",
-                                             b));
-        }
-        s.block_size = b;
-    }
-    if (e.has("max_num_batched_tokens")) {
-        s.max_num_batched_tokens = e.get_in_range<std::int64_t>("max_num_batched_tokens", 1, 1LL << 30);
-    }
-    if (e.has("max_num_seqs")) {
-        s.max_num_seqs = e.get_in_range<std::int64_t>("max_num_seqs", 1, 1LL << 24);
-    }
-    if (e.has("max_model_len")) {
-        s.max_model_len = e.get_in_range<std::int64_t>("max_model_len", 1, 1LL << 30);
-    }
-    if (e.has("gpu_memory_utilization")) {
-        const double u = e.get<double>("gpu_memory_utilization");
-        if (!(u > 0.0 && u <= 1.0)) {
-            e.fail("gpu_memory_utilization", fmt::format("{} is outside (0, 1]", u));
-        }
-        s.gpu_memory_utilization = u;
-    }
-    if (e.has("kv_cache_dtype")) {
-        const auto t = e.get<std::string>("kv_cache_dtype");
-        if (t == "fp8" || t == "fp8_e4m3" || t == "fp8_e5m2") {
-            s.kv_cache_dtype_fp8 = true;
-        } else if (t != "auto" && t != "bfloat16" && t != "bf16") {
-            e.fail("kv_cache_dtype", "'" + t + "' is not supported; allowed: auto, bfloat16, fp8, fp8_e4m3, fp8_e5m2");
-        }
-    }
-    s.enable_prefix_caching = e.get_optional<bool>("enable_prefix_caching");
-    if (e.has("mamba_cache_mode")) {
-        const auto t = e.get<std::string>("mamba_cache_mode");
-        try {
-            s.mamba_cache_mode = cache::parse_mamba_cache_mode(t);
-        } catch (const ConfigError&) {
-            e.fail("mamba_cache_mode", "'" + t + "' is not a mode; allowed: none, align, all");
-        }
-    }
-    if (e.has("kv_cache_memory_bytes")) {
-        s.kv_cache_memory_bytes = parse_bytes(e, "kv_cache_memory_bytes");
-    }
-    s.enable_chunked_prefill = e.get_or<bool>("enable_chunked_prefill", true);
-    if (e.has("long_prefill_token_threshold")) {
-        s.long_prefill_token_threshold = e.get_in_range<std::int64_t>("long_prefill_token_threshold", 0, 1LL << 30);
-    }
-    s.scheduler_reserve_full_isl = e.get_or<bool>("scheduler_reserve_full_isl", true);
-    s.async_scheduling = e.get_or<bool>("async_scheduling", true);
-    if (e.has("tensor_parallel_size")) {
-        s.tensor_parallel_size = e.get_in_range<int>("tensor_parallel_size", 1, 1024);
-    }
-    if (e.has("kv_offloading_size")) {
-        s.kv_offloading_size_gib = e.get<double>("kv_offloading_size");
-        if (!(*s.kv_offloading_size_gib > 0)) {
-            e.fail("kv_offloading_size", "must be a positive size in GiB (vLLM --kv-offloading-size)");
-        }
-    }
-    if (e.has("kv_offloading_load_us_per_token")) {
-        s.kv_offloading_load_us_per_token = e.get<double>("kv_offloading_load_us_per_token");
-        if (*s.kv_offloading_load_us_per_token < 0) {
-            e.fail("kv_offloading_load_us_per_token", "must be non-negative");
-        }
-    }
-    if (e.has("prefix_cache_retention_interval")) {
-        // vLLM --prefix-cache-retention-interval: none (dense), 0, or tokens (a multiple of the block size,
-        // checked with the memory plan).
-        const auto t = e.get<std::string>("prefix_cache_retention_interval");
-        if (t == "none" || t == "None") {
-            s.prefix_cache_retention_interval = cache::kRetentionDense;
-        } else {
-            std::int64_t v = -1;
-            const auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
-            if (ec != std::errc() || end != t.data() + t.size() || v < 0 || v > (1LL << 30)) {
-                e.fail("prefix_cache_retention_interval",
-                       "'" + t + "' is not allowed; allowed: none (dense), 0 (replay boundary and shared-prefix "
-                       "junctions only) or a number of tokens that is a multiple of the block size");
-            }
-            s.prefix_cache_retention_interval = v;
-        }
-    }
-    if (e.has("vllm_version")) {
-        s.vllm_version = e.get<std::string>("vllm_version");
-        try {
-            (void)cache::parse_vllm_version(s.vllm_version);
-        } catch (const ConfigError& err) {
-            e.fail("vllm_version", err.what());
-        }
-    }
-    return s;
-}
-
 ExperimentConfig parse_experiment(const YamlMap& m, const std::string& base_dir) {
     std::vector<std::string_view> allowed(scenario_keys().begin(), scenario_keys().end());
     m.allow_only(allowed);
@@ -315,7 +251,7 @@ ExperimentConfig parse_experiment(const YamlMap& m, const std::string& base_dir)
         x.cost_model = resolve_relative(x.cost_model, base_dir);
     }
     if (m.has("engine")) {
-        x.engine = parse_engine(m.map("engine"));
+        x.engine = parse_engine_settings(m.map("engine"));
     }
     if (m.has("cluster")) {
         const YamlMap c = m.map("cluster");
@@ -432,8 +368,47 @@ const std::vector<std::string_view>& scenario_keys() {
     return keys;
 }
 
+Override parse_set_override(const std::string& o) {
+    const auto eq = o.find('=');
+    if (eq == std::string::npos || eq == 0) {
+        throw ConfigError(fmt::format("command line: --set '{}': expected key=value, e.g. engine.block_size=32", o));
+    }
+    const std::string key = o.substr(0, eq);
+    const std::string first = key.substr(0, key.find('.'));
+    if (std::find(scenario_keys().begin(), scenario_keys().end(), first) == scenario_keys().end() ||
+        first == "experiments" || first == "sweep") {
+        std::string list;
+        for (auto k : scenario_keys()) {
+            if (k != "experiments" && k != "sweep") {
+                list += (list.empty() ? "" : ", ") + std::string(k);
+            }
+        }
+        throw ConfigError(fmt::format("command line: --set '{}': unknown key '{}'; allowed: {}", o, first, list));
+    }
+    const std::string origin = "--set " + o;
+    YAML::Node value;
+    try {
+        value = load_yaml_string(o.substr(eq + 1), "--set " + key);
+    } catch (const ConfigError& e) {
+        throw ConfigError("command line: " + origin + ": " + e.what());
+    }
+    (void)layer_from_path(key, value);  // rejects empty components ("engine..block_size")
+    return {key, value, origin};
+}
+
 Scenario load_scenario_text(const std::string& text, const std::string& file,
                             const std::vector<std::string>& overrides, std::optional<std::uint64_t> seed_override) {
+    std::vector<Override> all;
+    for (const auto& o : overrides) {
+        all.push_back(parse_set_override(o));
+    }
+    if (seed_override) {
+        all.push_back({"seed", YAML::Node(*seed_override), "--seed"});
+    }
+    return load_scenario_text(text, file, all);
+}
+
+Scenario load_scenario_text(const std::string& text, const std::string& file, const std::vector<Override>& overrides) {
     const YAML::Node root = load_yaml_string(text, file);
     const std::string base_dir = fs::path(file).has_parent_path() ? fs::path(file).parent_path().string() : ".";
     const YamlMap top(root, file);
@@ -450,31 +425,6 @@ Scenario load_scenario_text(const std::string& text, const std::string& file,
         if (k != "experiments" && k != "sweep" && k != "name" && k != "description") {
             base[k] = kv.second;
         }
-    }
-
-    // --set overrides and --seed: the last layer.
-    std::vector<YAML::Node> override_layers;
-    for (const auto& o : overrides) {
-        const auto eq = o.find('=');
-        if (eq == std::string::npos || eq == 0) {
-            throw ConfigError(fmt::format("--set '{}': expected key=value, e.g. engine.block_size=32", o));
-        }
-        const std::string key = o.substr(0, eq);
-        const std::string first = key.substr(0, key.find('.'));
-        if (std::find(scenario_keys().begin(), scenario_keys().end(), first) == scenario_keys().end() ||
-            first == "experiments" || first == "sweep") {
-            std::string list;
-            for (auto k : scenario_keys()) {
-                list += (list.empty() ? "" : ", ") + std::string(k);
-            }
-            throw ConfigError(fmt::format("--set '{}': unknown key '{}'; allowed: {}", o, first, list));
-        }
-        override_layers.push_back(layer_from_path(key, load_yaml_string(o.substr(eq + 1), "--set " + key)));
-    }
-    if (seed_override) {
-        YAML::Node s(YAML::NodeType::Map);
-        s["seed"] = *seed_override;
-        override_layers.push_back(s);
     }
 
     // experiments: side-by-side variants.
@@ -535,6 +485,25 @@ Scenario load_scenario_text(const std::string& text, const std::string& file,
         sc.is_sweep = true;
     }
 
+    // A command-line value would replace what a sweep axis or an experiment varies, while the table still labelled
+    // the rows by the file's values: refused, naming both.
+    for (const auto& o : overrides) {
+        for (const auto& [key, values] : axes) {
+            if (key == o.path || key.starts_with(o.path + ".") || o.path.starts_with(key + ".")) {
+                throw ConfigError(fmt::format("command line: {}: the scenario sweeps {} (sweep: in {}); a "
+                                              "command-line value would replace every point's; drop one of them",
+                                              o.origin, key, file));
+            }
+        }
+        for (std::size_t i = 0; i < variants.size() && variants.size() > 1; ++i) {
+            if (sets_path(variants[i].layer, o.path)) {
+                throw ConfigError(fmt::format("command line: {}: experiment '{}' in {} sets {} itself; a "
+                                              "command-line value would replace every experiment's",
+                                              o.origin, variants[i].name, file, o.path));
+            }
+        }
+    }
+
     std::vector<std::size_t> idx(axes.size(), 0);
     const bool many_variants = variants.size() > 1;
     while (true) {
@@ -551,10 +520,17 @@ Scenario load_scenario_text(const std::string& text, const std::string& file,
                 proto.columns.emplace_back(column_name(axes[a].first), column_value(axes[a].first, value));
                 label += fmt::format(" {}={}", column_name(axes[a].first), column_value(axes[a].first, value));
             }
-            layers.insert(layers.end(), override_layers.begin(), override_layers.end());
-            const YAML::Node merged = merge_layers(layers);
-            ExperimentConfig x = parse_experiment(YamlMap(merged, file), base_dir);
-            check_model_gpu_and_memory(YamlMap(merged, file), x);
+            YAML::Node merged = merge_layers(layers);
+            for (const auto& o : overrides) {
+                merged = replace_at(merged, o.path, o.value);
+            }
+            ExperimentConfig x;
+            try {
+                x = parse_experiment(YamlMap(merged, file), base_dir);
+                check_model_gpu_and_memory(YamlMap(merged, file), x);
+            } catch (const ConfigError& e) {
+                rethrow_naming_command_line(e, file, overrides);
+            }
             x.name = label;
             x.columns = proto.columns;
             sc.experiments.push_back(std::move(x));
@@ -581,13 +557,24 @@ Scenario load_scenario_text(const std::string& text, const std::string& file,
 
 Scenario load_scenario(const std::string& path, const std::vector<std::string>& overrides,
                        std::optional<std::uint64_t> seed_override) {
+    std::vector<Override> all;
+    for (const auto& o : overrides) {
+        all.push_back(parse_set_override(o));
+    }
+    if (seed_override) {
+        all.push_back({"seed", YAML::Node(*seed_override), "--seed"});
+    }
+    return load_scenario(path, all);
+}
+
+Scenario load_scenario(const std::string& path, const std::vector<Override>& overrides) {
     std::ifstream in(path);
     if (!in) {
         throw ConfigError(path + ": cannot open scenario file");
     }
     std::stringstream buffer;
     buffer << in.rdbuf();
-    return load_scenario_text(buffer.str(), path, overrides, seed_override);
+    return load_scenario_text(buffer.str(), path, overrides);
 }
 
 }  // namespace servesim::app

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/yaml_reader.h"
 #include "sim/cache/memory_plan.h"
 
 namespace servesim::app {
@@ -84,6 +85,24 @@ struct Scenario {
     std::vector<std::string> sweep_columns;  // column names of the swept keys, in order
     std::vector<ExperimentConfig> experiments;
 };
+
+// A value given on the command line: it replaces whatever the scenario holds at `path` (a whole mapping when the value
+// is one: `--set 'workload={type: synthetic, ...}'` switches the workload type), after every layer of the file
+// (experiments, sweep points). An error about `path` or a key under it names `origin` instead of the file:
+// "command line: --max-num-seqs: value 0 is out of range; allowed: 1 to 16777216".
+struct Override {
+    std::string path;    // dotted scenario key: "engine.max_num_seqs", "workload", "seed"
+    YAML::Node value;
+    std::string origin;  // what the user typed: "--max-num-seqs", "--set engine.block_size=32"
+};
+
+// "key=value" as --set takes it (value parsed as YAML); an unknown first key lists the scenario keys.
+[[nodiscard]] Override parse_set_override(const std::string& text);
+
+[[nodiscard]] Scenario load_scenario(const std::string& path, const std::vector<Override>& overrides);
+
+[[nodiscard]] Scenario load_scenario_text(const std::string& text, const std::string& name_for_errors,
+                                          const std::vector<Override>& overrides);
 
 // `overrides` are "dotted.key=value" strings from --set (value parsed as YAML). A seed override replaces `seed`.
 [[nodiscard]] Scenario load_scenario(const std::string& path, const std::vector<std::string>& overrides,

@@ -13,6 +13,8 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
+from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator  # noqa: E402
 
 BLOCK = 528
 PUBLISHED_PREFILL = {  # seed-study.md: ms per 1,000 prompt tokens
@@ -58,10 +60,60 @@ def table(header, body):
 def savefig(fig, report_dir, name):
     os.makedirs(os.path.join(report_dir, "plots"), exist_ok=True)
     path = os.path.join(report_dir, "plots", name)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 1, 0.86 if fig._suptitle is not None else 1))
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return f"plots/{name}"
+
+
+# Plot conventions (shared with tools/plot/servesim_plot.py): one colour per model in every figure, p50 solid and
+# p99 dashed, units on the axes, x ticks at the swept values, the set-up in the title.
+MODEL_COLOURS = {"Qwen3-4B": "#1f77b4", "Qwen3.5-4B": "#ff7f0e"}
+EXTRA_COLOURS = ["#2ca02c", "#d62728", "#9467bd", "#8c564b"]
+
+
+def colour(name):
+    for m, c in MODEL_COLOURS.items():
+        if name == m or name.startswith(m + "-") or name.startswith(m + " "):
+            return c
+    return EXTRA_COLOURS[sum(map(ord, name)) % len(EXTRA_COLOURS)]  # stable across runs (no hash())
+
+
+def ticks_at(ax, values, log2=False):
+    """x ticks exactly at the swept values, labelled 5, 10, 1,056 (not 2^3); on a log axis a value closer than a
+    fifth of an octave to the previous tick gets none, so labels never overlap."""
+    vals = sorted(set(values))
+    if log2:
+        ax.set_xscale("log", base=2)
+        kept = []
+        for v in vals:
+            if not kept or v <= 0 or math.log2(v / kept[-1]) >= 0.2:
+                kept.append(v)
+        vals = kept
+    ax.xaxis.set_major_locator(FixedLocator(vals))
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
+
+
+def plain_log_y(ax):
+    ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}" if v >= 1 else f"{v:g}"))
+    ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: ""))
+
+
+def legend_above(fig, entries, y=0.9, ncol=6):
+    """One legend for the figure: (label, colour, line style) entries."""
+    handles = [Line2D([], [], color=c, ls=ls, lw=2, label=lab) if ls != "^" else
+               Line2D([], [], color=c, marker="^", ls="", label=lab) for lab, c, ls in entries]
+    fig.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, y), ncol=min(len(handles), ncol),
+               fontsize=9, frameon=False)
+
+
+def setup(rs):
+    """'Qwen3-4B vs Qwen3.5-4B on RTX 3090' from the rows."""
+    models = list(dict.fromkeys(r["model"] for r in rs if r.get("model")))
+    gpus = list(dict.fromkeys(r["gpu"] for r in rs if r.get("gpu")))
+    return " vs ".join(models) + (" on " + " / ".join(gpus) if gpus else "")
 
 
 def main():
@@ -123,19 +175,27 @@ def main():
         md.append(table(["model", "tenants", "hit rate", "TTFT p50 ms", "ITL p50", "ITL mean", "ITL p99",
                          "sent req/s", "served req/s", "preemptions", "KV usage max"], body) + "\n")
         groups = by_model(ts, "model")
-        fig, axes = plt.subplots(1, 3, figsize=(14, 4))
+        fig, axes = plt.subplots(1, 3, figsize=(14, 4.8))
         for m, rs in groups.items():
             t = [int(r["tenants"]) for r in rs]
-            axes[0].plot(t, [100 * num(r, "prefix_cache_hit_rate") for r in rs], "o-", label=m)
-            axes[1].plot(t, [num(r, "ttft_ms_p50") for r in rs], "o-", label=m + " p50")
-            axes[2].plot(t, [num(r, "itl_ms_p50") for r in rs], "o-", label=m + " p50")
-            axes[2].plot(t, [num(r, "itl_ms_p99") for r in rs], "x--", label=m + " p99")
-        for ax, title in zip(axes, ["prefix-cache hit rate %", "TTFT ms (log)", "ITL ms"]):
-            ax.set_xscale("log", base=2)
+            c = colour(m)
+            axes[0].plot(t, [100 * num(r, "prefix_cache_hit_rate") for r in rs], "o-", color=c)
+            axes[1].plot(t, [num(r, "ttft_ms_p50") for r in rs], "o-", color=c)
+            axes[1].plot(t, [num(r, "ttft_ms_p99") for r in rs], "o--", color=c, ms=3)
+            axes[2].plot(t, [num(r, "itl_ms_p50") for r in rs], "o-", color=c)
+            axes[2].plot(t, [num(r, "itl_ms_p99") for r in rs], "o--", color=c, ms=3)
+        for ax, title, unit in zip(axes, ["prefix-cache hit rate", "time to first token", "inter-token latency"],
+                                   ["% of prompt tokens", "ms", "ms"]):
+            ticks_at(ax, [int(r["tenants"]) for r in ts], log2=True)
             ax.set_xlabel("tenants")
+            ax.set_ylabel(unit)
             ax.set_title(title)
-            ax.legend(fontsize=7)
-        axes[1].set_yscale("log")
+            ax.grid(True, alpha=0.3)
+        axes[0].set_ylim(0, 100)
+        plain_log_y(axes[1])
+        axes[2].set_ylim(bottom=0)
+        fig.suptitle(f"Tenant sweep: {setup(ts)}, 6 req/s, prefix caching on")
+        legend_above(fig, [(m, colour(m), "-") for m in groups] + [("p50", "black", "-"), ("p99", "black", "--")])
         md.append(f"![tenant sweep]({savefig(fig, report_dir, 'tenant-sweep.png')})\n")
         full = {r["tenants"]: r for r in groups.get("Qwen3-4B", [])}
         hyb = {r["tenants"]: r for r in groups.get("Qwen3.5-4B", [])}
@@ -171,20 +231,28 @@ def main():
         if os.path.exists(ts_path):
             with open(ts_path) as f:
                 series = list(csv.DictReader(f))
-            fig, axes = plt.subplots(1, 2, figsize=(12, 4))
+            fig, axes = plt.subplots(1, 2, figsize=(12, 4.6))
+            styles = {"20": ":", "40": "-"}
             for exp in ["Qwen3-4B", "Qwen3.5-4B"]:
-                for t, style in [("20", "-"), ("40", "--")]:
+                for t, style in styles.items():
                     pts = [r for r in series if r["experiment"] == exp and r["tenants"] == t]
                     if not pts:
                         continue
                     x = [float(r["t_s"]) for r in pts]
-                    axes[0].plot(x, [int(r["waiting"]) for r in pts], style, label=f"{exp}, {t} tenants")
-                    axes[1].plot(x, [100 * float(r["kv_usage"]) for r in pts], style, label=f"{exp}, {t} tenants")
-            axes[0].set_title("waiting requests (queue growth)")
-            axes[1].set_title("KV cache usage % (evictable blocks count as free)")
+                    axes[0].plot(x, [int(r["waiting"]) for r in pts], style, color=colour(exp), lw=1.2)
+                    axes[1].plot(x, [100 * float(r["kv_usage"]) for r in pts], style, color=colour(exp), lw=1.2)
+            axes[0].set_title("waiting queue")
+            axes[0].set_ylabel("requests")
+            axes[1].set_title("KV-cache usage (evictable blocks count as free)")
+            axes[1].set_ylabel("% of blocks")
+            axes[1].set_ylim(0, 100)
+            axes[0].set_ylim(bottom=0)
             for ax in axes:
-                ax.set_xlabel("simulated time s")
-                ax.legend(fontsize=7)
+                ax.set_xlabel("simulated time (s)")
+                ax.grid(True, alpha=0.3)
+            fig.suptitle(f"Tenant sweep over time: {setup(ts)}, 6 req/s")
+            legend_above(fig, [(m, colour(m), "-") for m in ["Qwen3-4B", "Qwen3.5-4B"]] +
+                         [(f"{t} tenants", "black", ls) for t, ls in styles.items()])
             md.append(f"![queue and KV usage over time]({savefig(fig, report_dir, 'tenant-sweep-timeseries.png')})\n")
             md.append("Over time (`servesim sweep … --out DIR` writes `timeseries.csv`): at 20 tenants nothing "
                       "queues. At 40 tenants the full model's waiting queue jumps to ~9 requests once its pool fills "
@@ -268,22 +336,29 @@ def main():
     pf = rows(out, "prefill-curve")
     if pf:
         md.append("## 6. Prefill cost vs prompt length\n")
-        fig, ax = plt.subplots(figsize=(7, 4))
+        fig, ax = plt.subplots(figsize=(8, 5))
         body = {}
+        pf_styles = {exp: "-." if "caching" in exp else "-" for exp in by_model(pf)}
         for exp, rs in by_model(pf).items():
             x = [int(r["prompt_tokens"]) for r in rs]
             y = [num(r, "ttft_ms_p50") / int(r["prompt_tokens"]) * 1000 for r in rs]
-            ax.plot(x, y, "o-", label="servesim " + exp)
+            ax.plot(x, y, "o", ls=pf_styles[exp], color=colour(exp))
             for xi, yi in zip(x, y):
                 body.setdefault(xi, {})[exp] = yi
         for m, p in PUBLISHED_PREFILL.items():
             xs = [512, 16320]
-            ax.plot(xs, [p["a"] + p["b"] * v for v in xs], ":", label=f"published fit {m}")
+            ax.plot(xs, [p["a"] + p["b"] * v for v in xs], ":", color=colour(m))
             ax.plot([512], [p[512]], "k^")
-        ax.plot([16320], [193.8], "k^", label="published points")
+        ax.plot([16320], [193.8], "k^")
+        ticks_at(ax, [int(r["prompt_tokens"]) for r in pf], log2=True)
+        ax.tick_params(axis="x", labelrotation=30)
         ax.set_xlabel("prompt tokens")
-        ax.set_ylabel("ms per 1,000 prompt tokens (TTFT)")
-        ax.legend(fontsize=7)
+        ax.set_ylabel("TTFT per 1,000 prompt tokens (ms)")
+        ax.set_ylim(bottom=0)
+        ax.grid(True, alpha=0.3)
+        fig.suptitle(f"Prefill cost against prompt length: {setup(pf)}")
+        legend_above(fig, [(f"servesim {m}", colour(m), pf_styles[m]) for m in by_model(pf)] +
+                     [("published fit", "black", ":"), ("published points", "black", "^")], y=0.94, ncol=3)
         md.append(f"![prefill curve]({savefig(fig, report_dir, 'prefill-curve.png')})\n")
         exps = list(by_model(pf).keys())
         md.append(table(["prompt tokens"] + exps, [[k] + [fmt(body[k].get(e, float('nan'))) for e in exps]
@@ -304,8 +379,9 @@ def main():
         for r in be:
             data.setdefault((r["experiment"], int(r["prompt_tokens"])), []).append(
                 (int(r["output_tokens"]), num(r, "e2e_ms_p50"), num(r, "ttft_ms_p50"), num(r, "itl_ms_mean")))
-        fig, ax = plt.subplots(figsize=(7, 4))
+        fig, ax = plt.subplots(figsize=(8, 5))
         body = []
+        ctx_colours = {c: EXTRA_COLOURS[i % len(EXTRA_COLOURS)] for i, c in enumerate(sorted({k[1] for k in data}))}
         for dtype in ["bf16", "fp8"]:
             for ctx in sorted({k[1] for k in data}):
                 f = sorted(data.get((f"Qwen3-4B-{dtype}", ctx), []))
@@ -313,7 +389,8 @@ def main():
                 if not f or not h:
                     continue
                 diff = [(a[0], a[1] - b[1]) for a, b in zip(f, h)]  # full − hybrid: > 0 means hybrid faster
-                ax.plot([d[0] for d in diff], [d[1] for d in diff], "o-", label=f"{dtype}, {ctx} context")
+                ax.plot([d[0] for d in diff], [d[1] for d in diff], "o-" if dtype == "bf16" else "s--",
+                        color=ctx_colours[ctx])
                 ttft_gap = f[0][2] - h[0][2]
                 itl_gap = f[-1][3] - h[-1][3]
                 # The crossing of the two E2E curves, interpolated between the swept answer lengths.
@@ -328,10 +405,13 @@ def main():
                     verdict = ("hybrid" if diff[-1][1] > 0 else "full model") + " ahead at every length swept"
                 body.append([dtype, ctx, fmt(f[0][2]), fmt(h[0][2]), fmt(f[-1][3], 2), fmt(h[-1][3], 2), verdict])
         ax.axhline(0, color="k", lw=0.5)
-        ax.set_xscale("log", base=2)
+        ticks_at(ax, [k for v in data.values() for k, *_ in v], log2=True)
         ax.set_xlabel("answer tokens")
-        ax.set_ylabel("E2E(full) − E2E(hybrid) ms")
-        ax.legend(fontsize=7)
+        ax.set_ylabel("E2E(full) − E2E(hybrid) (ms); > 0: hybrid faster")
+        ax.grid(True, alpha=0.3)
+        fig.suptitle(f"Break-even answer length: {setup(be)}, one request at a time")
+        legend_above(fig, [(f"{c:,} context tokens", col, "-") for c, col in ctx_colours.items()] +
+                     [("bf16 KV", "black", "-"), ("fp8 KV", "black", "--")], y=0.92)
         md.append(f"![break-even]({savefig(fig, report_dir, 'break-even.png')})\n")
         md.append(table(["KV", "context", "TTFT full ms", "TTFT hybrid ms", "ITL full ms (mean, longest answer)", "ITL hybrid ms (same)", "E2E crossing"],
                         body) + "\n")
@@ -383,15 +463,22 @@ def main():
     bs = rows(out, "block-size")
     if bs:
         md.append("## 9. Beyond the study: block size 16…1,056\n")
-        fig, ax = plt.subplots(figsize=(7, 4))
+        fig, ax = plt.subplots(figsize=(8, 5))
+        tenant_styles = {t: ls for t, ls in zip(sorted({r["tenants"] for r in bs}, key=int), ["-", "--", ":", "-."])}
         for (m, t), rs in sorted({(r["model"], r["tenants"]): [x for x in bs if x["model"] == r["model"]
                                                             and x["tenants"] == r["tenants"]] for r in bs}.items()):
-            ax.plot([int(r["effective_block_size"]) for r in rs], [100 * num(r, "prefix_cache_hit_rate") for r in rs], "o-",
-                    label=f"{m}, {t} tenants")
-        ax.set_xscale("log", base=2)
+            rs = sorted(rs, key=lambda r: int(r["effective_block_size"]))
+            ax.plot([int(r["effective_block_size"]) for r in rs], [100 * num(r, "prefix_cache_hit_rate") for r in rs], "o",
+                    ls=tenant_styles[t], color=colour(m))
+        ticks_at(ax, [int(r["effective_block_size"]) for r in bs], log2=True)
+        ax.tick_params(axis="x", labelrotation=30)
         ax.set_xlabel("effective block size (tokens)")
-        ax.set_ylabel("hit rate %")
-        ax.legend(fontsize=7)
+        ax.set_ylabel("prefix-cache hit rate (% of prompt tokens)")
+        ax.set_ylim(0, 100)
+        ax.grid(True, alpha=0.3)
+        fig.suptitle(f"Block size against hit rate: {setup(bs)}")
+        legend_above(fig, [(m, colour(m), "-") for m in dict.fromkeys(r["model"] for r in bs)] +
+                     [(f"{t} tenants", "black", ls) for t, ls in tenant_styles.items()], y=0.92)
         md.append(f"![block size]({savefig(fig, report_dir, 'block-size.png')})\n")
         md.append(table(["model", "tenants", "requested block", "effective block", "hit rate", "TTFT p50 ms"],
                         [[r["model"], r["tenants"], r["block_size"],

@@ -1,0 +1,119 @@
+// The servesim binary as a user meets it: --version, help, usage lines with one program name, the bench flags'
+// place, and `plot` turning an --out folder into PNGs (tools/servesim.cpp, tools/plot/servesim_plot.py).
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <sys/wait.h>
+
+#include "tests/catch.h"
+
+namespace {
+
+struct Ran {
+    int status = -1;
+    std::string output;  // stdout and stderr together
+};
+
+Ran servesim(const std::string& args, const std::string& env = "") {
+    Ran r;
+    const std::string cmd = env + "'" + SERVESIM_BINARY + "' " + args + " 2>&1";
+    FILE* p = popen(cmd.c_str(), "r");
+    REQUIRE(p != nullptr);
+    std::array<char, 4096> buf{};
+    std::size_t n = 0;
+    while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) {
+        r.output.append(buf.data(), n);
+    }
+    const int st = pclose(p);
+    r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return r;
+}
+
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+TEST_CASE("CLI: --version names the release, the commit and the default vLLM version", "[tools][cli]") {
+    const Ran r = servesim("--version");
+    INFO(r.output);
+    CHECK(r.status == 0);
+    CHECK(r.output.starts_with("servesim 0.1.0 (git "));
+    CHECK(contains(r.output, "vLLM rules: 0.30 by default; modelled releases 0.18 to 0.30"));
+}
+
+TEST_CASE("CLI: help COMMAND shows the command's options, engine flags as vLLM spells them", "[tools][cli]") {
+    const Ran run = servesim("help run");
+    INFO(run.output);
+    CHECK(run.status == 0);
+    CHECK(run.output.starts_with("usage: servesim run [SCENARIO] [options]"));
+    for (const char* flag : {"--max-num-seqs N", "--max-num-batched-tokens N", "--[no-]enable-chunked-prefill",
+                             "--kv-cache-dtype NAME", "--block-size N", "--gpu-memory-utilization X",
+                             "-tp, --tensor-parallel-size N", "--[no-]enable-prefix-caching",
+                             "--kv-offloading-size SIZE", "-dp, --data-parallel-size N", "--mamba-cache-mode NAME",
+                             "--max-model-len N", "--kv-cache-memory-bytes SIZE", "--vllm-version X.Y",
+                             "--request-rate", "--num-prompts", "--random-input-len"}) {
+        CHECK(contains(run.output, flag));
+    }
+    CHECK(servesim("inspect --help").output.starts_with("usage: servesim inspect --model M"));
+    CHECK(servesim("help sweep").output.starts_with("usage: servesim sweep SCENARIO"));
+}
+
+TEST_CASE("CLI: every usage line names the program `servesim`", "[tools][cli]") {
+    const Ran cal = servesim("calibrate --help");
+    CHECK(cal.status == 0);
+    CHECK(cal.output.starts_with("usage: servesim calibrate --model M"));
+    const Ran bad = servesim("calibrate --bogus");
+    INFO(bad.output);
+    CHECK(bad.status == 2);
+    CHECK(contains(bad.output, "usage: servesim calibrate --model M"));
+    CHECK(!contains(bad.output, "servesim-calibrate"));
+    CHECK(servesim("help").output.starts_with("usage: servesim <command> [options]"));
+}
+
+TEST_CASE("CLI: bench flags with a scenario file point to --set", "[tools][cli]") {
+    const Ran r = servesim("run scenarios/quickstart.yaml --request-rate 3");
+    CHECK(r.status == 2);
+    CHECK(contains(r.output, "servesim: error: command line: the vllm bench serve flags"));
+    CHECK(contains(r.output, "--set workload.rate=10"));
+    const Ran m = servesim("run --request-rate 3");
+    CHECK(m.status == 2);
+    CHECK(contains(m.output, "a run without a scenario file needs --model"));
+}
+
+TEST_CASE("CLI: a scenario-less run prints its figures; --plot draws PNGs of the --out folder", "[tools][cli]") {
+    const auto dir = std::filesystem::temp_directory_path() / "servesim_cli_plot_test";
+    std::filesystem::remove_all(dir);
+    const Ran r = servesim("run --model Qwen/Qwen3-4B --gpu H100 --request-rate 20 --num-prompts 60 "
+                           "--random-input-len 512 --random-output-len 32 --max-num-seqs 8 --out '" +
+                           dir.string() + "' --plot");
+    INFO(r.output);
+    REQUIRE(r.status == 0);
+    // The table's requests_sent row (label, padding, value): 60 sent.
+    const auto row = r.output.find("\nrequests_sent ");
+    REQUIRE(row != std::string::npos);
+    const std::string line = r.output.substr(row + 1, r.output.find('\n', row + 1) - row - 1);
+    CHECK(line.substr(line.find_last_not_of(' ') - 1, 2) == "60");
+    for (const char* png : {"latency.png", "timeseries.png"}) {
+        std::ifstream f(dir / png, std::ios::binary);
+        std::string magic(8, '\0');
+        f.read(magic.data(), 8);
+        CHECK(magic == "\x89PNG\r\n\x1a\n");
+    }
+    // The plot runs isolated from the user's Python: a broken matplotlib on PYTHONPATH changes nothing.
+    const auto fake = dir / "fake-site" / "matplotlib";
+    std::filesystem::create_directories(fake);
+    std::ofstream(fake / "__init__.py") << "raise ImportError('a user matplotlib that must not be used')\n";
+    std::filesystem::remove(dir / "latency.png");
+    const std::string env = "PYTHONPATH='" + (dir / "fake-site").string() + "' ";
+    const Ran isolated = servesim("plot '" + dir.string() + "'", env);
+    INFO(isolated.output);
+    CHECK(isolated.status == 0);
+    CHECK(std::filesystem::exists(dir / "latency.png"));
+    const Ran none = servesim("plot '" + (dir / "nothing").string() + "'");
+    CHECK(none.status == 2);
+    CHECK(contains(none.output, "holds no summary.csv; give the folder of a run's --out"));
+    std::filesystem::remove_all(dir);
+}
+
+}  // namespace

@@ -1,0 +1,356 @@
+// The engine key table and one parser per value kind; see engine_keys.h. Flags and forms follow vLLM's
+// EngineArgs.add_cli_args (vllm/engine/arg_utils.py) as of v0.22.
+#include "tools/app/engine_keys.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <regex>
+
+#include "common/error.h"
+#include "common/yaml_reader.h"
+#include "sim/cache/memory_plan.h"
+
+namespace servesim::app {
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+constexpr double kMaxInt = 9.0e18;
+
+std::int64_t as_int(const EngineValue& v) { return std::get<std::int64_t>(v); }
+double as_double(const EngineValue& v) { return std::get<double>(v); }
+bool as_bool(const EngineValue& v) { return std::get<bool>(v); }
+const std::string& as_string(const EngineValue& v) { return std::get<std::string>(v); }
+
+// vLLM CacheDType (vllm/config/cache.py): the values servesim models (2-byte or 1-byte KV elements) and the rest.
+constexpr std::array<std::string_view, 6> kModelledDtypes = {"auto", "bfloat16", "float16", "fp8", "fp8_e4m3",
+                                                             "fp8_e5m2"};
+constexpr std::array<std::string_view, 9> kUnmodelledDtypes = {
+    "fp8_inc",          "fp8_ds_mla",         "turboquant_k8v4",     "turboquant_4bit_nc", "turboquant_k3v4_nc",
+    "turboquant_3bit_nc", "int8_per_token_head", "fp8_per_token_head", "nvfp4"};
+constexpr std::array<std::string_view, 3> kMambaModes = {"none", "align", "all"};
+
+template <std::size_t N>
+std::string join(const std::array<std::string_view, N>& items) {
+    std::string out;
+    for (auto s : items) {
+        out += (out.empty() ? "" : ", ") + std::string(s);
+    }
+    return out;
+}
+
+// Adding a key: one entry here (and its field in EngineSettings).
+const EngineKey kEngineKeys[] = {
+    {"max_num_seqs", "--max-num-seqs", {ValueKind::Int, 1, 1 << 24},
+     "most requests in one step (default: vLLM's for the GPU)",
+     [](EngineSettings& s, const EngineValue& v) { s.max_num_seqs = as_int(v); }},
+    {"max_num_batched_tokens", "--max-num-batched-tokens", {ValueKind::Tokens, 1, 1 << 30},
+     "token budget per step (vLLM's default for the GPU and usage context)",
+     [](EngineSettings& s, const EngineValue& v) { s.max_num_batched_tokens = as_int(v); }},
+    {"max_model_len", "--max-model-len", {ValueKind::Tokens, 1, 1 << 30, false, 1, true},
+     "context limit in tokens (default: the model's max_position_embeddings)",
+     [](EngineSettings& s, const EngineValue& v) { s.max_model_len = as_int(v); }},
+    {"block_size", "--block-size", {ValueKind::Int, 16, 1 << 20, false, 16},
+     "attention block size in tokens, a multiple of 16 (hybrid models raise it to fit the Mamba page)",
+     [](EngineSettings& s, const EngineValue& v) { s.block_size = static_cast<int>(as_int(v)); }},
+    {"gpu_memory_utilization", "--gpu-memory-utilization", {ValueKind::Number, 0, 1, true},
+     "fraction of GPU memory vLLM may use, in (0, 1] (default: the vLLM release's)",
+     [](EngineSettings& s, const EngineValue& v) { s.gpu_memory_utilization = as_double(v); }},
+    {"kv_cache_memory_bytes", "--kv-cache-memory-bytes", {ValueKind::Bytes, 1, kMaxInt},
+     "KV pool size per GPU, replacing the memory profile (e.g. 12GiB, 12G, 12e9)",
+     [](EngineSettings& s, const EngineValue& v) { s.kv_cache_memory_bytes = as_int(v); }},
+    {"kv_cache_dtype", "--kv-cache-dtype", {ValueKind::KvDtype},
+     "auto (the model's dtype), bfloat16, float16, fp8, fp8_e4m3 or fp8_e5m2 (1-byte KV)",
+     [](EngineSettings& s, const EngineValue& v) { s.kv_cache_dtype_fp8 = as_string(v).starts_with("fp8"); }},
+    {"enable_prefix_caching", "--enable-prefix-caching", {ValueKind::Bool},
+     "prefix caching (default: on for plain decoders, off for hybrid models)",
+     [](EngineSettings& s, const EngineValue& v) { s.enable_prefix_caching = as_bool(v); }},
+    {"enable_chunked_prefill", "--enable-chunked-prefill", {ValueKind::Bool}, "chunked prefill (default on)",
+     [](EngineSettings& s, const EngineValue& v) { s.enable_chunked_prefill = as_bool(v); }},
+    {"long_prefill_token_threshold", "--long-prefill-token-threshold", {ValueKind::Tokens, 0, 1 << 30},
+     "cap on one request's prefill chunk per step, 0 = none (default 0)",
+     [](EngineSettings& s, const EngineValue& v) { s.long_prefill_token_threshold = as_int(v); }},
+    {"scheduler_reserve_full_isl", "--scheduler-reserve-full-isl", {ValueKind::Bool},
+     "admit a waiting request only if its whole prompt fits the free KV blocks (default on)",
+     [](EngineSettings& s, const EngineValue& v) { s.scheduler_reserve_full_isl = as_bool(v); }},
+    {"async_scheduling", "--async-scheduling", {ValueKind::Bool},
+     "schedule step n+1 while step n runs (default on since vLLM PR #27614)",
+     [](EngineSettings& s, const EngineValue& v) { s.async_scheduling = as_bool(v); }},
+    {"mamba_cache_mode", "--mamba-cache-mode", {ValueKind::MambaMode},
+     "hybrid models' Mamba state caching: none, align or all (default: vLLM's for the model)",
+     [](EngineSettings& s, const EngineValue& v) { s.mamba_cache_mode = cache::parse_mamba_cache_mode(as_string(v)); }},
+    {"tensor_parallel_size", "--tensor-parallel-size", {ValueKind::Int, 1, 1024},
+     "GPUs per replica (-tp); per-GPU figures are per rank (default 1)",
+     [](EngineSettings& s, const EngineValue& v) { s.tensor_parallel_size = static_cast<int>(as_int(v)); }},
+    {"kv_offloading_size", "--kv-offloading-size", {ValueKind::GiB, 0, 1e9, true},
+     "CPU KV offloading tier in GiB, vLLM's native connector (default none)",
+     [](EngineSettings& s, const EngineValue& v) { s.kv_offloading_size_gib = as_double(v); }},
+    {"kv_offloading_load_us_per_token", "", {ValueKind::Number, 0, 1e9},
+     "servesim: host-to-GPU load time per token in µs (default: KV bytes per token over the host link)",
+     [](EngineSettings& s, const EngineValue& v) { s.kv_offloading_load_us_per_token = as_double(v); }},
+    {"prefix_cache_retention_interval", "--prefix-cache-retention-interval", {ValueKind::Retention},
+     "hybrid state snapshots kept (vLLM PR #52216): none = every block boundary, 0 = the replay boundary and "
+     "shared-prefix junctions, N = every N tokens (default: the vLLM version's)",
+     [](EngineSettings& s, const EngineValue& v) { s.prefix_cache_retention_interval = as_int(v); }},
+    {"vllm_version", "--vllm-version", {ValueKind::Version},
+     "servesim: the vLLM release whose rules to follow (default the newest modelled)",
+     [](EngineSettings& s, const EngineValue& v) { s.vllm_version = as_string(v); }},
+};
+
+// A plain number as vLLM and YAML write it; nullopt when `text` is not entirely one.
+std::optional<double> plain_number(const std::string& text) {
+    try {
+        std::size_t pos = 0;
+        const double v = std::stod(text, &pos);
+        if (pos == text.size() && std::isfinite(v)) {
+            return v;
+        }
+    } catch (const std::logic_error&) {
+    }
+    return std::nullopt;
+}
+
+// vLLM human_readable_int: 25.6k → 25,600 (k m g t decimal), 4K → 4,096 (K M G T binary, whole numbers only).
+std::optional<double> human_readable(const std::string& text) {
+    static const std::regex re(R"((\d+(?:\.\d+)?)([kKmMgGtT]))");
+    std::smatch m;
+    if (!std::regex_match(text, m, re)) {
+        return std::nullopt;
+    }
+    const std::string number = m[1];
+    const char suffix = m[2].str()[0];
+    const std::string_view decimal = "kmgt";
+    const std::string_view binary = "KMGT";
+    if (const auto d = decimal.find(suffix); d != std::string_view::npos) {
+        return std::floor(std::stod(number) * std::pow(1000.0, static_cast<double>(d + 1)));
+    }
+    if (number.find('.') != std::string::npos) {
+        throw ConfigError(fmt::format("'{}': decimals are not allowed with binary suffixes like {} (as in vLLM); "
+                                      "did you mean {}{}?",
+                                      text, suffix, number, static_cast<char>(std::tolower(suffix))));
+    }
+    return std::stod(number) * std::pow(1024.0, static_cast<double>(binary.find(suffix) + 1));
+}
+
+// Bytes with a unit: 12GiB, 512MiB, 12GB, 512MB, 4KiB, 4kB, 1TiB, 1TB, 100B (space before the unit allowed).
+std::optional<double> with_byte_unit(const std::string& text) {
+    static const std::regex re(R"(([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?) ?(B|kB|KB|KiB|MB|MiB|GB|GiB|TB|TiB))");
+    std::smatch m;
+    if (!std::regex_match(text, m, re)) {
+        return std::nullopt;
+    }
+    const std::string unit = m[2];
+    double scale = 1;
+    if (unit == "kB" || unit == "KB") {
+        scale = 1e3;
+    } else if (unit == "KiB") {
+        scale = 1024.0;
+    } else if (unit == "MB") {
+        scale = 1e6;
+    } else if (unit == "MiB") {
+        scale = 1024.0 * 1024.0;
+    } else if (unit == "GB") {
+        scale = 1e9;
+    } else if (unit == "GiB") {
+        scale = kGiB;
+    } else if (unit == "TB") {
+        scale = 1e12;
+    } else if (unit == "TiB") {
+        scale = kGiB * 1024.0;
+    }
+    return std::stod(m[1]) * scale;
+}
+
+std::string range_text(const ValueSpec& spec) {
+    const auto num = [](double x) {
+        if (x >= kMaxInt) {
+            return std::string("no limit");
+        }
+        return x == std::floor(x) && std::fabs(x) < 1e15 ? fmt::format("{}", static_cast<std::int64_t>(x))
+                                                         : fmt::format("{:g}", x);
+    };
+    if (spec.lo_exclusive) {
+        return fmt::format("({}, {}]", num(spec.lo), num(spec.hi));
+    }
+    return fmt::format("{} to {}", num(spec.lo), num(spec.hi));
+}
+
+void check_range(const ValueSpec& spec, double v, const std::string& shown) {
+    const bool low = spec.lo_exclusive ? !(v > spec.lo) : !(v >= spec.lo);
+    if (low || !(v <= spec.hi)) {
+        throw ConfigError(fmt::format("{} is out of range; allowed: {}", shown, range_text(spec)));
+    }
+}
+
+std::int64_t whole(const ValueSpec& spec, double v, const std::string& text) {
+    if (v != std::floor(v) || std::fabs(v) >= kMaxInt) {
+        throw ConfigError(fmt::format("expected a whole number, got '{}'", text));
+    }
+    const auto i = static_cast<std::int64_t>(v);
+    if (spec.multiple_of > 1 && (i % spec.multiple_of != 0 || v < spec.lo)) {
+        throw ConfigError(fmt::format("{} is not supported by the attention backend; allowed: a positive multiple of "
+                                      "{} ({}, {}, {}, …)",
+                                      text, spec.multiple_of, spec.multiple_of, 2 * spec.multiple_of,
+                                      4 * spec.multiple_of));
+    }
+    check_range(spec, v, text);
+    return i;
+}
+
+}  // namespace
+
+std::span<const EngineKey> engine_keys() { return kEngineKeys; }
+
+const EngineKey* find_engine_key(std::string_view key) {
+    const auto keys = engine_keys();
+    const auto it = std::find_if(keys.begin(), keys.end(), [&](const EngineKey& k) { return k.key == key; });
+    return it == keys.end() ? nullptr : &*it;
+}
+
+const EngineKey* find_engine_flag(std::string_view flag) {
+    if (flag.empty()) {
+        return nullptr;
+    }
+    const auto keys = engine_keys();
+    const auto it = std::find_if(keys.begin(), keys.end(), [&](const EngineKey& k) { return k.flag == flag; });
+    return it == keys.end() ? nullptr : &*it;
+}
+
+std::string_view value_forms(ValueKind kind) {
+    switch (kind) {
+        case ValueKind::Int: return "a whole number";
+        case ValueKind::Tokens: return "a number of tokens: 8192, 8k (= 8,000), 8K (= 8,192) or 1e6";
+        case ValueKind::Number: return "a number";
+        case ValueKind::Bool: return "true or false";
+        case ValueKind::Bytes:
+            return "a size: bytes, 12GiB, 512MiB, 12GB, 512MB, or vLLM's 12G (= 12 GiB) / 12g (= 12·10^9)";
+        case ValueKind::GiB: return "a size in GiB (60 = 60 GiB, as vLLM's --kv-offloading-size), or 64GB, 60GiB";
+        case ValueKind::KvDtype: return "one of auto, bfloat16, float16, fp8, fp8_e4m3, fp8_e5m2";
+        case ValueKind::MambaMode: return "one of none, align, all";
+        case ValueKind::Version: return "a vLLM release such as 0.26 or 0.30.1";
+        case ValueKind::Retention:
+            return "none (a state at every block boundary), 0 (only the replay boundary and shared-prefix junctions) "
+                   "or a number of tokens that is a multiple of the block size";
+    }
+    return "";
+}
+
+EngineValue parse_value(const ValueSpec& spec, const std::string& raw) {
+    std::string text = raw;
+    text.erase(0, text.find_first_not_of(" \t"));
+    text.erase(text.find_last_not_of(" \t") + 1);
+    switch (spec.kind) {
+        case ValueKind::Int:
+        case ValueKind::Tokens: {
+            if (spec.vllm_auto && (text == "auto" || text == "-1")) {
+                throw ConfigError("'" + text + "' (vLLM: the longest length that fits the KV memory) is not "
+                                  "modelled; give a number of tokens such as 32768 or 32k");
+            }
+            std::optional<double> v = plain_number(text);
+            if (!v && spec.kind == ValueKind::Tokens) {
+                v = human_readable(text);
+            }
+            if (!v) {
+                throw ConfigError(fmt::format("expected {}, got '{}'", value_forms(spec.kind), text));
+            }
+            return whole(spec, *v, text);
+        }
+        case ValueKind::Number: {
+            const std::optional<double> v = plain_number(text);
+            if (!v) {
+                throw ConfigError(fmt::format("expected a number, got '{}'", text));
+            }
+            check_range(spec, *v, text);
+            return *v;
+        }
+        case ValueKind::Bool:
+            if (text == "true" || text == "True" || text == "TRUE") {
+                return true;
+            }
+            if (text == "false" || text == "False" || text == "FALSE") {
+                return false;
+            }
+            throw ConfigError(fmt::format("expected true or false, got '{}'", text));
+        case ValueKind::Bytes:
+        case ValueKind::GiB: {
+            std::optional<double> bytes = with_byte_unit(text);
+            if (!bytes) {
+                if (const auto n = plain_number(text)) {
+                    bytes = spec.kind == ValueKind::GiB ? *n * kGiB : *n;
+                } else {
+                    bytes = human_readable(text);
+                }
+            }
+            if (!bytes) {
+                throw ConfigError(fmt::format("expected {}, got '{}'", value_forms(spec.kind), text));
+            }
+            if (spec.kind == ValueKind::GiB) {
+                check_range(spec, *bytes / kGiB, text);
+                return *bytes / kGiB;
+            }
+            return whole(spec, std::floor(*bytes), text);
+        }
+        case ValueKind::KvDtype:
+            if (std::find(kModelledDtypes.begin(), kModelledDtypes.end(), text) != kModelledDtypes.end()) {
+                return text;
+            }
+            if (std::find(kUnmodelledDtypes.begin(), kUnmodelledDtypes.end(), text) != kUnmodelledDtypes.end()) {
+                throw ConfigError(fmt::format("'{}' is a vLLM KV-cache dtype that servesim does not model; allowed: {}",
+                                              text, join(kModelledDtypes)));
+            }
+            if (text == "bf16") {  // accepted by earlier servesim scenarios
+                return std::string("bfloat16");
+            }
+            throw ConfigError(fmt::format("'{}' is not a KV-cache dtype; allowed: {}", text, join(kModelledDtypes)));
+        case ValueKind::MambaMode:
+            if (std::find(kMambaModes.begin(), kMambaModes.end(), text) == kMambaModes.end()) {
+                throw ConfigError(fmt::format("'{}' is not a mode; allowed: {}", text, join(kMambaModes)));
+            }
+            return text;
+        case ValueKind::Version:
+            (void)core::parse_vllm_version(text);  // throws with the modelled range
+            return text;
+        case ValueKind::Retention: {
+            if (text == "none" || text == "None") {
+                return cache::kRetentionDense;
+            }
+            const std::optional<double> v = plain_number(text);
+            if (!v || *v < 0 || *v > static_cast<double>(1LL << 30) || *v != std::floor(*v)) {
+                throw ConfigError(fmt::format("'{}' is not allowed; allowed: {}", text, value_forms(spec.kind)));
+            }
+            return static_cast<std::int64_t>(*v);  // the multiple-of-block check runs with the memory plan
+        }
+    }
+    throw ConfigError("unknown value kind");
+}
+
+EngineSettings parse_engine_settings(const YamlMap& e) {
+    std::vector<std::string_view> allowed;
+    for (const auto& k : kEngineKeys) {
+        allowed.push_back(k.key);
+    }
+    e.allow_only(allowed);
+    EngineSettings s;
+    for (const auto& k : kEngineKeys) {
+        if (!e.has(k.key)) {
+            continue;
+        }
+        const YAML::Node n = e.node(k.key);
+        if (n.IsNull()) {
+            continue;
+        }
+        if (!n.IsScalar()) {
+            e.fail(k.key, fmt::format("expected {}", value_forms(k.spec.kind)));
+        }
+        try {
+            k.apply(s, parse_value(k.spec, n.Scalar()));
+        } catch (const ConfigError& err) {
+            e.fail(k.key, err.what());
+        }
+    }
+    return s;
+}
+
+}  // namespace servesim::app

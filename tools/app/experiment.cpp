@@ -133,8 +133,8 @@ std::string check_profile_matches(const calibration::HardwareProfile& profile, c
         joined += (joined.empty() ? "" : "; ") + d;
     }
     if (!diffs.empty() && !config.allow_profile_mismatch) {
-        throw ConfigError(fmt::format("cost_model {}: {} (write `allow_profile_mismatch: true` in the scenario to "
-                                      "reuse it on purpose)",
+        throw ConfigError(fmt::format("cost_model {}: {} (to reuse it on purpose, set the scenario key "
+                                      "`allow_profile_mismatch: true` or --set allow_profile_mismatch=true)",
                                       config.cost_model, joined));
     }
     return joined;

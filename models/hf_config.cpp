@@ -455,7 +455,18 @@ ModelSpec model_from_hf_config(const YamlMap& top, const std::string& name) {
     }
 
     if (top.has("vision_config") && !top.raw()["vision_config"].IsNull()) {
-        spec.extra_params = estimate_vision_params(top.map("vision_config"), spec.hidden_size);
+        const YamlMap v = top.map("vision_config");
+        spec.extra_params = estimate_vision_params(v, spec.hidden_size);
+        VisionTower t;
+        t.depth = positive_int(v, "depth");
+        t.hidden_size = positive_int(v, "hidden_size");
+        t.intermediate_size = positive_int(v, "intermediate_size");
+        t.patch_size = optional_positive_int(v, "patch_size").value_or(16);
+        t.temporal_patch_size = optional_positive_int(v, "temporal_patch_size").value_or(2);
+        t.in_channels = optional_positive_int(v, "in_channels").value_or(3);
+        t.spatial_merge_size = optional_positive_int(v, "spatial_merge_size").value_or(2);
+        t.out_hidden_size = optional_positive_int(v, "out_hidden_size").value_or(spec.hidden_size);
+        spec.vision = t;
     }
     spec.supports_mamba_prefix_caching_all = contains(kMambaPrefixCachingAll, family);
     return spec;

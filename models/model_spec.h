@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -97,6 +98,20 @@ struct Layer {
     bool operator==(const Layer&) const = default;
 };
 
+// The shape of a Qwen2.5/3-VL-style vision tower (hf_config `vision_config`), for vLLM's encoder profile run
+// (sim/cache/memory_plan.cpp, encoder_profile_peak_bytes). Its parameters are in ModelSpec::extra_params.
+struct VisionTower {
+    int depth = 0;
+    int hidden_size = 0;
+    int intermediate_size = 0;
+    int patch_size = 16;
+    int temporal_patch_size = 2;
+    int in_channels = 3;
+    int spatial_merge_size = 2;
+    int out_hidden_size = 0;
+    bool operator==(const VisionTower&) const = default;
+};
+
 struct ModelSpec {
     std::string name;
     int hidden_size = 0;
@@ -108,6 +123,7 @@ struct ModelSpec {
     // Parameters the checkpoint loads but text decoding never reads (a vision tower). Counted in the weight memory
     // vLLM reserves, not in the bytes read per decode step.
     std::int64_t extra_params = 0;
+    std::optional<VisionTower> vision;  // set when the checkpoint has a vision tower
     // vLLM class capability: implements SupportsMambaPrefixCaching, so --enable-prefix-caching picks mamba_cache_mode
     // "all" instead of "align" (vllm/model_executor/models/config.py, MambaModelConfig.verify_and_update_config).
     bool supports_mamba_prefix_caching_all = false;

@@ -427,6 +427,31 @@ int cmd_inspect(const std::vector<std::string>& args) {
         std::cout << app::inspect_json(model, gpu.name, plan).dump(2) << "\n";
     } else {
         std::cout << app::inspect_table(model, gpu.name, plan);
+        // The release's start-up facts as plan_memory resolved them (sim/core/vllm_version.h, docs/VLLM-VERSIONS.md).
+        const core::VllmVersion& v = plan.vllm_version;
+        const bool hybrid = plan.mamba_block_size > 0;
+        auto fact = [](const std::string& k, const std::string& value) {
+            std::cout << fmt::format("{:<34}{}\n", k, value);
+        };
+        std::cout << "\n-- vLLM " << v.str() << " start-up facts --\n";
+        fact("prefix caching (resolved)", plan.enable_prefix_caching ? "on" : "off");
+        fact("mamba_cache_mode (resolved)", hybrid ? cache::mamba_cache_mode_name(plan.mamba_cache_mode) : "-");
+        fact("cuda-graph estimate subtracted",
+             v.kv_budget_subtracts_cudagraph_estimate()
+                 ? fmt::format("{:.2f} GiB (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1)",
+                               static_cast<double>(plan.cudagraph_bytes) / (1024.0 * 1024.0 * 1024.0))
+                 : std::string("no (before 0.21)"));
+        fact("non-torch (assumed)", fmt::format("{:.2f} GiB", static_cast<double>(plan.non_torch_bytes) /
+                                                                   (1024.0 * 1024.0 * 1024.0)));
+        fact("KV pool", fmt::format("{:.2f} GiB, {} blocks, {} tokens",
+                                    static_cast<double>(plan.kv_cache_memory_bytes) / (1024.0 * 1024.0 * 1024.0),
+                                    plan.num_gpu_blocks, plan.kv_cache_tokens));
+        fact("CPU offload: offload_prompt_only", v.offload_prompt_only_by_default() ? "true (PR #43797)" : "false");
+        if (hybrid && plan.enable_prefix_caching && plan.mamba_cache_mode == cache::MambaCacheMode::kAlign) {
+            fact("CPU offload with align", v.offload_supports_mamba_align()
+                                               ? "supported, hit rounded to the block (PRs #42554/#44599)"
+                                               : "refused (vLLM asserts on a CPU hit before 0.24)");
+        }
     }
     return 0;
 }

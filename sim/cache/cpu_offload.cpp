@@ -43,7 +43,12 @@ std::int64_t CpuOffloadManager::lookup(std::span<const core::BlockHash> block_ha
                                        std::int64_t num_tokens) {
     const std::int64_t b = config_.block_size_tokens;
     const std::int64_t first = local_hit_tokens / b;
-    const std::int64_t max_blocks = std::min<std::int64_t>(num_tokens / b, static_cast<std::int64_t>(block_hashes.size()));
+    // _lookup: max_hit_size_tokens = num_tokens (− 1 with a sliding-window/Mamba group); #44599 rounds it down to
+    // the Mamba align block. Without the cap the −1 has no effect in whole blocks here: a full-prompt hit has its
+    // last token recomputed when the load lands (Scheduler.finish_loads), as vLLM's scheduler does.
+    const std::int64_t max_hit_tokens = config_.mamba_align_hit_cap ? (num_tokens - 1) / b * b : num_tokens;
+    const std::int64_t max_blocks =
+        std::min<std::int64_t>(max_hit_tokens / b, static_cast<std::int64_t>(block_hashes.size()));
     std::int64_t end = first;
     while (end < max_blocks && resident(attention_key(block_hashes[static_cast<std::size_t>(end)]))) {
         ++end;
@@ -53,14 +58,23 @@ std::int64_t CpuOffloadManager::lookup(std::span<const core::BlockHash> block_ha
         while (end > first && !resident(snapshot_key(block_hashes[static_cast<std::size_t>(end - 1)]))) {
             --end;
         }
-        if (end > first) {
-            touch(snapshot_key(block_hashes[static_cast<std::size_t>(end - 1)]));
+    }
+    // get_num_new_matched_tokens: update_num_hit_blocks(local + external), then _touch(req_status).
+    touch_request(block_hashes, end > first ? end : first);
+    return (end - first) * b;
+}
+
+void CpuOffloadManager::touch_request(std::span<const core::BlockHash> block_hashes, std::int64_t num_hit_blocks) {
+    // Group order as servesim keys them: the attention key first, then the snapshot key (the Mamba groups).
+    for (std::size_t i = block_hashes.size(); i-- > 0;) {
+        touch(attention_key(block_hashes[i]));
+    }
+    if (config_.num_mamba_groups > 0) {
+        const auto from = static_cast<std::size_t>(std::max<std::int64_t>(0, num_hit_blocks - 1));
+        for (std::size_t i = block_hashes.size(); i-- > from;) {
+            touch(snapshot_key(block_hashes[i]));
         }
     }
-    for (std::int64_t i = first; i < end; ++i) {
-        touch(attention_key(block_hashes[static_cast<std::size_t>(i)]));
-    }
-    return (end - first) * b;
 }
 
 void CpuOffloadManager::record(std::int64_t num_tokens, std::int64_t local_hit_tokens,
@@ -70,24 +84,41 @@ void CpuOffloadManager::record(std::int64_t num_tokens, std::int64_t local_hit_t
 }
 
 void CpuOffloadManager::store(std::span<const core::BlockHash> block_hashes, std::int64_t first_block,
-                              std::int64_t end_block, std::int64_t snapshot_block) {
+                              std::int64_t end_block, std::int64_t snapshot_first, std::int64_t snapshot_end,
+                              std::int64_t num_hit_blocks) {
+    StoreJob job;
     auto queue = [&](std::uint64_t key, int units) {
         if (!resident(key) && in_transit_.emplace(key, true).second) {
-            queued_.push_back(Entry{key, units});
+            job.entries.push_back(Entry{key, units});
         }
     };
     for (std::int64_t i = first_block; i < end_block; ++i) {
         queue(attention_key(block_hashes[static_cast<std::size_t>(i)]), config_.num_attention_groups);
     }
-    if (config_.num_mamba_groups > 0 && snapshot_block >= 0) {
-        queue(snapshot_key(block_hashes[static_cast<std::size_t>(snapshot_block)]), config_.num_mamba_groups);
+    if (config_.num_mamba_groups > 0) {
+        for (std::int64_t i = std::max<std::int64_t>(0, snapshot_first); i < snapshot_end; ++i) {
+            queue(snapshot_key(block_hashes[static_cast<std::size_t>(i)]), config_.num_mamba_groups);
+        }
     }
+    if (job.entries.empty()) {
+        return;  // nothing to store: vLLM skips prepare_store's _touch too (keys_to_store empty)
+    }
+    const auto full_blocks = static_cast<std::size_t>(std::max(end_block, snapshot_end));
+    job.chain.assign(block_hashes.begin(),
+                     block_hashes.begin() + static_cast<std::ptrdiff_t>(std::min(full_blocks, block_hashes.size())));
+    job.num_hit_blocks = num_hit_blocks;
+    queued_.push_back(std::move(job));
 }
 
 void CpuOffloadManager::on_step_end() {
-    for (const auto& e : copying_) {
-        in_transit_.erase(e.key);
-        insert(e.key, e.units);
+    // prepare_store inserts the new keys in block order, then _touch(req_status) refreshes the request's chain
+    // (reversed): here both happen when the copy completes, in store order.
+    for (const auto& job : copying_) {
+        for (const auto& e : job.entries) {
+            in_transit_.erase(e.key);
+            insert(e.key, e.units);
+        }
+        touch_request(job.chain, job.num_hit_blocks);
     }
     copying_ = std::move(queued_);
     queued_.clear();

@@ -173,6 +173,70 @@ std::int64_t activation_peak_bytes(const models::ModelSpec& model, std::int64_t 
     return max_num_batched_tokens * forward_bytes_per_token(model, tensor_parallel_size) + sampler;
 }
 
+std::int64_t encoder_profile_peak_bytes(const models::ModelSpec& model, std::int64_t max_num_batched_tokens,
+                                       std::int64_t max_num_seqs, std::int64_t max_model_len, int tensor_parallel_size,
+                                       std::int64_t* outputs) {
+    if (outputs != nullptr) {
+        *outputs = 0;
+    }
+    if (!model.vision) {
+        return 0;
+    }
+    const models::VisionTower& v = *model.vision;
+    constexpr std::int64_t kMaxPixels = 16'777'216;  // Qwen3-VL image processor size.longest_edge
+    const std::int64_t px_per_token = std::int64_t{v.patch_size} * v.spatial_merge_size;
+    const std::int64_t tokens_per_item = kMaxPixels / (px_per_token * px_per_token);
+    if (tokens_per_item <= 0) {
+        return 0;
+    }
+    const std::int64_t budget = std::max(max_num_batched_tokens, tokens_per_item);
+    const std::int64_t per_prompt = std::max<std::int64_t>(1, max_model_len / tokens_per_item);
+    const std::int64_t items = std::max<std::int64_t>(1, std::min(budget / tokens_per_item, max_num_seqs * per_prompt));
+    const std::int64_t patches = items * tokens_per_item * v.spatial_merge_size * v.spatial_merge_size;
+    const std::int64_t b = models::dtype_bytes(model.dtype);
+    const std::int64_t tp = std::max(1, tensor_parallel_size);
+    const std::int64_t h = v.hidden_size;
+    const std::int64_t attention = 6 * h / tp;                         // qkv, rotated q and k, attention output
+    const std::int64_t mlp = 2LL * v.intermediate_size / tp;          // fc1 output and its activation
+    const std::int64_t pixels = std::int64_t{v.in_channels} * v.temporal_patch_size * v.patch_size * v.patch_size;
+    if (outputs != nullptr) {
+        *outputs = items * tokens_per_item * std::int64_t{v.out_hidden_size} * b;
+    }
+    return patches * b * (2 * h + std::max(attention, mlp) + pixels);
+}
+
+std::vector<std::int64_t> cudagraph_capture_sizes(std::int64_t max_num_batched_tokens, std::int64_t max_num_seqs) {
+    const std::int64_t max_size = std::min<std::int64_t>({2 * max_num_seqs, 512, max_num_batched_tokens});
+    std::vector<std::int64_t> sizes;
+    for (std::int64_t s : {1, 2, 4}) {
+        if (s <= max_size) {
+            sizes.push_back(s);
+        }
+    }
+    for (std::int64_t s = 8; s < 256 && s <= max_size; s += 8) {
+        sizes.push_back(s);
+    }
+    for (std::int64_t s = 256; s <= max_size; s += 16) {
+        sizes.push_back(s);
+    }
+    return sizes;
+}
+
+std::int64_t cudagraph_memory_estimate_bytes(const models::ModelSpec& model, std::int64_t max_num_batched_tokens,
+                                             std::int64_t max_num_seqs, int tensor_parallel_size) {
+    const std::vector<std::int64_t> sizes = cudagraph_capture_sizes(max_num_batched_tokens, max_num_seqs);
+    if (sizes.empty()) {
+        return 0;
+    }
+    const auto piecewise = static_cast<std::int64_t>(sizes.size());
+    const auto full = static_cast<std::int64_t>(
+        std::count_if(sizes.begin(), sizes.end(), [&](std::int64_t s) { return s <= max_num_seqs; }));
+    constexpr std::int64_t kPerGraphBytes = 1LL << 20;  // profile_cudagraph_memory's per-graph floor
+    // Both modes' first captures are the largest size's working set; they overlay in the shared pool (max).
+    const std::int64_t first = sizes.back() * forward_bytes_per_token(model, tensor_parallel_size);
+    return first + (piecewise - 1) * kPerGraphBytes + std::max<std::int64_t>(full - 1, 0) * kPerGraphBytes;
+}
+
 KvCacheConfig MemoryPlan::kv_cache_config() const {
     KvCacheConfig config;
     config.num_gpu_blocks = num_gpu_blocks;
@@ -202,6 +266,7 @@ MemoryPlan plan_memory(const models::ModelSpec& model, const MemoryPlanRequest& 
     }
 
     // --- engine defaults (EngineArgs, vllm-v1-behaviour.md §4.6) ---
+    plan.vllm_version = req.vllm_version;
     plan.gpu_memory_utilization =
         req.gpu_memory_utilization.value_or(req.vllm_version.default_gpu_memory_utilization());
     if (!(plan.gpu_memory_utilization > 0.0 && plan.gpu_memory_utilization <= 1.0)) {
@@ -375,8 +440,22 @@ MemoryPlan plan_memory(const models::ModelSpec& model, const MemoryPlanRequest& 
     // --- memory budget (Worker.determine_available_memory) ---
     plan.weight_bytes = models::weight_bytes_total(model) / tp;  // every large matrix is sharded (vocab-parallel too)
     plan.activation_peak_bytes = activation_peak_bytes(model, plan.max_num_batched_tokens, plan.max_num_seqs, tp);
+    if (!req.skip_mm_profiling) {
+        // profile_run: the encoder's dummy forward first, its outputs kept in the encoder cache through the
+        // decoder's dummy run; torch's peak is the larger of the two phases.
+        std::int64_t encoder_outputs = 0;
+        plan.encoder_peak_bytes = encoder_profile_peak_bytes(model, plan.max_num_batched_tokens, plan.max_num_seqs,
+                                                             plan.max_model_len, tp, &encoder_outputs);
+        plan.activation_peak_bytes =
+            std::max(plan.encoder_peak_bytes, plan.activation_peak_bytes + encoder_outputs);
+    }
     plan.non_torch_bytes = req.non_torch_memory_bytes;
-    plan.cudagraph_bytes = req.cudagraph_memory_bytes;
+    // Worker.determine_available_memory: − cudagraph_memory_estimate when VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS
+    // (default on from 0.21; vllm/envs.py).
+    plan.cudagraph_bytes = req.cudagraph_memory_bytes.value_or(
+        req.vllm_version.kv_budget_subtracts_cudagraph_estimate()
+            ? cudagraph_memory_estimate_bytes(model, plan.max_num_batched_tokens, plan.max_num_seqs, tp)
+            : 0);
     plan.requested_memory_bytes =
         static_cast<std::int64_t>(std::ceil(static_cast<double>(req.gpu_memory_bytes) * plan.gpu_memory_utilization));
     if (req.kv_cache_memory_bytes) {
@@ -404,11 +483,12 @@ MemoryPlan plan_memory(const models::ModelSpec& model, const MemoryPlanRequest& 
     // --- num_blocks (get_num_blocks): one pool shared by all groups, block 0 is the null block ---
     plan.num_gpu_blocks = plan.kv_cache_memory_bytes / plan.page_size_bytes / plan.group_size;
 
-    // --- _check_enough_kv_cache_memory: one max_model_len request must fit (per layer pages) ---
+    // --- _check_enough_kv_cache_memory: one max_model_len request must fit. vLLM counts group_size · page per
+    // block of every group (kv_cache_utils.py: the padding layers' tensors included), not each group's real layers.
     auto needed_bytes = [&](std::int64_t len) {
         std::int64_t total = 0;
         for (const auto& g : plan.groups) {
-            total += g.num_layers * plan.page_size_bytes *
+            total += std::int64_t{plan.group_size} * plan.page_size_bytes *
                      max_memory_usage_blocks(g.kind, plan.mamba_cache_mode, len, plan.block_size,
                                              plan.mamba_cache_mode == MambaCacheMode::kNone ? len : plan.mamba_block_size,
                                              counts.sliding_window_tokens, plan.max_num_batched_tokens);

@@ -56,8 +56,11 @@ struct MemoryPlanRequest {
     // Memory outside torch's allocator that the profile run adds (cuBLAS workspaces, NCCL, allocator slack):
     // vLLM's non_torch_increase. Not derivable from the model; a documented assumption (see DESIGN notes).
     std::int64_t non_torch_memory_bytes = 512LL << 20;
-    // CUDA-graph memory estimate subtracted by newer vLLM (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS); 0 = none.
-    std::int64_t cudagraph_memory_bytes = 0;
+    // CUDA-graph memory estimate subtracted from the KV budget (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS); unset =
+    // the release's rule: cudagraph_memory_estimate_bytes from 0.21, none before.
+    std::optional<std::int64_t> cudagraph_memory_bytes;
+    // --skip-mm-profiling (MultiModalConfig.skip_mm_profiling): no dummy encoder forward in the profile run.
+    bool skip_mm_profiling = false;
 };
 
 struct KvGroupPlan {
@@ -68,6 +71,7 @@ struct KvGroupPlan {
 
 struct MemoryPlan {
     // Resolved engine settings.
+    VllmVersion vllm_version = core::kNewestModelled;  // the release whose rules resolved this plan
     bool enable_prefix_caching = false;
     MambaCacheMode mamba_cache_mode = MambaCacheMode::kNone;
     // Retention interval the Mamba groups follow (nullopt = dense; see KvCacheConfig).
@@ -83,7 +87,8 @@ struct MemoryPlan {
     // Memory budget (bytes).
     std::int64_t requested_memory_bytes = 0;  // ceil(total × utilization)
     std::int64_t weight_bytes = 0;
-    std::int64_t activation_peak_bytes = 0;
+    std::int64_t activation_peak_bytes = 0;  // the profile run's torch peak: max(encoder, decoder + encoder outputs)
+    std::int64_t encoder_peak_bytes = 0;     // its multimodal encoder part (0 without a vision tower)
     std::int64_t non_torch_bytes = 0;
     std::int64_t cudagraph_bytes = 0;
     std::int64_t kv_cache_memory_bytes = 0;  // "Available KV cache memory"
@@ -118,6 +123,34 @@ struct MemoryPlan {
 // a positive multiple of 16… , max_model_len longer than the model allows or than the KV cache holds, no memory
 // left for the KV cache).
 [[nodiscard]] MemoryPlan plan_memory(const models::ModelSpec& model, const MemoryPlanRequest& request);
+
+// CUDA-graph capture sizes (VllmConfig._set_cudagraph_sizes): 1, 2, 4, 8…248 step 8, 256…max step 16, with
+// max = min(2·max_num_seqs, 512, max_num_batched_tokens).
+[[nodiscard]] std::vector<std::int64_t> cudagraph_capture_sizes(std::int64_t max_num_batched_tokens,
+                                                                std::int64_t max_num_seqs);
+
+// GPUModelRunner.profile_cudagraph_memory as servesim models it: per mode (FULL_AND_PIECEWISE: PIECEWISE over every
+// capture size, FULL over the uniform-decode sizes ≤ max_num_seqs) vLLM captures the two largest graphs and
+// extrapolates: max over modes of the first capture + Σ_modes (n_mode − 1) × max(second capture, 1 MiB). The first
+// capture is modelled as the forward working set of the largest size (the profile run's per-token bytes); the
+// second reuses the pool the first reserved, so it is modelled at vLLM's own 1 MiB per-graph floor (an assumption:
+// driver overhead is not derivable from the model). See docs/KV-POOL.md.
+[[nodiscard]] std::int64_t cudagraph_memory_estimate_bytes(const models::ModelSpec& model,
+                                                           std::int64_t max_num_batched_tokens,
+                                                           std::int64_t max_num_seqs, int tensor_parallel_size = 1);
+
+// The vision encoder's part of the profile run (GPUModelRunner.profile_run → embed_multimodal on a dummy batch of
+// mm_max_items_per_batch images of the maximum feature size; vllm/multimodal/encoder_budget.py). Qwen2.5/3-VL-style
+// towers: an image of the processor's max_pixels (Qwen3-VL image processor size.longest_edge = 16,777,216 px — the
+// one constant not in config.json) is (max_pixels / (patch · merge)²) tokens and merge² patches per token; the
+// encoder budget max(max_num_batched_tokens, tokens per item) fits items = max(1, budget // tokens per item),
+// capped by max_num_seqs × max(1, max_model_len // tokens per item). Peak = patches × per-patch working set of the
+// widest ViT sublayer (residual and normed input, then qkv + rotated q, k + attention output, or fc1 + activation,
+// the projections split over TP) plus the pixel values; `outputs` receives the encoder outputs the encoder cache
+// keeps through the decoder's dummy run. 0 without a vision tower.
+[[nodiscard]] std::int64_t encoder_profile_peak_bytes(const models::ModelSpec& model, std::int64_t max_num_batched_tokens,
+                                                      std::int64_t max_num_seqs, std::int64_t max_model_len,
+                                                      int tensor_parallel_size, std::int64_t* outputs = nullptr);
 
 // vLLM's activation peak of the profile run (a dummy forward of max_num_batched_tokens tokens plus the dummy
 // sampler run over max_num_seqs rows): the modelled torch_peak_increase. See memory_plan.cpp for the terms.

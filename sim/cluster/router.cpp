@@ -33,6 +33,26 @@ public:
     }
 };
 
+// vLLM's internal data-parallel load balancer (v1/engine/core_client.py DPLBAsyncMPClient
+// .get_core_engine_for_request): the engine with the lowest 4·waiting + running; ties to the lowest index. vLLM
+// reads counts the DP coordinator publishes every 100 ms and bumps its local copy per routed request; servesim
+// reads the instantaneous counts (the refresh interval is not modelled).
+class VllmDpRouter final : public Router {
+public:
+    [[nodiscard]] bool needs_loads() const override { return true; }
+
+    std::size_t route(const core::TokenContent&, const std::vector<ReplicaLoad>& loads) override {
+        auto score = [](const ReplicaLoad& l) { return 4 * l.num_waiting + l.num_running; };
+        std::size_t best = 0;
+        for (std::size_t i = 1; i < loads.size(); ++i) {
+            if (score(loads[i]) < score(loads[best])) {
+                best = i;
+            }
+        }
+        return best;
+    }
+};
+
 // Requests whose first content run (a tenant's system prompt) is the same go to the same replica, so its prefix is
 // cached once; a fixed hash, so the mapping is deterministic.
 class PrefixAffinityRouter final : public Router {
@@ -51,6 +71,8 @@ const std::vector<RouterEntry>& router_table() {
          [] { return std::unique_ptr<Router>(new RoundRobinRouter()); }},
         {"least_loaded", "the replica with the fewest waiting + running requests",
          [] { return std::unique_ptr<Router>(new LeastLoadedRouter()); }},
+        {"vllm_dp", "vLLM's data-parallel load balancer: the fewest 4 x waiting + running",
+         [] { return std::unique_ptr<Router>(new VllmDpRouter()); }},
         {"prefix_affinity", "the replica chosen by a hash of the prompt's first run (the system prompt)",
          [] { return std::unique_ptr<Router>(new PrefixAffinityRouter()); }},
     };

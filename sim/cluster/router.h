@@ -35,7 +35,7 @@ struct RouterEntry {
     std::unique_ptr<Router> (*make)();
 };
 
-// The registry: round_robin, least_loaded, prefix_affinity.
+// The registry: round_robin, least_loaded, vllm_dp, prefix_affinity.
 [[nodiscard]] const std::vector<RouterEntry>& router_table();
 
 // Throws ConfigError listing the known names.

@@ -57,6 +57,19 @@ struct VllmVersion {
     // retention interval; before it applied to sliding-window groups only (#43447, 0.23.0), so a Mamba group kept
     // every boundary whatever the interval.
     [[nodiscard]] constexpr bool mamba_honours_retention_interval() const { return at_least(0, 25); }
+    // --- CPU offload and memory ---
+    // PR #43797 (merged 2026-05-29, one day before 0.22.0; first modelled in 0.23): the OffloadingConnector stores
+    // prompt blocks only (`offload_prompt_only`, default True; offloading/scheduler.py _build_store_jobs clamps
+    // to num_prompt_tokens). Older releases also store the blocks a request generates.
+    [[nodiscard]] constexpr bool offload_prompt_only_by_default() const { return at_least(0, 23); }
+    // PRs #42554 + #44599 (both on main by 2026-06-14; first modelled in 0.24): an external (CPU) hit on a Mamba
+    // `align` model no longer asserts in Scheduler._mamba_block_aligned_split, and the hit window is rounded down
+    // to the Mamba block size (OffloadingConnectorScheduler._lookup, resolve_mamba_align_size). Older releases
+    // crash on the first such hit, so servesim refuses the configuration at start-up.
+    [[nodiscard]] constexpr bool offload_supports_mamba_align() const { return at_least(0, 24); }
+    // VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS defaults to 1 "since v0.21.0" (vllm/envs.py; the start-up log says
+    // so): Worker.determine_available_memory subtracts GPUModelRunner.profile_cudagraph_memory from the KV budget.
+    [[nodiscard]] constexpr bool kv_budget_subtracts_cudagraph_estimate() const { return at_least(0, 21); }
 };
 
 // The range of releases whose rules servesim models, and the default (the newest).

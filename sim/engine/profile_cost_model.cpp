@@ -55,9 +55,8 @@ double eval(const calibration::Curve* c, double x0, double x1) {
 
 StepCost ProfileCostModel::step_cost(const BatchShape& s) const {
     StepCost c;
-    const std::int64_t tokens = s.num_prefill_tokens == 0
-                                    ? RooflineCostModel::cudagraph_padded_tokens(s.num_tokens, max_cudagraph_tokens_)
-                                    : s.num_tokens;
+    // CUDA-graph padding of every batch up to the largest capture size (see RooflineCostModel::step_cost).
+    const std::int64_t tokens = RooflineCostModel::cudagraph_padded_tokens(s.num_tokens, max_cudagraph_tokens_);
     c.gemm_ms = eval(gemm_, static_cast<double>(tokens));
     if (s.num_sampled_seqs > 0) {
         c.lm_head_ms = eval(lm_head_, static_cast<double>(s.num_sampled_seqs));

@@ -74,10 +74,10 @@ StepCost RooflineCostModel::step_cost(const BatchShape& s) const {
         return 1e3 * std::max(f / f_rate, bytes / b_rate);
     };
     StepCost c;
-    // Decode-only batches replay a CUDA graph padded to the next capture size.
-    const std::int64_t tokens = s.num_prefill_tokens == 0
-                                    ? cudagraph_padded_tokens(s.num_tokens, params_.max_cudagraph_tokens)
-                                    : s.num_tokens;
+    // Every batch up to the largest capture size runs padded to the next capture size: decode-only batches replay
+    // FULL graphs, mixed ones PIECEWISE graphs (CudagraphDispatcher.dispatch, v1/cudagraph_dispatcher.py; default
+    // cudagraph_mode FULL_AND_PIECEWISE). Attention runs on the real tokens either way.
+    const std::int64_t tokens = cudagraph_padded_tokens(s.num_tokens, params_.max_cudagraph_tokens);
     const double b = models::dtype_bytes(model_.dtype);
     const std::int64_t all_weight_bytes = (dense_weight_bytes_per_step_ >= 0 && tokens > 0)
                                               ? dense_weight_bytes_per_step_

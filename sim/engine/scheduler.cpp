@@ -13,6 +13,9 @@ Scheduler::Scheduler(const SchedulerConfig& config, cache::KvCacheManager& kv_ca
 
 std::optional<core::SimTime> Scheduler::next_load_done() const {
     std::optional<core::SimTime> t;
+    if (!pending_loads_.empty()) {
+        t = pending_loads_.front().looked_up;  // its step starts at the next schedule(): wake at once
+    }
     for (const Request* r : loading_) {
         if (!t || r->load_done < *t) {
             t = r->load_done;
@@ -28,6 +31,19 @@ void Scheduler::finish_loads(core::SimTime now) {
         (r->load_done <= now ? ready : still).push_back(r);
     }
     loading_ = std::move(still);
+    // The load rides in the metadata of the step its lookup scheduled (build_connector_meta) and is reported in
+    // that step's or a later step's kv_connector_output (OffloadingConnectorWorker.get_finished), then promoted at
+    // the next schedule(). Without async scheduling that step starts at the lookup, and the first schedule() at
+    // or after load end promotes it (≥ 1 step later). With async scheduling (EngineCore.step_with_batch_queue) the
+    // step scheduled at the lookup starts at the next schedule() call — the one scheduling the step after it —
+    // and a step's output is processed only after the next step was scheduled, so the load's clock starts there
+    // and it is promoted at a later schedule() (≥ 2 steps after the lookup's step; vllm/v1/core/sched/scheduler.py
+    // _update_waiting_for_remote_kv, _update_from_kv_xfer_finished).
+    for (const auto& p : pending_loads_) {
+        p.request->load_done = now + p.duration;
+        loading_.push_back(p.request);
+    }
+    pending_loads_.clear();
     for (auto it = ready.rbegin(); it != ready.rend(); ++it) {
         Request* r = *it;
         r->num_computed_tokens = r->num_local_hit_tokens + r->num_external_cached_tokens;
@@ -42,14 +58,30 @@ void Scheduler::finish_loads(core::SimTime now) {
 
 void Scheduler::store_to_offload(const StepPlan& plan) {
     const std::int64_t b = config_.block_size;
+    const cache::CpuOffloadConfig& oc = offload_->config();
     for (const auto& s : plan.scheduled) {
         Request* r = s.request;
-        const std::int64_t computed = std::min(r->num_computed_tokens, r->num_tokens());
+        std::int64_t computed = std::min(r->num_computed_tokens, r->num_tokens());
+        if (oc.offload_prompt_only) {
+            // _build_store_jobs (PR #43797): num_offloadable_tokens = min(·, num_prompt_tokens).
+            computed = std::min(computed, r->num_prompt_tokens);
+        }
         const std::int64_t end_block = std::min<std::int64_t>(computed / b, static_cast<std::int64_t>(r->block_hashes.size()));
-        // A state snapshot exists where the chunk ended exactly on a block boundary (align mode, §2.5).
-        const std::int64_t snapshot = (computed % b == 0 && end_block > 0) ? end_block - 1 : -1;
-        if (end_block > r->num_offload_stored_blocks || snapshot >= 0) {
-            offload_->store(r->block_hashes, r->num_offload_stored_blocks, end_block, snapshot);
+        // State snapshots: `all` mode has one state block per block boundary of the chunk, all stored; otherwise
+        // (align) a snapshot exists where the chunk ended exactly on a block boundary (§2.5).
+        std::int64_t snapshot_first = -1;
+        std::int64_t snapshot_end = -1;
+        if (oc.state_at_every_block) {
+            snapshot_first = r->num_offload_stored_blocks;
+            snapshot_end = end_block;
+        } else if (computed % b == 0 && end_block > 0) {
+            snapshot_first = end_block - 1;
+            snapshot_end = end_block;
+        }
+        if (end_block > r->num_offload_stored_blocks || snapshot_end > snapshot_first) {
+            const std::int64_t hit_blocks = (r->num_cached_prompt_tokens + r->num_external_cached_tokens) / b;
+            offload_->store(r->block_hashes, r->num_offload_stored_blocks, end_block, snapshot_first, snapshot_end,
+                            hit_blocks);
             r->num_offload_stored_blocks = std::max(r->num_offload_stored_blocks, end_block);
         }
     }
@@ -126,7 +158,7 @@ void Scheduler::schedule(core::SimTime now, StepPlan& plan) {
     plan.preempted.clear();
     plan.num_scheduled_tokens = 0;
     kv_cache_.begin_step();
-    if (!loading_.empty()) {
+    if (!loading_.empty() || !pending_loads_.empty()) {
         finish_loads(now);
     }
     std::int64_t budget = config_.max_num_batched_tokens;
@@ -225,8 +257,13 @@ void Scheduler::schedule(core::SimTime now, StepPlan& plan) {
                 r->num_computed_tokens = hit.num_tokens;
                 r->num_offload_stored_blocks = (hit.num_tokens + external) / config_.block_size;
                 r->status = RequestStatus::kWaitingForRemoteKvs;
-                r->load_done = now + core::Duration::from_s(offload_->load_time_s(external));
-                loading_.push_back(r);
+                const auto load = core::Duration::from_s(offload_->load_time_s(external));
+                if (config_.async_scheduling) {
+                    pending_loads_.push_back(PendingLoad{r, now, load});
+                } else {
+                    r->load_done = now + load;
+                    loading_.push_back(r);
+                }
                 continue;
             }
             std::int64_t n = r->num_tokens() - r->num_computed_tokens - hit.num_tokens;

@@ -29,6 +29,9 @@ struct SchedulerConfig {
     int block_size = 16;                         // hash / attention block size
     bool mamba_align = false;                    // hybrid with mamba_cache_mode == align and prefix caching on
     core::VllmVersion vllm_version = core::kNewestModelled;  // whose version-dependent rules apply
+    // Async scheduling (the replica schedules step k+1 while step k runs): a host-tier load is promoted one
+    // schedule() later than without it (see finish_loads).
+    bool async_scheduling = false;
 };
 
 // One request's share of a step.
@@ -79,7 +82,9 @@ public:
 
     [[nodiscard]] std::size_t num_running() const { return running_.size(); }
 
-    [[nodiscard]] bool has_work() const { return !waiting_.empty() || !running_.empty() || !loading_.empty(); }
+    [[nodiscard]] bool has_work() const {
+        return !waiting_.empty() || !running_.empty() || !loading_.empty() || !pending_loads_.empty();
+    }
 
     [[nodiscard]] std::int64_t num_preemptions() const { return num_preemptions_; }
 
@@ -97,7 +102,8 @@ private:
 
     void preempt(Request* victim);
 
-    // _update_waiting_for_remote_kv: finished loads cache their blocks and rejoin the head of waiting.
+    // _update_waiting_for_remote_kv: finished loads cache their blocks and rejoin the head of waiting. Under async
+    // scheduling, loads looked up in the previous schedule() start now (their step starts now).
     void finish_loads(core::SimTime now);
 
     // _build_store_jobs: every block that became full in this step goes to the host tier.
@@ -108,6 +114,13 @@ private:
     std::deque<Request*> waiting_;
     std::vector<Request*> running_;  // admission order
     std::vector<Request*> loading_;  // WAITING_FOR_REMOTE_KVS, in the order their loads started
+    // Async scheduling: loads looked up in this schedule() whose step has not started yet (start, duration).
+    struct PendingLoad {
+        Request* request = nullptr;
+        core::SimTime looked_up;
+        core::Duration duration;
+    };
+    std::vector<PendingLoad> pending_loads_;
     cache::CpuOffloadManager* offload_ = nullptr;
     std::int64_t num_preemptions_ = 0;
 };

@@ -36,7 +36,7 @@ TEST_CASE("CpuOffload: a stored block is loadable only after the copy step compl
     // stored in step k → copying during step k+1 → resident at the end of step k+1.
     CpuOffloadManager cpu(config(100));
     const auto h = chain(4, 10);
-    cpu.store(h, 0, 4, -1);
+    cpu.store(h, 0, 4, -1, -1);
     REQUIRE(cpu.lookup(h, 0, 64) == 0);  // queued
     cpu.on_step_end();
     REQUIRE(cpu.lookup(h, 0, 64) == 0);  // copying
@@ -48,7 +48,7 @@ TEST_CASE("CpuOffload: a stored block is loadable only after the copy step compl
 TEST_CASE("CpuOffload: the host hit extends the GPU hit contiguously, capped at num_tokens", "[cache][offload]") {
     CpuOffloadManager cpu(config(100));
     const auto h = chain(6, 100);
-    cpu.store(h, 0, 3, -1);  // blocks 0, 1, 2 on the host; 3.. not
+    cpu.store(h, 0, 3, -1, -1);  // blocks 0, 1, 2 on the host; 3.. not
     cpu.on_step_end();
     cpu.on_step_end();
     // GPU hit of 1 block (16 tokens): the host adds blocks 1 and 2, then block 3 misses → 32 external tokens.
@@ -60,23 +60,71 @@ TEST_CASE("CpuOffload: the host hit extends the GPU hit contiguously, capped at 
 }
 
 TEST_CASE("CpuOffload: LRU eviction on the host while storing into a full cache", "[cache][offload]") {
-    // Capacity 3 blocks. Store A0 A1 A2 (resident after two step ends), touch A0 by a lookup, store B0:
-    // the least recently used is A1 (A0 was touched, A2 newer) → A1 is evicted.
+    // Capacity 3 blocks. Storing A0 A1 A2 inserts them in block order, then _touch refreshes A's chain reversed
+    // (LRUCachePolicy.touch iterates reversed): LRU → MRU = A2, A1, A0. A lookup of A0 alone touches A0 (already
+    // most recent). Storing B0 evicts the least recently used, A2 — the chain's tail, never its head.
     CpuOffloadManager cpu(config(3));
     const auto a = chain(3, 1000);
     const auto b = chain(1, 2000);
-    cpu.store(a, 0, 3, -1);
+    cpu.store(a, 0, 3, -1, -1);
     cpu.on_step_end();
     cpu.on_step_end();
     const std::vector<BlockHash> a0{a[0]};
     REQUIRE(cpu.lookup(a0, 0, 32) == 16);  // touches A0
-    cpu.store(b, 0, 1, -1);
+    cpu.store(b, 0, 1, -1, -1);
     cpu.on_step_end();
     cpu.on_step_end();
     REQUIRE(cpu.num_resident_blocks() == 3);
-    REQUIRE(cpu.lookup(a, 0, 64) == 16);  // A0 still there, A1 evicted: the chain stops after block 0
+    REQUIRE(cpu.lookup(a, 0, 64) == 32);  // A0 and A1 still there, A2 evicted: 2 blocks × 16
     const std::vector<BlockHash> a2{a[2]};
-    REQUIRE(cpu.lookup(a2, 0, 32) == 16);  // A2 survived
+    REQUIRE(cpu.lookup(a2, 0, 32) == 0);
+}
+
+TEST_CASE("CpuOffload: every lookup refreshes the request's whole chain, the GPU-hit prefix included",
+          "[cache][offload]") {
+    // Capacity 4. Store A0..A2 (LRU → MRU: A2 A1 A0), then B0 (A2 A1 A0 B0). A request for A hits all 3 blocks on
+    // the GPU (local hit 48 of 48 tokens): no external hit, yet _touch refreshes A's chain: B0 A2 A1 A0. Storing C0
+    // into the full host then evicts B0, and A stays whole. (Touching only the newly hit host range, as servesim
+    // did before, evicted A2 here.)
+    CpuOffloadManager cpu(config(4));
+    const auto a = chain(3, 3000);
+    const auto b = chain(1, 4000);
+    const auto c = chain(1, 5000);
+    cpu.store(a, 0, 3, -1, -1);
+    cpu.on_step_end();
+    cpu.store(b, 0, 1, -1, -1);
+    cpu.on_step_end();
+    cpu.on_step_end();
+    REQUIRE(cpu.num_resident_blocks() == 4);
+    REQUIRE(cpu.lookup(a, 48, 48) == 0);  // all on the GPU: nothing to load, but the chain is touched
+    cpu.store(c, 0, 1, -1, -1);
+    cpu.on_step_end();
+    cpu.on_step_end();
+    REQUIRE(cpu.lookup(a, 0, 48) == 48);
+    REQUIRE(cpu.lookup(b, 0, 16) == 0);
+    REQUIRE(cpu.lookup(c, 0, 16) == 16);
+}
+
+TEST_CASE("CpuOffload: Mamba align caps the hybrid host hit at round_down(num_tokens - 1, B)", "[cache][offload]") {
+    // PR #44599. B = 16, 4 blocks with a snapshot at every block on the host. A 64-token prompt (on the block
+    // grid): cap = floor(63 / 16) · 16 = 48 → 3 blocks, the state after block 2 is resident → 48 tokens, the last
+    // block is recomputed. A 70-token prompt: cap = floor(69 / 16) · 16 = 64 → all 4 blocks. Without the cap (the
+    // pre-#44599 window) the 64-token prompt loads all 4 blocks.
+    auto cfg = config(100, /*mamba_groups=*/1);
+    cfg.mamba_align_hit_cap = true;
+    CpuOffloadManager cpu(cfg);
+    const auto h = chain(4, 600);
+    cpu.store(h, 0, 4, 0, 4);
+    cpu.on_step_end();
+    cpu.on_step_end();
+    REQUIRE(cpu.lookup(h, 0, 64) == 48);
+    REQUIRE(cpu.lookup(h, 0, 70) == 64);
+
+    CpuOffloadManager old(config(100, 1));
+    old.store(h, 0, 4, 0, 4);
+    old.on_step_end();
+    old.on_step_end();
+    REQUIRE(old.lookup(h, 0, 64) == 64);
 }
 
 TEST_CASE("CpuOffload: a hybrid host hit must end where a state snapshot is resident", "[cache][offload]") {
@@ -84,7 +132,7 @@ TEST_CASE("CpuOffload: a hybrid host hit must end where a state snapshot is resi
     // hit shrinks from 4 blocks to 2 (Mamba groups are looked up as a one-block window at the boundary).
     CpuOffloadManager cpu(config(100, /*mamba_groups=*/3));
     const auto h = chain(4, 500);
-    cpu.store(h, 0, 4, /*snapshot_block=*/1);
+    cpu.store(h, 0, 4, /*snapshot_first=*/1, /*snapshot_end=*/2);
     cpu.on_step_end();
     cpu.on_step_end();
     REQUIRE(cpu.lookup(h, 0, 80) == 32);

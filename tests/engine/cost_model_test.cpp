@@ -87,30 +87,34 @@ BatchShape mixed_batch() {
 
 TEST_CASE("Profile: a step is the sum of its curves; fp8 KV halves decode attention", "[engine][cost]") {
     const char* text = kProfileText;
-    // mixed_batch(): not decode-only, so no graph padding.
-    //   gemm 1 + 1.03 = 2.03; lm_head 0.1 + 0.004 = 0.104; attn_prefill 0.005;
-    //   attn_decode 0.05 + 0.03 + 0.006 = 0.086; overhead 0.5 + 0.04 = 0.54  → 2.765 ms
+    // mixed_batch(): 103 tokens, a mixed batch ≤ 512 runs a PIECEWISE graph padded to 104 (GEMMs only).
+    //   gemm 1 + 1.04 = 2.04; lm_head 0.1 + 0.004 = 0.104; attn_prefill 0.005;
+    //   attn_decode 0.05 + 0.03 + 0.006 = 0.086; overhead 0.5 + 0.04 = 0.54  → 2.775 ms
     const BatchShape s = mixed_batch();
     const ProfileCostModel bf16(calibration::load_profile_string(text, "test"), "test");
-    CHECK(close(bf16.step_cost(s).total_ms(), 2.765));
+    CHECK(close(bf16.step_cost(s).gemm_ms, 2.04));
+    CHECK(close(bf16.step_cost(s).total_ms(), 2.775));
     const ProfileCostModel fp8(calibration::load_profile_string(text, "test"), "test", 512, 0.5);
     CHECK(close(fp8.step_cost(s).attn_decode_ms, 0.043));
-    CHECK(close(fp8.step_cost(s).total_ms(), 2.765 - 0.043));
+    CHECK(close(fp8.step_cost(s).total_ms(), 2.775 - 0.043));
+    // With graphs capped at 64 tokens (max_num_seqs 32) the 103-token batch runs eager: gemm 1 + 1.03 = 2.03.
+    const ProfileCostModel eager(calibration::load_profile_string(text, "test"), "test", 64);
+    CHECK(close(eager.step_cost(s).gemm_ms, 2.03));
 }
 
 TEST_CASE("Profile at TP 2: one rank's curves plus the roofline's all-reduce term", "[engine][cost]") {
     // Same curves as above, measured for tensor_parallel_size 2, costing Qwen3-Next-80B-A3B at TP 2 over a 450 GB/s
-    // link. 48 layers × (mixer + MoE MLP) = 96 all-reduces of 103 tokens × 2,048 × 2 B = 421,888 B:
-    //   ring 2·(2−1)/2 × 421,888 / 450e9 s = 0.000937529 ms, + 0.01 ms latency = 0.010937529 ms, × 96 = 1.050003 ms
-    //   total 2.765 (curves) + 1.050003 = 3.815003 ms
+    // link. 48 layers × (mixer + MoE MLP) = 96 all-reduces of the 104 padded tokens × 2,048 × 2 B = 425,984 B:
+    //   ring 2·(2−1)/2 × 425,984 / 450e9 s = 0.000946631 ms, + 0.01 ms latency = 0.010946631 ms, × 96 = 1.050877 ms
+    //   total 2.775 (curves) + 1.050877 = 3.825877 ms
     const std::string text = std::string(kProfileText) + "tensor_parallel_size: 2\n";
     const models::ModelSpec spec = models::resolve_model("Qwen3-Next-80B-A3B");
     const TensorParallelComm comm = make_tensor_parallel_comm(spec, 2, 450e9);
     CHECK(comm.num_allreduces_per_step == 96);
     const ProfileCostModel cost(calibration::load_profile_string(text, "tp2.yaml"), "tp2.yaml", 512, 1.0, comm);
     const BatchShape s = mixed_batch();
-    CHECK(close(cost.step_cost(s).comm_ms, 1.050003, 1e-6));
-    CHECK(close(cost.step_cost(s).total_ms(), 3.815003, 1e-6));
+    CHECK(close(cost.step_cost(s).comm_ms, 1.050877, 1e-6));
+    CHECK(close(cost.step_cost(s).total_ms(), 3.825877, 1e-6));
     // The roofline's comm term for the same step is the same function.
     RooflineParams rp;
     rp.peak_flops_per_s = 989e12;
@@ -118,7 +122,7 @@ TEST_CASE("Profile at TP 2: one rank's curves plus the roofline's all-reduce ter
     rp.tensor_parallel_size = 2;
     rp.interconnect_bytes_per_s = 450e9;
     const RooflineCostModel roof(spec, spec.dtype, rp);
-    CHECK(close(roof.step_cost(s).comm_ms, 1.050003, 1e-6));
+    CHECK(close(roof.step_cost(s).comm_ms, 1.050877, 1e-6));
 }
 
 TEST_CASE("Profile: a tensor_parallel_size unlike the engine's is refused naming file and both", "[engine][cost]") {

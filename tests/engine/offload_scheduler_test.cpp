@@ -77,3 +77,100 @@ TEST_CASE("Offload: a host hit costs an extra step, then resumes with the loaded
     REQUIRE(p5.scheduled[0].samples_token);
     kv.check_invariants();
 }
+
+namespace {
+
+// A (64 tokens) stored on the host, B (80 other tokens) evicting it from a 6-block GPU pool, C repeating A: the
+// setup of the test above, with an instant load. Returns the schedule() calls after C's lookup until C runs.
+int schedules_until_host_hit_runs(bool async_scheduling) {
+    cache::CpuOffloadConfig oc;
+    oc.num_cpu_blocks = 100;
+    oc.block_size_tokens = 16;
+    oc.load_s_per_token = 0;
+    cache::CpuOffloadManager cpu(oc);
+    cache::KvCacheManager kv(full_attention_config(6));
+    SchedulerConfig sc = scheduler_config(2048);
+    sc.async_scheduling = async_scheduling;
+    Scheduler s(sc, kv, &cpu);
+    auto make = [](std::uint64_t id, std::uint64_t c, std::int64_t len) {
+        return std::make_unique<Request>(core::RequestId{id}, core::TokenContent{{core::ContentId{c}, len}}, 1,
+                                         core::ContentId{900 + id}, core::SimTime::zero(), 16);
+    };
+    auto a = make(1, 7, 64);
+    auto b = make(2, 8, 80);
+    auto c = make(3, 7, 64);
+    s.add_request(a.get());
+    emit(s, cpu, s.schedule(core::SimTime::from_s(0.0)));
+    s.add_request(b.get());
+    emit(s, cpu, s.schedule(core::SimTime::from_s(0.1)));
+    s.add_request(c.get());
+    const StepPlan lookup = s.schedule(core::SimTime::from_s(0.2));
+    REQUIRE(c->status == RequestStatus::kWaitingForRemoteKvs);
+    emit(s, cpu, lookup);
+    for (int calls = 1; calls <= 5; ++calls) {
+        const StepPlan p = s.schedule(core::SimTime::from_s(0.2 + 0.01 * calls));
+        const bool runs = !p.scheduled.empty() && p.scheduled[0].request == c.get();
+        emit(s, cpu, p);
+        if (runs) {
+            return calls;
+        }
+    }
+    return -1;
+}
+
+}  // namespace
+
+TEST_CASE("Offload: a host hit runs one schedule() after its lookup, two under async scheduling",
+          "[engine][offload]") {
+    // Instant load (0 s). Sync: the lookup's step carries the load and reports it done; the next schedule()
+    // promotes C → 1 call. Async: the lookup's step starts only at the next schedule() (which schedules the step
+    // after it), and that step's output is processed after the one following was scheduled → C runs at the 2nd.
+    REQUIRE(schedules_until_host_hit_runs(false) == 1);
+    REQUIRE(schedules_until_host_hit_runs(true) == 2);
+}
+
+namespace {
+
+// One request of `prompt` tokens and `outputs` output tokens run to completion in a roomy pool, then the host
+// copies drained; returns the host units resident.
+std::int64_t host_units_after(std::int64_t prompt, std::int64_t outputs, cache::CpuOffloadConfig oc) {
+    oc.num_cpu_blocks = 100;
+    oc.block_size_tokens = 16;
+    cache::CpuOffloadManager cpu(oc);
+    cache::KvCacheManager kv(full_attention_config(40));
+    Scheduler s(scheduler_config(2048), kv, &cpu);
+    Request r(core::RequestId{1}, core::TokenContent{{core::ContentId{5}, prompt}}, outputs, core::ContentId{77},
+              core::SimTime::zero(), 16);
+    s.add_request(&r);
+    for (int step = 0; step < 100 && r.status != RequestStatus::kFinished; ++step) {
+        emit(s, cpu, s.schedule(core::SimTime::from_s(0.01 * step)));
+    }
+    REQUIRE(r.status == RequestStatus::kFinished);
+    cpu.on_step_end();
+    cpu.on_step_end();
+    return cpu.num_resident_blocks();
+}
+
+}  // namespace
+
+TEST_CASE("Offload: offload_prompt_only stores the prompt's blocks, not the generated ones", "[engine][offload]") {
+    // PR #43797. B = 16, prompt 32 tokens (2 blocks), 20 output tokens: the sequence reaches 52 tokens, so block 2
+    // (tokens 32–47) fills during decode. Prompt only: 2 blocks on the host; before #43797: 3.
+    cache::CpuOffloadConfig oc;
+    oc.offload_prompt_only = true;
+    REQUIRE(host_units_after(32, 20, oc) == 2);
+    oc.offload_prompt_only = false;
+    REQUIRE(host_units_after(32, 20, oc) == 3);
+}
+
+TEST_CASE("Offload: Mamba all mode stores a state snapshot at every block of the chunk", "[engine][offload]") {
+    // One Mamba group. A 72-token prompt prefilled in one chunk (4 full blocks + 8 tokens), 1 output token. `all`
+    // mode: every block boundary has a state block, so blocks 0–3 and their 4 snapshots are stored: 8 units.
+    // Otherwise (align rule): a snapshot only where the chunk ended on the grid — 72 is not — so 4 units.
+    cache::CpuOffloadConfig oc;
+    oc.num_mamba_groups = 1;
+    oc.state_at_every_block = true;
+    REQUIRE(host_units_after(72, 1, oc) == 8);
+    oc.state_at_every_block = false;
+    REQUIRE(host_units_after(72, 1, oc) == 4);
+}

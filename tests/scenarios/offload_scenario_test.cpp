@@ -55,5 +55,67 @@ TEST_CASE("Offload scenario: a non-positive kv_offloading_size is rejected with 
     }
 }
 
+PreparedExperiment prepare_one(const std::string& engine_yaml, const std::string& model = "Qwen3-4B") {
+    const std::string text = "model: " + model + "\ngpu: H200\nengine: " + engine_yaml +
+                             "\nworkload: {type: synthetic, rate: 1, prompt_tokens: 10, output_tokens: 1, "
+                             "num_requests: 1}\n";
+    const Scenario sc = load_scenario_text(text, "offload.yaml", {}, {});
+    REQUIRE(sc.experiments.size() == 1);
+    return prepare_experiment(sc.experiments[0]);
+}
+
+TEST_CASE("Offload scenario: the host tier's capacity is per tensor-parallel group, not per rank",
+          "[scenarios][offload]") {
+    // CPUOffloadingSpec: num_blocks = cpu_bytes // (Σ GPU KV tensor bytes / num_blocks × world_size). Qwen3-4B:
+    // 36 layers, 8 KV heads × 128 × bf16 × (K, V) = 4,096 B per layer-token; block 16 → page 65,536 B; one block
+    // id across the 36 layer tensors = 2,359,296 B. 8 GiB / 2,359,296 = 3,640.9 → 3,640 blocks at TP 1. At TP 2 a
+    // rank holds 4 KV heads (page 32,768 B, 1,179,648 B per block id) and the divisor is × 2: 3,640 again
+    // (servesim divided by one rank's bytes and got 7,281 before).
+    const auto tp1 = prepare_one("{kv_offloading_size: 8, tensor_parallel_size: 1}");
+    const auto tp2 = prepare_one("{kv_offloading_size: 8, tensor_parallel_size: 2}");
+    REQUIRE(tp1.plan.page_size_bytes == 65536);
+    REQUIRE(tp2.plan.page_size_bytes == 32768);
+    REQUIRE(offload_config(tp1.config.engine, tp1.plan, tp1.gpu).num_cpu_blocks == 3640);
+    REQUIRE(offload_config(tp2.config.engine, tp2.plan, tp2.gpu).num_cpu_blocks == 3640);
+}
+
+TEST_CASE("Offload scenario: offload_prompt_only follows the release, and the key overrides it",
+          "[scenarios][offload]") {
+    // PR #43797: default True from 0.23 (VllmVersion::offload_prompt_only_by_default); 0.22 stores decode blocks.
+    auto prompt_only = [](const std::string& engine) {
+        const auto p = prepare_one(engine);
+        return offload_config(p.config.engine, p.plan, p.gpu).offload_prompt_only;
+    };
+    REQUIRE_FALSE(prompt_only("{kv_offloading_size: 8, vllm_version: \"0.22\"}"));
+    REQUIRE(prompt_only("{kv_offloading_size: 8, vllm_version: \"0.23\"}"));
+    REQUIRE(prompt_only("{kv_offloading_size: 8}"));  // 0.30
+    REQUIRE_FALSE(prompt_only("{kv_offloading_size: 8, offload_prompt_only: false}"));
+    REQUIRE(prompt_only("{kv_offloading_size: 8, vllm_version: \"0.22\", offload_prompt_only: true}"));
+}
+
+TEST_CASE("Offload scenario: before vLLM 0.24 a Mamba align model with a host tier is refused at start-up",
+          "[scenarios][offload][errors]") {
+    // Qwen3.5-4B with prefix caching resolves to mamba_cache_mode align. vLLM < #42554/#44599 asserts
+    // num_external_computed_tokens == 0 in _mamba_block_aligned_split on the first CPU hit.
+    const std::string engine = "{kv_offloading_size: 8, enable_prefix_caching: true, vllm_version: ";
+    try {
+        (void)prepare_one(engine + "\"0.23\"}", "Qwen3.5-4B");
+        FAIL("no error");
+    } catch (const ConfigError& e) {
+        const std::string m = e.what();
+        INFO(m);
+        REQUIRE(m.find("offload.yaml") != std::string::npos);
+        REQUIRE(m.find("engine.kv_offloading_size") != std::string::npos);
+        REQUIRE(m.find("mamba_cache_mode align") != std::string::npos);
+        REQUIRE(m.find("0.24") != std::string::npos);
+    }
+    const auto ok = prepare_one(engine + "\"0.24\"}", "Qwen3.5-4B");
+    REQUIRE(ok.plan.mamba_cache_mode == cache::MambaCacheMode::kAlign);
+    REQUIRE(offload_config(ok.config.engine, ok.plan, ok.gpu).mamba_align_hit_cap);
+    // Without prefix caching (mode none) there is no aligned split and no assertion: accepted at 0.23.
+    (void)prepare_one("{kv_offloading_size: 8, enable_prefix_caching: false, vllm_version: \"0.23\"}",
+                      "Qwen3.5-4B");
+}
+
 }  // namespace
 }  // namespace servesim::app

@@ -97,9 +97,9 @@ TEST_CASE("Command line: a run without a scenario file is vllm bench serve's ran
     const ExperimentConfig& x = sc.experiments[0];
     CHECK(x.model == "Llama-3.1-8B");
     CHECK(x.gpu == "H100");
-    CHECK(x.workload["type"].as<std::string>() == "synthetic");
-    CHECK(x.workload["arrival"].as<std::string>() == "poisson");
-    CHECK(x.workload["rate"].as<std::string>() == "10");
+    CHECK(x.workload["type"].as<std::string>() == "bench_serve");  // vllm bench serve's own client
+    CHECK(x.workload["dataset_name"].as<std::string>() == "random");
+    CHECK(x.workload["request_rate"].as<std::string>() == "10");
     const auto results = run_experiments(sc.experiments, 1, [](int, int) {});
     const auto& s = results[0].sim.summary;
     CHECK(s.num_requests_sent == 40);
@@ -108,8 +108,9 @@ TEST_CASE("Command line: a run without a scenario file is vllm bench serve's ran
 }
 
 TEST_CASE("Command line: --random-range-ratio and --burstiness follow vLLM's sampling", "[tools][command_line]") {
-    // get_sampling_params: input uniform on [floor(1000·0.7), ceil(1000·1.3)] = [700, 1300]; output on
-    // [max(1, floor(10·0.7)), ceil(10·1.3)] = [7, 13]. Burstiness 0.5 ≠ 1: gamma gaps of shape 0.5.
+    // The flags become the bench_serve keys of the same names; that client draws input uniform on
+    // [floor(1000·0.7), ceil(1000·1.3)] = [700, 1300] and output on [max(1, floor(10·0.7)), ceil(10·1.3)] = [7, 13]
+    // (tests/workloads/bench_serve_workload_test.cpp pins the draws); burstiness 0.5: gamma gaps of shape 0.5.
     BenchServeFlags b;
     b.random_input_len = "1000";
     b.random_output_len = "10";
@@ -119,13 +120,17 @@ TEST_CASE("Command line: --random-range-ratio and --burstiness follow vLLM's sam
     const ScenarioLessRun run = scenario_less_run("Qwen3-4B", std::nullopt, std::nullopt, b);
     const Scenario sc = load_scenario_text(run.text, "command line", run.overrides);
     const YAML::Node& w = sc.experiments[0].workload;
-    CHECK(w["prompt_tokens"]["dist"].as<std::string>() == "uniform");
-    CHECK(w["prompt_tokens"]["min"].as<int>() == 700);
-    CHECK(w["prompt_tokens"]["max"].as<int>() == 1300);
-    CHECK(w["output_tokens"]["min"].as<int>() == 7);
-    CHECK(w["output_tokens"]["max"].as<int>() == 13);
-    CHECK(w["arrival"].as<std::string>() == "gamma");
+    CHECK(w["random_input_len"].as<int>() == 1000);
+    CHECK(w["random_output_len"].as<int>() == 10);
+    CHECK(w["random_range_ratio"].as<double>() == 0.3);
     CHECK(w["burstiness"].as<std::string>() == "0.5");
+    // The lengths the bench_serve client then draws: every prompt in [700, 1300], every output in [7, 13].
+    const auto results = run_experiments(sc.experiments, 1, [](int, int) {});
+    const auto& s = results[0].sim.summary;
+    CHECK(s.mean_prompt_tokens >= 700);
+    CHECK(s.mean_prompt_tokens <= 1300);
+    CHECK(s.mean_output_tokens >= 7);
+    CHECK(s.mean_output_tokens <= 13);
     CHECK(sc.experiments[0].gpu == "H200");  // servesim's default GPU
 }
 

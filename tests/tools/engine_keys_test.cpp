@@ -46,7 +46,11 @@ TEST_CASE("Engine keys: every key with a vLLM flag is found by both names", "[to
             CHECK(k.flag == derived);
         }
     }
-    CHECK(with_flag == static_cast<int>(engine_keys().size()) - 1);  // kv_offloading_load_us_per_token is servesim's
+    // Without a vLLM flag: kv_offloading_load_us_per_token (servesim's) and offload_prompt_only (vLLM's connector
+    // takes it in --kv-transfer-config's kv_connector_extra_config, not as a flag of its own).
+    CHECK(with_flag == static_cast<int>(engine_keys().size()) - 2);
+    CHECK(find_engine_key("offload_prompt_only")->flag.empty());
+    CHECK(find_engine_key("kv_offloading_load_us_per_token")->flag.empty());
 }
 
 TEST_CASE("Engine keys: token counts take vLLM's human-readable forms", "[tools][engine_keys]") {

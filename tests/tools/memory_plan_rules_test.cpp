@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "calibration/gpu_spec.h"
+#include "common/error.h"
 #include "models/model_registry.h"
 #include "sim/cache/kv_cache_manager.h"
 #include "sim/cache/memory_plan.h"
@@ -141,6 +142,100 @@ TEST_CASE("Hybrid hit on the Qwen3.5-4B plan: a 2,000-token prompt sent twice hi
     CHECK(engine::testing::tokens_of(h.step(), again) == 416);
     CHECK(again->num_cached_prompt_tokens == 1584);
     CHECK(h.kv().stats().hits == 1584);
+}
+
+TEST_CASE("Memory: CUDA-graph capture sizes are 1, 2, 4, 8..248 step 8, 256..max step 16", "[tools][cudagraph]") {
+    // RTX 3090 defaults (2,048 tokens, 256 seqs): max = min(512, 512, 2048) = 512 → 3 + 31 (8..248) + 17 (256..512)
+    // = 51 sizes. max_num_seqs 8: max = 16 → 1, 2, 4, 8, 16.
+    const auto sizes = cache::cudagraph_capture_sizes(2048, 256);
+    REQUIRE(sizes.size() == 51);
+    CHECK(sizes.front() == 1);
+    CHECK(sizes[3] == 8);
+    CHECK(sizes[33] == 248);
+    CHECK(sizes[34] == 256);
+    CHECK(sizes.back() == 512);
+    CHECK(cache::cudagraph_capture_sizes(2048, 8) == std::vector<std::int64_t>{1, 2, 4, 8, 16});
+}
+
+TEST_CASE("Memory: from vLLM 0.21 the CUDA-graph estimate (first capture + 1 MiB per further graph and mode) "
+          "comes off the KV budget; 0.20 subtracts nothing", "[tools][cudagraph]") {
+    // Qwen3-4B on an RTX 3090 (2,048 / 256): PIECEWISE has 51 graphs, FULL the 35 sizes ≤ 256. The first capture is
+    // the forward working set of 512 tokens = activation_peak_bytes(512 tokens, 0 sampler rows); each further graph
+    // 1 MiB: estimate = first + (50 + 34) MiB.
+    const auto model = models::resolve_model("Qwen3-4B");
+    const std::int64_t first = cache::activation_peak_bytes(model, 512, 0);
+    const std::int64_t expected = first + (50 + 34) * (1LL << 20);
+    CHECK(cache::cudagraph_memory_estimate_bytes(model, 2048, 256) == expected);
+    auto plan_at = [](const std::string& version) {
+        EngineSettings e;
+        e.vllm_version = version;
+        e.gpu_memory_utilization = 0.9;
+        e.max_model_len = 16384;
+        return plan_for("Qwen3-4B", "RTX 3090", e);
+    };
+    const cache::MemoryPlan old = plan_at("0.20");
+    const cache::MemoryPlan now = plan_at("0.21");
+    CHECK(old.cudagraph_bytes == 0);
+    CHECK(now.cudagraph_bytes == expected);
+    CHECK(old.kv_cache_memory_bytes - now.kv_cache_memory_bytes == expected);
+}
+
+TEST_CASE("Memory: the profile run's vision-encoder forward sets the hybrid's torch peak", "[tools][encoder]") {
+    // Qwen3.5-4B's tower: 24 × 1024, MLP 4096, patch 16, merge 2. An image of 16,777,216 px is 16,777,216 / 32² =
+    // 16,384 tokens = 65,536 patches; budget max(2,048, 16,384) → 1 item. Per patch, bf16: residual + normed input
+    // 2 × 1024, then max(qkv + rotated q, k + attention output 6 × 1024, fc1 + activation 2 × 4096 = 8,192), plus
+    // 3 × 2 × 16 × 16 = 1,536 pixel values: 2 × (2,048 + 8,192 + 1,536) = 23,552 B → 65,536 × 23,552 =
+    // 1,543,503,872 B. Encoder outputs kept: 16,384 × 2,560 × 2 = 83,886,080 B.
+    const auto model = models::resolve_model("Qwen3.5-4B");
+    std::int64_t outputs = 0;
+    CHECK(cache::encoder_profile_peak_bytes(model, 2048, 256, 16384, 1, &outputs) == 1'543'503'872);
+    CHECK(outputs == 83'886'080);
+    // A 32,768-token budget and max_model_len fit 2 items: twice the patches.
+    CHECK(cache::encoder_profile_peak_bytes(model, 32768, 256, 32768, 1) == 2 * 1'543'503'872LL);
+    // No vision tower, no encoder term.
+    CHECK(cache::encoder_profile_peak_bytes(models::resolve_model("Qwen3-4B"), 2048, 256, 16384, 1) == 0);
+
+    EngineSettings e;
+    e.vllm_version = "0.26";
+    e.gpu_memory_utilization = 0.9;
+    e.max_model_len = 16384;
+    const cache::MemoryPlan with = plan_for("Qwen3.5-4B", "RTX 3090", e);
+    e.skip_mm_profiling = true;
+    const cache::MemoryPlan without = plan_for("Qwen3.5-4B", "RTX 3090", e);
+    // torch peak = max(encoder 1,543,503,872, decoder + outputs): the encoder's, here.
+    CHECK(with.encoder_peak_bytes == 1'543'503'872);
+    CHECK(with.activation_peak_bytes == std::max<std::int64_t>(1'543'503'872, without.activation_peak_bytes + 83'886'080));
+    CHECK(with.activation_peak_bytes == 1'543'503'872);
+    CHECK(without.encoder_peak_bytes == 0);
+    CHECK(without.kv_cache_memory_bytes - with.kv_cache_memory_bytes ==
+          with.activation_peak_bytes - without.activation_peak_bytes);
+}
+
+TEST_CASE("Memory: the one-request fit check counts the padding layers' pages", "[tools][padding]") {
+    // Qwen3.5-4B without two of its GDN layers: 8 attention + 22 GDN layers. 22 / 8 ≥ 1.5 → group size 8; the GDN
+    // layers form cdiv(22, 8) = 3 groups (8, 8, 6 + 2 padding layers). Prefix caching off (mamba none: one state
+    // page per group). _check_enough_kv_cache_memory needs group_size · page · Σ_groups blocks =
+    // 8 · page · (cdiv(16384, B) + 3); counting real layers only (servesim before) needed 2 pages fewer.
+    models::ModelSpec model = models::resolve_model("Qwen3.5-4B");
+    model.layers.erase(model.layers.begin(), model.layers.begin() + 2);  // layers 0 and 1 are GDN
+    cache::MemoryPlanRequest req;
+    req.gpu_memory_bytes = 24LL << 30;
+    req.max_model_len = 16384;
+    req.enable_prefix_caching = false;
+    req.kv_cache_memory_bytes = 8LL << 30;
+    const cache::MemoryPlan roomy = cache::plan_memory(model, req);
+    REQUIRE(roomy.group_size == 8);
+    REQUIRE(roomy.groups.size() == 4);
+    CHECK(roomy.groups.back().num_padding_layers == 2);
+    const std::int64_t page = roomy.page_size_bytes;
+    const std::int64_t attention_blocks = (16384 + roomy.block_size - 1) / roomy.block_size;
+    const std::int64_t needed = 8 * page * (attention_blocks + 3);
+    req.kv_cache_memory_bytes = needed;
+    CHECK_NOTHROW(cache::plan_memory(model, req));
+    // One byte less fails, although the real layers alone (needed − 2 pages) would fit.
+    req.kv_cache_memory_bytes = needed - 1;
+    CHECK(needed - 1 > page * (8 * attention_blocks + 22));
+    CHECK_THROWS_AS(cache::plan_memory(model, req), ConfigError);
 }
 
 }  // namespace

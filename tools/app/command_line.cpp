@@ -84,20 +84,6 @@ std::pair<double, double> range_ratios(const std::string& text) {
     return {one(n["input"].Scalar()), one(n["output"].Scalar())};
 }
 
-// vLLM get_sampling_params: lengths uniform on [floor(L·(1 − r)), ceil(L·(1 + r))]; outputs at least 1.
-YAML::Node length_node(std::int64_t len, double ratio, std::int64_t floor_min) {
-    const auto lo = std::max<std::int64_t>(floor_min, static_cast<std::int64_t>(std::floor(len * (1 - ratio))));
-    const auto hi = std::max<std::int64_t>(floor_min, static_cast<std::int64_t>(std::ceil(len * (1 + ratio))));
-    if (lo == hi) {
-        return YAML::Node(lo);
-    }
-    YAML::Node n(YAML::NodeType::Map);
-    n["dist"] = "uniform";
-    n["min"] = lo;
-    n["max"] = hi;
-    return n;
-}
-
 }  // namespace
 
 EngineFlags take_engine_flags(const std::vector<std::string>& args) {
@@ -178,12 +164,13 @@ bool BenchServeFlags::any() const {
 ScenarioLessRun scenario_less_run(const std::string& model, const std::optional<std::string>& gpu,
                                   const std::optional<std::string>& cost_model, const BenchServeFlags& b) {
     ScenarioLessRun run;
-    // vllm bench serve's defaults: --request-rate inf, --num-prompts 1000, --random-input-len 1024,
-    // --random-output-len 128, --random-range-ratio 0, --random-prefix-len 0, --burstiness 1 (Poisson).
+    // `type: bench_serve` (workloads/bench_serve_workload.h) is vllm bench serve itself: its send schedule, its
+    // random dataset and its defaults (--request-rate inf, --num-prompts 1000, --random-input-len 1024,
+    // --random-output-len 128, --random-range-ratio 0, --random-prefix-len 0, --burstiness 1), so every flag maps
+    // onto the key of the same name.
     run.text =
         "name: command-line\n"
-        "workload: {type: synthetic, arrival: poisson, rate: inf, prompt_tokens: 1024, output_tokens: 128,\n"
-        "           num_requests: 1000}\n";
+        "workload: {type: bench_serve, dataset_name: random}\n";
     run.overrides.push_back({"model", YAML::Node(model), "--model"});
     if (gpu) {
         run.overrides.push_back({"gpu", YAML::Node(*gpu), "--gpu"});
@@ -196,45 +183,38 @@ ScenarioLessRun scenario_less_run(const std::string& model, const std::optional<
             run.overrides.push_back({std::string("workload.") + key, YAML::Node(*v), flag});
         }
     };
-    plain(b.request_rate, "rate", "--request-rate");
-    plain(b.num_prompts, "num_requests", "--num-prompts");
+    plain(b.request_rate, "request_rate", "--request-rate");
+    plain(b.num_prompts, "num_prompts", "--num-prompts");
     plain(b.max_concurrency, "max_concurrency", "--max-concurrency");
-    if (b.burstiness) {
-        // vLLM: gaps Gamma(shape = burstiness, scale = 1 / (rate · burstiness)); 1 is the Poisson process.
-        double k = 0;
-        try {
-            k = std::get<double>(parse_value(ValueSpec{ValueKind::Number, 0, 1e6, true}, *b.burstiness));
-        } catch (const ConfigError& e) {
-            fail("--burstiness", e.what());
-        }
-        if (k != 1.0) {
-            run.overrides.push_back({"workload.arrival", YAML::Node("gamma"), "--burstiness"});
-            run.overrides.push_back({"workload.burstiness", YAML::Node(*b.burstiness), "--burstiness"});
-        }
-    }
+    plain(b.burstiness, "burstiness", "--burstiness");
     const std::int64_t prefix = b.random_prefix_len ? whole_flag("--random-prefix-len", *b.random_prefix_len, 0) : 0;
     if (b.random_prefix_len) {
-        run.overrides.push_back({"workload.shared_prefix_tokens", YAML::Node(prefix), "--random-prefix-len"});
+        run.overrides.push_back({"workload.random_prefix_len", YAML::Node(prefix), "--random-prefix-len"});
     }
     const auto [in_ratio, out_ratio] = b.random_range_ratio ? range_ratios(*b.random_range_ratio)
                                                             : std::pair<double, double>{0, 0};
     const std::int64_t in_len = b.random_input_len ? whole_flag("--random-input-len", *b.random_input_len, 0) : 1024;
-    const std::int64_t out_len =
-        b.random_output_len ? whole_flag("--random-output-len", *b.random_output_len, 1) : 128;
     if (prefix + static_cast<std::int64_t>(std::floor(in_len * (1 - in_ratio))) < 1) {
         fail(b.random_input_len ? "--random-input-len" : "--random-prefix-len",
              "the shortest prompt would have no token (vLLM needs prefix + input·(1 − range ratio) ≥ 1)");
     }
-    const std::string ratio_flag = b.random_range_ratio ? ", --random-range-ratio" : "";
-    if (b.random_input_len || b.random_range_ratio) {
-        run.overrides.push_back({"workload.prompt_tokens", length_node(in_len, in_ratio, 0),
-                                 (b.random_input_len ? "--random-input-len" : "") +
-                                     (b.random_input_len ? ratio_flag : std::string("--random-range-ratio"))});
+    if (b.random_input_len) {
+        run.overrides.push_back({"workload.random_input_len", YAML::Node(in_len), "--random-input-len"});
     }
-    if (b.random_output_len || b.random_range_ratio) {
-        run.overrides.push_back({"workload.output_tokens", length_node(out_len, out_ratio, 1),
-                                 (b.random_output_len ? "--random-output-len" : "") +
-                                     (b.random_output_len ? ratio_flag : std::string("--random-range-ratio"))});
+    if (b.random_output_len) {
+        run.overrides.push_back({"workload.random_output_len",
+                                 YAML::Node(whole_flag("--random-output-len", *b.random_output_len, 1)),
+                                 "--random-output-len"});
+    }
+    if (b.random_range_ratio) {
+        YAML::Node ratio;
+        if (in_ratio == out_ratio) {
+            ratio = in_ratio;
+        } else {
+            ratio["input"] = in_ratio;
+            ratio["output"] = out_ratio;
+        }
+        run.overrides.push_back({"workload.random_range_ratio", ratio, "--random-range-ratio"});
     }
     return run;
 }

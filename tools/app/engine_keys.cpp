@@ -87,6 +87,13 @@ const EngineKey kEngineKeys[] = {
     {"kv_offloading_size", "--kv-offloading-size", {ValueKind::GiB, 0, 1e9, true},
      "CPU KV offloading tier in GiB, vLLM's native connector (default none)",
      [](EngineSettings& s, const EngineValue& v) { s.kv_offloading_size_gib = as_double(v); }},
+    {"offload_prompt_only", "", {ValueKind::Bool},
+     "CPU offloading stores prompt blocks only (the OffloadingConnector's kv_connector_extra_config "
+     "offload_prompt_only, PR #43797; default: the vLLM version's)",
+     [](EngineSettings& s, const EngineValue& v) { s.offload_prompt_only = as_bool(v); }},
+    {"skip_mm_profiling", "--skip-mm-profiling", {ValueKind::Bool},
+     "leave the multimodal encoder out of the start-up memory profile (default off: its dummy forward counts)",
+     [](EngineSettings& s, const EngineValue& v) { s.skip_mm_profiling = as_bool(v); }},
     {"kv_offloading_load_us_per_token", "", {ValueKind::Number, 0, 1e9},
      "servesim: host-to-GPU load time per token in µs (default: KV bytes per token over the host link)",
      [](EngineSettings& s, const EngineValue& v) { s.kv_offloading_load_us_per_token = as_double(v); }},

@@ -40,7 +40,37 @@ cache::MemoryPlanRequest memory_plan_request(const EngineSettings& e, const cali
     r.kv_cache_memory_bytes = e.kv_cache_memory_bytes;
     r.enable_chunked_prefill = e.enable_chunked_prefill;
     r.tensor_parallel_size = e.tensor_parallel_size;
+    r.skip_mm_profiling = e.skip_mm_profiling;
     return r;
+}
+
+cache::CpuOffloadConfig offload_config(const EngineSettings& engine, const cache::MemoryPlan& plan,
+                                       const calibration::GpuSpec& gpu) {
+    SERVESIM_CHECK(engine.kv_offloading_size_gib.has_value(), "offload_config without kv_offloading_size");
+    // CPUOffloadingSpec (cpu/spec.py): kv_bytes_per_block = Σ GPU KV tensor bytes / num_blocks × world_size —
+    // one CPU block holds one GPU block id across all KV tensors (group_size pages) of every tensor-parallel
+    // rank, as cpu_bytes_to_use is the total over ranks; each (hash, group) key takes one.
+    cache::CpuOffloadConfig o;
+    const double unit_bytes =
+        static_cast<double>(plan.page_size_bytes) * plan.group_size * plan.tensor_parallel_size;
+    o.num_cpu_blocks = static_cast<std::int64_t>(*engine.kv_offloading_size_gib * 1024.0 * 1024.0 *
+                                                 1024.0 / unit_bytes);
+    o.block_size_tokens = plan.block_size;
+    for (const auto& g : plan.groups) {
+        if (g.kind == cache::KvGroupKind::kMamba) {
+            ++o.num_mamba_groups;
+        }
+    }
+    o.num_attention_groups = static_cast<int>(plan.groups.size()) - o.num_mamba_groups;
+    o.offload_prompt_only =
+        engine.offload_prompt_only.value_or(plan.vllm_version.offload_prompt_only_by_default());
+    const bool hybrid_cached = o.num_mamba_groups > 0 && plan.enable_prefix_caching;
+    o.mamba_align_hit_cap = hybrid_cached && plan.mamba_cache_mode == cache::MambaCacheMode::kAlign;
+    o.state_at_every_block = hybrid_cached && plan.mamba_cache_mode == cache::MambaCacheMode::kAll;
+    const double us_per_token = engine.kv_offloading_load_us_per_token.value_or(
+        1e6 * static_cast<double>(plan.kv_bytes_per_token) / gpu.host_link_bytes_per_s);
+    o.load_s_per_token = us_per_token * 1e-6;
+    return o;
 }
 
 namespace {
@@ -324,6 +354,18 @@ PreparedExperiment prepare_experiment(const ExperimentConfig& config) {
                                                               kv_scale > 0 ? kv_scale : 1.0, comm);
         });
     }
+    if (config.engine.kv_offloading_size_gib && p.plan.enable_prefix_caching &&
+        p.plan.mamba_cache_mode == cache::MambaCacheMode::kAlign && p.plan.mamba_block_size > 0 &&
+        !p.plan.vllm_version.offload_supports_mamba_align()) {
+        // Before PRs #42554/#44599 Scheduler._mamba_block_aligned_split asserts num_external_computed_tokens == 0:
+        // the engine dies on the first CPU hit. No prediction is honest there.
+        throw ConfigError(fmt::format(
+            "{}: experiment '{}': engine.kv_offloading_size with mamba_cache_mode align is not supported by vLLM {} "
+            "(its scheduler asserts on the first CPU hit: 'External KV connector is not verified yet'; fixed by PRs "
+            "#42554/#44599 in {}); set engine.vllm_version to {} or later, or use mamba_cache_mode all",
+            config.file, config.name, p.plan.vllm_version.str(), core::VllmVersion{0, 24, 0}.str(),
+            core::VllmVersion{0, 24, 0}.str()));
+    }
     (void)cluster::make_router(config.router);  // unknown names fail here, before simulating
     return p;
 }
@@ -374,25 +416,10 @@ ExperimentResult run_experiment(const PreparedExperiment& p) {
     s.mamba_align = p.plan.enable_prefix_caching && p.plan.mamba_cache_mode == cache::MambaCacheMode::kAlign &&
                     p.plan.mamba_block_size > 0;
     s.vllm_version = cache::parse_vllm_version(p.config.engine.vllm_version);
+    s.async_scheduling = p.config.engine.async_scheduling;
 
     if (p.config.engine.kv_offloading_size_gib) {
-        // CPUOffloadingSpec: one CPU block holds one GPU block id across all KV tensors (group_size pages); each
-        // (hash, group) key takes one.
-        cache::CpuOffloadConfig o;
-        const double unit_bytes = static_cast<double>(p.plan.page_size_bytes) * p.plan.group_size;
-        o.num_cpu_blocks = static_cast<std::int64_t>(*p.config.engine.kv_offloading_size_gib * 1024.0 * 1024.0 *
-                                                     1024.0 / unit_bytes);
-        o.block_size_tokens = p.plan.block_size;
-        for (const auto& g : p.plan.groups) {
-            if (g.kind == cache::KvGroupKind::kMamba) {
-                ++o.num_mamba_groups;
-            }
-        }
-        o.num_attention_groups = static_cast<int>(p.plan.groups.size()) - o.num_mamba_groups;
-        const double us_per_token = p.config.engine.kv_offloading_load_us_per_token.value_or(
-            1e6 * static_cast<double>(p.plan.kv_bytes_per_token) / p.gpu.host_link_bytes_per_s);
-        o.load_s_per_token = us_per_token * 1e-6;
-        sc.replica.offload = o;
+        sc.replica.offload = offload_config(p.config.engine, p.plan, p.gpu);
     }
     cluster::Simulation sim(sc, *p.cost_model, *workload, cluster::make_router(p.config.router));
     r.sim = sim.run();

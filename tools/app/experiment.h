@@ -77,6 +77,12 @@ void assess_result(ExperimentResult& r);
 // vLLM's memory-plan request for a model on a GPU with the user's engine settings.
 [[nodiscard]] cache::MemoryPlanRequest memory_plan_request(const EngineSettings& engine, const calibration::GpuSpec& gpu);
 
+// The host KV tier of engine.kv_offloading_size (vLLM's native OffloadingConnector, CPUOffloadingSpec) for a
+// resolved plan: its capacity in CPU blocks per tensor-parallel group, its load speed and the release's rules.
+// Requires engine.kv_offloading_size.
+[[nodiscard]] cache::CpuOffloadConfig offload_config(const EngineSettings& engine, const cache::MemoryPlan& plan,
+                                                     const calibration::GpuSpec& gpu);
+
 [[nodiscard]] PreparedExperiment prepare_experiment(const ExperimentConfig& config);
 
 // `mode: order_only`: reads the workload's trace (honouring limit, num_requests, duration and time_scale) into block

@@ -40,6 +40,11 @@ struct EngineSettings {
     std::optional<double> kv_offloading_size_gib;
     // Host → GPU load time per token; unset = KV bytes per token over the GPU's host link.
     std::optional<double> kv_offloading_load_us_per_token;
+    // OffloadingConnector's kv_connector_extra_config `offload_prompt_only`; unset = the release's default (True
+    // from PR #43797, VllmVersion::offload_prompt_only_by_default).
+    std::optional<bool> offload_prompt_only;
+    // --skip-mm-profiling: the profile run skips the multimodal encoder's dummy forward.
+    bool skip_mm_profiling = false;
 };
 
 // Service-level objectives for goodput, in ms (vllm bench serve --goodput KEY:VALUE, keys ttft, tpot, e2el): a

@@ -8,7 +8,8 @@ bin=./build/tools/servesim
 out=out/seed-study
 mkdir -p "$out"
 start_ns=$(date +%s%N)
-for s in tenant-sweep pool-size fp8 prefix-caching offload prefill-curve break-even sensitivity block-size h200; do
+for s in tenant-sweep pool-size fp8 prefix-caching offload prefill-curve break-even sensitivity block-size h200 \
+         vllm-versions; do
   f=scenarios/seed-study/$s.yaml
   if [ "$s" = h200 ] && [ ! -f calibration/profiles/h200/Qwen3-4B.yaml ]; then
     echo "run_all: skipping h200 (no calibrated H200 profiles yet)" >&2

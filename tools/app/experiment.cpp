@@ -494,6 +494,13 @@ std::vector<ExperimentResult> run_experiments(const std::vector<ExperimentConfig
         for (std::size_t i = begin; i < end; ++i) {
             g.replicate_runs.push_back(std::move(results[i]));
         }
+        if (configs[k].workload["seed"]) {
+            // bench_serve and multi_turn_bench take the tool's own --seed as workload.seed, which pins their draws.
+            g.replicate_runs.front().warnings.push_back(fmt::format(
+                "workload.seed is set: the {} replicates draw the same requests (only the scenario's seed varies); "
+                "remove workload.seed to vary them",
+                end - begin));
+        }
         gathered.push_back(std::move(g));
     }
     return gathered;

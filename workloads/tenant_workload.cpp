@@ -10,10 +10,24 @@
 
 namespace servesim::workloads {
 
+const char* tenant_pacing_name(TenantPacing p) {
+    switch (p) {
+        case TenantPacing::kPerTenantStream:
+            return "per_tenant_stream";
+        case TenantPacing::kSleepAfterAnswer:
+            return "sleep_after_answer";
+        case TenantPacing::kGlobalFifo:
+            return "global_fifo";
+        case TenantPacing::kGlobalRandom:
+            return "global_random";
+    }
+    return "per_tenant_stream";
+}
+
 TenantWorkloadConfig parse_tenant_workload(const YamlMap& m) {
     m.allow_only({"type", "tenants", "system_prompt_tokens", "shared_prefix_tokens", "turns_per_dialogue",
-                  "user_tokens", "answer_tokens", "think_time", "arrival", "rate", "burstiness", "num_requests",
-                  "duration"});
+                  "user_tokens", "answer_tokens", "think_time", "arrival", "rate", "burstiness", "pacing",
+                  "num_requests", "duration"});
     TenantWorkloadConfig c;
     c.num_tenants = m.get_in_range<std::int64_t>("tenants", 1, 1'000'000);
     c.system_prompt_tokens = LengthDistribution::parse(m, "system_prompt_tokens", 0);
@@ -29,6 +43,25 @@ TenantWorkloadConfig parse_tenant_workload(const YamlMap& m) {
     }
     c.arrival = parse_arrival(m, /*allow_infinite_rate=*/false, {"closed_loop"});
     c.closed_loop = c.arrival.process == "closed_loop";
+    if (m.has("pacing")) {
+        if (c.closed_loop) {
+            m.fail("pacing", "not used with `arrival: closed_loop` (each turn follows the previous answer)");
+        }
+        const auto p = m.get<std::string>("pacing");
+        bool found = false;
+        std::string names;
+        for (const TenantPacing v : {TenantPacing::kPerTenantStream, TenantPacing::kSleepAfterAnswer,
+                                     TenantPacing::kGlobalFifo, TenantPacing::kGlobalRandom}) {
+            names += (names.empty() ? "" : ", ") + std::string(tenant_pacing_name(v));
+            if (p == tenant_pacing_name(v)) {
+                c.pacing = v;
+                found = true;
+            }
+        }
+        if (!found) {
+            m.fail("pacing", fmt::format("'{}' is not a pacing; allowed: {}", p, names));
+        }
+    }
     c.bounds = parse_request_bounds(m, /*require_one=*/true);
     return c;
 }
@@ -40,7 +73,7 @@ TenantWorkload::TenantWorkload(TenantWorkloadConfig config, std::uint64_t seed) 
     for (std::int64_t i = 0; i < config_.num_tenants; ++i) {
         const auto index = static_cast<std::uint64_t>(i);
         Tenant t(core::TenantId{static_cast<std::uint32_t>(i)}, core::RngStream(seed, "tenants.lengths", index));
-        if (!config_.closed_loop) {
+        if (!config_.closed_loop && !global_pacing()) {
             t.arrivals = make_arrival_process(per_tenant, core::RngStream(seed, "tenants.arrivals", index));
         }
         if (config_.shared_prefix_tokens > 0) {
@@ -53,15 +86,60 @@ TenantWorkload::TenantWorkload(TenantWorkloadConfig config, std::uint64_t seed) 
         t.history = t.dialogue_prefix;
         tenants_.push_back(std::move(t));
     }
+    if (global_pacing()) {
+        global_arrivals_ = make_arrival_process(config_.arrival, core::RngStream(seed, "tenants.global_arrivals"));
+        global_next_ = core::SimTime::zero() + global_arrivals_->next_gap();  // a gap from t = 0, as per tenant
+        if (config_.pacing == TenantPacing::kGlobalRandom) {
+            choice_rng_.emplace(seed, "tenants.choice");
+        }
+        for (std::size_t i = 0; i < tenants_.size(); ++i) {
+            idle_.push({0, i});
+        }
+        return;
+    }
     for (std::size_t i = 0; i < tenants_.size(); ++i) {
         schedule_next(i, core::SimTime::zero());
     }
 }
 
+std::optional<core::SimTime> TenantWorkload::next_global_send() const {
+    if (idle_.empty()) {
+        return std::nullopt;  // every tenant waits for an answer; a finish makes one idle again
+    }
+    const core::SimTime send = std::max(global_next_, core::SimTime::from_ns(idle_.top().first));
+    if (config_.bounds.end && send > *config_.bounds.end) {
+        return std::nullopt;
+    }
+    return send;
+}
+
+std::size_t TenantWorkload::take_idle_tenant(core::SimTime send) {
+    if (config_.pacing == TenantPacing::kGlobalFifo) {
+        const std::size_t index = idle_.top().second;  // idle the longest (ties: lower index)
+        idle_.pop();
+        return index;
+    }
+    // Uniformly among the tenants idle by `send`, in (ready time, index) order so the draw is reproducible.
+    std::vector<Pending> ready;
+    while (!idle_.empty() && idle_.top().first <= send.ns()) {
+        ready.push_back(idle_.top());
+        idle_.pop();
+    }
+    const auto pick = static_cast<std::size_t>(choice_rng_->uniform_int(0, static_cast<std::int64_t>(ready.size()) - 1));
+    for (std::size_t i = 0; i < ready.size(); ++i) {
+        if (i != pick) {
+            idle_.push(ready[i]);
+        }
+    }
+    return ready[pick].second;
+}
+
 void TenantWorkload::schedule_next(std::size_t tenant_index, core::SimTime ready) {
     Tenant& t = tenants_[tenant_index];
     core::SimTime send = ready;
-    if (t.arrivals) {
+    if (t.arrivals && config_.pacing == TenantPacing::kSleepAfterAnswer) {
+        send = ready + t.arrivals->next_gap();  // the gap starts when the answer is in
+    } else if (t.arrivals) {
         // The tenant's own open-loop clock runs on regardless; the turn also waits for the previous answer.
         t.open_loop_time = t.open_loop_time + t.arrivals->next_gap();
         send = std::max(send, t.open_loop_time);
@@ -73,17 +151,36 @@ void TenantWorkload::schedule_next(std::size_t tenant_index, core::SimTime ready
 }
 
 std::optional<core::SimTime> TenantWorkload::next_arrival_time() {
-    if (pending_.empty() || config_.bounds.count_reached(num_sent_)) {
+    if (config_.bounds.count_reached(num_sent_)) {
+        return std::nullopt;
+    }
+    if (global_pacing()) {
+        return next_global_send();
+    }
+    if (pending_.empty()) {
         return std::nullopt;
     }
     return core::SimTime::from_ns(pending_.top().first);
 }
 
 RequestSpec TenantWorkload::pop_next_arrival() {
-    SERVESIM_CHECK(!pending_.empty() && !config_.bounds.count_reached(num_sent_),
-                   "pop_next_arrival with nothing pending ({} pending, {} sent)", pending_.size(), num_sent_);
-    const auto [send_ns, index] = pending_.top();
-    pending_.pop();
+    std::int64_t send_ns = 0;
+    std::size_t index = 0;
+    if (global_pacing()) {
+        const auto send = next_global_send();
+        SERVESIM_CHECK(send.has_value() && !config_.bounds.count_reached(num_sent_),
+                       "pop_next_arrival with no idle tenant ({} sent)", num_sent_);
+        send_ns = send->ns();
+        index = take_idle_tenant(*send);
+        // The stream's next time follows its own schedule: sends delayed for a tenant do not shift later ones.
+        global_next_ = global_next_ + global_arrivals_->next_gap();
+    } else {
+        SERVESIM_CHECK(!pending_.empty() && !config_.bounds.count_reached(num_sent_),
+                       "pop_next_arrival with nothing pending ({} pending, {} sent)", pending_.size(), num_sent_);
+        send_ns = pending_.top().first;
+        index = pending_.top().second;
+        pending_.pop();
+    }
     Tenant& t = tenants_[index];
 
     RequestSpec r;
@@ -119,17 +216,31 @@ void TenantWorkload::on_request_finished(core::RequestId id, core::SimTime now) 
     const std::size_t index = it->second;
     in_flight_.erase(it);
     tenants_[index].in_flight = false;
-    if (!config_.bounds.count_reached(num_sent_)) {
+    if (config_.bounds.count_reached(num_sent_)) {
+        return;
+    }
+    if (global_pacing()) {
+        idle_.push({(now + config_.think_time).ns(), index});
+    } else {
         schedule_next(index, now + config_.think_time);
     }
 }
 
 bool TenantWorkload::exhausted() const {
-    return config_.bounds.count_reached(num_sent_) || (pending_.empty() && in_flight_.empty());
+    if (config_.bounds.count_reached(num_sent_)) {
+        return true;
+    }
+    if (global_pacing()) {
+        return in_flight_.empty() && !next_global_send();
+    }
+    return pending_.empty() && in_flight_.empty();
 }
 
 std::string TenantWorkload::describe() const {
-    const std::string arrivals = config_.closed_loop ? std::string("closed loop") : describe_arrival(config_.arrival);
+    std::string arrivals = config_.closed_loop ? std::string("closed loop") : describe_arrival(config_.arrival);
+    if (!config_.closed_loop && config_.pacing != TenantPacing::kPerTenantStream) {
+        arrivals += std::string(", paced ") + tenant_pacing_name(config_.pacing);
+    }
     return fmt::format("{} tenants × {} turns, {}", config_.num_tenants, config_.turns_per_dialogue, arrivals);
 }
 

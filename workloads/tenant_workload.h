@@ -1,7 +1,8 @@
 // Tenants holding multi-turn dialogues (seed study's agentic profile): each tenant has its own system prompt and
 // sends turn t with prompt [shared prefix?, system, u1, a1, …, u_t], so hits come from content. A tenant sends its
 // next turn only after the previous answer finished (+ think time); after the last turn it restarts a dialogue with
-// the same system prompt. Arrivals: closed loop, or a per-tenant open-loop stream at rate/T (send at max of both).
+// the same system prompt. Arrivals: closed loop, or paced by `rate` in one of the ways a tenant client can be
+// written (TenantPacing; workloads/README.md compares them under overload).
 #pragma once
 
 #include <cstdint>
@@ -18,6 +19,24 @@
 
 namespace servesim::workloads {
 
+// How `rate` paces the tenants (none applies with `arrival: closed_loop`). Every way keeps at most one request per
+// tenant in flight; they differ in who waits under overload and in the order tenants come back.
+enum class TenantPacing {
+    // Each tenant has its own stream at rate/T and sends turn k at max(its k-th stream time, previous answer +
+    // think time): a lagging tenant catches up back to back, and under overload the order turns near-cyclic.
+    kPerTenantStream,
+    // Each tenant sleeps a gap of its rate/T process after each answer (+ think time), as vLLM's multi-turn
+    // benchmark client does with its --request-rate: the sent rate is below `rate` even on an idle server.
+    kSleepAfterAnswer,
+    // One stream at `rate` for the whole client; each send goes to the tenant idle the longest (a send waits for
+    // a tenant when all are busy, later sends keep their times): tenants return in a cyclic order.
+    kGlobalFifo,
+    // As kGlobalFifo, but each send goes to an idle tenant picked uniformly at random (stream "tenants.choice").
+    kGlobalRandom,
+};
+
+[[nodiscard]] const char* tenant_pacing_name(TenantPacing p);
+
 struct TenantWorkloadConfig {
     std::int64_t num_tenants = 1;
     LengthDistribution system_prompt_tokens = LengthDistribution::fixed(0);  // drawn once per tenant
@@ -26,7 +45,8 @@ struct TenantWorkloadConfig {
     LengthDistribution user_tokens = LengthDistribution::fixed(1);    // per turn
     LengthDistribution answer_tokens = LengthDistribution::fixed(1);  // per turn, >= 1
     core::Duration think_time;
-    bool closed_loop = false;  // true: next turn = finish + think time; false: `arrival` at rate/T per tenant
+    bool closed_loop = false;  // true: next turn = finish + think time; false: paced by `arrival` and `pacing`
+    TenantPacing pacing = TenantPacing::kPerTenantStream;
     ArrivalConfig arrival;     // total rate over all tenants
     RequestBounds bounds;
 };
@@ -58,8 +78,18 @@ class TenantWorkload final : public Workload {
         bool in_flight = false;
     };
 
-    // Makes the tenant's next turn pending at max(open-loop time, ready); drops it past the duration bound.
+    // Makes the tenant's next turn pending (per-tenant pacings): at max(open-loop time, ready) or ready + gap;
+    // drops it past the duration bound.
     void schedule_next(std::size_t tenant_index, core::SimTime ready);
+
+    [[nodiscard]] bool global_pacing() const {
+        return config_.pacing == TenantPacing::kGlobalFifo || config_.pacing == TenantPacing::kGlobalRandom;
+    }
+
+    // Global pacings: the next send time (the next stream time, or later when no tenant is idle by then).
+    [[nodiscard]] std::optional<core::SimTime> next_global_send() const;
+    // Global pacings: takes the tenant the send at `send` goes to out of the idle set.
+    std::size_t take_idle_tenant(core::SimTime send);
 
     TenantWorkloadConfig config_;
     std::vector<Tenant> tenants_;
@@ -67,6 +97,12 @@ class TenantWorkload final : public Workload {
     using Pending = std::pair<std::int64_t, std::size_t>;
     std::priority_queue<Pending, std::vector<Pending>, std::greater<>> pending_;
     std::unordered_map<std::uint64_t, std::size_t> in_flight_;  // request id → tenant index (lookup only)
+    // Global pacings: the client's one stream, its next time, and the tenants not in flight by the time they are
+    // ready (answer + think time), ordered by (ready time ns, tenant index).
+    std::unique_ptr<ArrivalProcess> global_arrivals_;
+    core::SimTime global_next_;
+    std::priority_queue<Pending, std::vector<Pending>, std::greater<>> idle_;
+    std::optional<core::RngStream> choice_rng_;
     std::int64_t num_sent_ = 0;
 };
 

@@ -253,6 +253,17 @@ workload: {type: bench_serve, dataset_name: random, num_prompts: 10, random_inpu
     CHECK(bench_json["request_rate"] == 7.5);
     CHECK(bench_json["max_concurrency"] == 4);
     CHECK(bench_json["burstiness"] == 1.0);  // vllm bench serve's default --burstiness
+    // Tenants paced by a sleep after each answer send at no set rate.
+    const std::string tenants = R"(
+name: tenants
+model: Qwen3-4B
+gpu: H200
+workload: {type: tenants, tenants: 2, system_prompt_tokens: 100, turns_per_dialogue: 2, user_tokens: 20,
+           answer_tokens: 5, arrival: poisson, rate: 4, num_requests: 8}
+)";
+    CHECK(nlohmann::json::parse(format_json(run_text(tenants)))[0]["offered_rps"] == 4.0);
+    const auto slept = run_text(tenants, 1, {"workload.pacing=sleep_after_answer"});
+    CHECK(nlohmann::json::parse(format_json(slept))[0]["offered_rps"].is_null());
     const auto all_at_once = run_text(bench, 1, {"workload.request_rate=inf"});
     CHECK(nlohmann::json::parse(format_json(all_at_once))[0]["offered_rps"].is_null());
     CHECK(nlohmann::json::parse(format_vllm_bench(all_at_once, BenchOptions{}))["request_rate"] == "inf");

@@ -179,6 +179,11 @@ std::optional<double> offered_rate(const YAML::Node& workload) {
     if (type && type.IsScalar() && type.Scalar() == "multi_turn_bench") {
         return std::nullopt;
     }
+    // Tenants paced by a sleep after each answer: the rate sets the sleeps, not what is sent.
+    const YAML::Node pacing = workload["pacing"];
+    if (pacing && pacing.IsScalar() && pacing.Scalar() == "sleep_after_answer") {
+        return std::nullopt;
+    }
     const YAML::Node rate = workload[bench_serve ? "request_rate" : "rate"];
     if (!rate || !rate.IsScalar()) {
         return std::nullopt;

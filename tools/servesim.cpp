@@ -6,6 +6,7 @@
 #include <boost/program_options.hpp>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -115,27 +116,67 @@ int run_plot(const std::string& out_dir) {
     return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
 }
 
+void check_format(const std::string& format) {
+    if (format != "table" && format != "json" && format != "csv" && format != "vllm-bench") {
+        throw ConfigError("--format: '" + format + "' is not a format; allowed: table, json, csv, vllm-bench");
+    }
+}
+
+void write_file(const fs::path& path, const std::string& text) {
+    std::ofstream f(path, std::ios::binary);
+    f << text;
+    if (!f) {
+        throw ConfigError("--out: cannot write " + path.string());
+    }
+}
+
 void write_outputs(const std::vector<app::ExperimentResult>& results, bool sweep, const std::string& format,
-                   const std::string& out_dir) {
+                   const std::string& out_dir, const app::BenchOptions& bench) {
     std::string text;
     if (format == "json") {
         text = app::format_json(results);
     } else if (format == "csv") {
         text = app::format_csv(results);
-    } else if (format == "table") {
-        text = app::format_table(results, sweep);
+    } else if (format == "vllm-bench") {
+        text = app::format_vllm_bench(results, bench);
     } else {
-        throw ConfigError("--format: '" + format + "' is not a format; allowed: table, json, csv");
+        text = app::format_table(results, sweep);
     }
     std::cout << text;
     if (!out_dir.empty()) {
-        fs::create_directories(out_dir);
-        std::ofstream(fs::path(out_dir) / "summary.json") << app::format_json(results);
-        std::ofstream(fs::path(out_dir) / "summary.csv") << app::format_csv(results);
-        std::ofstream(fs::path(out_dir) / "summary.txt") << app::format_table(results, sweep);
-        std::ofstream(fs::path(out_dir) / "timeseries.csv") << app::format_timeseries_csv(results);
-        std::cerr << "servesim: wrote " << (fs::path(out_dir) / "summary.{json,csv,txt}").string() << " and "
-                  << (fs::path(out_dir) / "timeseries.csv").string() << "\n";
+        const fs::path dir(out_dir);
+        write_file(dir / "summary.json", app::format_json(results));
+        write_file(dir / "summary.csv", app::format_csv(results));
+        write_file(dir / "summary.txt", app::format_table(results, sweep));
+        write_file(dir / "timeseries.csv", app::format_timeseries_csv(results));
+        const bool timed = std::none_of(results.begin(), results.end(), [](const auto& r) { return r.order_only.has_value(); });
+        if (timed) {
+            write_file(dir / "requests.csv", app::format_requests_csv(results));
+            write_file(dir / "bench.json", app::format_vllm_bench(results, bench));
+        }
+        std::cerr << "servesim: wrote " << (dir / "summary.{json,csv,txt}").string() << ", "
+                  << (dir / "timeseries.csv").string()
+                  << (timed ? ", " + (dir / "requests.csv").string() + " and " + (dir / "bench.json").string() : "")
+                  << "\n";
+    }
+}
+
+// What a reader of the figures must know: why a run's status is not ok, rejections, truncation (docs/OUTPUTS.md).
+void print_warnings(const std::vector<app::ExperimentResult>& results) {
+    for (const auto& point : results) {
+        std::vector<const app::ExperimentResult*> runs;
+        for (const auto& run : point.replicate_runs) {
+            runs.push_back(&run);
+        }
+        if (runs.empty()) {
+            runs.push_back(&point);
+        }
+        for (const auto* r : runs) {
+            for (const auto& w : r->warnings) {
+                std::cerr << "servesim: warning: experiment '" << r->config.name << "'"
+                          << (runs.size() > 1 ? fmt::format(" (seed {})", r->config.seed) : "") << ": " << w << "\n";
+            }
+        }
     }
 }
 
@@ -145,6 +186,10 @@ int cmd_run_or_sweep(bool sweep, const std::vector<std::string>& args) {
     std::vector<std::string> sets;
     std::string format = sweep ? "table" : "table";
     std::string out_dir;
+    std::vector<std::string> goodput;
+    int replicates = 1;
+    std::string percentile_metrics;
+    std::string metric_percentiles;
     std::string seed;
     int jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     std::optional<std::string> model;
@@ -162,10 +207,21 @@ int cmd_run_or_sweep(bool sweep, const std::vector<std::string>& args) {
         "set", po::value<std::vector<std::string>>(&sets)->composing(),
         "override a scenario key: --set engine.block_size=32, or a whole mapping: --set 'workload={type: "
         "synthetic, ...}' (repeatable)")(
-        "format", po::value<std::string>(&format), "table (default), json or csv")(
+        "format", po::value<std::string>(&format),
+        "table (default), json, csv or vllm-bench (the result JSON of vllm bench serve; docs/OUTPUTS.md)")(
         "out", po::value<std::string>(&out_dir),
-        "also write summary.{json,csv,txt} and timeseries.csv (queue, KV usage over time) into this folder")(
+        "also write summary.{json,csv,txt}, timeseries.csv (queue, KV usage over time), requests.csv (one row per "
+        "request) and bench.json (vllm-bench) into this folder")(
         "plot", "with --out: also draw the folder's PNGs (servesim plot)")(
+        "goodput", po::value<std::vector<std::string>>(&goodput)->multitoken(),
+        "service-level objectives in ms, as vllm bench serve --goodput: ttft:500 tpot:50 e2el:2000 (scenario key "
+        "goodput); adds request_goodput")(
+        "replicates", po::value<int>(&replicates),
+        "run each experiment with N seeds (seed, seed+1, ...) and report mean, min, max and std per figure")(
+        "percentile-metrics", po::value<std::string>(&percentile_metrics),
+        "vllm-bench: metrics with percentiles, from ttft,tpot,itl,e2el (default ttft,tpot,itl)")(
+        "metric-percentiles", po::value<std::string>(&metric_percentiles),
+        "vllm-bench: comma-separated percentiles (default 99)")(
         "seed", po::value<std::string>(&seed), "master seed, 0 to 2^63-1 (replaces the scenario's)")(
         "jobs,j", po::value<int>(&jobs), "worker threads (results do not depend on it)")(
         "model", opt_string(model), "model preset or Hugging Face repo id (replaces the scenario's model)")(
@@ -204,6 +260,29 @@ int cmd_run_or_sweep(bool sweep, const std::vector<std::string>& args) {
     if (vm.count("plot") && out_dir.empty()) {
         throw ConfigError("command line: --plot: needs --out DIR (the folder the PNGs are drawn from and into)");
     }
+    check_format(format);
+    const app::BenchOptions bench_options = app::parse_bench_options(percentile_metrics, metric_percentiles);
+    // --goodput and --replicates are the scenario keys `goodput` and `replicates`, set for every experiment.
+    std::vector<app::Override> output_overrides;
+    for (const auto& slo : goodput) {
+        const auto colon = slo.find(':');
+        if (colon == std::string::npos || colon == 0 || colon + 1 == slo.size()) {
+            throw ConfigError("command line: --goodput: '" + slo + "' is not KEY:VALUE; give e.g. --goodput ttft:500 "
+                              "tpot:50 (keys ttft, tpot, e2el; values in ms)");
+        }
+        app::Override o = app::parse_set_override("goodput." + slo.substr(0, colon) + "=" + slo.substr(colon + 1));
+        o.origin = "--goodput " + slo;
+        output_overrides.push_back(std::move(o));
+    }
+    if (vm.count("replicates")) {
+        if (replicates < 1) {
+            throw ConfigError("command line: --replicates: must be at least 1");
+        }
+        output_overrides.push_back({"replicates", YAML::Node(replicates), fmt::format("--replicates {}", replicates)});
+    }
+    if (!out_dir.empty()) {
+        app::check_out_dir(out_dir);
+    }
     std::vector<app::Override> overrides;
     app::Scenario sc;
     if (scenario.empty() && (model || bench.any()) && !sweep) {
@@ -218,6 +297,7 @@ int cmd_run_or_sweep(bool sweep, const std::vector<std::string>& args) {
             overrides.push_back(app::parse_set_override(s));
         }
         overrides.insert(overrides.end(), flags.overrides.begin(), flags.overrides.end());
+        overrides.insert(overrides.end(), output_overrides.begin(), output_overrides.end());
         if (!seed.empty()) {
             overrides.push_back({"seed", YAML::Node(app::parse_seed_flag(seed)), "--seed"});
         }
@@ -245,6 +325,7 @@ int cmd_run_or_sweep(bool sweep, const std::vector<std::string>& args) {
             overrides.push_back(app::parse_set_override(s));
         }
         overrides.insert(overrides.end(), flags.overrides.begin(), flags.overrides.end());
+        overrides.insert(overrides.end(), output_overrides.begin(), output_overrides.end());
         if (!seed.empty()) {
             overrides.push_back({"seed", YAML::Node(app::parse_seed_flag(seed)), "--seed"});
         }
@@ -266,10 +347,23 @@ int cmd_run_or_sweep(bool sweep, const std::vector<std::string>& args) {
                                  total)
                   << (done == total ? "\n" : "") << std::flush;
     };
+    // requests.csv (--out) and the vllm-bench result need one record per request; otherwise none is kept, so memory
+    // stays flat in the run length.
+    if (!out_dir.empty() || format == "vllm-bench") {
+        for (auto& x : sc.experiments) {
+            x.keep_request_records = true;
+        }
+    }
     const auto results = app::run_experiments(sc.experiments, jobs, progress);
     const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    std::cerr << fmt::format("servesim: {} experiment(s) in {:.2f} s wall time\n", results.size(), wall);
-    write_outputs(results, sweep || sc.is_sweep, format, out_dir);
+    std::size_t runs = 0;
+    for (const auto& r : results) {
+        runs += std::max<std::size_t>(1, r.replicate_runs.size());
+    }
+    std::cerr << fmt::format("servesim: {} experiment(s){} in {:.2f} s wall time\n", results.size(),
+                             runs > results.size() ? fmt::format(", {} runs with replicates", runs) : "", wall);
+    print_warnings(results);
+    write_outputs(results, sweep || sc.is_sweep, format, out_dir, bench_options);
     if (vm.count("plot")) {
         return run_plot(out_dir);
     }

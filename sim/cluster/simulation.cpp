@@ -9,7 +9,7 @@ Simulation::Simulation(const SimulationConfig& config, const engine::CostModel& 
       cost_model_(cost_model),
       workload_(workload),
       router_(std::move(router)),
-      metrics_(config.warmup_end, config.exact_percentiles) {
+      metrics_(config.warmup_end, config.exact_percentiles, config.keep_request_records) {
     for (int i = 0; i < config_.num_replicas; ++i) {
         replicas_.push_back(std::make_unique<engine::Replica>(config_.replica, cost_model_, metrics_));
     }

@@ -27,6 +27,7 @@ struct SimulationConfig {
     core::Duration sample_interval = core::Duration::from_s(1.0);
     // Percentiles from every sample (memory grows with the run) instead of fixed-memory sketches (metrics.h).
     bool exact_percentiles = false;
+    bool keep_request_records = false;  // a RequestRecord per measured finished request (metrics.h)
 };
 
 // One sample of the cluster's state (sampled every SimulationConfig::sample_interval of simulated time).

@@ -21,7 +21,8 @@ bool Replica::add_request(IncomingRequest in) {
     metrics_.on_sent(in.arrival);
     // vLLM's frontend refuses a request whose prompt + max_tokens exceed max_model_len.
     if (prompt_tokens + in.max_output_tokens > config_.scheduler.max_model_len || prompt_tokens == 0) {
-        metrics_.on_rejected(in.arrival);
+        metrics_.on_rejected(in.arrival, metrics::RejectReason::kLongerThanMaxModelLen, prompt_tokens,
+                             in.max_output_tokens);
         return false;
     }
     // Hashes are read by the prefix cache and by the CPU-offload connector only (vLLM EngineCore builds its block
@@ -97,7 +98,8 @@ std::optional<core::SimTime> Replica::try_start_step(core::SimTime now) {
             Request* dropped = scheduler_.drop_unschedulable_head();
             // Read everything needed from the request before erasing its owning pointer.
             const core::RequestId dropped_id = dropped->id;
-            metrics_.on_rejected(dropped->arrival);
+            metrics_.on_rejected(dropped->arrival, metrics::RejectReason::kNeverFitsKvCache,
+                                 dropped->num_prompt_tokens, 0);
             ++num_rejected_unfit_;
             rejected_.push_back(dropped_id);
             requests_.erase(core::to_int(dropped_id));
@@ -151,6 +153,7 @@ std::vector<core::RequestId> Replica::end_step(core::SimTime now) {
             r->first_token = now;
         } else {
             metrics_.on_token_gap(r->arrival, now - r->last_token);
+            r->max_token_gap = std::max(r->max_token_gap, now - r->last_token);
         }
         r->last_token = now;
         if (r->is_finished()) {
@@ -163,6 +166,8 @@ std::vector<core::RequestId> Replica::end_step(core::SimTime now) {
             f.prompt_tokens = r->num_prompt_tokens;
             f.output_tokens = r->num_output_tokens;
             f.cached_prompt_tokens = r->num_cached_prompt_tokens;
+            f.max_token_gap = r->max_token_gap;
+            f.num_preemptions = r->num_preemptions;
             metrics_.on_finished(f);
             finished.push_back(r->id);
             requests_.erase(core::to_int(r->id));

@@ -62,6 +62,7 @@ struct Request {
     core::SimTime first_scheduled;
     core::SimTime first_token;
     core::SimTime last_token;
+    core::Duration max_token_gap;  // longest gap between consecutive output tokens so far (per-request ITL max)
     bool scheduled_once = false;
     std::int64_t num_cached_prompt_tokens = 0;  // vLLM prompt_tokens_cached: last lookup before the first token
     std::int64_t num_external_cached_tokens = 0;

@@ -31,6 +31,23 @@ void MetricsCollector::on_rejected(core::SimTime arrival) {
     }
 }
 
+void MetricsCollector::on_rejected(core::SimTime arrival, RejectReason reason, std::int64_t prompt_tokens,
+                                   std::int64_t max_output_tokens) {
+    if (!measured(arrival)) {
+        return;
+    }
+    ++rejected_;
+    if (reason == RejectReason::kNeverFitsKvCache) {
+        ++rejections_.never_fits_kv_cache;
+        return;
+    }
+    ++rejections_.longer_than_max_model_len;
+    if (prompt_tokens + max_output_tokens > rejections_.largest_prompt_tokens + rejections_.largest_output_tokens) {
+        rejections_.largest_prompt_tokens = prompt_tokens;
+        rejections_.largest_output_tokens = max_output_tokens;
+    }
+}
+
 void MetricsCollector::on_finished(const FinishedRequest& r) {
     if (!measured(r.arrival)) {
         return;
@@ -47,6 +64,20 @@ void MetricsCollector::on_finished(const FinishedRequest& r) {
     output_tokens_ += r.output_tokens;
     prompt_tokens_ += r.prompt_tokens;
     cached_prompt_tokens_ += r.cached_prompt_tokens;
+    if (!keep_records_) {
+        return;
+    }
+    RequestRecord rec;
+    rec.arrival_s = r.arrival.s();
+    rec.queue_ms = (r.first_scheduled - r.arrival).ms();
+    rec.ttft_ms = (r.first_token - r.arrival).ms();
+    rec.e2e_ms = (r.finish - r.arrival).ms();
+    rec.itl_max_ms = r.max_token_gap.ms();
+    rec.prompt_tokens = r.prompt_tokens;
+    rec.cached_prompt_tokens = r.cached_prompt_tokens;
+    rec.output_tokens = r.output_tokens;
+    rec.num_preemptions = r.num_preemptions;
+    records_.push_back(rec);
 }
 
 void MetricsCollector::on_step(core::SimTime now, std::int64_t num_tokens, std::int64_t num_waiting, double kv_usage) {
@@ -113,6 +144,9 @@ Summary MetricsCollector::summarize(const PrefixCounters& at_end, std::int64_t p
         s.mean_batch_tokens = static_cast<double>(step_tokens_) / static_cast<double>(steps_);
     }
     s.kv_usage_max = kv_usage_max_;
+    s.rejections = rejections_;
+    s.itl_moments = itl_moments_;
+    s.requests = records_;
     if (finished_ > 0) {
         s.mean_prompt_tokens = static_cast<double>(prompt_tokens_) / static_cast<double>(finished_);
         s.mean_output_tokens = static_cast<double>(output_tokens_) / static_cast<double>(finished_);

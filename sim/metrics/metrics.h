@@ -4,7 +4,10 @@
 // requests (one chunk per request per step: stream_interval 1); E2E = last token − send; TPOT per request =
 // (E2E − TTFT)/(output − 1). Prefix-cache hit rate = Δ vllm:prefix_cache_hits / Δ vllm:prefix_cache_queries over
 // the measured window (tokens; preempted lookups excluded, §3.5). Requests sent before the warm-up ends are
-// served but not measured, and the counters are read from the end of the warm-up.
+// served but not measured, and the counters are read from the end of the warm-up. Each measured finished request
+// also leaves a RequestRecord (what `vllm bench serve --save-detailed` keeps per request), from which goodput and the
+// `vllm bench serve` result JSON are computed (docs/OUTPUTS.md),
+// when the run asks for them (keep_request_records: requests.csv, goodput, the vllm-bench format).
 // Storage: with exact percentiles every latency sample is kept until the end-of-run summary (memory grows with the
 // run); by default each latency goes into a QuantileSketch (percentiles.h: fixed memory, percentiles within 0.1 %,
 // count/mean/min/max exact), so nothing of a request is kept after it finishes. Scenario key
@@ -24,6 +27,51 @@ struct PrefixCounters {
     std::int64_t hits = 0;
     std::int64_t external_queries = 0;
     std::int64_t external_hits = 0;
+};
+
+// Why a measured request was refused: the frontend's max_model_len check (vLLM InputProcessor: prompt + max_tokens
+// > max_model_len, an HTTP 400 for vllm bench serve) or a prompt whose blocks can never fit the KV cache.
+enum class RejectReason { kLongerThanMaxModelLen, kNeverFitsKvCache };
+
+struct RejectionStats {
+    std::int64_t longer_than_max_model_len = 0;
+    std::int64_t never_fits_kv_cache = 0;
+    // The largest prompt + max output among the max_model_len rejections (0 when none), for the warning.
+    std::int64_t largest_prompt_tokens = 0;
+    std::int64_t largest_output_tokens = 0;
+};
+
+// One measured, finished request: times from its send (arrival) in ms.
+struct RequestRecord {
+    double arrival_s = 0;      // send time, from the start of the run
+    double queue_ms = 0;       // first scheduled − send
+    double ttft_ms = 0;        // first token − send
+    double e2e_ms = 0;         // last token − send
+    double itl_max_ms = 0;     // longest gap between consecutive tokens (0 with one output token)
+    std::int64_t prompt_tokens = 0;
+    std::int64_t cached_prompt_tokens = 0;
+    std::int64_t output_tokens = 0;
+    int num_preemptions = 0;
+    // (E2E − TTFT)/(output − 1): vllm bench serve's per-request TPOT; with one output token it has none (nullopt
+    // here; goodput counts it as 0, as calculate_metrics' all_tpots does).
+    [[nodiscard]] bool has_tpot() const { return output_tokens > 1; }
+    [[nodiscard]] double tpot_ms() const {
+        return has_tpot() ? (e2e_ms - ttft_ms) / static_cast<double>(output_tokens - 1) : 0.0;
+    }
+};
+
+// Count, mean and sum of squared deviations of a stream of samples (Welford's update), for a population standard
+// deviation (numpy's np.std, ddof = 0) of the pooled ITLs without keeping them.
+struct RunningMoments {
+    std::int64_t count = 0;
+    double mean = 0;
+    double m2 = 0;
+    void add(double x) {
+        ++count;
+        const double d = x - mean;
+        mean += d / static_cast<double>(count);
+        m2 += d * (x - mean);
+    }
 };
 
 struct Summary {
@@ -59,14 +107,20 @@ struct Summary {
     double mean_batch_tokens = 0;
     double mean_prompt_tokens = 0;
     double mean_output_tokens = 0;
+    RejectionStats rejections;
+    RunningMoments itl_moments;           // the same samples as itl_ms
+    std::vector<RequestRecord> requests;  // measured finished requests, in finish order
 };
 
 class MetricsCollector {
 public:
     // `exact_percentiles`: keep every sample and rank them at the end (memory grows with the run); otherwise
     // stream them into sketches (fixed memory, percentiles within QuantileSketch::kRelativeErrorBound).
-    explicit MetricsCollector(core::SimTime warmup_end, bool exact_percentiles = false)
-        : warmup_end_(warmup_end), exact_percentiles_(exact_percentiles) {}
+    // `keep_request_records`: one RequestRecord per measured finished request (memory grows with the run); off,
+    // nothing of a request is kept once it finishes.
+    explicit MetricsCollector(core::SimTime warmup_end, bool exact_percentiles = false,
+                              bool keep_request_records = false)
+        : warmup_end_(warmup_end), exact_percentiles_(exact_percentiles), keep_records_(keep_request_records) {}
 
     [[nodiscard]] bool measured(core::SimTime arrival) const { return arrival >= warmup_end_; }
 
@@ -75,6 +129,8 @@ public:
     void on_sent(core::SimTime arrival);
 
     void on_rejected(core::SimTime arrival);
+    void on_rejected(core::SimTime arrival, RejectReason reason, std::int64_t prompt_tokens,
+                     std::int64_t max_output_tokens);
 
     // One streamed token's gap (inline: called once per generated token).
     void on_token_gap(core::SimTime arrival, core::Duration gap) {
@@ -86,6 +142,7 @@ public:
         } else {
             itl_sketch_.add(gap.ms());
         }
+        itl_moments_.add(gap.ms());
     }
 
     struct FinishedRequest {
@@ -96,6 +153,8 @@ public:
         std::int64_t prompt_tokens = 0;
         std::int64_t output_tokens = 0;
         std::int64_t cached_prompt_tokens = 0;
+        core::Duration max_token_gap{};  // longest gap between consecutive output tokens
+        int num_preemptions = 0;
     };
 
     void on_finished(const FinishedRequest& r);
@@ -113,10 +172,14 @@ private:
     PrefixCounters at_warmup_;
     std::int64_t sent_ = 0;
     std::int64_t rejected_ = 0;
+    RejectionStats rejections_;
+    RunningMoments itl_moments_;
+    std::vector<RequestRecord> records_;
     core::SimTime last_finish_;
     core::SimTime last_send_;
     std::int64_t finished_at_last_send_ = 0;
     bool exact_percentiles_;
+    bool keep_records_;
     // Exact percentiles: every sample. summarize() sorts them in place (the same samples, in another order) instead
     // of sorting copies, so the summary does not double the run's peak memory.
     mutable std::vector<double> ttft_ms_, e2e_ms_, tpot_ms_, queue_ms_;

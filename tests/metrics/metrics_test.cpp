@@ -120,6 +120,50 @@ TEST_CASE("By default the summary's percentiles come from sketches, within 0.1 %
     CHECK(close(s.throughput_rps, e.throughput_rps));
 }
 
+TEST_CASE("Each measured finished request leaves a record; the warm-up's do not", "[metrics]") {
+    // Warm-up ends at 100 ms. Request 1 (sent 50) is not measured. Request 2: sent 120, scheduled 125, tokens at
+    // 140, 143, 150 (gaps 3 and 7), 400 prompt tokens of which 384 cached, preempted once.
+    MetricsCollector m(at_ms(100), kExact, /*keep_request_records=*/true);
+    m.on_sent(at_ms(50));
+    m.on_sent(at_ms(120));
+    m.on_finished({at_ms(50), at_ms(50), at_ms(60), at_ms(70), 10, 2, 0, core::Duration::from_ms(10), 0});
+    m.on_token_gap(at_ms(120), core::Duration::from_ms(3));
+    m.on_token_gap(at_ms(120), core::Duration::from_ms(7));
+    m.on_finished({at_ms(120), at_ms(125), at_ms(140), at_ms(150), 400, 3, 384, core::Duration::from_ms(7), 1});
+    const Summary s = m.summarize({}, 0, at_ms(150));
+    REQUIRE(s.requests.size() == 1);
+    const RequestRecord& r = s.requests.front();
+    CHECK(close(r.arrival_s, 0.12));
+    CHECK(close(r.queue_ms, 5));
+    CHECK(close(r.ttft_ms, 20));
+    CHECK(close(r.e2e_ms, 30));
+    CHECK(close(r.tpot_ms(), 5));  // (30 − 20) / (3 − 1)
+    CHECK(close(r.itl_max_ms, 7));
+    CHECK(r.prompt_tokens == 400);
+    CHECK(r.cached_prompt_tokens == 384);
+    CHECK(r.output_tokens == 3);
+    CHECK(r.num_preemptions == 1);
+    CHECK(close(s.send_window_s, 0.02));  // last measured send 120 ms − warm-up end 100 ms
+    // Pooled ITL moments over the same samples: 3 and 7 → mean 5, population variance ((−2)² + 2²)/2 = 4.
+    CHECK(s.itl_moments.count == 2);
+    CHECK(close(s.itl_moments.mean, 5));
+    CHECK(close(s.itl_moments.m2 / 2, 4));
+}
+
+TEST_CASE("Rejections are counted by reason, with the longest max_model_len rejection kept", "[metrics]") {
+    MetricsCollector m(core::SimTime::zero());
+    m.on_rejected(at_ms(1), RejectReason::kLongerThanMaxModelLen, 50'000, 100);
+    m.on_rejected(at_ms(2), RejectReason::kLongerThanMaxModelLen, 90'000, 200);
+    m.on_rejected(at_ms(3), RejectReason::kLongerThanMaxModelLen, 60'000, 100);
+    m.on_rejected(at_ms(4), RejectReason::kNeverFitsKvCache, 30'000, 0);
+    const Summary s = m.summarize({}, 0, at_ms(5));
+    CHECK(s.num_requests_rejected == 4);
+    CHECK(s.rejections.longer_than_max_model_len == 3);
+    CHECK(s.rejections.never_fits_kv_cache == 1);
+    CHECK(s.rejections.largest_prompt_tokens == 90'000);  // 90,200 is the largest prompt + output
+    CHECK(s.rejections.largest_output_tokens == 200);
+}
+
 TEST_CASE("A summary with no requests has zeros, never NaN", "[metrics]") {
     MetricsCollector m(core::SimTime::zero());
     const Summary s = m.summarize({}, 0, core::SimTime::zero());
@@ -132,6 +176,24 @@ TEST_CASE("A summary with no requests has zeros, never NaN", "[metrics]") {
         CHECK(v == 0.0);
     }
     CHECK(s.ttft_ms.count == 0);
+}
+
+}  // namespace
+}  // namespace servesim::metrics
+
+namespace servesim::metrics {
+namespace {
+
+TEST_CASE("Without keep_request_records nothing of a finished request is kept", "[metrics]") {
+    // The same measured request as above; the default collector keeps no RequestRecord (memory flat in the run
+    // length), while its summary figures are the same.
+    MetricsCollector m(at_ms(100));
+    m.on_sent(at_ms(120));
+    m.on_finished({at_ms(120), at_ms(125), at_ms(140), at_ms(150), 400, 3, 384, core::Duration::from_ms(7), 1});
+    const Summary s = m.summarize({}, 0, at_ms(150));
+    CHECK(s.requests.empty());
+    CHECK(s.num_requests_finished == 1);
+    CHECK(s.ttft_ms.max == 20);
 }
 
 }  // namespace

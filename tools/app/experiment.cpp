@@ -120,6 +120,190 @@ PreparedExperiment prepare_order_only(const ExperimentConfig& config, OrderOnlyT
 
 }  // namespace
 
+const char* run_status_name(RunStatus s) {
+    switch (s) {
+        case RunStatus::kOk:
+            return "ok";
+        case RunStatus::kOverloaded:
+            return "overloaded";
+        case RunStatus::kTruncatedByMaxTime:
+            return "truncated_by_max_time";
+        case RunStatus::kNoRequestsMeasured:
+            return "no_requests_measured";
+        case RunStatus::kAllRejected:
+            return "all_rejected";
+    }
+    return "ok";
+}
+
+namespace {
+
+// A profile's curves are one model on one GPU: costing another model or GPU with them is refused unless the
+// scenario says `allow_profile_mismatch: true` (then the returned text is printed with the results). The tensor-
+// parallel size is checked by ProfileCostModel and always refused: the curves are one rank's shapes.
+std::string check_profile_matches(const calibration::HardwareProfile& profile, const ExperimentConfig& config,
+                                  const models::ModelSpec& model, const calibration::GpuSpec& gpu) {
+    std::vector<std::string> diffs;
+    if (profile.model != model.name) {
+        diffs.push_back(fmt::format("model: the profile was measured for '{}', the experiment runs '{}'", profile.model,
+                                    model.name));
+    }
+    std::string profile_gpu;
+    try {
+        profile_gpu = calibration::find_gpu(profile.gpu).name;
+    } catch (const ConfigError&) {
+        profile_gpu = profile.gpu;
+    }
+    if (profile_gpu != gpu.name) {
+        diffs.push_back(
+            fmt::format("gpu: the profile was measured on '{}', the experiment runs on '{}'", profile.gpu, gpu.name));
+    }
+    std::string joined;
+    for (const auto& d : diffs) {
+        joined += (joined.empty() ? "" : "; ") + d;
+    }
+    if (!diffs.empty() && !config.allow_profile_mismatch) {
+        throw ConfigError(fmt::format("cost_model {}: {} (to reuse it on purpose, set the scenario key "
+                                      "`allow_profile_mismatch: true` or --set allow_profile_mismatch=true)",
+                                      config.cost_model, joined));
+    }
+    return joined;
+}
+
+// The workload's asked-for rate: a finite `rate` (synthetic and tenant workloads) or `request_rate` (bench_serve,
+// vllm bench serve's --request-rate), else none (traces, multi_turn_bench whose request_rate is a per-client sleep,
+// ramp-ups, inf).
+std::optional<double> offered_rate(const YAML::Node& workload) {
+    const YAML::Node type = workload["type"];
+    const bool bench_serve = type && type.IsScalar() && type.Scalar() == "bench_serve";
+    if (type && type.IsScalar() && type.Scalar() == "multi_turn_bench") {
+        return std::nullopt;
+    }
+    // Tenants paced by a sleep after each answer: the rate sets the sleeps, not what is sent.
+    const YAML::Node pacing = workload["pacing"];
+    if (pacing && pacing.IsScalar() && pacing.Scalar() == "sleep_after_answer") {
+        return std::nullopt;
+    }
+    const YAML::Node rate = workload[bench_serve ? "request_rate" : "rate"];
+    if (!rate || !rate.IsScalar()) {
+        return std::nullopt;
+    }
+    try {
+        const double v = rate.as<double>();
+        if (std::isfinite(v) && v > 0) {
+            return v;
+        }
+    } catch (const YAML::Exception&) {
+    }
+    return std::nullopt;
+}
+
+std::string thousands(std::int64_t v) {
+    std::string digits = fmt::format("{}", v < 0 ? -v : v);
+    std::string out;
+    for (std::size_t i = 0; i < digits.size(); ++i) {
+        if (i > 0 && (digits.size() - i) % 3 == 0) {
+            out += ',';
+        }
+        out += digits[i];
+    }
+    return (v < 0 ? "-" : "") + out;
+}
+
+// Waiting requests at the last time-series sample at or before t (0 before the first sample).
+std::int64_t waiting_at(const std::vector<cluster::TimeSample>& ts, double t_s) {
+    std::int64_t w = 0;
+    for (const auto& s : ts) {
+        if (s.t_s > t_s) {
+            break;
+        }
+        w = s.num_waiting;
+    }
+    return w;
+}
+
+}  // namespace
+
+std::int64_t count_good_requests(const std::vector<metrics::RequestRecord>& requests, const GoodputConfig& g) {
+    std::int64_t good = 0;
+    for (const auto& r : requests) {
+        const bool ok = (!g.ttft_ms || r.ttft_ms <= *g.ttft_ms) && (!g.tpot_ms || r.tpot_ms() <= *g.tpot_ms) &&
+                        (!g.e2el_ms || r.e2e_ms <= *g.e2el_ms);
+        good += ok ? 1 : 0;
+    }
+    return good;
+}
+
+void assess_result(ExperimentResult& r) {
+    if (r.order_only) {
+        return;
+    }
+    const auto& s = r.sim.summary;
+    const ExperimentConfig& c = r.config;
+    if (c.goodput.any()) {
+        r.num_requests_good = count_good_requests(s.requests, c.goodput);
+        if (s.duration_s > 0) {
+            r.request_goodput_rps = static_cast<double>(*r.num_requests_good) / s.duration_s;
+        }
+    }
+    const auto& rej = s.rejections;
+    if (s.num_requests_rejected > 0) {
+        std::string why;
+        if (rej.longer_than_max_model_len > 0) {
+            why = fmt::format("{} longer than max_model_len: prompt + output up to {} + {} = {} > max_model_len {}",
+                              thousands(rej.longer_than_max_model_len), thousands(rej.largest_prompt_tokens),
+                              thousands(rej.largest_output_tokens),
+                              thousands(rej.largest_prompt_tokens + rej.largest_output_tokens),
+                              thousands(r.plan.max_model_len));
+        }
+        if (rej.never_fits_kv_cache > 0) {
+            why += fmt::format("{}{} whose prompt can never fit the KV cache ({} tokens)", why.empty() ? "" : "; ",
+                               thousands(rej.never_fits_kv_cache), thousands(r.plan.kv_cache_tokens));
+        }
+        r.warnings.push_back(fmt::format("{} of {} requests rejected: {}", thousands(s.num_requests_rejected),
+                                         thousands(s.num_requests_sent), why));
+    }
+    if (r.sim.hit_max_time) {
+        r.warnings.push_back(fmt::format(
+            "stopped at max_time {} s{} before the workload was done, with {} requests unfinished; the figures "
+            "cover only the {} that finished",
+            thousands(static_cast<std::int64_t>(std::llround(c.max_time_s))),
+            c.max_time_given ? "" : " (the default; set the scenario key max_time)", thousands(r.sim.num_unfinished),
+            thousands(s.num_requests_finished)));
+    }
+    if (!r.profile_mismatch.empty()) {
+        r.warnings.push_back("allow_profile_mismatch: " + r.profile_mismatch);
+    }
+    if (s.num_requests_sent == 0) {
+        r.status = RunStatus::kNoRequestsMeasured;
+        r.warnings.insert(r.warnings.begin(),
+                          fmt::format("no request was sent in the measured window (after the warm-up of {} s): "
+                                      "nothing was measured",
+                                      c.warmup_s));
+        return;
+    }
+    if (s.num_requests_rejected == s.num_requests_sent) {
+        r.status = RunStatus::kAllRejected;
+        return;
+    }
+    if (r.sim.hit_max_time) {
+        r.status = RunStatus::kTruncatedByMaxTime;
+        return;
+    }
+    const double t_end = c.warmup_s + s.send_window_s;  // the last measured send
+    const double t_mid = (c.warmup_s + t_end) / 2.0;
+    const std::int64_t w_end = waiting_at(r.sim.timeseries, t_end);
+    const std::int64_t w_mid = waiting_at(r.sim.timeseries, t_mid);
+    const std::int64_t floor_n = std::max<std::int64_t>(8, (s.num_requests_sent + 19) / 20);
+    if (w_end - w_mid >= floor_n) {
+        r.status = RunStatus::kOverloaded;
+        r.warnings.push_back(fmt::format(
+            "overloaded: {} requests waiting when the last one was sent at {:.1f} s, up from {} at {:.1f} s; the "
+            "queue was still growing, so latencies measure queueing, not the engine's steady state",
+            thousands(w_end), t_end, thousands(w_mid), t_mid));
+    }
+}
+
 PreparedExperiment prepare_experiment(const ExperimentConfig& config) {
     if (config.order_only) {
         OrderOnlyTraces traces;
@@ -160,6 +344,7 @@ PreparedExperiment prepare_experiment(const ExperimentConfig& config) {
     } else {
         calibration::HardwareProfile profile =
             with_file([&] { return calibration::read_profile(config.cost_model); });
+        p.profile_mismatch = with_file([&] { return check_profile_matches(profile, config, p.model, p.gpu); });
         const double kv_scale = static_cast<double>(models::kv_bytes_per_token(p.model, p.plan.kv_cache_dtype)) /
                                 static_cast<double>(models::kv_bytes_per_token(p.model, p.model.dtype));
         const int graphs = static_cast<int>(
@@ -201,6 +386,18 @@ ExperimentResult run_experiment(const PreparedExperiment& p) {
     r.model_name = p.model.name;
     r.gpu_name = p.gpu.name;
     r.cost_model = p.cost_model->describe();
+    r.cost_model_source = p.config.cost_model;
+    r.profile_mismatch = p.profile_mismatch;
+    r.offered_rps = offered_rate(p.config.workload);
+    {
+        const YAML::Node& w = p.config.workload;
+        const bool bench_serve = w["type"] && w["type"].IsScalar() && w["type"].Scalar() == "bench_serve";
+        const YAML::Node rate = w[bench_serve ? "request_rate" : "rate"];
+        const std::string text = rate && rate.IsScalar() ? rate.Scalar() : "";
+        // bench_serve's request_rate defaults to inf, as vllm bench serve's --request-rate.
+        r.offered_all_at_once = text == "inf" || text == ".inf" || text == "Inf" || text == ".Inf" ||
+                                (bench_serve && !rate && !w["ramp_up_strategy"]);
+    }
     r.plan = p.plan;
 
     auto workload = workloads::make_workload(YamlMap(p.config.workload, p.config.file, "workload"), p.config.seed);
@@ -211,6 +408,7 @@ ExperimentResult run_experiment(const PreparedExperiment& p) {
     sc.warmup_end = core::SimTime::from_s(p.config.warmup_s);
     sc.max_time = core::SimTime::from_s(p.config.max_time_s);
     sc.exact_percentiles = p.config.exact_percentiles;
+    sc.keep_request_records = p.config.keep_request_records || p.config.goodput.any();
     sc.replica.kv_cache = p.plan.kv_cache_config();
     sc.replica.check_invariants = p.config.check_invariants;
     sc.replica.async_scheduling = p.config.engine.async_scheduling;
@@ -232,16 +430,24 @@ ExperimentResult run_experiment(const PreparedExperiment& p) {
     }
     cluster::Simulation sim(sc, *p.cost_model, *workload, cluster::make_router(p.config.router));
     r.sim = sim.run();
+    assess_result(r);
     return r;
 }
 
 std::vector<ExperimentResult> run_experiments(const std::vector<ExperimentConfig>& configs, int jobs,
                                               const std::function<void(int, int)>& on_done) {
+    // `replicates: N`: run i of an experiment uses seed + i (i = 0 … N−1); the runs are gathered back in order below.
     std::vector<PreparedExperiment> prepared;
-    prepared.reserve(configs.size());
+    std::vector<std::size_t> first_run;  // index in `prepared` of each config's first run
     OrderOnlyTraces order_only_traces;
     for (const auto& c : configs) {
-        prepared.push_back(c.order_only ? prepare_order_only(c, order_only_traces) : prepare_experiment(c));
+        first_run.push_back(prepared.size());
+        const int n = c.order_only ? 1 : std::max(1, c.replicates);
+        for (int i = 0; i < n; ++i) {
+            ExperimentConfig run = c;
+            run.seed = c.seed + static_cast<std::uint64_t>(i);
+            prepared.push_back(c.order_only ? prepare_order_only(run, order_only_traces) : prepare_experiment(run));
+        }
     }
     std::vector<ExperimentResult> results(prepared.size());
     std::atomic<std::size_t> next{0};
@@ -281,7 +487,30 @@ std::vector<ExperimentResult> run_experiments(const std::vector<ExperimentConfig
     if (failure) {
         std::rethrow_exception(failure);
     }
-    return results;
+    std::vector<ExperimentResult> gathered;
+    gathered.reserve(configs.size());
+    for (std::size_t k = 0; k < configs.size(); ++k) {
+        const std::size_t begin = first_run[k];
+        const std::size_t end = k + 1 < configs.size() ? first_run[k + 1] : results.size();
+        if (end - begin == 1) {
+            gathered.push_back(std::move(results[begin]));
+            continue;
+        }
+        ExperimentResult g = results[begin];
+        g.config.seed = configs[k].seed;
+        for (std::size_t i = begin; i < end; ++i) {
+            g.replicate_runs.push_back(std::move(results[i]));
+        }
+        if (configs[k].workload["seed"]) {
+            // bench_serve and multi_turn_bench take the tool's own --seed as workload.seed, which pins their draws.
+            g.replicate_runs.front().warnings.push_back(fmt::format(
+                "workload.seed is set: the {} replicates draw the same requests (only the scenario's seed varies); "
+                "remove workload.seed to vary them",
+                end - begin));
+        }
+        gathered.push_back(std::move(g));
+    }
+    return gathered;
 }
 
 }  // namespace servesim::app

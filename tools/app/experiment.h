@@ -29,18 +29,50 @@ struct PreparedExperiment {
     // `mode: order_only` only (then model, gpu, plan and cost_model stay empty): the trace at the block size,
     // shared read-only by every point of a sweep that reads the same trace the same way.
     std::shared_ptr<const cache::OrderOnlyTrace> order_only_trace;
+    std::string profile_mismatch;  // what differs between the profile and the experiment (allow_profile_mismatch)
 };
+
+// What a run measured, decided after it (docs/OUTPUTS.md "status"), in order of precedence:
+//   no_requests_measured  no request was sent in the measured window (after the warm-up);
+//   all_rejected          every measured request was refused (too long for max_model_len or the KV cache);
+//   truncated_by_max_time the run reached max_time before the workload was done (requests unfinished or unsent);
+//   overloaded            every request finished, but the waiting queue was still growing when the last one was
+//                         sent: it grew by at least max(8, 5 % of the requests sent) from the middle of the sending
+//                         window to its end (the figures describe a queue, not the engine's steady state);
+//   ok                    otherwise.
+enum class RunStatus { kOk, kOverloaded, kTruncatedByMaxTime, kNoRequestsMeasured, kAllRejected };
+
+[[nodiscard]] const char* run_status_name(RunStatus s);
 
 struct ExperimentResult {
     ExperimentConfig config;
     std::string model_name;
     std::string gpu_name;
     std::string cost_model;
+    std::string cost_model_source;  // "roofline" or the profile's path, as resolved
+    std::string profile_mismatch;   // with allow_profile_mismatch: what differs (empty when nothing does)
     std::string workload;
+    std::optional<double> offered_rps;  // the workload's `rate` (req/s) when it has a finite one
+    bool offered_all_at_once = false;   // its rate is `inf` (every request sent at t = 0)
     cache::MemoryPlan plan;
     cluster::SimulationResult sim;
     std::optional<cache::OrderOnlyResult> order_only;  // set instead of `sim` in `mode: order_only`
+    RunStatus status = RunStatus::kOk;
+    std::vector<std::string> warnings;  // why the status is not ok, and other things a reader must know
+    // With a goodput config: measured finished requests meeting every bound, and them per second of the window.
+    std::optional<std::int64_t> num_requests_good;
+    std::optional<double> request_goodput_rps;
+    // `replicates: N` > 1: the N runs (seeds seed … seed+N−1); this result then holds the first one's fields.
+    std::vector<ExperimentResult> replicate_runs;
 };
+
+// Requests among `requests` that meet every bound of `goodput` (vllm bench serve calculate_metrics: TTFT, TPOT —
+// 0 for a one-token output — and E2E each ≤ its bound).
+[[nodiscard]] std::int64_t count_good_requests(const std::vector<metrics::RequestRecord>& requests,
+                                               const GoodputConfig& goodput);
+
+// The status and warnings of a finished run (fills r.status, r.warnings, goodput).
+void assess_result(ExperimentResult& r);
 
 // vLLM's memory-plan request for a model on a GPU with the user's engine settings.
 [[nodiscard]] cache::MemoryPlanRequest memory_plan_request(const EngineSettings& engine, const calibration::GpuSpec& gpu);

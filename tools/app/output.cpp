@@ -4,8 +4,14 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
+#include <cmath>
 #include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
 
+#include "common/error.h"
 #include "models/model_derived.h"
 
 namespace servesim::app {
@@ -13,14 +19,70 @@ namespace {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
-std::string cell_text(const Cell& c) {
+bool is_missing(const Cell& c) { return std::holds_alternative<std::monostate>(c); }
+
+// Fixed-point text for a number, never an exponent. `decimals` < 0: up to 6 decimals, trailing zeros dropped (CSV).
+std::string number_text(double v, int decimals) {
+    if (decimals >= 0) {
+        return fmt::format("{:.{}f}", v, decimals);
+    }
+    std::string t = fmt::format("{:.6f}", v);
+    while (!t.empty() && t.back() == '0') {
+        t.pop_back();
+    }
+    if (!t.empty() && t.back() == '.') {
+        t.pop_back();
+    }
+    return t == "-0" ? "0" : t;
+}
+
+// Decimals a table prints for a column, from what its name says it holds (docs/OUTPUTS.md "formatting").
+int table_decimals(const std::string& name) {
+    auto has = [&](std::string_view part) { return name.find(part) != std::string::npos; };
+    if (has("_ms")) {
+        return 3;
+    }
+    if (has("_rate") || has("fraction") || has("kv_usage")) {
+        return 4;
+    }
+    if (has("_rps") || has("goodput") || name.rfind("duration", 0) == 0) {
+        return 3;
+    }
+    if (has("_per_s") || has("tokens")) {
+        return 1;
+    }
+    if (has("_gib")) {
+        return 2;
+    }
+    return 4;
+}
+
+std::string cell_text(const Cell& c, int decimals, const char* missing) {
+    if (is_missing(c)) {
+        return missing;
+    }
     if (const auto* s = std::get_if<std::string>(&c)) {
         return *s;
     }
     if (const auto* i = std::get_if<std::int64_t>(&c)) {
         return fmt::format("{}", *i);
     }
-    return fmt::format("{:.6g}", std::get<double>(c));
+    if (const auto* b = std::get_if<bool>(&c)) {
+        return *b ? "true" : "false";
+    }
+    return number_text(std::get<double>(c), decimals);
+}
+
+nlohmann::ordered_json cell_json(const Cell& c) {
+    nlohmann::ordered_json j;
+    std::visit(
+        [&](const auto& v) {
+            if constexpr (!std::is_same_v<std::decay_t<decltype(v)>, std::monostate>) {
+                j = v;
+            }
+        },
+        c);
+    return j;  // null when missing
 }
 
 std::string csv_escape(const std::string& s) {
@@ -34,158 +96,349 @@ std::string csv_escape(const std::string& s) {
     return out + "\"";
 }
 
-nlohmann::ordered_json dist_json(const metrics::Distribution& d) {
-    nlohmann::ordered_json j;
-    j["p50"] = d.p50;
-    j["p90"] = d.p90;
-    j["p99"] = d.p99;
-    j["mean"] = d.mean;
-    j["max"] = d.max;
-    j["count"] = d.count;
-    return j;
+// A scenario value as written (a string from the sweep grid), typed: integer, number, true/false, else text. Keys
+// whose values are names stay text whatever they look like (vllm_version "0.30" is not the number 0.3).
+Cell typed_value(const std::string& key, const std::string& text) {
+    static const std::array<std::string_view, 8> kTextKeys = {"experiment", "model", "gpu",   "cost_model",
+                                                              "vllm_version", "router", "trace", "mamba_cache_mode"};
+    if (std::find(kTextKeys.begin(), kTextKeys.end(), key) != kTextKeys.end()) {
+        return text;
+    }
+    std::int64_t i = 0;
+    const char* end = text.data() + text.size();
+    if (!text.empty()) {
+        const auto r = std::from_chars(text.data(), end, i);
+        if (r.ec == std::errc() && r.ptr == end) {
+            return i;
+        }
+        double d = 0;
+        const auto rd = std::from_chars(text.data(), end, d);
+        if (rd.ec == std::errc() && rd.ptr == end && std::isfinite(d)) {
+            return d;
+        }
+    }
+    if (text == "true" || text == "false") {
+        return text == "true";
+    }
+    return text;
 }
 
-void add_dist(std::vector<std::pair<std::string, Cell>>& out, const std::string& name, const metrics::Distribution& d) {
-    out.emplace_back(name + "_p50", d.p50);
-    out.emplace_back(name + "_p90", d.p90);
-    out.emplace_back(name + "_p99", d.p99);
-    out.emplace_back(name + "_mean", d.mean);
+struct Field {
+    std::string name;
+    Cell value;
+    bool measured = false;  // depends on the seed: aggregated over replicates (mean, min, max, std)
+};
+
+Cell opt(bool present, double v) { return present ? Cell(v) : Cell(); }
+
+void add_dist(std::vector<Field>& out, const std::string& name, const metrics::Distribution& d) {
+    const bool any = d.count > 0;
+    out.push_back({name + "_p50", opt(any, d.p50), true});
+    out.push_back({name + "_p90", opt(any, d.p90), true});
+    out.push_back({name + "_p99", opt(any, d.p99), true});
+    out.push_back({name + "_mean", opt(any, d.mean), true});
+    out.push_back({name + "_max", opt(any, d.max), true});
 }
 
 // `mode: order_only`: identity columns, then trace, capacity_tokens and block_size unless swept, then the figures.
-std::vector<std::pair<std::string, Cell>> flatten_order_only(const ExperimentResult& r) {
-    std::vector<std::pair<std::string, Cell>> out;
+std::vector<Field> fields_order_only(const ExperimentResult& r) {
+    std::vector<Field> out;  // no `name`: the sweep columns are the identity (tests/workloads/order_only_trace_test)
     for (const auto& [k, v] : r.config.columns) {
-        out.emplace_back(k, v);
+        out.push_back({k, typed_value(k, v)});
     }
     auto add_unless_column = [&](const std::string& name, Cell value) {
-        if (std::none_of(out.begin(), out.end(), [&](const auto& p) { return p.first == name; })) {
-            out.emplace_back(name, std::move(value));
+        if (std::none_of(out.begin(), out.end(), [&](const auto& p) { return p.name == name; })) {
+            out.push_back({name, std::move(value)});
         }
     };
     const cache::OrderOnlyResult& o = *r.order_only;
     add_unless_column("trace", std::filesystem::path(r.config.workload["trace"].as<std::string>()).filename().string());
     add_unless_column("capacity_tokens", o.capacity_tokens ? Cell(*o.capacity_tokens) : Cell(std::string("unlimited")));
     add_unless_column("block_size", static_cast<std::int64_t>(o.block_size_tokens));
-    out.emplace_back("prefix_cache_hit_rate", o.prefix_cache_hit_rate());
-    out.emplace_back("prefix_cache_queries", o.prefix_cache_queries);
-    out.emplace_back("prefix_cache_hits", o.prefix_cache_hits);
-    out.emplace_back("requests", o.num_requests);
-    out.emplace_back("cache_blocks", o.num_cache_blocks);
-    out.emplace_back("distinct_blocks", o.num_distinct_blocks);
-    out.emplace_back("evictions", o.num_evictions);
-    out.emplace_back("truncated_requests", o.num_truncated_requests);
+    out.push_back({"prefix_cache_hit_rate", opt(o.prefix_cache_queries > 0, o.prefix_cache_hit_rate())});
+    out.push_back({"prefix_cache_queries", o.prefix_cache_queries});
+    out.push_back({"prefix_cache_hits", o.prefix_cache_hits});
+    out.push_back({"requests", o.num_requests});
+    out.push_back({"cache_blocks", o.num_cache_blocks});
+    out.push_back({"distinct_blocks", o.num_distinct_blocks});
+    out.push_back({"evictions", o.num_evictions});
+    out.push_back({"truncated_requests", o.num_truncated_requests});
     return out;
+}
+
+// One run's fields, in a fixed order: what was asked (identity), what answered it, then the figures. A requested
+// key and the value vLLM resolved from it never share a name (block_size / effective_block_size, gpu / gpu_name,
+// model / model_name); a figure that was not measured is missing, never 0.
+std::vector<Field> fields_one(const ExperimentResult& r) {
+    if (r.order_only) {
+        return fields_order_only(r);
+    }
+    std::vector<Field> out;
+    out.push_back({"name", r.config.name});
+    for (const auto& [k, v] : r.config.columns) {
+        out.push_back({k, typed_value(k, v)});
+    }
+    auto add_unless_column = [&](const std::string& name, Cell value) {
+        if (std::none_of(out.begin(), out.end(), [&](const auto& p) { return p.name == name; })) {
+            out.push_back({name, std::move(value)});
+        }
+    };
+    const auto& s = r.sim.summary;
+    const auto& p = r.plan;
+    const auto& e = r.config.engine;
+    add_unless_column("model", r.config.model);
+    add_unless_column("gpu", r.config.gpu);
+    add_unless_column("block_size", e.block_size ? Cell(static_cast<std::int64_t>(*e.block_size)) : Cell());
+    add_unless_column("seed", static_cast<std::int64_t>(r.config.seed));
+    out.push_back({"status", std::string(run_status_name(r.status))});
+    out.push_back({"model_name", r.model_name});
+    out.push_back({"gpu_name", r.gpu_name});
+    out.push_back({"tensor_parallel_size", static_cast<std::int64_t>(p.tensor_parallel_size)});
+    out.push_back({"vllm_version", r.config.engine.vllm_version});
+    out.push_back({"cost_model", r.cost_model});
+    out.push_back({"profile_mismatch", r.profile_mismatch.empty() ? Cell() : Cell(r.profile_mismatch)});
+    out.push_back({"workload", r.workload});
+    out.push_back({"effective_block_size", static_cast<std::int64_t>(p.block_size)});
+    out.push_back({"kv_cache_tokens", p.kv_cache_tokens});
+    out.push_back({"num_gpu_blocks", p.num_gpu_blocks});
+    out.push_back({"kv_cache_memory_gib", static_cast<double>(p.kv_cache_memory_bytes) / kGiB});
+    out.push_back({"enable_prefix_caching", p.enable_prefix_caching});
+    out.push_back({"mamba_cache_mode", std::string(cache::mamba_cache_mode_name(p.mamba_cache_mode))});
+    out.push_back({"max_model_len", p.max_model_len});
+    const bool window = s.duration_s > 0;
+    const bool finished = s.num_requests_finished > 0;
+    const bool queried = s.prefix_cache_queries > 0;
+    out.push_back({"offered_rps", r.offered_rps ? Cell(*r.offered_rps) : Cell()});
+    out.push_back({"sent_rps", opt(window, s.requested_rps), true});
+    out.push_back({"throughput_rps", opt(window, s.throughput_rps), true});
+    if (r.config.goodput.any()) {
+        out.push_back({"request_goodput", r.request_goodput_rps ? Cell(*r.request_goodput_rps) : Cell(), true});
+        out.push_back({"requests_good", r.num_requests_good ? Cell(*r.num_requests_good) : Cell(), true});
+    }
+    out.push_back({"output_tokens_per_s", opt(window, s.output_tokens_per_s), true});
+    out.push_back({"input_tokens_per_s", opt(window, s.input_tokens_per_s), true});
+    out.push_back({"requests_sent", s.num_requests_sent, true});
+    out.push_back({"requests_finished", s.num_requests_finished, true});
+    out.push_back({"requests_rejected", s.num_requests_rejected, true});
+    out.push_back({"requests_unfinished", r.sim.num_unfinished, true});
+    out.push_back({"duration_s", opt(window, s.duration_s), true});
+    out.push_back({"prefix_cache_hit_rate", opt(queried, s.prefix_cache_hit_rate), true});
+    out.push_back({"total_hit_rate", opt(queried, s.total_hit_rate), true});
+    out.push_back({"external_hit_rate", opt(queried && r.config.engine.kv_offloading_size_gib, s.external_hit_rate),
+                   true});
+    out.push_back({"cached_prompt_fraction", opt(finished, s.cached_prompt_fraction), true});
+    out.push_back({"prefix_cache_queries", s.prefix_cache_queries, true});
+    out.push_back({"prefix_cache_hits", s.prefix_cache_hits, true});
+    add_dist(out, "ttft_ms", s.ttft_ms);
+    add_dist(out, "tpot_ms", s.tpot_ms);
+    add_dist(out, "itl_ms", s.itl_ms);
+    add_dist(out, "e2e_ms", s.e2e_ms);
+    add_dist(out, "queue_ms", s.queue_ms);
+    out.push_back({"mean_prompt_tokens", opt(finished, s.mean_prompt_tokens), true});
+    out.push_back({"mean_output_tokens", opt(finished, s.mean_output_tokens), true});
+    out.push_back({"preemptions", s.preemptions, true});
+    out.push_back({"queue_peak", s.queue_peak, true});
+    const bool stepped = s.num_steps > 0;
+    out.push_back({"kv_usage_mean", opt(stepped, s.kv_usage_mean), true});
+    out.push_back({"kv_usage_max", opt(stepped, s.kv_usage_max), true});
+    out.push_back({"num_steps", s.num_steps, true});
+    out.push_back({"mean_batch_tokens", opt(stepped, s.mean_batch_tokens), true});
+    const auto& c = r.sim.total_cost;
+    out.push_back({"step_ms_total_gemm", c.gemm_ms, true});
+    out.push_back({"step_ms_total_lm_head", c.lm_head_ms, true});
+    out.push_back({"step_ms_total_attn_prefill", c.attn_prefill_ms, true});
+    out.push_back({"step_ms_total_attn_decode", c.attn_decode_ms, true});
+    out.push_back({"step_ms_total_gdn", c.gdn_ms, true});
+    out.push_back({"step_ms_total_snapshot", c.snapshot_ms, true});
+    out.push_back({"step_ms_total_overhead", c.overhead_ms, true});
+    out.push_back({"step_ms_total_comm", c.comm_ms, true});
+    // A swept key that shares its name with a resolved figure (engine.max_model_len, cost_model, vllm_version, …):
+    // the sweep column keeps the requested value, the resolved one is effective_<name>.
+    for (std::size_t i = 1 + r.config.columns.size(); i < out.size(); ++i) {
+        const bool swept = std::any_of(r.config.columns.begin(), r.config.columns.end(),
+                                       [&](const auto& col) { return col.first == out[i].name; });
+        if (swept) {
+            out[i].name = "effective_" + out[i].name;
+        }
+    }
+    return out;
+}
+
+std::optional<double> as_number(const Cell& c) {
+    if (const auto* i = std::get_if<std::int64_t>(&c)) {
+        return static_cast<double>(*i);
+    }
+    if (const auto* d = std::get_if<double>(&c)) {
+        return *d;
+    }
+    return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<std::size_t> bimodal_split(std::vector<double> values, double min_range) {
+    std::sort(values.begin(), values.end());
+    const std::size_t n = values.size();
+    if (n < 4) {
+        return std::nullopt;
+    }
+    const double range = values.back() - values.front();
+    double sum = 0;
+    for (double v : values) {
+        sum += v;
+    }
+    const double mean = sum / static_cast<double>(n);
+    if (!(range > 0) || range < min_range || range < kBistableMinRelativeRange * std::abs(mean)) {
+        return std::nullopt;
+    }
+    std::size_t best = 0;
+    double best_gap = -1;
+    for (std::size_t i = 1; i < n; ++i) {
+        const double gap = values[i] - values[i - 1];
+        if (gap > best_gap) {
+            best_gap = gap;
+            best = i;
+        }
+    }
+    if (best >= 2 && n - best >= 2 && best_gap > kBistableGapFraction * range) {
+        return best;
+    }
+    return std::nullopt;
+}
+
+namespace {
+
+// A replicated point: identity and configuration from the first run; each measured figure becomes <name>_mean,
+// _min, _max and _std (population, as numpy's np.std) over the runs that measured it; `bistable` names the figures
+// whose runs split in two clusters (bimodal_split).
+std::vector<Field> fields_replicated(const ExperimentResult& r) {
+    std::vector<std::vector<Field>> runs;
+    for (const auto& run : r.replicate_runs) {
+        runs.push_back(fields_one(run));
+    }
+    std::vector<Field> out;
+    std::string bistable;
+    std::map<std::string, int> statuses;
+    for (const auto& run : r.replicate_runs) {
+        ++statuses[run_status_name(run.status)];
+    }
+    for (std::size_t f = 0; f < runs.front().size(); ++f) {
+        const Field& first = runs.front()[f];
+        if (first.name == "seed") {
+            out.push_back({"seed", static_cast<std::int64_t>(r.config.seed)});
+            out.push_back({"replicates", static_cast<std::int64_t>(r.replicate_runs.size())});
+            continue;
+        }
+        if (first.name == "status") {
+            std::string text;
+            for (const auto& [name, count] : statuses) {
+                text += fmt::format("{}{}", text.empty() ? "" : " ", statuses.size() == 1 ? name
+                                                                     : fmt::format("{}:{}", name, count));
+            }
+            out.push_back({"status", text});
+            continue;
+        }
+        if (!first.measured) {
+            out.push_back(first);
+            continue;
+        }
+        std::vector<double> values;
+        for (const auto& run : runs) {
+            if (f < run.size()) {
+                if (const auto v = as_number(run[f].value)) {
+                    values.push_back(*v);
+                }
+            }
+        }
+        if (values.empty()) {
+            for (const char* suffix : {"_mean", "_min", "_max", "_std"}) {
+                out.push_back({first.name + suffix, Cell(), true});
+            }
+            continue;
+        }
+        double sum = 0;
+        for (double v : values) {
+            sum += v;
+        }
+        const double mean = sum / static_cast<double>(values.size());
+        double sq = 0;
+        for (double v : values) {
+            sq += (v - mean) * (v - mean);
+        }
+        const double lo = *std::min_element(values.begin(), values.end());
+        const double hi = *std::max_element(values.begin(), values.end());
+        const bool counts = std::holds_alternative<std::int64_t>(first.value);  // min and max stay integers
+        out.push_back({first.name + "_mean", mean, true});
+        out.push_back({first.name + "_min", counts ? Cell(static_cast<std::int64_t>(lo)) : Cell(lo), true});
+        out.push_back({first.name + "_max", counts ? Cell(static_cast<std::int64_t>(hi)) : Cell(hi), true});
+        out.push_back({first.name + "_std", std::sqrt(sq / static_cast<double>(values.size())), true});
+        const bool headline = std::find_if(kBistableFigures.begin(), kBistableFigures.end(), [&](const char* n) {
+                                  return first.name == n;
+                              }) != kBistableFigures.end();
+        const double min_range = first.name.find("_rate") != std::string::npos ? 0.02 : 0.0;
+        if (headline && bimodal_split(values, min_range)) {
+            bistable += (bistable.empty() ? "" : " ") + first.name;
+        }
+    }
+    out.push_back({"bistable", bistable});
+    return out;
+}
+
+std::vector<Field> fields(const ExperimentResult& r) {
+    return r.replicate_runs.size() > 1 ? fields_replicated(r) : fields_one(r);
+}
+
+// Column names over all results, in order of first appearance (rows may differ: goodput set on some only).
+std::vector<std::string> header_of(const std::vector<std::vector<Field>>& rows) {
+    std::vector<std::string> names;
+    for (const auto& row : rows) {
+        for (const auto& f : row) {
+            if (std::find(names.begin(), names.end(), f.name) == names.end()) {
+                names.push_back(f.name);
+            }
+        }
+    }
+    return names;
+}
+
+const Cell* find_field(const std::vector<Field>& row, const std::string& name) {
+    const auto it = std::find_if(row.begin(), row.end(), [&](const Field& f) { return f.name == name; });
+    return it == row.end() ? nullptr : &it->value;
+}
+
+// Table text of a column: a replicated figure prints "mean [min–max]" under its plain name.
+std::string table_cell(const std::vector<Field>& row, const std::string& name) {
+    if (const Cell* c = find_field(row, name)) {
+        return cell_text(*c, table_decimals(name), "—");
+    }
+    const Cell* mean = find_field(row, name + "_mean");
+    if (!mean) {
+        return "";
+    }
+    if (is_missing(*mean)) {
+        return "—";
+    }
+    const Cell* lo = find_field(row, name + "_min");
+    const int d = lo && std::holds_alternative<std::int64_t>(*lo) ? 1 : table_decimals(name);
+    return fmt::format("{} [{}–{}]", cell_text(*mean, d, "—"), cell_text(*find_field(row, name + "_min"), d, "—"),
+                       cell_text(*find_field(row, name + "_max"), d, "—"));
 }
 
 }  // namespace
 
 std::vector<std::pair<std::string, Cell>> flatten(const ExperimentResult& r) {
-    if (r.order_only) {
-        return flatten_order_only(r);
-    }
     std::vector<std::pair<std::string, Cell>> out;
-    for (const auto& [k, v] : r.config.columns) {
-        out.emplace_back(k, v);
+    for (auto& f : fields(r)) {
+        out.emplace_back(std::move(f.name), std::move(f.value));
     }
-    const bool has_model_column =
-        std::any_of(out.begin(), out.end(), [](const auto& p) { return p.first == "model"; });
-    if (!has_model_column) {
-        out.emplace_back("model", r.model_name);
-    }
-    const auto& s = r.sim.summary;
-    const auto& p = r.plan;
-    out.emplace_back("gpu", r.gpu_name);
-    out.emplace_back("prefix_cache_hit_rate", s.prefix_cache_hit_rate);
-    out.emplace_back("total_hit_rate", s.total_hit_rate);
-    add_dist(out, "ttft_ms", s.ttft_ms);
-    add_dist(out, "itl_ms", s.itl_ms);
-    add_dist(out, "e2e_ms", s.e2e_ms);
-    add_dist(out, "tpot_ms", s.tpot_ms);
-    out.emplace_back("queue_ms_p50", s.queue_ms.p50);
-    out.emplace_back("requested_rps", s.requested_rps);
-    out.emplace_back("throughput_rps", s.throughput_rps);
-    out.emplace_back("output_tokens_per_s", s.output_tokens_per_s);
-    out.emplace_back("requests_sent", s.num_requests_sent);
-    out.emplace_back("requests_finished", s.num_requests_finished);
-    out.emplace_back("requests_rejected", s.num_requests_rejected);
-    out.emplace_back("preemptions", s.preemptions);
-    out.emplace_back("queue_peak", s.queue_peak);
-    out.emplace_back("kv_usage_mean", s.kv_usage_mean);
-    out.emplace_back("kv_usage_max", s.kv_usage_max);
-    out.emplace_back("mean_prompt_tokens", s.mean_prompt_tokens);
-    out.emplace_back("mean_output_tokens", s.mean_output_tokens);
-    out.emplace_back("kv_cache_tokens", p.kv_cache_tokens);
-    out.emplace_back("num_gpu_blocks", p.num_gpu_blocks);
-    out.emplace_back("block_size", static_cast<std::int64_t>(p.block_size));
-    out.emplace_back("enable_prefix_caching", std::string(p.enable_prefix_caching ? "true" : "false"));
-    out.emplace_back("mamba_cache_mode", std::string(cache::mamba_cache_mode_name(p.mamba_cache_mode)));
-    out.emplace_back("kv_cache_memory_gib", static_cast<double>(p.kv_cache_memory_bytes) / kGiB);
-    out.emplace_back("duration_s", s.duration_s);
-    out.emplace_back("unfinished", r.sim.num_unfinished);
     return out;
 }
 
 nlohmann::ordered_json to_json(const ExperimentResult& r) {
     nlohmann::ordered_json j;
-    j["name"] = r.config.name;
-    if (r.order_only) {
-        j["mode"] = "order_only";
-        j["workload"] = r.workload;
-        for (const auto& [k, v] : flatten_order_only(r)) {
-            std::visit([&](const auto& value) { j[k] = value; }, v);
-        }
-        return j;
+    for (const auto& f : fields(r)) {
+        j[f.name] = cell_json(f.value);
     }
-    for (const auto& [k, v] : r.config.columns) {
-        j[k] = v;
-    }
-    j["model"] = r.model_name;
-    j["gpu"] = r.gpu_name;
-    j["cost_model"] = r.cost_model;
-    j["workload"] = r.workload;
-    j["seed"] = r.config.seed;
-    const auto& s = r.sim.summary;
-    const auto& p = r.plan;
-    j["prefix_cache_hit_rate"] = s.prefix_cache_hit_rate;
-    j["prefix_cache_queries"] = s.prefix_cache_queries;
-    j["prefix_cache_hits"] = s.prefix_cache_hits;
-    j["cached_prompt_fraction"] = s.cached_prompt_fraction;
-    j["external_hit_rate"] = s.external_hit_rate;
-    j["total_hit_rate"] = s.total_hit_rate;
-    j["ttft_ms"] = dist_json(s.ttft_ms);
-    j["itl_ms"] = dist_json(s.itl_ms);
-    j["e2e_ms"] = dist_json(s.e2e_ms);
-    j["tpot_ms"] = dist_json(s.tpot_ms);
-    j["queue_ms"] = dist_json(s.queue_ms);
-    j["requested_rps"] = s.requested_rps;
-    j["throughput_rps"] = s.throughput_rps;
-    j["output_tokens_per_s"] = s.output_tokens_per_s;
-    j["input_tokens_per_s"] = s.input_tokens_per_s;
-    j["requests_sent"] = s.num_requests_sent;
-    j["requests_finished"] = s.num_requests_finished;
-    j["requests_rejected"] = s.num_requests_rejected;
-    j["preemptions"] = s.preemptions;
-    j["queue_peak"] = s.queue_peak;
-    j["kv_usage_mean"] = s.kv_usage_mean;
-    j["kv_usage_max"] = s.kv_usage_max;
-    j["num_steps"] = s.num_steps;
-    j["mean_batch_tokens"] = s.mean_batch_tokens;
-    j["mean_prompt_tokens"] = s.mean_prompt_tokens;
-    j["mean_output_tokens"] = s.mean_output_tokens;
-    j["duration_s"] = s.duration_s;
-    j["unfinished"] = r.sim.num_unfinished;
-    j["kv_cache_tokens"] = p.kv_cache_tokens;
-    j["num_gpu_blocks"] = p.num_gpu_blocks;
-    j["block_size"] = p.block_size;
-    j["enable_prefix_caching"] = p.enable_prefix_caching;
-    j["mamba_cache_mode"] = cache::mamba_cache_mode_name(p.mamba_cache_mode);
-    j["kv_cache_memory_bytes"] = p.kv_cache_memory_bytes;
-    const auto& c = r.sim.total_cost;
-    j["step_time_ms_total"] = {{"gemm", c.gemm_ms},         {"lm_head", c.lm_head_ms},
-                               {"attn_prefill", c.attn_prefill_ms}, {"attn_decode", c.attn_decode_ms},
-                               {"gdn", c.gdn_ms},           {"snapshot", c.snapshot_ms},
-                               {"overhead", c.overhead_ms},   {"comm", c.comm_ms}};
     return j;
 }
 
@@ -202,21 +455,25 @@ std::string format_csv(const std::vector<ExperimentResult>& results) {
     if (results.empty()) {
         return out;
     }
-    const auto header = flatten(results.front());
+    std::vector<std::vector<Field>> rows;
+    for (const auto& r : results) {
+        rows.push_back(fields(r));
+    }
+    const auto header = header_of(rows);
     for (std::size_t i = 0; i < header.size(); ++i) {
         if (i > 0) {
             out += ',';
         }
-        out += csv_escape(header[i].first);
+        out += csv_escape(header[i]);
     }
     out += "\n";
-    for (const auto& r : results) {
-        const auto row = flatten(r);
-        for (std::size_t i = 0; i < row.size(); ++i) {
+    for (const auto& row : rows) {
+        for (std::size_t i = 0; i < header.size(); ++i) {
+            const Cell* c = find_field(row, header[i]);
             if (i > 0) {
                 out += ',';
             }
-            out += csv_escape(cell_text(row[i].second));
+            out += csv_escape(c ? cell_text(*c, -1, "") : "");
         }
         out += "\n";
     }
@@ -233,19 +490,84 @@ std::string format_timeseries_csv(const std::vector<ExperimentResult>& results) 
         out += ',';
         out += csv_escape(k);
     }
+    // A seed column only with replicates (one series per seed); without, the columns before t_s are the identity.
+    const bool replicated = std::any_of(results.begin(), results.end(),
+                                        [](const auto& r) { return r.replicate_runs.size() > 1; });
+    out += replicated ? ",seed" : "";
     out += ",t_s,waiting,running,kv_usage,prefix_cache_hit_rate_cumulative\n";
-    for (const auto& r : results) {
-        std::string id = csv_escape(r.config.name);
-        for (const auto& [k, v] : r.config.columns) {
-            id += ',';
-            id += csv_escape(v);
+    for (const auto& point : results) {
+        std::vector<const ExperimentResult*> runs;
+        if (point.replicate_runs.size() > 1) {
+            for (const auto& run : point.replicate_runs) {
+                runs.push_back(&run);
+            }
+        } else {
+            runs.push_back(&point);
         }
-        for (const auto& t : r.sim.timeseries) {
-            const double hit = t.prefix_cache_queries > 0 ? static_cast<double>(t.prefix_cache_hits) /
-                                                                 static_cast<double>(t.prefix_cache_queries)
-                                                           : 0.0;
-            out += fmt::format("{},{:.6g},{},{},{:.6g},{:.6g}\n", id, t.t_s, t.num_waiting, t.num_running, t.kv_usage,
-                               hit);
+        for (const ExperimentResult* r : runs) {
+            std::string id = csv_escape(r->config.name);
+            for (const auto& [k, v] : r->config.columns) {
+                id += ',';
+                id += csv_escape(v);
+            }
+            if (replicated) {
+                id += fmt::format(",{}", r->config.seed);
+            }
+            for (const auto& t : r->sim.timeseries) {
+                const std::string hit =
+                    t.prefix_cache_queries > 0 ? number_text(static_cast<double>(t.prefix_cache_hits) /
+                                                                 static_cast<double>(t.prefix_cache_queries),
+                                                             -1)
+                                               : "";
+                out += fmt::format("{},{},{},{},{},{}\n", id, number_text(t.t_s, -1), t.num_waiting, t.num_running,
+                                   number_text(t.kv_usage, -1), hit);
+            }
+        }
+    }
+    return out;
+}
+
+std::string format_requests_csv(const std::vector<ExperimentResult>& results) {
+    std::string out;
+    if (results.empty()) {
+        return out;
+    }
+    out += "name";
+    for (const auto& [k, v] : results.front().config.columns) {
+        out += ',' + csv_escape(k);
+    }
+    out += ",seed,arrival_s,queue_ms,ttft_ms,itl_mean_ms,itl_max_ms,e2e_ms,prompt_tokens,cached_prompt_tokens,"
+           "output_tokens,preemptions\n";
+    for (const auto& point : results) {
+        std::vector<const ExperimentResult*> runs;
+        if (point.replicate_runs.size() > 1) {
+            for (const auto& run : point.replicate_runs) {
+                runs.push_back(&run);
+            }
+        } else {
+            runs.push_back(&point);
+        }
+        for (const ExperimentResult* r : runs) {
+            if (r->order_only) {
+                continue;
+            }
+            std::string id = csv_escape(r->config.name);
+            for (const auto& [k, v] : r->config.columns) {
+                id += ',' + csv_escape(v);
+            }
+            id += fmt::format(",{}", r->config.seed);
+            std::vector<metrics::RequestRecord> recs = r->sim.summary.requests;
+            std::stable_sort(recs.begin(), recs.end(),
+                             [](const auto& a, const auto& b) { return a.arrival_s < b.arrival_s; });
+            for (const auto& q : recs) {
+                // With one output token there is no inter-token gap: ITL mean and max are empty.
+                const bool gaps = q.has_tpot();
+                out += fmt::format("{},{},{},{},{},{},{},{},{},{},{}\n", id, number_text(q.arrival_s, -1),
+                                   number_text(q.queue_ms, -1), number_text(q.ttft_ms, -1),
+                                   gaps ? number_text(q.tpot_ms(), -1) : "", gaps ? number_text(q.itl_max_ms, -1) : "",
+                                   number_text(q.e2e_ms, -1), q.prompt_tokens, q.cached_prompt_tokens,
+                                   q.output_tokens, q.num_preemptions);
+            }
         }
     }
     return out;
@@ -256,84 +578,360 @@ std::string format_table(const std::vector<ExperimentResult>& results, bool swee
     if (results.empty()) {
         return out;
     }
+    std::vector<std::vector<Field>> rows;
+    for (const auto& r : results) {
+        rows.push_back(fields(r));
+    }
     if (sweep) {
-        // One row per point: identity columns then the headline figures.
+        // One row per point: identity columns, then what answered it and the headline figures.
         std::vector<std::string> cols;
         for (const auto& [k, v] : results.front().config.columns) {
             cols.push_back(k);
         }
-        std::vector<std::string> figures = {"prefix_cache_hit_rate", "ttft_ms_p50", "itl_ms_p50", "itl_ms_mean",
-                                            "itl_ms_p99", "throughput_rps", "kv_cache_tokens", "block_size",
-                                            "preemptions"};
+        std::vector<std::string> figures;
         if (results.front().order_only) {
-            figures.clear();
-            for (const auto& [k, v] : flatten(results.front())) {
-                if (std::find(cols.begin(), cols.end(), k) == cols.end()) {
-                    figures.push_back(k);
+            for (const auto& name : header_of(rows)) {
+                if (name != "name" && std::find(cols.begin(), cols.end(), name) == cols.end()) {
+                    figures.push_back(name);
                 }
             }
-        } else if (std::find(cols.begin(), cols.end(), "model") == cols.end()) {
-            cols.insert(cols.begin(), "model");
+        } else {
+            if (std::find(cols.begin(), cols.end(), "model") == cols.end()) {
+                cols.insert(cols.begin(), "model");
+            }
+            figures = {"status", "prefix_cache_hit_rate", "ttft_ms_p50", "itl_ms_p50", "itl_ms_mean",
+                       "itl_ms_p99", "offered_rps", "sent_rps", "throughput_rps"};
+            const bool goodput = std::any_of(results.begin(), results.end(),
+                                             [](const auto& r) { return r.config.goodput.any(); });
+            if (goodput) {
+                figures.push_back("request_goodput");
+            }
+            figures.insert(figures.end(), {"kv_cache_tokens", "effective_block_size", "preemptions"});
+            if (results.front().replicate_runs.size() > 1) {
+                figures.push_back("bistable");
+            }
         }
         cols.insert(cols.end(), figures.begin(), figures.end());
-        std::vector<std::vector<std::string>> rows;
-        for (const auto& r : results) {
-            const auto flat = flatten(r);
-            std::vector<std::string> row;
+        std::vector<std::vector<std::string>> text;
+        for (const auto& row : rows) {
+            std::vector<std::string> line;
             for (const auto& c : cols) {
-                const auto it = std::find_if(flat.begin(), flat.end(), [&](const auto& p) { return p.first == c; });
-                row.push_back(it == flat.end() ? "" : cell_text(it->second));
+                line.push_back(table_cell(row, c));
             }
-            rows.push_back(row);
+            text.push_back(line);
         }
+        // Widths in code points ("—" and "–" are one column wide, three bytes).
+        auto width_of = [](const std::string& s) {
+            return static_cast<std::size_t>(std::count_if(s.begin(), s.end(), [](char ch) {
+                return (static_cast<unsigned char>(ch) & 0xC0) != 0x80;
+            }));
+        };
         std::vector<std::size_t> width(cols.size());
         for (std::size_t i = 0; i < cols.size(); ++i) {
-            width[i] = cols[i].size();
-            for (const auto& row : rows) {
-                width[i] = std::max(width[i], row[i].size());
+            width[i] = width_of(cols[i]);
+            for (const auto& line : text) {
+                width[i] = std::max(width[i], width_of(line[i]));
             }
         }
+        auto pad = [&](const std::string& s, std::size_t w) { return s + std::string(w - width_of(s), ' ') + "  "; };
         for (std::size_t i = 0; i < cols.size(); ++i) {
-            out += fmt::format("{:<{}}  ", cols[i], width[i]);
+            out += pad(cols[i], width[i]);
         }
         out += "\n";
-        for (const auto& row : rows) {
+        for (const auto& line : text) {
             for (std::size_t i = 0; i < cols.size(); ++i) {
-                out += fmt::format("{:<{}}  ", row[i], width[i]);
+                out += pad(line[i], width[i]);
             }
             out += "\n";
         }
         return out;
     }
-    // Side by side: figures as rows.
-    std::vector<std::vector<std::pair<std::string, Cell>>> flats;
-    for (const auto& r : results) {
-        flats.push_back(flatten(r));
+    // Side by side: figures as rows, one identity row (the experiments' names) as the header.
+    auto width_of = [](const std::string& s) {
+        return static_cast<std::size_t>(
+            std::count_if(s.begin(), s.end(), [](char ch) { return (static_cast<unsigned char>(ch) & 0xC0) != 0x80; }));
+    };
+    std::vector<std::string> names = header_of(rows);
+    const bool experiment_is_name = std::all_of(rows.begin(), rows.end(), [](const auto& row) {
+        const Cell* e = find_field(row, "experiment");
+        const Cell* n = find_field(row, "name");
+        return !e || (n && cell_text(*e, -1, "") == cell_text(*n, -1, ""));
+    });
+    std::vector<std::string> labels;
+    for (const auto& n : names) {
+        if (n == "name" || (n == "experiment" && experiment_is_name)) {
+            continue;
+        }
+        // A replicated figure is one row, "mean [min–max]"; its _std stays in CSV and JSON.
+        auto strip = [&](const std::string& suffix) {
+            return n.size() > suffix.size() && n.compare(n.size() - suffix.size(), suffix.size(), suffix) == 0
+                       ? n.substr(0, n.size() - suffix.size())
+                       : std::string();
+        };
+        auto replicated = [&](const std::string& base) {
+            return !base.empty() && find_field(rows.front(), base + "_mean") && find_field(rows.front(), base + "_min") &&
+                   find_field(rows.front(), base + "_max") && find_field(rows.front(), base + "_std");
+        };
+        if (replicated(strip("_mean"))) {
+            labels.push_back(strip("_mean"));
+            continue;
+        }
+        if (replicated(strip("_min")) || replicated(strip("_max")) || replicated(strip("_std"))) {
+            continue;
+        }
+        labels.push_back(n);
     }
     std::size_t label_width = 0;
-    for (const auto& [k, v] : flats.front()) {
-        label_width = std::max(label_width, k.size());
+    for (const auto& l : labels) {
+        label_width = std::max(label_width, width_of(l));
     }
+    std::vector<std::vector<std::string>> text(results.size());
     std::vector<std::size_t> width(results.size(), 0);
     for (std::size_t c = 0; c < results.size(); ++c) {
-        width[c] = results[c].config.name.size();
-        for (const auto& [k, v] : flats[c]) {
-            width[c] = std::max(width[c], cell_text(v).size());
+        width[c] = width_of(results[c].config.name);
+        for (const auto& l : labels) {
+            text[c].push_back(table_cell(rows[c], l));
+            width[c] = std::max(width[c], width_of(text[c].back()));
         }
     }
-    out += fmt::format("{:<{}}", "", label_width + 2);
+    auto rpad = [&](const std::string& s, std::size_t w) { return std::string(w - width_of(s), ' ') + s + "  "; };
+    out += std::string(label_width + 2, ' ');
     for (std::size_t c = 0; c < results.size(); ++c) {
-        out += fmt::format("{:>{}}  ", results[c].config.name, width[c]);
+        out += rpad(results[c].config.name, width[c]);
     }
     out += "\n";
-    for (std::size_t row = 0; row < flats.front().size(); ++row) {
-        out += fmt::format("{:<{}}", flats.front()[row].first, label_width + 2);
+    for (std::size_t row = 0; row < labels.size(); ++row) {
+        out += labels[row] + std::string(label_width + 2 - width_of(labels[row]), ' ');
         for (std::size_t c = 0; c < results.size(); ++c) {
-            out += fmt::format("{:>{}}  ", row < flats[c].size() ? cell_text(flats[c][row].second) : "", width[c]);
+            out += rpad(text[c][row], width[c]);
         }
         out += "\n";
     }
     return out;
+}
+
+namespace {
+
+// numpy's np.percentile (method "linear") over ascending, non-empty `sorted`.
+double np_percentile(const std::vector<double>& sorted, double q) {
+    const double rank = q / 100.0 * static_cast<double>(sorted.size() - 1);
+    const auto lo = static_cast<std::size_t>(std::floor(rank));
+    const auto hi = std::min(lo + 1, sorted.size() - 1);
+    return sorted[lo] + (sorted[hi] - sorted[lo]) * (rank - static_cast<double>(lo));
+}
+
+// vllm bench serve names a percentile key p<int> when the percentile is whole, else p<float> (str(99.9) = "99.9").
+std::string percentile_word(double p) {
+    return p == std::floor(p) ? fmt::format("{}", static_cast<std::int64_t>(p)) : fmt::format("{}", p);
+}
+
+std::vector<std::string> split_commas(const std::string& text) {
+    std::vector<std::string> out;
+    std::string cur;
+    for (char ch : text) {
+        if (ch == ',') {
+            out.push_back(cur);
+            cur.clear();
+        } else if (ch != ' ') {
+            cur += ch;
+        }
+    }
+    out.push_back(cur);
+    return out;
+}
+
+}  // namespace
+
+BenchOptions parse_bench_options(const std::string& percentile_metrics, const std::string& metric_percentiles) {
+    BenchOptions o;
+    if (!percentile_metrics.empty()) {
+        o.percentile_metrics.clear();
+        for (const auto& m : split_commas(percentile_metrics)) {
+            if (m != "ttft" && m != "tpot" && m != "itl" && m != "e2el") {
+                throw ConfigError("--percentile-metrics: '" + m + "' is not a metric; allowed: ttft, tpot, itl, e2el");
+            }
+            o.percentile_metrics.push_back(m);
+        }
+    }
+    if (!metric_percentiles.empty()) {
+        o.metric_percentiles.clear();
+        for (const auto& p : split_commas(metric_percentiles)) {
+            double v = 0;
+            const auto r = std::from_chars(p.data(), p.data() + p.size(), v);
+            if (p.empty() || r.ec != std::errc() || r.ptr != p.data() + p.size() || !(v >= 0 && v <= 100)) {
+                throw ConfigError("--metric-percentiles: '" + p + "' is not a percentile; give numbers in [0, 100], "
+                                  "e.g. 50,90,99");
+            }
+            o.metric_percentiles.push_back(v);
+        }
+    }
+    return o;
+}
+
+nlohmann::ordered_json to_vllm_bench(const ExperimentResult& r, const BenchOptions& options) {
+    const auto& s = r.sim.summary;
+    nlohmann::ordered_json j;
+    // servesim's identity of the run (vllm bench serve puts its own metadata at the same level).
+    j["backend"] = "servesim";
+    j["name"] = r.config.name;
+    j["seed"] = r.config.seed;
+    j["status"] = run_status_name(r.status);
+    j["model_id"] = r.model_name;
+    j["cost_model"] = r.cost_model;
+    j["vllm_version"] = r.config.engine.vllm_version;
+    j["num_prompts"] = s.num_requests_sent;
+    // vllm bench serve writes the configured rate, "inf" for all at once; null where servesim's workload has none.
+    j["request_rate"] = r.offered_rps           ? nlohmann::ordered_json(*r.offered_rps)
+                        : r.offered_all_at_once ? nlohmann::ordered_json("inf")
+                                                : nlohmann::ordered_json();
+    // burstiness and max_concurrency as the workload sets them (bench_serve's keys are the tool's flags); null
+    // where the workload has no such key.
+    for (const char* key : {"burstiness", "max_concurrency"}) {
+        const YAML::Node v = r.config.workload[key];
+        nlohmann::ordered_json value;
+        if (v && v.IsScalar()) {
+            const Cell typed = typed_value("", v.Scalar());
+            value = cell_json(typed);
+        } else if (std::string(key) == "burstiness" && r.config.workload["type"] &&
+                   r.config.workload["type"].Scalar() == "bench_serve") {
+            value = 1.0;  // the tool's default --burstiness
+        }
+        j[key] = value;
+    }
+    std::int64_t input = 0;
+    std::int64_t output = 0;
+    std::vector<double> ttft, tpot, e2el;
+    for (const auto& q : s.requests) {
+        input += q.prompt_tokens;
+        output += q.output_tokens;
+        ttft.push_back(q.ttft_ms);
+        e2el.push_back(q.e2e_ms);
+        if (q.has_tpot()) {
+            tpot.push_back(q.tpot_ms());
+        }
+    }
+    const bool window = s.duration_s > 0;
+    auto per_s = [&](double v) { return window ? nlohmann::ordered_json(v / s.duration_s) : nlohmann::ordered_json(); };
+    j["duration"] = window ? nlohmann::ordered_json(s.duration_s) : nlohmann::ordered_json();
+    j["completed"] = s.num_requests_finished;
+    j["failed"] = s.num_requests_rejected + r.sim.num_unfinished;
+    j["total_input_tokens"] = input;
+    j["total_output_tokens"] = output;
+    j["request_throughput"] = per_s(static_cast<double>(s.num_requests_finished));
+    j["request_goodput"] = r.num_requests_good ? per_s(static_cast<double>(*r.num_requests_good))
+                                               : nlohmann::ordered_json();
+    j["output_throughput"] = per_s(static_cast<double>(output));
+    j["total_token_throughput"] = per_s(static_cast<double>(input + output));
+    auto add = [&](const std::string& metric, std::vector<double> values) {
+        nlohmann::ordered_json mean, median, stddev;
+        std::vector<nlohmann::ordered_json> pct(options.metric_percentiles.size());
+        if (!values.empty()) {
+            std::sort(values.begin(), values.end());
+            double sum = 0;
+            for (double v : values) {
+                sum += v;
+            }
+            const double m = sum / static_cast<double>(values.size());
+            double sq = 0;
+            for (double v : values) {
+                sq += (v - m) * (v - m);
+            }
+            mean = m;
+            median = np_percentile(values, 50);
+            stddev = std::sqrt(sq / static_cast<double>(values.size()));  // np.std: population (ddof = 0)
+            for (std::size_t i = 0; i < pct.size(); ++i) {
+                pct[i] = np_percentile(values, options.metric_percentiles[i]);
+            }
+        }
+        j[fmt::format("mean_{}_ms", metric)] = mean;
+        j[fmt::format("median_{}_ms", metric)] = median;
+        j[fmt::format("std_{}_ms", metric)] = stddev;
+        for (std::size_t i = 0; i < pct.size(); ++i) {
+            j[fmt::format("p{}_{}_ms", percentile_word(options.metric_percentiles[i]), metric)] = pct[i];
+        }
+    };
+    // vllm bench serve processes ttft, tpot, itl, e2el in this order, each only when selected.
+    for (const char* metric : {"ttft", "tpot", "itl", "e2el"}) {
+        if (std::find(options.percentile_metrics.begin(), options.percentile_metrics.end(), metric) ==
+            options.percentile_metrics.end()) {
+            continue;
+        }
+        if (std::string(metric) == "ttft") {
+            add(metric, ttft);
+        } else if (std::string(metric) == "tpot") {
+            add(metric, tpot);
+        } else if (std::string(metric) == "e2el") {
+            add(metric, e2el);
+        } else {
+            // Pooled ITLs are not kept one by one: mean and population std from their running moments, median and
+            // percentiles from the summary's distribution, which holds p50, p90 and p99.
+            const auto& d = s.itl_ms;
+            const bool any = d.count > 0;
+            j["mean_itl_ms"] = any ? nlohmann::ordered_json(s.itl_moments.mean) : nlohmann::ordered_json();
+            j["median_itl_ms"] = any ? nlohmann::ordered_json(d.p50) : nlohmann::ordered_json();
+            j["std_itl_ms"] = any ? nlohmann::ordered_json(std::sqrt(s.itl_moments.m2 /
+                                                                     static_cast<double>(s.itl_moments.count)))
+                                  : nlohmann::ordered_json();
+            for (double p : options.metric_percentiles) {
+                const double v = p == 50 ? d.p50 : p == 90 ? d.p90 : d.p99;
+                j[fmt::format("p{}_itl_ms", percentile_word(p))] = any ? nlohmann::ordered_json(v) : nlohmann::ordered_json();
+            }
+        }
+    }
+    return j;
+}
+
+std::string format_vllm_bench(const std::vector<ExperimentResult>& results, const BenchOptions& options) {
+    for (double p : options.metric_percentiles) {
+        if (std::find(options.percentile_metrics.begin(), options.percentile_metrics.end(), "itl") !=
+                options.percentile_metrics.end() &&
+            p != 50 && p != 90 && p != 99) {
+            throw ConfigError(fmt::format("--metric-percentiles: {} for itl: servesim keeps pooled inter-token "
+                                          "latencies as p50, p90 and p99 only; leave itl out of --percentile-metrics "
+                                          "or ask for 50, 90 or 99",
+                                          percentile_word(p)));
+        }
+    }
+    std::vector<nlohmann::ordered_json> objects;
+    for (const auto& point : results) {
+        if (point.order_only) {
+            throw ConfigError("--format vllm-bench: `mode: order_only` has no timings; use table, csv or json");
+        }
+        if (point.replicate_runs.size() > 1) {
+            for (const auto& run : point.replicate_runs) {
+                objects.push_back(to_vllm_bench(run, options));
+            }
+        } else {
+            objects.push_back(to_vllm_bench(point, options));
+        }
+    }
+    if (objects.size() == 1) {
+        return objects.front().dump(2) + "\n";
+    }
+    nlohmann::ordered_json arr = nlohmann::ordered_json::array();
+    for (auto& o : objects) {
+        arr.push_back(std::move(o));
+    }
+    return arr.dump(2) + "\n";
+}
+
+void check_out_dir(const std::string& out_dir) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    fs::create_directories(out_dir, ec);
+    if (ec || !fs::is_directory(out_dir)) {
+        throw ConfigError("--out " + out_dir + ": cannot create the folder" + (ec ? " (" + ec.message() + ")" : ""));
+    }
+    const fs::path probe = fs::path(out_dir) / ".servesim-write-check";
+    {
+        std::ofstream f(probe);
+        f << "x";
+        f.flush();
+        if (!f) {
+            throw ConfigError("--out " + out_dir + ": the folder is not writable");
+        }
+    }
+    fs::remove(probe, ec);
 }
 
 nlohmann::ordered_json inspect_json(const models::ModelSpec& model, const std::string& gpu,

@@ -6,6 +6,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <array>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -16,9 +18,11 @@
 
 namespace servesim::app {
 
-using Cell = std::variant<std::string, std::int64_t, double>;
+// One value of a result; std::monostate = not measured (empty in CSV, null in JSON, "—" in tables; never 0).
+using Cell = std::variant<std::monostate, std::string, std::int64_t, double, bool>;
 
-// Flat columns of one result, in a fixed order: identity columns first, then the figures.
+// Flat columns of one result, in a fixed order: identity columns first, then the figures. The same names, in the
+// same order, are the CSV header, the JSON object's keys and the table's rows (docs/OUTPUTS.md defines each).
 [[nodiscard]] std::vector<std::pair<std::string, Cell>> flatten(const ExperimentResult& r);
 
 [[nodiscard]] nlohmann::ordered_json to_json(const ExperimentResult& r);
@@ -31,8 +35,44 @@ using Cell = std::variant<std::string, std::int64_t, double>;
 // experiment (identity columns first): queue growth and KV pressure as the run unfolds.
 [[nodiscard]] std::string format_timeseries_csv(const std::vector<ExperimentResult>& results);
 
+// Per measured finished request (like vllm bench serve --save-detailed): arrival, queue, TTFT, ITL mean/max, E2E,
+// prompt/cached/output tokens, preemptions; one row per request, by arrival, per experiment (and replicate run).
+[[nodiscard]] std::string format_requests_csv(const std::vector<ExperimentResult>& results);
+
+// Replicates split in two clusters (`bistable`): sorted, the largest gap between neighbours exceeds
+// kBistableGapFraction of the range with at least two values on each side, and the range is at least
+// kBistableMinRelativeRange of |mean| and at least `min_range` (so run-to-run noise around one value is not
+// flagged). Returns the number of values below the gap, or nullopt. Tested on the headline figures
+// (kBistableFigures); a fraction (hit rate) needs a range of 0.02 (two percentage points).
+inline constexpr double kBistableGapFraction = 0.5;
+inline constexpr double kBistableMinRelativeRange = 0.10;
+inline constexpr std::array<const char*, 5> kBistableFigures = {"prefix_cache_hit_rate", "ttft_ms_p50", "itl_ms_p50",
+                                                                "e2e_ms_p50", "throughput_rps"};
+[[nodiscard]] std::optional<std::size_t> bimodal_split(std::vector<double> values, double min_range = 0);
+
+// `--format vllm-bench`: the result JSON `vllm bench serve --save-result` writes (vllm/benchmarks/serve.py
+// benchmark and calculate_metrics), one object per experiment run. `percentile_metrics` ⊆ {ttft, tpot, itl, e2el}
+// (--percentile-metrics, default ttft,tpot,itl), `metric_percentiles` in [0, 100] (--metric-percentiles, default 99).
+struct BenchOptions {
+    std::vector<std::string> percentile_metrics = {"ttft", "tpot", "itl"};
+    std::vector<double> metric_percentiles = {99};
+};
+
+// Parses the two flags' comma-separated values; a bad name or number throws ConfigError naming the flag.
+[[nodiscard]] BenchOptions parse_bench_options(const std::string& percentile_metrics,
+                                               const std::string& metric_percentiles);
+
+[[nodiscard]] nlohmann::ordered_json to_vllm_bench(const ExperimentResult& r, const BenchOptions& options);
+
+// One experiment run: its object; several (experiments, sweep points, replicates): an array of them.
+[[nodiscard]] std::string format_vllm_bench(const std::vector<ExperimentResult>& results, const BenchOptions& options);
+
 // run: figures as rows, experiments as columns; sweep: one row per point with the main figures.
 [[nodiscard]] std::string format_table(const std::vector<ExperimentResult>& results, bool sweep);
+
+// `--out DIR`: creates the folder and writes a probe file in it, so that a run never ends on "cannot write"; throws
+// ConfigError naming the folder when it cannot be created or written. Called before anything is simulated.
+void check_out_dir(const std::string& out_dir);
 
 // `servesim inspect`: what vLLM's start-up log would say.
 [[nodiscard]] nlohmann::ordered_json inspect_json(const models::ModelSpec& model, const std::string& gpu,

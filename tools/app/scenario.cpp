@@ -292,12 +292,39 @@ ExperimentConfig parse_experiment(const YamlMap& m, const std::string& base_dir)
             m.fail("max_time", "must be positive");
         }
     }
+    x.max_time_given = m.has("max_time");
     x.check_invariants = m.get_or<bool>("check_invariants", false);
     if (m.has("metrics")) {
         const YamlMap metrics = m.map("metrics");
         metrics.allow_only({"exact_percentiles"});
         x.exact_percentiles = metrics.get_or<bool>("exact_percentiles", false);
     }
+    if (m.has("goodput")) {
+        // vllm bench serve check_goodput_args: names ttft, tpot, e2el; values in ms, non-negative.
+        const YamlMap g = m.map("goodput");
+        g.allow_only({"ttft", "tpot", "e2el"});
+        auto bound = [&](std::string_view key) -> std::optional<double> {
+            if (!g.has(key)) {
+                return std::nullopt;
+            }
+            const double v = g.get<double>(key);
+            if (!(v >= 0) || !std::isfinite(v)) {
+                g.fail(key, fmt::format("must be a non-negative number of milliseconds, got {}", v));
+            }
+            return v;
+        };
+        x.goodput.ttft_ms = bound("ttft");
+        x.goodput.tpot_ms = bound("tpot");
+        x.goodput.e2el_ms = bound("e2el");
+        if (!x.goodput.any()) {
+            m.fail("goodput", "give at least one bound: ttft, tpot or e2el (ms)");
+        }
+    }
+    if (m.has("replicates")) {
+        x.replicates = m.get<int>("replicates");
+        m.check_range<int>("replicates", x.replicates, 1, 1000);
+    }
+    x.allow_profile_mismatch = m.get_or<bool>("allow_profile_mismatch", false);
     return x;
 }
 
@@ -341,7 +368,8 @@ const std::vector<std::string_view>& scenario_keys() {
     static const std::vector<std::string_view> keys = {"name",    "description", "seed",   "model",    "gpu",
                                                        "cost_model", "engine",   "cluster", "workload", "warmup",
                                                        "max_time", "check_invariants", "experiments", "sweep",
-                                                       "mode",     "capacity_tokens", "metrics"};
+                                                       "mode",     "capacity_tokens", "metrics",
+                                                       "goodput", "replicates", "allow_profile_mismatch"};
     return keys;
 }
 

@@ -47,6 +47,15 @@ struct EngineSettings {
     bool skip_mm_profiling = false;
 };
 
+// Service-level objectives for goodput, in ms (vllm bench serve --goodput KEY:VALUE, keys ttft, tpot, e2el): a
+// finished request is good when it meets every bound given.
+struct GoodputConfig {
+    std::optional<double> ttft_ms;
+    std::optional<double> tpot_ms;
+    std::optional<double> e2el_ms;
+    [[nodiscard]] bool any() const { return ttft_ms || tpot_ms || e2el_ms; }
+};
+
 struct ExperimentConfig {
     std::string file;                  // scenario file (for messages)
     std::string name;                  // label in tables
@@ -60,11 +69,18 @@ struct ExperimentConfig {
     std::string router = "round_robin";
     YAML::Node workload;               // validated by workloads::validate_workload
     double warmup_s = 0;
-    double max_time_s = 24 * 3600.0;
+    double max_time_s = 24 * 3600.0;  // the default stop (docs/OUTPUTS.md); a run that reaches it is truncated
+    bool max_time_given = false;      // `max_time` written in the scenario
+    GoodputConfig goodput;            // scenario key `goodput: {ttft: 500, tpot: 50, e2el: 2000}` (ms)
+    int replicates = 1;               // `replicates: N`: seeds seed, seed+1, …, seed+N−1 of this experiment
+    bool allow_profile_mismatch = false;  // accept a profile measured for another model, GPU or TP size
     bool check_invariants = false;
     // `metrics: {exact_percentiles: true}`: percentiles from every sample (the summary's memory grows with the run)
     // instead of the default fixed-memory sketches, within 0.1 % (sim/metrics/percentiles.h QuantileSketch).
     bool exact_percentiles = false;
+    // Keep a record of every measured request (requests.csv, --format vllm-bench); set by the command line when an
+    // output needs them, and implied by `goodput:`. Off, memory stays flat in the run length.
+    bool keep_request_records = false;
     // `mode: order_only` (sim/cache/order_only_cache.h): the trace's prompts are looked up and inserted in arrival
     // order in a pool of `capacity_tokens` (nullopt = unlimited) at engine.block_size (default 16); model, gpu,
     // cost_model, cluster and timing keys are not used.

@@ -82,7 +82,7 @@ def setup_line(rows, ids):
     for col, label, unit in (
         ("mean_prompt_tokens", "prompts", " tok"),
         ("mean_output_tokens", "outputs", " tok"),
-        ("block_size", "block", " tok"),
+        ("effective_block_size", "block", " tok"),  # the block vLLM used (block_size is what was asked)
         ("enable_prefix_caching", "prefix caching", ""),
     ):
         v = same(col)
@@ -372,10 +372,17 @@ def main(argv):
     rows = read_csv(summary)
     if not rows:
         sys.exit(f"servesim plot: {summary} has no rows")
+    if "ttft_ms_p50" not in rows[0] and "ttft_ms_p50_mean" in rows[0]:
+        # Replicates (docs/OUTPUTS.md): each figure X is X_mean, _min, _max, _std; plot the mean over the seeds.
+        for r in rows:
+            for k in list(r):
+                if k.endswith("_mean") and k[:-5] + "_min" in r:
+                    r.setdefault(k[:-5], r[k])
     if "ttft_ms_p50" not in rows[0]:
         sys.exit(f"servesim plot: {summary} has no latency columns (an order_only run? plot it with "
                  "tools/plot_capacity.py)")
-    ids = identity_columns(out_dir)
+    all_ids = identity_columns(out_dir)
+    ids = [c for c in all_ids if c != "seed"]  # timeseries.csv has a seed column with replicates only
     name = os.path.basename(os.path.normpath(out_dir))
     swept = [c for c in ids if c != "experiment"]
     if swept:
@@ -383,7 +390,7 @@ def main(argv):
     else:
         path, lines, palette = plot_side_by_side(rows, ids, out_dir, name)
     written = [path]
-    ts = plot_timeseries(out_dir, rows, ids, lines, palette, name)
+    ts = plot_timeseries(out_dir, rows, ids + (["seed"] if "seed" in all_ids else []), lines, palette, name)
     if ts:
         written.append(ts)
     print("servesim: wrote " + " and ".join(written), file=sys.stderr)

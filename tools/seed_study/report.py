@@ -32,15 +32,16 @@ def rows(out, name):
 
 
 def num(r, k):
-    return float(r[k])
+    # An empty CSV cell is a figure that was not measured (docs/OUTPUTS.md): NaN here, "—" in the tables.
+    return float(r[k]) if r[k] != "" else math.nan
 
 
 def fmt(x, d=1):
-    return f"{x:,.{d}f}"
+    return "—" if math.isnan(x) else f"{x:,.{d}f}"
 
 
 def pct(x, d=1):
-    return f"{100.0 * x:.{d}f} %"
+    return "—" if math.isnan(x) else f"{100.0 * x:.{d}f} %"
 
 
 def by_model(rs, key="experiment"):
@@ -169,7 +170,7 @@ def main():
         for r in ts:
             body.append([r["model"], r["tenants"], pct(num(r, "prefix_cache_hit_rate")), fmt(num(r, "ttft_ms_p50")),
                          fmt(num(r, "itl_ms_p50")), fmt(num(r, "itl_ms_mean")), fmt(num(r, "itl_ms_p99")),
-                         fmt(num(r, "requested_rps"), 2), fmt(num(r, "throughput_rps"), 2), r["preemptions"],
+                         fmt(num(r, "sent_rps"), 2), fmt(num(r, "throughput_rps"), 2), r["preemptions"],
                          pct(num(r, "kv_usage_max"), 0)])
         md.append(table(["model", "tenants", "hit rate", "TTFT p50 ms", "ITL p50", "ITL mean", "ITL p99",
                          "sent req/s", "served req/s", "preemptions", "KV usage max"], body) + "\n")
@@ -292,7 +293,7 @@ def main():
     if f8:
         md.append("## 3. fp8 KV cache at 40 tenants\n")
         md.append(table(["model", "block", "GPU KV cache size", "hit rate", "TTFT p50 ms", "ITL p50 ms", "served req/s"],
-                        [[r["experiment"], r["block_size"], f'{int(r["kv_cache_tokens"]):,}',
+                        [[r["experiment"], r["effective_block_size"], f'{int(r["kv_cache_tokens"]):,}',
                           pct(num(r, "prefix_cache_hit_rate")), fmt(num(r, "ttft_ms_p50")), fmt(num(r, "itl_ms_p50")),
                           fmt(num(r, "throughput_rps"), 2)] for r in f8]) + "\n")
         md.append("Mechanism: fp8 halves the attention bytes per token. For the full model that doubles the token "
@@ -466,10 +467,10 @@ def main():
         tenant_styles = {t: ls for t, ls in zip(sorted({r["tenants"] for r in bs}, key=int), ["-", "--", ":", "-."])}
         for (m, t), rs in sorted({(r["model"], r["tenants"]): [x for x in bs if x["model"] == r["model"]
                                                             and x["tenants"] == r["tenants"]] for r in bs}.items()):
-            rs = sorted(rs, key=lambda r: int(r["block_size"]))
-            ax.plot([int(r["block_size"]) for r in rs], [100 * num(r, "prefix_cache_hit_rate") for r in rs], "o",
+            rs = sorted(rs, key=lambda r: int(r["effective_block_size"]))
+            ax.plot([int(r["effective_block_size"]) for r in rs], [100 * num(r, "prefix_cache_hit_rate") for r in rs], "o",
                     ls=tenant_styles[t], color=colour(m))
-        ticks_at(ax, [int(r["block_size"]) for r in bs], log2=True)
+        ticks_at(ax, [int(r["effective_block_size"]) for r in bs], log2=True)
         ax.tick_params(axis="x", labelrotation=30)
         ax.set_xlabel("effective block size (tokens)")
         ax.set_ylabel("prefix-cache hit rate (% of prompt tokens)")
@@ -480,8 +481,8 @@ def main():
                      [(f"{t} tenants", "black", ls) for t, ls in tenant_styles.items()], y=0.92)
         md.append(f"![block size]({savefig(fig, report_dir, 'block-size.png')})\n")
         md.append(table(["model", "tenants", "requested block", "effective block", "hit rate", "TTFT p50 ms"],
-                        [[r["model"], r["tenants"], r["block_size_requested"] if "block_size_requested" in r else "",
-                          r["block_size"], pct(num(r, "prefix_cache_hit_rate")), fmt(num(r, "ttft_ms_p50"))]
+                        [[r["model"], r["tenants"], r["block_size"],
+                          r["effective_block_size"], pct(num(r, "prefix_cache_hit_rate")), fmt(num(r, "ttft_ms_p50"))]
                          for r in bs]) + "\n")
         md.append("Mechanism: hits are whole blocks, so the expected loss per request is about half a block: "
                   "~8 tokens at 16, ~264 at 528, ~528 at 1,056. For the hybrid a requested block below its "

@@ -1,0 +1,122 @@
+// What a user of the servesim binary reads about a run (docs/OUTPUTS.md): the warning on stderr when nothing was
+// measured, "—" in the table, --out refused before simulating, --format vllm-bench with --goodput, --replicates.
+#include <nlohmann/json.hpp>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
+#include <sys/wait.h>
+
+#include "tests/catch.h"
+
+namespace {
+
+struct Ran {
+    int status = -1;
+    std::string output;  // stdout, or stdout and stderr together
+};
+
+Ran servesim(const std::string& args, bool with_stderr = true) {
+    Ran r;
+    const std::string cmd = "'" + std::string(SERVESIM_BINARY) + "' " + args + (with_stderr ? " 2>&1" : " 2>/dev/null");
+    FILE* p = popen(cmd.c_str(), "r");
+    REQUIRE(p != nullptr);
+    std::array<char, 4096> buf{};
+    std::size_t n = 0;
+    while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) {
+        r.output.append(buf.data(), n);
+    }
+    const int st = pclose(p);
+    r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return r;
+}
+
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+// The table row `label`, as printed.
+std::string row(const std::string& table, const std::string& label) {
+    const auto at = table.find("\n" + label + " ");
+    if (at == std::string::npos) {
+        return "";
+    }
+    return table.substr(at + 1, table.find('\n', at + 1) - at - 1);
+}
+
+// 20 prompts of 50,000 + 100 tokens on Qwen3-4B, whose max_model_len is 40,960: every one is refused.
+const char* kRejected = "run --model Qwen3-4B --request-rate 10 --num-prompts 20 --random-input-len 50000 "
+                        "--random-output-len 100";
+
+TEST_CASE("CLI output: a run whose requests are all rejected warns why and prints — for its latencies",
+          "[tools][cli][output]") {
+    const Ran r = servesim(kRejected);
+    INFO(r.output);
+    CHECK(r.status == 0);
+    CHECK(contains(r.output, "servesim: warning: experiment 'command-line': 20 of 20 requests rejected: 20 longer "
+                             "than max_model_len: prompt + output up to 50,000 + 100 = 50,100 > max_model_len "
+                             "40,960\n"));
+    CHECK(contains(row(r.output, "status"), "all_rejected"));
+    for (const char* figure : {"ttft_ms_p50", "ttft_ms_p99", "itl_ms_mean", "e2e_ms_p50", "tpot_ms_p90"}) {
+        const std::string line = row(r.output, figure);
+        CHECK(line.substr(line.find_last_not_of(' ') - 2, 3) == "—");  // "—" is three bytes in UTF-8
+    }
+    // CSV: empty cells; JSON: null.
+    const Ran csv = servesim(std::string(kRejected) + " --format csv", false);
+    CHECK(contains(csv.output, ",all_rejected,"));
+    const auto json = nlohmann::json::parse(servesim(std::string(kRejected) + " --format json", false).output);
+    CHECK(json[0]["ttft_ms_p50"].is_null());
+    CHECK(json[0]["status"] == "all_rejected");
+}
+
+TEST_CASE("CLI output: an --out folder that cannot be created stops the run before it simulates",
+          "[tools][cli][output]") {
+    const std::string file = std::string(SERVESIM_TEST_DATA_DIR) + "/tools/output_cli_test.cpp";
+    const Ran r = servesim("run --out '" + file + "/out'");
+    INFO(r.output);
+    CHECK(r.status == 2);
+    CHECK(contains(r.output, "servesim: error: --out " + file + "/out: cannot create the folder"));
+    CHECK(!contains(r.output, "wall time"));  // nothing was simulated
+}
+
+TEST_CASE("CLI output: --format vllm-bench with --goodput prints vllm bench serve's result keys",
+          "[tools][cli][output]") {
+    const Ran r = servesim("run --model Qwen3-4B --request-rate 5 --num-prompts 30 --random-input-len 200 "
+                           "--random-output-len 20 --goodput ttft:1000 tpot:100 --format vllm-bench "
+                           "--metric-percentiles 50,99",
+                           false);
+    REQUIRE(r.status == 0);
+    const auto j = nlohmann::json::parse(r.output);
+    REQUIRE(j.is_object());  // one run: one object, as vllm bench serve writes it
+    CHECK(j["completed"] == 30);
+    CHECK(j["num_prompts"] == 30);
+    CHECK(j["request_rate"] == 5.0);
+    CHECK(j["total_input_tokens"] == 30 * 200);
+    CHECK(j["total_output_tokens"] == 30 * 20);
+    // Bounds of 1 s and 100 ms on an idle H200: every request is good, goodput = throughput.
+    CHECK(j["request_goodput"] == j["request_throughput"]);
+    for (const char* key : {"duration", "output_throughput", "total_token_throughput", "mean_ttft_ms",
+                            "median_ttft_ms", "std_ttft_ms", "p50_ttft_ms", "p99_ttft_ms", "mean_tpot_ms",
+                            "p99_tpot_ms", "mean_itl_ms", "std_itl_ms", "p99_itl_ms"}) {
+        INFO(key);
+        CHECK(j[key].is_number());
+    }
+    CHECK(!j.contains("mean_e2el_ms"));  // not in the tool's default --percentile-metrics
+}
+
+TEST_CASE("CLI output: --replicates reports mean [min–max] per figure and counts the runs", "[tools][cli][output]") {
+    const Ran r = servesim("run --model Qwen3-4B --request-rate 5 --num-prompts 30 --random-input-len 200 "
+                           "--random-output-len 20 --replicates 3");
+    INFO(r.output);
+    REQUIRE(r.status == 0);
+    CHECK(contains(r.output, "servesim: 1 experiment(s), 3 runs with replicates in "));
+    CHECK(contains(row(r.output, "ttft_ms_p50"), " ["));
+    CHECK(contains(row(r.output, "ttft_ms_p50"), "–"));
+    CHECK(contains(row(r.output, "replicates"), "3"));
+    // A workload seed (vllm bench serve's --seed) pins the draws: said, not hidden.
+    const Ran pinned = servesim("run --model Qwen3-4B --request-rate 5 --num-prompts 10 --random-input-len 200 "
+                                "--random-output-len 20 --replicates 2 --set workload.seed=3");
+    CHECK(contains(pinned.output, "workload.seed is set: the 2 replicates draw the same requests"));
+}
+
+}  // namespace

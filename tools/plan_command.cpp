@@ -55,7 +55,8 @@ int cmd_plan(int argc, char** argv) {
         "no-replica-search", "with a target: evaluate each configuration at its own replica count")(
         "grid", po::value<std::vector<std::string>>(&grid)->composing(),
         "a grid axis key=v1,v2 (repeatable; keys as --set takes them, e.g. gpu=H100,H200)")(
-        "replicates", po::value<int>(&r.replicates), "seeds per probe (default 1; a probe passes when all do)")(
+        "replicates", po::value<int>(&r.replicates),
+        "seeds per probe (default 1; a probe passes when all do; a scenario's replicates: key is not used)")(
         "prices", po::value<std::string>(&prices_file), "price file (gpus: {NAME: $ per GPU-hour})")(
         "rank-by", po::value<std::string>(&r.rank_by), "usd_per_mtok (all tokens, default) or usd_per_mtok_output")(
         "set", po::value<std::vector<std::string>>(&r.overrides)->composing(), "override a scenario key")(

@@ -132,7 +132,9 @@ private:
     [[nodiscard]] ExperimentConfig load_one(const std::vector<std::string>& overrides, std::size_t index,
                                             std::optional<std::uint64_t> seed) const {
         const Scenario sc = load_scenario_text(r_.scenario_text, r_.scenario_path, overrides, seed);
-        return sc.experiments.at(index);
+        ExperimentConfig x = sc.experiments.at(index);
+        x.replicates = 1;  // the planner runs its own replicates (--replicates), one seed per experiment
+        return x;
     }
 
     void build_configurations() {

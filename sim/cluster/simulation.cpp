@@ -11,7 +11,9 @@ Simulation::Simulation(const SimulationConfig& config, const engine::CostModel& 
       router_(std::move(router)),
       metrics_(config.warmup_end, config.exact_percentiles, config.keep_request_records) {
     for (int i = 0; i < config_.num_replicas; ++i) {
-        replicas_.push_back(std::make_unique<engine::Replica>(config_.replica, cost_model_, metrics_));
+        engine::ReplicaConfig rc = config_.replica;
+        rc.index = i;
+        replicas_.push_back(std::make_unique<engine::Replica>(rc, cost_model_, metrics_));
     }
 }
 

@@ -168,6 +168,7 @@ std::vector<core::RequestId> Replica::end_step(core::SimTime now) {
             f.cached_prompt_tokens = r->num_cached_prompt_tokens;
             f.max_token_gap = r->max_token_gap;
             f.num_preemptions = r->num_preemptions;
+            f.replica = config_.index;
             metrics_.on_finished(f);
             finished.push_back(r->id);
             requests_.erase(core::to_int(r->id));

@@ -28,6 +28,7 @@ struct ReplicaConfig {
     bool check_invariants = false;  // re-derive the block accounting after every step (tests, debug)
     // vLLM's async scheduling (on by default in vllm serve, §4.5): step t+1 is scheduled when step t starts.
     bool async_scheduling = false;
+    int index = 0;  // this replica's position in the cluster (0-based), recorded with each finished request
 };
 
 // A request as it arrives at a replica.

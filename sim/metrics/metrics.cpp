@@ -77,6 +77,7 @@ void MetricsCollector::on_finished(const FinishedRequest& r) {
     rec.cached_prompt_tokens = r.cached_prompt_tokens;
     rec.output_tokens = r.output_tokens;
     rec.num_preemptions = r.num_preemptions;
+    rec.replica = r.replica;
     records_.push_back(rec);
 }
 

@@ -52,6 +52,7 @@ struct RequestRecord {
     std::int64_t cached_prompt_tokens = 0;
     std::int64_t output_tokens = 0;
     int num_preemptions = 0;
+    int replica = 0;  // which replica served it (0-based)
     // (E2E − TTFT)/(output − 1): vllm bench serve's per-request TPOT; with one output token it has none (nullopt
     // here; goodput counts it as 0, as calculate_metrics' all_tpots does).
     [[nodiscard]] bool has_tpot() const { return output_tokens > 1; }
@@ -155,6 +156,7 @@ public:
         std::int64_t cached_prompt_tokens = 0;
         core::Duration max_token_gap{};  // longest gap between consecutive output tokens
         int num_preemptions = 0;
+        int replica = 0;  // which replica served it (0-based)
     };
 
     void on_finished(const FinishedRequest& r);

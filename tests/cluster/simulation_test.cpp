@@ -126,6 +126,21 @@ TEST_CASE("Simulation: a request that can never fit is rejected by its own id, a
     CHECK(core::to_int(w.finished[1]) == 8);
 }
 
+TEST_CASE("Simulation: each request record names the replica that served it", "[cluster][records]") {
+    // Two replicas, round-robin: R0 (sent at 0) goes to replica 0, R1 (sent at 1 ms) to replica 1.
+    ScriptedWorkload w({spec(0, 0, {{content(1), 32}}, 2), spec(1, 1, {{content(2), 32}}, 2)});
+    FixedCost cost(4);
+    SimulationConfig c = small_config();
+    c.num_replicas = 2;
+    c.keep_request_records = true;
+    Simulation sim(c, cost, w, make_router("round_robin"));
+    const SimulationResult r = sim.run();
+    REQUIRE(r.summary.requests.size() == 2);
+    for (const auto& q : r.summary.requests) {
+        CHECK(q.replica == (q.arrival_s == 0.0 ? 0 : 1));
+    }
+}
+
 // Whole runs with the block accounting invariant re-derived after every schedule and every emit phase
 // (ReplicaConfig::check_invariants → KvCacheManager::check_invariants throws InvariantError when broken), plus
 // request conservation: every sent request finished or was rejected, none left in a replica.

@@ -499,9 +499,9 @@ TEST_CASE("Output: requests.csv holds one row per measured finished request", "[
     const std::string csv = format_requests_csv({r});
     // Header plus A, B, C by arrival; B has one output token, so its ITL mean and max are empty.
     CHECK(std::count(csv.begin(), csv.end(), '\n') == 4);
-    CHECK(csv.find("hand,1,0,0,10,5,6,20,100,0,3,0\n") != std::string::npos);
-    CHECK(csv.find("hand,1,0.005,0,10,,,10,200,0,1,0\n") != std::string::npos);
-    CHECK(csv.find("hand,1,0.01,2,20,8,8,28,300,0,2,1\n") != std::string::npos);
+    CHECK(csv.find("hand,1,0,0,10,5,6,20,100,0,3,0,0\n") != std::string::npos);
+    CHECK(csv.find("hand,1,0.005,0,10,,,10,200,0,1,0,0\n") != std::string::npos);
+    CHECK(csv.find("hand,1,0.01,2,20,8,8,28,300,0,2,0,1\n") != std::string::npos);
 }
 
 TEST_CASE("Output: --out is checked before simulating: a folder that cannot be created is refused by name",

@@ -537,7 +537,7 @@ std::string format_requests_csv(const std::vector<ExperimentResult>& results) {
         out += ',' + csv_escape(k);
     }
     out += ",seed,arrival_s,queue_ms,ttft_ms,itl_mean_ms,itl_max_ms,e2e_ms,prompt_tokens,cached_prompt_tokens,"
-           "output_tokens,preemptions\n";
+           "output_tokens,replica,preemptions\n";
     for (const auto& point : results) {
         std::vector<const ExperimentResult*> runs;
         if (point.replicate_runs.size() > 1) {
@@ -562,11 +562,11 @@ std::string format_requests_csv(const std::vector<ExperimentResult>& results) {
             for (const auto& q : recs) {
                 // With one output token there is no inter-token gap: ITL mean and max are empty.
                 const bool gaps = q.has_tpot();
-                out += fmt::format("{},{},{},{},{},{},{},{},{},{},{}\n", id, number_text(q.arrival_s, -1),
+                out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{}\n", id, number_text(q.arrival_s, -1),
                                    number_text(q.queue_ms, -1), number_text(q.ttft_ms, -1),
                                    gaps ? number_text(q.tpot_ms(), -1) : "", gaps ? number_text(q.itl_max_ms, -1) : "",
                                    number_text(q.e2e_ms, -1), q.prompt_tokens, q.cached_prompt_tokens,
-                                   q.output_tokens, q.num_preemptions);
+                                   q.output_tokens, q.replica, q.num_preemptions);
             }
         }
     }

@@ -101,6 +101,14 @@ void Simulation::handle_arrivals(core::SimTime now) {
     }
 }
 
+std::int64_t Simulation::total_waiting() const {
+    std::int64_t n = 0;
+    for (const auto& r : replicas_) {
+        n += static_cast<std::int64_t>(r->num_waiting());
+    }
+    return n;
+}
+
 SimulationResult Simulation::run() {
     SimulationResult result;
     arm_arrival();
@@ -132,6 +140,9 @@ SimulationResult Simulation::run() {
                     armed_arrival_.reset();
                 }
                 handle_arrivals(now);
+                if (config_.stop_when_waiting_exceeds && total_waiting() > *config_.stop_when_waiting_exceeds) {
+                    result.stopped_overloaded = true;
+                }
                 break;
             case core::EventKind::kStepEnd: {
                 auto& r = *replicas_[e.target];
@@ -150,6 +161,9 @@ SimulationResult Simulation::run() {
                     queue_.push(now + config_.sample_interval, core::EventPriority::kObserve, core::EventKind::kSample);
                 }
                 break;
+        }
+        if (result.stopped_overloaded) {
+            break;
         }
         arm_arrival();
     }

@@ -28,6 +28,9 @@ struct SimulationConfig {
     // Percentiles from every sample (memory grows with the run) instead of fixed-memory sketches (metrics.h).
     bool exact_percentiles = false;
     bool keep_request_records = false;  // a RequestRecord per measured finished request (metrics.h)
+    // Early stop of a hopeless run (the capacity planner's): once more requests than this wait over all replicas
+    // after an arrival, the run stops and says so. O(replicas) per arrival when set; unset = never.
+    std::optional<std::int64_t> stop_when_waiting_exceeds;
 };
 
 // One sample of the cluster's state (sampled every SimulationConfig::sample_interval of simulated time).
@@ -47,6 +50,7 @@ struct SimulationResult {
     std::int64_t num_events = 0;
     std::int64_t num_unfinished = 0;   // requests still in a replica when the run stopped
     bool hit_max_time = false;
+    bool stopped_overloaded = false;  // stop_when_waiting_exceeds was reached
 };
 
 class Simulation {
@@ -58,6 +62,7 @@ public:
 
 private:
     void arm_arrival();
+    [[nodiscard]] std::int64_t total_waiting() const;
     void handle_arrivals(core::SimTime now);
     void start_step(std::size_t replica, core::SimTime now);
     void notify_finished(const std::vector<core::RequestId>& ids, core::SimTime now);

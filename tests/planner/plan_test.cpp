@@ -61,6 +61,13 @@ TEST_CASE("Plan: bisection finds the largest sustainable rate of a server worked
     }
     CHECK(loads == std::vector<double>{25, 50, 100, 200, 150, 125, 112.5, 106.25, 103.125, 101.5625, 100.78125,
                                        100.390625});
+    // A hopeless probe stops early: at 200 req/s the server falls behind by 100 req/s, so more than
+    // ceil(5 % × 200) = 10 requests wait once ~20 are sent, and the rest of the run is not simulated.
+    const auto& over = res.probes[3];
+    REQUIRE(over.load == 200);
+    REQUIRE(!over.violations.empty());
+    CHECK(over.violations.front().find("stopped early: more than 10 requests waiting") != std::string::npos);
+    CHECK(over.summaries.front().num_requests_sent < 200);
     // At the answer: 1 GPU at $2/h serving 100.39 req/s × 17 tokens ≈ 1,707 tokens/s → ≈ $0.33 per M tokens.
     const auto& c = res.configurations[0];
     CHECK(c.gpus == 1);

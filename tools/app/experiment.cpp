@@ -409,6 +409,7 @@ ExperimentResult run_experiment(const PreparedExperiment& p) {
     sc.max_time = core::SimTime::from_s(p.config.max_time_s);
     sc.exact_percentiles = p.config.exact_percentiles;
     sc.keep_request_records = p.config.keep_request_records || p.config.goodput.any();
+    sc.stop_when_waiting_exceeds = p.config.stop_when_waiting_exceeds;
     sc.replica.kv_cache = p.plan.kv_cache_config();
     sc.replica.check_invariants = p.config.check_invariants;
     sc.replica.async_scheduling = p.config.engine.async_scheduling;

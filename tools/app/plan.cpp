@@ -31,6 +31,21 @@ double backlog_fraction(const metrics::Summary& s) {
     return std::max(0.0, unfinished - in_service) / sent;
 }
 
+// The number of requests a workload sends, when its keys say it (num_requests, bench_serve's num_prompts, the
+// multi-turn benchmark's max_num_requests); nullopt otherwise (a duration-bound workload: no early stop).
+std::optional<std::int64_t> workload_request_count(const ExperimentConfig& x) {
+    for (const char* key : {"num_requests", "num_prompts", "max_num_requests"}) {
+        if (x.workload[key] && x.workload[key].IsScalar()) {
+            try {
+                return x.workload[key].as<std::int64_t>();
+            } catch (const YAML::Exception&) {
+                return std::nullopt;
+            }
+        }
+    }
+    return std::nullopt;
+}
+
 bool is_rate_key(const std::string& key) {
     const std::string last = key.substr(key.rfind('.') == std::string::npos ? 0 : key.rfind('.') + 1);
     return last == "rate" || last == "request_rate";
@@ -134,6 +149,11 @@ private:
         const Scenario sc = load_scenario_text(r_.scenario_text, r_.scenario_path, overrides, seed);
         ExperimentConfig x = sc.experiments.at(index);
         x.replicates = 1;  // the planner runs its own replicates (--replicates), one seed per experiment
+        // Early stop: once more than max_shortfall of the run's requests wait at once, the backlog criterion cannot
+        // be met in any useful sense (the queue only grows), so the rest of the run is not simulated.
+        if (const auto n = workload_request_count(x)) {
+            x.stop_when_waiting_exceeds = static_cast<std::int64_t>(std::ceil(r_.max_shortfall * static_cast<double>(*n)));
+        }
         return x;
     }
 
@@ -223,6 +243,11 @@ private:
     [[nodiscard]] std::vector<std::string> violations(const ExperimentResult& er, double load) const {
         std::vector<std::string> why;
         const metrics::Summary& s = er.sim.summary;
+        if (er.sim.stopped_overloaded) {
+            why.push_back(fmt::format("stopped early: more than {} requests waiting at once, the queue only grows",
+                                      er.config.stop_when_waiting_exceeds.value_or(0)));
+            return why;
+        }
         if (er.sim.hit_max_time) {
             why.push_back("stopped at max_time with requests unfinished");
         }

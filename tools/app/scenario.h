@@ -81,6 +81,8 @@ struct ExperimentConfig {
     // Keep a record of every measured request (requests.csv, --format vllm-bench); set by the command line when an
     // output needs them, and implied by `goodput:`. Off, memory stays flat in the run length.
     bool keep_request_records = false;
+    // Set by the planner only (not a scenario key): stop a run once more requests than this wait (hopeless).
+    std::optional<std::int64_t> stop_when_waiting_exceeds;
     // `mode: order_only` (sim/cache/order_only_cache.h): the trace's prompts are looked up and inserted in arrival
     // order in a pool of `capacity_tokens` (nullopt = unlimited) at engine.block_size (default 16); model, gpu,
     // cost_model, cluster and timing keys are not used.

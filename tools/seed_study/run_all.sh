@@ -25,6 +25,13 @@ for s in tenant-sweep pool-size fp8 prefix-caching offload prefill-curve break-e
     "$bin" sweep "$f" --format csv > "$out/$s.csv"
   fi
 done
+# Measurements 2-4 (fp8, prefix caching off/on, offload) under each tenant client, 5 seeds each (RESULTS.md §12)
+for f in fp8 prefix-caching offload; do
+  for p in per_tenant_stream sleep_after_answer global_fifo global_random; do
+    "$bin" sweep scenarios/seed-study/$f.yaml --set workload.pacing=$p --replicates 5 --format csv \
+      > "$out/clients-$f-$p.csv"
+  done
+done
 {
   echo "["
   first=1

@@ -227,6 +227,14 @@ def plot_sweep(rows, ids, out_dir, name):
                 allv += [y for _, y in pts]
                 ax.plot([p[0] for p in pts], [p[1] for p in pts], style, marker="o", ms=4, color=palette[key],
                         label=label + (f" {pct}" if pct else ""))
+                # Replicates: the line is the mean over the seeds; the band spans their min and max.
+                scale = 100 if col == "prefix_cache_hit_rate" else 1
+                band = [(xpos(r), number(r.get(col + "_min")), number(r.get(col + "_max"))) for r in lrows]
+                band = sorted((x, lo * scale, hi * scale) for x, lo, hi in band if lo is not None and hi is not None)
+                if len(band) > 1:
+                    ax.fill_between([b[0] for b in band], [b[1] for b in band], [b[2] for b in band],
+                                    color=palette[key], alpha=0.15, linewidth=0)
+                    allv += [b[1] for b in band] + [b[2] for b in band]
         ax.set_title(title)
         ax.set_xlabel(KEY_LABELS.get(xkey, xkey))
         ax.set_ylabel(unit)
@@ -245,6 +253,8 @@ def plot_sweep(rows, ids, out_dir, name):
         ax.grid(True, alpha=0.3)
     figure_legend(fig, [(label_of(k), palette[k]) for k in lines], [("p50", "-"), ("p99", "--")])
     head, sub = setup_line(rows, ids)
+    if any(r.get("ttft_ms_p50_min") for r in rows):
+        sub += "; lines: mean over the seeds, bands: their min–max"
     fig.suptitle(f"{name}: {head}\n{sub}", fontsize=12)
     fig.tight_layout(rect=(0, 0, 1, 0.915))
     path = os.path.join(out_dir, "latency.png")

@@ -20,7 +20,7 @@ namespace servesim::cli {
 namespace po = boost::program_options;
 namespace fs = std::filesystem;
 
-int cmd_plan(int argc, char** argv) {
+int cmd_plan(int argc, char** argv, const std::function<int(const std::string&)>& plot) {
     app::PlanRequest r;
     std::string slo;
     std::vector<std::string> grid;
@@ -63,6 +63,7 @@ int cmd_plan(int argc, char** argv) {
         "seed", po::value<std::uint64_t>(&seed), "first seed (replaces the scenario's)")(
         "format", po::value<std::string>(&format), "table (default), json or csv")(
         "out", po::value<std::string>(&out_dir), "also write plan.{txt,json,csv} into this folder")(
+        "plot", "with --out: also draw plan-latency.png and plan-cost.png there (tools/plot/plot_plan.py)")(
         "jobs,j", po::value<int>(&r.jobs), "worker threads (the answer does not depend on it)");
     po::positional_options_description pos;
     pos.add("scenario", 1);
@@ -72,6 +73,9 @@ int cmd_plan(int argc, char** argv) {
     if (vm.count("help")) {
         std::cout << opts;
         return 0;
+    }
+    if (vm.count("plot") && out_dir.empty()) {
+        throw ConfigError("plan: --plot draws into the --out folder; give --out DIR");
     }
     if (r.scenario_path.empty()) {
         throw ConfigError("plan: a scenario file is required, e.g. servesim plan scenarios/plan/agentic-8b.yaml "
@@ -154,6 +158,9 @@ int cmd_plan(int argc, char** argv) {
     std::cout.flush();
     if (!std::cout) {
         throw ConfigError("could not write the plan to standard output");
+    }
+    if (vm.count("plot")) {
+        return plot(out_dir);
     }
     return 0;
 }

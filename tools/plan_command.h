@@ -1,9 +1,13 @@
 // `servesim plan`: the command line of the capacity planner (tools/app/plan.h, docs/PLANNER.md).
 #pragma once
 
+#include <functional>
+#include <string>
+
 namespace servesim::cli {
 
 // argv[0] is "plan". Returns the exit status; throws ConfigError for bad input (the caller prints it, exit 2).
-int cmd_plan(int argc, char** argv);
+// `plot(out_dir)` draws the plan's PNGs (--plot with --out).
+int cmd_plan(int argc, char** argv, const std::function<int(const std::string&)>& plot);
 
 }  // namespace servesim::cli

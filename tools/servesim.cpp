@@ -85,27 +85,28 @@ std::string default_scenario() {
 }
 
 // The plot script: installed next to the data, or tools/plot/ in the source tree.
-fs::path plot_script() {
-    for (const fs::path& p : {data_dir() / "servesim_plot.py", fs::path(SERVESIM_SOURCE_DIR) / "tools/plot/servesim_plot.py"}) {
+fs::path plot_script(const std::string& name = "servesim_plot.py") {
+    for (const fs::path& p : {data_dir() / name, fs::path(SERVESIM_SOURCE_DIR) / "tools/plot" / name}) {
         if (fs::exists(p)) {
             return p;
         }
     }
-    throw ConfigError("plot: servesim_plot.py not found next to the binary's data (" + data_dir().string() + ")");
+    throw ConfigError("plot: " + name + " not found next to the binary's data (" + data_dir().string() + ")");
 }
 
 // Runs the plot script on an --out folder with Debian's Python, isolated (-I -S: no PYTHON* variables, no user or
 // site-packages; the script adds only Debian's dist-packages, where python3-matplotlib lives), so a user's own
 // python3 or pip packages cannot change or break the plots.
-int run_plot(const std::string& out_dir) {
-    if (!fs::exists(fs::path(out_dir) / "summary.csv")) {
-        throw ConfigError("plot: " + out_dir + " holds no summary.csv; give the folder of a run's --out");
+int run_plot(const std::string& out_dir, const std::string& script_name = "servesim_plot.py",
+             const std::string& needs = "summary.csv") {
+    if (!fs::exists(fs::path(out_dir) / needs)) {
+        throw ConfigError("plot: " + out_dir + " holds no " + needs + "; give the folder of a run's --out");
     }
     const std::string python = "/usr/bin/python3";
     if (!fs::exists(python)) {
         throw ConfigError("plot: /usr/bin/python3 not found; install Debian's python3 and python3-matplotlib");
     }
-    const std::string script = plot_script().string();
+    const std::string script = plot_script(script_name).string();
     const pid_t pid = fork();
     if (pid == 0) {
         execl(python.c_str(), python.c_str(), "-I", "-S", script.c_str(), out_dir.c_str(), static_cast<char*>(nullptr));
@@ -521,7 +522,8 @@ int dispatch(const std::string& cmd, const std::vector<std::string>& args) {
         for (auto& w : words) {
             plan_argv.push_back(w.data());
         }
-        return cli::cmd_plan(static_cast<int>(plan_argv.size()), plan_argv.data());
+        return cli::cmd_plan(static_cast<int>(plan_argv.size()), plan_argv.data(),
+                             [](const std::string& out) { return run_plot(out, "plot_plan.py", "plan.json"); });
     }
     if (cmd == "plot") {
         if (args.size() == 1 && (args[0] == "--help" || args[0] == "-h")) {

@@ -10,11 +10,8 @@ slo="ttft_p99=2s,tpot_p99=50ms"
 grid=(--grid gpu=H100,H200,L40S)
 # 1. The largest sustainable request rate of one GPU of each kind, and its cost per token.
 "$servesim" plan scenarios/plan/agentic-8b.yaml --slo "$slo" "${grid[@]}" --start-load 4 --replicates 3 \
-  --out "$out/max-load" > /dev/null
+  --out "$out/max-load" --plot > /dev/null
 # 2. GPUs for a target of 40 requests/s (replicas of one GPU each, round-robin), and 3. the cheapest of them.
 "$servesim" plan scenarios/plan/agentic-8b.yaml --slo "$slo" "${grid[@]}" --target-rate 40 --replicates 3 \
-  --out "$out/target-40rps" > /dev/null
+  --out "$out/target-40rps" --plot > /dev/null
 echo "plan: wrote $out/max-load and $out/target-40rps" >&2
-for d in "$out/max-load" "$out/target-40rps"; do
-  /usr/bin/python3 -I tools/plot/plot_plan.py "$d"
-done

@@ -117,3 +117,37 @@ TEST_CASE("CLI: a scenario-less run prints its figures; --plot draws PNGs of the
 }
 
 }  // namespace
+
+namespace {
+
+TEST_CASE("CLI: plan --out --plot writes the plan and draws its two PNGs; --plot without --out is refused",
+          "[tools][cli][planner]") {
+    // The planner's hand-worked synthetic server (tests/planner/plan_test.cpp): the largest rate under
+    // ttft_max ≤ 25 ms is 100.39 req/s at a 0.5 % tolerance.
+    const auto dir = std::filesystem::temp_directory_path() / "servesim_cli_plan_test";
+    std::filesystem::remove_all(dir);
+    const std::string scenario = std::string(SERVESIM_TEST_DATA_DIR) + "/fixtures/planner/one-at-a-time.yaml";
+    const Ran r = servesim("plan '" + scenario + "' --slo ttft_max=25ms --start-load 25 --tolerance 0.005 "
+                           "--prices /dev/null --out '" + dir.string() + "' --plot");
+    INFO(r.output);
+    // /dev/null is not a price file: refused before anything runs, naming it.
+    CHECK(r.status == 2);
+    CHECK(contains(r.output, "/dev/null"));
+    const Ran ok = servesim("plan '" + scenario + "' --slo ttft_max=25ms --start-load 25 --tolerance 0.005 --out '" +
+                            dir.string() + "' --plot");
+    INFO(ok.output);
+    REQUIRE(ok.status == 0);
+    CHECK(contains(ok.output, "100.390625"));
+    for (const char* png : {"plan-latency.png", "plan-cost.png"}) {
+        std::ifstream f(dir / png, std::ios::binary);
+        std::string magic(8, '\0');
+        f.read(magic.data(), 8);
+        CHECK(magic == "\x89PNG\r\n\x1a\n");
+    }
+    const Ran no_out = servesim("plan '" + scenario + "' --slo ttft_max=25ms --plot");
+    CHECK(no_out.status == 2);
+    CHECK(contains(no_out.output, "--plot draws into the --out folder"));
+    std::filesystem::remove_all(dir);
+}
+
+}  // namespace

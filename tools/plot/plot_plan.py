@@ -6,16 +6,22 @@ replica count, for a target-load plan), one colour per configuration, the SLO as
 configuration's answer as a vertical dotted line. plan-cost.png: $ per million tokens against the first SLO's
 statistic at each configuration's answer, the Pareto frontier joined.
 
-Run with Debian's python3 and python3-matplotlib; `-I` keeps the user's own site-packages out.
+Run by `servesim plan --out DIR --plot` as Debian's `/usr/bin/python3 -I -S` (no user or site packages; only
+Debian's dist-packages, where python3-matplotlib lives, is added below), or by hand the same way.
 Usage: plot_plan.py DIR
 """
-import json
-import os
 import sys
 
-import matplotlib
+if "/usr/lib/python3/dist-packages" not in sys.path:
+    sys.path.append("/usr/lib/python3/dist-packages")
+
+import json  # noqa: E402
+import os  # noqa: E402
+
+import matplotlib  # noqa: E402
 
 matplotlib.use("Agg")
+matplotlib.rcdefaults()  # ignore any matplotlibrc
 import matplotlib.pyplot as plt  # noqa: E402
 
 

@@ -286,14 +286,8 @@ int cmd_run_or_sweep(bool sweep, const std::vector<std::string>& args) {
     }
     std::vector<app::Override> overrides;
     app::Scenario sc;
-    if (scenario.empty() && (model || bench.any()) && !sweep) {
-        if (!model) {
-            throw ConfigError("command line: a run without a scenario file needs --model (a preset or a Hugging Face "
-                              "repo id; servesim list shows the presets)");
-        }
-        app::ScenarioLessRun run = app::scenario_less_run(*model, gpu, cost_model, bench);
-        overrides = std::move(run.overrides);
-        scenario = "command line";
+    // --set, the engine flags, the output flags and --seed: the last layers, in this order, with or without a file.
+    auto add_command_line_overrides = [&] {
         for (const auto& s : sets) {
             overrides.push_back(app::parse_set_override(s));
         }
@@ -302,6 +296,16 @@ int cmd_run_or_sweep(bool sweep, const std::vector<std::string>& args) {
         if (!seed.empty()) {
             overrides.push_back({"seed", YAML::Node(app::parse_seed_flag(seed)), "--seed"});
         }
+    };
+    if (scenario.empty() && (model || bench.any()) && !sweep) {
+        if (!model) {
+            throw ConfigError("command line: a run without a scenario file needs --model (a preset or a Hugging Face "
+                              "repo id; servesim list shows the presets)");
+        }
+        app::ScenarioLessRun run = app::scenario_less_run(*model, gpu, cost_model, bench);
+        overrides = std::move(run.overrides);
+        scenario = "command line";
+        add_command_line_overrides();
         sc = app::load_scenario_text(run.text, scenario, overrides);
     } else {
         if (bench.any()) {
@@ -322,14 +326,7 @@ int cmd_run_or_sweep(bool sweep, const std::vector<std::string>& args) {
                 overrides.push_back({key, YAML::Node(**value), flag});
             }
         }
-        for (const auto& s : sets) {
-            overrides.push_back(app::parse_set_override(s));
-        }
-        overrides.insert(overrides.end(), flags.overrides.begin(), flags.overrides.end());
-        overrides.insert(overrides.end(), output_overrides.begin(), output_overrides.end());
-        if (!seed.empty()) {
-            overrides.push_back({"seed", YAML::Node(app::parse_seed_flag(seed)), "--seed"});
-        }
+        add_command_line_overrides();
         sc = app::load_scenario(scenario, overrides);
     }
     if (sweep && !sc.is_sweep) {

@@ -9,30 +9,14 @@
 #include <sys/wait.h>
 
 #include "tests/catch.h"
+#include "tests/tools/cli_test_util.h"
 
 namespace {
 
-struct Ran {
-    int status = -1;
-    std::string output;  // stdout and stderr together
-};
+using servesim::test::contains;
+using servesim::test::Ran;
 
-Ran servesim(const std::string& args, const std::string& env = "") {
-    Ran r;
-    const std::string cmd = env + "'" + SERVESIM_BINARY + "' " + args + " 2>&1";
-    FILE* p = popen(cmd.c_str(), "r");
-    REQUIRE(p != nullptr);
-    std::array<char, 4096> buf{};
-    std::size_t n = 0;
-    while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) {
-        r.output.append(buf.data(), n);
-    }
-    const int st = pclose(p);
-    r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-    return r;
-}
-
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+Ran servesim(const std::string& args, const std::string& env = "") { return servesim::test::run_servesim(args, env); }
 
 TEST_CASE("CLI: --version names the release, the commit and the default vLLM version", "[tools][cli]") {
     const Ran r = servesim("--version");

@@ -10,30 +10,16 @@
 #include <sys/wait.h>
 
 #include "tests/catch.h"
+#include "tests/tools/cli_test_util.h"
 
 namespace {
 
-struct Ran {
-    int status = -1;
-    std::string output;  // stdout, or stdout and stderr together
-};
+using servesim::test::contains;
+using servesim::test::Ran;
 
 Ran servesim(const std::string& args, bool with_stderr = true) {
-    Ran r;
-    const std::string cmd = "'" + std::string(SERVESIM_BINARY) + "' " + args + (with_stderr ? " 2>&1" : " 2>/dev/null");
-    FILE* p = popen(cmd.c_str(), "r");
-    REQUIRE(p != nullptr);
-    std::array<char, 4096> buf{};
-    std::size_t n = 0;
-    while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) {
-        r.output.append(buf.data(), n);
-    }
-    const int st = pclose(p);
-    r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-    return r;
+    return servesim::test::run_servesim(args, "", with_stderr);
 }
-
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 // The table row `label`, as printed.
 std::string row(const std::string& table, const std::string& label) {

@@ -65,6 +65,7 @@ KvCacheCoordinator::KvCacheCoordinator(const KvCacheConfig& config)
     if (hash_block_size_tokens_ == 0) {
         hash_block_size_tokens_ = std::max(config.groups.front().block_size_tokens, 1);
     }
+    hash_blocks_of_ = BlockDivider(hash_block_size_tokens_);
     // Full attention first: its left-to-right chain is the tightest first bound.
     std::stable_partition(spec_groups_.begin(), spec_groups_.end(),
                           [](const SpecGroup& s) { return s.kind == KvGroupKind::kFullAttention; });
@@ -162,7 +163,7 @@ void KvCacheCoordinator::cache_blocks(core::RequestId id, std::span<const core::
     if (!enable_caching_) {
         return;
     }
-    const std::int64_t floored = num_tokens / hash_block_size_tokens_ * hash_block_size_tokens_;
+    const std::int64_t floored = hash_blocks_of_.div(num_tokens) * hash_block_size_tokens_;
     for (const auto& manager : managers_) {
         manager->cache_blocks(id, block_hashes, floored, boundaries);
     }

@@ -45,6 +45,7 @@ public:
     [[nodiscard]] int num_groups() const { return static_cast<int>(managers_.size()); }
     // The hash block size: every group's block size (Mamba kNone groups excepted).
     [[nodiscard]] int hash_block_size_tokens() const { return hash_block_size_tokens_; }
+    [[nodiscard]] const BlockDivider& hash_blocks_of() const { return hash_blocks_of_; }
     [[nodiscard]] std::vector<std::vector<core::BlockId>> get_block_ids(core::RequestId id) const;
     [[nodiscard]] std::int64_t num_blocks_held(core::RequestId id) const;
     void check_invariants() const;
@@ -61,6 +62,7 @@ private:
 
     bool enable_caching_;
     int hash_block_size_tokens_ = 0;
+    BlockDivider hash_blocks_of_{1};  // divides by hash_block_size_tokens_
     BlockPool block_pool_;
     std::vector<std::unique_ptr<SingleTypeKvCacheManager>> managers_;  // indexed by group
     std::vector<SpecGroup> spec_groups_;                               // full attention first

@@ -140,7 +140,7 @@ bool KvCacheManager::allocate_slots(const CacheRequest& req, std::int64_t num_ne
         const std::int64_t num_tokens_to_cache = std::min(total_computed_tokens + num_new_tokens, req.num_tokens);
         const auto hashes = hashes_of(req);
         SERVESIM_CHECK(static_cast<std::int64_t>(hashes.size()) >=
-                           num_tokens_to_cache / coordinator.hash_block_size_tokens(),
+                           coordinator.hash_blocks_of().div(num_tokens_to_cache),
                        "request {} has {} block hashes but caches {} tokens", core::to_int(req.id), hashes.size(),
                        num_tokens_to_cache);
         coordinator.cache_blocks(req.id, hashes, num_tokens_to_cache, boundaries_of(req));

@@ -6,6 +6,7 @@
 // allocate_slots looks the same request up several times per step for every running request.
 #pragma once
 
+#include <bit>
 #include <cstdint>
 #include <span>
 #include <utility>
@@ -29,6 +30,28 @@ struct RequestIdHash {
 }
 
 [[nodiscard]] constexpr std::int64_t cdiv(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+// Division of token counts by one block size, the same results as `/` and cdiv: a shift when the size is a power of
+// two (attention block sizes are; Mamba-aligned ones may not be), a division otherwise. Running requests divide by
+// the block size several times per step each, and a 64-bit division costs tens of cycles.
+class BlockDivider {
+public:
+    explicit constexpr BlockDivider(std::int64_t block_size_tokens)
+        : block_size_tokens_(block_size_tokens),
+          shift_(block_size_tokens > 0 && std::has_single_bit(static_cast<std::uint64_t>(block_size_tokens))
+                     ? std::countr_zero(static_cast<std::uint64_t>(block_size_tokens))
+                     : -1) {}
+    // a / block size (truncating, as `/`).
+    [[nodiscard]] constexpr std::int64_t div(std::int64_t a) const {
+        return a >= 0 && shift_ >= 0 ? a >> shift_ : a / block_size_tokens_;
+    }
+    // cdiv(a, block size).
+    [[nodiscard]] constexpr std::int64_t cdiv(std::int64_t a) const { return div(a + block_size_tokens_ - 1); }
+
+private:
+    std::int64_t block_size_tokens_;
+    int shift_;  // log2 of the block size, or −1 when it is not a power of two
+};
 
 // Token positions whose state sparse retention must keep (vLLM reachable_boundaries: the replay boundary
 // num_prompt_tokens − 1 and request.shared_prefix_boundary); ignored by dense managers.
@@ -123,6 +146,7 @@ protected:
     BlockPool& block_pool_;
     int group_index_;
     int block_size_tokens_;
+    BlockDivider blocks_of_;  // divides by block_size_tokens_
 
 private:
     static constexpr std::uint32_t kNoSlot = 0xffffffffu;

@@ -27,6 +27,7 @@ KvCacheCoordinator::KvCacheCoordinator(const KvCacheConfig& config)
                            "group {} has block size {} but group 0.. have {}: all groups must share one block size", g,
                            group.block_size_tokens, hash_block_size_tokens_);
         }
+        all_full_attention_ = all_full_attention_ && group.kind == KvGroupKind::kFullAttention;
         switch (group.kind) {
             case KvGroupKind::kFullAttention:
                 managers_.push_back(std::make_unique<FullAttentionManager>(block_pool_, g, group.block_size_tokens));
@@ -167,6 +168,20 @@ void KvCacheCoordinator::cache_blocks(core::RequestId id, std::span<const core::
     for (const auto& manager : managers_) {
         manager->cache_blocks(id, block_hashes, floored, boundaries);
     }
+}
+
+bool KvCacheCoordinator::running_step_changes_nothing(core::RequestId id, std::int64_t num_tokens,
+                                                      std::int64_t num_tokens_to_cache) const {
+    if (!all_full_attention_) {
+        return false;
+    }
+    const std::int64_t floored = hash_blocks_of_.div(num_tokens_to_cache) * hash_block_size_tokens_;
+    for (const auto& manager : managers_) {
+        if (!manager->holds_slots_and_cached(id, num_tokens, floored)) {
+            return false;
+        }
+    }
+    return true;
 }
 
 void KvCacheCoordinator::remove_skipped_blocks(core::RequestId id, std::int64_t total_computed_tokens) {

@@ -37,6 +37,11 @@ public:
     void cache_blocks(core::RequestId id, std::span<const core::BlockHash> block_hashes, std::int64_t num_tokens,
                       ReachableBoundaries boundaries = {});
     void remove_skipped_blocks(core::RequestId id, std::int64_t total_computed_tokens);
+    // A running request's allocate_slots without hits changes nothing when every group is full attention (skips no
+    // tokens), already holds slots for num_tokens and has cached the full blocks of num_tokens_to_cache (floored as
+    // cache_blocks does; 0 when nothing is cached): true then, and the caller may skip the call. False otherwise.
+    [[nodiscard]] bool running_step_changes_nothing(core::RequestId id, std::int64_t num_tokens,
+                                                    std::int64_t num_tokens_to_cache) const;
     void free(core::RequestId id);
     void new_step_starts();
 
@@ -61,6 +66,7 @@ private:
     [[nodiscard]] static std::span<const core::BlockId> group_hit(const CacheHit& hit, int group);
 
     bool enable_caching_;
+    bool all_full_attention_ = true;  // every group is full attention: remove_skipped_blocks never frees anything
     int hash_block_size_tokens_ = 0;
     BlockDivider hash_blocks_of_{1};  // divides by hash_block_size_tokens_
     BlockPool block_pool_;

@@ -109,6 +109,17 @@ public:
     // Called at the start of every scheduler step.
     virtual void new_step_starts() {}
 
+    // Whether the request already holds slots for num_tokens and has cached its full blocks up to num_cached_tokens
+    // (a multiple of the block size, 0 when nothing is to be cached): then, in a group that skips no tokens, a
+    // running request's allocate_slots would neither allocate nor cache anything here. Most decode steps: a request
+    // needs a new block only once every block_size tokens.
+    [[nodiscard]] bool holds_slots_and_cached(core::RequestId id, std::int64_t num_tokens,
+                                              std::int64_t num_cached_tokens) const {
+        const RequestBlocks* req = find(id);
+        return req != nullptr && static_cast<std::int64_t>(req->blocks.size()) >= blocks_of_.cdiv(num_tokens) &&
+               req->num_cached_blocks >= blocks_of_.div(num_cached_tokens);
+    }
+
     [[nodiscard]] int group_index() const { return group_index_; }
     [[nodiscard]] int block_size_tokens() const { return block_size_tokens_; }
     // The request's block list (null blocks included); empty when it holds none.

@@ -170,14 +170,14 @@ void KvCacheCoordinator::cache_blocks(core::RequestId id, std::span<const core::
     }
 }
 
-bool KvCacheCoordinator::running_step_changes_nothing(core::RequestId id, std::int64_t num_tokens,
-                                                      std::int64_t num_tokens_to_cache) const {
+bool KvCacheCoordinator::running_step_changes_nothing(core::RequestId id, std::uint32_t& slot_hint,
+                                                      std::int64_t num_tokens, std::int64_t num_tokens_to_cache) const {
     if (!all_full_attention_) {
         return false;
     }
     const std::int64_t floored = hash_blocks_of_.div(num_tokens_to_cache) * hash_block_size_tokens_;
     for (const auto& manager : managers_) {
-        if (!manager->holds_slots_and_cached(id, num_tokens, floored)) {
+        if (!manager->holds_slots_and_cached(id, slot_hint, num_tokens, floored)) {
             return false;
         }
     }

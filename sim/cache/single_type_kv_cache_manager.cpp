@@ -82,6 +82,19 @@ const SingleTypeKvCacheManager::RequestBlocks* SingleTypeKvCacheManager::find(co
     return &slots_[slot];
 }
 
+const SingleTypeKvCacheManager::RequestBlocks* SingleTypeKvCacheManager::find_hinted(core::RequestId id,
+                                                                                     std::uint32_t& hint) const {
+    if (hint < slots_.size() && slots_[hint].in_use && slots_[hint].id == id) {
+        return &slots_[hint];
+    }
+    const std::uint32_t slot = slot_of_.find(id);
+    if (slot == kNoSlot) {
+        return nullptr;
+    }
+    hint = slot;
+    return &slots_[slot];
+}
+
 SingleTypeKvCacheManager::RequestBlocks& SingleTypeKvCacheManager::find_or_add(core::RequestId id) {
     if (RequestBlocks* req = find(id)) {
         return *req;

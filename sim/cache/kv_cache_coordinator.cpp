@@ -170,7 +170,7 @@ void KvCacheCoordinator::cache_blocks(core::RequestId id, std::span<const core::
     }
 }
 
-bool KvCacheCoordinator::running_step_changes_nothing(core::RequestId id, std::uint32_t& slot_hint,
+bool KvCacheCoordinator::running_step_changes_nothing(core::RequestId id, std::uint32_t* slot_hint,
                                                       std::int64_t num_tokens, std::int64_t num_tokens_to_cache) const {
     if (!all_full_attention_) {
         return false;

@@ -40,7 +40,7 @@ public:
     // A running request's allocate_slots without hits changes nothing when every group is full attention (skips no
     // tokens), already holds slots for num_tokens and has cached the full blocks of num_tokens_to_cache (floored as
     // cache_blocks does; 0 when nothing is cached): true then, and the caller may skip the call. False otherwise.
-    [[nodiscard]] bool running_step_changes_nothing(core::RequestId id, std::uint32_t& slot_hint, std::int64_t num_tokens,
+    [[nodiscard]] bool running_step_changes_nothing(core::RequestId id, std::uint32_t* slot_hint, std::int64_t num_tokens,
                                                     std::int64_t num_tokens_to_cache) const;
     void free(core::RequestId id);
     void new_step_starts();

@@ -88,14 +88,14 @@ bool KvCacheManager::allocate_slots(const CacheRequest& req, std::int64_t num_ne
     KvCacheCoordinator& coordinator = impl_->coordinator;
     const BlockPool& pool = coordinator.block_pool();
     const bool hit_has_blocks = has_hit_blocks(hit);
-    if (!hit_has_blocks && req.num_computed_tokens > 0 && !full_sequence_must_fit && req.kv_slot_hint != nullptr) {
+    if (!hit_has_blocks && req.num_computed_tokens > 0 && !full_sequence_must_fit) {
         // A running request between block boundaries (most decode steps): when every group already has the slots
         // and has cached the blocks, the steps below would free, allocate and cache nothing. Skipping them is exact.
         const std::int64_t num_tokens_need_slot = req.num_computed_tokens + num_new_tokens + num_lookahead_tokens;
         const std::int64_t num_tokens_to_cache = impl_->enable_caching && !delay_cache_blocks
                                                      ? std::min(req.num_computed_tokens + num_new_tokens, req.num_tokens)
                                                      : 0;
-        if (coordinator.running_step_changes_nothing(req.id, *req.kv_slot_hint, num_tokens_need_slot,
+        if (coordinator.running_step_changes_nothing(req.id, req.kv_slot_hint, num_tokens_need_slot,
                                                      num_tokens_to_cache)) {
             return true;
         }

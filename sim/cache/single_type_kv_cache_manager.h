@@ -112,11 +112,11 @@ public:
     // Whether the request already holds slots for num_tokens and has cached its full blocks up to num_cached_tokens
     // (a multiple of the block size, 0 when nothing is to be cached): then, in a group that skips no tokens, a
     // running request's allocate_slots would neither allocate nor cache anything here. Most decode steps: a request
-    // needs a new block only once every block_size tokens. `slot_hint` (kept with the request) is where its entry
-    // was last found: tried first, corrected when stale, so a running request is found without the map.
-    [[nodiscard]] bool holds_slots_and_cached(core::RequestId id, std::uint32_t& slot_hint, std::int64_t num_tokens,
+    // needs a new block only once every block_size tokens. `slot_hint` (optional, kept with the request) is where
+    // its entry was last found: tried first, corrected when stale, so a running request is found without the map.
+    [[nodiscard]] bool holds_slots_and_cached(core::RequestId id, std::uint32_t* slot_hint, std::int64_t num_tokens,
                                               std::int64_t num_cached_tokens) const {
-        const RequestBlocks* req = find_hinted(id, slot_hint);
+        const RequestBlocks* req = slot_hint != nullptr ? find_hinted(id, *slot_hint) : find(id);
         return req != nullptr && static_cast<std::int64_t>(req->blocks.size()) >= blocks_of_.cdiv(num_tokens) &&
                req->num_cached_blocks >= blocks_of_.div(num_cached_tokens);
     }

@@ -70,6 +70,8 @@ public:
     // vLLM get_usage: 1 − free/(num_gpu_blocks − 1); evictable cached blocks count as free.
     [[nodiscard]] double usage() const;
     [[nodiscard]] std::int32_t ref_cnt(core::BlockId id) const { return blocks_[core::to_int(id)].ref_cnt; }
+    // The memory ref_cnt(id) and block_hash(id) read, for a caller that knows the block early (a hit) to prefetch.
+    [[nodiscard]] const void* block_address(core::BlockId id) const { return &blocks_[core::to_int(id)]; }
     [[nodiscard]] std::optional<BlockHashWithGroupId> block_hash(core::BlockId id) const {
         const Block& block = blocks_[core::to_int(id)];
         if (!block.has_hash()) {

@@ -9,7 +9,7 @@ std::int64_t FullAttentionManager::find_longest_cache_hit(std::span<const core::
                                                           std::int64_t max_length, std::span<const int> group_indices,
                                                           std::vector<std::vector<core::BlockId>>& hit_per_group) const {
     const std::int64_t max_num_blocks =
-        std::min<std::int64_t>(max_length / block_size_tokens_, static_cast<std::int64_t>(block_hashes.size()));
+        std::min<std::int64_t>(blocks_of_.div(max_length), static_cast<std::int64_t>(block_hashes.size()));
     for (const int g : group_indices) {
         hit_per_group[g].clear();
         hit_per_group[g].reserve(static_cast<std::size_t>(std::max<std::int64_t>(max_num_blocks, 0)));
@@ -33,6 +33,8 @@ std::int64_t FullAttentionManager::find_longest_cache_hit(std::span<const core::
             if (!block.has_value()) {
                 break;
             }
+            // The allocation that follows reads every hit block's entry (ref count, hash): start that miss now.
+            __builtin_prefetch(block_pool_.block_address(*block));
             hits.push_back(*block);
         }
         return n;

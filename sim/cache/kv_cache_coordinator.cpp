@@ -27,6 +27,7 @@ KvCacheCoordinator::KvCacheCoordinator(const KvCacheConfig& config)
                            "group {} has block size {} but group 0.. have {}: all groups must share one block size", g,
                            group.block_size_tokens, hash_block_size_tokens_);
         }
+        all_full_attention_ = all_full_attention_ && group.kind == KvGroupKind::kFullAttention;
         switch (group.kind) {
             case KvGroupKind::kFullAttention:
                 managers_.push_back(std::make_unique<FullAttentionManager>(block_pool_, g, group.block_size_tokens));
@@ -65,6 +66,7 @@ KvCacheCoordinator::KvCacheCoordinator(const KvCacheConfig& config)
     if (hash_block_size_tokens_ == 0) {
         hash_block_size_tokens_ = std::max(config.groups.front().block_size_tokens, 1);
     }
+    hash_blocks_of_ = BlockDivider(hash_block_size_tokens_);
     // Full attention first: its left-to-right chain is the tightest first bound.
     std::stable_partition(spec_groups_.begin(), spec_groups_.end(),
                           [](const SpecGroup& s) { return s.kind == KvGroupKind::kFullAttention; });
@@ -162,10 +164,24 @@ void KvCacheCoordinator::cache_blocks(core::RequestId id, std::span<const core::
     if (!enable_caching_) {
         return;
     }
-    const std::int64_t floored = num_tokens / hash_block_size_tokens_ * hash_block_size_tokens_;
+    const std::int64_t floored = hash_blocks_of_.div(num_tokens) * hash_block_size_tokens_;
     for (const auto& manager : managers_) {
         manager->cache_blocks(id, block_hashes, floored, boundaries);
     }
+}
+
+bool KvCacheCoordinator::running_step_changes_nothing(core::RequestId id, std::uint32_t* slot_hint,
+                                                      std::int64_t num_tokens, std::int64_t num_tokens_to_cache) const {
+    if (!all_full_attention_) {
+        return false;
+    }
+    const std::int64_t floored = hash_blocks_of_.div(num_tokens_to_cache) * hash_block_size_tokens_;
+    for (const auto& manager : managers_) {
+        if (!manager->holds_slots_and_cached(id, slot_hint, num_tokens, floored)) {
+            return false;
+        }
+    }
+    return true;
 }
 
 void KvCacheCoordinator::remove_skipped_blocks(core::RequestId id, std::int64_t total_computed_tokens) {

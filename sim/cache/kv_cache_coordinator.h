@@ -37,6 +37,11 @@ public:
     void cache_blocks(core::RequestId id, std::span<const core::BlockHash> block_hashes, std::int64_t num_tokens,
                       ReachableBoundaries boundaries = {});
     void remove_skipped_blocks(core::RequestId id, std::int64_t total_computed_tokens);
+    // A running request's allocate_slots without hits changes nothing when every group is full attention (skips no
+    // tokens), already holds slots for num_tokens and has cached the full blocks of num_tokens_to_cache (floored as
+    // cache_blocks does; 0 when nothing is cached): true then, and the caller may skip the call. False otherwise.
+    [[nodiscard]] bool running_step_changes_nothing(core::RequestId id, std::uint32_t* slot_hint, std::int64_t num_tokens,
+                                                    std::int64_t num_tokens_to_cache) const;
     void free(core::RequestId id);
     void new_step_starts();
 
@@ -45,6 +50,7 @@ public:
     [[nodiscard]] int num_groups() const { return static_cast<int>(managers_.size()); }
     // The hash block size: every group's block size (Mamba kNone groups excepted).
     [[nodiscard]] int hash_block_size_tokens() const { return hash_block_size_tokens_; }
+    [[nodiscard]] const BlockDivider& hash_blocks_of() const { return hash_blocks_of_; }
     [[nodiscard]] std::vector<std::vector<core::BlockId>> get_block_ids(core::RequestId id) const;
     [[nodiscard]] std::int64_t num_blocks_held(core::RequestId id) const;
     void check_invariants() const;
@@ -60,7 +66,9 @@ private:
     [[nodiscard]] static std::span<const core::BlockId> group_hit(const CacheHit& hit, int group);
 
     bool enable_caching_;
+    bool all_full_attention_ = true;  // every group is full attention: remove_skipped_blocks never frees anything
     int hash_block_size_tokens_ = 0;
+    BlockDivider hash_blocks_of_{1};  // divides by hash_block_size_tokens_
     BlockPool block_pool_;
     std::vector<std::unique_ptr<SingleTypeKvCacheManager>> managers_;  // indexed by group
     std::vector<SpecGroup> spec_groups_;                               // full attention first

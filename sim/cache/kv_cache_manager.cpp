@@ -87,7 +87,20 @@ bool KvCacheManager::allocate_slots(const CacheRequest& req, std::int64_t num_ne
                    req.num_computed_tokens, hit.num_tokens);
     KvCacheCoordinator& coordinator = impl_->coordinator;
     const BlockPool& pool = coordinator.block_pool();
-    if (has_hit_blocks(hit)) {
+    const bool hit_has_blocks = has_hit_blocks(hit);
+    if (!hit_has_blocks && req.num_computed_tokens > 0 && !full_sequence_must_fit) {
+        // A running request between block boundaries (most decode steps): when every group already has the slots
+        // and has cached the blocks, the steps below would free, allocate and cache nothing. Skipping them is exact.
+        const std::int64_t num_tokens_need_slot = req.num_computed_tokens + num_new_tokens + num_lookahead_tokens;
+        const std::int64_t num_tokens_to_cache = impl_->enable_caching && !delay_cache_blocks
+                                                     ? std::min(req.num_computed_tokens + num_new_tokens, req.num_tokens)
+                                                     : 0;
+        if (coordinator.running_step_changes_nothing(req.id, req.kv_slot_hint, num_tokens_need_slot,
+                                                     num_tokens_to_cache)) {
+            return true;
+        }
+    }
+    if (hit_has_blocks) {
         // The hit must still be what the lookup found: no allocation may run between lookup and allocate_slots.
         const auto hashes = hashes_of(req);
         for (std::size_t g = 0; g < hit.blocks_per_group.size(); ++g) {
@@ -130,7 +143,7 @@ bool KvCacheManager::allocate_slots(const CacheRequest& req, std::int64_t num_ne
         return false;
     }
 
-    if (has_hit_blocks(hit)) {
+    if (hit_has_blocks) {
         coordinator.allocate_new_computed_blocks(req.id, hit, num_local_computed_tokens);
     }
     coordinator.allocate_new_blocks(req.id, num_tokens_need_slot, num_tokens_main_model);
@@ -140,7 +153,7 @@ bool KvCacheManager::allocate_slots(const CacheRequest& req, std::int64_t num_ne
         const std::int64_t num_tokens_to_cache = std::min(total_computed_tokens + num_new_tokens, req.num_tokens);
         const auto hashes = hashes_of(req);
         SERVESIM_CHECK(static_cast<std::int64_t>(hashes.size()) >=
-                           num_tokens_to_cache / coordinator.hash_block_size_tokens(),
+                           coordinator.hash_blocks_of().div(num_tokens_to_cache),
                        "request {} has {} block hashes but caches {} tokens", core::to_int(req.id), hashes.size(),
                        num_tokens_to_cache);
         coordinator.cache_blocks(req.id, hashes, num_tokens_to_cache, boundaries_of(req));

@@ -57,6 +57,9 @@ struct CacheRequest {
     // boundary P − 1) and the request's shared-prefix junction (vLLM request.shared_prefix_boundary, 0 = none).
     std::int64_t num_prompt_tokens = 0;
     std::int64_t shared_prefix_boundary = 0;
+    // Where the group managers last found this request's block list (owned by the request, updated by
+    // allocate_slots; a lookup shortcut that never changes a result). nullptr: none kept, the map is used.
+    std::uint32_t* kv_slot_hint = nullptr;
 };
 
 // vLLM PrefixCacheStats: units are tokens, one record per lookup attempt (vllm-v1-behaviour.md §3.5).

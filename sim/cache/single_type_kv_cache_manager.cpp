@@ -9,7 +9,8 @@
 namespace servesim::cache {
 
 SingleTypeKvCacheManager::SingleTypeKvCacheManager(BlockPool& block_pool, int group_index, int block_size_tokens)
-    : block_pool_(block_pool), group_index_(group_index), block_size_tokens_(block_size_tokens) {
+    : block_pool_(block_pool), group_index_(group_index), block_size_tokens_(block_size_tokens),
+      blocks_of_(block_size_tokens) {
     SERVESIM_CHECK(block_size_tokens > 0, "group {} block size {}", group_index, block_size_tokens);
 }
 
@@ -81,6 +82,19 @@ const SingleTypeKvCacheManager::RequestBlocks* SingleTypeKvCacheManager::find(co
     return &slots_[slot];
 }
 
+const SingleTypeKvCacheManager::RequestBlocks* SingleTypeKvCacheManager::find_hinted(core::RequestId id,
+                                                                                     std::uint32_t& hint) const {
+    if (hint < slots_.size() && slots_[hint].in_use && slots_[hint].id == id) {
+        return &slots_[hint];
+    }
+    const std::uint32_t slot = slot_of_.find(id);
+    if (slot == kNoSlot) {
+        return nullptr;
+    }
+    hint = slot;
+    return &slots_[slot];
+}
+
 SingleTypeKvCacheManager::RequestBlocks& SingleTypeKvCacheManager::find_or_add(core::RequestId id) {
     if (RequestBlocks* req = find(id)) {
         return *req;
@@ -109,7 +123,7 @@ std::int64_t SingleTypeKvCacheManager::get_num_blocks_to_allocate(core::RequestI
                                                                   std::int64_t total_computed_tokens,
                                                                   std::int64_t /*num_tokens_main_model*/,
                                                                   bool apply_admission_cap) const {
-    std::int64_t num_required_blocks = cdiv(num_tokens, block_size_tokens_);
+    std::int64_t num_required_blocks = blocks_of_.cdiv(num_tokens);
     if (apply_admission_cap && max_admission_blocks_per_request() > 0) {
         // Recycling groups hold at most the cap at once (remove_skipped_blocks runs before every chunk), so the
         // full-ISL check charges no more (vLLM get_num_blocks_to_allocate, issue #39734).
@@ -157,7 +171,7 @@ void SingleTypeKvCacheManager::allocate_new_blocks(core::RequestId id, std::int6
                                                    std::int64_t /*num_tokens_main_model*/) {
     RequestBlocks& req = find_or_add(id);
     const std::int64_t num_new_blocks =
-        cdiv(num_tokens, block_size_tokens_) - static_cast<std::int64_t>(req.blocks.size());
+        blocks_of_.cdiv(num_tokens) - static_cast<std::int64_t>(req.blocks.size());
     if (num_new_blocks > 0) {
         block_pool_.get_new_blocks(num_new_blocks, req.blocks);
     }
@@ -170,7 +184,7 @@ void SingleTypeKvCacheManager::cache_blocks(core::RequestId id, std::span<const 
         return;
     }
     RequestBlocks& req = *req_ptr;
-    const std::int64_t num_full_blocks = num_tokens / block_size_tokens_;
+    const std::int64_t num_full_blocks = blocks_of_.div(num_tokens);
     if (req.num_cached_blocks >= num_full_blocks) {
         return;
     }

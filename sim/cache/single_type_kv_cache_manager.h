@@ -6,6 +6,7 @@
 // allocate_slots looks the same request up several times per step for every running request.
 #pragma once
 
+#include <bit>
 #include <cstdint>
 #include <span>
 #include <utility>
@@ -29,6 +30,28 @@ struct RequestIdHash {
 }
 
 [[nodiscard]] constexpr std::int64_t cdiv(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+// Division of token counts by one block size, the same results as `/` and cdiv: a shift when the size is a power of
+// two (attention block sizes are; Mamba-aligned ones may not be), a division otherwise. Running requests divide by
+// the block size several times per step each, and a 64-bit division costs tens of cycles.
+class BlockDivider {
+public:
+    explicit constexpr BlockDivider(std::int64_t block_size_tokens)
+        : block_size_tokens_(block_size_tokens),
+          shift_(block_size_tokens > 0 && std::has_single_bit(static_cast<std::uint64_t>(block_size_tokens))
+                     ? std::countr_zero(static_cast<std::uint64_t>(block_size_tokens))
+                     : -1) {}
+    // a / block size (truncating, as `/`).
+    [[nodiscard]] constexpr std::int64_t div(std::int64_t a) const {
+        return a >= 0 && shift_ >= 0 ? a >> shift_ : a / block_size_tokens_;
+    }
+    // cdiv(a, block size).
+    [[nodiscard]] constexpr std::int64_t cdiv(std::int64_t a) const { return div(a + block_size_tokens_ - 1); }
+
+private:
+    std::int64_t block_size_tokens_;
+    int shift_;  // log2 of the block size, or −1 when it is not a power of two
+};
 
 // Token positions whose state sparse retention must keep (vLLM reachable_boundaries: the replay boundary
 // num_prompt_tokens − 1 and request.shared_prefix_boundary); ignored by dense managers.
@@ -86,6 +109,18 @@ public:
     // Called at the start of every scheduler step.
     virtual void new_step_starts() {}
 
+    // Whether the request already holds slots for num_tokens and has cached its full blocks up to num_cached_tokens
+    // (a multiple of the block size, 0 when nothing is to be cached): then, in a group that skips no tokens, a
+    // running request's allocate_slots would neither allocate nor cache anything here. Most decode steps: a request
+    // needs a new block only once every block_size tokens. `slot_hint` (optional, kept with the request) is where
+    // its entry was last found: tried first, corrected when stale, so a running request is found without the map.
+    [[nodiscard]] bool holds_slots_and_cached(core::RequestId id, std::uint32_t* slot_hint, std::int64_t num_tokens,
+                                              std::int64_t num_cached_tokens) const {
+        const RequestBlocks* req = slot_hint != nullptr ? find_hinted(id, *slot_hint) : find(id);
+        return req != nullptr && static_cast<std::int64_t>(req->blocks.size()) >= blocks_of_.cdiv(num_tokens) &&
+               req->num_cached_blocks >= blocks_of_.div(num_cached_tokens);
+    }
+
     [[nodiscard]] int group_index() const { return group_index_; }
     [[nodiscard]] int block_size_tokens() const { return block_size_tokens_; }
     // The request's block list (null blocks included); empty when it holds none.
@@ -118,11 +153,14 @@ protected:
     }
     // vLLM req_to_blocks[request_id] (a defaultdict): the entry, created empty if absent.
     RequestBlocks& find_or_add(core::RequestId id);
+    // find(id), trying slot `hint` first; sets `hint` to the slot found.
+    [[nodiscard]] const RequestBlocks* find_hinted(core::RequestId id, std::uint32_t& hint) const;
     void free_in_order(std::span<const core::BlockId> ordered_blocks) { block_pool_.free_blocks(ordered_blocks); }
 
     BlockPool& block_pool_;
     int group_index_;
     int block_size_tokens_;
+    BlockDivider blocks_of_;  // divides by block_size_tokens_
 
 private:
     static constexpr std::uint32_t kNoSlot = 0xffffffffu;

@@ -54,6 +54,9 @@ struct Request {
     // prefill chunk stops so a Mamba state is cached there; 0 = none. Set only where the version keeps it.
     std::int64_t shared_prefix_boundary = 0;
     bool hash_blocks = true;  // false: block_hashes stays empty (nothing reads it)
+    // The KV cache managers' slot for this request's block lists (cache::CacheRequest::kv_slot_hint), a lookup
+    // shortcut the cache keeps current; no output depends on it.
+    mutable std::uint32_t kv_slot_hint = 0xffffffffu;
     std::vector<core::BlockHash> block_hashes;
     cache::BlockHasher hasher;
 

@@ -100,6 +100,7 @@ cache::CacheRequest Scheduler::cache_view(const Request& r) const {
     v.num_computed_tokens = r.num_computed_tokens;
     v.preempted_before = r.num_preemptions > 0;
     v.num_prompt_tokens = r.num_prompt_tokens;
+    v.kv_slot_hint = &r.kv_slot_hint;
     v.shared_prefix_boundary = r.shared_prefix_boundary;
     return v;
 }

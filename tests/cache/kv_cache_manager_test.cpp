@@ -201,5 +201,45 @@ TEST_CASE("Usage counts evictable cached blocks as free", "[cache]") {
     CHECK(m.usage() == 0.0);
 }
 
+TEST_CASE("Decode steps allocate and cache only at block boundaries, whatever the slot hint says", "[cache]") {
+    // 20 blocks, 19 usable, B = 16. a: 20 prompt tokens -> blocks [1, 2], floor(20/16) = 1 cached; b: 16 tokens ->
+    // [3], 1 cached. a then decodes one token per step with a slot hint first pointing at b's slot (1; a has slot 0):
+    // tokens 21..31 need cdiv(·, 16) = 2 blocks and cache 1 block: nothing changes (the running fast path), and the
+    // stale hint is corrected to 0. At 32 tokens block 2 is cached (3 cached blocks in all); at 33 a needs a third
+    // block: the free-queue head, block 4 (the queue starts in block-id order, [4, 19] left).
+    KvCacheManager m(testing::full_attention_config(20, kB));
+    TestRequest a(0, {{content(1), 20}}, kB);
+    TestRequest b(1, {{content(2), 16}}, kB);
+    REQUIRE(admit(m, a) == 0);
+    REQUIRE(admit(m, b) == 0);
+    CHECK(m.num_cached_blocks_per_group()[0] == 2);
+    std::uint32_t hint = 1;
+    const auto decode_one = [&] {
+        a.append_output(content(9), 1);
+        CacheRequest v = a.view();
+        v.kv_slot_hint = &hint;
+        REQUIRE(m.allocate_slots(v, 1, CacheHit{}));
+        m.check_invariants();
+        ++a.num_computed_tokens;
+    };
+    decode_one();  // 21 tokens
+    CHECK(hint == 0);
+    CHECK(m.get_block_ids(a.id)[0] == ids({1, 2}));
+    while (a.num_computed_tokens < 31) {
+        decode_one();
+    }
+    CHECK(m.get_block_ids(a.id)[0] == ids({1, 2}));
+    CHECK(m.num_cached_blocks_per_group()[0] == 2);
+    CHECK(m.num_free_blocks() == 16);
+    decode_one();  // 32 tokens: block 2 full
+    CHECK(m.num_cached_blocks_per_group()[0] == 3);
+    CHECK(m.num_free_blocks() == 16);
+    decode_one();  // 33 tokens: a third block
+    CHECK(m.get_block_ids(a.id)[0] == ids({1, 2, 4}));
+    CHECK(m.num_free_blocks() == 15);
+    CHECK(m.num_cached_blocks_per_group()[0] == 3);
+    CHECK(m.get_block_ids(b.id)[0] == ids({3}));
+}
+
 }  // namespace
 }  // namespace servesim::cache

@@ -27,6 +27,7 @@
 #include "tools/app/command_line.h"
 #include "tools/app/engine_keys.h"
 #include "tools/app/experiment.h"
+#include "tools/app/multi_turn_stats.h"
 #include "tools/app/output.h"
 #include "tools/app/scenario.h"
 #include "tools/plan_command.h"
@@ -117,8 +118,10 @@ int run_plot(const std::string& out_dir) {
 }
 
 void check_format(const std::string& format) {
-    if (format != "table" && format != "json" && format != "csv" && format != "vllm-bench") {
-        throw ConfigError("--format: '" + format + "' is not a format; allowed: table, json, csv, vllm-bench");
+    if (format != "table" && format != "json" && format != "csv" && format != "vllm-bench" &&
+        format != "multi-turn-bench") {
+        throw ConfigError("--format: '" + format +
+                          "' is not a format; allowed: table, json, csv, vllm-bench, multi-turn-bench");
     }
 }
 
@@ -139,6 +142,8 @@ void write_outputs(const std::vector<app::ExperimentResult>& results, bool sweep
         text = app::format_csv(results);
     } else if (format == "vllm-bench") {
         text = app::format_vllm_bench(results, bench);
+    } else if (format == "multi-turn-bench") {
+        text = app::format_multi_turn_bench(results);
     } else {
         text = app::format_table(results, sweep);
     }
@@ -208,7 +213,8 @@ int cmd_run_or_sweep(bool sweep, const std::vector<std::string>& args) {
         "override a scenario key: --set engine.block_size=32, or a whole mapping: --set 'workload={type: "
         "synthetic, ...}' (repeatable)")(
         "format", po::value<std::string>(&format),
-        "table (default), json, csv or vllm-bench (the result JSON of vllm bench serve; docs/OUTPUTS.md)")(
+        "table (default), json, csv, vllm-bench (the result JSON of vllm bench serve) or multi-turn-bench (the "
+        "statistics summary of vLLM's multi-turn benchmark); docs/OUTPUTS.md")(
         "out", po::value<std::string>(&out_dir),
         "also write summary.{json,csv,txt}, timeseries.csv (queue, KV usage over time), requests.csv (one row per "
         "request) and bench.json (vllm-bench) into this folder")(
@@ -347,9 +353,9 @@ int cmd_run_or_sweep(bool sweep, const std::vector<std::string>& args) {
                                  total)
                   << (done == total ? "\n" : "") << std::flush;
     };
-    // requests.csv (--out) and the vllm-bench result need one record per request; otherwise none is kept, so memory
+    // requests.csv (--out), the vllm-bench result and the multi-turn-bench statistics need one record per request; otherwise none is kept, so memory
     // stays flat in the run length.
-    if (!out_dir.empty() || format == "vllm-bench") {
+    if (!out_dir.empty() || format == "vllm-bench" || format == "multi-turn-bench") {
         for (auto& x : sc.experiments) {
             x.keep_request_records = true;
         }

@@ -53,6 +53,7 @@ struct RequestRecord {
     std::int64_t output_tokens = 0;
     int num_preemptions = 0;
     int replica = 0;  // which replica served it (0-based)
+    int turn = 0;     // 1-based turn within a dialogue, 0 if the request is not part of one (RequestSpec::turn)
     // (E2E − TTFT)/(output − 1): vllm bench serve's per-request TPOT; with one output token it has none (nullopt
     // here; goodput counts it as 0, as calculate_metrics' all_tpots does).
     [[nodiscard]] bool has_tpot() const { return output_tokens > 1; }
@@ -157,6 +158,7 @@ public:
         core::Duration max_token_gap{};  // longest gap between consecutive output tokens
         int num_preemptions = 0;
         int replica = 0;  // which replica served it (0-based)
+        int turn = 0;     // 1-based turn within a dialogue, 0 if none
     };
 
     void on_finished(const FinishedRequest& r);

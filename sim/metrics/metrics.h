@@ -7,7 +7,8 @@
 // served but not measured, and the counters are read from the end of the warm-up. Each measured finished request
 // also leaves a RequestRecord (what `vllm bench serve --save-detailed` keeps per request), from which goodput and the
 // `vllm bench serve` result JSON are computed (docs/OUTPUTS.md),
-// when the run asks for them (keep_request_records: requests.csv, goodput, the vllm-bench format).
+// when the run asks for them (keep_request_records: requests.csv, goodput, the vllm-bench and multi-turn-bench
+// formats).
 // Storage: with exact percentiles every latency sample is kept until the end-of-run summary (memory grows with the
 // run); by default each latency goes into a QuantileSketch (percentiles.h: fixed memory, percentiles within 0.1 %,
 // count/mean/min/max exact), so nothing of a request is kept after it finishes. Scenario key

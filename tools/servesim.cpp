@@ -134,7 +134,8 @@ void write_file(const fs::path& path, const std::string& text) {
 }
 
 void write_outputs(const std::vector<app::ExperimentResult>& results, bool sweep, const std::string& format,
-                   const std::string& out_dir, const app::BenchOptions& bench) {
+                   const std::string& out_dir, const app::BenchOptions& bench,
+                   const std::vector<double>& warmup_fractions = {0.0}) {
     std::string text;
     if (format == "json") {
         text = app::format_json(results);
@@ -143,7 +144,7 @@ void write_outputs(const std::vector<app::ExperimentResult>& results, bool sweep
     } else if (format == "vllm-bench") {
         text = app::format_vllm_bench(results, bench);
     } else if (format == "multi-turn-bench") {
-        text = app::format_multi_turn_bench(results);
+        text = app::format_multi_turn_bench(results, warmup_fractions);
     } else {
         text = app::format_table(results, sweep);
     }
@@ -195,6 +196,7 @@ int cmd_run_or_sweep(bool sweep, const std::vector<std::string>& args) {
     int replicates = 1;
     std::string percentile_metrics;
     std::string metric_percentiles;
+    std::string warmup_percentages;
     std::string seed;
     int jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     std::optional<std::string> model;
@@ -228,6 +230,8 @@ int cmd_run_or_sweep(bool sweep, const std::vector<std::string>& args) {
         "vllm-bench: metrics with percentiles, from ttft,tpot,itl,e2el (default ttft,tpot,itl)")(
         "metric-percentiles", po::value<std::string>(&metric_percentiles),
         "vllm-bench: comma-separated percentiles (default 99)")(
+        "warmup-percentages", po::value<std::string>(&warmup_percentages),
+        "multi-turn-bench: leave out the first X % of samples, one table per X (e.g. 0%,50%; default 0%)")(
         "seed", po::value<std::string>(&seed), "master seed, 0 to 2^63-1 (replaces the scenario's)")(
         "jobs,j", po::value<int>(&jobs), "worker threads (results do not depend on it)")(
         "model", opt_string(model), "model preset or Hugging Face repo id (replaces the scenario's model)")(
@@ -268,6 +272,11 @@ int cmd_run_or_sweep(bool sweep, const std::vector<std::string>& args) {
     }
     check_format(format);
     const app::BenchOptions bench_options = app::parse_bench_options(percentile_metrics, metric_percentiles);
+    if (vm.count("warmup-percentages") && format != "multi-turn-bench") {
+        throw ConfigError("command line: --warmup-percentages: applies to --format multi-turn-bench only");
+    }
+    const std::vector<double> warmup_fractions =
+        vm.count("warmup-percentages") ? app::parse_warmup_percentages(warmup_percentages) : std::vector<double>{0.0};
     // --goodput and --replicates are the scenario keys `goodput` and `replicates`, set for every experiment.
     std::vector<app::Override> output_overrides;
     for (const auto& slo : goodput) {
@@ -369,7 +378,7 @@ int cmd_run_or_sweep(bool sweep, const std::vector<std::string>& args) {
     std::cerr << fmt::format("servesim: {} experiment(s){} in {:.2f} s wall time\n", results.size(),
                              runs > results.size() ? fmt::format(", {} runs with replicates", runs) : "", wall);
     print_warnings(results);
-    write_outputs(results, sweep || sc.is_sweep, format, out_dir, bench_options);
+    write_outputs(results, sweep || sc.is_sweep, format, out_dir, bench_options, warmup_fractions);
     if (vm.count("plot")) {
         return run_plot(out_dir);
     }

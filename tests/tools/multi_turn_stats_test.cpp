@@ -1,7 +1,7 @@
 // `--format multi-turn-bench` (tools/app/multi_turn_stats; docs/OUTPUTS.md): the statistics summary of vLLM's
 // benchmarks/multi_turn/benchmark_serving_multi_turn.py (process_statistics) on hand-timed requests, every cell
 // worked out; the extra quantile columns past 100 samples; a lone sample's missing std; a real multi_turn_bench
-// run's message counts; refused for order-only runs.
+// run's message counts; --warmup-percentages; refused for order-only runs.
 #include <algorithm>
 #include <cmath>
 #include <sstream>
@@ -220,6 +220,35 @@ workload:
     // Every answer is 10 tokens: nine chunks after the first.
     CHECK(close(s->rows[5].mean, 10));
     CHECK(close(s->rows[6].mean, 9));
+}
+
+TEST_CASE("Multi-turn bench stats: --warmup-percentages leaves out the first samples by send time",
+          "[tools][output][multi_turn]") {
+    const ExperimentResult r = hand_timed();
+    // 50 % of 4: int(2.0) = 2 warm-up rows (A, B); the tail is C (sent 10, ends 60) and D (sent 20, ends 40):
+    // runtime (40 − 10)/1000 = 0.030 s, 2/0.030 = 66.667 req/s. TTFT 6, 8: mean 7, sample std √((1 + 1)/1) = √2;
+    // rank q · 1: 6.5, 7, 7.5, 7.8. The quantile columns still follow the 4 samples in all.
+    const auto s = multi_turn_stats(r.sim.summary.requests, 0.5);
+    REQUIRE(s);
+    CHECK(close(s->runtime_sec, 0.030));
+    CHECK(close(*s->requests_per_sec, 2 / 0.030));
+    CHECK(s->rows[0].count == 2);
+    CHECK(close(s->rows[0].mean, 7));
+    CHECK(close(*s->rows[0].std_dev, std::sqrt(2.0)));
+    CHECK(s->rows[0].quantiles.size() == 4);
+    CHECK(close(s->rows[0].quantiles[0], 6.5));
+    CHECK(close(s->rows[0].quantiles[3], 7.8));
+    // The flag's values: "%" optional, sorted ascending; 100 % or a word is refused by name.
+    CHECK(parse_warmup_percentages("50,0%") == std::vector<double>{0, 0.5});
+    CHECK_THROWS_AS(parse_warmup_percentages("100%"), ConfigError);
+    CHECK_THROWS_AS(parse_warmup_percentages("half"), ConfigError);
+    CHECK_THROWS_AS(parse_warmup_percentages("10,"), ConfigError);
+    // Several fractions: one table each, each headed with its warm-up, as the tool prints them.
+    const std::string text = format_multi_turn_bench({r}, parse_warmup_percentages("0%,50%"));
+    CHECK(text.find("Statistics summary (assuming 0% warmup samples):\nruntime_sec = 0.040\n") != std::string::npos);
+    CHECK(text.find("Statistics summary (assuming 50% warmup samples):\nruntime_sec = 0.030\n") !=
+          std::string::npos);
+    CHECK(text.find("requests_per_sec = 66.667\n") != std::string::npos);
 }
 
 TEST_CASE("Multi-turn bench stats: an order-only run is refused with the reason", "[tools][output][multi_turn]") {

@@ -142,6 +142,14 @@ TEST_CASE("CLI output: --format multi-turn-bench prints the multi-turn benchmark
     const Ran bad = servesim("run --model Qwen3-4B --num-prompts 5 --format multi-turn");
     CHECK(bad.status != 0);
     CHECK(contains(bad.output, "allowed: table, json, csv, vllm-bench, multi-turn-bench"));
+    // --warmup-percentages belongs to this format, and is checked before anything runs.
+    const Ran other = servesim("run --model Qwen3-4B --num-prompts 5 --warmup-percentages 50%");
+    CHECK(other.status != 0);
+    CHECK(contains(other.output, "--warmup-percentages: applies to --format multi-turn-bench only"));
+    const Ran wrong = servesim("run --model Qwen3-4B --num-prompts 5 --format multi-turn-bench "
+                               "--warmup-percentages 0%,100%");
+    CHECK(wrong.status != 0);
+    CHECK(contains(wrong.output, "--warmup-percentages: '100%' is not a percentage"));
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 
 #include "common/error.h"
@@ -56,10 +57,12 @@ std::string pad_left(const std::string& s, std::size_t width) {
     return w >= width ? s : std::string(width - w, ' ') + s;
 }
 
+std::string format_table(const MultiTurnStats& stats, double warmup_fraction, bool several);
+
 // The summary of one run: the tool's parameter block, its statistics summary lines and the describe() table
 // (pandas display.precision 2: every cell with two decimals, the count included, as describe() makes it a float;
 // columns right-aligned, two spaces apart, as pandas prints a frame).
-std::string format_one(const ExperimentResult& r) {
+std::string format_one(const ExperimentResult& r, const std::vector<double>& warmup_fractions) {
     const std::string rule(100, '-');  // bench_utils.TEXT_SEPARATOR
     std::string out = rule + "\n";
     out += "Parameters:\n";
@@ -71,25 +74,41 @@ std::string format_one(const ExperimentResult& r) {
     out += fmt::format("cost_model={}\n", r.cost_model);
     out += fmt::format("workload={}\n", r.workload);
     out += rule + "\n";
-    const auto stats = multi_turn_stats(r.sim.summary.requests);
-    if (!stats) {
+    if (r.sim.summary.requests.empty()) {
         out += "No samples to process (no measured request finished)\n";
         out += rule + "\n";
         return out;
     }
-    out += "Statistics summary:\n";
-    out += fmt::format("runtime_sec = {:.3f}\n", stats->runtime_sec);
-    out += stats->requests_per_sec ? fmt::format("requests_per_sec = {:.3f}\n", *stats->requests_per_sec)
+    for (double fraction : warmup_fractions) {
+        const auto stats = multi_turn_stats(r.sim.summary.requests, fraction);
+        if (!stats) {
+            break;  // no sample left after this warm-up (nor after a larger one)
+        }
+        out += format_table(*stats, fraction, warmup_fractions.size() > 1);
+    }
+    return out;
+}
+
+// One statistics summary: its heading, runtime_sec and requests_per_sec, and the describe() table.
+std::string format_table(const MultiTurnStats& stats, double warmup_fraction, bool several) {
+    const std::string rule(100, '-');
+    std::string out;
+    // Python's {:.0%}: the fraction as a whole percentage.
+    out += warmup_fraction > 0 || several
+               ? fmt::format("Statistics summary (assuming {:.0f}% warmup samples):\n", warmup_fraction * 100)
+               : std::string("Statistics summary:\n");
+    out += fmt::format("runtime_sec = {:.3f}\n", stats.runtime_sec);
+    out += stats.requests_per_sec ? fmt::format("requests_per_sec = {:.3f}\n", *stats.requests_per_sec)
                                    : std::string("requests_per_sec = —\n");
     out += rule + "\n";
     std::vector<std::string> header = {"count", "mean", "std", "min"};
-    for (double q : stats->quantiles_percent) {
+    for (double q : stats.quantiles_percent) {
         header.push_back(fmt::format("{}%", q));
     }
     header.push_back("max");
     std::vector<std::vector<std::string>> cells;
     std::size_t label_width = 0;
-    for (const auto& row : stats->rows) {
+    for (const auto& row : stats.rows) {
         std::vector<std::string> c = {fmt::format("{:.2f}", static_cast<double>(row.count)),
                                       fmt::format("{:.2f}", row.mean),
                                       row.std_dev ? fmt::format("{:.2f}", *row.std_dev) : "—",
@@ -139,7 +158,7 @@ std::string format_one(const ExperimentResult& r) {
     }
     out += "\n";
     for (std::size_t i = 0; i < cells.size(); ++i) {
-        const std::string& label = stats->rows[i].metric;
+        const std::string& label = stats.rows[i].metric;
         out += label + std::string(label_width - label.size(), ' ');
         for (std::size_t j = 0; j < header.size(); ++j) {
             out += "  " + pad_left(cells[i][j], width[j]);
@@ -152,7 +171,8 @@ std::string format_one(const ExperimentResult& r) {
 
 }  // namespace
 
-std::optional<MultiTurnStats> multi_turn_stats(const std::vector<metrics::RequestRecord>& requests) {
+std::optional<MultiTurnStats> multi_turn_stats(const std::vector<metrics::RequestRecord>& requests,
+                                               double warmup_fraction) {
     if (requests.empty()) {
         return std::nullopt;
     }
@@ -162,15 +182,7 @@ std::optional<MultiTurnStats> multi_turn_stats(const std::vector<metrics::Reques
     std::vector<metrics::RequestRecord> recs = requests;
     std::stable_sort(recs.begin(), recs.end(), [](const auto& a, const auto& b) { return a.arrival_s < b.arrival_s; });
     MultiTurnStats s;
-    // Runtime: the end of the last row (the last-started request, not necessarily the last to finish) − the start of
-    // the first row, as process_statistics takes it.
-    const double first_start_ms = recs.front().arrival_s * 1000.0;
-    const double last_end_ms = recs.back().arrival_s * 1000.0 + recs.back().e2e_ms;
-    s.runtime_sec = (last_end_ms - first_start_ms) / 1000.0;
-    if (s.runtime_sec > 0) {
-        s.requests_per_sec = static_cast<double>(recs.size()) / s.runtime_sec;
-    }
-    // More quantiles once there are enough samples (process_statistics).
+    // More quantiles once there are enough samples, counted before the warm-up is cut (process_statistics).
     s.quantiles_percent = {25, 50, 75, 90};
     if (recs.size() >= 100) {
         s.quantiles_percent.push_back(99);
@@ -180,6 +192,21 @@ std::optional<MultiTurnStats> multi_turn_stats(const std::vector<metrics::Reques
     }
     if (recs.size() >= 10000) {
         s.quantiles_percent.push_back(99.99);
+    }
+    // The warm-up samples are the first int(fraction · n) rows; the tail is kept.
+    const auto warmup_count =
+        static_cast<std::size_t>(std::floor(warmup_fraction * static_cast<double>(recs.size())));
+    recs.erase(recs.begin(), recs.begin() + static_cast<std::ptrdiff_t>(std::min(warmup_count, recs.size())));
+    if (recs.empty()) {
+        return std::nullopt;
+    }
+    // Runtime: the end of the last row (the last-started request, not necessarily the last to finish) − the start of
+    // the first row, as process_statistics takes it.
+    const double first_start_ms = recs.front().arrival_s * 1000.0;
+    const double last_end_ms = recs.back().arrival_s * 1000.0 + recs.back().e2e_ms;
+    s.runtime_sec = (last_end_ms - first_start_ms) / 1000.0;
+    if (s.runtime_sec > 0) {
+        s.requests_per_sec = static_cast<double>(recs.size()) / s.runtime_sec;
     }
     std::vector<double> ttft, tpot, latency, turns, input_tokens, output_tokens, chunks;
     for (const auto& q : recs) {
@@ -205,7 +232,39 @@ std::optional<MultiTurnStats> multi_turn_stats(const std::vector<metrics::Reques
     return s;
 }
 
-std::string format_multi_turn_bench(const std::vector<ExperimentResult>& results) {
+std::vector<double> parse_warmup_percentages(const std::string& text) {
+    std::vector<double> out;
+    std::string cur;
+    auto take = [&] {
+        std::string t;
+        for (char ch : cur) {
+            if (ch != ' ' && ch != '%') {
+                t += ch;
+            }
+        }
+        double v = 0;
+        const auto r = std::from_chars(t.data(), t.data() + t.size(), v);
+        if (t.empty() || r.ec != std::errc() || r.ptr != t.data() + t.size() || !(v >= 0 && v < 100)) {
+            throw ConfigError("--warmup-percentages: '" + cur + "' is not a percentage; give percentages in [0, 100), "
+                              "e.g. 0%,50%");
+        }
+        out.push_back(v / 100.0);
+        cur.clear();
+    };
+    for (char ch : text) {
+        if (ch == ',') {
+            take();
+        } else {
+            cur += ch;
+        }
+    }
+    take();
+    std::sort(out.begin(), out.end());
+    return out;
+}
+
+std::string format_multi_turn_bench(const std::vector<ExperimentResult>& results,
+                                    const std::vector<double>& warmup_fractions) {
     std::string out;
     for (const auto& point : results) {
         if (point.order_only) {
@@ -216,10 +275,10 @@ std::string format_multi_turn_bench(const std::vector<ExperimentResult>& results
     for (const auto& point : results) {
         if (point.replicate_runs.size() > 1) {
             for (const auto& run : point.replicate_runs) {
-                out += format_one(run);
+                out += format_one(run, warmup_fractions);
             }
         } else {
-            out += format_one(point);
+            out += format_one(point, warmup_fractions);
         }
     }
     return out;

@@ -36,11 +36,19 @@ struct MultiTurnStats {
 };
 
 // The statistics of one run's measured finished requests; nullopt when there is none (the tool prints "No samples to
-// process" and no table).
-[[nodiscard]] std::optional<MultiTurnStats> multi_turn_stats(const std::vector<metrics::RequestRecord>& requests);
+// process" and no table). `warmup_fraction` in [0, 1): the first int(fraction · n) samples by send time are left out
+// (--warmup-percentages); which quantiles are shown still follows the number of all samples, as in the tool.
+[[nodiscard]] std::optional<MultiTurnStats> multi_turn_stats(const std::vector<metrics::RequestRecord>& requests,
+                                                             double warmup_fraction = 0);
 
-// One summary per experiment run (every sweep point and every replicate run), each headed by its name and seed.
+// The tool's --warmup-percentages: comma-separated percentages, "%" optional, each in [0, 100); returns fractions,
+// ascending. Anything else throws ConfigError naming the flag.
+[[nodiscard]] std::vector<double> parse_warmup_percentages(const std::string& text);
+
+// One summary per experiment run (every sweep point and every replicate run), each headed by its name and seed, with
+// one statistics table per warm-up fraction (ascending, as parse_warmup_percentages gives them).
 // `mode: order_only` results have no timings and are refused with a ConfigError.
-[[nodiscard]] std::string format_multi_turn_bench(const std::vector<ExperimentResult>& results);
+[[nodiscard]] std::string format_multi_turn_bench(const std::vector<ExperimentResult>& results,
+                                                  const std::vector<double>& warmup_fractions = {0.0});
 
 }  // namespace servesim::app

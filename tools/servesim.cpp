@@ -27,6 +27,7 @@
 #include "tools/app/command_line.h"
 #include "tools/app/engine_keys.h"
 #include "tools/app/experiment.h"
+#include "tools/app/multi_turn_stats.h"
 #include "tools/app/output.h"
 #include "tools/app/scenario.h"
 #include "tools/plan_command.h"
@@ -118,8 +119,10 @@ int run_plot(const std::string& out_dir, const std::string& script_name = "serve
 }
 
 void check_format(const std::string& format) {
-    if (format != "table" && format != "json" && format != "csv" && format != "vllm-bench") {
-        throw ConfigError("--format: '" + format + "' is not a format; allowed: table, json, csv, vllm-bench");
+    if (format != "table" && format != "json" && format != "csv" && format != "vllm-bench" &&
+        format != "multi-turn-bench") {
+        throw ConfigError("--format: '" + format +
+                          "' is not a format; allowed: table, json, csv, vllm-bench, multi-turn-bench");
     }
 }
 
@@ -132,7 +135,8 @@ void write_file(const fs::path& path, const std::string& text) {
 }
 
 void write_outputs(const std::vector<app::ExperimentResult>& results, bool sweep, const std::string& format,
-                   const std::string& out_dir, const app::BenchOptions& bench) {
+                   const std::string& out_dir, const app::BenchOptions& bench,
+                   const std::vector<double>& warmup_fractions = {0.0}) {
     std::string text;
     if (format == "json") {
         text = app::format_json(results);
@@ -140,6 +144,8 @@ void write_outputs(const std::vector<app::ExperimentResult>& results, bool sweep
         text = app::format_csv(results);
     } else if (format == "vllm-bench") {
         text = app::format_vllm_bench(results, bench);
+    } else if (format == "multi-turn-bench") {
+        text = app::format_multi_turn_bench(results, warmup_fractions);
     } else {
         text = app::format_table(results, sweep);
     }
@@ -191,6 +197,7 @@ int cmd_run_or_sweep(bool sweep, const std::vector<std::string>& args) {
     int replicates = 1;
     std::string percentile_metrics;
     std::string metric_percentiles;
+    std::string warmup_percentages;
     std::string seed;
     int jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     std::optional<std::string> model;
@@ -209,7 +216,8 @@ int cmd_run_or_sweep(bool sweep, const std::vector<std::string>& args) {
         "override a scenario key: --set engine.block_size=32, or a whole mapping: --set 'workload={type: "
         "synthetic, ...}' (repeatable)")(
         "format", po::value<std::string>(&format),
-        "table (default), json, csv or vllm-bench (the result JSON of vllm bench serve; docs/OUTPUTS.md)")(
+        "table (default), json, csv, vllm-bench (the result JSON of vllm bench serve) or multi-turn-bench (the "
+        "statistics summary of vLLM's multi-turn benchmark); docs/OUTPUTS.md")(
         "out", po::value<std::string>(&out_dir),
         "also write summary.{json,csv,txt}, timeseries.csv (queue, KV usage over time), requests.csv (one row per "
         "request) and bench.json (vllm-bench) into this folder")(
@@ -223,6 +231,8 @@ int cmd_run_or_sweep(bool sweep, const std::vector<std::string>& args) {
         "vllm-bench: metrics with percentiles, from ttft,tpot,itl,e2el (default ttft,tpot,itl)")(
         "metric-percentiles", po::value<std::string>(&metric_percentiles),
         "vllm-bench: comma-separated percentiles (default 99)")(
+        "warmup-percentages", po::value<std::string>(&warmup_percentages),
+        "multi-turn-bench: leave out the first X % of samples, one table per X (e.g. 0%,50%; default 0%)")(
         "seed", po::value<std::string>(&seed), "master seed, 0 to 2^63-1 (replaces the scenario's)")(
         "jobs,j", po::value<int>(&jobs), "worker threads (results do not depend on it)")(
         "model", opt_string(model), "model preset or Hugging Face repo id (replaces the scenario's model)")(
@@ -263,6 +273,11 @@ int cmd_run_or_sweep(bool sweep, const std::vector<std::string>& args) {
     }
     check_format(format);
     const app::BenchOptions bench_options = app::parse_bench_options(percentile_metrics, metric_percentiles);
+    if (vm.count("warmup-percentages") && format != "multi-turn-bench") {
+        throw ConfigError("command line: --warmup-percentages: applies to --format multi-turn-bench only");
+    }
+    const std::vector<double> warmup_fractions =
+        vm.count("warmup-percentages") ? app::parse_warmup_percentages(warmup_percentages) : std::vector<double>{0.0};
     // --goodput and --replicates are the scenario keys `goodput` and `replicates`, set for every experiment.
     std::vector<app::Override> output_overrides;
     for (const auto& slo : goodput) {
@@ -345,9 +360,9 @@ int cmd_run_or_sweep(bool sweep, const std::vector<std::string>& args) {
                                  total)
                   << (done == total ? "\n" : "") << std::flush;
     };
-    // requests.csv (--out) and the vllm-bench result need one record per request; otherwise none is kept, so memory
+    // requests.csv (--out), the vllm-bench result and the multi-turn-bench statistics need one record per request; otherwise none is kept, so memory
     // stays flat in the run length.
-    if (!out_dir.empty() || format == "vllm-bench") {
+    if (!out_dir.empty() || format == "vllm-bench" || format == "multi-turn-bench") {
         for (auto& x : sc.experiments) {
             x.keep_request_records = true;
         }
@@ -361,7 +376,7 @@ int cmd_run_or_sweep(bool sweep, const std::vector<std::string>& args) {
     std::cerr << fmt::format("servesim: {} experiment(s){} in {:.2f} s wall time\n", results.size(),
                              runs > results.size() ? fmt::format(", {} runs with replicates", runs) : "", wall);
     print_warnings(results);
-    write_outputs(results, sweep || sc.is_sweep, format, out_dir, bench_options);
+    write_outputs(results, sweep || sc.is_sweep, format, out_dir, bench_options, warmup_fractions);
     if (vm.count("plot")) {
         return run_plot(out_dir);
     }

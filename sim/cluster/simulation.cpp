@@ -92,7 +92,8 @@ void Simulation::handle_arrivals(core::SimTime now) {
             }
         }
         const std::size_t target = router_->route(spec.prompt, loads);
-        engine::IncomingRequest in{spec.id, now, std::move(spec.prompt), spec.max_output_tokens, spec.answer_content};
+        engine::IncomingRequest in{spec.id, now, std::move(spec.prompt), spec.max_output_tokens, spec.answer_content,
+                                   spec.turn};
         if (!replicas_[target]->add_request(std::move(in))) {
             notify_finished({spec.id}, now);  // refused: the client moves on
         } else if (!replicas_[target]->step_in_flight()) {

@@ -31,6 +31,7 @@ bool Replica::add_request(IncomingRequest in) {
     auto request = std::make_unique<Request>(in.id, std::move(in.prompt), in.max_output_tokens, in.answer_content,
                                              in.arrival, config_.scheduler.block_size, &hash_memo_, hash_blocks);
     Request* raw = request.get();
+    raw->turn = in.turn;
     requests_.emplace(core::to_int(in.id), std::move(request));
     scheduler_.add_request(raw);
     return true;
@@ -169,6 +170,7 @@ std::vector<core::RequestId> Replica::end_step(core::SimTime now) {
             f.max_token_gap = r->max_token_gap;
             f.num_preemptions = r->num_preemptions;
             f.replica = config_.index;
+            f.turn = r->turn;
             metrics_.on_finished(f);
             finished.push_back(r->id);
             requests_.erase(core::to_int(r->id));

@@ -38,6 +38,7 @@ struct IncomingRequest {
     core::TokenContent prompt;
     std::int64_t max_output_tokens = 1;
     core::ContentId answer_content{};
+    int turn = 0;  // RequestSpec::turn (1-based turn within a dialogue, 0 if none), kept for the request's record
 };
 
 class Replica {

@@ -78,6 +78,7 @@ void MetricsCollector::on_finished(const FinishedRequest& r) {
     rec.output_tokens = r.output_tokens;
     rec.num_preemptions = r.num_preemptions;
     rec.replica = r.replica;
+    rec.turn = r.turn;
     records_.push_back(rec);
 }
 

@@ -7,7 +7,8 @@
 // served but not measured, and the counters are read from the end of the warm-up. Each measured finished request
 // also leaves a RequestRecord (what `vllm bench serve --save-detailed` keeps per request), from which goodput and the
 // `vllm bench serve` result JSON are computed (docs/OUTPUTS.md),
-// when the run asks for them (keep_request_records: requests.csv, goodput, the vllm-bench format).
+// when the run asks for them (keep_request_records: requests.csv, goodput, the vllm-bench and multi-turn-bench
+// formats).
 // Storage: with exact percentiles every latency sample is kept until the end-of-run summary (memory grows with the
 // run); by default each latency goes into a QuantileSketch (percentiles.h: fixed memory, percentiles within 0.1 %,
 // count/mean/min/max exact), so nothing of a request is kept after it finishes. Scenario key
@@ -53,6 +54,7 @@ struct RequestRecord {
     std::int64_t output_tokens = 0;
     int num_preemptions = 0;
     int replica = 0;  // which replica served it (0-based)
+    int turn = 0;     // 1-based turn within a dialogue, 0 if the request is not part of one (RequestSpec::turn)
     // (E2E − TTFT)/(output − 1): vllm bench serve's per-request TPOT; with one output token it has none (nullopt
     // here; goodput counts it as 0, as calculate_metrics' all_tpots does).
     [[nodiscard]] bool has_tpot() const { return output_tokens > 1; }
@@ -157,6 +159,7 @@ public:
         core::Duration max_token_gap{};  // longest gap between consecutive output tokens
         int num_preemptions = 0;
         int replica = 0;  // which replica served it (0-based)
+        int turn = 0;     // 1-based turn within a dialogue, 0 if none
     };
 
     void on_finished(const FinishedRequest& r);

@@ -1,5 +1,6 @@
 // What a user of the servesim binary reads about a run (docs/OUTPUTS.md): the warning on stderr when nothing was
-// measured, "—" in the table, --out refused before simulating, --format vllm-bench with --goodput, --replicates.
+// measured, "—" in the table, --out refused before simulating, --format vllm-bench with --goodput, --replicates,
+// --format multi-turn-bench.
 #include <nlohmann/json.hpp>
 
 #include <array>
@@ -103,6 +104,38 @@ TEST_CASE("CLI output: --replicates reports mean [min–max] per figure and coun
     const Ran pinned = servesim("run --model Qwen3-4B --request-rate 5 --num-prompts 10 --random-input-len 200 "
                                 "--random-output-len 20 --replicates 2 --set workload.seed=3");
     CHECK(contains(pinned.output, "workload.seed is set: the 2 replicates draw the same requests"));
+}
+
+TEST_CASE("CLI output: --format multi-turn-bench prints the multi-turn benchmark's table per experiment",
+          "[tools][cli][output][multi_turn]") {
+    // The example's three experiments; the command line keeps the request records this format is computed from.
+    const Ran r = servesim("run '" + std::string(SERVESIM_TEST_DATA_DIR) +
+                               "/../scenarios/clients/multi-turn-bench.yaml' --format multi-turn-bench",
+                           false);
+    INFO(r.output);
+    REQUIRE(r.status == 0);
+    std::size_t tables = 0;
+    for (auto at = r.output.find("Statistics summary:\n"); at != std::string::npos;
+         at = r.output.find("Statistics summary:\n", at + 1)) {
+        ++tables;
+    }
+    CHECK(tables == 3);
+    CHECK(!contains(r.output, "No samples to process"));
+    CHECK(contains(r.output, "\ninput_num_turns "));
+    CHECK(contains(r.output, "\nrequests_per_sec = "));
+    CHECK(contains(r.output, "name=8-clients-1rps-sleep\n"));
+    // A format that is not one is refused by name.
+    const Ran bad = servesim("run --model Qwen3-4B --num-prompts 5 --format multi-turn");
+    CHECK(bad.status != 0);
+    CHECK(contains(bad.output, "allowed: table, json, csv, vllm-bench, multi-turn-bench"));
+    // --warmup-percentages belongs to this format, and is checked before anything runs.
+    const Ran other = servesim("run --model Qwen3-4B --num-prompts 5 --warmup-percentages 50%");
+    CHECK(other.status != 0);
+    CHECK(contains(other.output, "--warmup-percentages: applies to --format multi-turn-bench only"));
+    const Ran wrong = servesim("run --model Qwen3-4B --num-prompts 5 --format multi-turn-bench "
+                               "--warmup-percentages 0%,100%");
+    CHECK(wrong.status != 0);
+    CHECK(contains(wrong.output, "--warmup-percentages: '100%' is not a percentage"));
 }
 
 }  // namespace

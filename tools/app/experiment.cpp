@@ -435,6 +435,18 @@ ExperimentResult run_experiment(const PreparedExperiment& p) {
     return r;
 }
 
+std::vector<const ExperimentResult*> runs_of(const ExperimentResult& point) {
+    std::vector<const ExperimentResult*> runs;
+    if (point.replicate_runs.size() > 1) {
+        for (const auto& run : point.replicate_runs) {
+            runs.push_back(&run);
+        }
+    } else {
+        runs.push_back(&point);
+    }
+    return runs;
+}
+
 std::vector<ExperimentResult> run_experiments(const std::vector<ExperimentConfig>& configs, int jobs,
                                               const std::function<void(int, int)>& on_done) {
     // `replicates: N`: run i of an experiment uses seed + i (i = 0 … N−1); the runs are gathered back in order below.

@@ -66,6 +66,9 @@ struct ExperimentResult {
     std::vector<ExperimentResult> replicate_runs;
 };
 
+// The runs behind one result: its replicates (seed, seed+1, …) when it has several, else the result itself.
+[[nodiscard]] std::vector<const ExperimentResult*> runs_of(const ExperimentResult& point);
+
 // Requests among `requests` that meet every bound of `goodput` (vllm bench serve calculate_metrics: TTFT, TPOT —
 // 0 for a one-token output — and E2E each ≤ its bound).
 [[nodiscard]] std::int64_t count_good_requests(const std::vector<metrics::RequestRecord>& requests,

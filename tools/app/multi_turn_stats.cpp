@@ -273,12 +273,8 @@ std::string format_multi_turn_bench(const std::vector<ExperimentResult>& results
         }
     }
     for (const auto& point : results) {
-        if (point.replicate_runs.size() > 1) {
-            for (const auto& run : point.replicate_runs) {
-                out += format_one(run, warmup_fractions);
-            }
-        } else {
-            out += format_one(point, warmup_fractions);
+        for (const ExperimentResult* run : runs_of(point)) {
+            out += format_one(*run, warmup_fractions);
         }
     }
     return out;

@@ -480,6 +480,24 @@ std::string format_csv(const std::vector<ExperimentResult>& results) {
     return out;
 }
 
+namespace {
+
+// The identity cells of one run's rows in timeseries.csv and requests.csv: name, the sweep columns' values and,
+// with `with_seed`, the run's seed.
+std::string run_id_csv(const ExperimentResult& r, bool with_seed) {
+    std::string id = csv_escape(r.config.name);
+    for (const auto& [k, v] : r.config.columns) {
+        id += ',';
+        id += csv_escape(v);
+    }
+    if (with_seed) {
+        id += fmt::format(",{}", r.config.seed);
+    }
+    return id;
+}
+
+}  // namespace
+
 std::string format_timeseries_csv(const std::vector<ExperimentResult>& results) {
     std::string out;
     if (results.empty()) {
@@ -496,23 +514,8 @@ std::string format_timeseries_csv(const std::vector<ExperimentResult>& results) 
     out += replicated ? ",seed" : "";
     out += ",t_s,waiting,running,kv_usage,prefix_cache_hit_rate_cumulative\n";
     for (const auto& point : results) {
-        std::vector<const ExperimentResult*> runs;
-        if (point.replicate_runs.size() > 1) {
-            for (const auto& run : point.replicate_runs) {
-                runs.push_back(&run);
-            }
-        } else {
-            runs.push_back(&point);
-        }
-        for (const ExperimentResult* r : runs) {
-            std::string id = csv_escape(r->config.name);
-            for (const auto& [k, v] : r->config.columns) {
-                id += ',';
-                id += csv_escape(v);
-            }
-            if (replicated) {
-                id += fmt::format(",{}", r->config.seed);
-            }
+        for (const ExperimentResult* r : runs_of(point)) {
+            const std::string id = run_id_csv(*r, replicated);
             for (const auto& t : r->sim.timeseries) {
                 const std::string hit =
                     t.prefix_cache_queries > 0 ? number_text(static_cast<double>(t.prefix_cache_hits) /
@@ -539,23 +542,11 @@ std::string format_requests_csv(const std::vector<ExperimentResult>& results) {
     out += ",seed,arrival_s,queue_ms,ttft_ms,itl_mean_ms,itl_max_ms,e2e_ms,prompt_tokens,cached_prompt_tokens,"
            "output_tokens,replica,preemptions\n";
     for (const auto& point : results) {
-        std::vector<const ExperimentResult*> runs;
-        if (point.replicate_runs.size() > 1) {
-            for (const auto& run : point.replicate_runs) {
-                runs.push_back(&run);
-            }
-        } else {
-            runs.push_back(&point);
-        }
-        for (const ExperimentResult* r : runs) {
+        for (const ExperimentResult* r : runs_of(point)) {
             if (r->order_only) {
                 continue;
             }
-            std::string id = csv_escape(r->config.name);
-            for (const auto& [k, v] : r->config.columns) {
-                id += ',' + csv_escape(v);
-            }
-            id += fmt::format(",{}", r->config.seed);
+            const std::string id = run_id_csv(*r, true);
             std::vector<metrics::RequestRecord> recs = r->sim.summary.requests;
             std::stable_sort(recs.begin(), recs.end(),
                              [](const auto& a, const auto& b) { return a.arrival_s < b.arrival_s; });
@@ -897,12 +888,8 @@ std::string format_vllm_bench(const std::vector<ExperimentResult>& results, cons
         if (point.order_only) {
             throw ConfigError("--format vllm-bench: `mode: order_only` has no timings; use table, csv or json");
         }
-        if (point.replicate_runs.size() > 1) {
-            for (const auto& run : point.replicate_runs) {
-                objects.push_back(to_vllm_bench(run, options));
-            }
-        } else {
-            objects.push_back(to_vllm_bench(point, options));
+        for (const ExperimentResult* run : runs_of(point)) {
+            objects.push_back(to_vllm_bench(*run, options));
         }
     }
     if (objects.size() == 1) {

@@ -301,6 +301,7 @@ private:
         }
         tokens /= static_cast<double>(best.summaries.size());
         output /= static_cast<double>(best.summaries.size());
+        conf.tokens_per_s = tokens;
         conf.usd_per_mtok = planner::usd_per_million_tokens(conf.gpus, conf.usd_per_gpu_hour, tokens);
         conf.usd_per_mtok_output = planner::usd_per_million_tokens(conf.gpus, conf.usd_per_gpu_hour, output);
     }
@@ -488,13 +489,6 @@ std::string format_plan_table(const PlanRequest& r, const PlanResult& res) {
     }
     for (std::size_t c : order) {
         const auto& conf = res.configurations[c];
-        double tokens = 0;
-        if (conf.best_probe) {
-            for (const auto& s : res.probes[*conf.best_probe].summaries) {
-                tokens += s.input_tokens_per_s + s.output_tokens_per_s;
-            }
-            tokens /= static_cast<double>(res.probes[*conf.best_probe].summaries.size());
-        }
         std::string kind = answer_kind(conf.answer);
         if (conf.answer.seed_dependent()) {
             std::string vals;
@@ -508,7 +502,7 @@ std::string format_plan_table(const PlanRequest& r, const PlanResult& res) {
                            conf.answer.best ? value_text(*conf.answer.best) : "—",
                            conf.answer.first_failing ? value_text(*conf.answer.first_failing) : "—",
                            conf.best_probe ? std::to_string(conf.gpus) : "—", fixed(conf.usd_per_gpu_hour, 2),
-                           conf.best_probe ? fixed(tokens, 0) : "—", opt_fixed(conf.usd_per_mtok, 4),
+                           conf.best_probe ? fixed(conf.tokens_per_s, 0) : "—", opt_fixed(conf.usd_per_mtok, 4),
                            opt_fixed(conf.usd_per_mtok_output, 4), kind);
     }
     return out;

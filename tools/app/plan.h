@@ -77,6 +77,7 @@ struct PlanConfiguration {
     // replicate's, which is what the SLO was checked against).
     std::optional<std::size_t> best_probe;
     int gpus = 0;
+    double tokens_per_s = 0;  // input + output tokens per second at the answer, mean over its replicates
     std::optional<double> usd_per_mtok;
     std::optional<double> usd_per_mtok_output;
     bool on_frontier = false;

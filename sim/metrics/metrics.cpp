@@ -25,12 +25,6 @@ void MetricsCollector::on_sent(core::SimTime arrival) {
     }
 }
 
-void MetricsCollector::on_rejected(core::SimTime arrival) {
-    if (measured(arrival)) {
-        ++rejected_;
-    }
-}
-
 void MetricsCollector::on_rejected(core::SimTime arrival, RejectReason reason, std::int64_t prompt_tokens,
                                    std::int64_t max_output_tokens) {
     if (!measured(arrival)) {

@@ -131,7 +131,6 @@ public:
 
     void on_sent(core::SimTime arrival);
 
-    void on_rejected(core::SimTime arrival);
     void on_rejected(core::SimTime arrival, RejectReason reason, std::int64_t prompt_tokens,
                      std::int64_t max_output_tokens);
 

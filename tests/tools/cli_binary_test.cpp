@@ -1,12 +1,8 @@
 // The servesim binary as a user meets it: --version, help, usage lines with one program name, the bench flags'
 // place, and `plot` turning an --out folder into PNGs (tools/servesim.cpp, tools/plot/servesim_plot.py).
-#include <array>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
-
-#include <sys/wait.h>
 
 #include "tests/catch.h"
 #include "tests/tools/cli_test_util.h"

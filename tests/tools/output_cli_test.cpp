@@ -3,12 +3,8 @@
 // --format multi-turn-bench.
 #include <nlohmann/json.hpp>
 
-#include <array>
-#include <cstdio>
 #include <filesystem>
 #include <string>
-
-#include <sys/wait.h>
 
 #include "tests/catch.h"
 #include "tests/tools/cli_test_util.h"

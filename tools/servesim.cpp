@@ -457,6 +457,9 @@ int cmd_inspect(const std::vector<std::string>& args) {
         std::cout << "\n-- vLLM " << v.str() << " start-up facts --\n";
         fact("prefix caching (resolved)", plan.enable_prefix_caching ? "on" : "off");
         fact("mamba_cache_mode (resolved)", hybrid ? cache::mamba_cache_mode_name(plan.mamba_cache_mode) : "-");
+        fact("prefix_match_unit (resolved)",
+             plan.prefix_match_unit_tokens > 0 ? fmt::format("{} tokens (the block size)", plan.prefix_match_unit_tokens)
+                                               : std::string("- (no --prefix-match-unit before 0.26)"));
         fact("cuda-graph estimate subtracted",
              v.kv_budget_subtracts_cudagraph_estimate()
                  ? fmt::format("{:.2f} GiB (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1)",

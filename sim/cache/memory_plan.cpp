@@ -406,6 +406,31 @@ MemoryPlan plan_memory(const models::ModelSpec& model, const MemoryPlanRequest& 
         }
     }
 
+    // --- --prefix-match-unit (vllm/config/cache.py; PRs #45939, #46384) ---
+    // vLLM hashes prompts at this unit and, below the block size, registers partial-block entries that a later
+    // request can hit (copy-on-write of the partial block, a Mamba state at the prompt's last unit boundary).
+    // servesim's block pool hashes whole blocks only, so the unit is the block size and a smaller one is refused.
+    if (req.prefix_match_unit) {
+        const std::int64_t unit = *req.prefix_match_unit;
+        if (!version.has_prefix_match_unit()) {
+            throw ConfigError(fmt::format("prefix_match_unit: vLLM {} has no --prefix-match-unit (PRs #45939 and "
+                                          "#46384 added it in 0.26); leave it unset",
+                                          version.str()));
+        }
+        if (unit <= 0 || plan.block_size % unit != 0) {
+            throw ConfigError(fmt::format("prefix_match_unit: {} must be a positive divisor of the block size ({}), "
+                                          "as vLLM requires",
+                                          unit, plan.block_size));
+        }
+        if (unit != plan.block_size) {
+            throw ConfigError(fmt::format(
+                "prefix_match_unit: {} is below the block size ({}): partial-block prefix hits (vLLM PRs #45939, "
+                "#46384) are not modelled by servesim; leave it unset or set it to {} (docs/VLLM-VERSIONS.md)",
+                unit, plan.block_size, plan.block_size));
+        }
+    }
+    plan.prefix_match_unit_tokens = version.has_prefix_match_unit() ? plan.block_size : 0;
+
     plan.swa_admission_cap = version.swa_admission_cap();
 
     // --- KV cache groups (get_kv_cache_groups → _get_kv_cache_groups_uniform_page_size) ---

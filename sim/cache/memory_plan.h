@@ -43,6 +43,10 @@ struct MemoryPlanRequest {
     // --prefix-cache-retention-interval (PR #52216; VLLM_PREFIX_CACHE_RETENTION_INTERVAL before): tokens, 0 = only
     // the replay boundary and shared-prefix junctions, kRetentionDense = every boundary; unset = the version's default.
     std::optional<std::int64_t> prefix_cache_retention_interval;
+    // --prefix-match-unit (PRs #45939, #46384; from 0.26): the prefix-cache matching granularity in tokens. Unset =
+    // vLLM's default, the gcd of the groups' block sizes (= the block size: servesim's groups share one). Only that
+    // value is modelled; a smaller unit (partial-block hits) is refused (docs/VLLM-VERSIONS.md).
+    std::optional<std::int64_t> prefix_match_unit;
     std::optional<std::int64_t> max_model_len;
     std::optional<std::int64_t> max_num_batched_tokens;
     std::optional<std::int64_t> max_num_seqs;
@@ -76,6 +80,9 @@ struct MemoryPlan {
     MambaCacheMode mamba_cache_mode = MambaCacheMode::kNone;
     // Retention interval the Mamba groups follow (nullopt = dense; see KvCacheConfig).
     std::optional<std::int64_t> mamba_retention_interval_tokens;
+    // The prefix-cache matching granularity (--prefix-match-unit as resolved): the block size; 0 before 0.26,
+    // which has no such argument.
+    std::int64_t prefix_match_unit_tokens = 0;
     bool swa_admission_cap = false;  // VllmVersion::swa_admission_cap
     std::int64_t max_model_len = 0;
     std::int64_t max_num_batched_tokens = 0;

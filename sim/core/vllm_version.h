@@ -57,6 +57,9 @@ struct VllmVersion {
     // retention interval; before it applied to sliding-window groups only (#43447, 0.23.0), so a Mamba group kept
     // every boundary whatever the interval.
     [[nodiscard]] constexpr bool mamba_honours_retention_interval() const { return at_least(0, 25); }
+    // PRs #45939 + #46384 (partial prefix-cache hits for hybrids, named in the 0.26.0 release notes): the
+    // --prefix-match-unit engine argument exists (default: the gcd of the prefix-cacheable groups' block sizes).
+    [[nodiscard]] constexpr bool has_prefix_match_unit() const { return at_least(0, 26); }
     // --- CPU offload and memory ---
     // PR #43797 (merged 2026-05-29, one day before 0.22.0; first modelled in 0.23): the OffloadingConnector stores
     // prompt blocks only (`offload_prompt_only`, default True; offloading/scheduler.py _build_store_jobs clamps

@@ -196,3 +196,33 @@ TEST_CASE("Sliding-window admission cap: a 32k prompt is charged 521 blocks per 
 
 }  // namespace
 }  // namespace servesim::cache
+
+namespace servesim::cache {
+namespace {
+
+TEST_CASE("--prefix-match-unit (vLLM #45939/#46384, 0.26): the block size is the default and the only value "
+          "modelled; a smaller divisor, a non-divisor and a release before 0.26 are refused by name",
+          "[cache][versions]") {
+    // Qwen3.5-4B on an H200 at 0.30: align, B = 528. vLLM's default unit is the gcd of the groups' block sizes
+    // (all 528) = 528. 0.25 has no such argument: resolved 0 ("none").
+    CHECK(plan("Qwen3.5-4B", "0.30").prefix_match_unit_tokens == 528);
+    CHECK(plan("Qwen3.5-4B", "0.25").prefix_match_unit_tokens == 0);
+    CHECK(plan("Qwen3.5-4B", "0.30", [](MemoryPlanRequest& r) { r.prefix_match_unit = 528; }).block_size == 528);
+    const auto message = [](const std::string& version, std::int64_t unit) {
+        try {
+            (void)plan("Qwen3.5-4B", version, [unit](MemoryPlanRequest& r) { r.prefix_match_unit = unit; });
+        } catch (const ConfigError& e) {
+            return std::string(e.what());
+        }
+        return std::string("accepted");
+    };
+    // 264 divides 528 (vLLM would take it: partial-block hits) but servesim does not model partial blocks.
+    CHECK(message("0.30", 264).find("prefix_match_unit: 264 is below the block size (528)") != std::string::npos);
+    // 100 does not divide 528: vLLM refuses it too.
+    CHECK(message("0.30", 100).find("prefix_match_unit: 100 must be a positive divisor of the block size (528)") !=
+          std::string::npos);
+    CHECK(message("0.25", 528).find("vLLM 0.25 has no --prefix-match-unit") != std::string::npos);
+}
+
+}  // namespace
+}  // namespace servesim::cache

@@ -249,6 +249,37 @@ TEST_CASE("Published (vLLM #57467): a 3,274-token shared prompt at block 544 hit
     CHECK(b->num_cached_prompt_tokens == 3264);
 }
 
+TEST_CASE("Published (vLLM #53749, main 2026-09): N requests sharing S tokens cache (N - 1) * floor(S / B) * B; a "
+          "908-token prefix at block 1,056 never hits, a 1,308-token one hits from the second request",
+          "[engine][versions][published]") {
+    // A comment on #53749 measures, on Qwen3.6-35B-A3B (GDN + attention) at its resolved block 1,056 in align mode,
+    // default --prefix-match-unit (= the block), no MTP: eight requests sharing an S-token prefix, one after
+    // another, hit (N − 1) · floor(S / 1056) · 1056 tokens in total; S = 908 gives 0 "permanently" and S = 1,308 the
+    // first hit on the second request. Rules of 0.30 (sparse retention 0: only each request's replay boundary
+    // floor((P − 1)/B)·B and shared-prefix junctions keep a state). With a short unique suffix (40 tokens):
+    //   S = 1,308: P = 1,348 → the first request keeps the state at floor(1347/1056)·1056 = 1,056, inside S; every
+    //     later request hits 1,056 → 7 × 1,056 = 7,392.
+    //   S = 908: P = 948 < B → no full block, no state, nothing to hit: 0 (and it stays 0, whatever N).
+    //   S = 2,200: P = 2,240 → state at 2 × 1,056 = 2,112 inside S → 7 × 2,112 = 14,784.
+    for (const auto& [shared, expected_total] :
+         {std::pair{1308, 7 * 1056}, std::pair{908, 0}, std::pair{2200, 7 * 2112}}) {
+        INFO("shared prefix " << shared);
+        Harness h(align_scheduler(8192, 1056, core::kNewestModelled), one_to_four_config(200, 1056, 0));
+        std::int64_t total = 0;
+        std::int64_t second = -1;
+        for (std::uint64_t i = 1; i <= 8; ++i) {
+            Request* r = h.add(i, {{content(1), shared}, {content(100 + i), 40}}, 1);
+            (void)h.run_to_completion();
+            total += r->num_cached_prompt_tokens;
+            if (i == 2) {
+                second = r->num_cached_prompt_tokens;
+            }
+        }
+        CHECK(total == expected_total);
+        CHECK(second == expected_total / 7);
+    }
+}
+
 TEST_CASE("Published (vLLM #54607, 0.27.1): a 240-token system prompt with a 784-token block never hits",
           "[engine][versions][published]") {
     // The shared part (240) is shorter than one block, so the first block of every request mixes the system prompt

@@ -101,6 +101,10 @@ const EngineKey kEngineKeys[] = {
      "hybrid state snapshots kept (vLLM PR #52216): none = every block boundary, 0 = the replay boundary and "
      "shared-prefix junctions, N = every N tokens (default: the vLLM version's)",
      [](EngineSettings& s, const EngineValue& v) { s.prefix_cache_retention_interval = as_int(v); }},
+    {"prefix_match_unit", "--prefix-match-unit", {ValueKind::Tokens, 1, 1 << 30},
+     "prefix-cache matching granularity (vLLM PRs #45939/#46384, from 0.26; default the block size, the only "
+     "value modelled: partial-block hits are not)",
+     [](EngineSettings& s, const EngineValue& v) { s.prefix_match_unit = as_int(v); }},
     {"vllm_version", "--vllm-version", {ValueKind::Version},
      "servesim: the vLLM release whose rules to follow (default the newest modelled)",
      [](EngineSettings& s, const EngineValue& v) { s.vllm_version = as_string(v); }},

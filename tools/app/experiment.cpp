@@ -34,6 +34,7 @@ cache::MemoryPlanRequest memory_plan_request(const EngineSettings& e, const cali
     r.enable_prefix_caching = e.enable_prefix_caching;
     r.mamba_cache_mode = e.mamba_cache_mode;
     r.prefix_cache_retention_interval = e.prefix_cache_retention_interval;
+    r.prefix_match_unit = e.prefix_match_unit;
     r.max_model_len = e.max_model_len;
     r.max_num_batched_tokens = e.max_num_batched_tokens;
     r.max_num_seqs = e.max_num_seqs;

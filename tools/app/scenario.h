@@ -29,6 +29,7 @@ struct EngineSettings {
     std::optional<cache::MambaCacheMode> mamba_cache_mode;
     // --prefix-cache-retention-interval: tokens, or cache::kRetentionDense for none; unset = the version's default.
     std::optional<std::int64_t> prefix_cache_retention_interval;
+    std::optional<std::int64_t> prefix_match_unit;  // --prefix-match-unit; unset = vLLM's default (the block size)
     std::optional<std::int64_t> kv_cache_memory_bytes;
     bool enable_chunked_prefill = true;
     std::int64_t long_prefill_token_threshold = 0;

@@ -172,7 +172,7 @@ Curve read_curve(const YamlMap& curves, const std::string& name) {
 HardwareProfile parse_profile(const YAML::Node& root, const std::string& file) {
     const YamlMap top(root, file);
     top.allow_only({"servesim_profile", "gpu", "date", "software", "model", "source", "hybrid",
-                    "tensor_parallel_size", "notes", "curves", "composition_check"});
+                    "tensor_parallel_size", "weight_dtype", "notes", "curves", "composition_check"});
     const int version = top.get<int>("servesim_profile");
     if (version != 1) {
         top.fail("servesim_profile", fmt::format("unsupported profile version {}; allowed: 1", version));
@@ -188,6 +188,10 @@ HardwareProfile parse_profile(const YAML::Node& root, const std::string& file) {
     }
     p.hybrid = top.get_or<bool>("hybrid", false);
     p.tensor_parallel_size = top.get_or<int>("tensor_parallel_size", 1);
+    p.weight_dtype = top.get_or<std::string>("weight_dtype", "bf16");
+    if (p.weight_dtype != "bf16" && p.weight_dtype != "fp8") {
+        top.fail("weight_dtype", "unknown weight dtype '" + p.weight_dtype + "'; allowed: bf16, fp8");
+    }
     p.notes = top.get_or<std::string>("notes", "");
     const YamlMap curves = top.map("curves");
     for (const auto& name : curves.keys()) {
@@ -385,6 +389,9 @@ void write_profile(const HardwareProfile& p, std::ostream& out) {
     e << YAML::Key << "hybrid" << YAML::Value << p.hybrid;
     if (p.tensor_parallel_size != 1) {
         e << YAML::Key << "tensor_parallel_size" << YAML::Value << p.tensor_parallel_size;
+    }
+    if (p.weight_dtype != "bf16") {
+        e << YAML::Key << "weight_dtype" << YAML::Value << p.weight_dtype;
     }
     if (!p.notes.empty()) {
         e << YAML::Key << "notes" << YAML::Value << p.notes;

@@ -104,6 +104,80 @@ void check_gemm() {
            ref::rel_l2_error(download_bf16(dc, static_cast<std::size_t>(m) * n), ref::gemm(a, w, m, n, kk)), 1e-2);
 }
 
+// FP8 W8A8: the activations quantized per token on the GPU, the weights per tensor on the host; the reference is
+// the float GEMM of the dequantized operands (so only accumulation order and the bf16 output round differ), and
+// the per-token quantization is checked against the CPU e4m3 rounding of x / (amax / 448).
+void check_gemm_fp8() {
+    const int m = 80;  // a multiple of 16 (cuBLASLt fp8)
+    const int n = 320;
+    const int kk = 256;
+    auto a = random_vec(static_cast<std::size_t>(m) * kk, -1, 1);
+    auto w = random_vec(static_cast<std::size_t>(n) * kk, -1, 1);
+    // a as bf16 values (what the GPU quantizes).
+    for (auto& x : a) {
+        x = ref::bf16_to_float(ref::float_to_bf16(x));
+    }
+    const float w_scale = 1.0f / 448.f;  // |w| <= 1
+    std::vector<std::uint8_t> w8(w.size());
+    std::vector<float> wq(w.size());
+    for (std::size_t i = 0; i < w.size(); ++i) {
+        w8[i] = ref::float_to_fp8_e4m3(w[i] / w_scale);
+        wq[i] = ref::fp8_e4m3_to_float(w8[i]) * w_scale;
+    }
+    auto da = upload_bf16(a);
+    k::DeviceBuffer a8(static_cast<std::size_t>(m) * kk);
+    k::DeviceBuffer a_scales(static_cast<std::size_t>(m) * 4);
+    k::quantize_fp8_per_token(da.as<k::bf16_t>(), a8.as<k::fp8_t>(), a_scales.as<float>(), m, kk, nullptr);
+    std::vector<std::uint8_t> a8_host(static_cast<std::size_t>(m) * kk);
+    k::copy_to_host(a8_host.data(), a8.get(), a8_host.size());
+    const std::vector<float> scales = download_f32(a_scales, m);
+    std::vector<float> aq(a.size());
+    std::vector<float> aq_ref(a.size());
+    double max_scale_err = 0;
+    for (int r = 0; r < m; ++r) {
+        float amax = 0;
+        for (int c = 0; c < kk; ++c) {
+            amax = std::max(amax, std::fabs(a[static_cast<std::size_t>(r) * kk + c]));
+        }
+        const float sc = std::max(amax, 1e-12f) / 448.f;
+        max_scale_err = std::max(max_scale_err, std::fabs(static_cast<double>(scales[r]) - sc) / sc);
+        for (int c = 0; c < kk; ++c) {
+            const std::size_t i = static_cast<std::size_t>(r) * kk + c;
+            aq[i] = ref::fp8_e4m3_to_float(a8_host[i]) * scales[r];
+            aq_ref[i] = ref::fp8_e4m3_to_float(ref::float_to_fp8_e4m3(a[i] / sc)) * sc;
+        }
+    }
+    report("fp8 per-token quant scales 80x256", max_scale_err, 1e-6);
+    report("fp8 per-token quant values 80x256", ref::rel_l2_error(aq, aq_ref), 1e-2);
+    // The GEMM: one per-tensor activation scale (vLLM's per-tensor path), so quantize a with the global amax.
+    float amax = 0;
+    for (const float x : a) {
+        amax = std::max(amax, std::fabs(x));
+    }
+    const float a_scale = amax / 448.f;
+    std::vector<std::uint8_t> a8t(a.size());
+    std::vector<float> aqt(a.size());
+    for (std::size_t i = 0; i < a.size(); ++i) {
+        a8t[i] = ref::float_to_fp8_e4m3(a[i] / a_scale);
+        aqt[i] = ref::fp8_e4m3_to_float(a8t[i]) * a_scale;
+    }
+    k::DeviceBuffer da8(a8t.size());
+    k::DeviceBuffer dw8(w8.size());
+    k::copy_to_device(da8.get(), a8t.data(), a8t.size());
+    k::copy_to_device(dw8.get(), w8.data(), w8.size());
+    k::DeviceBuffer dscales(128);  // a_scale at 0, w_scale 64 bytes on (scale pointers kept 16-byte aligned)
+    std::vector<float> sc(32, 0.f);
+    sc[0] = a_scale;
+    sc[16] = w_scale;
+    k::copy_to_device(dscales.get(), sc.data(), 128);
+    auto dc = poisoned(static_cast<std::size_t>(m) * n * 2);
+    k::Fp8GemmRunner runner;
+    runner.run(da8.as<k::fp8_t>(), dw8.as<k::fp8_t>(), dc.as<k::bf16_t>(), m, n, kk, dscales.as<float>(),
+               dscales.as<float>() + 16, nullptr);
+    report("gemm fp8 cuBLASLt 80x320x256",
+           ref::rel_l2_error(download_bf16(dc, static_cast<std::size_t>(m) * n), ref::gemm(aqt, wq, m, n, kk)), 1e-2);
+}
+
 void check_prefill(int chunk, int cached, int hq, int hkv, int hd, int variant) {
     const int total = cached + chunk;
     auto q = random_vec(static_cast<std::size_t>(chunk) * hq * hd, -1, 1);
@@ -555,6 +629,7 @@ void check_moe(int tokens, int experts, int top_k, int hidden, int inter, int sh
 void run_checks() {
     std::printf("== correctness (fresh random inputs, poisoned outputs) ==\n");
     check_gemm();
+    check_gemm_fp8();
     // Every prefill variant (0 = default) on its edges: GQA, chunks on a cached prefix that are not a multiple of any
     // tile, a single query, chunks under 64 rows, several query tiles of the largest (256-row) tiling.
     for (int v : {0, 1, 2, 3, 4}) {
@@ -673,6 +748,39 @@ void bench(int sms) {
                 3, 15);
             add_row("gemm", "M " + std::to_string(m) + " N " + std::to_string(nn) + " K " + std::to_string(kk), ms,
                     2.0 * m * nn * kk, 2.0 * (static_cast<double>(nn) * kk + static_cast<double>(m) * (kk + nn)));
+        }
+    }
+    std::printf("== FP8 W8A8 GEMM (Qwen3-8B shapes; per-token quant + cuBLASLt e4m3) ==\n");
+    {
+        k::Fp8GemmRunner gemm8;
+        k::DeviceBuffer scales(4 * (16384 + 32));  // a_scale [0], w_scale [16], per-token scales from [32]
+        std::vector<float> ones(16384 + 32, 1.0f / 448.f);
+        k::copy_to_device(scales.get(), ones.data(), ones.size() * 4);
+        for (auto [nn, kk] :
+             {std::pair{6144, 4096}, std::pair{4096, 4096}, std::pair{24576, 4096}, std::pair{4096, 12288}}) {
+            for (int m : {16, 128, 1024, 4096, 16384}) {  // M a multiple of 16: one token runs as 16
+                k::DeviceBuffer a(static_cast<std::size_t>(m) * kk * 2);
+                k::DeviceBuffer a8(static_cast<std::size_t>(m) * kk);
+                std::vector<k::DeviceBuffer> ws;
+                const int sets = 5;  // fp8 weights are half the bytes: more sets to stay out of L2
+                for (int s = 0; s < sets; ++s) {
+                    ws.emplace_back(static_cast<std::size_t>(nn) * kk);
+                    k::fill_bytes(ws.back().get(), static_cast<std::size_t>(nn) * kk, 0x38);  // e4m3 1.0
+                }
+                k::DeviceBuffer c(static_cast<std::size_t>(m) * nn * 2);
+                k::fill_random_bf16(a.as<k::bf16_t>(), static_cast<std::size_t>(m) * kk, -1, 1, 3);
+                const double ms = k::time_median_ms(
+                    [&](int r) {
+                        k::quantize_fp8_per_token(a.as<k::bf16_t>(), a8.as<k::fp8_t>(), scales.as<float>() + 32, m,
+                                                  kk, nullptr);
+                        gemm8.run(a8.as<k::fp8_t>(), ws[r % sets].as<k::fp8_t>(), c.as<k::bf16_t>(), m, nn, kk,
+                                  scales.as<float>(), scales.as<float>() + 16, nullptr);
+                    },
+                    3, 15);
+                add_row("gemm_fp8", "M " + std::to_string(m) + " N " + std::to_string(nn) + " K " + std::to_string(kk),
+                        ms, 2.0 * m * nn * kk,
+                        static_cast<double>(nn) * kk + static_cast<double>(m) * (3.0 * kk + 2.0 * nn));
+            }
         }
     }
     std::printf("== prefill attention ==\n");

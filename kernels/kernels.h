@@ -33,6 +33,32 @@ class GemmRunner {
     std::size_t workspace_bytes_ = 0;
 };
 
+// ---- FP8 W8A8 GEMM (cuBLASLt e4m3 × e4m3, per-tensor scales, fp32 accumulate, bf16 out): C = A · Wᵀ ----
+// a_scale / w_scale: device pointers to one float each, 16-byte aligned (dequantized value = stored · scale).
+// Shapes as GemmRunner;
+// M, N and K multiples of 16 (cuBLASLt's fp8 rule: callers pad the token count M, as a tiled fp8 kernel computes
+// whole tiles anyway). The kernel choice of each shape is fixed on its first call (cuBLASLt heuristic).
+class Fp8GemmRunner {
+  public:
+    Fp8GemmRunner();
+    ~Fp8GemmRunner();
+    Fp8GemmRunner(const Fp8GemmRunner&) = delete;
+    Fp8GemmRunner& operator=(const Fp8GemmRunner&) = delete;
+    void run(const fp8_t* a, const fp8_t* w, bf16_t* c, int m, int n, int k, const float* a_scale,
+             const float* w_scale, StreamHandle stream);
+
+  private:
+    struct Plans;
+    std::unique_ptr<Plans> plans_;
+    void* handle_ = nullptr;
+    void* workspace_ = nullptr;
+    std::size_t workspace_bytes_ = 0;
+};
+
+// Dynamic per-token fp8 quantization (vLLM dynamic_per_token_scaled_fp8_quant): scales[r] = max|x[r,:]| / 448,
+// y[r,:] = e4m3(x[r,:] / scales[r]). width a multiple of 8.
+void quantize_fp8_per_token(const bf16_t* x, fp8_t* y, float* scales, int rows, int width, StreamHandle stream);
+
 // ---- Causal prefill attention, FlashAttention-2 style (mma.sync m16n8k16, bf16, GQA, head_dim 128 or 256) ----
 // One sequence: q [chunk, Hq, hd]; k, v [cached + chunk, Hkv, hd] (the cached prefix first); o [chunk, Hq, hd].
 // Query i sits at absolute position cached + i and attends keys 0 … cached + i.

@@ -144,6 +144,14 @@ bool parse_calibrate_args(const std::vector<std::string>& args, CalibrateOptions
             if (!number(o.tensor_parallel_size, 1, std::numeric_limits<int>::max(), "a positive integer")) {
                 return false;
             }
+        } else if (a == "--weight-dtype") {
+            if (!value(o.weight_dtype)) {
+                return false;
+            }
+            if (o.weight_dtype != "bf16" && o.weight_dtype != "fp8") {
+                message = "--weight-dtype: '" + o.weight_dtype + "' is not modelled; allowed: bf16, fp8";
+                return false;
+            }
         } else if (a == "--device") {
             std::string d;
             if (!value(d)) {
@@ -158,7 +166,7 @@ bool parse_calibrate_args(const std::vector<std::string>& args, CalibrateOptions
         } else {
             message = "unknown argument '" + a +
                       "'; usage: servesim-calibrate --model M [--out FILE] [--quick] [--log-dir DIR] "
-                      "[--tensor-parallel-size N] [--sustain-ms MS] | "
+                      "[--tensor-parallel-size N] [--sustain-ms MS] [--weight-dtype bf16|fp8] | "
                       "--from-measurements FILE [--model M] [--out FILE] | --profile FILE --add-composition FILE "
                       "[--label L] [--out FILE] | --profile FILE --refit-points DIR [--out FILE]";
             return false;

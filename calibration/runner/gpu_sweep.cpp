@@ -281,12 +281,16 @@ SweepPoints record_points(const std::string& log_dir,
 }
 
 // ---- gemm: all per-token work of every layer group ----
-double time_group(const LayerGroup& g, int m, k::GemmRunner& gemm, std::uint64_t seed) {
+// With `gemm8` (weight_dtype fp8) each GEMM runs as vLLM's fp8 W8A8 linear: dynamic per-token quantization of its
+// input, then the e4m3 matmul (kernels/gemm_fp8.cu); the weights are e4m3, half the bytes.
+double time_group(const LayerGroup& g, int m, k::GemmRunner& gemm, std::uint64_t seed,
+                  k::Fp8GemmRunner* gemm8 = nullptr) {
+    const std::size_t weight_elem_bytes = gemm8 != nullptr ? 1 : 2;
     std::size_t weight_bytes = 0;
     int max_n = 0;
     int max_k = 0;
     for (const auto& s : g.gemms) {
-        weight_bytes += static_cast<std::size_t>(s.n) * s.k * 2;
+        weight_bytes += static_cast<std::size_t>(s.n) * s.k * weight_elem_bytes;
         max_n = std::max(max_n, s.n);
         max_k = std::max(max_k, s.k);
     }
@@ -294,14 +298,35 @@ double time_group(const LayerGroup& g, int m, k::GemmRunner& gemm, std::uint64_t
     std::vector<std::vector<k::DeviceBuffer>> weights(sets);
     for (int s = 0; s < sets; ++s) {
         for (std::size_t i = 0; i < g.gemms.size(); ++i) {
-            weights[s].push_back(
-                random_bf16(static_cast<std::size_t>(g.gemms[i].n) * g.gemms[i].k, seed + 17 * s + i, -0.05f, 0.05f));
+            const std::size_t n = g.gemms[i].n;
+            const std::size_t kk = g.gemms[i].k;
+            k::DeviceBuffer w = random_bf16(n * kk, seed + 17 * s + i, -0.05f, 0.05f);
+            if (gemm8 != nullptr) {  // random e4m3 weights: the bf16 ones quantized row by row
+                k::DeviceBuffer w8(n * kk);
+                k::DeviceBuffer row_scales(n * 4);
+                k::quantize_fp8_per_token(w.as<k::bf16_t>(), w8.as<k::fp8_t>(), row_scales.as<float>(),
+                                          static_cast<int>(n), static_cast<int>(kk), g_stream);
+                k::device_synchronize();
+                w = std::move(w8);
+            }
+            weights[s].push_back(std::move(w));
         }
+    }
+    // fp8: the GEMMs run on the token count padded to 16 (Fp8GemmRunner), so the activations have room for it.
+    const int m_gemm = gemm8 != nullptr ? (m + 15) / 16 * 16 : m;
+    // fp8: the quantized input of each GEMM, its per-token scales, and one per-tensor scale pair for the matmul.
+    const std::size_t mm8 = gemm8 != nullptr ? static_cast<std::size_t>(m_gemm) : 1;
+    k::DeviceBuffer a8(mm8 * static_cast<std::size_t>(std::max(max_k, 16)));
+    // Layout: the matmul's a_scale at [0] and w_scale at [16] (scale pointers 16-byte aligned), per-token from [32].
+    k::DeviceBuffer a8_scales((mm8 + 32) * 4);
+    {
+        const std::vector<float> unit(32, 1.0f / 448.f);
+        k::copy_to_device(a8_scales.get(), unit.data(), unit.size() * 4);
     }
     const std::size_t mm = static_cast<std::size_t>(m);
     const int width = std::max(max_n, max_k);
-    k::DeviceBuffer x = random_bf16(mm * width, seed + 1000);
-    k::DeviceBuffer y = random_bf16(mm * width, seed + 1001);
+    k::DeviceBuffer x = random_bf16(static_cast<std::size_t>(m_gemm) * width, seed + 1000);
+    k::DeviceBuffer y = random_bf16(static_cast<std::size_t>(m_gemm) * width, seed + 1001);
     k::DeviceBuffer residual = random_bf16(mm * std::max(g.norm_width, 8), seed + 1002);
     k::DeviceBuffer norm_w = random_bf16(std::max(g.norm_width, 128), seed + 1003, 0.5f, 1.5f);
     std::vector<int> positions(mm);
@@ -326,8 +351,16 @@ double time_group(const LayerGroup& g, int m, k::GemmRunner& gemm, std::uint64_t
             k::rms_norm(xb, residual.as<k::bf16_t>(), norm_w.as<k::bf16_t>(), yb, m, g.norm_width, 1e-6f, g_stream);
         }
         for (std::size_t i = 0; i < g.gemms.size(); ++i) {
-            gemm.run(i % 2 == 0 ? yb : xb, w[i].as<k::bf16_t>(), i % 2 == 0 ? xb : yb, m, g.gemms[i].n, g.gemms[i].k,
-                     g_stream);
+            if (gemm8 != nullptr) {
+                auto* scales = a8_scales.as<float>();
+                k::quantize_fp8_per_token(i % 2 == 0 ? yb : xb, a8.as<k::fp8_t>(), scales + 32, m_gemm,
+                                          g.gemms[i].k, g_stream);
+                gemm8->run(a8.as<k::fp8_t>(), w[i].as<k::fp8_t>(), i % 2 == 0 ? xb : yb, m_gemm, g.gemms[i].n,
+                           g.gemms[i].k, scales, scales + 16, g_stream);
+            } else {
+                gemm.run(i % 2 == 0 ? yb : xb, w[i].as<k::bf16_t>(), i % 2 == 0 ? xb : yb, m, g.gemms[i].n,
+                         g.gemms[i].k, g_stream);
+            }
             if (i == 0 && g.silu_width > 0) {
                 k::silu_mul(xb, yb, m, g.silu_width, g_stream);
             }
@@ -960,9 +993,22 @@ HardwareProfile sweep_model(const models::ModelSpec& spec,
     p.source = "calibrated";
     p.hybrid = !plan.gdn.empty() && !plan.attention.empty();
     p.tensor_parallel_size = tp;
+    const bool fp8 = o.weight_dtype == "fp8";
+    p.weight_dtype = fp8 ? "fp8" : "bf16";
+    if (fp8) {
+        for (const auto& g : plan.groups) {
+            SERVESIM_CHECK(g.moe.num_experts == 0,
+                           "--weight-dtype fp8: {} has MoE layers, whose fp8 kernels (fused_moe w8a8) are not "
+                           "calibrated; dense and hybrid models only",
+                           model_name);
+        }
+        p.software += "; fp8 W8A8 linear layers (per-token dynamic activation quant + cuBLASLt e4m3 GEMM)";
+    }
     log << "servesim-calibrate: " << model_name << " on " << info.name << (quick ? " (quick)" : "")
+        << (fp8 ? " (fp8 W8A8 linear layers)" : "")
         << (tp > 1 ? fmt::format(" (one rank of tensor_parallel_size {})", tp) : "") << "\n";
     k::GemmRunner gemm;
+    std::unique_ptr<k::Fp8GemmRunner> gemm8 = fp8 ? std::make_unique<k::Fp8GemmRunner>() : nullptr;
     g_stream = k::create_stream();
     g_sustain_ms = o.sustain_ms;
 
@@ -983,7 +1029,7 @@ HardwareProfile sweep_model(const models::ModelSpec& spec,
             double ms = 0;
             for (const auto& g : plan.groups) {
                 ms += g.count * (g.moe.num_experts > 0 ? time_moe_group(g, m, moe_weights.at(g.name), 100 + m)
-                                                       : time_group(g, m, gemm, 100 + m));
+                                                       : time_group(g, m, gemm, 100 + m, gemm8.get()));
             }
             pts.push_back({{static_cast<double>(m)}, ms});
         }
@@ -1108,6 +1154,13 @@ HardwareProfile sweep_model(const models::ModelSpec& spec,
         // One rank's whole forward when its weights fit in 80 % of the device memory (Qwen3-Next-80B at TP 2: about
         // 79 GB); otherwise (the 80B model at TP 1: 159 GB) no composition entries, said in the log.
         const double weight_bytes = static_cast<double>(models::weight_bytes_total(rank_spec));
+        if (fp8) {  // the whole-forward graphs run bf16 GEMMs (time_forward); an fp8 profile has none
+            log << "  composition skipped: whole forwards are built with bf16 linear layers only\n";
+            k::destroy_stream(g_stream);
+            g_stream = nullptr;
+            validate_profile(p, model_name + " (sweep)");
+            return p;
+        }
         if (weight_bytes > 0.8 * static_cast<double>(info.total_memory_bytes)) {
             log << fmt::format("  composition skipped: one rank's weights ({:.1f} GB) do not fit on {} ({:.1f} GB)\n",
                                weight_bytes / 1e9, info.name, info.total_memory_bytes / 1e9);
@@ -1157,6 +1210,7 @@ int run_gpu_sweep(const CalibrateOptions& o, std::ostream& out, std::ostream& lo
     so.device = o.device;
     so.tensor_parallel_size = o.tensor_parallel_size;
     so.sustain_ms = o.sustain_ms;
+    so.weight_dtype = o.weight_dtype;
     HardwareProfile p = sweep_model(spec, o.model, so, log);
     emit_profile(p, o, out, log);
     return 0;

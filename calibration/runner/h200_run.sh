@@ -1,10 +1,12 @@
 #!/bin/bash
-# One device call of the H200 calibration (issue 4). Usage: h200_run.sh sweep|final|all [notorch]|moe|compose
+# One device call of the H200 calibration (issue 4). Usage: h200_run.sh sweep|final|all [notorch]|moe|fp8 M…|compose
 #   sweep   checks + kernel timings, kernels-vs-torch ratios, the model sweeps (whole-forward composition included)
 #   final   the same, printing the composition and attention lines
 #   all     GPU checks only (the ctest "gpu" test's command), the sweeps, then the torch stack per model
 #           (`notorch`: without it)
 #   moe     GPU checks, then only the Qwen3-Next-80B-A3B TP-2 sweep
+#   fp8     GPU checks (the fp8 GEMM and quantization included), then the fp8 W8A8 sweep of each model named
+#           after it (profiles <model>-fp8.yaml); `fp8 nocheck M…` skips the checks
 #   compose the torch composition check alone
 # The sweeps are the four one-GPU models plus Qwen3-Next-80B-A3B at --tensor-parallel-size 2. Everything lands in
 # $OUT (profiles and points packed into <mode>.tgz, logs beside it; a short summary printed last).
@@ -15,12 +17,13 @@ MODELS="Qwen3-4B Qwen3.5-4B Qwen3-8B Llama-3.1-8B"
 MOE_MODEL=Qwen3-Next-80B-A3B
 MOE_TP=2
 
-calibrate() {  # $1: model, $2: tensor-parallel size (default 1); profile, points and $OUT/sweep.log
-  local model=$1 tp=${2:-1} name=$1
+calibrate() {  # $1: model, $2: tensor-parallel size (default 1), $3: weight dtype (default bf16)
+  local model=$1 tp=${2:-1} wd=${3:-bf16} name=$1
   [ "$tp" -gt 1 ] && name=$model-tp$tp
-  mkdir -p /tmp/points/$model
-  $B/tools/servesim-calibrate --model $model --tensor-parallel-size $tp --out $OUT/profiles/$name.yaml \
-    --log-dir /tmp/points/$model >> $OUT/sweep.log 2>&1
+  [ "$wd" != bf16 ] && name=$name-$wd
+  mkdir -p /tmp/points/$name
+  $B/tools/servesim-calibrate --model $model --tensor-parallel-size $tp --weight-dtype $wd \
+    --out $OUT/profiles/$name.yaml --log-dir /tmp/points/$name >> $OUT/sweep.log 2>&1
   echo "sweep $name rc $?"
 }
 
@@ -80,6 +83,13 @@ case "$1" in
     done
     pack all
     grep -v "^ *$" $OUT/sweep.log | tail -120; grep -v "^ *$" $OUT/compose.log | tail -60
+    ;;
+  fp8)
+    shift
+    if [ "$1" = nocheck ]; then shift; else checks; grep -E "checks:|FAIL|fp8" $OUT/check.log; fi
+    for m in "$@"; do calibrate $m 1 fp8; done
+    pack fp8
+    grep -v "^ *$" $OUT/sweep.log | tail -60
     ;;
   moe)
     checks

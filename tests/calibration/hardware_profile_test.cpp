@@ -244,6 +244,26 @@ TEST_CASE("tensor_parallel_size: default 1, written only above 1, round-trips, b
     CHECK(msg.find("tensor_parallel_size") != std::string::npos);
 }
 
+TEST_CASE("weight_dtype: default bf16, written only for fp8, round-trips, other values rejected by name",
+          "[calibration]") {
+    HardwareProfile p = sample_profile(false);
+    CHECK(p.weight_dtype == "bf16");
+    CHECK(to_yaml(p).find("weight_dtype") == std::string::npos);  // bf16 profiles stay as they were
+    p.weight_dtype = "fp8";
+    const std::string yaml = to_yaml(p);
+    CHECK(yaml.find("weight_dtype: fp8") != std::string::npos);
+    CHECK(load_profile_string(yaml, "fp8.yaml").weight_dtype == "fp8");
+    p.weight_dtype = "int4";
+    const std::string msg = rejection(to_yaml(p));
+    CHECK(msg.find("weight_dtype") != std::string::npos);
+    CHECK(msg.find("allowed: bf16, fp8") != std::string::npos);
+    // The committed H200 fp8 profile (calibration run 13) says so.
+    const HardwareProfile llama = read_profile(std::string(SERVESIM_SOURCE_DIR) +
+                                               "/calibration/profiles/h200/Llama-3.1-8B-fp8.yaml");
+    CHECK(llama.weight_dtype == "fp8");
+    CHECK(llama.model == "Llama-3.1-8B");
+}
+
 TEST_CASE("attn_decode takes an optional third variable, sqrt(context per sequence)", "[calibration]") {
     // Two variables: 0.1 + 1e-5·8192 + 1e-3·2 = 0.18392 ms.
     const Curve two = multi("attn_decode", {"context_tokens", "sequences"}, {0.1, 1e-5, 1e-3});

@@ -331,13 +331,27 @@ PreparedExperiment prepare_experiment(const ExperimentConfig& config) {
                                       "block size ({}) in mamba_cache_mode align, or no prefill chunk can be scheduled",
                                       config.file, config.name, p.plan.max_num_batched_tokens, p.plan.block_size));
     }
+    // The GPU-to-GPU bandwidth of the tensor-parallel group: NVLink inside the GPU file's domain, PCIe beyond it.
+    const double tp_link_bytes_per_s = p.gpu.group_bytes_per_s(p.plan.tensor_parallel_size);
+    if (p.plan.tensor_parallel_size > 1 && !(tp_link_bytes_per_s > 0)) {
+        throw ConfigError(fmt::format(
+            "{}: experiment '{}': tensor_parallel_size {} is larger than the NVLink domain of {} ({} GPUs, {}) and its "
+            "host link is {}, so the group would meet over the network, which servesim does not model",
+            config.file, config.name, p.plan.tensor_parallel_size, p.gpu.name, p.gpu.interconnect_domain_gpus,
+            p.gpu.file, p.gpu.host_link_kind));
+    }
     if (config.cost_model == "roofline") {
         engine::RooflineParams params;
         params.gpu_name = p.gpu.name;
         params.peak_flops_per_s = p.gpu.bf16_dense_flops_per_s;
         params.memory_bandwidth_bytes_per_s = p.gpu.memory_bandwidth_bytes_per_s;
+        params.gemm_efficiency = p.gpu.gemm_efficiency;
+        params.attention_efficiency = p.gpu.attention_efficiency;
+        params.gdn_efficiency = p.gpu.gdn_efficiency;
+        params.bandwidth_efficiency = p.gpu.bandwidth_efficiency;
         params.tensor_parallel_size = p.plan.tensor_parallel_size;
-        params.interconnect_bytes_per_s = p.gpu.interconnect_bytes_per_s;
+        params.interconnect_bytes_per_s = tp_link_bytes_per_s;
+        params.allreduce_latency_ms = p.gpu.allreduce_latency_ms;
         params.max_cudagraph_tokens = static_cast<int>(
             std::min<std::int64_t>({2 * p.plan.max_num_seqs, 512, p.plan.max_num_batched_tokens}));
         p.cost_model = std::make_unique<engine::RooflineCostModel>(p.model, p.plan.kv_cache_dtype, params);
@@ -352,8 +366,8 @@ PreparedExperiment prepare_experiment(const ExperimentConfig& config) {
         // A profile holds one rank's compute for its tensor_parallel_size, which must be the engine's (the cost
         // model refuses a mismatch); the all-reduces are added as RooflineCostModel adds them.
         const engine::TensorParallelComm comm =
-            engine::make_tensor_parallel_comm(p.model, p.plan.tensor_parallel_size, p.gpu.interconnect_bytes_per_s,
-                                              engine::RooflineParams{}.allreduce_latency_ms);
+            engine::make_tensor_parallel_comm(p.model, p.plan.tensor_parallel_size, tp_link_bytes_per_s,
+                                              p.gpu.allreduce_latency_ms);
         p.cost_model = with_file([&] {
             return std::make_unique<engine::ProfileCostModel>(std::move(profile), config.cost_model, graphs,
                                                               kv_scale > 0 ? kv_scale : 1.0, comm);

@@ -246,6 +246,9 @@ ExperimentConfig parse_experiment(const YamlMap& m, const std::string& base_dir)
         x.model = resolve_relative(x.model, base_dir);
     }
     x.gpu = m.get_or<std::string>("gpu", "H200");
+    if (calibration::is_gpu_file(x.gpu)) {
+        x.gpu = resolve_relative(x.gpu, base_dir);  // a user GPU file (docs/GPUS.md), beside the scenario
+    }
     x.cost_model = m.get_or<std::string>("cost_model", "roofline");
     if (x.cost_model != "roofline") {
         x.cost_model = resolve_relative(x.cost_model, base_dir);

@@ -14,6 +14,7 @@
 #include "common/yaml_reader.h"
 #include "models/model_derived.h"
 #include "models/model_registry.h"
+#include "sim/engine/pipeline_parallel_cost_model.h"
 #include "sim/engine/profile_cost_model.h"
 #include "sim/engine/roofline_cost_model.h"
 #include "workloads/open_loop_workload.h"
@@ -40,6 +41,7 @@ cache::MemoryPlanRequest memory_plan_request(const EngineSettings& e, const cali
     r.kv_cache_memory_bytes = e.kv_cache_memory_bytes;
     r.enable_chunked_prefill = e.enable_chunked_prefill;
     r.tensor_parallel_size = e.tensor_parallel_size;
+    r.pipeline_parallel_size = e.pipeline_parallel_size;
     r.skip_mm_profiling = e.skip_mm_profiling;
     return r;
 }
@@ -332,13 +334,22 @@ PreparedExperiment prepare_experiment(const ExperimentConfig& config) {
                                       config.file, config.name, p.plan.max_num_batched_tokens, p.plan.block_size));
     }
     // The GPU-to-GPU bandwidth of the tensor-parallel group: NVLink inside the GPU file's domain, PCIe beyond it.
+    // Pipeline stages send to each other within the replica's TP × PP GPUs.
+    const int replica_gpus = p.plan.tensor_parallel_size * p.plan.pipeline_parallel_size;
     const double tp_link_bytes_per_s = p.gpu.group_bytes_per_s(p.plan.tensor_parallel_size);
-    if (p.plan.tensor_parallel_size > 1 && !(tp_link_bytes_per_s > 0)) {
+    const double pp_link_bytes_per_s = p.gpu.group_bytes_per_s(replica_gpus);
+    if (replica_gpus > 1 && !(pp_link_bytes_per_s > 0)) {
         throw ConfigError(fmt::format(
-            "{}: experiment '{}': tensor_parallel_size {} is larger than the NVLink domain of {} ({} GPUs, {}) and its "
-            "host link is {}, so the group would meet over the network, which servesim does not model",
-            config.file, config.name, p.plan.tensor_parallel_size, p.gpu.name, p.gpu.interconnect_domain_gpus,
-            p.gpu.file, p.gpu.host_link_kind));
+            "{}: experiment '{}': {} GPUs per replica (tensor_parallel_size × pipeline_parallel_size) is more than "
+            "the NVLink domain of {} ({} GPUs, {}) and its host link is {}, so the group would meet over the "
+            "network, which servesim does not model",
+            config.file, config.name, replica_gpus, p.gpu.name, p.gpu.interconnect_domain_gpus, p.gpu.file,
+            p.gpu.host_link_kind));
+    }
+    if (p.plan.pipeline_parallel_size > 1 && config.engine.kv_offloading_size_gib) {
+        throw ConfigError(fmt::format("{}: experiment '{}': engine.kv_offloading_size with pipeline_parallel_size > 1 "
+                                      "is not modelled (the host tier is sized per tensor-parallel group)",
+                                      config.file, config.name));
     }
     if (config.cost_model == "roofline") {
         engine::RooflineParams params;
@@ -372,6 +383,17 @@ PreparedExperiment prepare_experiment(const ExperimentConfig& config) {
             return std::make_unique<engine::ProfileCostModel>(std::move(profile), config.cost_model, graphs,
                                                               kv_scale > 0 ? kv_scale : 1.0, comm);
         });
+    }
+    if (p.plan.pipeline_parallel_size > 1) {
+        // vLLM's batch queue of pipeline_parallel_size micro-batches (sim/engine/pipeline_parallel_cost_model.h).
+        engine::PipelineHop hop;
+        hop.pipeline_parallel_size = p.plan.pipeline_parallel_size;
+        hop.tensor_parallel_size = p.plan.tensor_parallel_size;
+        hop.hidden_size = p.model.hidden_size;
+        hop.dtype_bytes = models::dtype_bytes(p.model.dtype);
+        hop.link_bytes_per_s = pp_link_bytes_per_s;
+        hop.latency_ms = p.gpu.allreduce_latency_ms;
+        p.cost_model = std::make_unique<engine::PipelineParallelCostModel>(std::move(p.cost_model), hop);
     }
     if (config.engine.kv_offloading_size_gib && p.plan.enable_prefix_caching &&
         p.plan.mamba_cache_mode == cache::MambaCacheMode::kAlign && p.plan.mamba_block_size > 0 &&

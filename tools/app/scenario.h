@@ -35,6 +35,7 @@ struct EngineSettings {
     bool scheduler_reserve_full_isl = true;
     bool async_scheduling = true;  // vLLM's default since PR #27614
     int tensor_parallel_size = 1;  // GPUs per replica (--tensor-parallel-size)
+    int pipeline_parallel_size = 1;  // pipeline stages per replica (--pipeline-parallel-size); GPUs = TP × PP
     std::string vllm_version = core::kNewestModelled.str();  // the newest release whose rules are modelled
     // --kv-offloading-size (GiB, native CPU offloading connector); unset = no host tier.
     std::optional<double> kv_offloading_size_gib;

@@ -11,6 +11,7 @@
 
 #include "common/error.h"
 #include "models/model_derived.h"
+#include "sim/cache/expert_placement.h"
 #include "sim/cache/pipeline_stages.h"
 
 namespace servesim::cache {
@@ -476,6 +477,14 @@ MemoryPlan plan_memory(const models::ModelSpec& model, const MemoryPlanRequest& 
 
     // --- memory budget (Worker.determine_available_memory) ---
     plan.weight_bytes = models::weight_bytes_total(model) / tp;  // every large matrix is sharded (vocab-parallel too)
+    plan.expert_parallel_size = req.expert_parallel_size;
+    if (req.expert_parallel_size > 1) {
+        if (req.pipeline_parallel_size > 1) {
+            throw ConfigError("enable_expert_parallel: with pipeline_parallel_size > 1 is not modelled");
+        }
+        // determine_expert_map: each GPU holds its ceil(E / EP) experts whole, the rest sharded by TP.
+        plan.weight_bytes = expert_parallel_weight_bytes(model, tp, req.expert_parallel_size);
+    }
     plan.pipeline_parallel_size = req.pipeline_parallel_size;
     std::vector<PipelineStage> stages;
     if (req.pipeline_parallel_size > 1) {

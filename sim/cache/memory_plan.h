@@ -57,6 +57,9 @@ struct MemoryPlanRequest {
     // each stage's GPUs plan their own KV memory and the engine takes the smallest num_blocks (get_kv_cache_configs).
     // The plan's per-GPU figures are then the stage that limits it; `stages` lists every stage.
     int pipeline_parallel_size = 1;
+    // Expert parallelism (--enable-expert-parallel): the routed experts spread whole over this many ranks (TP × DP,
+    // sim/cache/expert_placement.h); 1 = sliced by TP like every other matrix.
+    int expert_parallel_size = 1;
     // Memory outside torch's allocator that the profile run adds (cuBLAS workspaces, NCCL, allocator slack):
     // vLLM's non_torch_increase. Not derivable from the model; a documented assumption (see DESIGN notes).
     std::int64_t non_torch_memory_bytes = 512LL << 20;
@@ -100,6 +103,7 @@ struct MemoryPlan {
     int tensor_parallel_size = 1;
     int pipeline_parallel_size = 1;
     std::vector<StagePlan> stages;  // empty without pipeline parallelism
+    int expert_parallel_size = 1;
 
     // Memory budget (bytes).
     std::int64_t requested_memory_bytes = 0;  // ceil(total × utilization)

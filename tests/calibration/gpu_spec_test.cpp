@@ -2,6 +2,8 @@
 // the names people type.
 #include "calibration/gpu_spec.h"
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -240,7 +242,8 @@ TEST_CASE("A user GPU file with a value out of range is refused naming the file 
 }
 
 TEST_CASE("find_gpu reads a GPU file by path", "[calibration][gpus]") {
-    const std::string path = (std::filesystem::temp_directory_path() / "servesim_gpu_spec_test_user_gpu.yaml").string();
+    const std::string name = "servesim_gpu_spec_test_" + std::to_string(::getpid()) + ".yaml";
+    const std::string path = (std::filesystem::temp_directory_path() / name).string();
     {
         std::ofstream out(path);
         out << kValid;

@@ -1,5 +1,7 @@
 // scenarios/gpus/compare.yaml: one model on two catalog GPUs and one user GPU file named by a path relative to the
 // scenario (docs/GPUS.md); and a scenario whose GPU file is bad stops before simulating, naming that file and key.
+#include <unistd.h>
+
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -31,7 +33,8 @@ TEST_CASE("A scenario names a user GPU file relative to its own folder", "[scena
 }
 
 TEST_CASE("A scenario with a bad GPU file stops naming the GPU file and its key", "[scenarios][gpus][errors]") {
-    const auto dir = std::filesystem::temp_directory_path() / "servesim_gpu_file_scenario_test";
+    const auto dir =
+        std::filesystem::temp_directory_path() / ("servesim_gpu_file_scenario_test_" + std::to_string(::getpid()));
     std::filesystem::create_directories(dir);
     {
         std::ifstream in("scenarios/gpus/gpus/A40.yaml");

@@ -1,6 +1,8 @@
 // The GPU catalog and pipeline parallelism as a user meets them on the command line: `servesim list` prints every
 // GPU file, `--gpu path.yaml` reads a user's file from any working directory, a bad file is refused naming the file
 // and the key, and `inspect -pp N` lists the stages (docs/GPUS.md, docs/PARALLELISM.md).
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -33,7 +35,8 @@ TEST_CASE("CLI: --gpu takes a user GPU file by path from any working directory",
 }
 
 TEST_CASE("CLI: a GPU file with an unknown key is refused naming the file and the key", "[tools][cli][gpus]") {
-    const auto path = std::filesystem::temp_directory_path() / "servesim_gpu_cli_test.yaml";
+    const auto path =
+        std::filesystem::temp_directory_path() / ("servesim_gpu_cli_test_" + std::to_string(::getpid()) + ".yaml");
     {
         std::ifstream in("scenarios/gpus/gpus/A40.yaml");
         std::ofstream out(path);

@@ -988,6 +988,10 @@ std::string inspect_table(const models::ModelSpec& model, const std::string& gpu
         line("non-torch + cuda graphs", fmt::format("{:.2f} GiB", (p.non_torch_bytes + p.cudagraph_bytes) / kGiB));
         line("Available KV cache memory", fmt::format("{:.2f} GiB", p.kv_cache_memory_bytes / kGiB));
     }
+    if (p.expert_parallel_size > 1) {
+        line("expert parallel", fmt::format("EP {}: each GPU holds its routed experts whole (determine_expert_map)",
+                                            p.expert_parallel_size));
+    }
     if (!p.stages.empty()) {
         // Pipeline parallelism: one GPU per stage (and TP rank); vLLM keeps the smallest num_blocks of all stages.
         out += fmt::format("\n-- pipeline stages (get_pp_indices; the engine takes the smallest num_blocks) --\n");

@@ -1,56 +1,40 @@
-// The GPU datasheet table behind calibration/gpu_spec.h. Figures are dense tensor-core peaks from NVIDIA's
-// datasheets and architecture whitepapers (sources beside each entry); memory is the total cudaMemGetInfo returns,
-// measured where noted, else the marketed size less the driver's reservation seen on the same family.
+// The GPU data-file reader and the built-in catalog behind calibration/gpu_spec.h. The figures live in
+// calibration/gpus/*.yaml, each citing its datasheet; this file owns only the format (units in the key names, every
+// key checked) and the lookup by the names people type.
 #include "calibration/gpu_spec.h"
+
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <cctype>
+#include <fstream>
+#include <map>
+#include <sstream>
 
+#include "calibration/gpu_table.h"
 #include "common/error.h"
+#include "common/yaml_reader.h"
 
 namespace servesim::calibration {
 
 namespace {
 
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 constexpr double kGB = 1e9;
 constexpr double kTFlops = 1e12;
-constexpr double kPcie4x16 = 32e9;  // 16 GT/s x 16 lanes, 128b/130b: ~31.5 GB/s per direction
-constexpr double kPcie5x16 = 64e9;  // 32 GT/s x 16 lanes: ~63 GB/s per direction
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
-std::int64_t gib(double g) {
-    return static_cast<std::int64_t>(g * kGiB);
-}
+struct TopologyName {
+    const char* name;
+    InterconnectTopology topology;
+    const char* meaning;
+};
 
-std::vector<GpuSpec> make_catalog() {
-    return {
-        // GA102 whitepaper (RTX 3090): 936 GB/s; bf16 tensor with fp32 accumulate 71 TFLOPS dense (142 sparse);
-        // no fp8. 24 GB card: cudaMemGetInfo total 23.69 GiB.
-        {"RTX 3090", gib(23.69), 936 * kGB, 71 * kTFlops, 0, kPcie4x16, 86, false, kPcie4x16},
-        // Ada whitepaper (RTX 4090): 1008 GB/s; bf16 fp32-accumulate 165.2 TFLOPS dense, fp8 fp32-accumulate 330.3
-        // dense. 24 GB card; reported total taken as the 3090's (same 24 GB GDDR6X, estimate).
-        {"RTX 4090", gib(23.69), 1008 * kGB, 165.2 * kTFlops, 330.3 * kTFlops, kPcie4x16, 89, false, kPcie4x16},
-        // L40S datasheet: 48 GB GDDR6 (ECC) 864 GB/s; bf16 362.05 TFLOPS dense (733 sparse), fp8 733 dense.
-        // Reported total estimated at 44.4 GiB (nvidia-smi 46,068 MiB less the driver reservation).
-        {"L40S", gib(44.4), 864 * kGB, 362.05 * kTFlops, 733 * kTFlops, kPcie4x16, 89, false, kPcie4x16},
-        // A100 datasheet (SXM4 40GB): HBM2 1,555 GB/s; bf16 312 TFLOPS dense (624 sparse); no fp8. Reports 39.39 GiB.
-        {"A100-40GB", gib(39.39), 1555 * kGB, 312 * kTFlops, 0, kPcie4x16, 80, true, 300 * kGB},
-        // A100 datasheet (SXM4 80GB): HBM2e 2,039 GB/s; bf16 312 TFLOPS dense. Reports 79.15 GiB.
-        {"A100-80GB", gib(79.15), 2039 * kGB, 312 * kTFlops, 0, kPcie4x16, 80, true, 300 * kGB},
-        // H100 datasheet (SXM5 80GB): HBM3 3.35 TB/s; bf16 989.4 TFLOPS dense (1,979 sparse), fp8 1,978.9 dense.
-        // Reports about 79.1 GiB.
-        {"H100-SXM", gib(79.1), 3350 * kGB, 989.4 * kTFlops, 1978.9 * kTFlops, kPcie5x16, 90, false, 450 * kGB},
-        // H200 datasheet (SXM 141GB): HBM3e 4.8 TB/s; same GH100 tensor peaks as H100 SXM. cudaMemGetInfo total
-        // measured on an H200: 150,109,880,320 B (139.80 GiB; nvidia-smi 143,771 MiB).
-        {"H200", 150'109'880'320, 4800 * kGB, 989.4 * kTFlops, 1978.9 * kTFlops, kPcie5x16, 90, false, 450 * kGB},
-        // HGX B200 datasheet (per GPU): 180 GB HBM3e 8 TB/s; fp16/bf16 2.25 PFLOPS dense (4.5 sparse), fp8 4.5
-        // PFLOPS dense. Reported total estimated at 178.4 GiB.
-        {"B200", gib(178.4), 8000 * kGB, 2250 * kTFlops, 4500 * kTFlops, kPcie5x16, 100, false, 900 * kGB},
-    };
-}
-
-// Interconnect (last field): NVLink one direction — A100 SXM NVLink3 600 GB/s total → 300, H100/H200 SXM NVLink4
-// 900 GB/s → 450, B200 NVLink5 1.8 TB/s → 900; PCIe cards talk over PCIe x16.
+constexpr TopologyName kTopologies[] = {
+    {"pcie", InterconnectTopology::kPcie, "no GPU fabric: peers talk over PCIe"},
+    {"nvlink_bridge", InterconnectTopology::kNvlinkBridge, "NVLink bridges join groups of domain_gpus; PCIe beyond"},
+    {"nvlink_switch", InterconnectTopology::kNvlinkSwitch, "NVSwitch: all domain_gpus at full NVLink bandwidth"},
+    {"xgmi_mesh", InterconnectTopology::kXgmiMesh, "AMD Infinity Fabric, a link to every peer of domain_gpus"},
+};
 
 // Lower-case, without spaces, '-', '_' and the vendor/brand prefixes, so "NVIDIA GeForce RTX 3090" → "3090".
 std::string normalise(std::string_view text) {
@@ -69,7 +53,172 @@ std::string normalise(std::string_view text) {
     return out;
 }
 
+std::string lower(std::string s) {
+    std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    return s;
+}
+
+std::vector<GpuSpec> make_catalog() {
+    std::vector<GpuSpec> out;
+    std::map<std::string, std::string> seen;  // normalised name or alias → file that claims it
+    for (const auto& e : detail::embedded_gpus()) {
+        GpuSpec g = parse_gpu_spec(std::string(e.yaml), std::string(e.file));
+        std::vector<std::string> names = g.aliases;
+        names.push_back(g.name);
+        for (const auto& n : names) {
+            const auto [it, fresh] = seen.emplace(normalise(n), g.file);
+            if (!fresh) {
+                throw ConfigError(g.file, 0, "aliases",
+                                  fmt::format("'{}' is already a name of {}: every name must be unique", n, it->second));
+            }
+        }
+        out.push_back(std::move(g));
+    }
+    return out;
+}
+
 }  // namespace
+
+const char* interconnect_topology_name(InterconnectTopology t) {
+    for (const auto& n : kTopologies) {
+        if (n.topology == t) {
+            return n.name;
+        }
+    }
+    return "pcie";
+}
+
+double GpuSpec::group_bytes_per_s(int num_gpus) const {
+    if (interconnect_domain_gpus == 0 || num_gpus <= interconnect_domain_gpus) {
+        return interconnect_bytes_per_s;
+    }
+    // Beyond the domain: PCIe when the host link is PCIe; behind NVLink-C2C the next hop is the network (unmodelled).
+    return host_link_kind == "pcie" ? host_link_bytes_per_s : 0.0;
+}
+
+GpuSpec parse_gpu_spec(const std::string& text, const std::string& file) {
+    const YamlMap m(load_yaml_string(text, file), file);
+    m.allow_only({"name", "aliases", "vendor", "device_name", "compute_capability", "memory_marketed_gb",
+                  "memory_reported_bytes", "memory_bandwidth_gb_per_s", "bf16_dense_tflops", "fp8_dense_tflops",
+                  "fp4_dense_tflops", "host_link", "interconnect", "roofline", "price_usd_per_gpu_hour"});
+    GpuSpec g;
+    g.file = file;
+    g.name = m.get<std::string>("name");
+    if (normalise(g.name).empty()) {
+        m.fail("name", "must hold at least one letter or digit");
+    }
+    if (m.has("aliases")) {
+        const YAML::Node a = m.node("aliases");
+        if (!a.IsSequence()) {
+            m.fail("aliases", "expected a list of names");
+        }
+        for (const auto& item : a) {
+            if (!item.IsScalar() || normalise(item.Scalar()).empty()) {
+                m.fail("aliases", "every alias must be a non-empty name");
+            }
+            g.aliases.push_back(item.Scalar());
+        }
+    }
+    g.vendor = m.get<std::string>("vendor");
+    if (g.vendor != "nvidia" && g.vendor != "amd") {
+        m.fail("vendor", "'" + g.vendor + "' is not a vendor; allowed: nvidia, amd");
+    }
+    g.device_name = m.get<std::string>("device_name");
+    g.is_a100 = lower(g.device_name).find("a100") != std::string::npos;
+    g.compute_capability = m.get_in_range<int>("compute_capability", 30, 200);
+    g.memory_marketed_gb = m.get_in_range<double>("memory_marketed_gb", 1, 4096);
+    g.memory_bytes = m.get_in_range<std::int64_t>("memory_reported_bytes", 1LL << 30, 4LL << 40);
+    // What the runtime reports sits a little below the marketed size; the datasheet's "GB" of HBM is often GiB, so
+    // allow up to marketed GiB, and refuse less than 80 % of marketed GB (a unit slip: MiB or GiB written as bytes).
+    const double marketed_bytes = g.memory_marketed_gb * kGB;
+    if (static_cast<double>(g.memory_bytes) > g.memory_marketed_gb * kGiB ||
+        static_cast<double>(g.memory_bytes) < 0.8 * marketed_bytes) {
+        m.fail("memory_reported_bytes",
+               fmt::format("{} bytes ({:.2f} GiB) does not fit memory_marketed_gb {}: expected between 80 % of {} GB "
+                           "and {} GiB (the total cudaMemGetInfo reports, in bytes)",
+                           g.memory_bytes, static_cast<double>(g.memory_bytes) / kGiB, g.memory_marketed_gb,
+                           g.memory_marketed_gb, g.memory_marketed_gb));
+    }
+    g.memory_bandwidth_bytes_per_s = m.get_in_range<double>("memory_bandwidth_gb_per_s", 10, 100000) * kGB;
+    g.bf16_dense_flops_per_s = m.get_in_range<double>("bf16_dense_tflops", 0.1, 100000) * kTFlops;
+    g.fp8_dense_flops_per_s = m.get_in_range<double>("fp8_dense_tflops", 0, 100000) * kTFlops;
+    g.fp4_dense_flops_per_s = m.get_in_range<double>("fp4_dense_tflops", 0, 100000) * kTFlops;
+
+    const YamlMap host = m.map("host_link");
+    host.allow_only({"kind", "pcie_gen", "bandwidth_gb_per_s"});
+    g.host_link_kind = host.get<std::string>("kind");
+    if (g.host_link_kind == "pcie") {
+        g.host_link_pcie_gen = host.get_in_range<int>("pcie_gen", 3, 7);
+    } else if (g.host_link_kind == "nvlink_c2c") {
+        if (host.has("pcie_gen")) {
+            host.fail("pcie_gen", "only for kind: pcie");
+        }
+    } else {
+        host.fail("kind", "'" + g.host_link_kind + "' is not a host link; allowed: pcie, nvlink_c2c");
+    }
+    g.host_link_bytes_per_s = host.get_in_range<double>("bandwidth_gb_per_s", 1, 10000) * kGB;
+
+    const YamlMap ic = m.map("interconnect");
+    ic.allow_only({"topology", "bandwidth_gb_per_s", "domain_gpus", "allreduce_latency_ms"});
+    const std::string topology = ic.get<std::string>("topology");
+    const auto* t = std::find_if(std::begin(kTopologies), std::end(kTopologies),
+                                 [&](const TopologyName& n) { return topology == n.name; });
+    if (t == std::end(kTopologies)) {
+        std::string allowed;
+        for (const auto& n : kTopologies) {
+            allowed += fmt::format("{}{} ({})", allowed.empty() ? "" : ", ", n.name, n.meaning);
+        }
+        ic.fail("topology", "'" + topology + "' is not a topology; allowed: " + allowed);
+    }
+    g.interconnect_topology = t->topology;
+    g.interconnect_bytes_per_s = ic.get_in_range<double>("bandwidth_gb_per_s", 1, 10000) * kGB;
+    if (g.interconnect_topology == InterconnectTopology::kPcie) {
+        if (ic.has("domain_gpus")) {
+            ic.fail("domain_gpus", "not used with topology: pcie (PCIe reaches any number of peers)");
+        }
+    } else {
+        g.interconnect_domain_gpus = ic.get_in_range<int>("domain_gpus", 2, 100000);
+    }
+    if (ic.has("allreduce_latency_ms")) {
+        g.allreduce_latency_ms = ic.get_in_range<double>("allreduce_latency_ms", 0.0, 10.0);
+    }
+
+    if (m.has("roofline")) {
+        const YamlMap r = m.map("roofline");
+        r.allow_only({"gemm_efficiency", "attention_efficiency", "gdn_efficiency", "bandwidth_efficiency"});
+        auto eff = [&](const char* key, double& field) {
+            if (r.has(key)) {
+                field = r.get<double>(key);
+                if (!(field > 0 && field <= 1)) {
+                    r.fail(key, fmt::format("value {} is out of range; allowed: a fraction above 0, at most 1", field));
+                }
+            }
+        };
+        eff("gemm_efficiency", g.gemm_efficiency);
+        eff("attention_efficiency", g.attention_efficiency);
+        eff("gdn_efficiency", g.gdn_efficiency);
+        eff("bandwidth_efficiency", g.bandwidth_efficiency);
+    }
+    if (m.has("price_usd_per_gpu_hour")) {
+        const double p = m.get<double>("price_usd_per_gpu_hour");
+        if (!(p > 0) || p > 1000) {
+            m.fail("price_usd_per_gpu_hour",
+                   fmt::format("value {} is out of range; allowed: a positive $ per GPU-hour up to 1000", p));
+        }
+        g.usd_per_gpu_hour = p;
+    }
+    return g;
+}
+
+GpuSpec read_gpu_file(const std::string& path) {
+    std::ifstream in(path);
+    if (!in) {
+        throw ConfigError(path + ": cannot open the GPU file");
+    }
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return parse_gpu_spec(ss.str(), path);
+}
 
 const std::vector<GpuSpec>& gpu_catalog() {
     static const std::vector<GpuSpec> catalog = make_catalog();
@@ -84,25 +233,33 @@ std::string gpu_names() {
     return out;
 }
 
+bool is_gpu_file(std::string_view name) {
+    auto ends_with = [&](std::string_view suffix) {
+        return name.size() >= suffix.size() && lower(std::string(name.substr(name.size() - suffix.size()))) == suffix;
+    };
+    return ends_with(".yaml") || ends_with(".yml");
+}
+
 GpuSpec find_gpu(std::string_view name) {
-    const std::string wanted = normalise(name);
-    // Short forms: "h100" is the SXM part, "a100" the 80 GB one (the common serving configuration).
-    std::string alias = wanted;
-    if (wanted == "h100" || wanted == "h100sxm5" || wanted == "h10080gb") {
-        alias = "h100sxm";
-    } else if (wanted == "a100" || wanted == "a100sxm" || wanted == "a100sxm480gb") {
-        alias = "a10080gb";
-    } else if (wanted == "a100sxm440gb") {
-        alias = "a10040gb";
-    } else if (wanted == "h200sxm" || wanted == "h200141gb") {
-        alias = "h200";
+    if (is_gpu_file(name)) {
+        return read_gpu_file(std::string(name));
     }
+    const std::string wanted = normalise(name);
     for (const auto& g : gpu_catalog()) {
-        if (!wanted.empty() && normalise(g.name) == alias) {
+        if (wanted.empty()) {
+            break;
+        }
+        if (normalise(g.name) == wanted) {
             return g;
         }
+        for (const auto& a : g.aliases) {
+            if (normalise(a) == wanted) {
+                return g;
+            }
+        }
     }
-    throw ConfigError("unknown GPU '" + std::string(name) + "'; known GPUs: " + gpu_names());
+    throw ConfigError("unknown GPU '" + std::string(name) + "'; known GPUs: " + gpu_names() +
+                      " (or a GPU file by path: --gpu my_gpu.yaml, docs/GPUS.md)");
 }
 
 }  // namespace servesim::calibration

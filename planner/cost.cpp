@@ -12,7 +12,6 @@
 
 #include "calibration/gpu_spec.h"
 #include "common/error.h"
-#include "planner/embedded_prices.h"
 
 namespace servesim::planner {
 
@@ -75,10 +74,25 @@ PriceTable parse_prices(const std::string& text, const std::string& file, const 
 }
 
 PriceTable default_prices() {
-    PriceTable empty;
-    PriceTable t = parse_prices(std::string(kEmbeddedGpuPrices), "planner/gpu_prices.yaml", empty);
-    t.source = "built-in indicative on-demand prices, planner/gpu_prices.yaml";
+    // One source of truth: each GPU file's price_usd_per_gpu_hour (calibration/gpus/*.yaml); unpriced GPUs are absent.
+    PriceTable t;
+    for (const auto& g : calibration::gpu_catalog()) {
+        if (g.usd_per_gpu_hour) {
+            t.usd_per_gpu_hour[g.name] = *g.usd_per_gpu_hour;
+        }
+    }
+    t.source = "built-in indicative on-demand prices, calibration/gpus/*.yaml";
     return t;
+}
+
+double PriceTable::price_of(const calibration::GpuSpec& gpu) const {
+    // A user GPU file (not a catalog entry, whose price is already in the built-in table or replaced by --prices)
+    // that carries its own price.
+    const bool user_file = gpu.file.rfind("calibration/gpus/", 0) != 0;
+    if (user_file && usd_per_gpu_hour.count(gpu.name) == 0 && gpu.usd_per_gpu_hour) {
+        return *gpu.usd_per_gpu_hour;
+    }
+    return price(gpu.name);
 }
 
 PriceTable read_prices(const std::string& path, const PriceTable& base) {

@@ -1,5 +1,5 @@
-// What a deployment costs per token (docs/PLANNER.md): GPU-hour prices kept as data (planner/gpu_prices.yaml,
-// embedded; a user file replaces or extends it), the cost of serving a million tokens at a measured throughput,
+// What a deployment costs per token (docs/PLANNER.md): GPU-hour prices kept as data (each GPU file's
+// price_usd_per_gpu_hour, calibration/gpus/*.yaml, embedded; a user price file replaces or extends them), the cost of serving a million tokens at a measured throughput,
 // and the Pareto frontier of cost against a latency figure.
 #pragma once
 
@@ -7,6 +7,8 @@
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "calibration/gpu_spec.h"
 
 namespace servesim::planner {
 
@@ -17,9 +19,13 @@ struct PriceTable {
 
     // The price of `gpu`; ConfigError naming the GPU and the priced ones when missing.
     [[nodiscard]] double price(const std::string& gpu) const;
+
+    // The table's price for the GPU's name; else, for a user GPU file that names none here, its own
+    // price_usd_per_gpu_hour; else ConfigError as price().
+    [[nodiscard]] double price_of(const calibration::GpuSpec& gpu) const;
 };
 
-// The built-in table (planner/gpu_prices.yaml).
+// The built-in table: the price of every catalog GPU whose file gives one (calibration/gpus/*.yaml).
 [[nodiscard]] PriceTable default_prices();
 
 // Reads a price file: `gpus: {H100-SXM: 2.99, …}` (names as `servesim list` prints them, any spelling find_gpu

@@ -492,11 +492,22 @@ int cmd_list() {
         std::cout << (ids.empty() ? fmt::format("  {}\n", n) : fmt::format("  {:<20} {}\n", n, ids));
     }
     std::cout << "gpus:\n";
+    // One line per GPU file (calibration/gpus/, docs/GPUS.md); a user file works by path: --gpu my_gpu.yaml.
     for (const auto& g : calibration::gpu_catalog()) {
-        std::cout << fmt::format("  {:<12} {:>6.1f} GiB  {:>6.0f} GB/s  {:>6.0f} TFLOP/s bf16\n", g.name,
-                                 g.memory_bytes / (1024.0 * 1024.0 * 1024.0), g.memory_bandwidth_bytes_per_s / 1e9,
-                                 g.bf16_dense_flops_per_s / 1e12);
+        const auto tflops = [](double f) { return f > 0 ? fmt::format("{:.0f}", f / 1e12) : std::string("-"); };
+        const std::string link = g.interconnect_domain_gpus > 0
+                                     ? fmt::format("{} {:.0f} GB/s x{}", calibration::interconnect_topology_name(
+                                                                             g.interconnect_topology),
+                                                   g.interconnect_bytes_per_s / 1e9, g.interconnect_domain_gpus)
+                                     : fmt::format("pcie {:.0f} GB/s", g.interconnect_bytes_per_s / 1e9);
+        std::cout << fmt::format("  {:<13} {:>6.1f} GiB  {:>6.0f} GB/s  {:>6.0f} TFLOP/s bf16  fp8 {:>5}  fp4 {:>5}  "
+                                 "{:<26} {}\n",
+                                 g.name, g.memory_bytes / (1024.0 * 1024.0 * 1024.0),
+                                 g.memory_bandwidth_bytes_per_s / 1e9, g.bf16_dense_flops_per_s / 1e12,
+                                 tflops(g.fp8_dense_flops_per_s), tflops(g.fp4_dense_flops_per_s), link,
+                                 g.usd_per_gpu_hour ? fmt::format("${:.2f}/h", *g.usd_per_gpu_hour) : "unpriced");
     }
+    std::cout << "  <gpu.yaml>    your own GPU file, by path (format: docs/GPUS.md)\n";
     std::cout << "workload types:\n";
     for (const auto& w : workloads::workload_types()) {
         std::cout << fmt::format("  {:<16} {}\n", w.name, w.description);

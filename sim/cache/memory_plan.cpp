@@ -5,10 +5,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
+#include <optional>
 
 #include "common/error.h"
 #include "models/model_derived.h"
+#include "sim/cache/expert_placement.h"
+#include "sim/cache/pipeline_stages.h"
 
 namespace servesim::cache {
 namespace {
@@ -49,6 +53,40 @@ LayerTypeCounts count_kv_layers(const models::ModelSpec& model) {
         }
     }
     return c;
+}
+
+// The KV group kind a layer's cache belongs to (nullopt: no cache), as count_kv_layers classifies it.
+std::optional<KvGroupKind> kv_kind(const models::Layer& layer) {
+    if (const auto* a = std::get_if<models::AttentionMixer>(&layer.mixer)) {
+        return a->sliding_window_tokens > 0 ? KvGroupKind::kSlidingWindow : KvGroupKind::kFullAttention;
+    }
+    if (std::holds_alternative<models::GatedDeltaNetMixer>(layer.mixer) ||
+        std::holds_alternative<models::Mamba2Mixer>(layer.mixer)) {
+        return KvGroupKind::kMamba;
+    }
+    return std::nullopt;
+}
+
+// _project_kv_cache_groups_to_worker: a stage keeps, of each global group (the kind's layers in order, group_size
+// per group), the layers it holds; its pool divides by the largest such count (get_kv_cache_config_from_groups).
+int stage_group_size(const models::ModelSpec& model, const PipelineStage& stage, int group_size) {
+    int best = 0;
+    for (KvGroupKind kind : {KvGroupKind::kFullAttention, KvGroupKind::kSlidingWindow, KvGroupKind::kMamba}) {
+        int before = 0;
+        int in_stage = 0;
+        for (int i = 0; i < stage.first_layer + stage.num_layers; ++i) {
+            if (kv_kind(model.layers[static_cast<std::size_t>(i)]) == kind) {
+                (i < stage.first_layer ? before : in_stage) += 1;
+            }
+        }
+        // The stage holds ordinals [before, before + in_stage) of this kind; group g holds [g·gs, (g+1)·gs).
+        for (int g = before / group_size; g * group_size < before + in_stage; ++g) {
+            const int lo = std::max(before, g * group_size);
+            const int hi = std::min(before + in_stage, (g + 1) * group_size);
+            best = std::max(best, hi - lo);
+        }
+    }
+    return best;
 }
 
 // Per-token working set of the largest layer in the profile forward, in bytes (model dtype b, fp32 where the
@@ -464,6 +502,24 @@ MemoryPlan plan_memory(const models::ModelSpec& model, const MemoryPlanRequest& 
 
     // --- memory budget (Worker.determine_available_memory) ---
     plan.weight_bytes = models::weight_bytes_total(model) / tp;  // every large matrix is sharded (vocab-parallel too)
+    plan.expert_parallel_size = req.expert_parallel_size;
+    if (req.expert_parallel_size > 1) {
+        if (req.pipeline_parallel_size > 1) {
+            throw ConfigError("enable_expert_parallel: with pipeline_parallel_size > 1 is not modelled");
+        }
+        // determine_expert_map: each GPU holds its ceil(E / EP) experts whole, the rest sharded by TP.
+        plan.weight_bytes = expert_parallel_weight_bytes(model, tp, req.expert_parallel_size);
+    }
+    plan.pipeline_parallel_size = req.pipeline_parallel_size;
+    std::vector<PipelineStage> stages;
+    if (req.pipeline_parallel_size > 1) {
+        // Each stage's GPU loads only its layers (get_pp_indices); the heaviest stage bounds the start-up check.
+        stages = pipeline_stages(static_cast<int>(model.layers.size()), req.pipeline_parallel_size);
+        plan.weight_bytes = 0;
+        for (int i = 0; i < static_cast<int>(stages.size()); ++i) {
+            plan.weight_bytes = std::max(plan.weight_bytes, stage_weight_bytes(model, stages, i, tp));
+        }
+    }
     plan.activation_peak_bytes = activation_peak_bytes(model, plan.max_num_batched_tokens, plan.max_num_seqs, tp);
     if (!req.skip_mm_profiling) {
         // profile_run: the encoder's dummy forward first, its outputs kept in the encoder cache through the
@@ -507,13 +563,49 @@ MemoryPlan plan_memory(const models::ModelSpec& model, const MemoryPlanRequest& 
 
     // --- num_blocks (get_num_blocks): one pool shared by all groups, block 0 is the null block ---
     plan.num_gpu_blocks = plan.kv_cache_memory_bytes / plan.page_size_bytes / plan.group_size;
+    if (!stages.empty()) {
+        // get_kv_cache_configs: every stage sizes its own pool from its memory and its share of each group, then
+        // "the num_blocks of each rank [becomes] the smallest among all ranks". The activation peak, non-torch and
+        // CUDA-graph terms are the whole model's on every stage (an approximation: docs/PARALLELISM.md).
+        const std::int64_t others = plan.activation_peak_bytes + plan.non_torch_bytes + plan.cudagraph_bytes;
+        for (int i = 0; i < static_cast<int>(stages.size()); ++i) {
+            StagePlan st;
+            st.first_layer = stages[static_cast<std::size_t>(i)].first_layer;
+            st.num_layers = stages[static_cast<std::size_t>(i)].num_layers;
+            st.weight_bytes = stage_weight_bytes(model, stages, i, tp);
+            st.kv_cache_memory_bytes = req.kv_cache_memory_bytes ? *req.kv_cache_memory_bytes
+                                                                 : plan.requested_memory_bytes - st.weight_bytes - others;
+            st.group_size = stage_group_size(model, stages[static_cast<std::size_t>(i)], plan.group_size);
+            st.num_gpu_blocks = st.group_size > 0 ? st.kv_cache_memory_bytes / plan.page_size_bytes / st.group_size
+                                                  : std::numeric_limits<std::int64_t>::max();
+            st.kv_bytes_per_token =
+                models::kv_bytes_per_token(stage_model(model, stages[static_cast<std::size_t>(i)]), plan.kv_cache_dtype, tp);
+            plan.stages.push_back(st);
+        }
+        const auto limiting = std::min_element(plan.stages.begin(), plan.stages.end(), [](const auto& a, const auto& b) {
+            return a.num_gpu_blocks < b.num_gpu_blocks;
+        });
+        plan.num_gpu_blocks = limiting->num_gpu_blocks;
+        plan.kv_cache_memory_bytes = limiting->kv_cache_memory_bytes;
+        plan.kv_bytes_per_token = 0;
+        for (const auto& st : plan.stages) {
+            plan.kv_bytes_per_token = std::max(plan.kv_bytes_per_token, st.kv_bytes_per_token);
+        }
+    }
 
     // --- _check_enough_kv_cache_memory: one max_model_len request must fit. vLLM counts group_size · page per
     // block of every group (kv_cache_utils.py: the padding layers' tensors included), not each group's real layers.
+    // With pipeline parallelism the check runs on the limiting stage, with its share of each group (a stage's pool
+    // holds its own layers' tensors only).
+    const int check_group_size = plan.stages.empty() ? plan.group_size
+                                                     : std::min_element(plan.stages.begin(), plan.stages.end(),
+                                                                        [](const auto& a, const auto& b) {
+                                                                            return a.num_gpu_blocks < b.num_gpu_blocks;
+                                                                        })->group_size;
     auto needed_bytes = [&](std::int64_t len) {
         std::int64_t total = 0;
         for (const auto& g : plan.groups) {
-            total += std::int64_t{plan.group_size} * plan.page_size_bytes *
+            total += std::int64_t{check_group_size} * plan.page_size_bytes *
                      max_memory_usage_blocks(g.kind, plan.mamba_cache_mode, len, plan.block_size,
                                              plan.mamba_cache_mode == MambaCacheMode::kNone ? len : plan.mamba_block_size,
                                              counts.sliding_window_tokens, plan.max_num_batched_tokens);

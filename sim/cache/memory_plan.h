@@ -57,6 +57,13 @@ struct MemoryPlanRequest {
     // Tensor parallelism: every rank holds 1/TP of the weights and heads (KV heads per rank max(1, total/TP),
     // Mamba state shapes divided by TP: mamba_utils.py); the plan is one rank's (all ranks are alike).
     int tensor_parallel_size = 1;
+    // Pipeline parallelism (--pipeline-parallel-size): the layers split over stages as get_pp_indices splits them;
+    // each stage's GPUs plan their own KV memory and the engine takes the smallest num_blocks (get_kv_cache_configs).
+    // The plan's per-GPU figures are then the stage that limits it; `stages` lists every stage.
+    int pipeline_parallel_size = 1;
+    // Expert parallelism (--enable-expert-parallel): the routed experts spread whole over this many ranks (TP × DP,
+    // sim/cache/expert_placement.h); 1 = sliced by TP like every other matrix.
+    int expert_parallel_size = 1;
     // Memory outside torch's allocator that the profile run adds (cuBLAS workspaces, NCCL, allocator slack):
     // vLLM's non_torch_increase. Not derivable from the model; a documented assumption (see DESIGN notes).
     std::int64_t non_torch_memory_bytes = 512LL << 20;
@@ -71,6 +78,17 @@ struct KvGroupPlan {
     KvGroupKind kind = KvGroupKind::kFullAttention;
     int num_layers = 0;          // real layers in this group
     int num_padding_layers = 0;  // "Add N padding layers"
+};
+
+// One pipeline stage's GPU (pipeline_parallel_size > 1).
+struct StagePlan {
+    int first_layer = 0;
+    int num_layers = 0;
+    std::int64_t weight_bytes = 0;
+    std::int64_t kv_cache_memory_bytes = 0;
+    int group_size = 0;               // tensors per block in this stage: max over groups of its layers in the group
+    std::int64_t num_gpu_blocks = 0;  // before the engine takes the minimum over stages
+    std::int64_t kv_bytes_per_token = 0;
 };
 
 struct MemoryPlan {
@@ -90,6 +108,9 @@ struct MemoryPlan {
     double gpu_memory_utilization = 0;
     models::DType kv_cache_dtype = models::DType::kBFloat16;
     int tensor_parallel_size = 1;
+    int pipeline_parallel_size = 1;
+    std::vector<StagePlan> stages;  // empty without pipeline parallelism
+    int expert_parallel_size = 1;
 
     // Memory budget (bytes).
     std::int64_t requested_memory_bytes = 0;  // ceil(total × utilization)

@@ -86,8 +86,14 @@ StepCost RooflineCostModel::step_cost(const BatchShape& s) const {
     const double weight_bytes = static_cast<double>(all_weight_bytes) / tp - lm_head_bytes_;
     const double activation_bytes = 4.0 * static_cast<double>(tokens) * model_.hidden_size * b *
                                     static_cast<double>(model_.layers.size());
-    c.gemm_ms = roof_ms(linear_flops_per_token_ * static_cast<double>(tokens), flops * params_.gemm_efficiency,
-                        weight_bytes + activation_bytes, bw);
+    double gemm_flops = linear_flops_per_token_ * static_cast<double>(tokens);
+    double gemm_bytes = weight_bytes + activation_bytes;
+    if (params_.expert_parallel.enabled()) {
+        const ExpertStepWork w = expert_step_work(model_, params_.expert_parallel, tokens);
+        gemm_flops += w.flops_ep - w.flops_tp;
+        gemm_bytes += w.weight_bytes_ep - w.weight_bytes_tp;
+    }
+    c.gemm_ms = roof_ms(gemm_flops, flops * params_.gemm_efficiency, gemm_bytes, bw);
     if (s.num_sampled_seqs > 0) {
         c.lm_head_ms = roof_ms(lm_head_flops_per_seq_ * static_cast<double>(s.num_sampled_seqs),
                                flops * params_.gemm_efficiency,

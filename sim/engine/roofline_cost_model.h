@@ -11,6 +11,7 @@
 
 #include "models/model_spec.h"
 #include "sim/engine/cost_model.h"
+#include "sim/engine/expert_parallel.h"
 #include "sim/engine/tensor_parallel_comm.h"
 
 namespace servesim::engine {
@@ -33,6 +34,9 @@ struct RooflineParams {
     int tensor_parallel_size = 1;
     double interconnect_bytes_per_s = 0;
     double allreduce_latency_ms = 0.01;     // per all-reduce (NCCL launch + sync), a stated assumption
+    // Expert parallelism (sim/engine/expert_parallel.h): the routed experts' GEMM FLOPs and weight reads of the
+    // busiest EP rank replace their TP-sliced figures; the all-to-all is added by ExpertAllToAllCostModel.
+    ExpertParallelism expert_parallel;
 };
 
 class RooflineCostModel final : public CostModel {

@@ -1,6 +1,12 @@
-// Tests calibration/gpu_spec.*: the datasheet table and lookup by the names people type.
+// Tests calibration/gpu_spec.*: the GPU data files (calibration/gpus/*.yaml), their strict reader and the lookup by
+// the names people type.
 #include "calibration/gpu_spec.h"
 
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "common/error.h"
@@ -13,6 +19,36 @@ namespace {
 std::string error_of(const char* name) {
     try {
         (void)sc::find_gpu(name);
+    } catch (const servesim::ConfigError& e) {
+        return e.what();
+    }
+    return "<no ConfigError>";
+}
+
+// A complete, valid GPU file (a made-up card); tests change one line of it.
+const std::string kValid = R"(name: Test GPU
+vendor: nvidia
+device_name: NVIDIA Test GPU
+compute_capability: 90
+memory_marketed_gb: 80
+memory_reported_bytes: 84932978278
+memory_bandwidth_gb_per_s: 2000
+bf16_dense_tflops: 500
+fp8_dense_tflops: 1000
+fp4_dense_tflops: 0
+host_link: {kind: pcie, pcie_gen: 5, bandwidth_gb_per_s: 64}
+interconnect: {topology: nvlink_switch, bandwidth_gb_per_s: 450, domain_gpus: 8}
+)";
+
+std::string replace_line(std::string text, const std::string& key, const std::string& line) {
+    const auto at = text.find(key + ":");
+    const auto end = text.find('\n', at);
+    return text.replace(at, end - at, line);
+}
+
+std::string parse_error(const std::string& text) {
+    try {
+        (void)sc::parse_gpu_spec(text, "my_gpu.yaml");
     } catch (const servesim::ConfigError& e) {
         return e.what();
     }
@@ -82,4 +118,138 @@ TEST_CASE("Peaks are dense figures; Ampere has no fp8", "[calibration]") {
         CHECK(g.bf16_dense_flops_per_s > 0);
         CHECK(g.host_link_bytes_per_s > 0);
     }
+}
+
+TEST_CASE("Every catalog GPU has a cited data file and a unique name", "[calibration][gpus]") {
+    // The issue's cards: the eight of the former compiled-in table plus these.
+    for (const char* name : {"L4", "A10G", "H100 PCIe", "H100 NVL", "H20", "GH200", "GB200", "B300", "RTX PRO 6000",
+                             "MI300X", "MI325X", "RTX 3090", "RTX 4090", "L40S", "A100-40GB", "A100-80GB", "H100-SXM",
+                             "H200", "B200"}) {
+        INFO(name);
+        const auto g = sc::find_gpu(name);
+        CHECK(g.file.rfind("calibration/gpus/", 0) == 0);
+    }
+    CHECK(sc::gpu_catalog().size() == 19);
+    CHECK(sc::find_gpu("MI300X").vendor == "amd");
+    CHECK(sc::find_gpu("RTX PRO 6000 Blackwell").name == "RTX PRO 6000");
+}
+
+TEST_CASE("The former compiled-in table reads back bit for bit from the data files", "[calibration][gpus]") {
+    // The old table computed each figure as <datasheet number> × 1e9 or 1e12 and memory as GiB × 2^30 truncated;
+    // the files keep the numbers and the reader multiplies the same way, so every double is identical (outputs for
+    // these GPUs stay byte-identical).
+    constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+    auto gib = [&](double g) { return static_cast<std::int64_t>(g * kGiB); };
+    const auto r4090 = sc::find_gpu("RTX 4090");
+    CHECK(r4090.memory_bytes == gib(23.69));
+    CHECK(r4090.bf16_dense_flops_per_s == 165.2 * 1e12);
+    CHECK(r4090.fp8_dense_flops_per_s == 330.3 * 1e12);
+    CHECK(r4090.host_link_bytes_per_s == 32e9);
+    CHECK(r4090.interconnect_bytes_per_s == 32e9);
+    const auto l40s = sc::find_gpu("L40S");
+    CHECK(l40s.memory_bytes == gib(44.4));
+    CHECK(l40s.bf16_dense_flops_per_s == 362.05 * 1e12);
+    const auto a100 = sc::find_gpu("A100-40GB");
+    CHECK(a100.memory_bytes == gib(39.39));
+    CHECK(a100.interconnect_bytes_per_s == 300 * 1e9);
+    CHECK(a100.is_a100);
+    const auto h100 = sc::find_gpu("H100-SXM");
+    CHECK(h100.memory_bytes == gib(79.1));
+    CHECK(h100.bf16_dense_flops_per_s == 989.4 * 1e12);
+    CHECK(h100.fp8_dense_flops_per_s == 1978.9 * 1e12);
+    CHECK(h100.memory_bandwidth_bytes_per_s == 3350 * 1e9);
+    CHECK(h100.host_link_bytes_per_s == 64e9);
+    CHECK(sc::find_gpu("A100-80GB").memory_bytes == gib(79.15));
+    CHECK(sc::find_gpu("B200").memory_bytes == gib(178.4));
+    CHECK(sc::find_gpu("B200").interconnect_bytes_per_s == 900 * 1e9);
+    CHECK(sc::find_gpu("RTX 3090").memory_bytes == gib(23.69));
+    // The roofline efficiencies default to the values compiled in before (engine::RooflineParams).
+    CHECK(h100.gemm_efficiency == 0.72);
+    CHECK(h100.attention_efficiency == 0.55);
+    CHECK(h100.gdn_efficiency == 0.25);
+    CHECK(h100.bandwidth_efficiency == 0.85);
+    CHECK(h100.allreduce_latency_ms == 0.01);
+}
+
+TEST_CASE("A tensor-parallel group beyond the NVLink domain crosses PCIe", "[calibration][gpus]") {
+    // H100 NVL: pairs joined by a 300 GB/s bridge; a group of 4 meets over PCIe Gen5 (64 GB/s one way).
+    const auto nvl = sc::find_gpu("H100 NVL");
+    CHECK(nvl.group_bytes_per_s(2) == 300e9);
+    CHECK(nvl.group_bytes_per_s(4) == 64e9);
+    // PCIe-only cards: any group size at the PCIe figure.
+    CHECK(sc::find_gpu("L40S").group_bytes_per_s(8) == 32e9);
+    // GH200 behind NVLink-C2C: beyond its NVL2 pair the next hop is the network, not modelled (0).
+    CHECK(sc::find_gpu("GH200").group_bytes_per_s(2) == 450e9);
+    CHECK(sc::find_gpu("GH200").group_bytes_per_s(4) == 0);
+}
+
+TEST_CASE("A user GPU file reads with defaults for the optional keys", "[calibration][gpus]") {
+    const auto g = sc::parse_gpu_spec(kValid, "my_gpu.yaml");
+    CHECK(g.name == "Test GPU");
+    CHECK(g.memory_bytes == 84932978278);
+    CHECK(g.bf16_dense_flops_per_s == 500e12);
+    CHECK(g.interconnect_domain_gpus == 8);
+    CHECK(g.gemm_efficiency == 0.72);
+    CHECK_FALSE(g.usd_per_gpu_hour.has_value());
+    CHECK_FALSE(g.is_a100);
+    const auto tuned = sc::parse_gpu_spec(kValid + "roofline: {gemm_efficiency: 0.6}\nprice_usd_per_gpu_hour: 2.5\n",
+                                          "my_gpu.yaml");
+    CHECK(tuned.gemm_efficiency == 0.6);
+    CHECK(tuned.attention_efficiency == 0.55);
+    CHECK(tuned.usd_per_gpu_hour == 2.5);
+}
+
+TEST_CASE("A user GPU file with a missing key is refused naming the file and the key", "[calibration][gpus]") {
+    const auto msg = parse_error(replace_line(kValid, "bf16_dense_tflops", ""));
+    CHECK(msg.find("my_gpu.yaml") != std::string::npos);
+    CHECK(msg.find("'bf16_dense_tflops': missing required key") != std::string::npos);
+    const auto nested = parse_error(replace_line(kValid, "host_link", "host_link: {kind: pcie, pcie_gen: 5}"));
+    CHECK(nested.find("'host_link.bandwidth_gb_per_s': missing required key") != std::string::npos);
+}
+
+TEST_CASE("A user GPU file with an unknown key is refused naming the file and the key", "[calibration][gpus]") {
+    const auto msg = parse_error(kValid + "fp16_dense_tflops: 500\n");
+    CHECK(msg.find("my_gpu.yaml:13") != std::string::npos);  // the 13th line
+    CHECK(msg.find("'fp16_dense_tflops': unknown key; allowed: name, aliases") != std::string::npos);
+    const auto nested = parse_error(kValid + "roofline: {gemm_eff: 0.5}\n");
+    CHECK(nested.find("'roofline.gemm_eff': unknown key") != std::string::npos);
+}
+
+TEST_CASE("A user GPU file with a bad value is refused naming the file and the key", "[calibration][gpus]") {
+    CHECK(parse_error(replace_line(kValid, "memory_bandwidth_gb_per_s", "memory_bandwidth_gb_per_s: fast"))
+              .find("my_gpu.yaml:7: 'memory_bandwidth_gb_per_s': expected a number, got 'fast'") != std::string::npos);
+    CHECK(parse_error(replace_line(kValid, "vendor", "vendor: intel"))
+              .find("'vendor': 'intel' is not a vendor; allowed: nvidia, amd") != std::string::npos);
+    CHECK(parse_error(replace_line(kValid, "interconnect",
+                                   "interconnect: {topology: infiniband, bandwidth_gb_per_s: 50}"))
+              .find("'interconnect.topology': 'infiniband' is not a topology; allowed: pcie") != std::string::npos);
+    CHECK(parse_error(replace_line(kValid, "interconnect", "interconnect: {topology: pcie, bandwidth_gb_per_s: 64, "
+                                                           "domain_gpus: 8}"))
+              .find("'interconnect.domain_gpus': not used with topology: pcie") != std::string::npos);
+}
+
+TEST_CASE("A user GPU file with a value out of range is refused naming the file and the key", "[calibration][gpus]") {
+    CHECK(parse_error(replace_line(kValid, "bf16_dense_tflops", "bf16_dense_tflops: 0"))
+              .find("'bf16_dense_tflops': value 0 is out of range; allowed: 0.1 to 100000") != std::string::npos);
+    CHECK(parse_error(kValid + "roofline: {bandwidth_efficiency: 1.2}\n")
+              .find("'roofline.bandwidth_efficiency': value 1.2 is out of range") != std::string::npos);
+    CHECK(parse_error(kValid + "price_usd_per_gpu_hour: -1\n")
+              .find("'price_usd_per_gpu_hour': value -1 is out of range") != std::string::npos);
+    // 80 GB marketed but 80 GiB·1000 reported: a unit slip (80 GiB = 85,899,345,920 B is the most allowed).
+    CHECK(parse_error(replace_line(kValid, "memory_reported_bytes", "memory_reported_bytes: 85899345921"))
+              .find("'memory_reported_bytes': 85899345921 bytes (80.00 GiB) does not fit memory_marketed_gb 80") !=
+          std::string::npos);
+}
+
+TEST_CASE("find_gpu reads a GPU file by path", "[calibration][gpus]") {
+    const std::string name = "servesim_gpu_spec_test_" + std::to_string(::getpid()) + ".yaml";
+    const std::string path = (std::filesystem::temp_directory_path() / name).string();
+    {
+        std::ofstream out(path);
+        out << kValid;
+    }
+    CHECK(sc::find_gpu(path).name == "Test GPU");
+    CHECK(sc::find_gpu(path).file == path);
+    std::remove(path.c_str());
+    CHECK(error_of("no_such_gpu.yaml").find("no_such_gpu.yaml: cannot open the GPU file") != std::string::npos);
 }

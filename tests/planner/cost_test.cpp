@@ -80,12 +80,31 @@ TEST_CASE("Cost: a missing price names the GPU and the priced ones; bad price fi
     CHECK(error_of("gpu: {H200: 2}").find("unknown key; allowed: gpus") != std::string::npos);
 }
 
-TEST_CASE("Cost: the built-in table prices every catalog GPU and says where its prices come from",
+TEST_CASE("Cost: the built-in table holds each GPU file's price and says where its prices come from",
           "[planner][cost]") {
     const PriceTable t = default_prices();
-    CHECK(t.price("H200") > 0);
-    CHECK(t.price("RTX 3090") > 0);
-    CHECK(t.source.find("planner/gpu_prices.yaml") != std::string::npos);
+    // The prices of calibration/gpus/H200.yaml and RTX-3090.yaml (the former planner/gpu_prices.yaml's values).
+    CHECK(t.price("H200") == 3.70);
+    CHECK(t.price("RTX 3090") == 0.25);
+    CHECK(t.usd_per_gpu_hour.count("MI300X") == 0);  // its file gives no price
+    CHECK(t.source.find("calibration/gpus") != std::string::npos);
+}
+
+TEST_CASE("Cost: a user GPU file's own price is used unless the price table names its GPU", "[planner][cost]") {
+    calibration::GpuSpec user;
+    user.name = "A40";
+    user.file = "scenarios/gpus/gpus/A40.yaml";
+    user.usd_per_gpu_hour = 0.40;
+    const PriceTable defaults = default_prices();
+    CHECK(defaults.price_of(user) == 0.40);
+    CHECK(parse_prices("gpus: {H200: 3}", "p.yaml", defaults).price_of(user) == 0.40);
+    PriceTable named = defaults;
+    named.usd_per_gpu_hour["A40"] = 0.55;  // --prices naming it wins
+    CHECK(named.price_of(user) == 0.55);
+    // A catalog GPU never falls back to its file: the table decides (a --prices file that drops it refuses it).
+    calibration::GpuSpec l40s = calibration::find_gpu("L40S");
+    CHECK(defaults.price_of(l40s) == 1.00);
+    CHECK_THROWS_AS(PriceTable{}.price_of(l40s), ConfigError);
 }
 
 }  // namespace

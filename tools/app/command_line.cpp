@@ -26,6 +26,9 @@ std::string normalise(const std::string& name) {
     if (name == "-tp") {
         return "--tensor-parallel-size";
     }
+    if (name == "-pp") {
+        return "--pipeline-parallel-size";
+    }
     if (name == "-dp") {
         return std::string(kDataParallelFlag);
     }
@@ -140,6 +143,8 @@ std::string engine_flags_help() {
         std::string shown(k.flag);
         if (k.flag == "--tensor-parallel-size") {
             shown = "-tp, --tensor-parallel-size N";
+        } else if (k.flag == "--pipeline-parallel-size") {
+            shown = "-pp, --pipeline-parallel-size N";
         } else if (k.spec.kind == ValueKind::Bool) {
             shown = "--[no-]" + std::string(k.flag.substr(2));
         } else {

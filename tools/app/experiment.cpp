@@ -14,6 +14,8 @@
 #include "common/yaml_reader.h"
 #include "models/model_derived.h"
 #include "models/model_registry.h"
+#include "sim/engine/expert_parallel.h"
+#include "sim/engine/pipeline_parallel_cost_model.h"
 #include "sim/engine/profile_cost_model.h"
 #include "sim/engine/roofline_cost_model.h"
 #include "workloads/open_loop_workload.h"
@@ -22,7 +24,8 @@
 
 namespace servesim::app {
 
-cache::MemoryPlanRequest memory_plan_request(const EngineSettings& e, const calibration::GpuSpec& gpu) {
+cache::MemoryPlanRequest memory_plan_request(const EngineSettings& e, const calibration::GpuSpec& gpu,
+                                             int data_parallel_size) {
     cache::MemoryPlanRequest r;
     r.gpu_memory_bytes = gpu.memory_bytes;
     // EngineArgs.get_batch_defaults: ≥ 70 GiB and not an A100 → 8192 / 1024 (vllm-v1-behaviour.md §4.6).
@@ -41,6 +44,9 @@ cache::MemoryPlanRequest memory_plan_request(const EngineSettings& e, const cali
     r.kv_cache_memory_bytes = e.kv_cache_memory_bytes;
     r.enable_chunked_prefill = e.enable_chunked_prefill;
     r.tensor_parallel_size = e.tensor_parallel_size;
+    r.pipeline_parallel_size = e.pipeline_parallel_size;
+    // FusedMoEParallelConfig.make: with --enable-expert-parallel, ep_size = tp_size × dp_size.
+    r.expert_parallel_size = e.enable_expert_parallel ? e.tensor_parallel_size * std::max(1, data_parallel_size) : 1;
     r.skip_mm_profiling = e.skip_mm_profiling;
     return r;
 }
@@ -325,20 +331,68 @@ PreparedExperiment prepare_experiment(const ExperimentConfig& config) {
     };
     p.model = with_file([&] { return models::resolve_model(config.model); });
     p.gpu = with_file([&] { return calibration::find_gpu(config.gpu); });
-    p.plan = with_file([&] { return cache::plan_memory(p.model, memory_plan_request(config.engine, p.gpu)); });
+    p.plan = with_file([&] { return cache::plan_memory(p.model, memory_plan_request(config.engine, p.gpu, config.replicas)); });
     if (p.plan.mamba_cache_mode == cache::MambaCacheMode::kAlign && p.plan.enable_prefix_caching &&
         p.plan.max_num_batched_tokens < p.plan.block_size) {
         throw ConfigError(fmt::format("{}: experiment '{}': engine.max_num_batched_tokens ({}) must be at least the "
                                       "block size ({}) in mamba_cache_mode align, or no prefill chunk can be scheduled",
                                       config.file, config.name, p.plan.max_num_batched_tokens, p.plan.block_size));
     }
+    // The GPU-to-GPU bandwidth of the tensor-parallel group: NVLink inside the GPU file's domain, PCIe beyond it.
+    // Pipeline stages send to each other within the replica's TP × PP GPUs.
+    const int replica_gpus = p.plan.tensor_parallel_size * p.plan.pipeline_parallel_size;
+    const double tp_link_bytes_per_s = p.gpu.group_bytes_per_s(p.plan.tensor_parallel_size);
+    const double pp_link_bytes_per_s = p.gpu.group_bytes_per_s(replica_gpus);
+    if (replica_gpus > 1 && !(pp_link_bytes_per_s > 0)) {
+        throw ConfigError(fmt::format(
+            "{}: experiment '{}': {} GPUs per replica (tensor_parallel_size × pipeline_parallel_size) is more than "
+            "the NVLink domain of {} ({} GPUs, {}) and its host link is {}, so the group would meet over the "
+            "network, which servesim does not model",
+            config.file, config.name, replica_gpus, p.gpu.name, p.gpu.interconnect_domain_gpus, p.gpu.file,
+            p.gpu.host_link_kind));
+    }
+    if (p.plan.pipeline_parallel_size > 1 && config.engine.kv_offloading_size_gib) {
+        throw ConfigError(fmt::format("{}: experiment '{}': engine.kv_offloading_size with pipeline_parallel_size > 1 "
+                                      "is not modelled (the host tier is sized per tensor-parallel group)",
+                                      config.file, config.name));
+    }
+    // Expert parallelism over the TP × DP ranks of all replicas (sim/engine/expert_parallel.h).
+    if (config.engine.expert_load_imbalance != 1.0 && !config.engine.enable_expert_parallel) {
+        throw ConfigError(fmt::format("{}: experiment '{}': engine.expert_load_imbalance is used only with "
+                                      "engine.enable_expert_parallel: true (without expert parallelism every rank "
+                                      "holds a slice of every expert)",
+                                      config.file, config.name));
+    }
+    engine::ExpertParallelism expert_parallelism;
+    if (p.plan.expert_parallel_size > 1) {
+        expert_parallelism.expert_parallel_size = p.plan.expert_parallel_size;
+        expert_parallelism.tensor_parallel_size = p.plan.tensor_parallel_size;
+        expert_parallelism.data_parallel_size = config.replicas;
+        expert_parallelism.expert_load_imbalance = config.engine.expert_load_imbalance;
+        expert_parallelism.link_bytes_per_s = p.gpu.group_bytes_per_s(p.plan.expert_parallel_size);
+        expert_parallelism.latency_ms = p.gpu.allreduce_latency_ms;
+        if (!(expert_parallelism.link_bytes_per_s > 0)) {
+            throw ConfigError(fmt::format(
+                "{}: experiment '{}': an expert-parallel group of {} GPUs (TP × replicas) is more than the NVLink "
+                "domain of {} ({} GPUs, {}) and its host link is {}: the all-to-all would cross the network, which "
+                "servesim does not model",
+                config.file, config.name, p.plan.expert_parallel_size, p.gpu.name, p.gpu.interconnect_domain_gpus,
+                p.gpu.file, p.gpu.host_link_kind));
+        }
+    }
     if (config.cost_model == "roofline") {
         engine::RooflineParams params;
         params.gpu_name = p.gpu.name;
         params.peak_flops_per_s = p.gpu.bf16_dense_flops_per_s;
         params.memory_bandwidth_bytes_per_s = p.gpu.memory_bandwidth_bytes_per_s;
+        params.gemm_efficiency = p.gpu.gemm_efficiency;
+        params.attention_efficiency = p.gpu.attention_efficiency;
+        params.gdn_efficiency = p.gpu.gdn_efficiency;
+        params.bandwidth_efficiency = p.gpu.bandwidth_efficiency;
         params.tensor_parallel_size = p.plan.tensor_parallel_size;
-        params.interconnect_bytes_per_s = p.gpu.interconnect_bytes_per_s;
+        params.interconnect_bytes_per_s = tp_link_bytes_per_s;
+        params.allreduce_latency_ms = p.gpu.allreduce_latency_ms;
+        params.expert_parallel = expert_parallelism;
         params.max_cudagraph_tokens = static_cast<int>(
             std::min<std::int64_t>({2 * p.plan.max_num_seqs, 512, p.plan.max_num_batched_tokens}));
         p.cost_model = std::make_unique<engine::RooflineCostModel>(p.model, p.plan.kv_cache_dtype, params);
@@ -353,12 +407,28 @@ PreparedExperiment prepare_experiment(const ExperimentConfig& config) {
         // A profile holds one rank's compute for its tensor_parallel_size, which must be the engine's (the cost
         // model refuses a mismatch); the all-reduces are added as RooflineCostModel adds them.
         const engine::TensorParallelComm comm =
-            engine::make_tensor_parallel_comm(p.model, p.plan.tensor_parallel_size, p.gpu.interconnect_bytes_per_s,
-                                              engine::RooflineParams{}.allreduce_latency_ms);
+            engine::make_tensor_parallel_comm(p.model, p.plan.tensor_parallel_size, tp_link_bytes_per_s,
+                                              p.gpu.allreduce_latency_ms);
         p.cost_model = with_file([&] {
             return std::make_unique<engine::ProfileCostModel>(std::move(profile), config.cost_model, graphs,
                                                               kv_scale > 0 ? kv_scale : 1.0, comm);
         });
+    }
+    if (expert_parallelism.enabled()) {
+        // The dispatch and combine of every MoE layer, for either cost model.
+        p.cost_model = std::make_unique<engine::ExpertAllToAllCostModel>(std::move(p.cost_model), p.model,
+                                                                         expert_parallelism);
+    }
+    if (p.plan.pipeline_parallel_size > 1) {
+        // vLLM's batch queue of pipeline_parallel_size micro-batches (sim/engine/pipeline_parallel_cost_model.h).
+        engine::PipelineHop hop;
+        hop.pipeline_parallel_size = p.plan.pipeline_parallel_size;
+        hop.tensor_parallel_size = p.plan.tensor_parallel_size;
+        hop.hidden_size = p.model.hidden_size;
+        hop.dtype_bytes = models::dtype_bytes(p.model.dtype);
+        hop.link_bytes_per_s = pp_link_bytes_per_s;
+        hop.latency_ms = p.gpu.allreduce_latency_ms;
+        p.cost_model = std::make_unique<engine::PipelineParallelCostModel>(std::move(p.cost_model), hop);
     }
     if (config.engine.kv_offloading_size_gib && p.plan.enable_prefix_caching &&
         p.plan.mamba_cache_mode == cache::MambaCacheMode::kAlign && p.plan.mamba_block_size > 0 &&

@@ -77,8 +77,10 @@ struct ExperimentResult {
 // The status and warnings of a finished run (fills r.status, r.warnings, goodput).
 void assess_result(ExperimentResult& r);
 
-// vLLM's memory-plan request for a model on a GPU with the user's engine settings.
-[[nodiscard]] cache::MemoryPlanRequest memory_plan_request(const EngineSettings& engine, const calibration::GpuSpec& gpu);
+// vLLM's memory-plan request for a model on a GPU with the user's engine settings; `data_parallel_size` (the
+// replicas) sizes the expert-parallel group TP × DP when engine.enable_expert_parallel is set.
+[[nodiscard]] cache::MemoryPlanRequest memory_plan_request(const EngineSettings& engine, const calibration::GpuSpec& gpu,
+                                                           int data_parallel_size = 1);
 
 // The host KV tier of engine.kv_offloading_size (vLLM's native OffloadingConnector, CPUOffloadingSpec) for a
 // resolved plan: its capacity in CPU blocks per tensor-parallel group, its load speed and the release's rules.

@@ -947,6 +947,18 @@ nlohmann::ordered_json inspect_json(const models::ModelSpec& model, const std::s
     j["max_num_seqs"] = p.max_num_seqs;
     j["gpu_memory_utilization"] = p.gpu_memory_utilization;
     j["tensor_parallel_size"] = p.tensor_parallel_size;
+    if (!p.stages.empty()) {
+        j["pipeline_parallel_size"] = p.pipeline_parallel_size;
+        nlohmann::ordered_json stages = nlohmann::ordered_json::array();
+        for (const auto& st : p.stages) {
+            stages.push_back({{"first_layer", st.first_layer},
+                              {"num_layers", st.num_layers},
+                              {"weight_bytes", st.weight_bytes},
+                              {"kv_cache_memory_bytes", st.kv_cache_memory_bytes},
+                              {"num_gpu_blocks", st.num_gpu_blocks}});
+        }
+        j["pipeline_stages"] = stages;
+    }
     j["weight_bytes"] = p.weight_bytes;
     j["weight_bytes_read_per_decode_step"] = models::weight_bytes_read_per_step(model, 1);
     j["activation_peak_bytes"] = p.activation_peak_bytes;
@@ -975,6 +987,20 @@ std::string inspect_table(const models::ModelSpec& model, const std::string& gpu
         line("activation peak (modelled)", fmt::format("{:.2f} GiB", p.activation_peak_bytes / kGiB));
         line("non-torch + cuda graphs", fmt::format("{:.2f} GiB", (p.non_torch_bytes + p.cudagraph_bytes) / kGiB));
         line("Available KV cache memory", fmt::format("{:.2f} GiB", p.kv_cache_memory_bytes / kGiB));
+    }
+    if (p.expert_parallel_size > 1) {
+        line("expert parallel", fmt::format("EP {}: each GPU holds its routed experts whole (determine_expert_map)",
+                                            p.expert_parallel_size));
+    }
+    if (!p.stages.empty()) {
+        // Pipeline parallelism: one GPU per stage (and TP rank); vLLM keeps the smallest num_blocks of all stages.
+        out += fmt::format("\n-- pipeline stages (get_pp_indices; the engine takes the smallest num_blocks) --\n");
+        for (std::size_t i = 0; i < p.stages.size(); ++i) {
+            const auto& st = p.stages[i];
+            line(fmt::format("stage {} layers {}-{}", i, st.first_layer, st.first_layer + st.num_layers - 1),
+                 fmt::format("weights {:.2f} GiB, KV {:.2f} GiB, {} blocks", st.weight_bytes / kGiB,
+                             st.kv_cache_memory_bytes / kGiB, st.num_gpu_blocks));
+        }
     }
     out += "\n-- what vLLM's start-up log would say --\n";
     if (p.block_size_raised) {

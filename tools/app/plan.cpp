@@ -187,9 +187,11 @@ private:
                 if (c.label.empty()) {
                     c.label = x.name;
                 }
-                c.gpu = calibration::find_gpu(x.gpu).name;
+                const calibration::GpuSpec gpu = calibration::find_gpu(x.gpu);
+                c.gpu = gpu.name;
                 c.tensor_parallel_size = x.engine.tensor_parallel_size;
-                c.usd_per_gpu_hour = r_.prices.price(c.gpu);  // a missing price stops here, before simulating
+                c.pipeline_parallel_size = x.engine.pipeline_parallel_size;
+                c.usd_per_gpu_hour = r_.prices.price_of(gpu);  // a missing price stops here, before simulating
                 base_seeds_.push_back(x.seed);
                 base_replicas_.push_back(x.replicas);
                 result_.configurations.push_back(std::move(c));
@@ -292,7 +294,7 @@ private:
             }
         }
         const PlanProbe& best = result_.probes[*conf.best_probe];
-        conf.gpus = best.replicas * conf.tensor_parallel_size;
+        conf.gpus = best.replicas * conf.tensor_parallel_size * conf.pipeline_parallel_size;
         double tokens = 0;
         double output = 0;
         for (const auto& s : best.summaries) {

@@ -70,6 +70,7 @@ struct PlanConfiguration {
     std::size_t experiment_index = 0;                         // within the scenario loaded with those overrides
     std::string gpu;                                          // resolved, for the price
     int tensor_parallel_size = 1;
+    int pipeline_parallel_size = 1;  // GPUs per replica = tensor_parallel_size × pipeline_parallel_size
     double usd_per_gpu_hour = 0;
 
     planner::ThresholdAnswer answer;

@@ -246,6 +246,9 @@ ExperimentConfig parse_experiment(const YamlMap& m, const std::string& base_dir)
         x.model = resolve_relative(x.model, base_dir);
     }
     x.gpu = m.get_or<std::string>("gpu", "H200");
+    if (calibration::is_gpu_file(x.gpu)) {
+        x.gpu = resolve_relative(x.gpu, base_dir);  // a user GPU file (docs/GPUS.md), beside the scenario
+    }
     x.cost_model = m.get_or<std::string>("cost_model", "roofline");
     if (x.cost_model != "roofline") {
         x.cost_model = resolve_relative(x.cost_model, base_dir);
@@ -348,7 +351,7 @@ void check_model_gpu_and_memory(const YamlMap& m, const ExperimentConfig& x) {
         m.fail("gpu", e.what());
     }
     try {
-        (void)cache::plan_memory(model, memory_plan_request(x.engine, gpu));
+        (void)cache::plan_memory(model, memory_plan_request(x.engine, gpu, x.replicas));
     } catch (const ConfigError& e) {
         // plan_memory's messages open with the engine key they are about ("max_model_len: ..."); a value the user
         // did not write is a default derived from the model.

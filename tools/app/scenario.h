@@ -36,6 +36,10 @@ struct EngineSettings {
     bool scheduler_reserve_full_isl = true;
     bool async_scheduling = true;  // vLLM's default since PR #27614
     int tensor_parallel_size = 1;  // GPUs per replica (--tensor-parallel-size)
+    int pipeline_parallel_size = 1;  // pipeline stages per replica (--pipeline-parallel-size); GPUs = TP × PP
+    // --enable-expert-parallel: routed experts spread over TP × DP ranks, DP = cluster.replicas (-dp).
+    bool enable_expert_parallel = false;
+    double expert_load_imbalance = 1.0;  // servesim: busiest EP rank's routed tokens / mean (≥ 1)
     std::string vllm_version = core::kNewestModelled.str();  // the newest release whose rules are modelled
     // --kv-offloading-size (GiB, native CPU offloading connector); unset = no host tier.
     std::optional<double> kv_offloading_size_gib;

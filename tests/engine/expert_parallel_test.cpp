@@ -1,0 +1,86 @@
+// Tests sim/cache/expert_placement.* and sim/engine/expert_parallel.*: vLLM's linear expert placement
+// (determine_expert_map), the weights one GPU holds, and the busiest rank's expert work and all-to-all.
+#include "sim/engine/expert_parallel.h"
+
+#include <cmath>
+
+#include "models/model_registry.h"
+#include "models/model_derived.h"
+#include "sim/cache/expert_placement.h"
+#include "tests/catch.h"
+
+namespace servesim::engine {
+namespace {
+
+bool near(double a, double b) { return std::abs(a - b) <= 1e-9 * std::max(1.0, std::abs(b)); }
+
+// One MoE layer (no attention): hidden 1024, 8 gated experts of 512, top-2, bf16.
+models::ModelSpec one_moe_layer() {
+    models::ModelSpec m;
+    m.name = "toy-moe";
+    m.hidden_size = 1024;
+    m.vocab_size = 1000;
+    models::MoeMlp moe;
+    moe.num_experts = 8;
+    moe.num_experts_per_tok = 2;
+    moe.moe_intermediate_size = 512;
+    m.layers.push_back(models::Layer{models::NoMixer{}, moe});
+    return m;
+}
+
+TEST_CASE("EP: experts placed as determine_expert_map, the first E % EP ranks one more", "[engine][ep]") {
+    // 128 experts on 6 ranks: 21 each, remainder 2 → ranks 0 and 1 hold 22.
+    CHECK(cache::local_num_experts(128, 6, 0) == 22);
+    CHECK(cache::local_num_experts(128, 6, 1) == 22);
+    CHECK(cache::local_num_experts(128, 6, 2) == 21);
+    CHECK(cache::local_num_experts(128, 6, 5) == 21);
+    int sum = 0;
+    for (int r = 0; r < 6; ++r) {
+        sum += cache::local_num_experts(128, 6, r);
+    }
+    CHECK(sum == 128);
+    CHECK(cache::max_local_experts(128, 8) == 16);
+    CHECK(cache::max_local_experts(128, 1) == 128);
+}
+
+TEST_CASE("EP: Qwen3-235B-A22B on 8 ranks at TP 1 holds 16 whole experts per layer and all else", "[engine][ep]") {
+    // 94 MoE layers of 128 experts, each 3 · 4096 · 1536 = 18,874,368 params: routed 227,096,395,776 params =
+    // 454,192,791,552 B; a rank keeps 16 per layer: 94 · 16 · 18,874,368 · 2 B = 56,774,098,944 B, plus every other
+    // weight unsharded (TP 1).
+    const auto q = models::resolve_model("Qwen3-235B-A22B");
+    CHECK(cache::routed_expert_weight_bytes(q) == 454'192'791'552);
+    const std::int64_t rest = models::weight_bytes_total(q) - 454'192'791'552;
+    CHECK(cache::expert_parallel_weight_bytes(q, 1, 8) == rest + 56'774'098'944);
+    // EP 8 at TP 8 holds what TP 8 slicing holds (16 experts' worth either way).
+    CHECK(cache::expert_parallel_weight_bytes(q, 8, 8) == rest / 8 + 56'774'098'944);
+}
+
+TEST_CASE("EP: the busiest rank's expert work and the dispatch/combine all-to-all", "[engine][ep]") {
+    // 4 tokens on a replica, TP 1, DP 2 → EP 2, imbalance 1.5, 100 GB/s, 0.01 ms per all-to-all.
+    ExpertParallelism ep;
+    ep.expert_parallel_size = 2;
+    ep.data_parallel_size = 2;
+    ep.expert_load_imbalance = 1.5;
+    ep.link_bytes_per_s = 100e9;
+    ep.latency_ms = 0.01;
+    const ExpertStepWork w = expert_step_work(one_moe_layer(), ep, 4);
+    // An expert: 3 · 1024 · 512 = 1,572,864 params (3,145,728 B). FLOPs: 2 · 4 tokens · 2 experts · 1,572,864 =
+    // 25,165,824 sliced by TP 1; the busiest EP rank 1.5x that.
+    CHECK(w.flops_tp == 25'165'824.0);
+    CHECK(w.flops_ep == 37'748'736.0);
+    // Weights read: TP reads the experts 4 tokens touch, 8 · (1 − 0.75^4) = 5.46875 → 17,203,200 B; an EP rank
+    // its 4 experts, each touched by some of the 2 replicas' 8 tokens: 4 · (1 − 0.75^8) · 3,145,728 B.
+    CHECK(near(w.weight_bytes_tp, 17'203'200.0));
+    CHECK(near(w.weight_bytes_ep, 4.0 * (1.0 - std::pow(0.75, 8)) * 3'145'728.0));
+    // Dispatch: 4 tokens · 2 experts · 1024 · 2 B · (2−1)/2 = 8,192 B; the busiest rank receives 1.5x; dispatch and
+    // combine: 2 · (8,192 · 1.5 / 100 GB/s + 0.01 ms) = 0.02024576 ms.
+    CHECK(near(w.all_to_all_ms, 2.0 * (1e3 * 8192.0 * 1.5 / 100e9 + 0.01)));
+    // Off (EP 1): no all-to-all; the work is TP's.
+    ExpertParallelism off;
+    const ExpertStepWork none = expert_step_work(one_moe_layer(), off, 4);
+    CHECK(none.all_to_all_ms == 0);
+    CHECK(none.flops_ep == none.flops_tp);
+}
+
+}  // namespace
+}  // namespace servesim::engine

@@ -13,6 +13,7 @@
 
 #include "common/error.h"
 #include "models/dtype.h"
+#include "models/quantization_config.h"
 
 namespace servesim::models {
 
@@ -469,6 +470,10 @@ ModelSpec model_from_hf_config(const YamlMap& top, const std::string& name) {
         spec.vision = t;
     }
     spec.supports_mamba_prefix_caching_all = contains(kMambaPrefixCachingAll, family);
+    // Weight quantization (models/quantization_config.h); a method servesim does not model is refused there.
+    if (top.has("quantization_config") && !top.raw()["quantization_config"].IsNull()) {
+        spec.quantization = parse_quantization_config(top.map("quantization_config"), spec.dtype);
+    }
     return spec;
 }
 

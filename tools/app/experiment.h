@@ -77,6 +77,9 @@ struct ExperimentResult {
 // The status and warnings of a finished run (fills r.status, r.warnings, goodput).
 void assess_result(ExperimentResult& r);
 
+// The model as the engine loads it: resolve_model, then --quantization / --dtype (models/quantization_config.h).
+[[nodiscard]] models::ModelSpec resolve_engine_model(const std::string& model, const EngineSettings& engine);
+
 // vLLM's memory-plan request for a model on a GPU with the user's engine settings.
 [[nodiscard]] cache::MemoryPlanRequest memory_plan_request(const EngineSettings& engine, const calibration::GpuSpec& gpu);
 

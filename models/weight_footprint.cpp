@@ -29,8 +29,10 @@ std::string normalise_name(std::string name) {
     return name;
 }
 
-// A compiled pattern list: exact names (matching the module or a parent), regexes ("re:", anchored at the start as
-// Python's re.match), and substrings when asked.
+// A compiled pattern list as vLLM's is_layer_skipped (quantization/utils/quant_utils.py) reads it: exact names, or
+// substrings when asked (skip_with_substr); regexes ("re:", anchored at the start as Python's re.match) for
+// compressed-tensors and ModelOpt wildcards. Routed experts are one module, model.layers.N.mlp.experts: with exact
+// matching it is skipped when an entry naming experts contains that prefix ("...mlp.experts.0.gate_proj").
 class ModuleMatcher {
 public:
     ModuleMatcher(const std::vector<std::string>& patterns, bool by_substring) : by_substring_(by_substring) {
@@ -44,9 +46,12 @@ public:
     }
 
     [[nodiscard]] bool matches(const std::string& name) const {
+        const auto experts = name.find(".mlp.experts.");
+        const std::string expert_prefix = experts == std::string::npos ? "" : name.substr(0, experts + 12);
         for (const auto& n : names_) {
-            if (name == n || (name.size() > n.size() && name.compare(0, n.size(), n) == 0 && name[n.size()] == '.') ||
-                (by_substring_ && name.find(n) != std::string::npos)) {
+            if (name == n || (by_substring_ && name.find(n) != std::string::npos) ||
+                (!by_substring_ && !expert_prefix.empty() && n.find("experts") != std::string::npos &&
+                 n.find(expert_prefix) != std::string::npos)) {
                 return true;
             }
         }

@@ -235,3 +235,27 @@ TEST_CASE("--quantization and --dtype follow vLLM's ModelConfig rules", "[models
                    }),
                    "--dtype"));
 }
+
+TEST_CASE("Ignore lists: exact names, re: regexes, and routed experts named by any one expert", "[models][quant]") {
+    // compressed-tensors ignore "re:.*self_attn.*" keeps attention bf16: Llama-3.1-8B fp8 per-channel, MLPs only:
+    // 32 · (3 · 58,720,256 + 4 · (14336 + 14336 + 4096)) = 32 · 176,291,840 = 5,641,338,880 B fp8, attention
+    // 32 · 41,943,040 · 2 = 2,684,354,560 B, embeddings 2,101,346,304. Total 10,427,039,744.
+    const auto ct = llama8_with(R"({"quant_method": "compressed-tensors", "ignore": ["lm_head", "re:.*self_attn.*"],
+        "config_groups": {"group_0": {"targets": ["Linear"], "input_activations": null,
+        "weights": {"num_bits": 8, "type": "float", "strategy": "channel"}}}})");
+    CHECK(sm::weight_bytes_total(ct) == 10'427'039'744);
+    // fp8 (exact names): an entry for one expert of layer 0 skips that layer's fused experts (vLLM is_layer_skipped),
+    // a parent name alone ("model.layers.1") skips nothing.
+    sm::ModelSpec moe = sm::load_preset("Qwen3-235B-A22B");
+    YAML::Node qc = YAML::Load(R"({"quant_method": "fp8", "activation_scheme": "dynamic",
+        "ignored_layers": ["model.layers.0.mlp.experts.7.down_proj", "model.layers.1"]})");
+    moe.quantization = sm::parse_quantization_config(servesim::YamlMap(qc, "t.json", "q"), moe.dtype);
+    int unquantized_experts = 0;
+    for (const auto& m : sm::linear_modules(moe)) {
+        if (m.role == sm::LinearRole::kExpert && m.scheme == nullptr) {
+            ++unquantized_experts;
+            CHECK(m.name.rfind("model.layers.0.mlp.experts.", 0) == 0);
+        }
+    }
+    CHECK(unquantized_experts == 2);  // gate_up_proj and down_proj of layer 0
+}

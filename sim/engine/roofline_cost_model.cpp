@@ -48,12 +48,15 @@ RooflineCostModel::RooflineCostModel(const models::ModelSpec& model, models::DTy
             if (f <= 0) {
                 return std::string();
             }
-            return rate > 0 ? fmt::format("; {} GEMMs at {:.0f} TFLOP/s", name, rate / 1e12)
-                            : fmt::format("; {} weights via {} (weight-only, bf16 math)", name, fallback);
+            return rate > 0 ? fmt::format(", {} GEMMs at {:.0f} TFLOP/s", name, rate / 1e12)
+                            : fmt::format(", {} weights via {} (bf16 math)", name, fallback);
         };
-        kernels_ = model.quantization->description + kernel(k.fp8, params_.fp8_flops_per_s, "fp8", "fp8 Marlin") +
+        kernels_ = model.quantization->method + kernel(k.fp8, params_.fp8_flops_per_s, "fp8", "fp8 Marlin") +
                    kernel(k.int8, params_.int8_flops_per_s, "int8", "a weight-only path") +
                    kernel(k.fp4, params_.fp4_flops_per_s, "fp4", "NVFP4 Marlin");
+        if (k.fp8 + k.int8 + k.fp4 <= 0) {
+            kernels_ += ", weight-only (bf16 math)";
+        }
         if (!has_moe) {
             dense_weight_bytes_per_step_ = static_cast<std::int64_t>(std::llround(models::weight_bytes_read(*footprint_, 1)));
         }

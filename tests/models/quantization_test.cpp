@@ -35,6 +35,8 @@ sm::ModelSpec llama8_with(const std::string& qc) {
 }  // namespace
 
 TEST_CASE("Llama-3.1-405B-Instruct-FP8 (fbgemm_fp8) holds about 382 GiB: fp8 linear layers, bf16 embeddings", "[models][quant]") {
+    // The preset Llama-3.1-405B-FP8 holds the same scheme.
+    CHECK(sm::weight_bytes_total(sm::load_preset("Llama-3.1-405B-FP8")) == 410'131'418'568);
     // Per block: q 16384·16384 = 268,435,456; k, v 16384·1024 = 16,777,216 each; o 268,435,456; gate, up, down
     // 16384·53248 = 872,415,232 each → 3,187,671,040 fp8 bytes. Per-channel fp32 scales, one per output row:
     // 16384 + 1024 + 1024 + 16384 + 53248 + 53248 + 16384 = 157,696 rows · 4 B = 630,784 B, and one fp32
@@ -164,13 +166,15 @@ TEST_CASE("The linear modules plus conv/SSM vectors are exactly count_params for
     for (const auto& name : sm::preset_names()) {
         INFO(name);
         sm::ModelSpec spec = sm::load_preset(name);
+        spec.quantization.reset();  // the FP8 preset's own scheme aside
+        const sm::ModelSpec unquantized = spec;
         const std::int64_t plain = sm::weight_bytes_total(spec);
         YAML::Node qc = YAML::Load(R"({"quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": true,
                                        "modules_to_not_convert": ["model."]})");  // every layer ignored
         spec.quantization = sm::parse_quantization_config(servesim::YamlMap(qc, "t.json", "q"), spec.dtype);
         CHECK(sm::weight_footprint(spec).quantized_params == 0);
         CHECK(sm::weight_bytes_total(spec) == plain);
-        CHECK(sm::weight_bytes_read_per_step(spec, 1) == sm::weight_bytes_read_per_step(sm::load_preset(name), 1));
+        CHECK(sm::weight_bytes_read_per_step(spec, 1) == sm::weight_bytes_read_per_step(unquantized, 1));
     }
 }
 

@@ -28,6 +28,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <string_view>
 
 #include "common/error.h"
@@ -496,6 +497,10 @@ WeightQuantization read_compressed_tensors(const YamlMap& c, DType checkpoint_dt
     }
     if (q.rules.empty()) {
         c.fail("config_groups", "has no groups");
+    }
+    // 2:4 sparse (or otherwise compressed-sparse) checkpoints store different bytes and run other kernels.
+    if (c.has("sparsity_config") && !c.raw()["sparsity_config"].IsNull() && c.raw()["sparsity_config"].size() > 0) {
+        c.fail("sparsity_config", "sparse compressed-tensors checkpoints are not modelled");
     }
     q.ignore = optional_string_list(c, "ignore");
     q.description = "compressed-tensors: " + names;

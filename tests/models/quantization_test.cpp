@@ -263,3 +263,25 @@ TEST_CASE("Ignore lists: exact names, re: regexes, and routed experts named by a
     }
     CHECK(unquantized_experts == 2);  // gate_up_proj and down_proj of layer 0
 }
+
+TEST_CASE("A ModelOpt checkpoint's hf_quant_config.json beside config.json is read (NVFP4)", "[models][quant]") {
+    // vLLM reads hf_quant_config.json when config.json has no quantization_config. Same bytes as the NVFP4 case
+    // above: 6,027,216,640.
+    const auto spec = sm::read_hf_config(fixture("quant/Llama-3.1-8B-Instruct-FP4/config.json"));
+    REQUIRE(spec.quantization);
+    CHECK(spec.quantization->method == "modelopt_fp4");
+    CHECK(sm::weight_bytes_total(spec) == 6'027'216'640);
+    CHECK(spec.name == "Llama-3.1-8B-Instruct-FP4");
+}
+
+TEST_CASE("compression_config and sparse compressed-tensors checkpoints are refused, not read as bf16", "[models][quant]") {
+    YAML::Node n = YAML::LoadFile(fixture("Llama-3.1-8B.json"));
+    n["compression_config"] = YAML::Load("{quant_method: compressed-tensors}");
+    CHECK(contains(config_error_of([&] { (void)sm::model_from_hf_config(n, "x", "c.json"); }), "compression_config"));
+    CHECK(contains(config_error_of([] {
+                       (void)llama8_with(R"({"quant_method": "compressed-tensors", "sparsity_config": {"format":
+                           "sparse-24-bitmask"}, "config_groups": {"g": {"targets": ["Linear"], "weights":
+                           {"num_bits": 8, "type": "float", "strategy": "channel"}}}})");
+                   }),
+                   "quantization_config.sparsity_config"));
+}

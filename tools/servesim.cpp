@@ -514,6 +514,12 @@ int cmd_list() {
     std::cout << "cost models:\n"
               << "  roofline         datasheet FLOP/s and bandwidth with stated efficiencies (any GPU above)\n"
               << "  <profile.yaml>   fitted curves from calibration (calibration/profiles/)\n";
+    std::cout << "weight quantization (config.json quantization_config; docs/QUANTIZATION.md):\n  ";
+    std::string methods;
+    for (const auto& m : models::supported_quantization_methods()) {
+        methods += (methods.empty() ? "" : ", ") + m;
+    }
+    std::cout << methods << "\n";
     std::cout << "routers:\n";
     for (const auto& r : cluster::router_table()) {
         std::cout << fmt::format("  {:<16} {}\n", r.name, r.description);

@@ -79,3 +79,24 @@ TEST_CASE("The profile cost model refuses a quantized model instead of costing i
 
 }  // namespace
 }  // namespace servesim::app
+
+namespace servesim::app {
+namespace {
+
+TEST_CASE("NVFP4 W4A4 runs fp4 GEMMs on B200 (2 x its fp8 rate) and the Marlin fallback on H200", "[tools][quant]") {
+    ExperimentConfig x;
+    x.file = "s.yaml";
+    x.name = "nvfp4";
+    x.model = std::string(SERVESIM_TEST_DATA_DIR) + "/fixtures/hf/quant/Llama-3.1-8B-Instruct-FP4/config.json";
+    x.workload = YAML::Load("{type: synthetic}");
+    x.gpu = "B200";
+    const PreparedExperiment b200 = prepare_experiment(x);
+    INFO(b200.cost_model->describe());
+    CHECK(contains(b200.cost_model->describe(), "modelopt_fp4, fp4 GEMMs at 9000 TFLOP/s"));
+    x.gpu = "H200";
+    const PreparedExperiment h200 = prepare_experiment(x);
+    CHECK(contains(h200.cost_model->describe(), "fp4 weights via NVFP4 Marlin (bf16 math)"));
+}
+
+}  // namespace
+}  // namespace servesim::app

@@ -341,11 +341,13 @@ PreparedExperiment prepare_experiment(const ExperimentConfig& config) {
         params.gpu_name = p.gpu.name;
         params.peak_flops_per_s = p.gpu.bf16_dense_flops_per_s;
         // Quantized GEMMs (docs/QUANTIZATION.md): int8 tensor cores run at the fp8 rate on Ada/Hopper/Blackwell and
-        // at twice bf16 on Ampere (A100 624 vs 312 TOPS), a stated approximation. No fp4 figure yet: NVFP4 W4A4 runs
-        // the weight-only fallback until the GPU data carry fp4 FLOP/s.
+        // at twice bf16 on Ampere (A100 624 vs 312 TOPS), a stated approximation. fp4 tensor cores exist from
+        // Blackwell (sm_100) at twice the fp8 rate (B200 datasheet: 9 vs 4.5 PFLOPS dense); below, NVFP4 W4A4 runs
+        // the weight-only Marlin fallback.
         params.fp8_flops_per_s = p.gpu.fp8_dense_flops_per_s;
         params.int8_flops_per_s =
             p.gpu.fp8_dense_flops_per_s > 0 ? p.gpu.fp8_dense_flops_per_s : 2.0 * p.gpu.bf16_dense_flops_per_s;
+        params.fp4_flops_per_s = p.gpu.compute_capability >= 100 ? 2.0 * p.gpu.fp8_dense_flops_per_s : 0.0;
         params.memory_bandwidth_bytes_per_s = p.gpu.memory_bandwidth_bytes_per_s;
         params.tensor_parallel_size = p.plan.tensor_parallel_size;
         params.interconnect_bytes_per_s = p.gpu.interconnect_bytes_per_s;

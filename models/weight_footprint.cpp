@@ -259,6 +259,20 @@ WeightFootprint weight_footprint(const ModelSpec& spec) {
         f.dense_read_bytes += p * dtype_bytes(spec.dtype);
         f.layer_flops_per_token.activation_dtype += 2.0 * p;  // as linear_flops_per_token counts them
     }
+    // Guard: the layout above must hold every parameter count_params counts, or a layer kind this file does not
+    // know (a new attention variant, extra per-head vectors) would be costed wrongly without a word.
+    i64 laid_out = i64{spec.vocab_size} * spec.hidden_size + spec.extra_params;
+    for (const auto& m : modules) {
+        laid_out += m.count * m.in_features * m.out_features;
+    }
+    for (const auto& l : spec.layers) {
+        laid_out += non_linear_params(l);
+    }
+    if (const i64 counted = count_params(spec).total(); laid_out != counted) {
+        throw ConfigError(fmt::format("{}: quantized weights of this model's layers are not modelled: its linear "
+                                      "layers as laid out hold {} parameters, the model {} (docs/QUANTIZATION.md)",
+                                      spec.quantization ? spec.quantization->source : spec.name, laid_out, counted));
+    }
     f.loaded_bytes = static_cast<i64>(std::llround(loaded));
     return f;
 }

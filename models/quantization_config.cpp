@@ -29,6 +29,7 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <regex>
 #include <string_view>
 
 #include "common/error.h"
@@ -65,6 +66,18 @@ std::string join(const std::vector<std::string>& items) {
     return out;
 }
 
+// A "re:<regex>" module pattern must compile (models/weight_footprint.cpp matches with it).
+void check_pattern(const YamlMap& c, std::string_view key, const std::string& pattern) {
+    if (pattern.rfind("re:", 0) != 0) {
+        return;
+    }
+    try {
+        (void)std::regex(pattern.substr(3));
+    } catch (const std::regex_error& e) {
+        c.fail(key, "'" + pattern + "' is not a valid regular expression: " + e.what());
+    }
+}
+
 // A list of strings, or null / absent (empty).
 std::vector<std::string> optional_string_list(const YamlMap& c, std::string_view key) {
     std::vector<std::string> out;
@@ -77,6 +90,7 @@ std::vector<std::string> optional_string_list(const YamlMap& c, std::string_view
     }
     for (const auto& item : n) {
         out.push_back(c.convert<std::string>(item, key));
+        check_pattern(c, key, out.back());
     }
     return out;
 }
@@ -405,6 +419,9 @@ QuantScheme read_ct_scheme(const YamlMap& group, DType checkpoint_dtype, std::st
             }
             s.block_n = w.convert<int>(b[0], "block_structure");
             s.block_k = w.convert<int>(b[1], "block_structure");
+            if (s.block_n <= 0 || s.block_k <= 0) {
+                w.fail("block_structure", fmt::format("dimensions must be positive, got [{}, {}]", s.block_n, s.block_k));
+            }
         } else {
             w.fail("strategy", "'" + strategy + "' is not modelled; allowed: tensor, channel, group, tensor_group, block");
         }
@@ -488,6 +505,7 @@ WeightQuantization read_compressed_tensors(const YamlMap& c, DType checkpoint_dt
                 g.fail("targets", "target '" + target + "' is not modelled; allowed: Linear, a module name, or "
                                   "re:<regex>");
             }
+            check_pattern(g, "targets", target);
             rule.targets.push_back(target);
         }
         std::string name;

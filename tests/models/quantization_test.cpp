@@ -210,6 +210,19 @@ TEST_CASE("An unmodelled or unknown quant_method is refused naming the file and 
                            ["LlamaAttention"], "weights": {"num_bits": 8, "type": "float", "strategy": "tensor"}}}})");
                    }),
                    "quantization_config.config_groups.g.targets"));
+    // A regex that does not compile, and zero block dimensions, are refused at their key (no crash later).
+    CHECK(contains(config_error_of([] {
+                       (void)llama8_with(R"({"quant_method": "compressed-tensors", "ignore": ["re:(["], "config_groups":
+                           {"g": {"targets": ["Linear"], "weights": {"num_bits": 8, "type": "float", "strategy":
+                           "channel"}}}})");
+                   }),
+                   "quantization_config.ignore"));
+    CHECK(contains(config_error_of([] {
+                       (void)llama8_with(R"({"quant_method": "compressed-tensors", "config_groups": {"g": {"targets":
+                           ["Linear"], "weights": {"num_bits": 8, "type": "float", "strategy": "block",
+                           "block_structure": [0, 128]}}}})");
+                   }),
+                   "block_structure"));
 }
 
 TEST_CASE("--quantization and --dtype follow vLLM's ModelConfig rules", "[models][quant]") {

@@ -13,6 +13,7 @@
 
 #include "common/error.h"
 #include "models/dtype.h"
+#include "models/quantization_config.h"
 
 namespace servesim::models {
 
@@ -469,6 +470,14 @@ ModelSpec model_from_hf_config(const YamlMap& top, const std::string& name) {
         spec.vision = t;
     }
     spec.supports_mamba_prefix_caching_all = contains(kMambaPrefixCachingAll, family);
+    // Weight quantization (models/quantization_config.h); a method servesim does not model is refused there.
+    if (top.has("quantization_config") && !top.raw()["quantization_config"].IsNull()) {
+        spec.quantization = parse_quantization_config(top.map("quantization_config"), spec.dtype);
+    } else if (top.has("compression_config") && !top.raw()["compression_config"].IsNull()) {
+        // vLLM falls back to compression_config (early compressed-tensors exports): not read, so refused.
+        top.fail("compression_config", "is not modelled; rename it quantization_config if it holds a "
+                                       "compressed-tensors quantization_config");
+    }
     return spec;
 }
 
@@ -477,7 +486,22 @@ ModelSpec model_from_hf_config(const YAML::Node& config, const std::string& name
 }
 
 ModelSpec read_hf_config(const std::string& path, const std::string& name) {
-    return model_from_hf_config(load_yaml_file(path), name, path);
+    YAML::Node config = load_yaml_file(path);
+    // ModelOpt checkpoints may keep their scheme in hf_quant_config.json beside config.json; vLLM reads it when
+    // config.json has no quantization_config (ModelOptQuantConfigBase, get_config_filenames).
+    const std::filesystem::path modelopt = std::filesystem::path(path).parent_path() / "hf_quant_config.json";
+    if (config.IsMap() && !config["quantization_config"] && std::filesystem::exists(modelopt)) {
+        const YAML::Node q = load_yaml_file(modelopt.string());
+        if (!q.IsMap() || !q["quantization"]) {
+            throw ConfigError(modelopt.string(), 0, "quantization", "missing; expected ModelOpt's {quantization: "
+                                                                    "{quant_algo: ...}}");
+        }
+        YAML::Node qc(YAML::NodeType::Map);
+        qc["quant_method"] = "modelopt";
+        qc["quantization"] = q["quantization"];
+        config["quantization_config"] = qc;
+    }
+    return model_from_hf_config(config, name, path);
 }
 
 ModelSpec read_hf_config(const std::string& path) {

@@ -7,6 +7,8 @@
 #include <cmath>
 #include <type_traits>
 
+#include "models/weight_footprint.h"
+
 namespace servesim::models {
 
 namespace {
@@ -194,12 +196,18 @@ ParamCounts count_active_params(const ModelSpec& spec) {
 }
 
 std::int64_t weight_bytes_total(const ModelSpec& spec) {
+    if (spec.quantization) {
+        return weight_footprint(spec).loaded_bytes;  // scheme bytes, scales included (docs/QUANTIZATION.md)
+    }
     return count_params(spec).total() * dtype_bytes(spec.dtype);
 }
 
 std::int64_t weight_bytes_read_per_step(const ModelSpec& spec, std::int64_t num_tokens) {
     if (num_tokens <= 0) {
         return 0;
+    }
+    if (spec.quantization) {
+        return static_cast<i64>(std::llround(weight_bytes_read(weight_footprint(spec), num_tokens)));
     }
     const i64 h = spec.hidden_size;
     // The output projection (lm_head, or the tied embedding matrix) is read once per step.

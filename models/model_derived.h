@@ -70,7 +70,8 @@ struct ParamCounts {
 // shared expert and router) and `extra` is 0. Embedding and lm_head are included (Qwen3-235B-A22B: 22.2 B).
 [[nodiscard]] ParamCounts count_active_params(const ModelSpec& spec);
 
-// Bytes vLLM loads onto the GPU (model_memory_usage): every parameter at the model dtype, vision tower included.
+// Bytes vLLM loads onto the GPU (model_memory_usage): every parameter at the model dtype, vision tower included; for a
+// quantized model (spec.quantization) the scheme's bytes with scales and zero points (models/weight_footprint.h).
 [[nodiscard]] std::int64_t weight_bytes_total(const ModelSpec& spec);
 
 // Weight bytes one forward step reads for a batch of num_tokens tokens: every non-expert layer weight and the

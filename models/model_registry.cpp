@@ -52,6 +52,8 @@ constexpr HfRepo kHfRepos[] = {
     {"meta-llama/Llama-3.1-70B-Instruct", "Llama-3.1-70B"},
     {"meta-llama/Meta-Llama-3.1-70B", "Llama-3.1-70B"},
     {"meta-llama/Meta-Llama-3.1-70B-Instruct", "Llama-3.1-70B"},
+    {"meta-llama/Llama-3.1-405B", "Llama-3.1-405B"},
+    {"meta-llama/Llama-3.1-405B-Instruct", "Llama-3.1-405B"},
     {"Qwen/Qwen3-4B", "Qwen3-4B"},
     {"Qwen/Qwen3-8B", "Qwen3-8B"},
     {"Qwen/Qwen3-32B", "Qwen3-32B"},

@@ -11,6 +11,8 @@
 #include <variant>
 #include <vector>
 
+#include "models/quantization.h"
+
 namespace servesim::models {
 
 enum class DType { kFloat32, kBFloat16, kFloat16, kFp8 };
@@ -127,6 +129,9 @@ struct ModelSpec {
     // vLLM class capability: implements SupportsMambaPrefixCaching, so --enable-prefix-caching picks mamba_cache_mode
     // "all" instead of "align" (vllm/model_executor/models/config.py, MambaModelConfig.verify_and_update_config).
     bool supports_mamba_prefix_caching_all = false;
+    // Weight quantization (config.json `quantization_config`, or vLLM's --quantization); unset = every weight at
+    // `dtype`. Weight bytes and GEMM kernels follow from it (models/weight_footprint.h, docs/QUANTIZATION.md).
+    std::optional<WeightQuantization> quantization;
     bool operator==(const ModelSpec&) const = default;
 };
 

@@ -22,6 +22,7 @@
 #include "calibration/runner/exec_calibrate.h"
 #include "common/error.h"
 #include "models/model_registry.h"
+#include "models/quantization_config.h"
 #include "sim/cache/memory_plan.h"
 #include "sim/cluster/router.h"
 #include "tools/app/command_line.h"
@@ -429,7 +430,15 @@ int cmd_inspect(const std::vector<std::string>& args) {
             throw ConfigError("command line: " + flag + ": " + err.what());
         }
     };
-    const models::ModelSpec model = named("--model", [&] { return models::resolve_model(model_name); });
+    const models::ModelSpec checkpoint = named("--model", [&] { return models::resolve_model(model_name); });
+    // --quantization / --dtype: their errors open with the flag's name.
+    const models::ModelSpec model = [&] {
+        try {
+            return models::apply_engine_quantization(checkpoint, e.quantization, e.dtype);
+        } catch (const ConfigError& err) {
+            throw ConfigError("command line: " + std::string(err.what()));
+        }
+    }();
     const calibration::GpuSpec gpu = named("--gpu", [&] { return calibration::find_gpu(gpu_name); });
     cache::MemoryPlan plan;
     try {
@@ -519,6 +528,12 @@ int cmd_list() {
     std::cout << "cost models:\n"
               << "  roofline         datasheet FLOP/s and bandwidth with stated efficiencies (any GPU above)\n"
               << "  <profile.yaml>   fitted curves from calibration (calibration/profiles/)\n";
+    std::cout << "weight quantization (config.json quantization_config; docs/QUANTIZATION.md):\n  ";
+    std::string methods;
+    for (const auto& m : models::supported_quantization_methods()) {
+        methods += (methods.empty() ? "" : ", ") + m;
+    }
+    std::cout << methods << "\n";
     std::cout << "routers:\n";
     for (const auto& r : cluster::router_table()) {
         std::cout << fmt::format("  {:<16} {}\n", r.name, r.description);

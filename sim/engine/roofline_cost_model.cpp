@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "models/model_derived.h"
 
@@ -31,7 +32,35 @@ RooflineCostModel::RooflineCostModel(const models::ModelSpec& model, models::DTy
     const bool has_moe = std::any_of(model.layers.begin(), model.layers.end(), [](const auto& layer) {
         return std::holds_alternative<models::MoeMlp>(layer.mlp);
     });
-    if (!has_moe) {
+    if (model.quantization) {
+        // Each linear layer at the rate of the kernel vLLM picks for it. W8A8 fp8 without fp8 tensor cores (Ampere)
+        // runs MarlinFP8ScaledMMLinearKernel (kernels/linear/scaled_mm/marlin.py, capability < 89): fp8 weights,
+        // bf16 math; NVFP4 without fp4 runs the NVFP4 Marlin path likewise; weight-only schemes dequantize into a
+        // GEMM at the activation dtype.
+        footprint_ = models::weight_footprint(model);
+        const models::KernelFlops& k = footprint_->layer_flops_per_token;
+        const double peak = params_.peak_flops_per_s;
+        const auto at = [peak](double f, double rate) { return rate > 0 ? f * peak / rate : f; };
+        linear_flops_per_token_ = k.activation_dtype + at(k.fp8, params_.fp8_flops_per_s) +
+                                  at(k.int8, params_.int8_flops_per_s) + at(k.fp4, params_.fp4_flops_per_s);
+        lm_head_bytes_ = footprint_->lm_head_bytes;
+        const auto kernel = [&](double f, double rate, const char* name, const char* fallback) {
+            if (f <= 0) {
+                return std::string();
+            }
+            return rate > 0 ? fmt::format(", {} GEMMs at {:.0f} TFLOP/s", name, rate / 1e12)
+                            : fmt::format(", {} weights via {} (bf16 math)", name, fallback);
+        };
+        kernels_ = model.quantization->method + kernel(k.fp8, params_.fp8_flops_per_s, "fp8", "fp8 Marlin") +
+                   kernel(k.int8, params_.int8_flops_per_s, "int8", "a weight-only path") +
+                   kernel(k.fp4, params_.fp4_flops_per_s, "fp4", "NVFP4 Marlin");
+        if (k.fp8 + k.int8 + k.fp4 <= 0) {
+            kernels_ += ", weight-only (bf16 math)";
+        }
+        if (!has_moe) {
+            dense_weight_bytes_per_step_ = static_cast<std::int64_t>(std::llround(models::weight_bytes_read(*footprint_, 1)));
+        }
+    } else if (!has_moe) {
         dense_weight_bytes_per_step_ = models::weight_bytes_read_per_step(model, 1);
     }
     kv_bytes_per_token_ = static_cast<double>(models::kv_bytes_per_token(model, kv_dtype));
@@ -79,9 +108,10 @@ StepCost RooflineCostModel::step_cost(const BatchShape& s) const {
     // cudagraph_mode FULL_AND_PIECEWISE). Attention runs on the real tokens either way.
     const std::int64_t tokens = cudagraph_padded_tokens(s.num_tokens, params_.max_cudagraph_tokens);
     const double b = models::dtype_bytes(model_.dtype);
-    const std::int64_t all_weight_bytes = (dense_weight_bytes_per_step_ >= 0 && tokens > 0)
-                                              ? dense_weight_bytes_per_step_
-                                              : models::weight_bytes_read_per_step(model_, tokens);
+    const std::int64_t all_weight_bytes =
+        (dense_weight_bytes_per_step_ >= 0 && tokens > 0) ? dense_weight_bytes_per_step_
+        : footprint_ ? static_cast<std::int64_t>(std::llround(models::weight_bytes_read(*footprint_, tokens)))
+                     : models::weight_bytes_read_per_step(model_, tokens);
     const int tp = std::max(1, params_.tensor_parallel_size);
     const double weight_bytes = static_cast<double>(all_weight_bytes) / tp - lm_head_bytes_;
     const double activation_bytes = 4.0 * static_cast<double>(tokens) * model_.hidden_size * b *
@@ -120,8 +150,9 @@ StepCost RooflineCostModel::step_cost(const BatchShape& s) const {
 
 std::string RooflineCostModel::describe() const {
     const std::string tp = params_.tensor_parallel_size > 1 ? fmt::format(", TP {}", params_.tensor_parallel_size) : "";
-    return fmt::format("roofline {} ({:.0f} TFLOP/s bf16, {:.0f} GB/s{})", params_.gpu_name,
-                       params_.peak_flops_per_s / 1e12, params_.memory_bandwidth_bytes_per_s / 1e9, tp);
+    return fmt::format("roofline {} ({:.0f} TFLOP/s bf16, {:.0f} GB/s{}{})", params_.gpu_name,
+                       params_.peak_flops_per_s / 1e12, params_.memory_bandwidth_bytes_per_s / 1e9, tp,
+                       kernels_.empty() ? "" : "; " + kernels_);
 }
 
 }  // namespace servesim::engine

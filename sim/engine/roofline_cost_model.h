@@ -7,9 +7,11 @@
 // measured curves when a calibrated profile exists.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "models/model_spec.h"
+#include "models/weight_footprint.h"
 #include "sim/engine/cost_model.h"
 #include "sim/engine/expert_parallel.h"
 #include "sim/engine/tensor_parallel_comm.h"
@@ -37,6 +39,13 @@ struct RooflineParams {
     // Expert parallelism (sim/engine/expert_parallel.h): the routed experts' GEMM FLOPs and weight reads of the
     // busiest EP rank replace their TP-sliced figures; the all-to-all is added by ExpertAllToAllCostModel.
     ExpertParallelism expert_parallel;
+    // Quantized GEMMs (docs/QUANTIZATION.md): W8A8 fp8 runs at fp8_flops_per_s, W8A8 int8 at int8_flops_per_s,
+    // NVFP4 W4A4 at fp4_flops_per_s; 0 = the GPU has no such tensor cores and vLLM runs its weight-only fallback
+    // (fp8 / NVFP4 Marlin: quantized weights read, multiplied at the activation dtype, peak_flops_per_s).
+    // Weight-only schemes (AWQ, GPTQ, bitsandbytes, MXFP4) always run at peak_flops_per_s on their quantized bytes.
+    double fp8_flops_per_s = 0;
+    double int8_flops_per_s = 0;
+    double fp4_flops_per_s = 0;
 };
 
 class RooflineCostModel final : public CostModel {
@@ -68,6 +77,10 @@ private:
     // weight_bytes_read_per_step for any positive token count when no layer is MoE (then it does not depend on the
     // count), computed once because step_cost runs every step; −1 for MoE models, whose routed experts vary.
     std::int64_t dense_weight_bytes_per_step_ = -1;
+    // Quantized models: the scheme's bytes per step (models/weight_footprint.h), computed once; linear FLOPs are then
+    // counted at the bf16-equivalent cost of their kernel (fp8 FLOPs · peak / fp8 rate, ...).
+    std::optional<models::WeightFootprint> footprint_;
+    std::string kernels_;  // what describe() says about the quantized GEMMs
 };
 
 }  // namespace servesim::engine

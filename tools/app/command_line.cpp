@@ -148,7 +148,9 @@ std::string engine_flags_help() {
         } else if (k.spec.kind == ValueKind::Bool) {
             shown = "--[no-]" + std::string(k.flag.substr(2));
         } else {
-            shown += k.spec.kind == ValueKind::KvDtype || k.spec.kind == ValueKind::MambaMode ? " NAME"
+            shown += k.spec.kind == ValueKind::KvDtype || k.spec.kind == ValueKind::MambaMode ||
+                             k.spec.kind == ValueKind::Quantization || k.spec.kind == ValueKind::ModelDtype
+                         ? " NAME"
                      : k.spec.kind == ValueKind::Bytes || k.spec.kind == ValueKind::GiB     ? " SIZE"
                      : k.spec.kind == ValueKind::Version                                    ? " X.Y"
                      : k.spec.kind == ValueKind::Number                                     ? " X"

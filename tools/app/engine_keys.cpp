@@ -11,6 +11,7 @@
 
 #include "common/error.h"
 #include "common/yaml_reader.h"
+#include "models/quantization_config.h"
 #include "sim/cache/memory_plan.h"
 
 namespace servesim::app {
@@ -114,6 +115,13 @@ const EngineKey kEngineKeys[] = {
      "prefix-cache matching granularity (vLLM PRs #45939/#46384, from 0.26; default the block size, the only "
      "value modelled: partial-block hits are not)",
      [](EngineSettings& s, const EngineValue& v) { s.prefix_match_unit = as_int(v); }},
+    {"quantization", "--quantization", {ValueKind::Quantization},
+     "weight quantization: the checkpoint's method (or its Marlin override), or fp8 / fp8_per_tensor / "
+     "fp8_per_block / bitsandbytes to quantize an unquantized checkpoint online (docs/QUANTIZATION.md)",
+     [](EngineSettings& s, const EngineValue& v) { s.quantization = as_string(v); }},
+    {"dtype", "--dtype", {ValueKind::ModelDtype},
+     "dtype of activations and unquantized weights: auto (the checkpoint's), half, float16, bfloat16, float, float32",
+     [](EngineSettings& s, const EngineValue& v) { s.dtype = as_string(v); }},
     {"vllm_version", "--vllm-version", {ValueKind::Version},
      "servesim: the vLLM release whose rules to follow (default the newest modelled)",
      [](EngineSettings& s, const EngineValue& v) { s.vllm_version = as_string(v); }},
@@ -253,6 +261,11 @@ std::string_view value_forms(ValueKind kind) {
         case ValueKind::Retention:
             return "none (a state at every block boundary), 0 (only the replay boundary and shared-prefix junctions) "
                    "or a number of tokens that is a multiple of the block size";
+        case ValueKind::Quantization:
+            return "a vLLM quantization method: awq, awq_marlin, bitsandbytes, compressed-tensors, fbgemm_fp8, fp8, "
+                   "fp8_per_block, fp8_per_tensor, gpt_oss_mxfp4, gptq, gptq_marlin, marlin, modelopt, modelopt_fp4, "
+                   "mxfp4";
+        case ValueKind::ModelDtype: return "one of auto, half, float16, bfloat16, float, float32";
     }
     return "";
 }
@@ -341,6 +354,15 @@ EngineValue parse_value(const ValueSpec& spec, const std::string& raw) {
                 throw ConfigError(fmt::format("'{}' is not allowed; allowed: {}", text, value_forms(spec.kind)));
             }
             return static_cast<std::int64_t>(*v);  // the multiple-of-block check runs with the memory plan
+        }
+        case ValueKind::Quantization:
+        case ValueKind::ModelDtype: {
+            const auto allowed = spec.kind == ValueKind::Quantization ? models::modelled_quantization_flags()
+                                                                       : models::modelled_dtype_flags();
+            if (std::find(allowed.begin(), allowed.end(), text) == allowed.end()) {
+                throw ConfigError(fmt::format("'{}' is not modelled; allowed: {}", text, value_forms(spec.kind)));
+            }
+            return text;
         }
     }
     throw ConfigError("unknown value kind");

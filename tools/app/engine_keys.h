@@ -27,6 +27,8 @@ enum class ValueKind {
     MambaMode,  // vLLM's MambaCacheMode: none, align, all
     Version,    // a vLLM release, major.minor[.patch], within the modelled range
     Retention,  // vLLM's --prefix-cache-retention-interval: none (every boundary), 0, or tokens (Tokens forms)
+    Quantization,  // vLLM's --quantization methods servesim models (models/quantization_config.h)
+    ModelDtype,    // vLLM's --dtype: auto, half, float16, bfloat16, float, float32
 };
 
 using EngineValue = std::variant<std::int64_t, double, bool, std::string>;

@@ -16,6 +16,7 @@
 #include "models/model_registry.h"
 #include "sim/engine/expert_parallel.h"
 #include "sim/engine/pipeline_parallel_cost_model.h"
+#include "models/quantization_config.h"
 #include "sim/engine/profile_cost_model.h"
 #include "sim/engine/roofline_cost_model.h"
 #include "workloads/open_loop_workload.h"
@@ -23,6 +24,10 @@
 #include "workloads/workload.h"
 
 namespace servesim::app {
+
+models::ModelSpec resolve_engine_model(const std::string& model, const EngineSettings& engine) {
+    return models::apply_engine_quantization(models::resolve_model(model), engine.quantization, engine.dtype);
+}
 
 cache::MemoryPlanRequest memory_plan_request(const EngineSettings& e, const calibration::GpuSpec& gpu,
                                              int data_parallel_size) {
@@ -329,7 +334,7 @@ PreparedExperiment prepare_experiment(const ExperimentConfig& config) {
             throw ConfigError(config.file + ": experiment '" + config.name + "': " + msg);
         }
     };
-    p.model = with_file([&] { return models::resolve_model(config.model); });
+    p.model = with_file([&] { return resolve_engine_model(config.model, config.engine); });
     p.gpu = with_file([&] { return calibration::find_gpu(config.gpu); });
     p.plan = with_file([&] { return cache::plan_memory(p.model, memory_plan_request(config.engine, p.gpu, config.replicas)); });
     if (p.plan.mamba_cache_mode == cache::MambaCacheMode::kAlign && p.plan.enable_prefix_caching &&
@@ -384,6 +389,14 @@ PreparedExperiment prepare_experiment(const ExperimentConfig& config) {
         engine::RooflineParams params;
         params.gpu_name = p.gpu.name;
         params.peak_flops_per_s = p.gpu.bf16_dense_flops_per_s;
+        // Quantized GEMMs (docs/QUANTIZATION.md): int8 tensor cores run at the fp8 rate on Ada/Hopper/Blackwell and
+        // at twice bf16 on Ampere (A100 624 vs 312 TOPS), a stated approximation. fp4 tensor cores (Blackwell on) run
+        // at the GPU file's dense fp4 rate (calibration/gpus/*.yaml); without them (0), NVFP4 W4A4 runs the
+        // weight-only Marlin fallback.
+        params.fp8_flops_per_s = p.gpu.fp8_dense_flops_per_s;
+        params.int8_flops_per_s =
+            p.gpu.fp8_dense_flops_per_s > 0 ? p.gpu.fp8_dense_flops_per_s : 2.0 * p.gpu.bf16_dense_flops_per_s;
+        params.fp4_flops_per_s = p.gpu.fp4_dense_flops_per_s;
         params.memory_bandwidth_bytes_per_s = p.gpu.memory_bandwidth_bytes_per_s;
         params.gemm_efficiency = p.gpu.gemm_efficiency;
         params.attention_efficiency = p.gpu.attention_efficiency;
@@ -397,6 +410,14 @@ PreparedExperiment prepare_experiment(const ExperimentConfig& config) {
             std::min<std::int64_t>({2 * p.plan.max_num_seqs, 512, p.plan.max_num_batched_tokens}));
         p.cost_model = std::make_unique<engine::RooflineCostModel>(p.model, p.plan.kv_cache_dtype, params);
     } else {
+        if (p.model.quantization) {
+            // Calibrated profiles hold bf16 GEMM curves (calibration/runner times bf16 kernels): no rule scales them
+            // to a quantized kernel honestly, so a quantized model is refused rather than costed as bf16.
+            throw ConfigError(fmt::format(
+                "{}: experiment '{}': cost_model {} holds bf16 GEMM curves but the model's weights are quantized ({}); "
+                "use cost_model: roofline (docs/QUANTIZATION.md)",
+                config.file, config.name, config.cost_model, p.model.quantization->description));
+        }
         calibration::HardwareProfile profile =
             with_file([&] { return calibration::read_profile(config.cost_model); });
         p.profile_mismatch = with_file([&] { return check_profile_matches(profile, config, p.model, p.gpu); });

@@ -81,6 +81,9 @@ void assess_result(ExperimentResult& r);
 // replicas) sizes the expert-parallel group TP × DP when engine.enable_expert_parallel is set.
 [[nodiscard]] cache::MemoryPlanRequest memory_plan_request(const EngineSettings& engine, const calibration::GpuSpec& gpu,
                                                            int data_parallel_size = 1);
+// The model as the engine loads it: resolve_model, then --quantization / --dtype (models/quantization_config.h).
+[[nodiscard]] models::ModelSpec resolve_engine_model(const std::string& model, const EngineSettings& engine);
+
 
 // The host KV tier of engine.kv_offloading_size (vLLM's native OffloadingConnector, CPUOffloadingSpec) for a
 // resolved plan: its capacity in CPU blocks per tensor-parallel group, its load speed and the release's rules.

@@ -961,6 +961,11 @@ nlohmann::ordered_json inspect_json(const models::ModelSpec& model, const std::s
     }
     j["weight_bytes"] = p.weight_bytes;
     j["weight_bytes_read_per_decode_step"] = models::weight_bytes_read_per_step(model, 1);
+    if (model.quantization) {  // docs/QUANTIZATION.md
+        j["quantization"] = model.quantization->method;
+        j["quantization_scheme"] = model.quantization->description;
+        j["weight_bytes_all_ranks"] = models::weight_bytes_total(model);
+    }
     j["activation_peak_bytes"] = p.activation_peak_bytes;
     j["non_torch_bytes"] = p.non_torch_bytes;
     return j;
@@ -984,6 +989,10 @@ std::string inspect_table(const models::ModelSpec& model, const std::string& gpu
     } else {
         line("requested (util x total)", fmt::format("{:.2f} GiB ({})", p.requested_memory_bytes / kGiB, p.gpu_memory_utilization));
         line("weights", fmt::format("{:.2f} GiB", p.weight_bytes / kGiB));
+        if (model.quantization) {
+            line("weights, all ranks", fmt::format("{:.2f} GiB ({})", models::weight_bytes_total(model) / kGiB,
+                                                  model.quantization->description));
+        }
         line("activation peak (modelled)", fmt::format("{:.2f} GiB", p.activation_peak_bytes / kGiB));
         line("non-torch + cuda graphs", fmt::format("{:.2f} GiB", (p.non_torch_bytes + p.cudagraph_bytes) / kGiB));
         line("Available KV cache memory", fmt::format("{:.2f} GiB", p.kv_cache_memory_bytes / kGiB));

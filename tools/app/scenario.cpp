@@ -14,6 +14,7 @@
 #include "calibration/gpu_spec.h"
 #include "common/yaml_reader.h"
 #include "models/model_registry.h"
+#include "models/quantization_config.h"
 #include "workloads/open_loop_workload.h"
 #include "tools/app/engine_keys.h"
 #include "tools/app/experiment.h"
@@ -343,6 +344,17 @@ void check_model_gpu_and_memory(const YamlMap& m, const ExperimentConfig& x) {
         model = models::resolve_model(x.model);
     } catch (const ConfigError& e) {
         m.fail("model", e.what());
+    }
+    try {
+        model = models::apply_engine_quantization(std::move(model), x.engine.quantization, x.engine.dtype);
+    } catch (const ConfigError& e) {
+        const std::string msg = e.what();
+        const bool dtype = msg.rfind("--dtype", 0) == 0;
+        // The message opens with the flag; in a scenario the key is engine.quantization / engine.dtype.
+        if (m.has("engine") && m.map("engine").has(dtype ? "dtype" : "quantization")) {
+            m.map("engine").fail(dtype ? "dtype" : "quantization", msg.substr(msg.find(": ") + 2));
+        }
+        m.fail("model", msg);
     }
     calibration::GpuSpec gpu;
     try {

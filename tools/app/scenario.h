@@ -50,6 +50,9 @@ struct EngineSettings {
     std::optional<bool> offload_prompt_only;
     // --skip-mm-profiling: the profile run skips the multimodal encoder's dummy forward.
     bool skip_mm_profiling = false;
+    // --quantization / --dtype (models::apply_engine_quantization); unset = the checkpoint's.
+    std::optional<std::string> quantization;
+    std::optional<std::string> dtype;
 };
 
 // Service-level objectives for goodput, in ms (vllm bench serve --goodput KEY:VALUE, keys ttft, tpot, e2el): a

@@ -19,10 +19,11 @@ namespace servesim::models {
 namespace {
 
 // Model types and what their configs imply. `family` groups the _text / nested spellings.
-constexpr std::array<std::string_view, 14> kSupportedModelTypes{
-    "granitemoehybrid", "llama",       "minimax_m2",       "mistral",      "mixtral",   "nemotron_h", "qwen2", "qwen3",
-    "qwen3_5",          "qwen3_5_moe", "qwen3_5_moe_text", "qwen3_5_text", "qwen3_moe", "qwen3_next",
-};
+constexpr auto kSupportedModelTypes = std::to_array<std::string_view>({
+    "deepseek_v2", "deepseek_v3", "glm4_moe",         "granitemoehybrid", "kimi_k2",   "llama",
+    "minimax_m2",  "mistral",     "mixtral",          "nemotron_h",       "qwen2",     "qwen3",
+    "qwen3_5",     "qwen3_5_moe", "qwen3_5_moe_text", "qwen3_5_text",     "qwen3_moe", "qwen3_next",
+});
 
 // vLLM model classes implementing SupportsMambaPrefixCaching (vllm-v1-behaviour.md §2.1): prefix caching on a
 // hybrid selects mamba_cache_mode "all" for these, "align" for the rest (Qwen3-Next, Qwen3.5).
@@ -55,6 +56,19 @@ std::string family_of(const std::string& model_type) {
 
 bool is_gdn_family(const std::string& family) {
     return family == "qwen3_next" || family == "qwen3_5" || family == "qwen3_5_moe";
+}
+
+// vLLM runs these with DeepseekV2/V3ForCausalLM (kimi_k2 is DeepSeek-V3's architecture): multi-head latent
+// attention (vllm/model_executor/models/deepseek_v2.py).
+bool is_mla_family(const std::string& family) {
+    return family == "deepseek_v2" || family == "deepseek_v3" || family == "kimi_k2";
+}
+
+// DeepSeek-style MoE keys: n_routed_experts, n_shared_experts × moe_intermediate_size ungated shared experts, the
+// first first_k_dense_replace layers dense, then MoE every moe_layer_freq layers (transformers DeepseekV3Config,
+// Glm4MoeConfig; vLLM deepseek_v2.py DeepseekV2DecoderLayer, glm4_moe.py).
+bool is_deepseek_moe_family(const std::string& family) {
+    return is_mla_family(family) || family == "glm4_moe";
 }
 
 int positive_int(const YamlMap& c, std::string_view key) {
@@ -219,7 +233,9 @@ AttentionMixer read_attention(const YamlMap& c, const std::string& family, bool 
         c.fail("num_key_value_heads",
                fmt::format("{} does not divide num_attention_heads {}", a.num_kv_heads, a.num_q_heads));
     }
-    if (auto hd = optional_positive_int(c, "head_dim")) {
+    if (is_mla_family(family)) {
+        a.head_dim = 0;  // set from the MLA dimensions below
+    } else if (auto hd = optional_positive_int(c, "head_dim")) {
         a.head_dim = *hd;
     } else if (auto nemotron_hd = optional_positive_int(c, "attention_head_dim")) {
         a.head_dim = *nemotron_hd;
@@ -233,6 +249,17 @@ AttentionMixer read_attention(const YamlMap& c, const std::string& family, bool 
     }
     // Qwen3-Next always gates its attention output; Qwen3.5 says so with attn_output_gate.
     a.output_gate = c.get_optional<bool>("attn_output_gate").value_or(is_gdn_family(family));
+    if (is_mla_family(family)) {
+        // DeepseekV2Attention / DeepseekV2MLAAttention: q_lora_rank null means a plain q_proj (V2-Lite).
+        MlaShape m;
+        m.q_lora_rank = c.has("q_lora_rank") && !c.raw()["q_lora_rank"].IsNull() ? positive_int(c, "q_lora_rank") : 0;
+        m.kv_lora_rank = positive_int(c, "kv_lora_rank");
+        m.qk_nope_head_dim = positive_int(c, "qk_nope_head_dim");
+        m.qk_rope_head_dim = positive_int(c, "qk_rope_head_dim");
+        m.v_head_dim = positive_int(c, "v_head_dim");
+        a.head_dim = m.qk_nope_head_dim + m.qk_rope_head_dim;
+        a.mla = m;
+    }
     if (sliding) {
         a.sliding_window_tokens = positive_int(c, "sliding_window");
     }
@@ -303,12 +330,21 @@ MoeMlp read_moe(const YamlMap& c, const std::string& family, int num_experts) {
             break;
         }
     }
+    if (is_deepseek_moe_family(family)) {
+        // n_shared_experts experts of moe_intermediate_size each, summed ungated (DeepseekV2MoE.shared_experts).
+        const int n_shared = c.get_optional<int>("n_shared_experts").value_or(0);
+        if (n_shared < 0) {
+            c.fail("n_shared_experts", fmt::format("must not be negative, got {}", n_shared));
+        }
+        moe.shared_expert_intermediate_size = n_shared * moe.moe_intermediate_size;
+        moe.shared_expert_gate = false;
+    }
     moe.gated = family != "nemotron_h";
     return moe;
 }
 
 int read_num_experts(const YamlMap& c, const std::string& family) {
-    std::string_view key = family == "nemotron_h" ? "n_routed_experts" : "num_experts";
+    std::string_view key = family == "nemotron_h" || is_deepseek_moe_family(family) ? "n_routed_experts" : "num_experts";
     if (!c.get_optional<int>(key) && c.get_optional<int>("num_local_experts")) {
         key = "num_local_experts";
     }
@@ -408,6 +444,11 @@ ModelSpec model_from_hf_config(const YamlMap& top, const std::string& name) {
     const int num_experts = read_num_experts(c, family);
     const int sparse_step = optional_positive_int(c, "decoder_sparse_step").value_or(1);
     const std::vector<int> mlp_only = int_list(c, "mlp_only_layers");
+    const int first_k_dense = c.get_optional<int>("first_k_dense_replace").value_or(0);
+    if (first_k_dense < 0) {
+        c.fail("first_k_dense_replace", fmt::format("must not be negative, got {}", first_k_dense));
+    }
+    const int moe_layer_freq = optional_positive_int(c, "moe_layer_freq").value_or(1);
 
     for (std::size_t i = 0; i < blocks.size(); ++i) {
         const BlockKind& b = blocks[i];
@@ -427,7 +468,12 @@ ModelSpec model_from_hf_config(const YamlMap& top, const std::string& name) {
                 break;
         }
         MlpKind mlp = b.mlp;
-        if (mlp == MlpKind::kDefault) {
+        if (mlp == MlpKind::kDefault && is_deepseek_moe_family(family)) {
+            // DeepseekV2DecoderLayer: MoE iff n_routed_experts, i >= first_k_dense_replace, i % moe_layer_freq == 0.
+            const int idx = static_cast<int>(i);
+            const bool moe = num_experts > 0 && idx >= first_k_dense && idx % moe_layer_freq == 0;
+            mlp = moe ? MlpKind::kMoe : MlpKind::kDense;
+        } else if (mlp == MlpKind::kDefault) {
             // transformers Qwen3-MoE rule: MoE iff experts exist, i not in mlp_only_layers, (i+1) % step == 0.
             const int idx = static_cast<int>(i);
             const bool moe = num_experts > 0 && std::find(mlp_only.begin(), mlp_only.end(), idx) == mlp_only.end() &&

@@ -32,15 +32,32 @@ i64 mamba2_conv_dim(const Mamba2Mixer& m) {
     return mamba2_inner(m) + 2 * i64{m.n_groups} * m.state_size;
 }
 
+// MLA projections (DeepseekV2MLAAttention): q_a_proj h→q_lora and q_b_proj q_lora→H·(nope+rope) (or one q_proj
+// h→H·(nope+rope) without q_lora), kv_a_proj_with_mqa h→kv_lora+rope, kv_b_proj kv_lora→H·(nope+v), o_proj H·v→h.
+i64 mla_params(const AttentionMixer& a, i64 h) {
+    const MlaShape& m = *a.mla;
+    const i64 heads = a.num_q_heads;
+    const i64 qk = i64{m.qk_nope_head_dim} + m.qk_rope_head_dim;
+    const i64 q = m.q_lora_rank > 0 ? h * m.q_lora_rank + i64{m.q_lora_rank} * heads * qk : h * heads * qk;
+    const i64 kv_a = h * (i64{m.kv_lora_rank} + m.qk_rope_head_dim);
+    const i64 kv_b = i64{m.kv_lora_rank} * heads * (i64{m.qk_nope_head_dim} + m.v_head_dim);
+    const i64 o = heads * m.v_head_dim * h;
+    return q + kv_a + kv_b + o;
+}
+
 // Token-mixer parameters of one layer.
 i64 mixer_params(const Mixer& mixer, i64 h) {
     return std::visit(Overloaded{
                           [](const NoMixer&) -> i64 { return 0; },
                           [h](const AttentionMixer& a) -> i64 {
+                              if (a.mla) {
+                                  return mla_params(a, h);
+                              }
                               const i64 q_out = i64{a.num_q_heads} * a.head_dim;
                               const i64 kv_out = i64{a.num_kv_heads} * a.head_dim;
                               // q_proj (doubled by the output gate), k_proj, v_proj, o_proj.
-                              return h * q_out * (a.output_gate ? 2 : 1) + 2 * h * kv_out + q_out * h;
+                              return h * q_out * (a.output_gate ? 2 : 1) + 2 * h * kv_out + q_out * h +
+                                     (a.sinks ? a.num_q_heads : 0);
                           },
                           [h](const GatedDeltaNetMixer& g) -> i64 {
                               const i64 conv_dim = gdn_conv_dim(g);
@@ -67,7 +84,7 @@ i64 expert_params(const MoeMlp& moe, i64 h) {
 // MoE parameters every token reads: shared expert (+ its h->1 gate) and the router.
 i64 moe_always_params(const MoeMlp& moe, i64 h) {
     const i64 shared = moe.shared_expert_intermediate_size;
-    return (moe.gated ? 3 : 2) * h * shared + (shared > 0 ? h : 0) + h * moe.num_experts;
+    return (moe.gated ? 3 : 2) * h * shared + (shared > 0 && moe.shared_expert_gate ? h : 0) + h * moe.num_experts;
 }
 
 // MLP parameters of one layer, counting `routed_experts` experts of a MoE layer (-1: all of them).
@@ -120,6 +137,10 @@ bool is_hybrid(const ModelSpec& spec) {
 }
 
 std::int64_t kv_bytes_per_token_layer(const AttentionMixer& attn, DType kv_dtype, int tensor_parallel_size) {
+    if (attn.mla) {
+        // MLAAttentionSpec: one latent (kv_lora_rank + qk_rope_head_dim), no separate K and V, on every rank.
+        return (i64{attn.mla->kv_lora_rank} + attn.mla->qk_rope_head_dim) * dtype_bytes(kv_dtype);
+    }
     // vLLM: KV heads per rank max(1, total / TP) (replicated when TP exceeds them).
     const i64 heads = std::max<i64>(1, attn.num_kv_heads / tensor_parallel_size);
     return 2 * heads * attn.head_dim * dtype_bytes(kv_dtype);
@@ -223,13 +244,40 @@ double linear_flops_per_token(const ModelSpec& spec) {
     return 2.0 * static_cast<double>(active.layers + embedding_params(spec));
 }
 
+double attention_flops_per_key(const AttentionMixer& a) {
+    if (a.mla) {
+        // Prefill runs MLA unabsorbed (MLACommonImpl._forward_prefill): K of nope+rope, V of v_head_dim per head.
+        return 2.0 * a.num_q_heads * (static_cast<double>(a.head_dim) + a.mla->v_head_dim);
+    }
+    return 4.0 * a.num_q_heads * a.head_dim;
+}
+
+double decode_attention_flops_per_key(const AttentionMixer& a) {
+    if (a.mla) {
+        // Absorbed decode (MLACommonImpl._forward_decode): each head scores the latent + rope part and sums the
+        // kv_lora_rank latent values.
+        const double lora = a.mla->kv_lora_rank;
+        return 2.0 * a.num_q_heads * (lora + a.mla->qk_rope_head_dim) + 2.0 * a.num_q_heads * lora;
+    }
+    return 4.0 * a.num_q_heads * a.head_dim;
+}
+
+std::int64_t attended_context_tokens(const AttentionMixer& a, std::int64_t context_tokens) {
+    if (a.sliding_window_tokens > 0) {
+        return std::min<i64>(context_tokens, a.sliding_window_tokens);
+    }
+    if (a.attention_chunk_tokens > 0) {
+        // The last query token of a context attends to its own chunk: (context − 1) mod chunk + 1 keys.
+        return context_tokens <= 0 ? 0 : (context_tokens - 1) % a.attention_chunk_tokens + 1;
+    }
+    return context_tokens;
+}
+
 double attention_flops_per_token(const ModelSpec& spec, std::int64_t context_tokens) {
     double flops = 0;
     for (const auto& layer : spec.layers) {
         if (const auto* a = std::get_if<AttentionMixer>(&layer.mixer)) {
-            const i64 ctx =
-                a->sliding_window_tokens > 0 ? std::min<i64>(context_tokens, a->sliding_window_tokens) : context_tokens;
-            flops += 4.0 * a->num_q_heads * a->head_dim * static_cast<double>(ctx);
+            flops += attention_flops_per_key(*a) * static_cast<double>(attended_context_tokens(*a, context_tokens));
         }
     }
     return flops;

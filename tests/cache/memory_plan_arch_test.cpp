@@ -1,0 +1,117 @@
+// The memory plan for the architectures beyond GQA/Mamba (sim/cache/memory_plan.cpp): MLA's latent page and the
+// block size of the MLA backend vLLM picks (vllm/platforms/cuda.py, vllm/v1/attention/backends/mla/*.py), and the
+// window of a sliding-window or chunked-local group carried into the KvCacheConfig the cache manager is built from.
+#include <string>
+
+#include "common/error.h"
+#include "models/hf_config.h"
+#include "sim/cache/kv_cache_manager.h"
+#include "sim/cache/memory_plan.h"
+#include "tests/catch.h"
+
+namespace servesim::cache {
+namespace {
+
+std::string fixture(const std::string& name) {
+    return std::string(SERVESIM_TEST_DATA_DIR) + "/fixtures/hf/" + name;
+}
+
+MemoryPlanRequest request_16gib(int compute_capability, bool fp8) {
+    MemoryPlanRequest r;
+    r.gpu_memory_bytes = 150'109'880'320;  // H200
+    r.kv_cache_memory_bytes = 16LL << 30;  // fixed, so the plan does not depend on the weights fitting
+    r.gpu_compute_capability = compute_capability;
+    r.kv_cache_dtype_fp8 = fp8;
+    return r;
+}
+
+TEST_CASE("DeepSeek-V3 on Hopper: FLASH_ATTN_MLA's block 16, a 576-element latent page, one group of 61 layers",
+          "[cache][mla]") {
+    const auto spec = models::read_hf_config(fixture("DeepSeek-V3.json"));
+    const MemoryPlan p = plan_memory(spec, request_16gib(90, false));
+    // One token, one layer: (512 + 64) · 2 B = 1,152; page 16 · 1,152 = 18,432 B.
+    CHECK(p.block_size == 16);
+    CHECK(p.attn_page_size_1tok_bytes == 1'152);
+    CHECK(p.page_size_bytes == 18'432);
+    CHECK(p.kv_bytes_per_token == 70'272);  // 61 · 1,152
+    REQUIRE(p.groups.size() == 1);
+    CHECK(p.group_size == 61);
+    // num_blocks = floor(17,179,869,184 / 18,432 / 61) = floor(932,067 / 61) = 15,279.
+    CHECK(p.num_gpu_blocks == 15'279);
+}
+
+TEST_CASE("DeepSeek-V3 with an fp8 KV cache on Hopper takes FLASHMLA's block 64", "[cache][mla]") {
+    const auto spec = models::read_hf_config(fixture("DeepSeek-V3.json"));
+    const MemoryPlan p = plan_memory(spec, request_16gib(90, true));
+    // FLASH_ATTN_MLA takes no fp8 KV; FLASHMLA's kernel block is 64: page 64 · 576 · 1 B = 36,864 B.
+    CHECK(p.block_size == 64);
+    CHECK(p.page_size_bytes == 36'864);
+    // floor(17,179,869,184 / 36,864 / 61) = floor(466,033 / 61) = 7,639.
+    CHECK(p.num_gpu_blocks == 7'639);
+}
+
+TEST_CASE("DeepSeek-V3 on Blackwell takes FLASHINFER_MLA's block 32; --block-size wins", "[cache][mla]") {
+    const auto spec = models::read_hf_config(fixture("DeepSeek-V3.json"));
+    CHECK(plan_memory(spec, request_16gib(100, false)).block_size == 32);
+    MemoryPlanRequest r = request_16gib(90, true);
+    r.block_size = 128;
+    CHECK(plan_memory(spec, r).block_size == 128);
+}
+
+// Two sliding-window layers (window 512) and one full-attention layer, 8 KV heads × 128.
+models::ModelSpec sliding_model() {
+    models::ModelSpec spec;
+    spec.name = "swa-test";
+    spec.hidden_size = 1024;
+    spec.vocab_size = 1000;
+    spec.max_position_embeddings = 4096;
+    models::AttentionMixer swa{8, 8, 128};
+    swa.sliding_window_tokens = 512;
+    models::AttentionMixer full{8, 8, 128};
+    spec.layers = {{swa, models::DenseMlp{4096}}, {full, models::DenseMlp{4096}}, {swa, models::DenseMlp{4096}}};
+    return spec;
+}
+
+TEST_CASE("kv_cache_config carries each sliding-window group's window (the manager needs it)", "[cache][swa]") {
+    MemoryPlanRequest r = request_16gib(90, false);
+    const MemoryPlan p = plan_memory(sliding_model(), r);
+    // 1 full and 2 sliding layers: 2 < 1.5 · 1 fails, so group size 1 → groups full, sliding, sliding.
+    REQUIRE(p.groups.size() == 3);
+    const KvCacheConfig c = p.kv_cache_config();
+    CHECK(c.groups[0].kind == KvGroupKind::kFullAttention);
+    CHECK(c.groups[0].sliding_window_tokens == 0);
+    CHECK(c.groups[1].kind == KvGroupKind::kSlidingWindow);
+    CHECK(c.groups[1].sliding_window_tokens == 512);
+    CHECK(c.groups[2].sliding_window_tokens == 512);
+    // The manager builds (a window of 0 was refused by SlidingWindowManager's check).
+    const KvCacheManager kv(c);
+    CHECK(kv.num_free_blocks() == p.num_gpu_blocks - 1);
+}
+
+TEST_CASE("Sliding layers with different windows form different groups", "[cache][swa]") {
+    models::ModelSpec spec = sliding_model();
+    std::get<models::AttentionMixer>(spec.layers[2].mixer).sliding_window_tokens = 1024;
+    const MemoryPlan p = plan_memory(spec, request_16gib(90, false));
+    // Specs: full ×1, window 512 ×1, window 1024 ×1 → three groups of one layer.
+    REQUIRE(p.groups.size() == 3);
+    CHECK(p.group_size == 1);
+    const KvCacheConfig c = p.kv_cache_config();
+    CHECK(c.groups[1].sliding_window_tokens == 512);
+    CHECK(c.groups[2].sliding_window_tokens == 1024);
+}
+
+TEST_CASE("Attention layers with different KV bytes per token are refused by name", "[cache][swa]") {
+    models::ModelSpec spec = sliding_model();
+    std::get<models::AttentionMixer>(spec.layers[1].mixer).head_dim = 256;
+    std::string message;
+    try {
+        (void)plan_memory(spec, request_16gib(90, false));
+    } catch (const ConfigError& e) {
+        message = e.what();
+    }
+    CHECK(message.find("swa-test") != std::string::npos);
+    CHECK(message.find("different KV bytes per token (4096 and 8192)") != std::string::npos);
+}
+
+}  // namespace
+}  // namespace servesim::cache

@@ -20,9 +20,10 @@ namespace {
 
 // Model types and what their configs imply. `family` groups the _text / nested spellings.
 constexpr auto kSupportedModelTypes = std::to_array<std::string_view>({
-    "deepseek_v2", "deepseek_v3", "glm4_moe",         "granitemoehybrid", "kimi_k2",   "llama",
-    "minimax_m2",  "mistral",     "mixtral",          "nemotron_h",       "qwen2",     "qwen3",
-    "qwen3_5",     "qwen3_5_moe", "qwen3_5_moe_text", "qwen3_5_text",     "qwen3_moe", "qwen3_next",
+    "deepseek_v2", "deepseek_v3", "gemma2",      "gemma3",           "gemma3_text",  "glm4_moe",
+    "gpt_oss",     "granitemoehybrid", "kimi_k2", "llama",            "llama4",       "llama4_text",
+    "minimax_m2",  "mistral",     "mixtral",     "nemotron_h",       "qwen2",        "qwen3",
+    "qwen3_5",     "qwen3_5_moe", "qwen3_5_moe_text", "qwen3_5_text", "qwen3_moe",   "qwen3_next",
 });
 
 // vLLM model classes implementing SupportsMambaPrefixCaching (vllm-v1-behaviour.md §2.1): prefix caching on a
@@ -119,7 +120,7 @@ DType dtype_at(const YamlMap& c, std::string_view key) {
 }
 
 // What one residual block holds before its shapes are read.
-enum class MixerKind { kNone, kFullAttention, kSlidingAttention, kLinearAttention, kMamba };
+enum class MixerKind { kNone, kFullAttention, kSlidingAttention, kChunkedAttention, kLinearAttention, kMamba };
 enum class MlpKind { kNone, kDefault, kDense, kMoe };
 
 struct BlockKind {
@@ -212,6 +213,37 @@ std::vector<BlockKind> implicit_blocks(const YamlMap& c, const std::string& fami
                 b.mixer = MixerKind::kSlidingAttention;
             }
         }
+    } else if (family == "gemma2") {
+        // transformers Gemma2Config / vLLM gemma2.py: even layers slide (layer_types when the config lists them).
+        for (int i = 0; i < num_layers; i += 2) {
+            blocks[i].mixer = MixerKind::kSlidingAttention;
+        }
+    } else if (family == "gemma3") {
+        // transformers Gemma3TextConfig: layer i is full attention iff (i + 1) % sliding_window_pattern == 0.
+        const int pattern = optional_positive_int(c, "sliding_window_pattern").value_or(6);
+        for (int i = 0; i < num_layers; ++i) {
+            blocks[i].mixer = (i + 1) % pattern == 0 ? MixerKind::kFullAttention : MixerKind::kSlidingAttention;
+        }
+    } else if (family == "llama4") {
+        // transformers Llama4TextConfig: no_rope_layers[i] == 1 marks a RoPE layer, which vLLM runs as chunked
+        // local attention when attention_chunk_size is set (llama4.py Llama4Attention); 0 marks a global NoPE layer.
+        // Default: every 4th layer is NoPE.
+        std::vector<int> rope = int_list(c, "no_rope_layers");
+        if (rope.empty()) {
+            for (int i = 0; i < num_layers; ++i) {
+                rope.push_back((i + 1) % 4 != 0 ? 1 : 0);
+            }
+        }
+        if (static_cast<int>(rope.size()) != num_layers) {
+            c.fail("no_rope_layers", fmt::format("has {} entries but num_hidden_layers is {}", rope.size(), num_layers));
+        }
+        const bool chunked = c.has("attention_chunk_size") && !c.raw()["attention_chunk_size"].IsNull();
+        for (int i = 0; i < num_layers; ++i) {
+            if (rope[i] != 0 && rope[i] != 1) {
+                c.fail("no_rope_layers", fmt::format("entry {} is {}; allowed: 0 (NoPE, global) or 1 (RoPE)", i, rope[i]));
+            }
+            blocks[i].mixer = rope[i] == 1 && chunked ? MixerKind::kChunkedAttention : MixerKind::kFullAttention;
+        }
     } else if (family == "minimax_m2") {
         // attn_type_list: 1 = softmax attention (all layers of M2); 0 = lightning attention (MiniMax-01), unsupported.
         const auto types = int_list(c, "attn_type_list");
@@ -225,7 +257,7 @@ std::vector<BlockKind> implicit_blocks(const YamlMap& c, const std::string& fami
     return blocks;
 }
 
-AttentionMixer read_attention(const YamlMap& c, const std::string& family, bool sliding) {
+AttentionMixer read_attention(const YamlMap& c, const std::string& family, MixerKind kind) {
     AttentionMixer a;
     a.num_q_heads = positive_int(c, "num_attention_heads");
     a.num_kv_heads = optional_positive_int(c, "num_key_value_heads").value_or(a.num_q_heads);
@@ -260,9 +292,12 @@ AttentionMixer read_attention(const YamlMap& c, const std::string& family, bool 
         a.head_dim = m.qk_nope_head_dim + m.qk_rope_head_dim;
         a.mla = m;
     }
-    if (sliding) {
+    if (kind == MixerKind::kSlidingAttention) {
         a.sliding_window_tokens = positive_int(c, "sliding_window");
+    } else if (kind == MixerKind::kChunkedAttention) {
+        a.attention_chunk_tokens = positive_int(c, "attention_chunk_size");
     }
+    a.sinks = family == "gpt_oss";  // GptOssAttention.sinks: one logit per head
     return a;
 }
 
@@ -330,6 +365,11 @@ MoeMlp read_moe(const YamlMap& c, const std::string& family, int num_experts) {
             break;
         }
     }
+    if (family == "llama4") {
+        // Llama4MoE: one shared expert of intermediate_size, added ungated.
+        moe.shared_expert_intermediate_size = moe.moe_intermediate_size;
+        moe.shared_expert_gate = false;
+    }
     if (is_deepseek_moe_family(family)) {
         // n_shared_experts experts of moe_intermediate_size each, summed ungated (DeepseekV2MoE.shared_experts).
         const int n_shared = c.get_optional<int>("n_shared_experts").value_or(0);
@@ -396,6 +436,21 @@ std::int64_t estimate_vision_params(const YamlMap& v, int text_hidden_size) {
     return patch_embed + pos_embed + depth * block + (1 + deepstack) * merger;
 }
 
+std::int64_t estimate_vit_params(const YamlMap& v, int text_hidden_size) {
+    using i64 = std::int64_t;
+    const i64 layers = positive_int(v, "num_hidden_layers");
+    const i64 hidden = positive_int(v, "hidden_size");
+    const i64 inter = positive_int(v, "intermediate_size");
+    const i64 patch = positive_int(v, "patch_size");
+    const i64 image = positive_int(v, "image_size");
+    const i64 channels = optional_positive_int(v, "num_channels").value_or(3);
+    const i64 out = optional_positive_int(v, "vision_output_dim").value_or(hidden);
+    const i64 positions = (image / patch) * (image / patch);
+    // patch embedding, position table, per layer q/k/v/o and a 2-matrix MLP, the projector to the text width.
+    return channels * patch * patch * hidden + positions * hidden + layers * (4 * hidden * hidden + 2 * hidden * inter) +
+           out * text_hidden_size;
+}
+
 ModelSpec model_from_hf_config(const YamlMap& top, const std::string& name) {
     const auto model_type = top.get<std::string>("model_type");
     if (!contains(kSupportedModelTypes, model_type)) {
@@ -415,7 +470,9 @@ ModelSpec model_from_hf_config(const YamlMap& top, const std::string& name) {
     spec.hidden_size = positive_int(c, "hidden_size");
     spec.vocab_size = positive_int(c, "vocab_size");
     spec.max_position_embeddings = positive_int(c, "max_position_embeddings");
-    // tie_word_embeddings: the text config's value wins (transformers ties by get_text_config()); default false.
+    // tie_word_embeddings: the text config's value wins (transformers ties by get_text_config()); default false,
+    // except Gemma's configuration classes, which default to true.
+    spec.tie_word_embeddings = family == "gemma2" || family == "gemma3";
     if (c.has("tie_word_embeddings")) {
         spec.tie_word_embeddings = c.get<bool>("tie_word_embeddings");
     } else if (top.has("tie_word_embeddings")) {
@@ -442,7 +499,10 @@ ModelSpec model_from_hf_config(const YamlMap& top, const std::string& name) {
     }
 
     const int num_experts = read_num_experts(c, family);
-    const int sparse_step = optional_positive_int(c, "decoder_sparse_step").value_or(1);
+    // Llama 4 names the MoE interleave interleave_moe_layer_step (MoE at (i + 1) % step == 0, as Qwen's rule).
+    const int sparse_step = optional_positive_int(c, family == "llama4" ? "interleave_moe_layer_step"
+                                                                        : "decoder_sparse_step")
+                                .value_or(1);
     const std::vector<int> mlp_only = int_list(c, "mlp_only_layers");
     const int first_k_dense = c.get_optional<int>("first_k_dense_replace").value_or(0);
     if (first_k_dense < 0) {
@@ -458,7 +518,8 @@ ModelSpec model_from_hf_config(const YamlMap& top, const std::string& name) {
                 break;
             case MixerKind::kFullAttention:
             case MixerKind::kSlidingAttention:
-                layer.mixer = read_attention(c, family, b.mixer == MixerKind::kSlidingAttention);
+            case MixerKind::kChunkedAttention:
+                layer.mixer = read_attention(c, family, b.mixer);
                 break;
             case MixerKind::kLinearAttention:
                 layer.mixer = read_gated_delta_net(c, spec.dtype);
@@ -491,6 +552,9 @@ ModelSpec model_from_hf_config(const YamlMap& top, const std::string& name) {
             if (family == "granitemoehybrid") {
                 // Granite-4.0-H without experts runs only its shared MLP.
                 d.intermediate_size = positive_int(c, "shared_intermediate_size");
+            } else if (family == "llama4") {
+                // Llama 4's dense layers are intermediate_size_mlp wide; intermediate_size is the expert width.
+                d.intermediate_size = positive_int(c, "intermediate_size_mlp");
             } else {
                 d.intermediate_size = positive_int(c, "intermediate_size");
             }
@@ -500,7 +564,12 @@ ModelSpec model_from_hf_config(const YamlMap& top, const std::string& name) {
         spec.layers.push_back(std::move(layer));
     }
 
-    if (top.has("vision_config") && !top.raw()["vision_config"].IsNull()) {
+    if ((family == "gemma3" || family == "llama4") && top.has("vision_config") &&
+        !top.raw()["vision_config"].IsNull()) {
+        // SigLIP (Gemma 3) and Llama 4's ViT: parameters counted as a plain ViT (estimate_vit_params); vLLM's
+        // encoder profile run for them is not modelled (docs/MODELS.md).
+        spec.extra_params = estimate_vit_params(top.map("vision_config"), spec.hidden_size);
+    } else if (top.has("vision_config") && !top.raw()["vision_config"].IsNull()) {
         const YamlMap v = top.map("vision_config");
         spec.extra_params = estimate_vision_params(v, spec.hidden_size);
         VisionTower t;

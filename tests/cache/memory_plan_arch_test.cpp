@@ -113,5 +113,51 @@ TEST_CASE("Attention layers with different KV bytes per token are refused by nam
     CHECK(message.find("different KV bytes per token (4096 and 8192)") != std::string::npos);
 }
 
+TEST_CASE("Gemma-3-27B: 10 full and 52 sliding layers in 7 groups of 10, each sliding group with its window",
+          "[cache][swa]") {
+    const auto spec = models::read_hf_config(fixture("gemma-3-27b-it.json"));
+    const MemoryPlan p = plan_memory(spec, request_16gib(90, false));
+    // 52 ≥ 1.5 · 10, so the group size is the smaller count, 10: full 1 group, sliding cdiv(52, 10) = 6 groups
+    // (vLLM "Add 8 padding layers"). Page 16 · 2 · 16 · 128 · 2 = 131,072 B.
+    CHECK(p.group_size == 10);
+    REQUIRE(p.groups.size() == 7);
+    CHECK(p.page_size_bytes == 131'072);
+    // floor(17,179,869,184 / 131,072 / 10) = 13,107.
+    CHECK(p.num_gpu_blocks == 13'107);
+    const KvCacheConfig c = p.kv_cache_config();
+    CHECK(c.groups[0].kind == KvGroupKind::kFullAttention);
+    for (std::size_t g = 1; g < 7; ++g) {
+        CHECK(c.groups[g].kind == KvGroupKind::kSlidingWindow);
+        CHECK(c.groups[g].sliding_window_tokens == 1024);
+    }
+    // One max-length request (131,072 tokens): full 8,192 blocks; each sliding group cdiv(min(1,023 + 8,192,
+    // 131,072), 16) + 1 = 577 → 8,192 + 6 · 577 = 11,654 blocks.
+    CHECK(p.blocks_per_request == 11'654);
+    CHECK(KvCacheManager(c).num_free_blocks() == p.num_gpu_blocks - 1);
+}
+
+TEST_CASE("Llama-4-Scout: 12 full layers and 36 chunked-local layers in 4 groups; the chunk reaches the manager",
+          "[cache][chunked]") {
+    const auto spec = models::read_hf_config(fixture("Llama-4-Scout-17B-16E-Instruct.json"));
+    MemoryPlanRequest r = request_16gib(90, false);
+    r.max_model_len = 131'072;
+    const MemoryPlan p = plan_memory(spec, r);
+    // 36 ≥ 1.5 · 12 → group size 12: full 1 group, chunked 3. Page 16 · 2 · 8 · 128 · 2 = 65,536 B.
+    CHECK(p.group_size == 12);
+    REQUIRE(p.groups.size() == 4);
+    CHECK(p.page_size_bytes == 65'536);
+    // floor(17,179,869,184 / 65,536 / 12) = floor(262,144 / 12) = 21,845.
+    CHECK(p.num_gpu_blocks == 21'845);
+    const KvCacheConfig c = p.kv_cache_config();
+    for (std::size_t g = 1; g < 4; ++g) {
+        CHECK(c.groups[g].kind == KvGroupKind::kChunkedLocal);
+        CHECK(c.groups[g].attention_chunk_tokens == 8192);
+    }
+    // Per max-length request: full cdiv(131,072, 16) = 8,192; chunked cdiv(min(8,192 + 8,192, 131,072), 16) = 1,024
+    // each (ChunkedLocalAttentionSpec.max_memory_usage_bytes) → 8,192 + 3 · 1,024 = 11,264.
+    CHECK(p.blocks_per_request == 11'264);
+    CHECK(KvCacheManager(c).num_free_blocks() == p.num_gpu_blocks - 1);
+}
+
 }  // namespace
 }  // namespace servesim::cache

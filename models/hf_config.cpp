@@ -22,7 +22,8 @@ namespace {
 constexpr auto kSupportedModelTypes = std::to_array<std::string_view>({
     "deepseek_v2", "deepseek_v3", "gemma2",      "gemma3",           "gemma3_text",  "glm4_moe",
     "gpt_oss",     "granitemoehybrid", "kimi_k2", "llama",            "llama4",       "llama4_text",
-    "minimax_m2",  "mistral",     "mixtral",     "nemotron_h",       "qwen2",        "qwen3",
+    "mamba2",      "minimax_m2",  "mistral",     "mixtral",          "nemotron_h",   "phi3",
+    "qwen2",       "qwen3",
     "qwen3_5",     "qwen3_5_moe", "qwen3_5_moe_text", "qwen3_5_text", "qwen3_moe",   "qwen3_next",
 });
 
@@ -206,8 +207,14 @@ std::vector<BlockKind> implicit_blocks(const YamlMap& c, const std::string& fami
                 blocks[i].mixer = MixerKind::kSlidingAttention;
             }
         }
-    } else if (family == "mistral" || family == "mixtral") {
-        // Mistral applies `sliding_window` (when set) to every layer.
+    } else if (family == "mamba2") {
+        // Mamba2ForCausalLM: every block is a Mamba2 mixer with no MLP.
+        for (auto& b : blocks) {
+            b = {MixerKind::kMamba, MlpKind::kNone};
+        }
+    } else if (family == "mistral" || family == "mixtral" || family == "phi3") {
+        // Mistral and Phi-3 apply `sliding_window` (when set, not null) to every layer (vLLM uses the config's
+        // sliding_window for all layers of these classes).
         if (c.get_optional<int>("sliding_window")) {
             for (auto& b : blocks) {
                 b.mixer = MixerKind::kSlidingAttention;
@@ -325,6 +332,15 @@ Mamba2Mixer read_mamba2(const YamlMap& c, const std::string& family, DType model
         m.n_groups = positive_int(c, "mamba_n_groups");
         m.conv_kernel = positive_int(c, "mamba_d_conv");
         m.chunk_size = positive_int(c, "mamba_chunk_size");
+        m.ssm_state_dtype = c.has("mamba_ssm_dtype") ? dtype_at(c, "mamba_ssm_dtype") : model_dtype;
+    } else if (family == "mamba2") {
+        // transformers Mamba2Config; the ssm state follows the model dtype (vLLM mamba_ssm_cache_dtype auto).
+        m.num_heads = positive_int(c, "num_heads");
+        m.head_dim = positive_int(c, "head_dim");
+        m.state_size = positive_int(c, "state_size");
+        m.n_groups = positive_int(c, "n_groups");
+        m.conv_kernel = positive_int(c, "conv_kernel");
+        m.chunk_size = positive_int(c, "chunk_size");
         m.ssm_state_dtype = c.has("mamba_ssm_dtype") ? dtype_at(c, "mamba_ssm_dtype") : model_dtype;
     } else {
         m.num_heads = positive_int(c, "mamba_num_heads");
@@ -469,7 +485,10 @@ ModelSpec model_from_hf_config(const YamlMap& top, const std::string& name) {
     spec.name = name;
     spec.hidden_size = positive_int(c, "hidden_size");
     spec.vocab_size = positive_int(c, "vocab_size");
-    spec.max_position_embeddings = positive_int(c, "max_position_embeddings");
+    // Mamba2Config has no max_position_embeddings: vLLM then assumes 2,048 tokens unless --max-model-len is given
+    // (ModelConfig._get_and_verify_max_len); 0 here means "not stated".
+    spec.max_position_embeddings = family == "mamba2" ? optional_positive_int(c, "max_position_embeddings").value_or(0)
+                                                      : positive_int(c, "max_position_embeddings");
     // tie_word_embeddings: the text config's value wins (transformers ties by get_text_config()); default false,
     // except Gemma's configuration classes, which default to true.
     spec.tie_word_embeddings = family == "gemma2" || family == "gemma3";

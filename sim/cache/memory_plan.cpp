@@ -330,7 +330,9 @@ MemoryPlan plan_memory(const models::ModelSpec& model, const MemoryPlanRequest& 
             "gpu_memory_utilization: the value {} is invalid; GPU memory utilization must be within (0, 1]",
             plan.gpu_memory_utilization));
     }
-    plan.max_model_len = req.max_model_len.value_or(model.max_position_embeddings);
+    // A config without a maximum length (Mamba2Config): vLLM assumes 2,048 (ModelConfig._get_and_verify_max_len).
+    plan.max_model_len = req.max_model_len.value_or(model.max_position_embeddings > 0 ? model.max_position_embeddings
+                                                                                       : 2048);
     if (plan.max_model_len <= 0) {
         throw ConfigError(fmt::format("max_model_len: must be a positive number of tokens, got {}", plan.max_model_len));
     }

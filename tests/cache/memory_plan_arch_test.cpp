@@ -159,5 +159,17 @@ TEST_CASE("Llama-4-Scout: 12 full layers and 36 chunked-local layers in 4 groups
     CHECK(KvCacheManager(c).num_free_blocks() == p.num_gpu_blocks - 1);
 }
 
+TEST_CASE("Mamba-Codestral: no max_position_embeddings → vLLM's 2,048; one state page per layer", "[cache][mamba2]") {
+    const auto spec = models::read_hf_config(fixture("Mamba-Codestral-7B-v0.1.json"));
+    const MemoryPlan p = plan_memory(spec, request_16gib(90, false));
+    CHECK(p.max_model_len == 2048);
+    // Attention-free: page = one layer's state, conv 61,440 + ssm 2,097,152 = 2,158,592 B; one group of 64.
+    CHECK(p.page_size_bytes == 2'158'592);
+    CHECK(p.group_size == 64);
+    // floor(floor(17,179,869,184 / 2,158,592) / 64) = floor(7,958 / 64) = 124.
+    CHECK(p.num_gpu_blocks == 124);
+    CHECK(p.state_bytes_per_sequence == 138'149'888);
+}
+
 }  // namespace
 }  // namespace servesim::cache

@@ -21,6 +21,7 @@
 #include "calibration/runner/calibrate.h"
 #include "calibration/runner/exec_calibrate.h"
 #include "common/error.h"
+#include "models/hf_config.h"
 #include "models/model_registry.h"
 #include "sim/cache/memory_plan.h"
 #include "sim/cluster/router.h"
@@ -488,6 +489,18 @@ int cmd_list() {
         }
         std::cout << (ids.empty() ? fmt::format("  {}\n", n) : fmt::format("  {:<20} {}\n", n, ids));
     }
+    // Every model_type read_hf_config loads (docs/MODELS.md says what each family models).
+    std::cout << "config.json model_type values that load:\n ";
+    std::size_t width = 1;
+    for (const auto& t : models::supported_model_types()) {
+        if (width + t.size() + 1 > 100) {
+            std::cout << "\n ";
+            width = 1;
+        }
+        std::cout << ' ' << t;
+        width += t.size() + 1;
+    }
+    std::cout << "\n";
     std::cout << "gpus:\n";
     for (const auto& g : calibration::gpu_catalog()) {
         std::cout << fmt::format("  {:<12} {:>6.1f} GiB  {:>6.0f} GB/s  {:>6.0f} TFLOP/s bf16\n", g.name,

@@ -20,11 +20,10 @@ namespace {
 
 // Model types and what their configs imply. `family` groups the _text / nested spellings.
 constexpr auto kSupportedModelTypes = std::to_array<std::string_view>({
-    "deepseek_v2", "deepseek_v3", "gemma2",      "gemma3",           "gemma3_text",  "glm4_moe",
-    "gpt_oss",     "granitemoehybrid", "kimi_k2", "llama",            "llama4",       "llama4_text",
-    "mamba2",      "minimax_m2",  "mistral",     "mixtral",          "nemotron_h",   "phi3",
-    "qwen2",       "qwen3",
-    "qwen3_5",     "qwen3_5_moe", "qwen3_5_moe_text", "qwen3_5_text", "qwen3_moe",   "qwen3_next",
+    "bamba",     "deepseek_v2", "deepseek_v3", "gemma2",           "gemma3",       "gemma3_text", "glm4_moe",
+    "gpt_oss",   "granitemoehybrid", "kimi_k2", "llama",           "llama4",       "llama4_text", "mamba2",
+    "minimax_m2", "mistral",    "mixtral",     "nemotron_h",       "phi3",         "qwen2",       "qwen3",
+    "qwen3_5",   "qwen3_5_moe", "qwen3_5_moe_text", "qwen3_5_text", "qwen3_moe",   "qwen3_next",
 });
 
 // vLLM model classes implementing SupportsMambaPrefixCaching (vllm-v1-behaviour.md §2.1): prefix caching on a
@@ -207,6 +206,19 @@ std::vector<BlockKind> implicit_blocks(const YamlMap& c, const std::string& fami
                 blocks[i].mixer = MixerKind::kSlidingAttention;
             }
         }
+    } else if (family == "bamba") {
+        // transformers BambaConfig / vLLM bamba.py: attention at attn_layer_indices, Mamba2 elsewhere; a dense MLP
+        // in every layer.
+        for (auto& b : blocks) {
+            b.mixer = MixerKind::kMamba;
+        }
+        for (const int i : int_list(c, "attn_layer_indices")) {
+            if (i < 0 || i >= num_layers) {
+                c.fail("attn_layer_indices",
+                       fmt::format("entry {} is outside the {} layers (num_hidden_layers)", i, num_layers));
+            }
+            blocks[static_cast<std::size_t>(i)].mixer = MixerKind::kFullAttention;
+        }
     } else if (family == "mamba2") {
         // Mamba2ForCausalLM: every block is a Mamba2 mixer with no MLP.
         for (auto& b : blocks) {
@@ -325,7 +337,7 @@ GatedDeltaNetMixer read_gated_delta_net(const YamlMap& c, DType model_dtype) {
 
 Mamba2Mixer read_mamba2(const YamlMap& c, const std::string& family, DType model_dtype) {
     Mamba2Mixer m;
-    if (family == "granitemoehybrid") {
+    if (family == "granitemoehybrid" || family == "bamba") {
         m.num_heads = positive_int(c, "mamba_n_heads");
         m.head_dim = positive_int(c, "mamba_d_head");
         m.state_size = positive_int(c, "mamba_d_state");
@@ -353,7 +365,7 @@ Mamba2Mixer read_mamba2(const YamlMap& c, const std::string& family, DType model
         m.ssm_state_dtype = c.has("mamba_ssm_dtype") ? dtype_at(c, "mamba_ssm_dtype") : DType::kFloat32;
     }
     if (m.num_heads % m.n_groups != 0) {
-        c.fail(family == "granitemoehybrid" ? "mamba_n_groups" : "n_groups",
+        c.fail(family == "granitemoehybrid" || family == "bamba" ? "mamba_n_groups" : "n_groups",
                fmt::format("{} does not divide the {} Mamba heads", m.n_groups, m.num_heads));
     }
     return m;

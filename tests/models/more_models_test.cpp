@@ -71,3 +71,25 @@ TEST_CASE("Mamba-Codestral-7B: 64 Mamba2 layers, no KV, 138,149,888 state bytes 
     // No max_position_embeddings in Mamba2Config.
     CHECK(spec.max_position_embeddings == 0);
 }
+
+TEST_CASE("Bamba-9B: attention at layers 9, 18, 27, Mamba2 elsewhere, a dense MLP in every layer", "[models][bamba]") {
+    const auto spec = sm::read_hf_config(fixture("Bamba-9B.json"));
+    REQUIRE(spec.layers.size() == 32);
+    const auto c = sm::count_layers(spec);
+    CHECK(c.attention == 3);
+    CHECK(c.mamba2 == 29);
+    CHECK(c.dense_mlp == 32);
+    CHECK(std::holds_alternative<sm::AttentionMixer>(spec.layers[9].mixer));
+    CHECK(sm::is_hybrid(spec));
+    // KV: 3 · 2 · 8 · 128 · 2 = 12,288 B per token.
+    CHECK(sm::kv_bytes_per_token(spec, DType::kBFloat16) == 12'288);
+    // Mamba2: inner 128 · 64 = 8,192; conv_dim 8,192 + 2·1·128 = 8,448; conv 3 · 8,448 · 2 = 50,688;
+    // ssm 128 · 64 · 128 · 2 B (model dtype) = 2,097,152 → 2,147,840 per layer; × 29 = 62,287,360.
+    CHECK(sm::state_bytes_layer(spec.layers[0], spec.dtype).total() == 2'147'840);
+    CHECK(sm::state_bytes_per_sequence(spec) == 62'287'360);
+    // Attention 3 · (4,096² + 2·4,096·1,024 + 4,096²) = 3 · 41,943,040 = 125,829,120.
+    // Mamba2 29 · (4,096·(2·8,192 + 2·128 + 128) + 5·8,448 + 8,192·4,096 + 3·128) = 29 · 102,278,784 =
+    // 2,966,084,736. MLP 32 · 3·4,096·14,336 = 5,637,144,576. Embeddings 2 · 128,256·4,096 = 1,050,673,152.
+    // Total 9,779,731,584 (published 9.78 B).
+    CHECK(sm::count_params(spec).total() == 9'779'731'584);
+}

@@ -21,7 +21,7 @@ namespace {
 // Model types and what their configs imply. `family` groups the _text / nested spellings.
 constexpr auto kSupportedModelTypes = std::to_array<std::string_view>({
     "bamba",     "deepseek_v2", "deepseek_v3", "gemma2",           "gemma3",       "gemma3_text", "glm4_moe",
-    "gpt_oss",   "granitemoehybrid", "kimi_k2", "llama",           "llama4",       "llama4_text", "mamba2",
+    "gpt_oss",   "granitemoehybrid", "jamba", "kimi_k2", "llama",           "llama4",       "llama4_text", "mamba2",
     "minimax_m2", "mistral",    "mixtral",     "nemotron_h",       "phi3",         "qwen2",       "qwen3",
     "qwen3_5",   "qwen3_5_moe", "qwen3_5_moe_text", "qwen3_5_text", "qwen3_moe",   "qwen3_next",
 });
@@ -219,6 +219,17 @@ std::vector<BlockKind> implicit_blocks(const YamlMap& c, const std::string& fami
             }
             blocks[static_cast<std::size_t>(i)].mixer = MixerKind::kFullAttention;
         }
+    } else if (family == "jamba") {
+        // transformers JambaConfig / vLLM jamba.py: attention iff i % attn_layer_period == attn_layer_offset, Mamba
+        // (version 1) elsewhere.
+        const int period = positive_int(c, "attn_layer_period");
+        const int offset = c.get<int>("attn_layer_offset");
+        if (offset < 0 || offset >= period) {
+            c.fail("attn_layer_offset", fmt::format("must be in [0, attn_layer_period = {}), got {}", period, offset));
+        }
+        for (int i = 0; i < num_layers; ++i) {
+            blocks[i].mixer = i % period == offset ? MixerKind::kFullAttention : MixerKind::kMamba;
+        }
     } else if (family == "mamba2") {
         // Mamba2ForCausalLM: every block is a Mamba2 mixer with no MLP.
         for (auto& b : blocks) {
@@ -368,6 +379,23 @@ Mamba2Mixer read_mamba2(const YamlMap& c, const std::string& family, DType model
         c.fail(family == "granitemoehybrid" || family == "bamba" ? "mamba_n_groups" : "n_groups",
                fmt::format("{} does not divide the {} Mamba heads", m.n_groups, m.num_heads));
     }
+    return m;
+}
+
+// Jamba's Mamba-1 layers (JambaMambaMixer): intermediate = mamba_expand · hidden, mamba_dt_rank ("auto":
+// ceil(hidden / 16)); the states follow the model dtype (vLLM MambaStateDtypeCalculator.mamba1_state_dtype).
+Mamba1Mixer read_mamba1(const YamlMap& c, DType model_dtype) {
+    Mamba1Mixer m;
+    const int hidden = positive_int(c, "hidden_size");
+    m.intermediate_size = positive_int(c, "mamba_expand") * hidden;
+    m.state_size = positive_int(c, "mamba_d_state");
+    m.conv_kernel = positive_int(c, "mamba_d_conv");
+    if (c.get_optional<std::string>("mamba_dt_rank") == std::optional<std::string>("auto")) {
+        m.dt_rank = (hidden + 15) / 16;
+    } else {
+        m.dt_rank = positive_int(c, "mamba_dt_rank");
+    }
+    m.ssm_state_dtype = c.has("mamba_ssm_dtype") ? dtype_at(c, "mamba_ssm_dtype") : model_dtype;
     return m;
 }
 
@@ -556,11 +584,24 @@ ModelSpec model_from_hf_config(const YamlMap& top, const std::string& name) {
                 layer.mixer = read_gated_delta_net(c, spec.dtype);
                 break;
             case MixerKind::kMamba:
-                layer.mixer = read_mamba2(c, family, spec.dtype);
+                if (family == "jamba") {
+                    layer.mixer = read_mamba1(c, spec.dtype);
+                } else {
+                    layer.mixer = read_mamba2(c, family, spec.dtype);
+                }
                 break;
         }
         MlpKind mlp = b.mlp;
-        if (mlp == MlpKind::kDefault && is_deepseek_moe_family(family)) {
+        if (mlp == MlpKind::kDefault && family == "jamba") {
+            // JambaConfig: MoE iff i % expert_layer_period == expert_layer_offset.
+            const int period = positive_int(c, "expert_layer_period");
+            const int offset = c.get<int>("expert_layer_offset");
+            if (offset < 0 || offset >= period) {
+                c.fail("expert_layer_offset",
+                       fmt::format("must be in [0, expert_layer_period = {}), got {}", period, offset));
+            }
+            mlp = num_experts > 0 && static_cast<int>(i) % period == offset ? MlpKind::kMoe : MlpKind::kDense;
+        } else if (mlp == MlpKind::kDefault && is_deepseek_moe_family(family)) {
             // DeepseekV2DecoderLayer: MoE iff n_routed_experts, i >= first_k_dense_replace, i % moe_layer_freq == 0.
             const int idx = static_cast<int>(i);
             const bool moe = num_experts > 0 && idx >= first_k_dense && idx % moe_layer_freq == 0;

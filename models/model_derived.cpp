@@ -66,6 +66,14 @@ i64 mixer_params(const Mixer& mixer, i64 h) {
                               return h * conv_dim + h * v_out + 2 * h * g.num_v_heads + v_out * h +
                                      i64{g.conv_kernel} * conv_dim + 2 * i64{g.num_v_heads};
                           },
+                          [h](const Mamba1Mixer& m) -> i64 {
+                              const i64 inner = m.intermediate_size;
+                              // in_proj h -> 2·inner, depthwise conv (+bias), x_proj inner -> dt_rank + 2·N,
+                              // dt_proj dt_rank -> inner (+bias), A_log inner·N, D, out_proj inner -> h.
+                              return h * 2 * inner + (i64{m.conv_kernel} + 1) * inner +
+                                     inner * (i64{m.dt_rank} + 2 * i64{m.state_size}) + (i64{m.dt_rank} + 1) * inner +
+                                     inner * m.state_size + inner + inner * h;
+                          },
                           [h](const Mamba2Mixer& m) -> i64 {
                               const i64 inner = mamba2_inner(m);
                               const i64 conv_dim = mamba2_conv_dim(m);
@@ -121,6 +129,8 @@ LayerCounts count_layers(const ModelSpec& spec) {
             ++c.gated_delta_net;
         } else if (std::holds_alternative<Mamba2Mixer>(layer.mixer)) {
             ++c.mamba2;
+        } else if (std::holds_alternative<Mamba1Mixer>(layer.mixer)) {
+            ++c.mamba1;
         }
         if (std::holds_alternative<DenseMlp>(layer.mlp)) {
             ++c.dense_mlp;
@@ -133,7 +143,7 @@ LayerCounts count_layers(const ModelSpec& spec) {
 
 bool is_hybrid(const ModelSpec& spec) {
     const LayerCounts c = count_layers(spec);
-    return c.attention > 0 && (c.gated_delta_net + c.mamba2) > 0;
+    return c.attention > 0 && (c.gated_delta_net + c.mamba2 + c.mamba1) > 0;
 }
 
 std::int64_t kv_bytes_per_token_layer(const AttentionMixer& attn, DType kv_dtype, int tensor_parallel_size) {
@@ -163,6 +173,10 @@ StateBytes state_bytes_layer(const Layer& layer, DType model_dtype, int tensor_p
         // conv (Kc-1, conv_dim/TP) in the model dtype; ssm (Hv/TP, dv, dk) in the ssm dtype.
         s.conv_bytes = (i64{g->conv_kernel} - 1) * (gdn_conv_dim(*g) / tp) * dtype_bytes(model_dtype);
         s.ssm_bytes = (i64{g->num_v_heads} / tp) * g->v_head_dim * g->k_head_dim * dtype_bytes(g->ssm_state_dtype);
+    } else if (const auto* m1 = std::get_if<Mamba1Mixer>(&layer.mixer)) {
+        // mamba1_state_shape: conv (Kc-1, inner/TP) in the model dtype; ssm (inner/TP, N) in the ssm dtype.
+        s.conv_bytes = (i64{m1->conv_kernel} - 1) * (i64{m1->intermediate_size} / tp) * dtype_bytes(model_dtype);
+        s.ssm_bytes = (i64{m1->intermediate_size} / tp) * m1->state_size * dtype_bytes(m1->ssm_state_dtype);
     } else if (const auto* m = std::get_if<Mamba2Mixer>(&layer.mixer)) {
         // conv (Kc-1, (H*hd + 2*G*N)/TP) in the model dtype; ssm (H/TP, hd, N) in the ssm dtype.
         s.conv_bytes = (i64{m->conv_kernel} - 1) * (mamba2_conv_dim(*m) / tp) * dtype_bytes(model_dtype);

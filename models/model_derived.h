@@ -16,6 +16,7 @@ struct LayerCounts {
     int sliding_window = 0;  // of which sliding-window
     int gated_delta_net = 0;
     int mamba2 = 0;
+    int mamba1 = 0;
     int dense_mlp = 0;
     int moe_mlp = 0;
 };

@@ -82,11 +82,22 @@ struct Mamba2Mixer {
     bool operator==(const Mamba2Mixer&) const = default;
 };
 
+// Mamba-1 (Jamba's mamba layers; vLLM mamba_utils.py mamba1_state_shape): conv (conv_kernel − 1, intermediate) in
+// the model dtype and ssm (intermediate, state_size) in ssm_state_dtype. intermediate = mamba_expand · hidden.
+struct Mamba1Mixer {
+    int intermediate_size = 0;
+    int state_size = 0;
+    int conv_kernel = 0;
+    int dt_rank = 0;
+    DType ssm_state_dtype = DType::kBFloat16;
+    bool operator==(const Mamba1Mixer&) const = default;
+};
+
 struct NoMixer {
     bool operator==(const NoMixer&) const = default;
 };
 
-using Mixer = std::variant<NoMixer, AttentionMixer, GatedDeltaNetMixer, Mamba2Mixer>;
+using Mixer = std::variant<NoMixer, AttentionMixer, GatedDeltaNetMixer, Mamba2Mixer, Mamba1Mixer>;
 
 struct DenseMlp {
     int intermediate_size = 0;

@@ -35,7 +35,7 @@ struct LayerTypeCounts {
     std::vector<LocalSpec> local_specs;  // in first-seen layer order
     const models::AttentionMixer* first_attention = nullptr;
     int mamba_chunk_size = 0;
-    bool mla = false;
+    int mla_qk_nope_head_dim = 0;  // > 0 when the model has MLA layers (picks the MLA backend)
 };
 
 LayerTypeCounts count_kv_layers(const models::ModelSpec& model) {
@@ -45,7 +45,9 @@ LayerTypeCounts count_kv_layers(const models::ModelSpec& model) {
             if (c.first_attention == nullptr) {
                 c.first_attention = a;
             }
-            c.mla = c.mla || a->mla.has_value();
+            if (a->mla && c.mla_qk_nope_head_dim == 0) {
+                c.mla_qk_nope_head_dim = a->mla->qk_nope_head_dim;
+            }
             if (a->sliding_window_tokens > 0 || a->attention_chunk_tokens > 0) {
                 ++c.sliding_window;
                 const LocalSpec spec{a->sliding_window_tokens > 0 ? KvGroupKind::kSlidingWindow
@@ -69,6 +71,8 @@ LayerTypeCounts count_kv_layers(const models::ModelSpec& model) {
         } else if (const auto* m = std::get_if<models::Mamba2Mixer>(&layer.mixer)) {
             ++c.mamba;
             c.mamba_chunk_size = m->chunk_size;
+        } else if (std::holds_alternative<models::Mamba1Mixer>(layer.mixer)) {
+            ++c.mamba;
         }
     }
     return c;
@@ -104,6 +108,10 @@ std::int64_t forward_bytes_per_token(const models::ModelSpec& model, int tp) {
             const std::int64_t d_inner = std::int64_t{m->num_heads} * m->head_dim;
             const std::int64_t proj = 2 * d_inner + 2LL * m->n_groups * m->state_size + m->num_heads;
             mixer = (proj + d_inner + 2LL * m->n_groups * m->state_size) * b;
+        } else if (const auto* m1 = std::get_if<models::Mamba1Mixer>(&layer.mixer)) {
+            // in_proj (x, z), conv output, x_proj (dt, B, C), dt and the scan output.
+            const std::int64_t inner = m1->intermediate_size;
+            mixer = (2 * inner + inner + m1->dt_rank + 2LL * m1->state_size + 2 * inner) * b;
         }
         std::int64_t mlp = 0;
         if (const auto* d = std::get_if<models::DenseMlp>(&layer.mlp)) {
@@ -135,6 +143,9 @@ void check_tensor_parallel(const models::ModelSpec& model, int tp) {
         } else if (const auto* m = std::get_if<models::Mamba2Mixer>(&layer.mixer)) {
             heads = m->num_heads;
             what = "Mamba2 heads";
+        } else if (const auto* m1 = std::get_if<models::Mamba1Mixer>(&layer.mixer)) {
+            heads = m1->intermediate_size;
+            what = "Mamba intermediate channels";
         }
         if (heads > 0 && heads % tp != 0) {
             throw ConfigError(fmt::format("tensor_parallel_size: Total number of {} ({}) must be divisible by tensor "
@@ -405,9 +416,9 @@ MemoryPlan plan_memory(const models::ModelSpec& model, const MemoryPlanRequest& 
         }
     }
     plan.block_size = req.block_size.value_or(
-        counts.mla ? mla_default_block_size(req.gpu_compute_capability, req.kv_cache_dtype_fp8,
-                                            counts.first_attention->mla->qk_nope_head_dim)
-                   : kKernelBlockAlignment);
+        counts.mla_qk_nope_head_dim > 0
+            ? mla_default_block_size(req.gpu_compute_capability, req.kv_cache_dtype_fp8, counts.mla_qk_nope_head_dim)
+            : kKernelBlockAlignment);
     if (counts.first_attention != nullptr) {
         plan.attn_page_size_1tok_bytes = models::kv_bytes_per_token_layer(*counts.first_attention, plan.kv_cache_dtype, tp);
         for (const auto& layer : model.layers) {

@@ -171,5 +171,21 @@ TEST_CASE("Mamba-Codestral: no max_position_embeddings → vLLM's 2,048; one sta
     CHECK(p.state_bytes_per_sequence == 138'149'888);
 }
 
+TEST_CASE("Jamba: the attention block grows to 80 tokens so its page covers the Mamba-1 state", "[cache][jamba]") {
+    const auto spec = models::read_hf_config(fixture("Jamba-v0.1.json"));
+    const MemoryPlan p = plan_memory(spec, request_16gib(90, false));
+    // vLLM 0.30: prefix caching on for hybrids, mamba_cache_mode align. Attention 2 · 8 · 128 · 2 = 4,096 B per
+    // token; Mamba-1 page 311,296 B → block 16 · cdiv(311,296, 16 · 4,096) = 80, page 327,680 B.
+    CHECK(p.mamba_cache_mode == MambaCacheMode::kAlign);
+    CHECK(p.mamba_page_size_bytes == 311'296);
+    CHECK(p.block_size == 80);
+    CHECK(p.page_size_bytes == 327'680);
+    // 4 attention and 28 Mamba layers: group size 4 → 1 + 7 groups.
+    CHECK(p.group_size == 4);
+    CHECK(p.groups.size() == 8);
+    // floor(floor(17,179,869,184 / 327,680) / 4) = floor(52,428 / 4) = 13,107.
+    CHECK(p.num_gpu_blocks == 13'107);
+}
+
 }  // namespace
 }  // namespace servesim::cache

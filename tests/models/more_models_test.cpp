@@ -93,3 +93,35 @@ TEST_CASE("Bamba-9B: attention at layers 9, 18, 27, Mamba2 elsewhere, a dense ML
     // Total 9,779,731,584 (published 9.78 B).
     CHECK(sm::count_params(spec).total() == 9'779'731'584);
 }
+
+TEST_CASE("Jamba-v0.1: attention every 8th layer from 4, Mamba-1 elsewhere, MoE every 2nd layer from 1",
+          "[models][jamba]") {
+    const auto spec = sm::read_hf_config(fixture("Jamba-v0.1.json"));
+    REQUIRE(spec.layers.size() == 32);
+    const auto c = sm::count_layers(spec);
+    CHECK(c.attention == 4);  // layers 4, 12, 20, 28
+    CHECK(c.mamba1 == 28);
+    CHECK(c.moe_mlp == 16);
+    CHECK(c.dense_mlp == 16);
+    CHECK(std::holds_alternative<sm::AttentionMixer>(spec.layers[4].mixer));
+    CHECK(std::holds_alternative<sm::MoeMlp>(spec.layers[1].mlp));
+    CHECK(sm::is_hybrid(spec));
+    // KV: 4 · 2 · 8 · 128 · 2 = 16,384 B per token.
+    CHECK(sm::kv_bytes_per_token(spec, DType::kBFloat16) == 16'384);
+    // Mamba-1, inner 2 · 4,096 = 8,192: conv 3 · 8,192 · 2 = 49,152; ssm 8,192 · 16 · 2 = 262,144 → 311,296 per
+    // layer; × 28 = 8,716,288.
+    const auto s = sm::state_bytes_layer(spec.layers[0], spec.dtype);
+    CHECK(s.conv_bytes == 49'152);
+    CHECK(s.ssm_bytes == 262'144);
+    CHECK(sm::state_bytes_per_sequence(spec) == 8'716'288);
+    // Attention 4 · 41,943,040 = 167,772,160. Mamba-1 per layer: in_proj 4,096·16,384 = 67,108,864; conv
+    // 5·8,192 = 40,960; x_proj 8,192·(256 + 32) = 2,359,296; dt_proj (256 + 1)·8,192 = 2,105,344; A_log
+    // 8,192·16 = 131,072; D 8,192; out_proj 8,192·4,096 = 33,554,432 → 105,308,160; × 28 = 2,948,628,480.
+    // MoE 16 · (16 · 3·4,096·14,336 + 4,096·16) = 16 · 2,818,637,824 = 45,098,205,184; dense 16 · 176,160,768 =
+    // 2,818,572,288; embeddings 2 · 65,536·4,096 = 536,870,912. Total 51,570,049,024 (published 51.6 B).
+    CHECK(sm::count_params(spec).total() == 51'570'049'024);
+    // Active: MoE layers 2 experts 352,321,536 + router 65,536 → 16 · 352,387,072 = 5,638,193,152; total
+    // 167,772,160 + 2,948,628,480 + 5,638,193,152 + 2,818,572,288 + 536,870,912 = 12,110,036,992 (published 12 B
+    // active).
+    CHECK(sm::count_active_params(spec).total() == 12'110'036'992);
+}

@@ -355,6 +355,10 @@ void check_profile_covers_model(const HardwareProfile& profile,
             throw ConfigError(file, 0, "curves",
                               "model '" + spec.name + "' has Mamba2 layers, which hardware profiles do not cost yet");
         }
+        if (std::holds_alternative<models::Mamba1Mixer>(layer.mixer)) {
+            throw ConfigError(file, 0, "curves",
+                              "model '" + spec.name + "' has Mamba layers, which hardware profiles do not cost yet");
+        }
         gdn = gdn || std::holds_alternative<models::GatedDeltaNetMixer>(layer.mixer);
     }
     if (gdn) {

@@ -43,4 +43,12 @@ namespace servesim::models {
 // tower (24 × 1024, MLP 4096) gives 0.334 B, within the 0.3–0.4 B of kernels-and-models.md B.3.
 [[nodiscard]] std::int64_t estimate_vision_params(const YamlMap& vision_config, int text_hidden_size);
 
+// Parameter estimate for a plain ViT tower (Gemma 3's SigLIP, Llama 4's vision model): `vision_config` keys
+// num_hidden_layers, hidden_size, intermediate_size, patch_size, image_size, num_channels (3), vision_output_dim
+// (hidden_size). Counts the patch embedding C·p²·h, a position table of (image/p)² rows, per layer 4·h² (q, k, v, o)
+// + 2·h·intermediate (MLP), and one out × text_hidden projector; biases, norms and Llama 4's pixel-shuffle adapter
+// are left out (an approximation, docs/MODELS.md). Gemma-3's SigLIP (27 × 1152, MLP 4304, 896 px / 14) gives
+// 0.42 B.
+[[nodiscard]] std::int64_t estimate_vit_params(const YamlMap& vision_config, int text_hidden_size);
+
 }  // namespace servesim::models

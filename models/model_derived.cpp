@@ -34,15 +34,32 @@ i64 mamba2_conv_dim(const Mamba2Mixer& m) {
     return mamba2_inner(m) + 2 * i64{m.n_groups} * m.state_size;
 }
 
+// MLA projections (DeepseekV2MLAAttention): q_a_proj h→q_lora and q_b_proj q_lora→H·(nope+rope) (or one q_proj
+// h→H·(nope+rope) without q_lora), kv_a_proj_with_mqa h→kv_lora+rope, kv_b_proj kv_lora→H·(nope+v), o_proj H·v→h.
+i64 mla_params(const AttentionMixer& a, i64 h) {
+    const MlaShape& m = *a.mla;
+    const i64 heads = a.num_q_heads;
+    const i64 qk = i64{m.qk_nope_head_dim} + m.qk_rope_head_dim;
+    const i64 q = m.q_lora_rank > 0 ? h * m.q_lora_rank + i64{m.q_lora_rank} * heads * qk : h * heads * qk;
+    const i64 kv_a = h * (i64{m.kv_lora_rank} + m.qk_rope_head_dim);
+    const i64 kv_b = i64{m.kv_lora_rank} * heads * (i64{m.qk_nope_head_dim} + m.v_head_dim);
+    const i64 o = heads * m.v_head_dim * h;
+    return q + kv_a + kv_b + o;
+}
+
 // Token-mixer parameters of one layer.
 i64 mixer_params(const Mixer& mixer, i64 h) {
     return std::visit(Overloaded{
                           [](const NoMixer&) -> i64 { return 0; },
                           [h](const AttentionMixer& a) -> i64 {
+                              if (a.mla) {
+                                  return mla_params(a, h);
+                              }
                               const i64 q_out = i64{a.num_q_heads} * a.head_dim;
                               const i64 kv_out = i64{a.num_kv_heads} * a.head_dim;
                               // q_proj (doubled by the output gate), k_proj, v_proj, o_proj.
-                              return h * q_out * (a.output_gate ? 2 : 1) + 2 * h * kv_out + q_out * h;
+                              return h * q_out * (a.output_gate ? 2 : 1) + 2 * h * kv_out + q_out * h +
+                                     (a.sinks ? a.num_q_heads : 0);
                           },
                           [h](const GatedDeltaNetMixer& g) -> i64 {
                               const i64 conv_dim = gdn_conv_dim(g);
@@ -50,6 +67,14 @@ i64 mixer_params(const Mixer& mixer, i64 h) {
                               // in_proj_qkv, in_proj_z, in_proj_a/b, out_proj, depthwise conv, A_log + dt_bias.
                               return h * conv_dim + h * v_out + 2 * h * g.num_v_heads + v_out * h +
                                      i64{g.conv_kernel} * conv_dim + 2 * i64{g.num_v_heads};
+                          },
+                          [h](const Mamba1Mixer& m) -> i64 {
+                              const i64 inner = m.intermediate_size;
+                              // in_proj h -> 2·inner, depthwise conv (+bias), x_proj inner -> dt_rank + 2·N,
+                              // dt_proj dt_rank -> inner (+bias), A_log inner·N, D, out_proj inner -> h.
+                              return h * 2 * inner + (i64{m.conv_kernel} + 1) * inner +
+                                     inner * (i64{m.dt_rank} + 2 * i64{m.state_size}) + (i64{m.dt_rank} + 1) * inner +
+                                     inner * m.state_size + inner + inner * h;
                           },
                           [h](const Mamba2Mixer& m) -> i64 {
                               const i64 inner = mamba2_inner(m);
@@ -69,7 +94,7 @@ i64 expert_params(const MoeMlp& moe, i64 h) {
 // MoE parameters every token reads: shared expert (+ its h->1 gate) and the router.
 i64 moe_always_params(const MoeMlp& moe, i64 h) {
     const i64 shared = moe.shared_expert_intermediate_size;
-    return (moe.gated ? 3 : 2) * h * shared + (shared > 0 ? h : 0) + h * moe.num_experts;
+    return (moe.gated ? 3 : 2) * h * shared + (shared > 0 && moe.shared_expert_gate ? h : 0) + h * moe.num_experts;
 }
 
 // MLP parameters of one layer, counting `routed_experts` experts of a MoE layer (-1: all of them).
@@ -106,6 +131,8 @@ LayerCounts count_layers(const ModelSpec& spec) {
             ++c.gated_delta_net;
         } else if (std::holds_alternative<Mamba2Mixer>(layer.mixer)) {
             ++c.mamba2;
+        } else if (std::holds_alternative<Mamba1Mixer>(layer.mixer)) {
+            ++c.mamba1;
         }
         if (std::holds_alternative<DenseMlp>(layer.mlp)) {
             ++c.dense_mlp;
@@ -118,10 +145,14 @@ LayerCounts count_layers(const ModelSpec& spec) {
 
 bool is_hybrid(const ModelSpec& spec) {
     const LayerCounts c = count_layers(spec);
-    return c.attention > 0 && (c.gated_delta_net + c.mamba2) > 0;
+    return c.attention > 0 && (c.gated_delta_net + c.mamba2 + c.mamba1) > 0;
 }
 
 std::int64_t kv_bytes_per_token_layer(const AttentionMixer& attn, DType kv_dtype, int tensor_parallel_size) {
+    if (attn.mla) {
+        // MLAAttentionSpec: one latent (kv_lora_rank + qk_rope_head_dim), no separate K and V, on every rank.
+        return (i64{attn.mla->kv_lora_rank} + attn.mla->qk_rope_head_dim) * dtype_bytes(kv_dtype);
+    }
     // vLLM: KV heads per rank max(1, total / TP) (replicated when TP exceeds them).
     const i64 heads = std::max<i64>(1, attn.num_kv_heads / tensor_parallel_size);
     return 2 * heads * attn.head_dim * dtype_bytes(kv_dtype);
@@ -144,6 +175,10 @@ StateBytes state_bytes_layer(const Layer& layer, DType model_dtype, int tensor_p
         // conv (Kc-1, conv_dim/TP) in the model dtype; ssm (Hv/TP, dv, dk) in the ssm dtype.
         s.conv_bytes = (i64{g->conv_kernel} - 1) * (gdn_conv_dim(*g) / tp) * dtype_bytes(model_dtype);
         s.ssm_bytes = (i64{g->num_v_heads} / tp) * g->v_head_dim * g->k_head_dim * dtype_bytes(g->ssm_state_dtype);
+    } else if (const auto* m1 = std::get_if<Mamba1Mixer>(&layer.mixer)) {
+        // mamba1_state_shape: conv (Kc-1, inner/TP) in the model dtype; ssm (inner/TP, N) in the ssm dtype.
+        s.conv_bytes = (i64{m1->conv_kernel} - 1) * (i64{m1->intermediate_size} / tp) * dtype_bytes(model_dtype);
+        s.ssm_bytes = (i64{m1->intermediate_size} / tp) * m1->state_size * dtype_bytes(m1->ssm_state_dtype);
     } else if (const auto* m = std::get_if<Mamba2Mixer>(&layer.mixer)) {
         // conv (Kc-1, (H*hd + 2*G*N)/TP) in the model dtype; ssm (H/TP, hd, N) in the ssm dtype.
         s.conv_bytes = (i64{m->conv_kernel} - 1) * (mamba2_conv_dim(*m) / tp) * dtype_bytes(model_dtype);
@@ -231,13 +266,40 @@ double linear_flops_per_token(const ModelSpec& spec) {
     return 2.0 * static_cast<double>(active.layers + embedding_params(spec));
 }
 
+double attention_flops_per_key(const AttentionMixer& a) {
+    if (a.mla) {
+        // Prefill runs MLA unabsorbed (MLACommonImpl._forward_prefill): K of nope+rope, V of v_head_dim per head.
+        return 2.0 * a.num_q_heads * (static_cast<double>(a.head_dim) + a.mla->v_head_dim);
+    }
+    return 4.0 * a.num_q_heads * a.head_dim;
+}
+
+double decode_attention_flops_per_key(const AttentionMixer& a) {
+    if (a.mla) {
+        // Absorbed decode (MLACommonImpl._forward_decode): each head scores the latent + rope part and sums the
+        // kv_lora_rank latent values.
+        const double lora = a.mla->kv_lora_rank;
+        return 2.0 * a.num_q_heads * (lora + a.mla->qk_rope_head_dim) + 2.0 * a.num_q_heads * lora;
+    }
+    return 4.0 * a.num_q_heads * a.head_dim;
+}
+
+std::int64_t attended_context_tokens(const AttentionMixer& a, std::int64_t context_tokens) {
+    if (a.sliding_window_tokens > 0) {
+        return std::min<i64>(context_tokens, a.sliding_window_tokens);
+    }
+    if (a.attention_chunk_tokens > 0) {
+        // The last query token of a context attends to its own chunk: (context − 1) mod chunk + 1 keys.
+        return context_tokens <= 0 ? 0 : (context_tokens - 1) % a.attention_chunk_tokens + 1;
+    }
+    return context_tokens;
+}
+
 double attention_flops_per_token(const ModelSpec& spec, std::int64_t context_tokens) {
     double flops = 0;
     for (const auto& layer : spec.layers) {
         if (const auto* a = std::get_if<AttentionMixer>(&layer.mixer)) {
-            const i64 ctx =
-                a->sliding_window_tokens > 0 ? std::min<i64>(context_tokens, a->sliding_window_tokens) : context_tokens;
-            flops += 4.0 * a->num_q_heads * a->head_dim * static_cast<double>(ctx);
+            flops += attention_flops_per_key(*a) * static_cast<double>(attended_context_tokens(*a, context_tokens));
         }
     }
     return flops;

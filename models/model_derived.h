@@ -16,6 +16,7 @@ struct LayerCounts {
     int sliding_window = 0;  // of which sliding-window
     int gated_delta_net = 0;
     int mamba2 = 0;
+    int mamba1 = 0;
     int dense_mlp = 0;
     int moe_mlp = 0;
 };
@@ -26,7 +27,8 @@ struct LayerCounts {
 [[nodiscard]] bool is_hybrid(const ModelSpec& spec);
 
 // K+V bytes one token occupies in one attention layer on one tensor-parallel rank:
-// 2 · max(1, kv_heads / TP) · head_dim · bytes(kv_dtype).
+// 2 · max(1, kv_heads / TP) · head_dim · bytes(kv_dtype); MLA: (kv_lora_rank + qk_rope_head_dim) · bytes on every
+// rank (DeepSeek-V3 bf16: 576 · 2 = 1,152).
 [[nodiscard]] std::int64_t kv_bytes_per_token_layer(const AttentionMixer& attn, DType kv_dtype,
                                                     int tensor_parallel_size = 1);
 
@@ -83,7 +85,20 @@ struct ParamCounts {
 [[nodiscard]] double linear_flops_per_token(const ModelSpec& spec);
 
 // Attention-score FLOPs (QKᵀ and PV) for one query token attending to context_tokens keys, summed over
-// attention layers: 4 · Hq · head_dim · context per layer (window-capped for sliding layers).
+// attention layers: attention_flops_per_key · attended_context_tokens per layer.
 [[nodiscard]] double attention_flops_per_token(const ModelSpec& spec, std::int64_t context_tokens);
+
+// Prefill FLOPs per (query, key) pair in one layer: 4 · Hq · head_dim; MLA runs prefill unabsorbed,
+// 2 · H · (qk_nope + qk_rope + v_head_dim).
+[[nodiscard]] double attention_flops_per_key(const AttentionMixer& attn);
+
+// Decode FLOPs per context token in one layer: as prefill for GQA; MLA decodes absorbed over the latent,
+// 2 · H · (kv_lora_rank + qk_rope_head_dim) for the scores plus 2 · H · kv_lora_rank for the values
+// (DeepSeek-V3: 2·128·576 + 2·128·512 = 278,528).
+[[nodiscard]] double decode_attention_flops_per_key(const AttentionMixer& attn);
+
+// Keys the newest token of a context_tokens-long sequence attends to: min(context, window) for sliding layers,
+// (context − 1) mod chunk + 1 for chunked local attention, context otherwise.
+[[nodiscard]] std::int64_t attended_context_tokens(const AttentionMixer& attn, std::int64_t context_tokens);
 
 }  // namespace servesim::models

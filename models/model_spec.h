@@ -32,13 +32,31 @@ enum class DType { kFloat32, kBFloat16, kFloat16, kFp8 };
 
 [[nodiscard]] const char* dtype_name(DType t);
 
-// Softmax attention (GQA). sliding_window_tokens == 0 means full attention.
+// Multi-head latent attention (DeepSeek-V2/V3/R1, Kimi-K2; vLLM vllm/model_executor/layers/mla.py). The KV cache
+// holds one compressed latent of kv_lora_rank + qk_rope_head_dim elements per token per layer, shared by all heads
+// and replicated on every tensor-parallel rank (vLLM MLAAttentionSpec: num_kv_heads 1, head_size 576 for V3).
+struct MlaShape {
+    int q_lora_rank = 0;  // 0: q_proj straight from the hidden state (DeepSeek-V2-Lite), else q_a_proj → q_b_proj
+    int kv_lora_rank = 0;
+    int qk_nope_head_dim = 0;
+    int qk_rope_head_dim = 0;
+    int v_head_dim = 0;
+    bool operator==(const MlaShape&) const = default;
+};
+
+// Softmax attention (GQA, or MLA when `mla` is set). sliding_window_tokens == 0 and attention_chunk_tokens == 0
+// mean full attention. For MLA head_dim is the query/key head size qk_nope_head_dim + qk_rope_head_dim.
 struct AttentionMixer {
     int num_q_heads = 0;
     int num_kv_heads = 0;
     int head_dim = 0;
     bool output_gate = false;  // Qwen3-Next / Qwen3.5 gated attention: q_proj doubles.
     int sliding_window_tokens = 0;
+    // Llama-4 chunked local attention (vLLM ChunkedLocalAttentionSpec): a token attends only to the tokens of its
+    // own attention_chunk_size-aligned chunk.
+    int attention_chunk_tokens = 0;
+    bool sinks = false;  // gpt-oss: one learned sink logit per query head (parameters only; no KV)
+    std::optional<MlaShape> mla = std::nullopt;
     bool operator==(const AttentionMixer&) const = default;
 };
 
@@ -66,11 +84,22 @@ struct Mamba2Mixer {
     bool operator==(const Mamba2Mixer&) const = default;
 };
 
+// Mamba-1 (Jamba's mamba layers; vLLM mamba_utils.py mamba1_state_shape): conv (conv_kernel − 1, intermediate) in
+// the model dtype and ssm (intermediate, state_size) in ssm_state_dtype. intermediate = mamba_expand · hidden.
+struct Mamba1Mixer {
+    int intermediate_size = 0;
+    int state_size = 0;
+    int conv_kernel = 0;
+    int dt_rank = 0;
+    DType ssm_state_dtype = DType::kBFloat16;
+    bool operator==(const Mamba1Mixer&) const = default;
+};
+
 struct NoMixer {
     bool operator==(const NoMixer&) const = default;
 };
 
-using Mixer = std::variant<NoMixer, AttentionMixer, GatedDeltaNetMixer, Mamba2Mixer>;
+using Mixer = std::variant<NoMixer, AttentionMixer, GatedDeltaNetMixer, Mamba2Mixer, Mamba1Mixer>;
 
 struct DenseMlp {
     int intermediate_size = 0;
@@ -83,6 +112,9 @@ struct MoeMlp {
     int num_experts_per_tok = 0;
     int moe_intermediate_size = 0;
     int shared_expert_intermediate_size = 0;  // 0 = no shared expert
+    // Qwen2-MoE / Qwen3-Next scale the shared expert by a sigmoid gate (an h → 1 linear); DeepSeek and GLM-4.5
+    // add their shared experts ungated.
+    bool shared_expert_gate = true;
     bool gated = true;  // experts are SwiGLU (3 matrices); false: relu2 experts with 2 matrices (Nemotron-H 'E')
     bool operator==(const MoeMlp&) const = default;
 };

@@ -21,6 +21,7 @@
 #include "calibration/runner/calibrate.h"
 #include "calibration/runner/exec_calibrate.h"
 #include "common/error.h"
+#include "models/hf_config.h"
 #include "models/model_registry.h"
 #include "models/quantization_config.h"
 #include "sim/cache/memory_plan.h"
@@ -500,6 +501,18 @@ int cmd_list() {
         }
         std::cout << (ids.empty() ? fmt::format("  {}\n", n) : fmt::format("  {:<20} {}\n", n, ids));
     }
+    // Every model_type read_hf_config loads (docs/MODELS.md says what each family models).
+    std::cout << "config.json model_type values that load:\n ";
+    std::size_t width = 1;
+    for (const auto& t : models::supported_model_types()) {
+        if (width + t.size() + 1 > 100) {
+            std::cout << "\n ";
+            width = 1;
+        }
+        std::cout << ' ' << t;
+        width += t.size() + 1;
+    }
+    std::cout << "\n";
     std::cout << "gpus:\n";
     // One line per GPU file (calibration/gpus/, docs/GPUS.md); a user file works by path: --gpu my_gpu.yaml.
     for (const auto& g : calibration::gpu_catalog()) {

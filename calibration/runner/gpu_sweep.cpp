@@ -148,7 +148,8 @@ models::ModelSpec per_rank_spec(const models::ModelSpec& spec, int tp) {
         } else if (auto* d = std::get_if<models::GatedDeltaNetMixer>(&layer.mixer)) {
             d->num_k_heads = divide(d->num_k_heads, "linear_num_key_heads", li);
             d->num_v_heads = divide(d->num_v_heads, "linear_num_value_heads", li);
-        } else if (tp > 1 && std::holds_alternative<models::Mamba2Mixer>(layer.mixer)) {
+        } else if (tp > 1 && (std::holds_alternative<models::Mamba2Mixer>(layer.mixer) ||
+                              std::holds_alternative<models::Mamba1Mixer>(layer.mixer))) {
             throw ConfigError(fmt::format("layer {}: Mamba2 layers are not calibrated by this sweep", li));
         }
         if (auto* m = std::get_if<models::DenseMlp>(&layer.mlp)) {
@@ -223,7 +224,8 @@ ModelPlan plan_model(const models::ModelSpec& spec) {
             g.norms = 1;
             g.gated_norm_heads = d->num_v_heads;
             ++gdn[{d->num_k_heads, d->num_v_heads, conv_dim, d->ssm_state_dtype == models::DType::kFloat32 ? 1 : 0}];
-        } else if (std::holds_alternative<models::Mamba2Mixer>(layer.mixer)) {
+        } else if (std::holds_alternative<models::Mamba2Mixer>(layer.mixer) ||
+                   std::holds_alternative<models::Mamba1Mixer>(layer.mixer)) {
             throw ConfigError(fmt::format("layer {}: Mamba2 layers are not calibrated by this sweep", li));
         }
         if (const auto* m = std::get_if<models::DenseMlp>(&layer.mlp)) {

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "common/error.h"
+#include "sim/cache/chunked_local_attention_manager.h"
 #include "sim/cache/full_attention_manager.h"
 #include "sim/cache/mamba_manager.h"
 #include "sim/cache/sliding_window_manager.h"
@@ -45,6 +46,18 @@ KvCacheCoordinator::KvCacheCoordinator(const KvCacheConfig& config)
                                                                            group.sliding_window_tokens, cap));
                 break;
             }
+            case KvGroupKind::kChunkedLocal: {
+                // vLLM ChunkedLocalAttentionSpec.max_admission_blocks_per_request (kv_cache_interface.py).
+                std::int64_t cap = 0;
+                if (config.swa_admission_cap && config.max_num_batched_tokens > 0 && config.max_model_len > 0) {
+                    cap = cdiv(std::min<std::int64_t>(group.attention_chunk_tokens + config.max_num_batched_tokens,
+                                                      config.max_model_len),
+                               group.block_size_tokens);
+                }
+                managers_.push_back(std::make_unique<ChunkedLocalAttentionManager>(
+                    block_pool_, g, group.block_size_tokens, group.attention_chunk_tokens, cap));
+                break;
+            }
             case KvGroupKind::kMamba:
                 managers_.push_back(std::make_unique<MambaManager>(block_pool_, g, std::max(group.block_size_tokens, 1),
                                                                    mamba_mode, config.mamba_retention_interval_tokens));
@@ -54,7 +67,8 @@ KvCacheCoordinator::KvCacheCoordinator(const KvCacheConfig& config)
         const auto same_spec = [&](const SpecGroup& s) {
             const KvCacheGroup& first = config.groups[static_cast<std::size_t>(s.group_indices.front())];
             return first.kind == group.kind && first.block_size_tokens == group.block_size_tokens &&
-                   first.sliding_window_tokens == group.sliding_window_tokens;
+                   first.sliding_window_tokens == group.sliding_window_tokens &&
+                   first.attention_chunk_tokens == group.attention_chunk_tokens;
         };
         const auto it = std::find_if(spec_groups_.begin(), spec_groups_.end(), same_spec);
         if (it == spec_groups_.end()) {

@@ -18,7 +18,7 @@ namespace servesim::cache {
 // vLLM mamba_cache_mode (vllm-v1-behaviour.md §2.1, §2.4, §2.5).
 enum class MambaCacheMode { kNone, kAlign, kAll };
 
-enum class KvGroupKind { kFullAttention, kSlidingWindow, kMamba };
+enum class KvGroupKind { kFullAttention, kSlidingWindow, kMamba, kChunkedLocal };
 
 // One KV cache group (vLLM KVCacheGroupSpec): layers sharing one block table per request.
 struct KvCacheGroup {
@@ -26,6 +26,7 @@ struct KvCacheGroup {
     int block_size_tokens = 16;
     int sliding_window_tokens = 0;  // kSlidingWindow only
     int num_layers = 0;             // informational (memory plan)
+    int attention_chunk_tokens = 0;  // kChunkedLocal only (vLLM ChunkedLocalAttentionSpec.attention_chunk_size)
 };
 
 struct KvCacheConfig {

@@ -23,13 +23,23 @@ constexpr int kKernelBlockAlignment = 16;
 
 std::int64_t cdiv(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
+// One local-attention KV spec (vLLM SlidingWindowSpec / ChunkedLocalAttentionSpec): layers with equal specs share
+// groups, so different windows make different groups (kv_cache_utils.py _get_kv_cache_groups_uniform_page_size
+// keys its layers by spec).
+struct LocalSpec {
+    KvGroupKind kind = KvGroupKind::kSlidingWindow;
+    int window_tokens = 0;  // sliding window or attention chunk
+    int num_layers = 0;
+};
+
 struct LayerTypeCounts {
     int full_attention = 0;
-    int sliding_window = 0;
+    int sliding_window = 0;  // all local layers: sliding window and chunked local
     int mamba = 0;
-    int sliding_window_tokens = 0;
+    std::vector<LocalSpec> local_specs;  // in first-seen layer order
     const models::AttentionMixer* first_attention = nullptr;
     int mamba_chunk_size = 0;
+    int mla_qk_nope_head_dim = 0;  // > 0 when the model has MLA layers (picks the MLA backend)
 };
 
 LayerTypeCounts count_kv_layers(const models::ModelSpec& model) {
@@ -39,9 +49,24 @@ LayerTypeCounts count_kv_layers(const models::ModelSpec& model) {
             if (c.first_attention == nullptr) {
                 c.first_attention = a;
             }
-            if (a->sliding_window_tokens > 0) {
+            if (a->mla && c.mla_qk_nope_head_dim == 0) {
+                c.mla_qk_nope_head_dim = a->mla->qk_nope_head_dim;
+            }
+            if (a->sliding_window_tokens > 0 || a->attention_chunk_tokens > 0) {
                 ++c.sliding_window;
-                c.sliding_window_tokens = a->sliding_window_tokens;
+                const LocalSpec spec{a->sliding_window_tokens > 0 ? KvGroupKind::kSlidingWindow
+                                                                  : KvGroupKind::kChunkedLocal,
+                                     a->sliding_window_tokens > 0 ? a->sliding_window_tokens
+                                                                  : a->attention_chunk_tokens,
+                                     0};
+                auto it = std::find_if(c.local_specs.begin(), c.local_specs.end(), [&](const LocalSpec& l) {
+                    return l.kind == spec.kind && l.window_tokens == spec.window_tokens;
+                });
+                if (it == c.local_specs.end()) {
+                    c.local_specs.push_back(spec);
+                    it = c.local_specs.end() - 1;
+                }
+                ++it->num_layers;
             } else {
                 ++c.full_attention;
             }
@@ -50,6 +75,8 @@ LayerTypeCounts count_kv_layers(const models::ModelSpec& model) {
         } else if (const auto* m = std::get_if<models::Mamba2Mixer>(&layer.mixer)) {
             ++c.mamba;
             c.mamba_chunk_size = m->chunk_size;
+        } else if (std::holds_alternative<models::Mamba1Mixer>(layer.mixer)) {
+            ++c.mamba;
         }
     }
     return c;
@@ -97,7 +124,14 @@ std::int64_t forward_bytes_per_token(const models::ModelSpec& model, int tp) {
     std::int64_t widest = 0;
     for (const auto& layer : model.layers) {
         std::int64_t mixer = 0;
-        if (const auto* a = std::get_if<models::AttentionMixer>(&layer.mixer)) {
+        if (const auto* mla = std::get_if<models::AttentionMixer>(&layer.mixer); mla != nullptr && mla->mla) {
+            // MLA prefill decompresses K and V per head (MLACommonImpl._forward_prefill): q, k (nope + rope), v,
+            // the latent, and the attention output.
+            const std::int64_t heads = mla->num_q_heads;
+            mixer = (2 * heads * mla->head_dim + 2 * heads * mla->mla->v_head_dim + mla->mla->kv_lora_rank +
+                     mla->mla->qk_rope_head_dim) *
+                    b;
+        } else if (const auto* a = std::get_if<models::AttentionMixer>(&layer.mixer)) {
             const std::int64_t q = std::int64_t{a->num_q_heads} * a->head_dim * (a->output_gate ? 2 : 1);
             mixer = (q + 2LL * a->num_kv_heads * a->head_dim + std::int64_t{a->num_q_heads} * a->head_dim) * b;
         } else if (const auto* g = std::get_if<models::GatedDeltaNetMixer>(&layer.mixer)) {
@@ -112,6 +146,10 @@ std::int64_t forward_bytes_per_token(const models::ModelSpec& model, int tp) {
             const std::int64_t d_inner = std::int64_t{m->num_heads} * m->head_dim;
             const std::int64_t proj = 2 * d_inner + 2LL * m->n_groups * m->state_size + m->num_heads;
             mixer = (proj + d_inner + 2LL * m->n_groups * m->state_size) * b;
+        } else if (const auto* m1 = std::get_if<models::Mamba1Mixer>(&layer.mixer)) {
+            // in_proj (x, z), conv output, x_proj (dt, B, C), dt and the scan output.
+            const std::int64_t inner = m1->intermediate_size;
+            mixer = (2 * inner + inner + m1->dt_rank + 2LL * m1->state_size + 2 * inner) * b;
         }
         std::int64_t mlp = 0;
         if (const auto* d = std::get_if<models::DenseMlp>(&layer.mlp)) {
@@ -143,6 +181,9 @@ void check_tensor_parallel(const models::ModelSpec& model, int tp) {
         } else if (const auto* m = std::get_if<models::Mamba2Mixer>(&layer.mixer)) {
             heads = m->num_heads;
             what = "Mamba2 heads";
+        } else if (const auto* m1 = std::get_if<models::Mamba1Mixer>(&layer.mixer)) {
+            heads = m1->intermediate_size;
+            what = "Mamba intermediate channels";
         }
         if (heads > 0 && heads % tp != 0) {
             throw ConfigError(fmt::format("tensor_parallel_size: Total number of {} ({}) must be divisible by tensor "
@@ -150,6 +191,22 @@ void check_tensor_parallel(const models::ModelSpec& model, int tp) {
                                           what, heads, tp, model.name));
         }
     }
+}
+
+// The MLA backend vLLM picks when --block-size is not given and the block size it prefers (vllm/platforms/cuda.py
+// _get_backend_priorities since PR #24794, v0.11.1; get_preferred_block_size in vllm/v1/attention/backend.py): on
+// Hopper FLASH_ATTN_MLA (FA3, any multiple of 16) unless the KV cache is fp8, which only FLASHMLA takes (block 64);
+// on Blackwell FLASHINFER_MLA (kernel sizes 32 and 64 → 32; needs qk_nope_head_dim 64, 128 or 192, else
+// CUTLASS_MLA, 128); elsewhere TRITON_MLA (multiples of 16).
+int mla_default_block_size(int compute_capability, bool kv_cache_fp8, int qk_nope_head_dim) {
+    const int major = compute_capability / 10;
+    if (major == 9) {
+        return kv_cache_fp8 ? 64 : kKernelBlockAlignment;
+    }
+    if (major == 10) {
+        return qk_nope_head_dim == 64 || qk_nope_head_dim == 128 || qk_nope_head_dim == 192 ? 32 : 128;
+    }
+    return kKernelBlockAlignment;
 }
 
 std::int64_t max_memory_usage_blocks(KvGroupKind kind, MambaCacheMode mode, std::int64_t max_model_len,
@@ -161,6 +218,9 @@ std::int64_t max_memory_usage_blocks(KvGroupKind kind, MambaCacheMode mode, std:
         case KvGroupKind::kSlidingWindow:
             // SlidingWindowSpec.max_memory_usage_bytes: the window plus one step's tokens, plus one block.
             return cdiv(std::min<std::int64_t>(window - 1 + max_num_batched_tokens, max_model_len), block_size) + 1;
+        case KvGroupKind::kChunkedLocal:
+            // ChunkedLocalAttentionSpec.max_memory_usage_bytes: one chunk plus one step's tokens.
+            return cdiv(std::min<std::int64_t>(window + max_num_batched_tokens, max_model_len), block_size);
         case KvGroupKind::kMamba:
             switch (mode) {
                 case MambaCacheMode::kNone:
@@ -289,6 +349,13 @@ KvCacheConfig MemoryPlan::kv_cache_config() const {
         group.kind = g.kind;
         group.num_layers = g.num_layers;
         group.block_size_tokens = g.kind == KvGroupKind::kMamba ? mamba_block_size : block_size;
+        // The group's window travels with it (vLLM SlidingWindowSpec.sliding_window,
+        // ChunkedLocalAttentionSpec.attention_chunk_size); without it the manager had no window.
+        if (g.kind == KvGroupKind::kSlidingWindow) {
+            group.sliding_window_tokens = g.window_tokens;
+        } else if (g.kind == KvGroupKind::kChunkedLocal) {
+            group.attention_chunk_tokens = g.window_tokens;
+        }
         config.groups.push_back(group);
     }
     return config;
@@ -312,7 +379,9 @@ MemoryPlan plan_memory(const models::ModelSpec& model, const MemoryPlanRequest& 
             "gpu_memory_utilization: the value {} is invalid; GPU memory utilization must be within (0, 1]",
             plan.gpu_memory_utilization));
     }
-    plan.max_model_len = req.max_model_len.value_or(model.max_position_embeddings);
+    // A config without a maximum length (Mamba2Config): vLLM assumes 2,048 (ModelConfig._get_and_verify_max_len).
+    plan.max_model_len = req.max_model_len.value_or(model.max_position_embeddings > 0 ? model.max_position_embeddings
+                                                                                       : 2048);
     if (plan.max_model_len <= 0) {
         throw ConfigError(fmt::format("max_model_len: must be a positive number of tokens, got {}", plan.max_model_len));
     }
@@ -384,9 +453,24 @@ MemoryPlan plan_memory(const models::ModelSpec& model, const MemoryPlanRequest& 
                 *req.block_size, kKernelBlockAlignment));
         }
     }
-    plan.block_size = req.block_size.value_or(kKernelBlockAlignment);
+    plan.block_size = req.block_size.value_or(
+        counts.mla_qk_nope_head_dim > 0
+            ? mla_default_block_size(req.gpu_compute_capability, req.kv_cache_dtype_fp8, counts.mla_qk_nope_head_dim)
+            : kKernelBlockAlignment);
     if (counts.first_attention != nullptr) {
         plan.attn_page_size_1tok_bytes = models::kv_bytes_per_token_layer(*counts.first_attention, plan.kv_cache_dtype, tp);
+        for (const auto& layer : model.layers) {
+            const auto* a = std::get_if<models::AttentionMixer>(&layer.mixer);
+            if (a != nullptr &&
+                models::kv_bytes_per_token_layer(*a, plan.kv_cache_dtype, tp) != plan.attn_page_size_1tok_bytes) {
+                // vLLM unify_kv_cache_spec_page_size would scale block sizes per group; servesim models one size.
+                throw ConfigError(fmt::format(
+                    "model '{}': attention layers with different KV bytes per token ({} and {}) are not modelled "
+                    "(vLLM's per-group page unification)",
+                    model.name, plan.attn_page_size_1tok_bytes,
+                    models::kv_bytes_per_token_layer(*a, plan.kv_cache_dtype, tp)));
+            }
+        }
     }
     plan.kv_bytes_per_token = models::kv_bytes_per_token(model, plan.kv_cache_dtype, tp);
     for (const auto& layer : model.layers) {
@@ -476,11 +560,14 @@ MemoryPlan plan_memory(const models::ModelSpec& model, const MemoryPlanRequest& 
     if (counts.full_attention > 0) {
         types.emplace_back(KvGroupKind::kFullAttention, counts.full_attention);
     }
-    if (counts.sliding_window > 0) {
-        types.emplace_back(KvGroupKind::kSlidingWindow, counts.sliding_window);
+    std::vector<int> type_windows(types.size(), 0);
+    for (const LocalSpec& l : counts.local_specs) {
+        types.emplace_back(l.kind, l.num_layers);
+        type_windows.push_back(l.window_tokens);
     }
     if (counts.mamba > 0) {
         types.emplace_back(KvGroupKind::kMamba, counts.mamba);
+        type_windows.push_back(0);
     }
     int min_layers = types.front().second;
     int max_layers = types.front().second;
@@ -489,11 +576,13 @@ MemoryPlan plan_memory(const models::ModelSpec& model, const MemoryPlanRequest& 
         max_layers = std::max(max_layers, t.second);
     }
     plan.group_size = (types.size() == 1 || static_cast<double>(max_layers) < 1.5 * min_layers) ? max_layers : min_layers;
-    for (const auto& [kind, n] : types) {
+    for (std::size_t t = 0; t < types.size(); ++t) {
+        const auto& [kind, n] = types[t];
         const int num_groups = static_cast<int>(cdiv(n, plan.group_size));
         for (int g = 0; g < num_groups; ++g) {
             KvGroupPlan group;
             group.kind = kind;
+            group.window_tokens = type_windows[t];
             group.num_layers = std::min(plan.group_size, n - g * plan.group_size);
             group.num_padding_layers = plan.group_size - group.num_layers;
             plan.groups.push_back(group);
@@ -608,7 +697,7 @@ MemoryPlan plan_memory(const models::ModelSpec& model, const MemoryPlanRequest& 
             total += std::int64_t{check_group_size} * plan.page_size_bytes *
                      max_memory_usage_blocks(g.kind, plan.mamba_cache_mode, len, plan.block_size,
                                              plan.mamba_cache_mode == MambaCacheMode::kNone ? len : plan.mamba_block_size,
-                                             counts.sliding_window_tokens, plan.max_num_batched_tokens);
+                                             g.window_tokens, plan.max_num_batched_tokens);
         }
         return total;
     };
@@ -637,7 +726,7 @@ MemoryPlan plan_memory(const models::ModelSpec& model, const MemoryPlanRequest& 
         per_request_bytes +=
             plan.page_size_bytes * max_memory_usage_blocks(g.kind, plan.mamba_cache_mode, plan.max_model_len,
                                                            plan.block_size, plan.mamba_block_size,
-                                                           counts.sliding_window_tokens, plan.max_num_batched_tokens);
+                                                           g.window_tokens, plan.max_num_batched_tokens);
     }
     plan.blocks_per_request = cdiv(per_request_bytes, plan.page_size_bytes);
     plan.max_concurrency = static_cast<double>(plan.num_gpu_blocks) / static_cast<double>(plan.blocks_per_request);

@@ -34,6 +34,8 @@ inline constexpr std::int64_t kRetentionDense = -1;
 struct MemoryPlanRequest {
     std::int64_t gpu_memory_bytes = 0;  // total device memory as torch.cuda.mem_get_info reports it
     bool gpu_is_large_for_defaults = true;  // ≥ 70 GiB and not an A100: batch defaults 8192 / 1024 (§4.6)
+    // sm_XY as XY (90 = Hopper): picks the MLA attention backend and so the default block size of MLA models.
+    int gpu_compute_capability = 90;
     VllmVersion vllm_version = core::kNewestModelled;
     std::optional<double> gpu_memory_utilization;
     bool kv_cache_dtype_fp8 = false;
@@ -78,6 +80,7 @@ struct KvGroupPlan {
     KvGroupKind kind = KvGroupKind::kFullAttention;
     int num_layers = 0;          // real layers in this group
     int num_padding_layers = 0;  // "Add N padding layers"
+    int window_tokens = 0;       // kSlidingWindow: the window; kChunkedLocal: the attention chunk; else 0
 };
 
 // One pipeline stage's GPU (pipeline_parallel_size > 1).

@@ -20,7 +20,8 @@ RooflineCostModel::RooflineCostModel(const models::ModelSpec& model, models::DTy
     linear_flops_per_token_ = models::linear_flops_per_token(model) - lm_head_flops_per_seq_;
     for (const auto& layer : model.layers) {
         if (const auto* a = std::get_if<models::AttentionMixer>(&layer.mixer)) {
-            attn_flops_per_work_ += 4.0 * a->num_q_heads * a->head_dim;
+            attn_flops_per_work_ += models::attention_flops_per_key(*a);
+            attn_decode_flops_per_token_ += models::decode_attention_flops_per_key(*a);
         } else if (const auto* g = std::get_if<models::GatedDeltaNetMixer>(&layer.mixer)) {
             // Chunked WY scan per token and value head (C = 64): state pass, output and update ≈ 6·dk·dv, plus the
             // in-chunk products ≈ 4·C·(dk + dv) (kernels-and-models.md A.5: ~183 kFLOP at dk = dv = 128).
@@ -73,6 +74,7 @@ RooflineCostModel::RooflineCostModel(const models::ModelSpec& model, models::DTy
         lm_head_flops_per_seq_ *= inv;
         lm_head_bytes_ *= inv;
         attn_flops_per_work_ *= inv;
+        attn_decode_flops_per_token_ *= inv;
         gdn_flops_per_token_ *= inv;
         state_bytes_per_seq_ *= inv;
         kv_bytes_per_token_ = static_cast<double>(models::kv_bytes_per_token(model, kv_dtype, tp));
@@ -133,7 +135,11 @@ StepCost RooflineCostModel::step_cost(const BatchShape& s) const {
         c.attn_prefill_ms = 1e3 * attn_flops_per_work_ * s.prefill_attention_work / (flops * params_.attention_efficiency);
     }
     if (s.num_decode_seqs > 0) {
-        c.attn_decode_ms = 1e3 * kv_bytes_per_token_ * static_cast<double>(s.decode_context_tokens) / bw;
+        // Bandwidth-bound for GQA (a few FLOPs per KV byte); MLA's absorbed decode shares one latent among all
+        // heads (≈ 240 FLOPs per byte for DeepSeek-V3), which the FLOP roof catches.
+        const double ctx = static_cast<double>(s.decode_context_tokens);
+        c.attn_decode_ms = std::max(1e3 * kv_bytes_per_token_ * ctx / bw,
+                                    1e3 * attn_decode_flops_per_token_ * ctx / (flops * params_.attention_efficiency));
     }
     if (gdn_flops_per_token_ > 0) {
         // Prefill: the chunked scan; every sequence in the step reads and writes its state once per layer.

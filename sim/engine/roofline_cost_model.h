@@ -66,7 +66,8 @@ private:
     double linear_flops_per_token_ = 0;   // without the lm_head
     double lm_head_flops_per_seq_ = 0;
     double lm_head_bytes_ = 0;            // lm_head (or tied embedding) weights read per step, this rank's share
-    double attn_flops_per_work_ = 0;      // 4 · Hq · hd summed over attention layers
+    double attn_flops_per_work_ = 0;      // 4 · Hq · hd summed over attention layers (MLA: unabsorbed prefill)
+    double attn_decode_flops_per_token_ = 0;  // per context token read in decode (MLA: absorbed, over the latent)
     double kv_bytes_per_token_ = 0;
     double gdn_flops_per_token_ = 0;      // core chunked-scan FLOPs, all GDN layers
     double state_bytes_per_seq_ = 0;

@@ -35,6 +35,7 @@ cache::MemoryPlanRequest memory_plan_request(const EngineSettings& e, const cali
     r.gpu_memory_bytes = gpu.memory_bytes;
     // EngineArgs.get_batch_defaults: ≥ 70 GiB and not an A100 → 8192 / 1024 (vllm-v1-behaviour.md §4.6).
     r.gpu_is_large_for_defaults = gpu.memory_bytes >= 70LL * 1024 * 1024 * 1024 && !gpu.is_a100;
+    r.gpu_compute_capability = gpu.compute_capability;
     r.vllm_version = cache::parse_vllm_version(e.vllm_version);
     r.gpu_memory_utilization = e.gpu_memory_utilization;
     r.kv_cache_dtype_fp8 = e.kv_cache_dtype_fp8;

@@ -1042,6 +1042,7 @@ std::string inspect_table(const models::ModelSpec& model, const std::string& gpu
     for (const auto& g : p.groups) {
         const char* kind = g.kind == cache::KvGroupKind::kFullAttention   ? "full_attention"
                            : g.kind == cache::KvGroupKind::kSlidingWindow ? "sliding_window"
+                           : g.kind == cache::KvGroupKind::kChunkedLocal  ? "chunked_local"
                                                                           : "mamba";
         groups += fmt::format("{}{}x{}", groups.empty() ? "" : ", ", kind, g.num_layers);
     }

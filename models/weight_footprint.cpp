@@ -85,8 +85,24 @@ struct Enumerator {
     void layer(std::size_t i, const Layer& l) {
         const i64 h = spec.hidden_size;
         const std::string p = fmt::format("model.layers.{}.", i);
+        const auto* attn = std::get_if<AttentionMixer>(&l.mixer);
         if (std::holds_alternative<NoMixer>(l.mixer)) {
-        } else if (const auto* a = std::get_if<AttentionMixer>(&l.mixer)) {
+        } else if (attn != nullptr && attn->mla) {
+            // DeepseekV2MLAAttention: q_a/q_b (or one q_proj), kv_a_proj_with_mqa, kv_b_proj, o_proj.
+            const MlaShape& m = *attn->mla;
+            const i64 heads = attn->num_q_heads;
+            const i64 qk = i64{m.qk_nope_head_dim} + m.qk_rope_head_dim;
+            if (m.q_lora_rank > 0) {
+                add(p + "self_attn.q_a_proj", LinearRole::kAttention, h, m.q_lora_rank);
+                add(p + "self_attn.q_b_proj", LinearRole::kAttention, m.q_lora_rank, heads * qk);
+            } else {
+                add(p + "self_attn.q_proj", LinearRole::kAttention, h, heads * qk);
+            }
+            add(p + "self_attn.kv_a_proj_with_mqa", LinearRole::kAttention, h, i64{m.kv_lora_rank} + m.qk_rope_head_dim);
+            add(p + "self_attn.kv_b_proj", LinearRole::kAttention, m.kv_lora_rank,
+                heads * (i64{m.qk_nope_head_dim} + m.v_head_dim));
+            add(p + "self_attn.o_proj", LinearRole::kAttention, heads * m.v_head_dim, h);
+        } else if (const auto* a = attn) {
             const i64 q_out = i64{a->num_q_heads} * a->head_dim;
             const i64 kv_out = i64{a->num_kv_heads} * a->head_dim;
             add(p + "self_attn.q_proj", LinearRole::kAttention, h, q_out * (a->output_gate ? 2 : 1));
@@ -124,7 +140,9 @@ struct Enumerator {
                 }
                 add(p + "mlp.shared_expert.up_proj", LinearRole::kSharedExpert, h, s);
                 add(p + "mlp.shared_expert.down_proj", LinearRole::kSharedExpert, s, h);
-                add(p + "mlp.shared_expert_gate", LinearRole::kRouter, h, 1);
+                if (e->shared_expert_gate) {
+                    add(p + "mlp.shared_expert_gate", LinearRole::kRouter, h, 1);
+                }
             }
         } else {
             unknown(i, "MLP");
@@ -134,6 +152,9 @@ struct Enumerator {
 
 // Parameters of a layer that are not linear weights (depthwise convs, A_log, dt_bias, D): never quantized.
 i64 non_linear_params(const Layer& l) {
+    if (const auto* a = std::get_if<AttentionMixer>(&l.mixer); a != nullptr && a->sinks) {
+        return a->num_q_heads;  // gpt-oss: one sink logit per query head
+    }
     if (const auto* g = std::get_if<GatedDeltaNetMixer>(&l.mixer)) {
         const i64 conv_dim = 2 * i64{g->num_k_heads} * g->k_head_dim + i64{g->num_v_heads} * g->v_head_dim;
         return i64{g->conv_kernel} * conv_dim + 2 * i64{g->num_v_heads};

@@ -643,9 +643,11 @@ int main(int argc, char** argv) {
         if (mpi_session.size() > 1 && !mpi_executor.failed_cleanly()) {
             if (!executor.is_root()) {
                 std::this_thread::sleep_for(std::chrono::seconds(2));
-                std::cerr << "servesim: rank " << mpi_session.rank() << ": ";
+                std::cerr << "servesim: rank " << mpi_session.rank() << ": " << text.substr(text.find(": ") + 2);
+            } else {
+                std::cerr << text;
             }
-            std::cerr << text << std::flush;
+            std::cerr << std::flush;
             mpi_session.abort(status);
         }
         std::cerr << text;

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The MPI sweep benchmark (docs/MPI.md "Expected speed-up"): scenarios/bench/sweep-200.yaml (200 experiments of
-# unequal cost) with one thread per rank, run as one plain process and under mpirun at 1, 2 and 4 ranks. Prints one
-# row per run (wall s, CPU s of all ranks, speed-up over 1 rank in wall time) and checks that every run printed the
-# same bytes. The load average before and after says how busy the machine was.
+# unequal cost) with one thread per rank, run as one plain process (--jobs 1, then --jobs 2 for comparison) and under
+# mpirun at 1, 2 and 4 ranks. Prints one row per run (wall s, CPU s of all ranks, speed-up over 1 rank in wall
+# time) and checks that every run printed the same bytes. The load average before and after says how busy the machine was.
 #   bench/mpi_sweep.sh [BINARY] [RANKS...]        default: build/tools/servesim, ranks 1 2 4
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,6 +29,9 @@ echo "| run | wall s | CPU s | speed-up (wall, vs 1 rank) |"
 echo "|---|---:|---:|---:|"
 read -r wall cpu <<< "$(time_cmd plain "$bin" sweep "$scenario" --jobs 1 --format csv)"
 echo "| one process, --jobs 1 (no mpirun) | $wall | $cpu | |"
+read -r wall cpu <<< "$(time_cmd threads "$bin" sweep "$scenario" --jobs 2 --format csv)"
+cmp -s "$out/plain.csv" "$out/threads.csv" || { echo "--jobs 2 printed other bytes than --jobs 1" >&2; exit 1; }
+echo "| one process, --jobs 2 (threads, for comparison) | $wall | $cpu | |"
 base=""
 for n in "${ranks[@]}"; do
   read -r wall cpu <<< "$(time_cmd "n$n" mpirun -n "$n" --oversubscribe "$bin" sweep "$scenario" --jobs 1 --format csv)"

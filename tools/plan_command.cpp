@@ -141,33 +141,17 @@ int cmd_plan(int argc, char** argv, const std::function<int(const std::string&)>
         }
     }
     // Probe runs go to a partial-results file as they finish (the root only), for --resume after a failure.
-    bool default_partial = false;
-    std::optional<app::PartialResults> partial;
-    if (executor.is_root()) {
-        partial = app::open_partial_results(checkpoint, resume, out_dir, default_partial);
-    }
+    app::PartialResultsScope partial(executor.is_root(), checkpoint, resume, out_dir);
     r.executor = &executor;
-    r.partial = partial ? &*partial : nullptr;
     const bool tty = isatty(STDERR_FILENO) != 0 && executor.is_root();
-    app::PlanResult result;
-    try {
-        result = app::run_plan(r, [&](int round, int probes) {
+    const auto result = partial.run(std::cerr, [&](app::PartialResults* file) {
+        r.partial = file;
+        return app::run_plan(r, [&](int round, int probes) {
             if (tty) {
                 std::cerr << fmt::format("\rplan: round {}, {} probes run", round, probes) << std::flush;
             }
         });
-    } catch (const app::RunAbandoned&) {
-        throw;
-    } catch (...) {
-        if (partial) {
-            std::cerr << (tty ? "\n" : "") << "servesim: " << app::kept_note(*partial) << "\n";
-        }
-        throw;
-    }
-    if (partial && default_partial) {
-        std::error_code ec;
-        fs::remove(partial->path(), ec);
-    }
+    });
     if (!executor.is_root()) {
         return 0;  // rank 0 writes the plan
     }

@@ -379,27 +379,11 @@ int cmd_run_or_sweep(bool sweep, const std::vector<std::string>& args, app::Exec
         }
     }
     // A sweep keeps each finished run in a partial-results file (the root only), for --resume after a failure.
-    bool default_partial = false;
-    std::optional<app::PartialResults> partial;
-    if (executor.is_root() && (sweep || !checkpoint.empty() || !resume.empty())) {
-        partial = app::open_partial_results(checkpoint, resume, out_dir, default_partial);
-    }
-    std::vector<app::ExperimentResult> results;
-    try {
-        results = app::run_experiments(sc.experiments, jobs, progress,
-                                       app::RunOptions{&executor, partial ? &*partial : nullptr, false});
-    } catch (const app::RunAbandoned&) {
-        throw;
-    } catch (...) {
-        if (partial) {
-            std::cerr << "servesim: " << app::kept_note(*partial) << "\n";
-        }
-        throw;
-    }
-    if (partial && default_partial) {
-        std::error_code ec;
-        fs::remove(partial->path(), ec);
-    }
+    app::PartialResultsScope partial(executor.is_root() && (sweep || !checkpoint.empty() || !resume.empty()),
+                                     checkpoint, resume, out_dir);
+    const auto results = partial.run(std::cerr, [&](app::PartialResults* file) {
+        return app::run_experiments(sc.experiments, jobs, progress, app::RunOptions{&executor, file, false});
+    });
     if (!executor.is_root()) {
         return 0;  // rank 0 writes the outputs
     }

@@ -137,6 +137,13 @@ std::optional<PartialResults> open_partial_results(const std::string& checkpoint
     }
 }
 
+void PartialResultsScope::remove_default() {
+    if (file_ && is_default_) {
+        std::error_code ec;
+        std::filesystem::remove(file_->path(), ec);
+    }
+}
+
 std::string kept_note(const PartialResults& partial) {
     const std::size_t n = partial.num_loaded() + partial.num_appended();
     return fmt::format("{} finished run{} {} kept in {}; repeat the command with --resume {} to run only the rest", n,

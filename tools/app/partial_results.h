@@ -12,8 +12,10 @@
 #include <fstream>
 #include <map>
 #include <optional>
+#include <ostream>
 #include <string>
 
+#include "tools/app/executor.h"
 #include "tools/app/experiment.h"
 
 namespace servesim::app {
@@ -54,5 +56,41 @@ private:
 
 // After a failure: "N finished runs are kept in FILE; repeat the command with --resume FILE to run only the rest".
 [[nodiscard]] std::string kept_note(const PartialResults& partial);
+
+// The partial-results file of one sweep or plan command: opened from its flags on the root (other ranks keep none),
+// around the command's runs. run(log, body) calls body(file or nullptr); when body fails (not RunAbandoned: the
+// root reports those) it writes "servesim: <kept_note>" to `log` and rethrows; when it succeeds a default file is
+// removed.
+class PartialResultsScope {
+public:
+    PartialResultsScope(bool root, const std::string& checkpoint, const std::string& resume,
+                        const std::string& default_dir) {
+        if (root) {
+            file_ = open_partial_results(checkpoint, resume, default_dir, is_default_);
+        }
+    }
+
+    template <typename Body>
+    auto run(std::ostream& log, Body&& body) {
+        try {
+            auto result = body(file_ ? &*file_ : nullptr);
+            remove_default();
+            return result;
+        } catch (const RunAbandoned&) {
+            throw;
+        } catch (...) {
+            if (file_) {
+                log << "servesim: " << kept_note(*file_) << "\n";
+            }
+            throw;
+        }
+    }
+
+private:
+    void remove_default();
+
+    std::optional<PartialResults> file_;
+    bool is_default_ = false;
+};
 
 }  // namespace servesim::app

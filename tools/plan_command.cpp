@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "common/error.h"
+#include "tools/app/partial_results.h"
 #include "tools/app/plan.h"
 
 namespace servesim::cli {
@@ -20,13 +21,15 @@ namespace servesim::cli {
 namespace po = boost::program_options;
 namespace fs = std::filesystem;
 
-int cmd_plan(int argc, char** argv, const std::function<int(const std::string&)>& plot) {
+int cmd_plan(int argc, char** argv, const std::function<int(const std::string&)>& plot, app::Executor& executor) {
     app::PlanRequest r;
     std::string slo;
     std::vector<std::string> grid;
     std::string format = "table";
     std::string out_dir;
     std::string prices_file;
+    std::string checkpoint;
+    std::string resume;
     std::uint64_t seed = 0;
     double target_rate = 0;
     double target_tenants = 0;
@@ -64,7 +67,11 @@ int cmd_plan(int argc, char** argv, const std::function<int(const std::string&)>
         "format", po::value<std::string>(&format), "table (default), json or csv")(
         "out", po::value<std::string>(&out_dir), "also write plan.{txt,json,csv} into this folder")(
         "plot", "with --out: also draw plan-latency.png and plan-cost.png there (tools/plot/plot_plan.py)")(
-        "jobs,j", po::value<int>(&r.jobs), "worker threads (the answer does not depend on it)");
+        "jobs,j", po::value<int>(&r.jobs), "worker threads (the answer does not depend on it)")(
+        "checkpoint", po::value<std::string>(&checkpoint),
+        "keep each finished probe run in FILE as it finishes (docs/MPI.md; a failed plan keeps one anyway)")(
+        "resume", po::value<std::string>(&resume),
+        "take the probe runs FILE holds (--checkpoint, or kept by a failed plan), run only the rest");
     po::positional_options_description pos;
     pos.add("scenario", 1);
     po::variables_map vm;
@@ -133,12 +140,21 @@ int cmd_plan(int argc, char** argv, const std::function<int(const std::string&)>
             throw ConfigError("--out: cannot write into '" + out_dir + "'");
         }
     }
-    const bool tty = isatty(STDERR_FILENO) != 0;
-    const auto result = app::run_plan(r, [&](int round, int probes) {
-        if (tty) {
-            std::cerr << fmt::format("\rplan: round {}, {} probes run", round, probes) << std::flush;
-        }
+    // Probe runs go to a partial-results file as they finish (the root only), for --resume after a failure.
+    app::PartialResultsScope partial(executor.is_root(), checkpoint, resume, out_dir);
+    r.executor = &executor;
+    const bool tty = isatty(STDERR_FILENO) != 0 && executor.is_root();
+    const auto result = partial.run(std::cerr, [&](app::PartialResults* file) {
+        r.partial = file;
+        return app::run_plan(r, [&](int round, int probes) {
+            if (tty) {
+                std::cerr << fmt::format("\rplan: round {}, {} probes run", round, probes) << std::flush;
+            }
+        });
     });
+    if (!executor.is_root()) {
+        return 0;  // rank 0 writes the plan
+    }
     if (tty) {
         std::cerr << "\n";
     }

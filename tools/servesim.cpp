@@ -28,11 +28,16 @@
 #include "sim/cluster/router.h"
 #include "tools/app/command_line.h"
 #include "tools/app/engine_keys.h"
+#include "tools/app/executor.h"
 #include "tools/app/experiment.h"
 #include "tools/app/multi_turn_stats.h"
 #include "tools/app/output.h"
+#include "tools/app/partial_results.h"
 #include "tools/app/scenario.h"
 #include "tools/plan_command.h"
+#ifdef SERVESIM_WITH_MPI
+#include "tools/mpi/mpi_executor.h"
+#endif
 #include "workloads/trace_reader.h"
 #include "workloads/workload.h"
 
@@ -189,7 +194,7 @@ void print_warnings(const std::vector<app::ExperimentResult>& results) {
     }
 }
 
-int cmd_run_or_sweep(bool sweep, const std::vector<std::string>& args) {
+int cmd_run_or_sweep(bool sweep, const std::vector<std::string>& args, app::Executor& executor) {
     const app::EngineFlags flags = app::take_engine_flags(args);
     std::string scenario;
     std::vector<std::string> sets;
@@ -201,6 +206,8 @@ int cmd_run_or_sweep(bool sweep, const std::vector<std::string>& args) {
     std::string metric_percentiles;
     std::string warmup_percentages;
     std::string seed;
+    std::string checkpoint;
+    std::string resume;
     int jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     std::optional<std::string> model;
     std::optional<std::string> gpu;
@@ -237,6 +244,10 @@ int cmd_run_or_sweep(bool sweep, const std::vector<std::string>& args) {
         "multi-turn-bench: leave out the first X % of samples, one table per X (e.g. 0%,50%; default 0%)")(
         "seed", po::value<std::string>(&seed), "master seed, 0 to 2^63-1 (replaces the scenario's)")(
         "jobs,j", po::value<int>(&jobs), "worker threads (results do not depend on it)")(
+        "checkpoint", po::value<std::string>(&checkpoint),
+        "sweep: keep each finished run in FILE as it finishes (docs/MPI.md; a failed sweep keeps one anyway)")(
+        "resume", po::value<std::string>(&resume),
+        "sweep: take the runs FILE holds (--checkpoint, or kept by a failed sweep), run only the rest")(
         "model", opt_string(model), "model preset or Hugging Face repo id (replaces the scenario's model)")(
         "gpu", opt_string(gpu), "GPU name, see servesim list (replaces the scenario's; default H200)")(
         "cost-model", opt_string(cost_model), "roofline (default) or a calibrated profile YAML")(
@@ -346,7 +357,7 @@ int cmd_run_or_sweep(bool sweep, const std::vector<std::string>& args) {
         add_command_line_overrides();
         sc = app::load_scenario(scenario, overrides);
     }
-    if (sweep && !sc.is_sweep) {
+    if (sweep && !sc.is_sweep && executor.is_root()) {
         std::cerr << "servesim: " << scenario << " has no sweep: block; running its experiments as points\n";
     }
     const auto start = std::chrono::steady_clock::now();
@@ -369,7 +380,15 @@ int cmd_run_or_sweep(bool sweep, const std::vector<std::string>& args) {
             x.keep_request_records = true;
         }
     }
-    const auto results = app::run_experiments(sc.experiments, jobs, progress);
+    // A sweep keeps each finished run in a partial-results file (the root only), for --resume after a failure.
+    app::PartialResultsScope partial(executor.is_root() && (sweep || !checkpoint.empty() || !resume.empty()),
+                                     checkpoint, resume, out_dir);
+    const auto results = partial.run(std::cerr, [&](app::PartialResults* file) {
+        return app::run_experiments(sc.experiments, jobs, progress, app::RunOptions{&executor, file, false});
+    });
+    if (!executor.is_root()) {
+        return 0;  // rank 0 writes the outputs
+    }
     const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     std::size_t runs = 0;
     for (const auto& r : results) {
@@ -561,9 +580,9 @@ int print_version() {
     return 0;
 }
 
-int dispatch(const std::string& cmd, const std::vector<std::string>& args) {
+int dispatch(const std::string& cmd, const std::vector<std::string>& args, app::Executor& executor) {
     if (cmd == "run" || cmd == "sweep") {
-        return cmd_run_or_sweep(cmd == "sweep", args);
+        return cmd_run_or_sweep(cmd == "sweep", args, executor);
     }
     if (cmd == "inspect") {
         return cmd_inspect(args);
@@ -577,7 +596,8 @@ int dispatch(const std::string& cmd, const std::vector<std::string>& args) {
             plan_argv.push_back(w.data());
         }
         return cli::cmd_plan(static_cast<int>(plan_argv.size()), plan_argv.data(),
-                             [](const std::string& out) { return run_plot(out, "plot_plan.py", "plan.json"); });
+                             [](const std::string& out) { return run_plot(out, "plot_plan.py", "plan.json"); },
+                             executor);
     }
     if (cmd == "plot") {
         if (args.size() == 1 && (args[0] == "--help" || args[0] == "-h")) {
@@ -625,7 +645,7 @@ int dispatch(const std::string& cmd, const std::vector<std::string>& args) {
             std::cout << kUsage;
             return 0;
         }
-        return dispatch(args[0], {"--help"});
+        return dispatch(args[0], {"--help"}, executor);
     }
     std::cerr << "servesim: unknown command '" << cmd << "'\n" << kUsage;
     return 2;
@@ -634,6 +654,38 @@ int dispatch(const std::string& cmd, const std::vector<std::string>& args) {
 }  // namespace
 
 int main(int argc, char** argv) {
+    // Under mpirun or srun every rank runs this same command; rank 0 farms the runs out and alone writes the outputs
+    // (tools/mpi/mpi_executor.h, docs/MPI.md). Otherwise, or without MPI at build time, one process runs them.
+#ifdef SERVESIM_WITH_MPI
+    mpi::MpiSession mpi_session(argc, argv);
+    mpi::MpiExecutor mpi_executor(mpi_session);
+    app::LocalExecutor local_executor;
+    app::Executor& executor =
+        mpi_session.size() > 1 ? static_cast<app::Executor&>(mpi_executor) : static_cast<app::Executor&>(local_executor);
+    // An error the other ranks cannot know of (one rank's own, not a failed run every rank was told of) would leave
+    // them waiting: it ends the job. A rank other than 0 waits a moment before it reports, so that an error every
+    // rank meets (a typo in the scenario) is reported once, by rank 0, whose MPI_Abort ends the others.
+    const auto fail = [&](int status, const std::string& text) {
+        if (mpi_session.size() > 1 && !mpi_executor.failed_cleanly()) {
+            if (!executor.is_root()) {
+                std::this_thread::sleep_for(std::chrono::seconds(2));
+                std::cerr << "servesim: rank " << mpi_session.rank() << ": " << text.substr(text.find(": ") + 2);
+            } else {
+                std::cerr << text;
+            }
+            std::cerr << std::flush;
+            mpi_session.abort(status);
+        }
+        std::cerr << text;
+        return status;
+    };
+#else
+    app::LocalExecutor executor;
+    const auto fail = [](int status, const std::string& text) {
+        std::cerr << text;
+        return status;
+    };
+#endif
     if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
         std::cout << kUsage;
         return argc < 2 ? 2 : 0;
@@ -642,18 +694,16 @@ int main(int argc, char** argv) {
         return print_version();
     }
     try {
-        return dispatch(argv[1], std::vector<std::string>(argv + 2, argv + argc));
+        return dispatch(argv[1], std::vector<std::string>(argv + 2, argv + argc), executor);
+    } catch (const app::RunAbandoned&) {
+        return 1;  // a run failed on some rank; rank 0 names it
     } catch (const ConfigError& e) {
-        std::cerr << "servesim: error: " << e.what() << "\n";
-        return 2;
+        return fail(2, fmt::format("servesim: error: {}\n", e.what()));
     } catch (const po::error& e) {
-        std::cerr << "servesim: error: command line: " << e.what() << "\n";
-        return 2;
+        return fail(2, fmt::format("servesim: error: command line: {}\n", e.what()));
     } catch (const InvariantError& e) {
-        std::cerr << "servesim: internal error (please report): " << e.what() << "\n";
-        return 1;
+        return fail(1, fmt::format("servesim: internal error (please report): {}\n", e.what()));
     } catch (const std::exception& e) {
-        std::cerr << "servesim: error: " << e.what() << "\n";
-        return 1;
+        return fail(1, fmt::format("servesim: error: {}\n", e.what()));
     }
 }

@@ -3,11 +3,8 @@
 
 #include <fmt/format.h>
 
-#include <atomic>
 #include <cmath>
 #include <map>
-#include <mutex>
-#include <thread>
 
 #include "calibration/hardware_profile.h"
 #include "common/error.h"
@@ -19,6 +16,8 @@
 #include "models/quantization_config.h"
 #include "sim/engine/profile_cost_model.h"
 #include "sim/engine/roofline_cost_model.h"
+#include "tools/app/executor.h"
+#include "tools/app/partial_results.h"
 #include "workloads/open_loop_workload.h"
 #include "workloads/trace_reader.h"
 #include "workloads/workload.h"
@@ -542,6 +541,11 @@ std::vector<const ExperimentResult*> runs_of(const ExperimentResult& point) {
 
 std::vector<ExperimentResult> run_experiments(const std::vector<ExperimentConfig>& configs, int jobs,
                                               const std::function<void(int, int)>& on_done) {
+    return run_experiments(configs, jobs, on_done, RunOptions{});
+}
+
+std::vector<ExperimentResult> run_experiments(const std::vector<ExperimentConfig>& configs, int jobs,
+                                              const std::function<void(int, int)>& on_done, const RunOptions& options) {
     // `replicates: N`: run i of an experiment uses seed + i (i = 0 … N−1); the runs are gathered back in order below.
     std::vector<PreparedExperiment> prepared;
     std::vector<std::size_t> first_run;  // index in `prepared` of each config's first run
@@ -555,43 +559,33 @@ std::vector<ExperimentResult> run_experiments(const std::vector<ExperimentConfig
             prepared.push_back(c.order_only ? prepare_order_only(run, order_only_traces) : prepare_experiment(run));
         }
     }
+    // The runs go to the executor (tools/app/executor.h); runs already in the partial-results file are read back.
+    LocalExecutor local;
+    Executor& executor = options.executor != nullptr ? *options.executor : local;
     std::vector<ExperimentResult> results(prepared.size());
-    std::atomic<std::size_t> next{0};
-    std::mutex mu;
-    int done = 0;
-    std::exception_ptr failure;
-    auto worker = [&] {
-        while (true) {
-            const std::size_t i = next.fetch_add(1);
-            if (i >= prepared.size()) {
-                return;
-            }
-            try {
-                results[i] = run_experiment(prepared[i]);
-            } catch (...) {
-                std::lock_guard<std::mutex> lock(mu);
-                if (!failure) {
-                    failure = std::current_exception();
-                }
-            }
-            std::lock_guard<std::mutex> lock(mu);
-            ++done;
-            if (on_done) {
-                on_done(done, static_cast<int>(prepared.size()));
-            }
+    std::vector<std::size_t> todo;
+    for (std::size_t i = 0; i < prepared.size(); ++i) {
+        if (options.partial != nullptr && executor.is_root() && options.partial->find(prepared[i].config, results[i])) {
+            results[i].config = prepared[i].config;
+            results[i].plan = prepared[i].plan;
+        } else {
+            todo.push_back(i);
         }
-    };
-    const int n = std::max(1, std::min<int>(jobs, static_cast<int>(prepared.size())));
-    std::vector<std::thread> threads;
-    for (int t = 1; t < n; ++t) {
-        threads.emplace_back(worker);
     }
-    worker();
-    for (auto& t : threads) {
-        t.join();
-    }
-    if (failure) {
-        std::rethrow_exception(failure);
+    int done = static_cast<int>(prepared.size() - todo.size());
+    executor.run(prepared, todo, jobs, results, [&](std::size_t i) {
+        if (options.partial != nullptr) {
+            options.partial->append(prepared[i].config, results[i]);
+        }
+        ++done;
+        if (on_done) {
+            on_done(done, static_cast<int>(prepared.size()));
+        }
+    });
+    if (options.results_on_every_rank) {
+        executor.share(prepared, results);
+    } else if (!executor.is_root()) {
+        return {};
     }
     std::vector<ExperimentResult> gathered;
     gathered.reserve(configs.size());

@@ -104,4 +104,21 @@ void assess_result(ExperimentResult& r);
 [[nodiscard]] std::vector<ExperimentResult> run_experiments(const std::vector<ExperimentConfig>& configs, int jobs,
                                                             const std::function<void(int, int)>& on_done);
 
+class Executor;        // tools/app/executor.h
+class PartialResults;  // tools/app/partial_results.h
+
+// Where and how run_experiments runs a batch (docs/MPI.md): on `executor` (nullptr: this process's threads); with
+// `partial`, runs already stored there are not run again (--resume) and each finished run is appended to it; with
+// `results_on_every_rank`, every MPI rank gets the results (otherwise only the root, and other ranks get none).
+struct RunOptions {
+    Executor* executor = nullptr;
+    PartialResults* partial = nullptr;
+    bool results_on_every_rank = false;
+};
+
+// As above, on options.executor. `on_done` is called on the root only.
+[[nodiscard]] std::vector<ExperimentResult> run_experiments(const std::vector<ExperimentConfig>& configs, int jobs,
+                                                            const std::function<void(int, int)>& on_done,
+                                                            const RunOptions& options);
+
 }  // namespace servesim::app

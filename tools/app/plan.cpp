@@ -103,7 +103,7 @@ public:
                     configs.push_back(experiment_for(k.configuration, k.value, rep));
                 }
             }
-            const auto results = run_experiments(configs, r_.jobs, {});
+            const auto results = run_experiments(configs, r_.jobs, {}, RunOptions{r_.executor, r_.partial, true});
             for (std::size_t i = 0; i < keys.size(); ++i) {
                 PlanProbe p;
                 p.configuration = keys[i].configuration;

@@ -20,6 +20,9 @@
 
 namespace servesim::app {
 
+class Executor;        // tools/app/executor.h
+class PartialResults;  // tools/app/partial_results.h
+
 struct PlanRequest {
     std::string scenario_path;
     std::string scenario_text;           // read once by the caller
@@ -28,6 +31,10 @@ struct PlanRequest {
     planner::SloSpec slo;
     int replicates = 1;
     int jobs = 1;
+    // Where each round's probes run (nullptr: this process's threads; an MpiExecutor spreads them over MPI ranks, all
+    // of which run the plan in lockstep on the shared results) and the partial-results file they go to (or none).
+    Executor* executor = nullptr;
+    PartialResults* partial = nullptr;
 
     // What "load" means: the dotted scenario key the search varies (workload.rate, workload.tenants, …).
     std::string load_key = "workload.rate";

@@ -1,0 +1,258 @@
+// Result codec; see result_codec.h. One `fields` function per struct lists its members once, for both directions:
+// the Writer appends each member's bytes, the Reader overwrites each member from them, so the two cannot disagree
+// on the order.
+#include "tools/app/result_codec.h"
+
+#include <cstring>
+#include <optional>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "common/error.h"
+
+namespace servesim::app {
+
+namespace {
+
+constexpr std::uint32_t kCodecVersion = 1;
+
+class Writer {
+public:
+    template <typename... T>
+    void operator()(const T&... v) {
+        (item(v), ...);
+    }
+    [[nodiscard]] std::string take() && { return std::move(out_); }
+
+private:
+    template <typename T>
+    void item(const T& v) {
+        if constexpr (std::is_arithmetic_v<T> || std::is_enum_v<T>) {
+            const char* p = reinterpret_cast<const char*>(&v);
+            out_.append(p, sizeof(T));
+        } else if constexpr (std::is_same_v<T, std::string>) {
+            item(static_cast<std::uint64_t>(v.size()));
+            out_.append(v);
+        } else {
+            fields(*this, v);
+        }
+    }
+    template <typename T>
+    void item(const std::optional<T>& v) {
+        item(v.has_value());
+        if (v) {
+            item(*v);
+        }
+    }
+    template <typename T>
+    void item(const std::vector<T>& v) {
+        item(static_cast<std::uint64_t>(v.size()));
+        for (const auto& x : v) {
+            item(x);
+        }
+    }
+    template <typename A, typename B>
+    void item(const std::pair<A, B>& v) {
+        item(v.first);
+        item(v.second);
+    }
+    void item(const YAML::Node& v) { item(v ? YAML::Dump(v) : std::string("~absent")); }
+
+    std::string out_;
+};
+
+class Reader {
+public:
+    explicit Reader(std::string_view in) : in_(in) {}
+    template <typename... T>
+    void operator()(T&... v) {
+        (item(v), ...);
+    }
+    [[nodiscard]] bool at_end() const { return pos_ == in_.size(); }
+
+private:
+    void need(std::size_t n) const {
+        SERVESIM_CHECK(in_.size() - pos_ >= n, "result bytes end early: {} more needed at offset {} of {}", n, pos_,
+                       in_.size());
+    }
+    template <typename T>
+    void item(T& v) {
+        if constexpr (std::is_arithmetic_v<T> || std::is_enum_v<T>) {
+            need(sizeof(T));
+            std::memcpy(&v, in_.data() + pos_, sizeof(T));
+            pos_ += sizeof(T);
+        } else if constexpr (std::is_same_v<T, std::string>) {
+            std::uint64_t n = 0;
+            item(n);
+            need(n);
+            v.assign(in_.data() + pos_, n);
+            pos_ += n;
+        } else {
+            fields(*this, v);
+        }
+    }
+    template <typename T>
+    void item(std::optional<T>& v) {
+        bool has = false;
+        item(has);
+        v.reset();
+        if (has) {
+            v.emplace();
+            item(*v);
+        }
+    }
+    template <typename T>
+    void item(std::vector<T>& v) {
+        std::uint64_t n = 0;
+        item(n);
+        SERVESIM_CHECK(n <= in_.size() - pos_, "result bytes: a list of {} items in {} bytes", n, in_.size() - pos_);
+        v.assign(n, T{});
+        for (auto& x : v) {
+            item(x);
+        }
+    }
+
+    std::string_view in_;
+    std::size_t pos_ = 0;
+};
+
+template <typename IO, typename T>
+void fields(IO& io, T& d)
+    requires std::is_same_v<std::remove_const_t<T>, metrics::Distribution>
+{
+    io(d.p50, d.p90, d.p99, d.mean, d.max, d.count, d.min);
+}
+
+template <typename IO, typename T>
+void fields(IO& io, T& r)
+    requires std::is_same_v<std::remove_const_t<T>, metrics::RequestRecord>
+{
+    io(r.arrival_s, r.queue_ms, r.ttft_ms, r.e2e_ms, r.itl_max_ms, r.prompt_tokens, r.cached_prompt_tokens,
+       r.output_tokens, r.num_preemptions, r.replica, r.turn);
+}
+
+template <typename IO, typename T>
+void fields(IO& io, T& r)
+    requires std::is_same_v<std::remove_const_t<T>, metrics::RejectionStats>
+{
+    io(r.longer_than_max_model_len, r.never_fits_kv_cache, r.largest_prompt_tokens, r.largest_output_tokens);
+}
+
+template <typename IO, typename T>
+void fields(IO& io, T& m)
+    requires std::is_same_v<std::remove_const_t<T>, metrics::RunningMoments>
+{
+    io(m.count, m.mean, m.m2);
+}
+
+template <typename IO, typename T>
+void fields(IO& io, T& s)
+    requires std::is_same_v<std::remove_const_t<T>, metrics::Summary>
+{
+    io(s.num_requests_sent, s.num_requests_finished, s.num_requests_rejected, s.duration_s, s.send_window_s,
+       s.num_finished_at_last_send, s.requested_rps, s.throughput_rps, s.output_tokens_per_s, s.input_tokens_per_s,
+       s.prefix_cache_hit_rate, s.external_hit_rate, s.total_hit_rate, s.prefix_cache_queries, s.prefix_cache_hits,
+       s.cached_prompt_fraction, s.ttft_ms, s.itl_ms, s.e2e_ms, s.tpot_ms, s.queue_ms, s.exact_percentiles,
+       s.preemptions, s.queue_peak, s.kv_usage_mean, s.kv_usage_max, s.num_steps, s.mean_batch_tokens,
+       s.mean_prompt_tokens, s.mean_output_tokens, s.rejections, s.itl_moments, s.requests);
+}
+
+template <typename IO, typename T>
+void fields(IO& io, T& t)
+    requires std::is_same_v<std::remove_const_t<T>, cluster::TimeSample>
+{
+    io(t.t_s, t.num_waiting, t.num_running, t.kv_usage, t.prefix_cache_queries, t.prefix_cache_hits);
+}
+
+template <typename IO, typename T>
+void fields(IO& io, T& c)
+    requires std::is_same_v<std::remove_const_t<T>, engine::StepCost>
+{
+    io(c.gemm_ms, c.lm_head_ms, c.attn_prefill_ms, c.attn_decode_ms, c.gdn_ms, c.snapshot_ms, c.overhead_ms,
+       c.comm_ms);
+}
+
+template <typename IO, typename T>
+void fields(IO& io, T& s)
+    requires std::is_same_v<std::remove_const_t<T>, cluster::SimulationResult>
+{
+    io(s.summary, s.timeseries, s.total_cost, s.num_events, s.num_unfinished, s.hit_max_time, s.stopped_overloaded);
+}
+
+template <typename IO, typename T>
+void fields(IO& io, T& o)
+    requires std::is_same_v<std::remove_const_t<T>, cache::OrderOnlyResult>
+{
+    io(o.block_size_tokens, o.capacity_tokens, o.num_cache_blocks, o.num_requests, o.prefix_cache_queries,
+       o.prefix_cache_hits, o.num_evictions, o.num_truncated_requests, o.num_distinct_blocks);
+}
+
+// Everything of one run but config, plan and replicate_runs (see result_codec.h).
+template <typename IO, typename T>
+void fields(IO& io, T& r)
+    requires std::is_same_v<std::remove_const_t<T>, ExperimentResult>
+{
+    io(r.model_name, r.gpu_name, r.cost_model, r.cost_model_source, r.profile_mismatch, r.workload, r.offered_rps,
+       r.offered_all_at_once, r.sim, r.order_only, r.status, r.warnings, r.num_requests_good, r.request_goodput_rps);
+}
+
+template <typename IO, typename T>
+void fields(IO& io, T& g)
+    requires std::is_same_v<std::remove_const_t<T>, GoodputConfig>
+{
+    io(g.ttft_ms, g.tpot_ms, g.e2el_ms);
+}
+
+template <typename IO, typename T>
+void fields(IO& io, T& e)
+    requires std::is_same_v<std::remove_const_t<T>, EngineSettings>
+{
+    io(e.block_size, e.max_num_batched_tokens, e.max_num_seqs, e.max_model_len, e.gpu_memory_utilization,
+       e.kv_cache_dtype_fp8, e.enable_prefix_caching, e.mamba_cache_mode, e.prefix_cache_retention_interval,
+       e.kv_cache_memory_bytes, e.enable_chunked_prefill, e.long_prefill_token_threshold,
+       e.scheduler_reserve_full_isl, e.async_scheduling, e.tensor_parallel_size, e.vllm_version,
+       e.kv_offloading_size_gib, e.kv_offloading_load_us_per_token, e.offload_prompt_only, e.skip_mm_profiling);
+}
+
+template <typename IO, typename T>
+void fields(IO& io, T& c)
+    requires std::is_same_v<std::remove_const_t<T>, ExperimentConfig>
+{
+    io(c.file, c.name, c.columns, c.seed, c.model, c.gpu, c.cost_model, c.engine, c.replicas, c.router, c.workload,
+       c.warmup_s, c.max_time_s, c.max_time_given, c.goodput, c.replicates, c.allow_profile_mismatch,
+       c.check_invariants, c.exact_percentiles, c.keep_request_records, c.stop_when_waiting_exceeds, c.order_only,
+       c.capacity_tokens);
+}
+
+}  // namespace
+
+std::string encode_result(const ExperimentResult& r) {
+    Writer w;
+    w(kCodecVersion, r);
+    return std::move(w).take();
+}
+
+void decode_result(std::string_view bytes, ExperimentResult& r) {
+    Reader in(bytes);
+    std::uint32_t version = 0;
+    in(version);
+    SERVESIM_CHECK(version == kCodecVersion, "result bytes of codec version {}, this build reads {}", version,
+                   kCodecVersion);
+    in(r);
+    SERVESIM_CHECK(in.at_end(), "result bytes: {} bytes after the result", bytes.size());
+}
+
+std::uint64_t config_fingerprint(const ExperimentConfig& config) {
+    Writer w;
+    w(config);
+    const std::string bytes = std::move(w).take();
+    std::uint64_t h = 1469598103934665603ULL;  // FNV-1a, 64 bits
+    for (const char ch : bytes) {
+        h ^= static_cast<unsigned char>(ch);
+        h *= 1099511628211ULL;
+    }
+    return h;
+}
+
+}  // namespace servesim::app

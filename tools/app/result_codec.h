@@ -1,0 +1,47 @@
+// Result codec: one run's ExperimentResult as bytes and back, losslessly (every double bit for bit), so a result
+// computed on another MPI rank (tools/mpi/) or read back from a partial-results file (--resume) prints exactly as one
+// computed in this process (docs/MPI.md). What a run shares with its preparation — its ExperimentConfig and memory
+// plan — is not encoded: the receiver takes both from its own PreparedExperiment of the same run. A config's
+// fingerprint says which run a stored result belongs to. The bytes are this machine's layout (little-endian x86-64
+// and aarch64 alike); a file from another byte order is refused, not misread.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "tools/app/experiment.h"
+
+namespace servesim::app {
+
+// The fields of one run (not config, plan or replicate_runs: replicates are gathered after the runs).
+[[nodiscard]] std::string encode_result(const ExperimentResult& r);
+
+// Replaces the encoded fields of `r` (config and plan untouched); InvariantError if the bytes are not one whole
+// result of this codec.
+void decode_result(std::string_view bytes, ExperimentResult& r);
+
+// FNV-1a over every field of the config (the workload as YAML text): equal configs, equal fingerprints.
+[[nodiscard]] std::uint64_t config_fingerprint(const ExperimentConfig& config);
+
+// How many fields of each struct the codec reads and writes. tests/tools/result_codec_test.cpp compares them with
+// the structs' own counts, so a field added to one of them fails there until it is added to result_codec.cpp (a
+// field the codec missed would be lost on its way between ranks, and MPI output would differ).
+struct CodecFieldCounts {
+    static constexpr std::size_t kExperimentResult = 17;  // 14 encoded + config, plan, replicate_runs
+    static constexpr std::size_t kSimulationResult = 7;
+    static constexpr std::size_t kSummary = 33;
+    static constexpr std::size_t kDistribution = 7;
+    static constexpr std::size_t kRequestRecord = 11;
+    static constexpr std::size_t kTimeSample = 6;
+    static constexpr std::size_t kStepCost = 8;
+    static constexpr std::size_t kRejectionStats = 4;
+    static constexpr std::size_t kRunningMoments = 3;
+    static constexpr std::size_t kOrderOnlyResult = 9;
+    static constexpr std::size_t kExperimentConfig = 23;
+    static constexpr std::size_t kEngineSettings = 20;
+    static constexpr std::size_t kGoodputConfig = 3;
+};
+
+}  // namespace servesim::app

@@ -212,7 +212,9 @@ void fields(IO& io, T& e)
        e.kv_cache_dtype_fp8, e.enable_prefix_caching, e.mamba_cache_mode, e.prefix_cache_retention_interval,
        e.kv_cache_memory_bytes, e.enable_chunked_prefill, e.long_prefill_token_threshold,
        e.scheduler_reserve_full_isl, e.async_scheduling, e.tensor_parallel_size, e.vllm_version,
-       e.kv_offloading_size_gib, e.kv_offloading_load_us_per_token, e.offload_prompt_only, e.skip_mm_profiling);
+       e.kv_offloading_size_gib, e.kv_offloading_load_us_per_token, e.offload_prompt_only, e.skip_mm_profiling,
+       e.prefix_match_unit, e.pipeline_parallel_size, e.enable_expert_parallel, e.expert_load_imbalance,
+       e.quantization, e.dtype);
 }
 
 template <typename IO, typename T>

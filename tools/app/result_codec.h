@@ -40,7 +40,7 @@ struct CodecFieldCounts {
     static constexpr std::size_t kRunningMoments = 3;
     static constexpr std::size_t kOrderOnlyResult = 9;
     static constexpr std::size_t kExperimentConfig = 23;
-    static constexpr std::size_t kEngineSettings = 20;
+    static constexpr std::size_t kEngineSettings = 26;
     static constexpr std::size_t kGoodputConfig = 3;
 };
 

@@ -53,6 +53,17 @@ struct KvRunningSummary {
     std::int64_t slot_tokens = -1;           // min over groups of blocks held · B
     std::int64_t uncached_from_tokens = -1;  // (min over groups of cached blocks + 1) · B: caching up to fewer
                                              // tokens adds no block; INT64_MAX when caching is off
+
+    // Whether allocate_slots(req, num_new_tokens, no hit, no lookahead, not full_sequence_must_fit, caching not
+    // delayed) for the request this summarises, at num_computed_tokens > 0 of num_tokens, would return true at once
+    // and change nothing: its blocks hold the slots and its full blocks up to min(computed + new, num_tokens) are
+    // cached. The scheduler asks this first for every running request, so most decode steps make no call at all.
+    [[nodiscard]] bool running_step_changes_nothing(std::int64_t num_computed_tokens, std::int64_t num_new_tokens,
+                                                    std::int64_t num_tokens) const {
+        const std::int64_t end = num_computed_tokens + num_new_tokens;
+        return num_computed_tokens > 0 && num_new_tokens > 0 && slot_tokens >= end &&
+               (end < num_tokens ? end : num_tokens) < uncached_from_tokens;
+    }
 };
 
 // What the cache needs to know about a request; the engine owns the request itself.

@@ -180,14 +180,17 @@ void Scheduler::schedule(core::SimTime now, StepPlan& plan) {
             n = std::min(n, config_.long_prefill_token_threshold);
         }
         n = std::min({n, budget, config_.max_model_len - 1 - r->num_computed_tokens});
-        n = mamba_aligned_split(*r, r->num_computed_tokens, n);
+        if (config_.mamba_align) {  // (the split returns n unchanged otherwise; the test saves a call per request)
+            n = mamba_aligned_split(*r, r->num_computed_tokens, n);
+        }
         if (n <= 0) {
             ++index;
             continue;
         }
         bool allocated = false;
         while (true) {
-            if (kv_cache_.allocate_slots(cache_view(*r), n, cache::CacheHit{})) {
+            if (r->kv_summary.running_step_changes_nothing(r->num_computed_tokens, n, r->num_tokens()) ||
+                kv_cache_.allocate_slots(cache_view(*r), n, cache::CacheHit{})) {
                 allocated = true;
                 break;
             }

@@ -260,6 +260,12 @@ TEST_CASE("A running request's summary answers the decode steps that change noth
     a.num_computed_tokens = 20;
     CHECK(summary.slot_tokens == 32);
     CHECK(summary.uncached_from_tokens == 32);
+    // What the scheduler asks before calling: computed 20 + 1 new of 21 tokens fits and caches nothing new; 31 + 1
+    // of 32 would cache block 2; 20 + 13 = 33 slots exceed 32; a waiting request (0 computed) always calls.
+    CHECK(summary.running_step_changes_nothing(20, 1, 21));
+    CHECK_FALSE(summary.running_step_changes_nothing(31, 1, 32));
+    CHECK_FALSE(summary.running_step_changes_nothing(20, 13, 33));
+    CHECK_FALSE(summary.running_step_changes_nothing(0, 1, 21));
     const auto decode_one = [&] {
         a.append_output(content(9), 1);
         REQUIRE(m.allocate_slots(view(), 1, CacheHit{}));

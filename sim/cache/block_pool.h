@@ -79,6 +79,22 @@ public:
         }
         return block.key();
     }
+    // The position of the first of `blocks` (null blocks skipped) not cached under (hashes[i], group), or
+    // blocks.size() when all are: a cache hit re-checked before it is taken. One pass over the blocks' entries.
+    [[nodiscard]] std::size_t first_not_cached_as(std::span<const core::BlockId> blocks,
+                                                  std::span<const core::BlockHash> hashes, int group) const {
+        for (std::size_t i = 0; i < blocks.size(); ++i) {
+            const auto id = core::to_int(blocks[i]);
+            if (id == core::to_int(kNullBlock)) {
+                continue;
+            }
+            const Block& block = blocks_[id];
+            if (i >= hashes.size() || block.group != group || block.hash != static_cast<std::uint64_t>(hashes[i])) {
+                return i;
+            }
+        }
+        return blocks.size();
+    }
     [[nodiscard]] bool is_free(core::BlockId id) const { return free_block_queue_.contains(id); }
     [[nodiscard]] bool enable_caching() const { return enable_caching_; }
     // Head to tail: the order blocks will be allocated (evicted) in.

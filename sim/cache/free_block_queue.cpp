@@ -15,38 +15,6 @@ FreeBlockQueue::FreeBlockQueue(std::int64_t num_blocks)
     }
 }
 
-bool FreeBlockQueue::contains(core::BlockId id) const {
-    const auto i = core::to_int(id);
-    return i < num_blocks_ && links_[i].prev != kNotQueued;
-}
-
-core::BlockId FreeBlockQueue::popleft() {
-    SERVESIM_CHECK(num_free_blocks_ > 0, "popleft from an empty free block queue");
-    const core::BlockId first{links_[head()].next};
-    remove(first);
-    return first;
-}
-
-void FreeBlockQueue::remove(core::BlockId id) {
-    SERVESIM_CHECK(contains(id), "block {} is not in the free queue", core::to_int(id));
-    Links& links = links_[core::to_int(id)];
-    links_[links.prev].next = links.next;
-    links_[links.next].prev = links.prev;
-    links = Links{};
-    --num_free_blocks_;
-}
-
-void FreeBlockQueue::append(core::BlockId id) {
-    const auto i = core::to_int(id);
-    SERVESIM_CHECK(i < num_blocks_, "block {} outside a pool of {}", i, num_blocks_);
-    SERVESIM_CHECK(!contains(id), "block {} is already in the free queue", i);
-    const std::uint32_t last = links_[tail()].prev;
-    links_[i] = Links{last, tail()};
-    links_[last].next = i;
-    links_[tail()].prev = i;
-    ++num_free_blocks_;
-}
-
 void FreeBlockQueue::prepend(core::BlockId id) {
     const auto i = core::to_int(id);
     SERVESIM_CHECK(i < num_blocks_, "block {} outside a pool of {}", i, num_blocks_);

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "common/error.h"
 #include "sim/core/ids.h"
 
 namespace servesim::cache {
@@ -21,14 +22,39 @@ public:
     explicit FreeBlockQueue(std::int64_t num_blocks);
 
     [[nodiscard]] std::int64_t num_free_blocks() const { return num_free_blocks_; }
-    [[nodiscard]] bool contains(core::BlockId id) const;
+    [[nodiscard]] bool contains(core::BlockId id) const {
+        const auto i = core::to_int(id);
+        return i < num_blocks_ && links_[i].prev != kNotQueued;
+    }
 
-    // Removes and returns the head (the LRU block). The queue must not be empty.
-    [[nodiscard]] core::BlockId popleft();
+    // Removes and returns the head (the LRU block). The queue must not be empty. (Inline, as remove and append: the
+    // pool calls them once per block it allocates, hits or frees.)
+    [[nodiscard]] core::BlockId popleft() {
+        SERVESIM_CHECK(num_free_blocks_ > 0, "popleft from an empty free block queue");
+        const core::BlockId first{links_[head()].next};
+        remove(first);
+        return first;
+    }
     // Removes a queued block from anywhere (a cache hit on a free block).
-    void remove(core::BlockId id);
+    void remove(core::BlockId id) {
+        SERVESIM_CHECK(contains(id), "block {} is not in the free queue", core::to_int(id));
+        Links& links = links_[core::to_int(id)];
+        links_[links.prev].next = links.next;
+        links_[links.next].prev = links.prev;
+        links = Links{};
+        --num_free_blocks_;
+    }
     // Appends a block that is not queued to the tail.
-    void append(core::BlockId id);
+    void append(core::BlockId id) {
+        const auto i = core::to_int(id);
+        SERVESIM_CHECK(i < num_blocks_, "block {} outside a pool of {}", i, num_blocks_);
+        SERVESIM_CHECK(!contains(id), "block {} is already in the free queue", i);
+        const std::uint32_t last = links_[tail()].prev;
+        links_[i] = Links{last, tail()};
+        links_[last].next = i;
+        links_[tail()].prev = i;
+        ++num_free_blocks_;
+    }
     // Puts a block that is not queued at the head, to be allocated next (vLLM PR #43447: under sparse retention a
     // freed block without a hash is reused before any cached block).
     void prepend(core::BlockId id);

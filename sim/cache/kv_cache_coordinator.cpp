@@ -2,6 +2,7 @@
 #include "sim/cache/kv_cache_coordinator.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "common/error.h"
 #include "sim/cache/chunked_local_attention_manager.h"
@@ -196,6 +197,21 @@ bool KvCacheCoordinator::running_step_changes_nothing(core::RequestId id, std::u
         }
     }
     return true;
+}
+
+std::optional<std::pair<std::int64_t, std::int64_t>> KvCacheCoordinator::min_blocks_held_and_cached(
+    core::RequestId id, std::uint32_t* slot_hint) const {
+    std::pair<std::int64_t, std::int64_t> out{std::numeric_limits<std::int64_t>::max(),
+                                              std::numeric_limits<std::int64_t>::max()};
+    for (const auto& manager : managers_) {
+        const auto held = manager->blocks_held_and_cached(id, slot_hint);
+        if (!held) {
+            return std::nullopt;
+        }
+        out.first = std::min(out.first, held->first);
+        out.second = std::min(out.second, held->second);
+    }
+    return out;
 }
 
 void KvCacheCoordinator::remove_skipped_blocks(core::RequestId id, std::int64_t total_computed_tokens) {

@@ -6,7 +6,9 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "sim/cache/block_pool.h"
@@ -42,12 +44,18 @@ public:
     // cache_blocks does; 0 when nothing is cached): true then, and the caller may skip the call. False otherwise.
     [[nodiscard]] bool running_step_changes_nothing(core::RequestId id, std::uint32_t* slot_hint, std::int64_t num_tokens,
                                                     std::int64_t num_tokens_to_cache) const;
+    // The fewest blocks any group holds for the request and the fewest any has cached; nullopt when some group
+    // holds no list for it.
+    [[nodiscard]] std::optional<std::pair<std::int64_t, std::int64_t>> min_blocks_held_and_cached(
+        core::RequestId id, std::uint32_t* slot_hint) const;
     void free(core::RequestId id);
     void new_step_starts();
 
     [[nodiscard]] BlockPool& block_pool() { return block_pool_; }
     [[nodiscard]] const BlockPool& block_pool() const { return block_pool_; }
     [[nodiscard]] int num_groups() const { return static_cast<int>(managers_.size()); }
+    // Every group is full attention (no sliding window, no Mamba): nothing is ever skipped or capped.
+    [[nodiscard]] bool all_full_attention() const { return all_full_attention_; }
     // The hash block size: every group's block size (Mamba kNone groups excepted).
     [[nodiscard]] int hash_block_size_tokens() const { return hash_block_size_tokens_; }
     [[nodiscard]] const BlockDivider& hash_blocks_of() const { return hash_blocks_of_; }

@@ -4,6 +4,7 @@
 #include "sim/cache/kv_cache_manager.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "common/error.h"
 #include "sim/cache/kv_cache_coordinator.h"
@@ -95,6 +96,10 @@ bool KvCacheManager::allocate_slots(const CacheRequest& req, std::int64_t num_ne
         const std::int64_t num_tokens_to_cache = impl_->enable_caching && !delay_cache_blocks
                                                      ? std::min(req.num_computed_tokens + num_new_tokens, req.num_tokens)
                                                      : 0;
+        if (req.kv_summary != nullptr && req.kv_summary->slot_tokens >= num_tokens_need_slot &&
+            num_tokens_to_cache < req.kv_summary->uncached_from_tokens) {
+            return true;  // the summary of the block lists says so (KvRunningSummary)
+        }
         if (coordinator.running_step_changes_nothing(req.id, req.kv_slot_hint, num_tokens_need_slot,
                                                      num_tokens_to_cache)) {
             return true;
@@ -105,21 +110,17 @@ bool KvCacheManager::allocate_slots(const CacheRequest& req, std::int64_t num_ne
         const auto hashes = hashes_of(req);
         for (std::size_t g = 0; g < hit.blocks_per_group.size(); ++g) {
             const auto& blocks = hit.blocks_per_group[g];
-            for (std::size_t i = 0; i < blocks.size(); ++i) {
-                if (blocks[i] == kNullBlock) {
-                    continue;
-                }
-                const auto h = pool.block_hash(blocks[i]);
-                SERVESIM_CHECK(h.has_value() && i < hashes.size() && h->hash == hashes[i] &&
-                                   h->group == static_cast<int>(g),
-                               "request {}: hit block {} (group {}, position {}) was evicted since the lookup",
-                               core::to_int(req.id), core::to_int(blocks[i]), g, i);
-            }
+            const std::size_t i = pool.first_not_cached_as(blocks, hashes, static_cast<int>(g));
+            SERVESIM_CHECK(i == blocks.size(),
+                           "request {}: hit block {} (group {}, position {}) was evicted since the lookup",
+                           core::to_int(req.id), i < blocks.size() ? core::to_int(blocks[i]) : 0, g, i);
         }
     }
     const std::int64_t num_local_computed_tokens = req.num_computed_tokens + hit.num_tokens;
     const std::int64_t total_computed_tokens = num_local_computed_tokens;
 
+    // Whether the full-ISL check below already implies the ordinary one (which then is not repeated).
+    bool fit_already_checked = false;
     if (full_sequence_must_fit) {
         // scheduler_reserve_full_isl: the whole current sequence (prompt, or prompt + outputs if resumed) must fit.
         const std::int64_t full_num_tokens = std::max(req.num_tokens, total_computed_tokens + num_new_tokens);
@@ -128,6 +129,11 @@ bool KvCacheManager::allocate_slots(const CacheRequest& req, std::int64_t num_ne
         if (needed > pool.num_free_blocks()) {
             return false;
         }
+        // With full-attention groups only, the count is the new blocks cdiv(tokens, B) beyond those held or hit
+        // plus the evictable hits: it grows with the token count, no admission cap applies and
+        // remove_skipped_blocks frees nothing. Without lookahead slots the check below asks for
+        // computed + new ≤ full_num_tokens tokens, so it cannot fail: skip counting the same hits again.
+        fit_already_checked = coordinator.all_full_attention() && num_lookahead_tokens == 0;
     }
 
     const std::int64_t num_tokens_main_model = total_computed_tokens + num_new_tokens;
@@ -137,10 +143,12 @@ bool KvCacheManager::allocate_slots(const CacheRequest& req, std::int64_t num_ne
     // if the allocation then fails: they reduce the evictions the new blocks cause.
     coordinator.remove_skipped_blocks(req.id, total_computed_tokens);
 
-    const std::int64_t num_blocks_to_allocate = coordinator.get_num_blocks_to_allocate(
-        req.id, num_tokens_need_slot, hit, total_computed_tokens, num_tokens_main_model);
-    if (num_blocks_to_allocate > pool.num_free_blocks()) {
-        return false;
+    if (!fit_already_checked) {
+        const std::int64_t num_blocks_to_allocate = coordinator.get_num_blocks_to_allocate(
+            req.id, num_tokens_need_slot, hit, total_computed_tokens, num_tokens_main_model);
+        if (num_blocks_to_allocate > pool.num_free_blocks()) {
+            return false;
+        }
     }
 
     if (hit_has_blocks) {
@@ -158,6 +166,7 @@ bool KvCacheManager::allocate_slots(const CacheRequest& req, std::int64_t num_ne
                        num_tokens_to_cache);
         coordinator.cache_blocks(req.id, hashes, num_tokens_to_cache, boundaries_of(req));
     }
+    update_summary(req);
     return true;
 }
 
@@ -167,9 +176,36 @@ void KvCacheManager::cache_blocks(const CacheRequest& req, std::int64_t num_comp
     }
     const std::int64_t n = std::min(num_computed_tokens, req.num_tokens);
     impl_->coordinator.cache_blocks(req.id, hashes_of(req), n, boundaries_of(req));
+    update_summary(req);
+}
+
+void KvCacheManager::update_summary(const CacheRequest& req) const {
+    if (req.kv_summary == nullptr) {
+        return;
+    }
+    *req.kv_summary = KvRunningSummary{};
+    const KvCacheCoordinator& coordinator = impl_->coordinator;
+    if (!coordinator.all_full_attention()) {
+        return;
+    }
+    const auto held = coordinator.min_blocks_held_and_cached(req.id, req.kv_slot_hint);
+    if (!held) {
+        return;
+    }
+    const std::int64_t block_size = coordinator.hash_block_size_tokens();
+    req.kv_summary->slot_tokens = held->first * block_size;
+    req.kv_summary->uncached_from_tokens =
+        impl_->enable_caching ? (held->second + 1) * block_size : std::numeric_limits<std::int64_t>::max();
 }
 
 void KvCacheManager::free(core::RequestId id) { impl_->coordinator.free(id); }
+
+void KvCacheManager::free(const CacheRequest& req) {
+    if (req.kv_summary != nullptr) {
+        *req.kv_summary = KvRunningSummary{};
+    }
+    impl_->coordinator.free(req.id);
+}
 
 void KvCacheManager::begin_step() { impl_->coordinator.new_step_starts(); }
 

@@ -45,6 +45,28 @@ struct KvCacheConfig {
     std::int64_t max_model_len = 0;
 };
 
+// What allocate_slots last left a running request with, kept on the request (owned by it, written only by the cache,
+// read by nothing else) when every group is full attention: then a running request's allocate_slots without a hit
+// changes nothing exactly when the request's blocks already hold the slots and its full blocks are already cached,
+// and these two figures answer that by two comparisons, without finding the request's block lists. Reset when the
+// request's blocks are freed. −1: unknown (the block lists answer).
+struct KvRunningSummary {
+    std::int64_t slot_tokens = -1;           // min over groups of blocks held · B
+    std::int64_t uncached_from_tokens = -1;  // (min over groups of cached blocks + 1) · B: caching up to fewer
+                                             // tokens adds no block; INT64_MAX when caching is off
+
+    // Whether allocate_slots(req, num_new_tokens, no hit, no lookahead, not full_sequence_must_fit, caching not
+    // delayed) for the request this summarises, at num_computed_tokens > 0 of num_tokens, would return true at once
+    // and change nothing: its blocks hold the slots and its full blocks up to min(computed + new, num_tokens) are
+    // cached. The scheduler asks this first for every running request, so most decode steps make no call at all.
+    [[nodiscard]] bool running_step_changes_nothing(std::int64_t num_computed_tokens, std::int64_t num_new_tokens,
+                                                    std::int64_t num_tokens) const {
+        const std::int64_t end = num_computed_tokens + num_new_tokens;
+        return num_computed_tokens > 0 && num_new_tokens > 0 && slot_tokens >= end &&
+               (end < num_tokens ? end : num_tokens) < uncached_from_tokens;
+    }
+};
+
 // What the cache needs to know about a request; the engine owns the request itself.
 struct CacheRequest {
     core::RequestId id{};
@@ -61,6 +83,9 @@ struct CacheRequest {
     // Where the group managers last found this request's block list (owned by the request, updated by
     // allocate_slots; a lookup shortcut that never changes a result). nullptr: none kept, the map is used.
     std::uint32_t* kv_slot_hint = nullptr;
+    // The running fast path's summary (owned by the request, kept current by allocate_slots, cache_blocks and
+    // free(const CacheRequest&)). nullptr: none kept, every call takes the full path.
+    KvRunningSummary* kv_summary = nullptr;
 };
 
 // vLLM PrefixCacheStats: units are tokens, one record per lookup attempt (vllm-v1-behaviour.md §3.5).
@@ -114,6 +139,8 @@ public:
 
     // Frees all of a request's blocks, each group's in reverse order to the free-queue tail (finish or preempt).
     void free(core::RequestId id);
+    // The same, and forgets the request's running summary (req.kv_summary).
+    void free(const CacheRequest& req);
 
     // Called by the scheduler at the start of each step: clears the Mamba cached_blocks_this_step set.
     void begin_step();
@@ -141,6 +168,9 @@ public:
     [[nodiscard]] std::vector<std::int64_t> num_cached_blocks_per_group() const;
 
 private:
+    // Recomputes req.kv_summary from the block lists (after they may have changed).
+    void update_summary(const CacheRequest& req) const;
+
     struct Impl;
     std::unique_ptr<Impl> impl_;
 };

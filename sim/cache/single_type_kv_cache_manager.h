@@ -8,6 +8,7 @@
 
 #include <bit>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <utility>
 #include <vector>
@@ -119,6 +120,17 @@ public:
         const RequestBlocks* req = slot_hint != nullptr ? find_hinted(id, *slot_hint) : find(id);
         return req != nullptr && static_cast<std::int64_t>(req->blocks.size()) >= blocks_of_.cdiv(num_tokens) &&
                req->num_cached_blocks >= blocks_of_.div(num_cached_tokens);
+    }
+
+    // The request's list length (null blocks included) and cached blocks; nullopt when it holds no list.
+    [[nodiscard]] std::optional<std::pair<std::int64_t, std::int64_t>> blocks_held_and_cached(
+        core::RequestId id, std::uint32_t* slot_hint) const {
+        const RequestBlocks* req = slot_hint != nullptr ? find_hinted(id, *slot_hint) : find(id);
+        if (req == nullptr) {
+            return std::nullopt;
+        }
+        return std::pair<std::int64_t, std::int64_t>{static_cast<std::int64_t>(req->blocks.size()),
+                                                     req->num_cached_blocks};
     }
 
     [[nodiscard]] int group_index() const { return group_index_; }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "sim/cache/block_hash.h"
+#include "sim/cache/kv_cache_manager.h"
 #include "sim/core/content.h"
 #include "sim/core/ids.h"
 #include "sim/core/time.h"
@@ -58,6 +59,8 @@ struct Request {
     // The KV cache managers' slot for this request's block lists (cache::CacheRequest::kv_slot_hint), a lookup
     // shortcut the cache keeps current; no output depends on it.
     mutable std::uint32_t kv_slot_hint = 0xffffffffu;
+    // The cache's summary of this request's block lists for running steps (cache::KvRunningSummary); likewise.
+    mutable cache::KvRunningSummary kv_summary;
     std::vector<core::BlockHash> block_hashes;
     cache::BlockHasher hasher;
 

@@ -111,7 +111,7 @@ struct Summary {
     double mean_prompt_tokens = 0;
     double mean_output_tokens = 0;
     RejectionStats rejections;
-    RunningMoments itl_moments;           // the same samples as itl_ms
+    RunningMoments itl_moments;           // the same samples as itl_ms; kept only with request records (count 0 else)
     std::vector<RequestRecord> requests;  // measured finished requests, in finish order
 };
 
@@ -120,7 +120,7 @@ public:
     // `exact_percentiles`: keep every sample and rank them at the end (memory grows with the run); otherwise
     // stream them into sketches (fixed memory, percentiles within QuantileSketch::kRelativeErrorBound).
     // `keep_request_records`: one RequestRecord per measured finished request (memory grows with the run); off,
-    // nothing of a request is kept once it finishes.
+    // nothing of a request is kept once it finishes; it also turns on the pooled-ITL running moments (itl_moments).
     explicit MetricsCollector(core::SimTime warmup_end, bool exact_percentiles = false,
                               bool keep_request_records = false)
         : warmup_end_(warmup_end), exact_percentiles_(exact_percentiles), keep_records_(keep_request_records) {}
@@ -144,7 +144,12 @@ public:
         } else {
             itl_sketch_.add(gap.ms());
         }
-        itl_moments_.add(gap.ms());
+        if (keep_records_) {
+            // Only the vllm-bench result reads the running moments (its mean and std of the pooled ITLs), and it
+            // is written only by runs that keep request records. Skipped otherwise: Welford's update divides by
+            // the count once per token, a dependency chain that was ~3 % of a long agentic run.
+            itl_moments_.add(gap.ms());
+        }
     }
 
     struct FinishedRequest {

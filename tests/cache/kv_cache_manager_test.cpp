@@ -241,5 +241,58 @@ TEST_CASE("Decode steps allocate and cache only at block boundaries, whatever th
     CHECK(m.get_block_ids(b.id)[0] == ids({3}));
 }
 
+TEST_CASE("A running request's summary answers the decode steps that change nothing; free forgets it", "[cache]") {
+    // 20 blocks, 19 usable, B = 16. a: 20 prompt tokens admitted with a summary: blocks [1, 2] hold 32 tokens and
+    // floor(20/16) = 1 block is cached, so caching up to fewer than (1 + 1)·16 = 32 tokens adds nothing: {32, 32}.
+    // Decode tokens 21..31: slots ≤ 32 and tokens to cache < 32, answered by the summary (nothing changes: 17 free).
+    // Token 32: 32 tokens to cache is not < 32, the full path caches block 2: {32, 48}. Token 33 needs 33 > 32
+    // slots: the queue head, block 3, is allocated: {48, 48}. Freeing through the view resets it to {−1, −1}.
+    KvCacheManager m(testing::full_attention_config(20, kB));
+    TestRequest a(0, {{content(1), 20}}, kB);
+    KvRunningSummary summary;
+    const auto view = [&] {
+        CacheRequest v = a.view();
+        v.kv_summary = &summary;
+        return v;
+    };
+    const CacheHit hit = m.get_computed_blocks(view());
+    REQUIRE(m.allocate_slots(view(), 20, hit));
+    a.num_computed_tokens = 20;
+    CHECK(summary.slot_tokens == 32);
+    CHECK(summary.uncached_from_tokens == 32);
+    // What the scheduler asks before calling: computed 20 + 1 new of 21 tokens fits and caches nothing new; 31 + 1
+    // of 32 would cache block 2; 20 + 13 = 33 slots exceed 32; a waiting request (0 computed) always calls.
+    CHECK(summary.running_step_changes_nothing(20, 1, 21));
+    CHECK_FALSE(summary.running_step_changes_nothing(31, 1, 32));
+    CHECK_FALSE(summary.running_step_changes_nothing(20, 13, 33));
+    CHECK_FALSE(summary.running_step_changes_nothing(0, 1, 21));
+    const auto decode_one = [&] {
+        a.append_output(content(9), 1);
+        REQUIRE(m.allocate_slots(view(), 1, CacheHit{}));
+        m.check_invariants();
+        ++a.num_computed_tokens;
+    };
+    while (a.num_computed_tokens < 31) {
+        decode_one();
+    }
+    CHECK(m.get_block_ids(a.id)[0] == ids({1, 2}));
+    CHECK(m.num_cached_blocks_per_group()[0] == 1);
+    CHECK(m.num_free_blocks() == 17);
+    CHECK(summary.uncached_from_tokens == 32);
+    decode_one();  // 32 tokens: block 2 full
+    CHECK(m.num_cached_blocks_per_group()[0] == 2);
+    CHECK(summary.slot_tokens == 32);
+    CHECK(summary.uncached_from_tokens == 48);
+    decode_one();  // 33 tokens: a third block
+    CHECK(m.get_block_ids(a.id)[0] == ids({1, 2, 3}));
+    CHECK(m.num_free_blocks() == 16);
+    CHECK(summary.slot_tokens == 48);
+    m.free(view());
+    m.check_invariants();
+    CHECK(summary.slot_tokens == -1);
+    CHECK(summary.uncached_from_tokens == -1);
+    CHECK(m.num_free_blocks() == 19);
+}
+
 }  // namespace
 }  // namespace servesim::cache

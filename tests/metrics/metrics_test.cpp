@@ -150,6 +150,20 @@ TEST_CASE("Each measured finished request leaves a record; the warm-up's do not"
     CHECK(close(s.itl_moments.m2 / 2, 4));
 }
 
+TEST_CASE("Pooled ITL running moments are kept only with request records", "[metrics]") {
+    // Gaps 3 and 7 ms: the ITL distribution holds both either way; the running moments (count 2, mean 5) only when
+    // request records are kept, as every run writing the vllm-bench result (their only reader) does.
+    for (const bool records : {false, true}) {
+        MetricsCollector m(core::SimTime::zero(), kExact, records);
+        m.on_token_gap(at_ms(1), core::Duration::from_ms(3));
+        m.on_token_gap(at_ms(1), core::Duration::from_ms(7));
+        const Summary s = m.summarize({}, 0, at_ms(10));
+        CHECK(s.itl_ms.count == 2);
+        CHECK(s.itl_moments.count == (records ? 2 : 0));
+        CHECK(close(s.itl_moments.mean, records ? 5.0 : 0.0));
+    }
+}
+
 TEST_CASE("Rejections are counted by reason, with the longest max_model_len rejection kept", "[metrics]") {
     MetricsCollector m(core::SimTime::zero());
     m.on_rejected(at_ms(1), RejectReason::kLongerThanMaxModelLen, 50'000, 100);

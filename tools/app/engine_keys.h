@@ -27,6 +27,7 @@ enum class ValueKind {
     MambaMode,  // vLLM's MambaCacheMode: none, align, all
     Version,    // a vLLM release, major.minor[.patch], within the modelled range
     Retention,  // vLLM's --prefix-cache-retention-interval: none (every boundary), 0, or tokens (Tokens forms)
+    HybridPolicy,  // a name from cache::hybrid_policies()
 };
 
 using EngineValue = std::variant<std::int64_t, double, bool, std::string>;

@@ -45,6 +45,10 @@ struct EngineSettings {
     std::optional<bool> offload_prompt_only;
     // --skip-mm-profiling: the profile run skips the multimodal encoder's dummy forward.
     bool skip_mm_profiling = false;
+    // Hybrid state-cache policy (sim/cache/hybrid_cache_policy.h); vllm keeps vLLM's shared pool.
+    std::string hybrid_cache_policy = "vllm";
+    double hybrid_state_memory_ratio = 0.9;
+    std::optional<std::int64_t> hybrid_checkpoint_interval_tokens;
 };
 
 // Service-level objectives for goodput, in ms (vllm bench serve --goodput KEY:VALUE, keys ttft, tpot, e2el): a

@@ -146,7 +146,9 @@ private:
 
 // servesim's checkpoint scheme: attention at block 16 in its own pool, a state snapshot every K tokens while a
 // request computes (the chunked scan kernels produce the state at every chunk boundary, so any multiple of K within
-// a step can be copied out), at the branch point a lookup found (as Marconi) and at the end of every sequence; LRU.
+// a step can be copied out), at the branch point a lookup found (as Marconi) and at the end of every sequence.
+// Eviction: superseded end states first (a dialogue's earlier turns, which its next turn has extended), then LRU —
+// so a shared prefix's state, touched only when a dialogue starts, is not pushed out by a stream of turn ends.
 // A lookup resumes from the deepest snapshot not beyond the attention hit and recomputes the tokens between (at
 // most K − 1 when the branch point is not known yet), charged as prefill by the step cost model.
 class Checkpoint : public HybridCachePolicy {
@@ -172,6 +174,18 @@ public:
 
     [[nodiscard]] std::int64_t branch_point(std::int64_t attention_hit, std::int64_t state_hit, int) const override {
         return attention_hit > state_hit ? attention_hit : 0;
+    }
+
+    [[nodiscard]] bool marks_superseded() const override { return true; }
+
+    [[nodiscard]] std::size_t victim(std::span<const StateSnapshot> c) const override {
+        std::size_t best = 0;
+        for (std::size_t i = 1; i < c.size(); ++i) {
+            if (c[i].superseded != c[best].superseded ? c[i].superseded : c[i].last_use < c[best].last_use) {
+                best = i;
+            }
+        }
+        return best;
     }
 
 private:

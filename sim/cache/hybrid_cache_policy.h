@@ -30,6 +30,9 @@ struct StateSnapshot {
     std::uint64_t last_use = 0;          // store clock of its insertion or last hit (larger = more recent)
     std::int64_t num_hits = 0;
     double flops_saved = 0;              // prefill FLOPs a hit here skips (linear + attention terms)
+    // An end state that a later request resumed from and extended with a deeper end state of its own (a dialogue's
+    // previous turn): only a request repeating that exact turn could still hit it.
+    bool superseded = false;
 };
 
 // One request's scheduled range: the step computes tokens (from_tokens, to_tokens].
@@ -59,6 +62,8 @@ public:
     // request should checkpoint while it computes (0 = none).
     [[nodiscard]] virtual std::int64_t branch_point(std::int64_t attention_hit_tokens, std::int64_t state_hit_tokens,
                                                     int block_size_tokens) const;
+    // Whether an end state a request resumed from is marked superseded when that request keeps a deeper one.
+    [[nodiscard]] virtual bool marks_superseded() const { return false; }
     // A hit also refreshes the shallower snapshots of the matched path (SGLang's reset_node_and_parents_mru).
     [[nodiscard]] virtual bool touches_matched_path() const { return false; }
     // The index of the snapshot to evict next; `candidates` is never empty. Default: least recently used.

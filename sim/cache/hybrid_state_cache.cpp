@@ -89,6 +89,7 @@ void HybridStateCache::admit(core::RequestId id, std::optional<core::BlockHash> 
     t.live_slots = need;
     t.end_position_tokens = 0;
     t.offered_to_tokens = -1;
+    t.resumed_key = protect;
     num_live_slots_ += need;
 }
 
@@ -131,13 +132,24 @@ void HybridStateCache::release(core::RequestId id) {
     tracked_.erase(it);
     num_live_slots_ -= t.live_slots;
     if (t.live_slots > 0 && policy_->keeps_end_state() && t.end_position_tokens > 0) {
-        insert(t.end_key, t.end_position_tokens);
+        insert(t.end_key, t.end_position_tokens, /*end_state=*/true);
+        if (policy_->marks_superseded() && t.resumed_key && *t.resumed_key != t.end_key) {
+            if (const auto it = index_of_.find(core::to_int(*t.resumed_key)); it != index_of_.end()) {
+                Entry& resumed = snapshots_[it->second];
+                if (resumed.end_state && resumed.snapshot.position_tokens < t.end_position_tokens) {
+                    resumed.snapshot.superseded = true;
+                }
+            }
+        }
     }
 }
 
-bool HybridStateCache::insert(core::BlockHash key, std::int64_t position) {
+bool HybridStateCache::insert(core::BlockHash key, std::int64_t position, bool end_state) {
     if (const auto it = index_of_.find(core::to_int(key)); it != index_of_.end()) {
-        snapshots_[it->second].snapshot.last_use = ++clock_;
+        Entry& e = snapshots_[it->second];
+        e.snapshot.last_use = ++clock_;
+        e.snapshot.superseded = false;
+        e.end_state = e.end_state || end_state;
         return true;
     }
     if (num_free_slots() <= 0) {
@@ -152,6 +164,7 @@ bool HybridStateCache::insert(core::BlockHash key, std::int64_t position) {
     e.snapshot.last_use = ++clock_;
     e.snapshot.flops_saved = flops_saved(position);
     e.inserted_step = step_;
+    e.end_state = end_state;
     index_of_.emplace(core::to_int(key), snapshots_.size());
     snapshots_.push_back(e);
     ++stats_.num_snapshots_taken;

@@ -76,10 +76,12 @@ private:
         // before its input token is appended, so a boundary's hash can arrive a step after the step that crossed
         // it; the next call offers it then.
         std::int64_t offered_to_tokens = -1;
+        std::optional<core::BlockHash> resumed_key;  // the snapshot its hit resumed from
     };
     struct Entry {
         StateSnapshot snapshot;
         std::uint64_t inserted_step = 0;
+        bool end_state = false;  // kept when a request was released (not a chunk / interval / branch state)
     };
 
     [[nodiscard]] std::int64_t num_free_slots() const {
@@ -87,7 +89,7 @@ private:
     }
     // Inserts (or refreshes) the snapshot at `position` keyed `key`; evicts one if the pool is full; false when
     // nothing can make room.
-    bool insert(core::BlockHash key, std::int64_t position);
+    bool insert(core::BlockHash key, std::int64_t position, bool end_state = false);
     void evict_one(std::optional<core::BlockHash> protect);
     void erase_at(std::size_t index);
     [[nodiscard]] double flops_saved(std::int64_t position) const;

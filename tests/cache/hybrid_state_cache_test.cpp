@@ -72,6 +72,7 @@ struct Driver {
         }
         cache.release(r.id);
         cache.check_invariants();
+        cache.begin_step();  // the next request looks up in a later step (a state from this one is not hittable)
     }
 };
 
@@ -201,6 +202,29 @@ TEST_CASE("checkpoint keeps a state every K tokens and at the branch point; a hi
     // C shares the same 56 tokens: now the hit is exact at the attention granularity, 48.
     TestRequest c(3, {{content(1), 56}, {content(4), 64}}, kB);
     CHECK(d.lookup(c, 48) == 48);
+}
+
+TEST_CASE("checkpoint evicts a dialogue's superseded turn end before older states", "[cache][hybrid]") {
+    // K = 2048 (no interval states here), 3 slots. O (16 tokens) leaves its end state at 16. A (32 tokens) leaves
+    // 32. A2, the next turn (A's 32 + 32 new), resumes from 32 and leaves 64: 32 is now superseded. A fourth
+    // request needs its live slot with the pool full {16, 32, 64}: LRU would drop O's 16 (the oldest); checkpoint
+    // drops the superseded 32.
+    HybridStateCache cache(config("checkpoint", 3, 2048), kB);
+    Driver d{cache};
+    TestRequest o(1, {{content(7), 16}}, kB);
+    d.run(o, 0, {16}, 0);
+    TestRequest a(2, {{content(1), 32}}, kB);
+    d.run(a, 0, {32}, 0);
+    TestRequest a2(3, {{content(1), 32}, {content(2), 32}}, kB);
+    REQUIRE(d.lookup(a2, 32) == 32);
+    REQUIRE(cache.can_admit(a.hashes[1]));
+    cache.admit(a2.id, a.hashes[1]);
+    d.schedule(a2, 32, 64, 64);
+    cache.release(a2.id);
+    CHECK(cache.snapshot_positions() == Positions{16, 32, 64});
+    TestRequest z(4, {{content(9), 48}}, kB);
+    d.admit(z);
+    CHECK(cache.snapshot_positions() == Positions{16, 64});
 }
 
 TEST_CASE("KvCacheManager with a state pool: the hit ends at a state, and a state from this step does not count",

@@ -7,16 +7,23 @@
 #include <limits>
 
 #include "common/error.h"
+#include "sim/cache/hybrid_state_cache.h"
 #include "sim/cache/kv_cache_coordinator.h"
 
 namespace servesim::cache {
 
 struct KvCacheManager::Impl {
-    explicit Impl(const KvCacheConfig& config) : enable_caching(config.enable_prefix_caching), coordinator(config) {}
+    explicit Impl(const KvCacheConfig& config) : enable_caching(config.enable_prefix_caching), coordinator(config) {
+        if (config.hybrid_state) {
+            state_cache = std::make_unique<HybridStateCache>(*config.hybrid_state, coordinator.hash_block_size_tokens());
+        }
+    }
 
     bool enable_caching;
     KvCacheCoordinator coordinator;
     PrefixCacheStats stats;
+    // A hybrid policy other than vllm: the coordinator holds the attention groups only, the states live here.
+    std::unique_ptr<HybridStateCache> state_cache;
 };
 
 namespace {
@@ -60,6 +67,16 @@ CacheHit KvCacheManager::get_computed_blocks(const CacheRequest& req) {
                    "request {} has {} block hashes for {} tokens at block size {}", core::to_int(req.id),
                    hashes.size(), req.num_tokens, block_size);
     CacheHit hit = impl_->coordinator.find_longest_cache_hit(hashes, max_cache_hit_length);
+    if (HybridStateCache* states = impl_->state_cache.get()) {
+        // The hit ends where a state exists: the deepest snapshot not beyond the attention hit (the tokens between
+        // are recomputed); attention blocks past it are not taken.
+        const std::int64_t attention_hit = hit.num_tokens;
+        hit.num_tokens = states->find_longest_state_hit(hashes, attention_hit);
+        for (auto& blocks : hit.blocks_per_group) {
+            blocks.resize(std::min<std::size_t>(blocks.size(), static_cast<std::size_t>(hit.num_tokens / block_size)));
+        }
+        states->note_lookup(req.id, attention_hit, hit.num_tokens);
+    }
     // Recorded per lookup, before any allocation check: a request that fails admission counts again next time.
     PrefixCacheStats& s = impl_->stats;
     if (req.preempted_before) {
@@ -81,6 +98,38 @@ CacheHit KvCacheManager::get_computed_blocks(const CacheRequest& req) {
 bool KvCacheManager::allocate_slots(const CacheRequest& req, std::int64_t num_new_tokens, const CacheHit& hit,
                                     std::int64_t num_lookahead_tokens, bool full_sequence_must_fit,
                                     bool delay_cache_blocks) {
+    HybridStateCache* states = impl_->state_cache.get();
+    if (states == nullptr) {
+        return allocate_attention_slots(req, num_new_tokens, hit, num_lookahead_tokens, full_sequence_must_fit,
+                                        delay_cache_blocks);
+    }
+    // A request's first allocation also needs its live state slot(s); the hit's snapshot is copied into it, so it
+    // must not be the one evicted to make room (SGLang's copy-on-write of the matched mamba value).
+    const bool first = !states->holds_live_state(req.id);
+    std::optional<core::BlockHash> protect;
+    if (hit.num_tokens > 0) {
+        protect = hashes_of(req)[static_cast<std::size_t>(hit.num_tokens / impl_->coordinator.hash_block_size_tokens() - 1)];
+    }
+    if (first && !states->can_admit(protect)) {
+        states->count_admission_wait();
+        return false;
+    }
+    if (!allocate_attention_slots(req, num_new_tokens, hit, num_lookahead_tokens, full_sequence_must_fit,
+                                  delay_cache_blocks)) {
+        return false;
+    }
+    if (first) {
+        states->admit(req.id, protect);
+    }
+    const std::int64_t from = req.num_computed_tokens + hit.num_tokens;
+    states->on_scheduled(req.id, hashes_of(req), from, std::min(from + num_new_tokens, req.num_tokens),
+                         req.num_prompt_tokens);
+    return true;
+}
+
+bool KvCacheManager::allocate_attention_slots(const CacheRequest& req, std::int64_t num_new_tokens,
+                                              const CacheHit& hit, std::int64_t num_lookahead_tokens,
+                                              bool full_sequence_must_fit, bool delay_cache_blocks) {
     SERVESIM_CHECK(num_new_tokens > 0, "request {}: allocate_slots with {} new tokens", core::to_int(req.id),
                    num_new_tokens);
     SERVESIM_CHECK(hit.num_tokens == 0 || req.num_computed_tokens == 0,
@@ -185,7 +234,9 @@ void KvCacheManager::update_summary(const CacheRequest& req) const {
     }
     *req.kv_summary = KvRunningSummary{};
     const KvCacheCoordinator& coordinator = impl_->coordinator;
-    if (!coordinator.all_full_attention()) {
+    // Only for plain full-attention pools: with a hybrid state pool (docs/HYBRID-POLICIES.md) a decode step can
+    // take or release a state snapshot even when no block changes, so every step goes through allocate_slots.
+    if (!coordinator.all_full_attention() || impl_->state_cache) {
         return;
     }
     const auto held = coordinator.min_blocks_held_and_cached(req.id, req.kv_slot_hint);
@@ -198,16 +249,32 @@ void KvCacheManager::update_summary(const CacheRequest& req) const {
         impl_->enable_caching ? (held->second + 1) * block_size : std::numeric_limits<std::int64_t>::max();
 }
 
-void KvCacheManager::free(core::RequestId id) { impl_->coordinator.free(id); }
+void KvCacheManager::free(core::RequestId id) {
+    impl_->coordinator.free(id);
+    if (impl_->state_cache) {
+        impl_->state_cache->release(id);
+    }
+}
 
 void KvCacheManager::free(const CacheRequest& req) {
     if (req.kv_summary != nullptr) {
         *req.kv_summary = KvRunningSummary{};
     }
-    impl_->coordinator.free(req.id);
+    free(req.id);
 }
 
-void KvCacheManager::begin_step() { impl_->coordinator.new_step_starts(); }
+void KvCacheManager::begin_step() {
+    impl_->coordinator.new_step_starts();
+    if (impl_->state_cache) {
+        impl_->state_cache->begin_step();
+    }
+}
+
+const HybridStateCache* KvCacheManager::hybrid_state_cache() const { return impl_->state_cache.get(); }
+
+std::int64_t KvCacheManager::take_state_snapshots_scheduled() {
+    return impl_->state_cache ? impl_->state_cache->take_snapshots_scheduled() : 0;
+}
 
 std::int64_t KvCacheManager::num_free_blocks() const { return impl_->coordinator.block_pool().num_free_blocks(); }
 
@@ -219,7 +286,12 @@ std::int64_t KvCacheManager::num_blocks_held(core::RequestId id) const {
     return impl_->coordinator.num_blocks_held(id);
 }
 
-void KvCacheManager::check_invariants() const { impl_->coordinator.check_invariants(); }
+void KvCacheManager::check_invariants() const {
+    impl_->coordinator.check_invariants();
+    if (impl_->state_cache) {
+        impl_->state_cache->check_invariants();
+    }
+}
 
 std::vector<std::vector<core::BlockId>> KvCacheManager::get_block_ids(core::RequestId id) const {
     return impl_->coordinator.get_block_ids(id);

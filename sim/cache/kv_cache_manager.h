@@ -9,8 +9,10 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
+#include "sim/cache/hybrid_cache_policy.h"
 #include "sim/core/ids.h"
 
 namespace servesim::cache {
@@ -29,6 +31,19 @@ struct KvCacheGroup {
     int attention_chunk_tokens = 0;  // kChunkedLocal only (vLLM ChunkedLocalAttentionSpec.attention_chunk_size)
 };
 
+// A hybrid model's recurrent states kept apart from the block pool by a HybridCachePolicy other than vllm
+// (hybrid_cache_policy.h): the pool then holds the attention groups only, at their own block size.
+struct HybridStateConfig {
+    std::string policy;                 // a name from hybrid_policies(), not "vllm"
+    HybridPolicyParams params;
+    std::int64_t num_state_slots = 0;   // states the state pool holds (live states of running requests + snapshots)
+    std::int64_t state_bytes = 0;       // one state: every recurrent layer, per GPU
+    // Prefill FLOPs of p tokens from scratch, a·p + b·p²/2 (the roofline's linear and attention terms): the FLOPs a
+    // hit at p saves, for FLOP-aware eviction.
+    double linear_flops_per_token = 0;
+    double attention_flops_per_work = 0;
+};
+
 struct KvCacheConfig {
     std::int64_t num_gpu_blocks = 0;  // vLLM num_blocks, INCLUDING the null block 0 (usable = num_gpu_blocks − 1)
     std::vector<KvCacheGroup> groups;  // all groups draw from one shared pool
@@ -43,6 +58,8 @@ struct KvCacheConfig {
     bool swa_admission_cap = false;
     std::int64_t max_num_batched_tokens = 0;
     std::int64_t max_model_len = 0;
+    // Set: states live in a HybridStateCache under this policy (hybrid_state_cache.h); unset: vLLM's shared pool.
+    std::optional<HybridStateConfig> hybrid_state;
 };
 
 // What allocate_slots last left a running request with, kept on the request (owned by it, written only by the cache,
@@ -109,6 +126,8 @@ struct CacheHit {
     std::vector<std::vector<core::BlockId>> blocks_per_group;
 };
 
+class HybridStateCache;
+
 class KvCacheManager {
 public:
     explicit KvCacheManager(const KvCacheConfig& config);
@@ -167,9 +186,18 @@ public:
     // Blocks holding a prefix-cache hash, per group (in use or evictable); for tests and diagnostics, O(pool).
     [[nodiscard]] std::vector<std::int64_t> num_cached_blocks_per_group() const;
 
+    // The state pool of a hybrid policy other than vllm (KvCacheConfig::hybrid_state); nullptr otherwise.
+    [[nodiscard]] const HybridStateCache* hybrid_state_cache() const;
+    // State snapshots inserted since the last call (0 without a state pool), for the step cost model.
+    [[nodiscard]] std::int64_t take_state_snapshots_scheduled();
+
 private:
     // Recomputes req.kv_summary from the block lists (after they may have changed).
     void update_summary(const CacheRequest& req) const;
+    // allocate_slots for the block pool alone (all of it under vllm).
+    [[nodiscard]] bool allocate_attention_slots(const CacheRequest& req, std::int64_t num_new_tokens,
+                                                const CacheHit& hit, std::int64_t num_lookahead_tokens,
+                                                bool full_sequence_must_fit, bool delay_cache_blocks);
 
     struct Impl;
     std::unique_ptr<Impl> impl_;

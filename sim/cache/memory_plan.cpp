@@ -344,6 +344,7 @@ KvCacheConfig MemoryPlan::kv_cache_config() const {
     config.swa_admission_cap = swa_admission_cap;
     config.max_num_batched_tokens = max_num_batched_tokens;
     config.max_model_len = max_model_len;
+    config.hybrid_state = hybrid_state;
     for (const auto& g : groups) {
         KvCacheGroup group;
         group.kind = g.kind;

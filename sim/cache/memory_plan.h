@@ -146,6 +146,9 @@ struct MemoryPlan {
     std::int64_t kv_bytes_per_token = 0;        // all attention layers, at the KV dtype
     std::int64_t state_bytes_per_sequence = 0;  // all recurrent layers, unpadded
 
+    // Set by apply_hybrid_state_pool (hybrid_state_plan.h) for a hybrid policy other than vllm.
+    std::optional<HybridStateConfig> hybrid_state;
+
     // The KvCacheConfig the simulator's cache manager is built from.
     [[nodiscard]] KvCacheConfig kv_cache_config() const;
 };

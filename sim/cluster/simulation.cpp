@@ -173,6 +173,20 @@ SimulationResult Simulation::run() {
         preemptions += r->num_preemptions();
         result.num_unfinished += static_cast<std::int64_t>(r->num_requests());
         result.total_cost += r->total_cost();
+        if (const cache::HybridStateCache* states = r->kv_cache().hybrid_state_cache()) {
+            if (!result.hybrid_state) {
+                result.hybrid_state.emplace();
+            }
+            cache::HybridStateStats& sum = *result.hybrid_state;
+            const cache::HybridStateStats& one = states->stats();
+            sum.num_lookups += one.num_lookups;
+            sum.attention_hit_tokens += one.attention_hit_tokens;
+            sum.state_hit_tokens += one.state_hit_tokens;
+            sum.num_snapshots_taken += one.num_snapshots_taken;
+            sum.num_evictions += one.num_evictions;
+            sum.num_admission_waits += one.num_admission_waits;
+            sum.peak_snapshots += one.peak_snapshots;
+        }
     }
     if (!warmup_snapshot_taken_) {
         metrics_.snapshot_warmup_counters(counters());

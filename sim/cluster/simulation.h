@@ -9,6 +9,7 @@
 #include <optional>
 #include <vector>
 
+#include "sim/cache/hybrid_state_cache.h"
 #include "sim/cluster/router.h"
 #include "sim/core/event_queue.h"
 #include "sim/engine/replica.h"
@@ -51,6 +52,8 @@ struct SimulationResult {
     std::int64_t num_unfinished = 0;   // requests still in a replica when the run stopped
     bool hit_max_time = false;
     bool stopped_overloaded = false;  // stop_when_waiting_exceeds was reached
+    // Summed over replicas when a hybrid policy keeps a state pool (cache::HybridStateCache); unset otherwise.
+    std::optional<cache::HybridStateStats> hybrid_state;
 };
 
 class Simulation {

@@ -113,7 +113,9 @@ std::optional<core::SimTime> Replica::try_start_step(core::SimTime now) {
         }
     }
     const BatchShape shape = batch_shape(plan, config_.scheduler.block_size, config_.scheduler.mamba_align);
-    const StepCost cost = cost_model_.step_cost(shape);
+    StepCost cost = cost_model_.step_cost(shape);
+    // A hybrid state pool (policies other than vllm) copies out the snapshots its policy admitted this step.
+    cost.snapshot_ms += config_.state_copy_ms * static_cast<double>(kv_cache_->take_state_snapshots_scheduled());
     total_cost_ += cost;
     metrics_.on_step(now, plan.num_scheduled_tokens, static_cast<std::int64_t>(scheduler_.num_waiting()),
                      kv_cache_->usage());

@@ -29,6 +29,9 @@ struct ReplicaConfig {
     // vLLM's async scheduling (on by default in vllm serve, §4.5): step t+1 is scheduled when step t starts.
     bool async_scheduling = false;
     int index = 0;  // this replica's position in the cluster (0-based), recorded with each finished request
+    // Time to copy one state snapshot into a separate state pool (kv_cache.hybrid_state set): read and write of the
+    // state bytes at the GPU's memory bandwidth. Unused by vllm's shared pool, whose snapshots the cost model prices.
+    double state_copy_ms = 0;
 };
 
 // A request as it arrives at a replica.

@@ -89,6 +89,7 @@ TEST_CASE("the codec covers every field of the structs it encodes", "[result-cod
     using C = CodecFieldCounts;
     CHECK(field_count<ExperimentResult>() == C::kExperimentResult);
     CHECK(field_count<cluster::SimulationResult>() == C::kSimulationResult);
+    CHECK(field_count<cache::HybridStateStats>() == C::kHybridStateStats);
     CHECK(field_count<metrics::Summary>() == C::kSummary);
     CHECK(field_count<metrics::Distribution>() == C::kDistribution);
     CHECK(field_count<metrics::RequestRecord>() == C::kRequestRecord);

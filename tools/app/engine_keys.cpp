@@ -12,6 +12,7 @@
 #include "common/error.h"
 #include "common/yaml_reader.h"
 #include "models/quantization_config.h"
+#include "sim/cache/hybrid_cache_policy.h"
 #include "sim/cache/memory_plan.h"
 
 namespace servesim::app {
@@ -122,6 +123,18 @@ const EngineKey kEngineKeys[] = {
     {"dtype", "--dtype", {ValueKind::ModelDtype},
      "dtype of activations and unquantized weights: auto (the checkpoint's), half, float16, bfloat16, float, float32",
      [](EngineSettings& s, const EngineValue& v) { s.dtype = as_string(v); }},
+    {"hybrid_cache_policy", "", {ValueKind::HybridPolicy},
+     "servesim: hybrid models' state-cache policy: vllm (default), sglang-no-buffer, sglang-extra-buffer, marconi, "
+     "checkpoint (docs/HYBRID-POLICIES.md)",
+     [](EngineSettings& s, const EngineValue& v) { s.hybrid_cache_policy = as_string(v); }},
+    {"hybrid_state_memory_ratio", "", {ValueKind::Number, 0, 1000, true},
+     "servesim: state pool : attention pool for the policies other than vllm (SGLang --mamba-full-memory-ratio, "
+     "default 0.9)",
+     [](EngineSettings& s, const EngineValue& v) { s.hybrid_state_memory_ratio = as_double(v); }},
+    {"hybrid_checkpoint_interval_tokens", "", {ValueKind::Tokens, 16, 1 << 30, false, 16},
+     "servesim: checkpoint's state interval K (default 2048) or sglang-extra-buffer's mamba_track_interval "
+     "(default 256)",
+     [](EngineSettings& s, const EngineValue& v) { s.hybrid_checkpoint_interval_tokens = as_int(v); }},
     {"vllm_version", "--vllm-version", {ValueKind::Version},
      "servesim: the vLLM release whose rules to follow (default the newest modelled)",
      [](EngineSettings& s, const EngineValue& v) { s.vllm_version = as_string(v); }},
@@ -266,6 +279,8 @@ std::string_view value_forms(ValueKind kind) {
                    "fp8_per_block, fp8_per_tensor, gpt_oss_mxfp4, gptq, gptq_marlin, marlin, modelopt, modelopt_fp4, "
                    "mxfp4";
         case ValueKind::ModelDtype: return "one of auto, half, float16, bfloat16, float, float32";
+        case ValueKind::HybridPolicy:
+            return "one of vllm, sglang-no-buffer, sglang-extra-buffer, marconi, checkpoint";
     }
     return "";
 }
@@ -344,6 +359,12 @@ EngineValue parse_value(const ValueSpec& spec, const std::string& raw) {
             return text;
         case ValueKind::Version:
             (void)core::parse_vllm_version(text);  // throws with the modelled range
+            return text;
+        case ValueKind::HybridPolicy:
+            if (cache::find_hybrid_policy(text) == nullptr) {
+                throw ConfigError(
+                    fmt::format("'{}' is not a policy; allowed: {}", text, cache::hybrid_policy_names()));
+            }
             return text;
         case ValueKind::Retention: {
             if (text == "none" || text == "None") {

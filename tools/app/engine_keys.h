@@ -29,6 +29,7 @@ enum class ValueKind {
     Retention,  // vLLM's --prefix-cache-retention-interval: none (every boundary), 0, or tokens (Tokens forms)
     Quantization,  // vLLM's --quantization methods servesim models (models/quantization_config.h)
     ModelDtype,    // vLLM's --dtype: auto, half, float16, bfloat16, float, float32
+    HybridPolicy,  // a name from cache::hybrid_policies()
 };
 
 using EngineValue = std::variant<std::int64_t, double, bool, std::string>;

@@ -14,6 +14,7 @@
 #include "sim/engine/expert_parallel.h"
 #include "sim/engine/pipeline_parallel_cost_model.h"
 #include "models/quantization_config.h"
+#include "sim/cache/hybrid_state_plan.h"
 #include "sim/engine/profile_cost_model.h"
 #include "sim/engine/roofline_cost_model.h"
 #include "tools/app/executor.h"
@@ -316,6 +317,32 @@ void assess_result(ExperimentResult& r) {
     }
 }
 
+namespace {
+
+// engine.hybrid_cache_policy other than vllm: the state pool / attention pool split (hybrid_state_plan.h), with the
+// roofline's prefill FLOP terms for FLOP-aware eviction.
+void apply_hybrid_policy(const EngineSettings& e, const models::ModelSpec& model, cache::MemoryPlan& plan) {
+    if (e.kv_offloading_size_gib) {
+        throw ConfigError(fmt::format("engine.hybrid_cache_policy '{}' does not model engine.kv_offloading_size; use "
+                                      "vllm",
+                                      e.hybrid_cache_policy));
+    }
+    cache::HybridStatePoolRequest req;
+    req.policy = e.hybrid_cache_policy;
+    req.state_memory_ratio = e.hybrid_state_memory_ratio;
+    req.interval_tokens = e.hybrid_checkpoint_interval_tokens;
+    req.attention_block_size = e.block_size.value_or(16);
+    req.linear_flops_per_token = models::linear_flops_per_token(model);
+    for (const auto& layer : model.layers) {
+        if (const auto* a = std::get_if<models::AttentionMixer>(&layer.mixer)) {
+            req.attention_flops_per_work += 4.0 * a->num_q_heads * a->head_dim;
+        }
+    }
+    cache::apply_hybrid_state_pool(plan, req);
+}
+
+}  // namespace
+
 PreparedExperiment prepare_experiment(const ExperimentConfig& config) {
     if (config.order_only) {
         OrderOnlyTraces traces;
@@ -337,6 +364,9 @@ PreparedExperiment prepare_experiment(const ExperimentConfig& config) {
     p.model = with_file([&] { return resolve_engine_model(config.model, config.engine); });
     p.gpu = with_file([&] { return calibration::find_gpu(config.gpu); });
     p.plan = with_file([&] { return cache::plan_memory(p.model, memory_plan_request(config.engine, p.gpu, config.replicas)); });
+    if (config.engine.hybrid_cache_policy != "vllm") {
+        with_file([&] { apply_hybrid_policy(config.engine, p.model, p.plan); });
+    }
     if (p.plan.mamba_cache_mode == cache::MambaCacheMode::kAlign && p.plan.enable_prefix_caching &&
         p.plan.max_num_batched_tokens < p.plan.block_size) {
         throw ConfigError(fmt::format("{}: experiment '{}': engine.max_num_batched_tokens ({}) must be at least the "
@@ -503,6 +533,10 @@ ExperimentResult run_experiment(const PreparedExperiment& p) {
     sc.keep_request_records = p.config.keep_request_records || p.config.goodput.any();
     sc.stop_when_waiting_exceeds = p.config.stop_when_waiting_exceeds;
     sc.replica.kv_cache = p.plan.kv_cache_config();
+    if (p.plan.hybrid_state) {
+        sc.replica.state_copy_ms = 1e3 * 2.0 * static_cast<double>(p.plan.hybrid_state->state_bytes) /
+                                   p.gpu.memory_bandwidth_bytes_per_s;
+    }
     sc.replica.check_invariants = p.config.check_invariants;
     sc.replica.async_scheduling = p.config.engine.async_scheduling;
     auto& s = sc.replica.scheduler;

@@ -252,6 +252,23 @@ std::vector<Field> fields_one(const ExperimentResult& r) {
     out.push_back({"step_ms_total_snapshot", c.snapshot_ms, true});
     out.push_back({"step_ms_total_overhead", c.overhead_ms, true});
     out.push_back({"step_ms_total_comm", c.comm_ms, true});
+    if (p.hybrid_state && r.sim.hybrid_state) {
+        // A hybrid policy's state pool (docs/HYBRID-POLICIES.md); absent for vllm's shared pool.
+        const auto& h = *r.sim.hybrid_state;
+        out.push_back({"hybrid_cache_policy", p.hybrid_state->policy});
+        out.push_back({"state_slots", p.hybrid_state->num_state_slots});
+        out.push_back({"state_pool_gib",
+                       static_cast<double>(p.hybrid_state->num_state_slots * p.hybrid_state->state_bytes) / kGiB});
+        out.push_back({"attention_hit_rate",
+                       opt(queried, static_cast<double>(h.attention_hit_tokens) /
+                                        static_cast<double>(std::max<std::int64_t>(s.prefix_cache_queries, 1))),
+                       true});
+        out.push_back({"recomputed_hit_tokens", h.attention_hit_tokens - h.state_hit_tokens, true});
+        out.push_back({"snapshots_taken", h.num_snapshots_taken, true});
+        out.push_back({"snapshots_evicted", h.num_evictions, true});
+        out.push_back({"snapshots_peak", h.peak_snapshots, true});
+        out.push_back({"state_admission_waits", h.num_admission_waits, true});
+    }
     // A swept key that shares its name with a resolved figure (engine.max_model_len, cost_model, vllm_version, …):
     // the sweep column keeps the requested value, the resolved one is effective_<name>.
     for (std::size_t i = 1 + r.config.columns.size(); i < out.size(); ++i) {

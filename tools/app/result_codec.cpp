@@ -177,7 +177,16 @@ template <typename IO, typename T>
 void fields(IO& io, T& s)
     requires std::is_same_v<std::remove_const_t<T>, cluster::SimulationResult>
 {
-    io(s.summary, s.timeseries, s.total_cost, s.num_events, s.num_unfinished, s.hit_max_time, s.stopped_overloaded);
+    io(s.summary, s.timeseries, s.total_cost, s.num_events, s.num_unfinished, s.hit_max_time, s.stopped_overloaded,
+       s.hybrid_state);
+}
+
+template <typename IO, typename T>
+void fields(IO& io, T& h)
+    requires std::is_same_v<std::remove_const_t<T>, cache::HybridStateStats>
+{
+    io(h.num_lookups, h.attention_hit_tokens, h.state_hit_tokens, h.num_snapshots_taken, h.num_evictions,
+       h.num_admission_waits, h.peak_snapshots);
 }
 
 template <typename IO, typename T>
@@ -214,7 +223,8 @@ void fields(IO& io, T& e)
        e.scheduler_reserve_full_isl, e.async_scheduling, e.tensor_parallel_size, e.vllm_version,
        e.kv_offloading_size_gib, e.kv_offloading_load_us_per_token, e.offload_prompt_only, e.skip_mm_profiling,
        e.prefix_match_unit, e.pipeline_parallel_size, e.enable_expert_parallel, e.expert_load_imbalance,
-       e.quantization, e.dtype);
+       e.quantization, e.dtype, e.hybrid_cache_policy, e.hybrid_state_memory_ratio,
+       e.hybrid_checkpoint_interval_tokens);
 }
 
 template <typename IO, typename T>

@@ -53,6 +53,10 @@ struct EngineSettings {
     // --quantization / --dtype (models::apply_engine_quantization); unset = the checkpoint's.
     std::optional<std::string> quantization;
     std::optional<std::string> dtype;
+    // Hybrid state-cache policy (sim/cache/hybrid_cache_policy.h); vllm keeps vLLM's shared pool.
+    std::string hybrid_cache_policy = "vllm";
+    double hybrid_state_memory_ratio = 0.9;
+    std::optional<std::int64_t> hybrid_checkpoint_interval_tokens;
 };
 
 // Service-level objectives for goodput, in ms (vllm bench serve --goodput KEY:VALUE, keys ttft, tpot, e2el): a

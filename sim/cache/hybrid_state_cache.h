@@ -1,0 +1,113 @@
+// HybridStateCache: the state pool of a hybrid model whose recurrent states are kept apart from the attention block
+// pool (every HybridCachePolicy but vllm; hybrid_cache_policy.h). It owns the slots — one live state per running
+// request (more for policies with tracking buffers) and the snapshots the policy admits, keyed by the chained
+// attention block hash that ends at their position — the lookup (the deepest snapshot on the request's chain not
+// beyond the attention hit), the same-step rule and eviction order by the policy's victim(). It does not hold
+// attention KV (block_pool.h) nor decide who runs (KvCacheManager asks it before an allocation).
+// Where it follows SGLang / Marconi and where it approximates them: docs/HYBRID-POLICIES.md.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "sim/cache/hybrid_cache_policy.h"
+#include "sim/cache/kv_cache_manager.h"
+#include "sim/core/ids.h"
+
+namespace servesim::cache {
+
+struct HybridStateStats {
+    std::int64_t num_lookups = 0;
+    std::int64_t attention_hit_tokens = 0;   // Σ what the attention pool alone had cached
+    std::int64_t state_hit_tokens = 0;       // Σ the hits served (≤ attention); the rest is recomputed
+    std::int64_t num_snapshots_taken = 0;    // snapshots inserted
+    std::int64_t num_evictions = 0;
+    std::int64_t num_admission_waits = 0;    // allocations refused for want of a live state slot
+    std::int64_t peak_snapshots = 0;
+};
+
+class HybridStateCache {
+public:
+    HybridStateCache(const HybridStateConfig& config, int block_size_tokens);
+
+    // Position p is served by the snapshot keyed hashes[p / B − 1]. Walks p = max_tokens, max_tokens − B, … and
+    // returns the first snapshot found that was not inserted in this step (0 if none), refreshing it (and, for
+    // policies that say so, the shallower snapshots of the path, parents older).
+    [[nodiscard]] std::int64_t find_longest_state_hit(std::span<const core::BlockHash> hashes, std::int64_t max_tokens);
+    // Records a lookup's outcome: statistics, and the branch point the policy derives from it.
+    void note_lookup(core::RequestId id, std::int64_t attention_hit_tokens, std::int64_t state_hit_tokens);
+
+    [[nodiscard]] bool holds_live_state(core::RequestId id) const;
+    // Whether a request can get its live slots now, counting snapshots that could be evicted (not `protect`).
+    [[nodiscard]] bool can_admit(std::optional<core::BlockHash> protect) const;
+    // Takes the live slots (evicting snapshots other than `protect` as needed); call after can_admit.
+    void admit(core::RequestId id, std::optional<core::BlockHash> protect);
+    // The range (from, to] of a request is scheduled: snapshots the policy asks for, and the end-state position.
+    void on_scheduled(core::RequestId id, std::span<const core::BlockHash> hashes, std::int64_t from_tokens,
+                      std::int64_t to_tokens, std::int64_t num_prompt_tokens);
+    // Finish or preemption: the live slots return; the end state stays as a snapshot if the policy keeps it.
+    void release(core::RequestId id);
+    void begin_step() { ++step_; }
+    void count_admission_wait() { ++stats_.num_admission_waits; }
+    // Snapshots inserted since the last call (the step cost model charges their copies).
+    [[nodiscard]] std::int64_t take_snapshots_scheduled() { return std::exchange(snapshots_scheduled_, 0); }
+
+    [[nodiscard]] std::int64_t num_slots() const { return num_slots_; }
+    [[nodiscard]] std::int64_t num_live_slots() const { return num_live_slots_; }
+    [[nodiscard]] std::int64_t num_snapshots() const { return static_cast<std::int64_t>(snapshots_.size()); }
+    // Positions of the cached snapshots, ascending (for tests).
+    [[nodiscard]] std::vector<std::int64_t> snapshot_positions() const;
+    [[nodiscard]] const HybridStateStats& stats() const { return stats_; }
+    [[nodiscard]] const HybridCachePolicy& policy() const { return *policy_; }
+    void check_invariants() const;
+
+private:
+    struct Tracked {
+        int live_slots = 0;
+        std::int64_t branch_point_tokens = 0;
+        std::int64_t end_position_tokens = 0;
+        core::BlockHash end_key{};
+        // Positions up to here have been offered to the policy. Under async scheduling a decode step is scheduled
+        // before its input token is appended, so a boundary's hash can arrive a step after the step that crossed
+        // it; the next call offers it then.
+        std::int64_t offered_to_tokens = -1;
+        std::optional<core::BlockHash> resumed_key;  // the snapshot its hit resumed from
+    };
+    struct Entry {
+        StateSnapshot snapshot;
+        std::uint64_t inserted_step = 0;
+        bool end_state = false;  // kept when a request was released (not a chunk / interval / branch state)
+    };
+
+    [[nodiscard]] std::int64_t num_free_slots() const {
+        return num_slots_ - num_live_slots_ - static_cast<std::int64_t>(snapshots_.size());
+    }
+    // Inserts (or refreshes) the snapshot at `position` keyed `key`; evicts one if the pool is full; false when
+    // nothing can make room.
+    bool insert(core::BlockHash key, std::int64_t position, bool end_state = false);
+    void evict_one(std::optional<core::BlockHash> protect);
+    void erase_at(std::size_t index);
+    [[nodiscard]] double flops_saved(std::int64_t position) const;
+
+    std::unique_ptr<HybridCachePolicy> policy_;
+    int block_size_tokens_;
+    std::int64_t num_slots_;
+    double linear_flops_per_token_;
+    double attention_flops_per_work_;
+    std::int64_t num_live_slots_ = 0;
+    std::uint64_t clock_ = 0;
+    std::uint64_t step_ = 1;
+    std::int64_t snapshots_scheduled_ = 0;
+    std::vector<Entry> snapshots_;                                   // dense; order irrelevant (ties by last_use)
+    std::unordered_map<std::uint64_t, std::size_t> index_of_;        // key → position in snapshots_ (never iterated)
+    std::unordered_map<std::uint64_t, Tracked> tracked_;             // by request id (never iterated for output)
+    std::vector<StateSnapshot> scratch_;
+    HybridStateStats stats_;
+};
+
+}  // namespace servesim::cache

@@ -1,0 +1,347 @@
+// HybridStateCache under each HybridCachePolicy (sim/cache/hybrid_state_cache.*, hybrid_cache_policy.*), on
+// hand-worked request sequences: which snapshots exist afterwards, which hit a lookup finds, which snapshot goes
+// next; plus the KvCacheManager path (hit cut to the state, same-step rule) and the memory split
+// (hybrid_state_plan.*). Block size 16 throughout; positions are in tokens.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "sim/cache/hybrid_cache_policy.h"
+#include "sim/cache/hybrid_state_cache.h"
+#include "sim/cache/hybrid_state_plan.h"
+#include "sim/cache/kv_cache_manager.h"
+#include "tests/cache/cache_test_util.h"
+#include "tests/catch.h"
+
+namespace servesim::cache {
+namespace {
+
+using testing::content;
+using testing::TestRequest;
+using Positions = std::vector<std::int64_t>;
+
+constexpr int kB = 16;
+
+HybridStateConfig config(const std::string& policy, std::int64_t slots, std::int64_t interval = 0) {
+    HybridStateConfig c;
+    c.policy = policy;
+    c.num_state_slots = slots;
+    c.state_bytes = 1;
+    c.params.checkpoint_interval_tokens = interval;
+    c.linear_flops_per_token = 1.0;  // FLOPs saved by a hit at p: p (no attention term)
+    return c;
+}
+
+// The scheduler's calls for one request, as KvCacheManager makes them.
+struct Driver {
+    HybridStateCache& cache;
+
+    // Lookup with the attention pool's hit given; returns the state hit.
+    std::int64_t lookup(const TestRequest& r, std::int64_t attention_hit) {
+        const std::int64_t hit = cache.find_longest_state_hit(r.hashes, attention_hit);
+        cache.note_lookup(r.id, attention_hit, hit);
+        return hit;
+    }
+
+    void admit(const TestRequest& r) {
+        REQUIRE(cache.can_admit(std::nullopt));
+        cache.admit(r.id, std::nullopt);
+    }
+
+    void schedule(const TestRequest& r, std::int64_t from, std::int64_t to, std::int64_t prompt) {
+        cache.on_scheduled(r.id, r.hashes, from, to, prompt);
+        cache.check_invariants();
+        cache.begin_step();
+    }
+
+    // Prompt in the given chunk ends, then `decode` output tokens one step each, then release.
+    void run(TestRequest& r, std::int64_t hit, const Positions& chunk_ends, std::int64_t decode) {
+        admit(r);
+        const std::int64_t prompt = r.num_tokens();
+        std::int64_t from = hit;
+        for (const std::int64_t end : chunk_ends) {
+            schedule(r, from, end, prompt);
+            from = end;
+        }
+        for (std::int64_t i = 0; i < decode; ++i) {
+            r.append_output(content(900 + core::to_int(r.id)), 1);
+            schedule(r, from, from + 1, prompt);
+            ++from;
+        }
+        cache.release(r.id);
+        cache.check_invariants();
+        cache.begin_step();  // the next request looks up in a later step (a state from this one is not hittable)
+    }
+};
+
+TEST_CASE("sglang-no-buffer keeps a state at every non-final chunk end and at the sequence end", "[cache][hybrid]") {
+    // A: 64 shared + 36 own = 100 prompt tokens in chunks (0, 48], (48, 100], then 3 decode steps to 103.
+    //   (0, 48] ends before the prompt does: cache_unfinished_req → a state at 48. (48, 100] is the last prefill
+    //   chunk: nothing. The last block boundary reached is 96 (112 > 103): cache_finished_req keeps it → {48, 96}.
+    HybridStateCache cache(config("sglang-no-buffer", 8), kB);
+    Driver d{cache};
+    TestRequest a(1, {{content(1), 64}, {content(2), 36}}, kB);
+    CHECK(d.lookup(a, 0) == 0);
+    d.run(a, 0, {48, 100}, 3);
+    CHECK(cache.snapshot_positions() == Positions{48, 96});
+    // B shares the 64-token prefix; the attention pool hits 64 tokens, the deepest state on B's chain ≤ 64 is 48:
+    // B resumes from 48 and recomputes 16 tokens.
+    TestRequest b(2, {{content(1), 64}, {content(3), 56}}, kB);
+    CHECK(d.lookup(b, 64) == 48);
+    CHECK(cache.stats().attention_hit_tokens == 64);
+    CHECK(cache.stats().state_hit_tokens == 48);
+}
+
+TEST_CASE("sglang-no-buffer evicts the least recently used state; a hit refreshes it", "[cache][hybrid]") {
+    // 3 slots. A leaves {48, 96} (as above). B's lookup hits 48, so 96 is now the least recently used. B is admitted
+    // (1 live slot: 3 used) and runs (48, 80], a non-final chunk: a state at 80 needs a slot → 96 goes.
+    HybridStateCache cache(config("sglang-no-buffer", 3), kB);
+    Driver d{cache};
+    TestRequest a(1, {{content(1), 64}, {content(2), 36}}, kB);
+    d.run(a, 0, {48, 100}, 3);
+    TestRequest b(2, {{content(1), 64}, {content(3), 56}}, kB);
+    REQUIRE(d.lookup(b, 64) == 48);
+    d.admit(b);
+    d.schedule(b, 48, 80, 120);
+    CHECK(cache.snapshot_positions() == Positions{48, 80});
+    CHECK(cache.stats().num_evictions == 1);
+}
+
+TEST_CASE("sglang-extra-buffer holds three slots per request and caches only tracked positions", "[cache][hybrid]") {
+    // Track interval 32. A: chunks (0, 48], (48, 100], 3 decode steps. (0, 48] is non-final: the last tracked
+    // position in it is 32 → a state at 32. The end state is the last tracked position reached: 96 (64 < 96 ≤ 103).
+    HybridStateCache cache(config("sglang-extra-buffer", 5, 32), kB);
+    Driver d{cache};
+    TestRequest a(1, {{content(1), 64}, {content(2), 36}}, kB);
+    d.run(a, 0, {48, 100}, 3);
+    CHECK(cache.snapshot_positions() == Positions{32, 96});
+    // 5 slots: a running request takes 3 (its state + the ping-pong pair). With B running, 2 remain; the two
+    // snapshots fill them, and a third request could only be admitted by evicting 3 states: there are 2.
+    TestRequest b(2, {{content(5), 40}}, kB);
+    d.admit(b);
+    CHECK(cache.num_live_slots() == 3);
+    CHECK_FALSE(cache.can_admit(std::nullopt));
+}
+
+TEST_CASE("sglang-extra-buffer checkpoints the branching point: the KV match floored to 64", "[cache][hybrid]") {
+    // A (80 shared + 20) runs one chunk and reaches no multiple of 256: nothing is kept. B's attention hit is 80
+    // tokens and no state is on that path: the branching point is floor(80 / 64) · 64 = 64. B's non-final chunk
+    // (0, 72] caches its last tracked position, which is the branching point 64.
+    HybridStateCache cache(config("sglang-extra-buffer", 12, 256), kB);
+    Driver d{cache};
+    TestRequest a(1, {{content(1), 80}, {content(2), 20}}, kB);
+    d.run(a, 0, {100}, 0);
+    CHECK(cache.snapshot_positions().empty());  // nothing reached a multiple of 256
+    TestRequest b(2, {{content(1), 80}, {content(3), 40}}, kB);
+    CHECK(d.lookup(b, 80) == 0);
+    d.admit(b);
+    d.schedule(b, 0, 72, 120);
+    CHECK(cache.snapshot_positions() == Positions{64});
+}
+
+TEST_CASE("marconi admits a shared prefix at its branch point: it hits from the third occurrence", "[cache][hybrid]") {
+    // A (64 shared + 36) computes (0, 100] and decodes 3: only its end state (96) is kept — no chunk states.
+    HybridStateCache cache(config("marconi", 8), kB);
+    Driver d{cache};
+    TestRequest a(1, {{content(1), 64}, {content(2), 36}}, kB);
+    CHECK(d.lookup(a, 0) == 0);
+    d.run(a, 0, {100}, 3);
+    CHECK(cache.snapshot_positions() == Positions{96});
+    // B (64 shared + 40): the attention pool hits 64, no state on B's chain → miss; branch point 64, checkpointed
+    // while B prefills (0, 104]. B's end state: 96 on B's own chain → {64, 96 (A), 96 (B)}.
+    TestRequest b(2, {{content(1), 64}, {content(3), 40}}, kB);
+    CHECK(d.lookup(b, 64) == 0);
+    d.run(b, 0, {104}, 3);
+    CHECK(cache.snapshot_positions() == Positions{64, 96, 96});
+    // C, the third request with the prefix, hits 64.
+    TestRequest c(3, {{content(1), 64}, {content(4), 40}}, kB);
+    CHECK(d.lookup(c, 64) == 64);
+}
+
+TEST_CASE("marconi evicts by recency + FLOP efficiency, not by recency alone", "[cache][hybrid]") {
+    // Three snapshots inserted in order: X at 1600 tokens, Y at 32, Z at 48 (end states of three requests), FLOPs
+    // saved = position. Recency normalised over the three: X 0, Y 0.5, Z 1; FLOP efficiency / max: X 1, Y 0.02,
+    // Z 0.03. Utility (α = 1): X 1.0, Y 0.52, Z 1.03 → Y goes (LRU would drop X, the deepest).
+    HybridStateCache cache(config("marconi", 4), kB);
+    Driver d{cache};
+    TestRequest x(1, {{content(10), 1600}}, kB);
+    d.run(x, 0, {1600}, 0);
+    TestRequest y(2, {{content(11), 32}}, kB);
+    d.run(y, 0, {32}, 0);
+    TestRequest z(3, {{content(12), 48}}, kB);
+    d.run(z, 0, {48}, 0);
+    CHECK(cache.snapshot_positions() == Positions{32, 48, 1600});
+    // W's lookup finds attention KV for 32 tokens and no state: branch point 32. W is admitted into the last free
+    // slot; the state at 32 then needs one while W runs → a victim by utility: Y. W's end state (64) takes the slot
+    // W's live state frees.
+    TestRequest w(4, {{content(13), 64}}, kB);
+    CHECK(d.lookup(w, 32) == 0);
+    d.run(w, 0, {64}, 0);
+    CHECK(cache.snapshot_positions() == Positions{32, 48, 64, 1600});
+    CHECK(cache.stats().num_evictions == 1);
+}
+
+TEST_CASE("checkpoint keeps a state every K tokens and at the branch point; a hit recomputes from the nearest",
+          "[cache][hybrid]") {
+    // K = 32. A: 100 prompt tokens in one chunk → states at 32, 64, 96; 3 decode steps end at 103 (last boundary
+    // 96, already kept).
+    HybridStateCache cache(config("checkpoint", 16, 32), kB);
+    Driver d{cache};
+    TestRequest a(1, {{content(1), 56}, {content(2), 44}}, kB);
+    d.run(a, 0, {100}, 3);
+    CHECK(cache.snapshot_positions() == Positions{32, 64, 96});
+    // B shares 56 tokens: the attention pool hits floor(56 / 16) · 16 = 48, the nearest state is 32: B recomputes
+    // 16 tokens. Its branch point 48 is checkpointed while B computes (32, 120], with 64 and 96 of its own chain.
+    TestRequest b(2, {{content(1), 56}, {content(3), 64}}, kB);
+    CHECK(d.lookup(b, 48) == 32);
+    d.admit(b);
+    d.schedule(b, 32, 120, 120);
+    CHECK(cache.snapshot_positions() == Positions{32, 48, 64, 64, 96, 96});
+    // C shares the same 56 tokens: now the hit is exact at the attention granularity, 48.
+    TestRequest c(3, {{content(1), 56}, {content(4), 64}}, kB);
+    CHECK(d.lookup(c, 48) == 48);
+}
+
+TEST_CASE("checkpoint evicts a dialogue's superseded turn end before older states", "[cache][hybrid]") {
+    // K = 2048 (no interval states here), 3 slots. O (16 tokens) leaves its end state at 16. A (32 tokens) leaves
+    // 32. A2, the next turn (A's 32 + 32 new), resumes from 32 and leaves 64: 32 is now superseded. A fourth
+    // request needs its live slot with the pool full {16, 32, 64}: LRU would drop O's 16 (the oldest); checkpoint
+    // drops the superseded 32.
+    HybridStateCache cache(config("checkpoint", 3, 2048), kB);
+    Driver d{cache};
+    TestRequest o(1, {{content(7), 16}}, kB);
+    d.run(o, 0, {16}, 0);
+    TestRequest a(2, {{content(1), 32}}, kB);
+    d.run(a, 0, {32}, 0);
+    TestRequest a2(3, {{content(1), 32}, {content(2), 32}}, kB);
+    REQUIRE(d.lookup(a2, 32) == 32);
+    REQUIRE(cache.can_admit(a.hashes[1]));
+    cache.admit(a2.id, a.hashes[1]);
+    d.schedule(a2, 32, 64, 64);
+    cache.release(a2.id);
+    CHECK(cache.snapshot_positions() == Positions{16, 32, 64});
+    TestRequest z(4, {{content(9), 48}}, kB);
+    d.admit(z);
+    CHECK(cache.snapshot_positions() == Positions{16, 64});
+}
+
+TEST_CASE("KvCacheManager with a state pool: the hit ends at a state, and a state from this step does not count",
+          "[cache][hybrid]") {
+    // One attention group at B = 16, 64 blocks; checkpoint K = 32 with 8 state slots.
+    KvCacheConfig kv;
+    kv.num_gpu_blocks = 64;
+    kv.groups = {KvCacheGroup{KvGroupKind::kFullAttention, kB, 0, 8}};
+    kv.hybrid_state = config("checkpoint", 8, 32);
+    KvCacheManager m(kv);
+    TestRequest a(1, {{content(1), 70}, {content(2), 30}}, kB);
+    a.num_computed_tokens = 0;
+    // A: 100 tokens scheduled at once → attention blocks 0..5 cached at schedule time, states at 32, 64, 96.
+    REQUIRE(testing::admit(m, a) == 0);
+    // B (70 shared + 50) in the same step: the attention pool has 64 tokens (4 blocks) for B, but A's states were
+    // made in this step (A computes them now): no state hit, so no hit at all.
+    TestRequest b(2, {{content(1), 70}, {content(3), 50}}, kB);
+    CHECK(m.get_computed_blocks(b.view()).num_tokens == 0);
+    // Next step: the state at 64 is there; the hit is 64 tokens and 4 attention blocks.
+    m.begin_step();
+    const CacheHit hit = m.get_computed_blocks(b.view());
+    CHECK(hit.num_tokens == 64);
+    CHECK(hit.blocks_per_group[0].size() == 4);
+    CHECK(m.stats().hits == 64);
+    const HybridStateCache* states = m.hybrid_state_cache();
+    REQUIRE(states != nullptr);
+    CHECK(states->stats().attention_hit_tokens == 128);  // 64 in each of the two lookups
+    CHECK(states->num_live_slots() == 1);                // A's
+    CHECK(m.take_state_snapshots_scheduled() == 3);      // 32, 64, 96, for the step cost model
+}
+
+TEST_CASE("The memory split gives the state pool ratio / (1 + ratio) of the KV budget, in whole states",
+          "[cache][hybrid]") {
+    // 100,000,000 bytes, ratio 0.9: state budget 47,368,421 B → 47 states of 1,000,000 B; the attention pool gets
+    // 100,000,000 − 47,000,000 = 53,000,000 B = 3,234 blocks of 16 × 1,024 B (16,384 B): 51,744 tokens.
+    MemoryPlan plan;
+    plan.enable_prefix_caching = true;
+    plan.kv_cache_memory_bytes = 100'000'000;
+    plan.kv_bytes_per_token = 1024;
+    plan.state_bytes_per_sequence = 1'000'000;
+    plan.max_model_len = 4096;
+    plan.block_size = 528;
+    plan.mamba_cache_mode = MambaCacheMode::kAlign;
+    plan.groups = {KvGroupPlan{KvGroupKind::kFullAttention, 8, 0}, KvGroupPlan{KvGroupKind::kMamba, 24, 0}};
+    HybridStatePoolRequest req;
+    req.policy = "checkpoint";
+    apply_hybrid_state_pool(plan, req);
+    REQUIRE(plan.hybrid_state.has_value());
+    CHECK(plan.hybrid_state->num_state_slots == 47);
+    CHECK(plan.num_gpu_blocks == 3234 + 1);
+    CHECK(plan.kv_cache_tokens == 51744);
+    CHECK(plan.block_size == 16);
+    CHECK(plan.mamba_cache_mode == MambaCacheMode::kNone);
+    CHECK(plan.hybrid_state->params.checkpoint_interval_tokens == 2048);  // the policy's default K
+    REQUIRE(plan.groups.size() == 1);
+    CHECK(plan.groups[0].num_layers == 8);
+}
+
+// The ConfigError message `fn` throws ("" when it throws none).
+template <typename Fn>
+std::string config_error_of(Fn&& fn) {
+    try {
+        fn();
+    } catch (const ConfigError& e) {
+        return e.what();
+    }
+    return "";
+}
+
+TEST_CASE("The memory split refuses what it cannot model, naming the key", "[cache][hybrid]") {
+    MemoryPlan dense;
+    dense.enable_prefix_caching = true;
+    dense.kv_cache_memory_bytes = 100'000'000;
+    dense.kv_bytes_per_token = 1024;
+    HybridStatePoolRequest req;
+    req.policy = "marconi";
+    const std::string no_states = config_error_of([&] { apply_hybrid_state_pool(dense, req); });
+    CHECK(no_states.find("engine.hybrid_cache_policy: 'marconi' needs a hybrid model") != std::string::npos);
+    MemoryPlan hybrid = dense;
+    hybrid.state_bytes_per_sequence = 1'000'000;
+    req.policy = "checkpoint";
+    req.interval_tokens = 40;  // not a multiple of 16
+    const std::string interval = config_error_of([&] { apply_hybrid_state_pool(hybrid, req); });
+    CHECK(interval.find("engine.hybrid_checkpoint_interval_tokens: 40") != std::string::npos);
+    req.policy = "lru";
+    const std::string name = config_error_of([&] { apply_hybrid_state_pool(hybrid, req); });
+    CHECK(name.find("allowed: vllm, sglang-no-buffer, sglang-extra-buffer, marconi, checkpoint") != std::string::npos);
+}
+
+TEST_CASE("Every state-pool policy in the table keeps the slot invariant on a long shared-prefix run",
+          "[cache][hybrid]") {
+    // Contract over the table: 6 slots, 30 requests of 200 tokens sharing 96, each computed in chunks of 64 and 5
+    // decode steps; after every step live + snapshots ≤ slots (check_invariants) and every lookup's state hit is a
+    // multiple of 16 not beyond the attention hit.
+    for (const auto& entry : hybrid_policies()) {
+        if (entry.make == nullptr) {
+            continue;
+        }
+        INFO(std::string(entry.name));
+        HybridStateCache cache(config(std::string(entry.name), 6, entry.default_interval_tokens > 0 ? 64 : 0), kB);
+        Driver d{cache};
+        for (std::uint64_t i = 1; i <= 30; ++i) {
+            TestRequest r(i, {{content(1), 96}, {content(100 + i), 104}}, kB);
+            const std::int64_t hit = d.lookup(r, 96);
+            CHECK(hit % kB == 0);
+            CHECK(hit <= 96);
+            Positions ends;
+            for (std::int64_t e = hit + 64; e < 200; e += 64) {
+                ends.push_back(e);
+            }
+            ends.push_back(200);
+            d.run(r, hit, ends, 5);
+        }
+        CHECK(cache.num_live_slots() == 0);
+        CHECK(cache.num_snapshots() <= 6);
+    }
+}
+
+}  // namespace
+}  // namespace servesim::cache

@@ -59,22 +59,37 @@ TEST_CASE("--quantization / --dtype are engine keys and flags; a mismatch names 
     CHECK(contains(r.output, "--quantization: quantization method specified in the model config (fbgemm_fp8"));
 }
 
-TEST_CASE("The profile cost model refuses a quantized model instead of costing it as bf16", "[tools][quant]") {
-    ExperimentConfig x;
-    x.file = "s.yaml";
-    x.name = "fp8";
-    x.model = "Llama-3.1-8B";
-    x.gpu = "H200";
-    x.engine.quantization = "fp8";
-    x.cost_model = "calibration/profiles/h200/any.yaml";
-    x.workload = YAML::Load("{type: synthetic}");
-    try {
-        (void)prepare_experiment(x);
-        FAIL("no ConfigError");
-    } catch (const ConfigError& err) {
-        CHECK(contains(err.what(), "holds bf16 GEMM curves"));
-        CHECK(contains(err.what(), "use cost_model: roofline"));
-    }
+TEST_CASE("A calibrated profile costs only the linear layers it measured: bf16 with bf16, fp8 W8A8 with fp8 "
+          "(calibration run 13); every other pairing is refused by name",
+          "[tools][quant]") {
+    const auto prepare = [](const std::string& quantization, const std::string& profile) {
+        ExperimentConfig x;
+        x.file = "s.yaml";
+        x.name = "q";
+        x.model = "Llama-3.1-8B";
+        x.gpu = "H200";
+        if (!quantization.empty()) {
+            x.engine.quantization = quantization;
+        }
+        x.cost_model = "calibration/profiles/h200/" + profile;
+        x.workload = YAML::Load("{type: synthetic}");
+        try {
+            (void)prepare_experiment(x);
+        } catch (const ConfigError& err) {
+            return std::string(err.what());
+        }
+        return std::string("accepted");
+    };
+    // Online fp8 (per-tensor W8A8) on the fp8 profile, bf16 on the bf16 one: accepted.
+    CHECK(prepare("fp8", "Llama-3.1-8B-fp8.yaml") == "accepted");
+    CHECK(prepare("", "Llama-3.1-8B.yaml") == "accepted");
+    // fp8 weights on bf16 curves, bf16 weights on fp8 curves: refused, naming both.
+    const std::string a = prepare("fp8", "Llama-3.1-8B.yaml");
+    CHECK(contains(a, "holds bf16 GEMM curves but the model's linear layers are fp8"));
+    CHECK(contains(a, "cost_model: roofline"));
+    CHECK(contains(prepare("", "Llama-3.1-8B-fp8.yaml"), "holds fp8 GEMM curves but the model's linear layers are bf16"));
+    // Block-wise fp8 runs another kernel than the calibrated per-tensor one: refused too.
+    CHECK(contains(prepare("fp8_per_block", "Llama-3.1-8B-fp8.yaml"), "holds fp8 GEMM curves"));
 }
 
 }  // namespace

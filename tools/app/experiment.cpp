@@ -25,6 +25,26 @@
 
 namespace servesim::app {
 
+std::string profile_weight_dtype_for(const models::ModelSpec& model) {
+    if (!model.quantization) {
+        return "bf16";
+    }
+    const models::WeightQuantization& q = *model.quantization;
+    if (q.experts_only || !q.ignore.empty() || q.lm_head_quantized || q.rules.empty()) {
+        return "mixed (" + q.description + ")";
+    }
+    for (const models::QuantRule& r : q.rules) {
+        const models::QuantScheme& s = r.scheme;
+        const bool fp8_w8a8 = s.weight_bits == 8 && s.float_weights && s.activations == models::ActivationQuant::kFp8 &&
+                              (s.granularity == models::ScaleGranularity::kTensor ||
+                               s.granularity == models::ScaleGranularity::kChannel);
+        if (!fp8_w8a8 || r.targets != std::vector<std::string>{"Linear"}) {
+            return q.description;
+        }
+    }
+    return "fp8";
+}
+
 models::ModelSpec resolve_engine_model(const std::string& model, const EngineSettings& engine) {
     return models::apply_engine_quantization(models::resolve_model(model), engine.quantization, engine.dtype);
 }
@@ -440,16 +460,20 @@ PreparedExperiment prepare_experiment(const ExperimentConfig& config) {
             std::min<std::int64_t>({2 * p.plan.max_num_seqs, 512, p.plan.max_num_batched_tokens}));
         p.cost_model = std::make_unique<engine::RooflineCostModel>(p.model, p.plan.kv_cache_dtype, params);
     } else {
-        if (p.model.quantization) {
-            // Calibrated profiles hold bf16 GEMM curves (calibration/runner times bf16 kernels): no rule scales them
-            // to a quantized kernel honestly, so a quantized model is refused rather than costed as bf16.
-            throw ConfigError(fmt::format(
-                "{}: experiment '{}': cost_model {} holds bf16 GEMM curves but the model's weights are quantized ({}); "
-                "use cost_model: roofline (docs/QUANTIZATION.md)",
-                config.file, config.name, config.cost_model, p.model.quantization->description));
-        }
         calibration::HardwareProfile profile =
             with_file([&] { return calibration::read_profile(config.cost_model); });
+        // A profile's gemm curve was measured with one kind of linear layer (HardwareProfile::weight_dtype): bf16,
+        // or fp8 W8A8 with per-tensor/per-channel scales (calibration run 13, kernels/gemm_fp8.cu). No rule scales
+        // one into another honestly, so any other pairing is refused rather than costed with the wrong kernel.
+        const std::string model_weights = profile_weight_dtype_for(p.model);
+        if (model_weights != profile.weight_dtype) {
+            throw ConfigError(fmt::format(
+                "{}: experiment '{}': cost_model {} holds {} GEMM curves but the model's linear layers are {}; use a "
+                "profile calibrated for them (servesim calibrate --weight-dtype) or cost_model: roofline "
+                "(docs/QUANTIZATION.md)",
+                config.file, config.name, config.cost_model, profile.weight_dtype,
+                p.model.quantization ? p.model.quantization->description : std::string("bf16")));
+        }
         p.profile_mismatch = with_file([&] { return check_profile_matches(profile, config, p.model, p.gpu); });
         const double kv_scale = static_cast<double>(models::kv_bytes_per_token(p.model, p.plan.kv_cache_dtype)) /
                                 static_cast<double>(models::kv_bytes_per_token(p.model, p.model.dtype));

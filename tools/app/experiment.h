@@ -81,6 +81,11 @@ void assess_result(ExperimentResult& r);
 // replicas) sizes the expert-parallel group TP × DP when engine.enable_expert_parallel is set.
 [[nodiscard]] cache::MemoryPlanRequest memory_plan_request(const EngineSettings& engine, const calibration::GpuSpec& gpu,
                                                            int data_parallel_size = 1);
+// Which calibrated linear layers a profile must hold to cost `model` (HardwareProfile::weight_dtype): "bf16" for an
+// unquantized model, "fp8" when every linear layer is fp8 W8A8 with per-tensor or per-channel scales (the kernel
+// calibration times), otherwise a description that matches no profile.
+[[nodiscard]] std::string profile_weight_dtype_for(const models::ModelSpec& model);
+
 // The model as the engine loads it: resolve_model, then --quantization / --dtype (models/quantization_config.h).
 [[nodiscard]] models::ModelSpec resolve_engine_model(const std::string& model, const EngineSettings& engine);
 

@@ -3,6 +3,10 @@
 
 #include <algorithm>
 
+#include <cmath>
+
+#include <fmt/format.h>
+
 #include "common/error.h"
 
 namespace servesim::cluster {
@@ -207,6 +211,138 @@ void SharedKvStore::commit(std::size_t replica, std::uint64_t key) {
     }
     own.insert(key);  // LMCache: the local CPU tier and the remote store both keep a copy
     remote_.insert(key);
+}
+
+KvConnectorSettings parse_kv_connector(const YamlMap& m) {
+    m.allow_only({"type", "store", "host_size_gib", "host_size_tokens", "remote_size_gib", "remote_size_tokens",
+                  "remote"});
+    KvConnectorSettings s;
+    s.file = m.file();
+    s.key = m.path();
+    s.line = m.line("type");
+    const auto type = m.get<std::string>("type");
+    if (type == "mooncake") {
+        s.kind = KvStoreKind::kMooncake;
+    } else if (type == "lmcache") {
+        s.kind = KvStoreKind::kLmcache;
+    } else {
+        m.fail("type", "unknown connector '" + type + "'; allowed: mooncake (a global pool over the hosts' DRAM), "
+                       "lmcache (a CPU tier per host plus a remote store)");
+    }
+    const auto store = m.get_or<std::string>("store", "eager");
+    if (store != "eager") {
+        m.fail("store", "allowed: eager (every newly computed full block is saved, as LMCache and Mooncake Store "
+                        "do); saving on GPU eviction is not modelled");
+    }
+    auto size = [&](const char* gib, const char* tokens, std::optional<double>& g, std::optional<std::int64_t>& t,
+                    bool required) {
+        if (m.has(gib) && m.has(tokens)) {
+            m.fail(tokens, fmt::format("give {} or {}, not both", gib, tokens));
+        }
+        if (m.has(gib)) {
+            g = m.get<double>(gib);
+            if (!(*g > 0)) {
+                m.fail(gib, fmt::format("must be positive (GiB), got {}", *g));
+            }
+        } else if (m.has(tokens)) {
+            t = m.get<std::int64_t>(tokens);
+            if (*t <= 0) {
+                m.fail(tokens, fmt::format("must be positive (tokens), got {}", *t));
+            }
+        } else if (required) {
+            m.fail(gib, fmt::format("missing: give the per-host tier's size as {} or {}", gib, tokens));
+        }
+    };
+    size("host_size_gib", "host_size_tokens", s.host_size_gib, s.host_size_tokens, true);
+    size("remote_size_gib", "remote_size_tokens", s.remote_size_gib, s.remote_size_tokens, false);
+    if (s.kind == KvStoreKind::kMooncake && (s.remote_size_gib || s.remote_size_tokens || m.has("remote"))) {
+        m.fail(m.has("remote") ? "remote" : (s.remote_size_gib ? "remote_size_gib" : "remote_size_tokens"),
+               "mooncake pools the hosts' DRAM: it has no remote store (that is lmcache's)");
+    }
+    if (s.kind == KvStoreKind::kLmcache && !(s.remote_size_gib || s.remote_size_tokens)) {
+        m.fail("remote_size_gib", "lmcache needs its remote store's size: remote_size_gib or remote_size_tokens");
+    }
+    s.remote = m.get_or<std::string>("remote", "");
+    return s;
+}
+
+KvStoreConfig make_kv_store_config(const KvConnectorSettings& s, const Topology* topology, int block_size_tokens,
+                                   double bytes_per_block, int replicas, int gpus_per_replica) {
+    auto fail = [&](const std::string& key, const std::string& msg) {
+        throw ConfigError(s.file, s.line, s.key + (key.empty() ? "" : "." + key), msg);
+    };
+    if (topology == nullptr) {
+        fail("", "a shared KV store moves blocks between nodes: give cluster.topology (a preset such as dgx-h100, "
+                 "or {file: PATH})");
+    }
+    const auto gpus = topology->gpus();
+    const auto needed = static_cast<std::size_t>(replicas) * static_cast<std::size_t>(gpus_per_replica);
+    if (gpus.size() < needed) {
+        fail("", fmt::format("{} replicas of {} GPUs need {} GPUs; cluster.topology has {}", replicas,
+                             gpus_per_replica, needed, gpus.size()));
+    }
+    KvStoreConfig c;
+    c.kind = s.kind;
+    c.block_size_tokens = block_size_tokens;
+    c.bytes_per_block = bytes_per_block;
+    auto blocks = [&](const std::optional<double>& gib, const std::optional<std::int64_t>& tokens) -> std::int64_t {
+        if (gib) {
+            return static_cast<std::int64_t>(std::floor(*gib * 1024.0 * 1024.0 * 1024.0 / bytes_per_block));
+        }
+        return tokens ? *tokens / block_size_tokens : 0;
+    };
+    auto bytes_of = [&](const std::optional<double>& gib, std::int64_t n_blocks) {
+        return gib ? *gib * 1024.0 * 1024.0 * 1024.0 : static_cast<double>(n_blocks) * bytes_per_block;
+    };
+    c.host_capacity_blocks = blocks(s.host_size_gib, s.host_size_tokens);
+    const double host_bytes = bytes_of(s.host_size_gib, c.host_capacity_blocks);
+    const std::string host_key = s.host_size_gib ? "host_size_gib" : "host_size_tokens";
+    for (std::size_t i = 0; i < needed; i += static_cast<std::size_t>(gpus_per_replica)) {
+        const std::size_t h = topology->nearest_host(gpus[i]);
+        if (h == Topology::npos) {
+            fail("", fmt::format("GPU '{}' reaches no host: the store's tiers live in host DRAM",
+                                 topology->node(gpus[i]).name));
+        }
+        if (host_bytes > static_cast<double>(topology->node(h).memory_bytes)) {
+            fail(host_key, fmt::format("the per-host tier ({:.1f} GiB) is larger than host '{}''s memory ({:.1f} GiB)",
+                                       host_bytes / (1u << 30), topology->node(h).name,
+                                       static_cast<double>(topology->node(h).memory_bytes) / (1u << 30)));
+        }
+    }
+    if (c.host_capacity_blocks <= 0) {
+        fail(host_key, "holds less than one block");
+    }
+    if (s.kind == KvStoreKind::kLmcache) {
+        std::size_t v = Topology::npos;
+        if (s.remote.empty()) {
+            for (std::size_t u = 0; u < topology->num_nodes() && v == Topology::npos; ++u) {
+                if (topology->node(u).kind == NodeKind::kStorage) {
+                    v = u;
+                }
+            }
+            if (v == Topology::npos) {
+                fail("remote", "the topology has no storage node for LMCache's remote store; name one with remote");
+            }
+        } else {
+            v = topology->find(s.remote);
+            if (v == Topology::npos) {
+                fail("remote", "no node named '" + s.remote + "' in cluster.topology");
+            }
+        }
+        c.remote_vertex = v;
+        c.remote_capacity_blocks = blocks(s.remote_size_gib, s.remote_size_tokens);
+        const double remote_bytes = bytes_of(s.remote_size_gib, c.remote_capacity_blocks);
+        const std::string remote_key = s.remote_size_gib ? "remote_size_gib" : "remote_size_tokens";
+        if (remote_bytes > static_cast<double>(topology->node(v).memory_bytes)) {
+            fail(remote_key, fmt::format("the remote store ({:.1f} GiB) is larger than node '{}''s memory ({:.1f} GiB)",
+                                         remote_bytes / (1u << 30), topology->node(v).name,
+                                         static_cast<double>(topology->node(v).memory_bytes) / (1u << 30)));
+        }
+        if (c.remote_capacity_blocks <= 0) {
+            fail(remote_key, "holds less than one block");
+        }
+    }
+    return c;
 }
 
 }  // namespace servesim::cluster

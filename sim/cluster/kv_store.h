@@ -20,12 +20,15 @@
 #include <list>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
+#include <string>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "sim/cache/cpu_offload.h"
+#include "common/yaml_reader.h"
 #include "sim/cache/kv_connector.h"
 #include "sim/cluster/topology.h"
 
@@ -56,6 +59,29 @@ private:
     std::list<std::uint64_t> lru_;
     std::unordered_map<std::uint64_t, std::list<std::uint64_t>::iterator> index_;
 };
+
+// `cluster.kv_connector:` as written (type, store, per-host and remote capacity, the remote store's node), kept
+// with where it was written for messages. Sizes: *_gib (GiB, as --kv-offloading-size) or *_tokens.
+struct KvConnectorSettings {
+    KvStoreKind kind = KvStoreKind::kMooncake;
+    std::optional<double> host_size_gib;
+    std::optional<std::int64_t> host_size_tokens;
+    std::optional<double> remote_size_gib;
+    std::optional<std::int64_t> remote_size_tokens;
+    std::string remote;  // LMCache: the remote store's node (default: the topology's first storage node)
+    std::string file;
+    std::string key;     // "cluster.kv_connector"
+    int line = 0;
+};
+
+[[nodiscard]] KvConnectorSettings parse_kv_connector(const YamlMap& m);
+
+// The store's configuration for a run, checked against the topology before anything is simulated: a topology is
+// given, it has GPUs for replicas × tensor_parallel_size, no tier is larger than its node's memory (a host tier
+// than its host's DRAM, the remote store than its node's). ConfigError names the file and key.
+[[nodiscard]] KvStoreConfig make_kv_store_config(const KvConnectorSettings& s, const Topology* topology,
+                                                 int block_size_tokens, double bytes_per_block, int replicas,
+                                                 int gpus_per_replica);
 
 class SharedKvStore {
 public:

@@ -104,10 +104,16 @@ void Simulation::handle_arrivals(core::SimTime now) {
         workloads::RequestSpec spec = workload_.pop_next_arrival();
         if (router_->needs_loads()) {
             for (std::size_t i = 0; i < replicas_.size(); ++i) {
-                loads[i] = ReplicaLoad{replicas_[i]->num_waiting(), replicas_[i]->num_running()};
+                loads[i] = ReplicaLoad{replicas_[i]->num_waiting(), replicas_[i]->num_running(),
+                                       replicas_[i]->kv_cache().usage()};
             }
         }
-        const std::size_t target = router_->route(spec.prompt, loads);
+        route_hashes_.clear();
+        if (router_->needs_block_hashes()) {
+            cache::BlockHasher hasher(config_.replica.scheduler.block_size);
+            hasher.extend(route_hashes_, spec.prompt, core::total_tokens(spec.prompt));
+        }
+        const std::size_t target = router_->route(RouteRequest{spec.prompt, now, route_hashes_}, loads);
         engine::IncomingRequest in{spec.id, now, std::move(spec.prompt), spec.max_output_tokens, spec.answer_content,
                                    spec.turn};
         if (!replicas_[target]->add_request(std::move(in))) {

@@ -9,6 +9,7 @@
 #include <optional>
 #include <vector>
 
+#include "sim/cache/block_hash.h"
 #include "sim/cluster/kv_store.h"
 #include "sim/cluster/router.h"
 #include "sim/cluster/topology.h"
@@ -87,6 +88,7 @@ private:
     core::EventQueue queue_;
     std::optional<core::SimTime> armed_arrival_;
     std::vector<ReplicaLoad> loads_;  // reused per arrival; filled only for routers that read loads
+    std::vector<core::BlockHash> route_hashes_;  // the arriving prompt's block hashes, for cache-aware routers
     bool warmup_snapshot_taken_ = false;
     std::int64_t preemptions_at_warmup_ = 0;
 };

@@ -457,7 +457,9 @@ ExperimentResult run_experiment(const PreparedExperiment& p) {
     if (p.config.kv_connector) {
         sc.kv_store = kv_store_config(p);
     }
-    cluster::Simulation sim(sc, *p.cost_model, *workload, cluster::make_router(p.config.router));
+    cluster::RouterOptions router_options = p.config.router_options;
+    router_options.replica_capacity_blocks = sc.replica.kv_cache.num_gpu_blocks;
+    cluster::Simulation sim(sc, *p.cost_model, *workload, cluster::make_router(p.config.router, router_options));
     r.sim = sim.run();
     assess_result(r);
     return r;

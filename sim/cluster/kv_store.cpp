@@ -259,8 +259,8 @@ KvConnectorSettings parse_kv_connector(const YamlMap& m) {
         m.fail(m.has("remote") ? "remote" : (s.remote_size_gib ? "remote_size_gib" : "remote_size_tokens"),
                "mooncake pools the hosts' DRAM: it has no remote store (that is lmcache's)");
     }
-    if (s.kind == KvStoreKind::kLmcache && !(s.remote_size_gib || s.remote_size_tokens)) {
-        m.fail("remote_size_gib", "lmcache needs its remote store's size: remote_size_gib or remote_size_tokens");
+    if (m.has("remote") && !(s.remote_size_gib || s.remote_size_tokens)) {
+        m.fail("remote", "a remote store needs its size: remote_size_gib or remote_size_tokens");
     }
     s.remote = m.get_or<std::string>("remote", "");
     return s;
@@ -312,7 +312,7 @@ KvStoreConfig make_kv_store_config(const KvConnectorSettings& s, const Topology*
     if (c.host_capacity_blocks <= 0) {
         fail(host_key, "holds less than one block");
     }
-    if (s.kind == KvStoreKind::kLmcache) {
+    if (s.kind == KvStoreKind::kLmcache && (s.remote_size_gib || s.remote_size_tokens)) {
         std::size_t v = Topology::npos;
         if (s.remote.empty()) {
             for (std::size_t u = 0; u < topology->num_nodes() && v == Topology::npos; ++u) {

@@ -4,8 +4,9 @@
 //              vllm/distributed/kv_transfer/kv_connector/v1/mooncake/store/scheduler.py): a block is written into
 //              the writer's host segment unless some segment already holds it; every replica finds every block.
 //   lmcache  — LMCache (vllm/distributed/kv_transfer/kv_connector/v1/lmcache_integration/vllm_v1_adapter.py): a
-//              per-host CPU tier seen only by the replicas of that host, plus one remote store seen by all; blocks
-//              are written to both; the local tier is searched first. Decode blocks are not saved
+//              per-host CPU tier seen only by the replicas of that host, plus (optional) one remote store seen by
+//              all; blocks are written to both; the local tier is searched first. Without a remote store it is a
+//              node-local cache: the "local cache" of Mooncake's local-vs-global comparison. Decode blocks are not saved
 //              (save_decode_cache defaults to False); Mooncake saves them.
 // Both: store policy eager (every newly full block, as both connectors save on compute), capacity in blocks and LRU
 // eviction per tier (a hit refreshes its blocks), lookup by chained block hash from block 0 in whole blocks

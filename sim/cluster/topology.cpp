@@ -33,10 +33,9 @@ void Topology::add_link(std::size_t a, std::size_t b, double bandwidth_bytes_per
     if (!(latency_s >= 0) || !std::isfinite(latency_s)) {
         throw std::invalid_argument("latency must be non-negative");
     }
-    const auto [e, added] =
-        boost::add_edge(a, b, TopologyLink{bandwidth_bytes_per_s, latency_s, edge_list_.size()}, graph_);
-    (void)added;  // parallel links are allowed (vecS edge list)
-    edge_list_.push_back(e);
+    const TopologyLink link{bandwidth_bytes_per_s, latency_s, links_.size()};
+    (void)boost::add_edge(a, b, link, graph_);  // parallel links are allowed (vecS out-edge lists)
+    links_.push_back(link);
 }
 
 std::size_t Topology::find(std::string_view name) const {

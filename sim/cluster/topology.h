@@ -56,7 +56,7 @@ public:
     [[nodiscard]] std::size_t num_links() const { return boost::num_edges(graph_); }
     [[nodiscard]] const TopologyNode& node(std::size_t v) const { return graph_[v]; }
     [[nodiscard]] const TopologyGraph& graph() const { return graph_; }
-    [[nodiscard]] const TopologyLink& link(std::size_t edge) const { return graph_[edge_list_[edge]]; }
+    [[nodiscard]] const TopologyLink& link(std::size_t edge) const { return links_[edge]; }
     // The vertex of a name, or npos.
     [[nodiscard]] std::size_t find(std::string_view name) const;
     static constexpr std::size_t npos = static_cast<std::size_t>(-1);
@@ -75,7 +75,9 @@ public:
 
 private:
     TopologyGraph graph_;
-    std::vector<TopologyGraph::edge_descriptor> edge_list_;
+    // The links by dense id (a copy of each edge's property: an edge descriptor points into the graph it came from,
+    // so it must not outlive a copy of the Topology).
+    std::vector<TopologyLink> links_;
 };
 
 // Transfers in flight over a topology, for contention: a transfer that starts at `now` over a path gets, on each

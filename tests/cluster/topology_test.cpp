@@ -5,6 +5,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <cmath>
+#include <memory>
 #include <string>
 
 #include "common/error.h"
@@ -41,6 +42,18 @@ TEST_CASE("topology: a path's latency is summed and its bandwidth is the bottlen
     CHECK(near(p.bottleneck_bytes_per_s, 10 * kGB));
     CHECK(t.nearest_host(t.find("gpu1")) == t.find("host1"));
     CHECK(t.gpus().size() == 2);
+}
+
+TEST_CASE("topology: a copied topology keeps its links' bandwidths", "[topology][regression]") {
+    // Links were once kept as edge descriptors, which point into the graph they came from: after a copy (the
+    // scenario's shared_ptr holds one) the bandwidths read freed memory and loads took days.
+    const Topology original = two_hosts();
+    auto copy = std::make_unique<Topology>(original);
+    const Topology moved = std::move(*copy);
+    copy.reset();
+    const auto p = moved.path(moved.find("host0"), moved.find("gpu1"));
+    CHECK(near(p.bottleneck_bytes_per_s, 10 * kGB));
+    CHECK(near(moved.link(p.edges.back()).bandwidth_bytes_per_s, 100 * kGB));
 }
 
 TEST_CASE("topology: two transfers sharing a two-hop path's link split its bandwidth", "[topology]") {

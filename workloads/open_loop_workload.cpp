@@ -233,7 +233,8 @@ TraceConfig parse_trace_workload(const YamlMap& m) {
         c.limit = m.get_in_range<std::int64_t>("limit", 1, std::numeric_limits<std::int64_t>::max());
     }
     if (m.has("max_output_tokens")) {
-        c.max_output_tokens = m.get_in_range<std::int64_t>("max_output_tokens", 1, std::numeric_limits<std::int64_t>::max());
+        c.max_output_tokens =
+            m.get_in_range<std::int64_t>("max_output_tokens", 1, std::numeric_limits<std::int64_t>::max());
     }
     if (m.has("block_tokens")) {
         if (c.format != "mooncake") {

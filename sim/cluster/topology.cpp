@@ -85,7 +85,8 @@ std::size_t Topology::nearest_host(std::size_t v) const {
     const auto sp = shortest_paths(graph_, v);
     std::size_t best = npos;
     for (std::size_t u = 0; u < num_nodes(); ++u) {
-        if (graph_[u].kind == NodeKind::kHost && std::isfinite(sp.dist[u]) && (best == npos || sp.dist[u] < sp.dist[best])) {
+        if (graph_[u].kind == NodeKind::kHost && std::isfinite(sp.dist[u]) &&
+            (best == npos || sp.dist[u] < sp.dist[best])) {
             best = u;
         }
     }
@@ -191,7 +192,8 @@ void add_eight_gpu_node(Topology& t, int node, const NodeShape& shape, std::size
     t.add_link(host, nvme, 25 * kGB, 10e-6);
     for (int g = 0; g < 8; ++g) {
         const std::string id = n + "." + std::to_string(g);
-        const std::size_t gpu = t.add_node({std::string(shape.gpu_prefix) + id, NodeKind::kGpu, shape.gpu_memory_bytes});
+        const std::size_t gpu =
+            t.add_node({std::string(shape.gpu_prefix) + id, NodeKind::kGpu, shape.gpu_memory_bytes});
         const std::size_t nic = t.add_node({"nic" + id, NodeKind::kNic, 0});
         t.add_link(gpu, nvswitch, 450 * kGB, 1e-6);
         t.add_link(gpu, host, 64 * kGB, 2e-6);

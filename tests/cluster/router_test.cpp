@@ -42,7 +42,8 @@ TEST_CASE("Router llm_d: with a stale cache signal a repeat is routed by load un
     // cache_signal_delay 1 s. The first request goes to replica 0 at t = 0 (as above); at t = 0.5 s replica 0 has
     // one waiting: the index does not show the routed blocks yet, so prefix scores are 0 and 0, queue scores 0 and
     // 1 → replica 1. At t = 2 s both routings are visible (0 + 1 s, 0.5 + 1 s): prefix 1 on both, so
-    // the queue decides, 3 + 0 = 3 against 3 + 2 = 5 → replica 1. Without the delay the t = 0.5 s request already sees the blocks: 3 against 2 → 0.
+    // the queue decides, 3 + 0 = 3 against 3 + 2 = 5 → replica 1. Without the delay the t = 0.5 s request already
+    // sees the blocks: 3 against 2 → 0.
     RouterOptions o;
     o.cache_signal_delay_s = 1.0;
     const std::vector<ReplicaLoad> even{{0, 0, 0}, {0, 0, 0}};

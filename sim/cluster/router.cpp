@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <deque>
+#include <map>
 
 #include <fmt/format.h>
 
@@ -201,6 +202,37 @@ private:
     RoutedPrefixIndex index_;
 };
 
+// Session affinity (llm-d's session-affinity scorer, which sends a request to the pod that served its session
+// before): a tenant's first request goes to the replica with the fewest waiting + running (ties to the lowest index),
+// and every later one to the same replica, whatever its load. Requests without a tenant (0) are routed by load.
+class SessionAffinityRouter final : public Router {
+public:
+    [[nodiscard]] bool needs_loads() const override { return true; }
+
+    std::size_t route(const RouteRequest& req, const std::vector<ReplicaLoad>& loads) override {
+        const auto tenant = core::to_int(req.tenant);
+        if (tenant != 0) {
+            const auto it = home_.find(tenant);
+            if (it != home_.end()) {
+                return it->second;
+            }
+        }
+        std::size_t best = 0;
+        for (std::size_t i = 1; i < loads.size(); ++i) {
+            if (loads[i].num_waiting + loads[i].num_running < loads[best].num_waiting + loads[best].num_running) {
+                best = i;
+            }
+        }
+        if (tenant != 0) {
+            home_.emplace(tenant, best);
+        }
+        return best;
+    }
+
+private:
+    std::map<std::uint64_t, std::size_t> home_;  // tenant → its replica (lookups only)
+};
+
 }  // namespace
 
 RouterOptions parse_router_options(const YamlMap& m) {
@@ -244,6 +276,8 @@ const std::vector<RouterEntry>& router_table() {
          [](const RouterOptions& o) { return std::unique_ptr<Router>(new LlmdRouter(o)); }},
         {"dynamo_kv", "Dynamo's KV router: the lowest overlap_weight x blocks to prefill + active blocks",
          [](const RouterOptions& o) { return std::unique_ptr<Router>(new DynamoKvRouter(o)); }},
+        {"session_affinity", "a tenant's requests to the replica of its first one (chosen by fewest requests)",
+         [](const RouterOptions&) { return std::unique_ptr<Router>(new SessionAffinityRouter()); }},
     };
     return table;
 }

@@ -30,6 +30,7 @@ struct RouteRequest {
     const core::TokenContent& prompt;
     core::SimTime now;
     std::span<const core::BlockHash> block_hashes;
+    core::TenantId tenant{};  // the request's tenant (its user session); 0 when the workload has none
 };
 
 // Settings of the cache-aware routers (`cluster.router_config:`), value type.
@@ -73,7 +74,7 @@ struct RouterEntry {
     std::unique_ptr<Router> (*make)(const RouterOptions&);
 };
 
-// The registry: round_robin, least_loaded, vllm_dp, prefix_affinity, llm_d, llm_d_prefix, dynamo_kv.
+// The registry: round_robin, least_loaded, vllm_dp, prefix_affinity, llm_d, dynamo_kv, session_affinity.
 [[nodiscard]] const std::vector<RouterEntry>& router_table();
 
 // Throws ConfigError listing the known names.

@@ -113,7 +113,7 @@ void Simulation::handle_arrivals(core::SimTime now) {
             cache::BlockHasher hasher(config_.replica.scheduler.block_size);
             hasher.extend(route_hashes_, spec.prompt, core::total_tokens(spec.prompt));
         }
-        const std::size_t target = router_->route(RouteRequest{spec.prompt, now, route_hashes_}, loads);
+        const std::size_t target = router_->route(RouteRequest{spec.prompt, now, route_hashes_, spec.tenant}, loads);
         engine::IncomingRequest in{spec.id, now, std::move(spec.prompt), spec.max_output_tokens, spec.answer_content,
                                    spec.turn};
         if (!replicas_[target]->add_request(std::move(in))) {

@@ -75,5 +75,22 @@ TEST_CASE("Router dynamo_kv: overlap blocks against active blocks", "[cluster][r
     CHECK(route(*w20, 1, loaded) == 0);
 }
 
+TEST_CASE("Router session_affinity: a tenant stays on the replica of its first request", "[cluster][router]") {
+    // Tenant 7's first request: loads 2 and 1 (waiting + running) → replica 1. Its next one goes to 1 even though
+    // replica 1 is now the busier (1 + 4 = 5 against 0). Tenant 8's first goes to the least loaded, replica 0.
+    // A request without a tenant (0) is routed by load each time.
+    auto r = make_router("session_affinity");
+    const std::vector<ReplicaLoad> first{{1, 1, 0}, {0, 1, 0}};
+    const std::vector<ReplicaLoad> later{{0, 0, 0}, {1, 4, 0}};
+    auto at = [&](std::uint32_t tenant, const std::vector<ReplicaLoad>& loads) {
+        return r->route(RouteRequest{kNoContent, at_s(0), {}, core::TenantId{tenant}}, loads);
+    };
+    CHECK(at(7, first) == 1);
+    CHECK(at(7, later) == 1);
+    CHECK(at(8, later) == 0);
+    CHECK(at(0, first) == 1);
+    CHECK(at(0, later) == 0);
+}
+
 }  // namespace
 }  // namespace servesim::cluster

@@ -149,6 +149,9 @@ class TraceSource final : public OpenLoopSource {
             static_cast<std::int64_t>(std::llround(static_cast<double>(record->arrival.ns()) * config_.time_scale)));
         r.prompt = std::move(record->prompt);
         r.max_output_tokens = std::max<std::int64_t>(1, record->output_tokens);  // vLLM needs max_tokens >= 1
+        if (config_.max_output_tokens) {
+            r.max_output_tokens = std::min(r.max_output_tokens, *config_.max_output_tokens);
+        }
         return r;
     }
 
@@ -209,7 +212,7 @@ std::string resolve_trace_path(const std::string& written, const std::string& sc
 
 TraceConfig parse_trace_workload(const YamlMap& m) {
     m.allow_only({"type", "trace", "format", "time_scale", "limit", "block_tokens", "num_requests", "duration",
-                  "max_concurrency"});
+                  "max_concurrency", "max_output_tokens"});
     TraceConfig c;
     c.path = resolve_trace_path(m.get<std::string>("trace"), m.file());
     c.format = m.get<std::string>("format");
@@ -228,6 +231,10 @@ TraceConfig parse_trace_workload(const YamlMap& m) {
     }
     if (m.has("limit")) {
         c.limit = m.get_in_range<std::int64_t>("limit", 1, std::numeric_limits<std::int64_t>::max());
+    }
+    if (m.has("max_output_tokens")) {
+        c.max_output_tokens =
+            m.get_in_range<std::int64_t>("max_output_tokens", 1, std::numeric_limits<std::int64_t>::max());
     }
     if (m.has("block_tokens")) {
         if (c.format != "mooncake") {

@@ -78,6 +78,8 @@ struct TraceConfig {
     std::string format;  // a name from trace_formats()
     double time_scale = 1.0;
     std::optional<std::int64_t> limit;  // records read at most
+    // Caps each record's output length (1: a prefill pool, which produces only the first token).
+    std::optional<std::int64_t> max_output_tokens;
     TraceReaderOptions reader;
     RequestBounds bounds;
     std::optional<std::int64_t> max_concurrency;

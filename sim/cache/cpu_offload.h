@@ -13,6 +13,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "sim/cache/kv_connector.h"
 #include "sim/core/ids.h"
 
 namespace servesim::cache {
@@ -42,7 +43,7 @@ struct ExternalCacheStats {
     std::int64_t hits = 0;
 };
 
-class CpuOffloadManager {
+class CpuOffloadManager final : public KvConnector {
 public:
     explicit CpuOffloadManager(const CpuOffloadConfig& config);
 
@@ -52,7 +53,7 @@ public:
     // get_num_new_matched_tokens → _touch refreshes the request's whole chain (see touch_request). Returns
     // external tokens.
     [[nodiscard]] std::int64_t lookup(std::span<const core::BlockHash> block_hashes, std::int64_t local_hit_tokens,
-                                      std::int64_t num_tokens);
+                                      std::int64_t num_tokens) override;
 
     // OffloadingConnectorScheduler._touch → LRUCachePolicy.touch (cpu/policies/lru.py): every resident attention
     // key of the request's full blocks, in reverse block order, so block 0 ends most recent (the GPU-hit prefix
@@ -60,7 +61,7 @@ public:
     void touch_request(std::span<const core::BlockHash> block_hashes, std::int64_t num_hit_blocks);
 
     // Records the counters after a successful allocation (non-preempted requests only).
-    void record(std::int64_t num_tokens, std::int64_t local_hit_tokens, std::int64_t external_hit_tokens);
+    void record(std::int64_t num_tokens, std::int64_t local_hit_tokens, std::int64_t external_hit_tokens) override;
 
     // _build_store_jobs: queues attention blocks [first_block, end_block) and the state snapshots of blocks
     // [snapshot_first, snapshot_end) for every Mamba group. Keys already resident or queued are skipped. Queued
@@ -68,20 +69,25 @@ public:
     // when they land, the request's chain is touched as prepare_store + _touch leave it (block 0 most recent).
     // `num_hit_blocks` is the request's hit at admission (it bounds the snapshot window that _touch refreshes).
     void store(std::span<const core::BlockHash> block_hashes, std::int64_t first_block, std::int64_t end_block,
-               std::int64_t snapshot_first, std::int64_t snapshot_end, std::int64_t num_hit_blocks = 0);
+               std::int64_t snapshot_first, std::int64_t snapshot_end, std::int64_t num_hit_blocks = 0) override;
 
     // Called at each step end: completes the copies started in this step and starts those queued.
-    void on_step_end();
+    void on_step_end() override;
 
     [[nodiscard]] std::int64_t num_resident_blocks() const { return used_units_; }
 
-    [[nodiscard]] const ExternalCacheStats& stats() const { return stats_; }
+    [[nodiscard]] const ExternalCacheStats& stats() const override { return stats_; }
 
     [[nodiscard]] double load_time_s(std::int64_t tokens) const {
         return config_.load_s_per_token * static_cast<double>(tokens);
     }
 
-    [[nodiscard]] const CpuOffloadConfig& config() const { return config_; }
+    // The host link's fixed time per token (no contention: one engine's own PCIe link).
+    [[nodiscard]] core::Duration start_load(std::int64_t tokens, core::SimTime) override {
+        return core::Duration::from_s(load_time_s(tokens));
+    }
+
+    [[nodiscard]] const CpuOffloadConfig& config() const override { return config_; }
 
 private:
     struct Entry {

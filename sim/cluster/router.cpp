@@ -1,7 +1,15 @@
-// The router registry and the three routers.
+// The router registry and the routers: load-only ones, and cache-aware ones as deployed (llm-d's scorers, Dynamo's
+// KV router) over an index of the prefixes they routed (docs/CLUSTER.md).
 #include "sim/cluster/router.h"
 
+#include <algorithm>
+#include <deque>
+#include <map>
+
+#include <fmt/format.h>
+
 #include "common/error.h"
+#include "sim/cluster/kv_store.h"
 
 namespace servesim::cluster {
 namespace {
@@ -63,27 +71,222 @@ public:
     }
 };
 
+// Which replica holds which prefix, as a router can know it without engine events: the blocks of each prompt it
+// routed, per replica, in an LRU of the replica's GPU capacity (llm-d's approximate prefix-cache scorer, which keeps
+// an LRU index of the prefixes it sent to each pod; Dynamo's router without KV events). A routing becomes visible
+// cache_signal_delay later (the engine's KV events or metrics reach the router late).
+class RoutedPrefixIndex {
+public:
+    explicit RoutedPrefixIndex(const RouterOptions& o)
+        : capacity_(o.replica_capacity_blocks > 0 ? o.replica_capacity_blocks : std::int64_t{1} << 40),
+          delay_(core::Duration::from_s(o.cache_signal_delay_s)) {}
+
+    // Leading blocks of `hashes` the router believes replica r holds at `now`.
+    std::int64_t matched(std::size_t r, std::span<const core::BlockHash> hashes, core::SimTime now) {
+        advance(now);
+        if (r >= tiers_.size()) {
+            return 0;
+        }
+        std::int64_t n = 0;
+        while (n < static_cast<std::int64_t>(hashes.size()) &&
+               tiers_[r].contains(core::to_int(hashes[static_cast<std::size_t>(n)]))) {
+            ++n;
+        }
+        return n;
+    }
+
+    void add(std::size_t r, std::span<const core::BlockHash> hashes, core::SimTime now) {
+        pending_.push_back(Pending{now + delay_, r, {hashes.begin(), hashes.end()}});
+        advance(now);
+    }
+
+private:
+    struct Pending {
+        core::SimTime visible_at;
+        std::size_t replica;
+        std::vector<core::BlockHash> hashes;
+    };
+
+    void advance(core::SimTime now) {
+        // Constant delay: visible times are in routing order.
+        while (!pending_.empty() && pending_.front().visible_at <= now) {
+            const Pending& p = pending_.front();
+            while (tiers_.size() <= p.replica) {
+                tiers_.emplace_back(capacity_);
+            }
+            for (const auto h : p.hashes) {
+                tiers_[p.replica].contains(core::to_int(h)) ? tiers_[p.replica].touch(core::to_int(h))
+                                                            : tiers_[p.replica].insert(core::to_int(h));
+            }
+            pending_.pop_front();
+        }
+    }
+
+    std::int64_t capacity_;
+    core::Duration delay_;
+    std::vector<LruBlockTier> tiers_;
+    std::deque<Pending> pending_;
+};
+
+// llm-d's inference scheduler (the EPP's filter → score → pick with a weighted sum of scorers, highest wins): the
+// prefix-cache scorer (matched leading blocks / the prompt's blocks), the queue scorer (waiting requests, min-max
+// normalised: (max − q) / (max − min), 1 when all are equal) and the KV-cache-utilisation scorer (1 − usage).
+// Ties go to the lowest index (llm-d picks at random among the best).
+class LlmdRouter final : public Router {
+public:
+    explicit LlmdRouter(const RouterOptions& o) : options_(o), index_(o) {}
+    [[nodiscard]] bool needs_loads() const override { return true; }
+    [[nodiscard]] bool needs_block_hashes() const override { return true; }
+
+    std::size_t route(const RouteRequest& req, const std::vector<ReplicaLoad>& loads) override {
+        std::size_t qmin = loads.front().num_waiting;
+        std::size_t qmax = qmin;
+        for (const auto& l : loads) {
+            qmin = std::min(qmin, l.num_waiting);
+            qmax = std::max(qmax, l.num_waiting);
+        }
+        const double blocks = static_cast<double>(req.block_hashes.size());
+        std::size_t best = 0;
+        double best_score = -1;
+        for (std::size_t i = 0; i < loads.size(); ++i) {
+            const double prefix =
+                blocks > 0 ? static_cast<double>(index_.matched(i, req.block_hashes, req.now)) / blocks : 0.0;
+            const double queue = qmax == qmin ? 1.0
+                                              : static_cast<double>(qmax - loads[i].num_waiting) /
+                                                    static_cast<double>(qmax - qmin);
+            const double kv = 1.0 - loads[i].kv_usage;
+            const double score = options_.prefix_weight * prefix + options_.queue_weight * queue +
+                                 options_.kv_utilization_weight * kv;
+            if (score > best_score) {
+                best_score = score;
+                best = i;
+            }
+        }
+        index_.add(best, req.block_hashes, req.now);
+        return best;
+    }
+
+private:
+    RouterOptions options_;
+    RoutedPrefixIndex index_;
+};
+
+// NVIDIA Dynamo's KV-aware router: cost = overlap_weight × blocks still to prefill (the prompt's blocks − the
+// overlap) + the worker's active blocks (decode load, here kv_usage × capacity); the lowest cost wins (temperature
+// 0), ties to the lowest index.
+class DynamoKvRouter final : public Router {
+public:
+    explicit DynamoKvRouter(const RouterOptions& o) : options_(o), index_(o) {}
+    [[nodiscard]] bool needs_loads() const override { return true; }
+    [[nodiscard]] bool needs_block_hashes() const override { return true; }
+
+    std::size_t route(const RouteRequest& req, const std::vector<ReplicaLoad>& loads) override {
+        const auto blocks = static_cast<double>(req.block_hashes.size());
+        std::size_t best = 0;
+        double best_cost = 0;
+        for (std::size_t i = 0; i < loads.size(); ++i) {
+            const double prefill = blocks - static_cast<double>(index_.matched(i, req.block_hashes, req.now));
+            const double active = loads[i].kv_usage * static_cast<double>(options_.replica_capacity_blocks);
+            const double cost = options_.overlap_weight * prefill + active;
+            if (i == 0 || cost < best_cost) {
+                best_cost = cost;
+                best = i;
+            }
+        }
+        index_.add(best, req.block_hashes, req.now);
+        return best;
+    }
+
+private:
+    RouterOptions options_;
+    RoutedPrefixIndex index_;
+};
+
+// Session affinity (llm-d's session-affinity scorer, which sends a request to the pod that served its session
+// before): a tenant's first request goes to the replica with the fewest waiting + running (ties to the lowest index),
+// and every later one to the same replica, whatever its load. Requests without a tenant (0) are routed by load.
+class SessionAffinityRouter final : public Router {
+public:
+    [[nodiscard]] bool needs_loads() const override { return true; }
+
+    std::size_t route(const RouteRequest& req, const std::vector<ReplicaLoad>& loads) override {
+        const auto tenant = core::to_int(req.tenant);
+        if (tenant != 0) {
+            const auto it = home_.find(tenant);
+            if (it != home_.end()) {
+                return it->second;
+            }
+        }
+        std::size_t best = 0;
+        for (std::size_t i = 1; i < loads.size(); ++i) {
+            if (loads[i].num_waiting + loads[i].num_running < loads[best].num_waiting + loads[best].num_running) {
+                best = i;
+            }
+        }
+        if (tenant != 0) {
+            home_.emplace(tenant, best);
+        }
+        return best;
+    }
+
+private:
+    std::map<std::uint64_t, std::size_t> home_;  // tenant → its replica (lookups only)
+};
+
 }  // namespace
+
+RouterOptions parse_router_options(const YamlMap& m) {
+    m.allow_only({"prefix_weight", "queue_weight", "kv_utilization_weight", "overlap_weight", "cache_signal_delay"});
+    RouterOptions o;
+    auto weight = [&](const char* key, double& v) {
+        v = m.get_or<double>(key, v);
+        if (!(v >= 0)) {
+            m.fail(key, fmt::format("must be a non-negative weight, got {}", v));
+        }
+    };
+    weight("prefix_weight", o.prefix_weight);
+    weight("queue_weight", o.queue_weight);
+    weight("kv_utilization_weight", o.kv_utilization_weight);
+    weight("overlap_weight", o.overlap_weight);
+    if (m.has("cache_signal_delay")) {
+        const YAML::Node n = m.node("cache_signal_delay");
+        if (!n.IsScalar()) {
+            m.fail("cache_signal_delay", "expected a duration such as 500ms or 2s");
+        }
+        o.cache_signal_delay_s =
+            parse_duration_s(n.Scalar(), m.file(), m.line("cache_signal_delay"), m.key_path("cache_signal_delay"));
+        if (!(o.cache_signal_delay_s >= 0)) {
+            m.fail("cache_signal_delay", "must be non-negative");
+        }
+    }
+    return o;
+}
 
 const std::vector<RouterEntry>& router_table() {
     static const std::vector<RouterEntry> table = {
         {"round_robin", "each new request to the next replica in turn",
-         [] { return std::unique_ptr<Router>(new RoundRobinRouter()); }},
+         [](const RouterOptions&) { return std::unique_ptr<Router>(new RoundRobinRouter()); }},
         {"least_loaded", "the replica with the fewest waiting + running requests",
-         [] { return std::unique_ptr<Router>(new LeastLoadedRouter()); }},
+         [](const RouterOptions&) { return std::unique_ptr<Router>(new LeastLoadedRouter()); }},
         {"vllm_dp", "vLLM's data-parallel load balancer: the fewest 4 x waiting + running",
-         [] { return std::unique_ptr<Router>(new VllmDpRouter()); }},
+         [](const RouterOptions&) { return std::unique_ptr<Router>(new VllmDpRouter()); }},
         {"prefix_affinity", "the replica chosen by a hash of the prompt's first run (the system prompt)",
-         [] { return std::unique_ptr<Router>(new PrefixAffinityRouter()); }},
+         [](const RouterOptions&) { return std::unique_ptr<Router>(new PrefixAffinityRouter()); }},
+        {"llm_d", "llm-d's scorers: prefix cache, queue depth and KV utilisation, weighted; the highest sum",
+         [](const RouterOptions& o) { return std::unique_ptr<Router>(new LlmdRouter(o)); }},
+        {"dynamo_kv", "Dynamo's KV router: the lowest overlap_weight x blocks to prefill + active blocks",
+         [](const RouterOptions& o) { return std::unique_ptr<Router>(new DynamoKvRouter(o)); }},
+        {"session_affinity", "a tenant's requests to the replica of its first one (chosen by fewest requests)",
+         [](const RouterOptions&) { return std::unique_ptr<Router>(new SessionAffinityRouter()); }},
     };
     return table;
 }
 
-std::unique_ptr<Router> make_router(std::string_view name) {
+std::unique_ptr<Router> make_router(std::string_view name, const RouterOptions& options) {
     std::string known;
     for (const auto& e : router_table()) {
         if (e.name == name) {
-            return e.make();
+            return e.make(options);
         }
         known += (known.empty() ? "" : ", ") + std::string(e.name);
     }

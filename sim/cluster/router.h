@@ -8,7 +8,12 @@
 #include <string_view>
 #include <vector>
 
+#include <span>
+
+#include "common/yaml_reader.h"
 #include "sim/core/content.h"
+#include "sim/core/ids.h"
+#include "sim/core/time.h"
 
 namespace servesim::cluster {
 
@@ -16,7 +21,33 @@ namespace servesim::cluster {
 struct ReplicaLoad {
     std::size_t num_waiting = 0;
     std::size_t num_running = 0;
+    double kv_usage = 0;  // vllm:kv_cache_usage_perc (0–1)
 };
+
+// A request as the cache-aware routers see it: its prompt, the routing time and its full blocks' chained hashes
+// (filled only for routers that read them, needs_block_hashes).
+struct RouteRequest {
+    const core::TokenContent& prompt;
+    core::SimTime now;
+    std::span<const core::BlockHash> block_hashes;
+    core::TenantId tenant{};  // the request's tenant (its user session); 0 when the workload has none
+};
+
+// Settings of the cache-aware routers (`cluster.router_config:`), value type.
+struct RouterOptions {
+    // llm-d's scorers, weighted sum, highest wins (the default profile weighs queue 2, prefix cache 3).
+    double prefix_weight = 3;
+    double queue_weight = 2;
+    double kv_utilization_weight = 0;
+    // Dynamo's KV router: cost = overlap_weight × blocks to prefill + blocks in use; lowest wins.
+    double overlap_weight = 1;
+    // Routers see a replica's cache as it was this long ago (the routed prefixes become visible after it).
+    double cache_signal_delay_s = 0;
+    // Filled by the simulation: blocks per replica (the approximate index's LRU capacity) and the block size.
+    std::int64_t replica_capacity_blocks = 0;
+};
+
+[[nodiscard]] RouterOptions parse_router_options(const YamlMap& m);
 
 class Router {
 public:
@@ -24,21 +55,29 @@ public:
 
     // `loads` has one entry per replica; it is filled only for routers that read it (needs_loads), so routing stays
     // O(1) per request for the others, whatever the cluster size.
-    [[nodiscard]] virtual std::size_t route(const core::TokenContent& prompt, const std::vector<ReplicaLoad>& loads) = 0;
+    // Each router overrides one of the two: the first (load and prompt only) or the second (time and block hashes);
+    // the simulation calls the second.
+    [[nodiscard]] virtual std::size_t route(const core::TokenContent& prompt, const std::vector<ReplicaLoad>& loads) {
+        return route(RouteRequest{prompt, core::SimTime::zero(), {}}, loads);
+    }
+    [[nodiscard]] virtual std::size_t route(const RouteRequest& request, const std::vector<ReplicaLoad>& loads) {
+        return route(request.prompt, loads);
+    }
 
     [[nodiscard]] virtual bool needs_loads() const { return false; }
+    [[nodiscard]] virtual bool needs_block_hashes() const { return false; }
 };
 
 struct RouterEntry {
     std::string_view name;
     std::string_view description;
-    std::unique_ptr<Router> (*make)();
+    std::unique_ptr<Router> (*make)(const RouterOptions&);
 };
 
-// The registry: round_robin, least_loaded, vllm_dp, prefix_affinity.
+// The registry: round_robin, least_loaded, vllm_dp, prefix_affinity, llm_d, dynamo_kv, session_affinity.
 [[nodiscard]] const std::vector<RouterEntry>& router_table();
 
 // Throws ConfigError listing the known names.
-[[nodiscard]] std::unique_ptr<Router> make_router(std::string_view name);
+[[nodiscard]] std::unique_ptr<Router> make_router(std::string_view name, const RouterOptions& options = {});
 
 }  // namespace servesim::cluster

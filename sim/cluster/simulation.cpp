@@ -1,6 +1,8 @@
 // The experiment's event loop; see simulation.h.
 #include "sim/cluster/simulation.h"
 
+#include "common/error.h"
+
 namespace servesim::cluster {
 
 Simulation::Simulation(const SimulationConfig& config, const engine::CostModel& cost_model,
@@ -10,10 +12,24 @@ Simulation::Simulation(const SimulationConfig& config, const engine::CostModel& 
       workload_(workload),
       router_(std::move(router)),
       metrics_(config.warmup_end, config.exact_percentiles, config.keep_request_records) {
+    if (config_.kv_store) {
+        SERVESIM_CHECK(config_.topology != nullptr, "a shared KV store needs a topology");
+        const auto gpus = config_.topology->gpus();
+        const auto per = static_cast<std::size_t>(config_.gpus_per_replica);
+        SERVESIM_CHECK(gpus.size() >= per * static_cast<std::size_t>(config_.num_replicas),
+                       "{} GPUs in the topology for {} replicas of {}", gpus.size(), config_.num_replicas, per);
+        std::vector<std::vector<std::size_t>> replica_gpus(static_cast<std::size_t>(config_.num_replicas));
+        for (std::size_t i = 0; i < replica_gpus.size(); ++i) {
+            replica_gpus[i].assign(gpus.begin() + static_cast<std::ptrdiff_t>(i * per),
+                                   gpus.begin() + static_cast<std::ptrdiff_t>((i + 1) * per));
+        }
+        kv_store_ = std::make_unique<SharedKvStore>(*config_.kv_store, *config_.topology, std::move(replica_gpus));
+    }
     for (int i = 0; i < config_.num_replicas; ++i) {
         engine::ReplicaConfig rc = config_.replica;
         rc.index = i;
-        replicas_.push_back(std::make_unique<engine::Replica>(rc, cost_model_, metrics_));
+        cache::KvConnector* connector = kv_store_ ? &kv_store_->connector(static_cast<std::size_t>(i)) : nullptr;
+        replicas_.push_back(std::make_unique<engine::Replica>(rc, cost_model_, metrics_, connector));
     }
 }
 
@@ -88,10 +104,16 @@ void Simulation::handle_arrivals(core::SimTime now) {
         workloads::RequestSpec spec = workload_.pop_next_arrival();
         if (router_->needs_loads()) {
             for (std::size_t i = 0; i < replicas_.size(); ++i) {
-                loads[i] = ReplicaLoad{replicas_[i]->num_waiting(), replicas_[i]->num_running()};
+                loads[i] = ReplicaLoad{replicas_[i]->num_waiting(), replicas_[i]->num_running(),
+                                       replicas_[i]->kv_cache().usage()};
             }
         }
-        const std::size_t target = router_->route(spec.prompt, loads);
+        route_hashes_.clear();
+        if (router_->needs_block_hashes()) {
+            cache::BlockHasher hasher(config_.replica.scheduler.block_size);
+            hasher.extend(route_hashes_, spec.prompt, core::total_tokens(spec.prompt));
+        }
+        const std::size_t target = router_->route(RouteRequest{spec.prompt, now, route_hashes_, spec.tenant}, loads);
         engine::IncomingRequest in{spec.id, now, std::move(spec.prompt), spec.max_output_tokens, spec.answer_content,
                                    spec.turn};
         if (!replicas_[target]->add_request(std::move(in))) {

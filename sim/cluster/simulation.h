@@ -10,7 +10,10 @@
 #include <vector>
 
 #include "sim/cache/hybrid_state_cache.h"
+#include "sim/cache/block_hash.h"
+#include "sim/cluster/kv_store.h"
 #include "sim/cluster/router.h"
+#include "sim/cluster/topology.h"
 #include "sim/core/event_queue.h"
 #include "sim/engine/replica.h"
 #include "sim/metrics/metrics.h"
@@ -32,6 +35,12 @@ struct SimulationConfig {
     // Early stop of a hopeless run (the capacity planner's): once more requests than this wait over all replicas
     // after an arrival, the run stops and says so. O(replicas) per arrival when set; unset = never.
     std::optional<std::int64_t> stop_when_waiting_exceeds;
+    // The cluster's hardware (cluster.topology); replica i runs on its GPUs [i·gpus_per_replica, (i+1)·…).
+    std::shared_ptr<const Topology> topology;
+    int gpus_per_replica = 1;
+    // A KV store shared by the replicas (cluster.kv_connector), in the place of each engine's host tier; needs the
+    // topology.
+    std::optional<KvStoreConfig> kv_store;
 };
 
 // One sample of the cluster's state (sampled every SimulationConfig::sample_interval of simulated time).
@@ -77,10 +86,12 @@ private:
     workloads::Workload& workload_;
     std::unique_ptr<Router> router_;
     metrics::MetricsCollector metrics_;
+    std::unique_ptr<SharedKvStore> kv_store_;
     std::vector<std::unique_ptr<engine::Replica>> replicas_;
     core::EventQueue queue_;
     std::optional<core::SimTime> armed_arrival_;
     std::vector<ReplicaLoad> loads_;  // reused per arrival; filled only for routers that read loads
+    std::vector<core::BlockHash> route_hashes_;  // the arriving prompt's block hashes, for cache-aware routers
     bool warmup_snapshot_taken_ = false;
     std::int64_t preemptions_at_warmup_ = 0;
 };

@@ -7,13 +7,15 @@
 
 namespace servesim::engine {
 
-Replica::Replica(const ReplicaConfig& config, const CostModel& cost_model, metrics::MetricsCollector& metrics)
+Replica::Replica(const ReplicaConfig& config, const CostModel& cost_model, metrics::MetricsCollector& metrics,
+                 cache::KvConnector* connector)
     : config_(config),
       cost_model_(cost_model),
       metrics_(metrics),
       kv_cache_(std::make_unique<cache::KvCacheManager>(config.kv_cache)),
       offload_(config.offload ? std::make_unique<cache::CpuOffloadManager>(*config.offload) : nullptr),
-      scheduler_(config.scheduler, *kv_cache_, offload_.get()),
+      connector_(offload_ ? offload_.get() : connector),
+      scheduler_(config.scheduler, *kv_cache_, connector_),
       hash_memo_(config.scheduler.block_size) {}
 
 bool Replica::add_request(IncomingRequest in) {
@@ -27,7 +29,7 @@ bool Replica::add_request(IncomingRequest in) {
     }
     // Hashes are read by the prefix cache and by the CPU-offload connector only (vLLM EngineCore builds its block
     // hasher under the same condition).
-    const bool hash_blocks = config_.kv_cache.enable_prefix_caching || offload_ != nullptr;
+    const bool hash_blocks = config_.kv_cache.enable_prefix_caching || connector_ != nullptr;
     auto request = std::make_unique<Request>(in.id, std::move(in.prompt), in.max_output_tokens, in.answer_content,
                                              in.arrival, config_.scheduler.block_size, &hash_memo_, hash_blocks);
     Request* raw = request.get();
@@ -121,6 +123,9 @@ std::optional<core::SimTime> Replica::try_start_step(core::SimTime now) {
                      kv_cache_->usage());
     ++num_steps_;
     in_flight_ = std::move(plan);
+    if (connector_ != nullptr) {
+        connector_->on_step_start();
+    }
     if (config_.async_scheduling && scheduler_.has_work()) {
         // EngineCore.step_with_batch_queue with two batches in flight: the next step is scheduled as soon as this
         // one is launched, with placeholders for the tokens it will sample; requests arriving from now on wait for
@@ -141,8 +146,8 @@ std::vector<core::RequestId> Replica::end_step(core::SimTime now) {
     SERVESIM_CHECK(in_flight_.has_value(), "end_step without a step in flight at {} ns", now.ns());
     StepPlan plan = std::move(*in_flight_);
     in_flight_.reset();
-    if (offload_) {
-        offload_->on_step_end();
+    if (connector_ != nullptr) {
+        connector_->on_step_end();
     }
     std::vector<core::RequestId> finished;
     for (const auto& sr : plan.scheduled) {

@@ -46,7 +46,10 @@ struct IncomingRequest {
 
 class Replica {
 public:
-    Replica(const ReplicaConfig& config, const CostModel& cost_model, metrics::MetricsCollector& metrics);
+    // `connector` (optional, not owned, used when config.offload is unset): a replica's view of a cluster-wide KV
+    // store (sim/cluster/kv_store.h) in the place of the engine's own host tier.
+    Replica(const ReplicaConfig& config, const CostModel& cost_model, metrics::MetricsCollector& metrics,
+            cache::KvConnector* connector = nullptr);
 
     // Adds a request; returns false (and counts a rejection) when vLLM would refuse it: prompt + output longer
     // than max_model_len.
@@ -71,7 +74,8 @@ public:
 
     [[nodiscard]] const cache::KvCacheManager& kv_cache() const { return *kv_cache_; }
 
-    [[nodiscard]] const cache::CpuOffloadManager* offload() const { return offload_.get(); }
+    // The KV connector (the host tier or a cluster store's view), if any.
+    [[nodiscard]] const cache::KvConnector* offload() const { return connector_; }
 
     // When an idle replica must look again (a host-tier load finishes), if ever.
     [[nodiscard]] std::optional<core::SimTime> next_wakeup() const { return scheduler_.next_load_done(); }
@@ -95,6 +99,7 @@ private:
     metrics::MetricsCollector& metrics_;
     std::unique_ptr<cache::KvCacheManager> kv_cache_;
     std::unique_ptr<cache::CpuOffloadManager> offload_;
+    cache::KvConnector* connector_ = nullptr;  // offload_ or the external connector
     Scheduler scheduler_;
     std::unordered_map<std::uint64_t, std::unique_ptr<Request>> requests_;  // lookup only, never iterated for output
     cache::FirstRunHashMemo hash_memo_;  // first-run block hashes shared by this replica's requests

@@ -8,7 +8,7 @@
 namespace servesim::engine {
 
 Scheduler::Scheduler(const SchedulerConfig& config, cache::KvCacheManager& kv_cache,
-                     cache::CpuOffloadManager* offload)
+                     cache::KvConnector* offload)
     : config_(config), kv_cache_(kv_cache), offload_(offload) {}
 
 std::optional<core::SimTime> Scheduler::next_load_done() const {
@@ -262,7 +262,7 @@ void Scheduler::schedule(core::SimTime now, StepPlan& plan) {
                 r->num_computed_tokens = hit.num_tokens;
                 r->num_offload_stored_blocks = (hit.num_tokens + external) / config_.block_size;
                 r->status = RequestStatus::kWaitingForRemoteKvs;
-                const auto load = core::Duration::from_s(offload_->load_time_s(external));
+                const auto load = offload_->start_load(external, now);
                 if (config_.async_scheduling) {
                     pending_loads_.push_back(PendingLoad{r, now, load});
                 } else {

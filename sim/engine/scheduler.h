@@ -55,7 +55,7 @@ public:
     // `offload` (optional) is the host KV tier, vLLM's OffloadingConnector: looked up after the local cache,
     // stored into eagerly.
     Scheduler(const SchedulerConfig& config, cache::KvCacheManager& kv_cache,
-              cache::CpuOffloadManager* offload = nullptr);
+              cache::KvConnector* offload = nullptr);
 
     // A new request joins the tail of the waiting queue (FCFS).
     void add_request(Request* request);
@@ -121,7 +121,7 @@ private:
         core::Duration duration;
     };
     std::vector<PendingLoad> pending_loads_;
-    cache::CpuOffloadManager* offload_ = nullptr;
+    cache::KvConnector* offload_ = nullptr;
     std::int64_t num_preemptions_ = 0;
 };
 

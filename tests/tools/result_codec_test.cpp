@@ -99,6 +99,8 @@ TEST_CASE("the codec covers every field of the structs it encodes", "[result-cod
     CHECK(field_count<metrics::RunningMoments>() == C::kRunningMoments);
     CHECK(field_count<cache::OrderOnlyResult>() == C::kOrderOnlyResult);
     CHECK(field_count<ExperimentConfig>() == C::kExperimentConfig);
+    CHECK(field_count<cluster::KvConnectorSettings>() == C::kKvConnectorSettings);
+    CHECK(field_count<cluster::RouterOptions>() == C::kRouterOptions);
     CHECK(field_count<EngineSettings>() == C::kEngineSettings);
     CHECK(field_count<GoodputConfig>() == C::kGoodputConfig);
 }

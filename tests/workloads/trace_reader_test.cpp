@@ -73,6 +73,18 @@ TEST_CASE("Mooncake trace workload applies time_scale and limit", "[workloads][t
     CHECK(w->exhausted());
 }
 
+TEST_CASE("Trace workload caps output lengths at max_output_tokens", "[workloads][trace]") {
+    // Recorded outputs 10, 5, 0 (sent as 1); max_output_tokens 3 → 3, 3, 1.
+    auto w = make_workload(yaml("type: trace\ntrace: " + fixture("mooncake_small.jsonl") +
+                                "\nformat: mooncake\nmax_output_tokens: 3\n"),
+                           1);
+    const auto served = drive(*w, [](const RequestSpec&) { return core::Duration::from_s(1); });
+    REQUIRE(served.size() == 3);
+    CHECK(served[0].spec.max_output_tokens == 3);
+    CHECK(served[1].spec.max_output_tokens == 3);
+    CHECK(served[2].spec.max_output_tokens == 1);
+}
+
 TEST_CASE("Trace workload sends a recorded output length of 0 as 1 token", "[workloads][trace]") {
     auto w = make_workload(yaml("type: trace\ntrace: " + fixture("mooncake_small.jsonl") + "\nformat: mooncake\n"), 1);
     const auto served = drive(*w, [](const RequestSpec&) { return core::Duration::from_s(1); });

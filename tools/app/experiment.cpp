@@ -106,6 +106,26 @@ cache::CpuOffloadConfig offload_config(const EngineSettings& engine, const cache
     return o;
 }
 
+cluster::KvStoreConfig kv_store_config(const PreparedExperiment& p) {
+    const cluster::KvConnectorSettings& k = *p.config.kv_connector;
+    auto fail = [&](const std::string& msg) { throw ConfigError(k.file, k.line, k.key, msg); };
+    if (p.config.engine.kv_offloading_size_gib) {
+        fail("one KV connector per engine: engine.kv_offloading_size (the OffloadingConnector) or "
+             "cluster.kv_connector, not both");
+    }
+    for (const auto& g : p.plan.groups) {
+        if (g.kind != cache::KvGroupKind::kFullAttention) {
+            fail("a shared KV store is modelled for full-attention models only; '" + p.model.name +
+                 "' has Mamba or sliding-window groups");
+        }
+    }
+    // One block id across all KV tensors of every tensor-parallel rank, as offload_config counts a CPU block.
+    const double bytes_per_block =
+        static_cast<double>(p.plan.page_size_bytes) * p.plan.group_size * p.plan.tensor_parallel_size;
+    return cluster::make_kv_store_config(k, p.config.topology.get(), p.plan.block_size, bytes_per_block,
+                                         p.config.replicas, p.plan.tensor_parallel_size);
+}
+
 namespace {
 
 // What decides an order-only trace: the same key ⇒ the same OrderOnlyTrace, so a sweep over capacities reads and
@@ -518,6 +538,9 @@ PreparedExperiment prepare_experiment(const ExperimentConfig& config) {
             core::VllmVersion{0, 24, 0}.str()));
     }
     (void)cluster::make_router(config.router);  // unknown names fail here, before simulating
+    if (config.kv_connector) {
+        (void)kv_store_config(p);  // the store's checks against the topology, before simulating
+    }
     return p;
 }
 
@@ -579,7 +602,14 @@ ExperimentResult run_experiment(const PreparedExperiment& p) {
     if (p.config.engine.kv_offloading_size_gib) {
         sc.replica.offload = offload_config(p.config.engine, p.plan, p.gpu);
     }
-    cluster::Simulation sim(sc, *p.cost_model, *workload, cluster::make_router(p.config.router));
+    sc.topology = p.config.topology;
+    sc.gpus_per_replica = p.plan.tensor_parallel_size;
+    if (p.config.kv_connector) {
+        sc.kv_store = kv_store_config(p);
+    }
+    cluster::RouterOptions router_options = p.config.router_options;
+    router_options.replica_capacity_blocks = sc.replica.kv_cache.num_gpu_blocks;
+    cluster::Simulation sim(sc, *p.cost_model, *workload, cluster::make_router(p.config.router, router_options));
     r.sim = sim.run();
     assess_result(r);
     return r;

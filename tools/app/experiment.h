@@ -96,6 +96,10 @@ void assess_result(ExperimentResult& r);
 [[nodiscard]] cache::CpuOffloadConfig offload_config(const EngineSettings& engine, const cache::MemoryPlan& plan,
                                                      const calibration::GpuSpec& gpu);
 
+// cluster.kv_connector for a prepared experiment: refused with engine.kv_offloading_size or a hybrid model, blocks
+// sized as offload_config sizes a CPU block, then checked against the topology (cluster::make_kv_store_config).
+[[nodiscard]] cluster::KvStoreConfig kv_store_config(const PreparedExperiment& p);
+
 [[nodiscard]] PreparedExperiment prepare_experiment(const ExperimentConfig& config);
 
 // `mode: order_only`: reads the workload's trace (honouring limit, num_requests, duration and time_scale) into block

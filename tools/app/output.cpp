@@ -224,8 +224,8 @@ std::vector<Field> fields_one(const ExperimentResult& r) {
     out.push_back({"duration_s", opt(window, s.duration_s), true});
     out.push_back({"prefix_cache_hit_rate", opt(queried, s.prefix_cache_hit_rate), true});
     out.push_back({"total_hit_rate", opt(queried, s.total_hit_rate), true});
-    out.push_back({"external_hit_rate", opt(queried && r.config.engine.kv_offloading_size_gib, s.external_hit_rate),
-                   true});
+    const bool connector = r.config.engine.kv_offloading_size_gib || r.config.kv_connector;
+    out.push_back({"external_hit_rate", opt(queried && connector, s.external_hit_rate), true});
     out.push_back({"cached_prompt_fraction", opt(finished, s.cached_prompt_fraction), true});
     out.push_back({"prefix_cache_queries", s.prefix_cache_queries, true});
     out.push_back({"prefix_cache_hits", s.prefix_cache_hits, true});

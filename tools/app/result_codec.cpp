@@ -58,6 +58,27 @@ private:
         item(v.second);
     }
     void item(const YAML::Node& v) { item(v ? YAML::Dump(v) : std::string("~absent")); }
+    // A topology only ever enters the config fingerprint (each rank reads its own): every node and link.
+    void item(const std::shared_ptr<const cluster::Topology>& t) {
+        item(t != nullptr);
+        if (!t) {
+            return;
+        }
+        item(static_cast<std::uint64_t>(t->num_nodes()));
+        for (std::size_t v = 0; v < t->num_nodes(); ++v) {
+            item(t->node(v).name);
+            item(t->node(v).kind);
+            item(t->node(v).memory_bytes);
+        }
+        item(static_cast<std::uint64_t>(t->num_links()));
+        for (std::size_t e = 0; e < t->num_links(); ++e) {
+            const cluster::TopologyLink& l = t->link(e);
+            item(l.bandwidth_bytes_per_s);
+            item(l.latency_s);
+            item(static_cast<std::uint64_t>(l.a));
+            item(static_cast<std::uint64_t>(l.b));
+        }
+    }
 
     std::string out_;
 };
@@ -234,7 +255,23 @@ void fields(IO& io, T& c)
     io(c.file, c.name, c.columns, c.seed, c.model, c.gpu, c.cost_model, c.engine, c.replicas, c.router, c.workload,
        c.warmup_s, c.max_time_s, c.max_time_given, c.goodput, c.replicates, c.allow_profile_mismatch,
        c.check_invariants, c.exact_percentiles, c.keep_request_records, c.stop_when_waiting_exceeds, c.order_only,
-       c.capacity_tokens);
+       c.capacity_tokens, c.topology, c.kv_connector, c.router_options);
+}
+
+template <typename IO, typename T>
+void fields(IO& io, T& k)
+    requires std::is_same_v<std::remove_const_t<T>, cluster::KvConnectorSettings>
+{
+    io(k.kind, k.host_size_gib, k.host_size_tokens, k.remote_size_gib, k.remote_size_tokens, k.remote, k.file, k.key,
+       k.line);
+}
+
+template <typename IO, typename T>
+void fields(IO& io, T& r)
+    requires std::is_same_v<std::remove_const_t<T>, cluster::RouterOptions>
+{
+    io(r.prefix_weight, r.queue_weight, r.kv_utilization_weight, r.overlap_weight, r.cache_signal_delay_s,
+       r.replica_capacity_blocks);
 }
 
 }  // namespace

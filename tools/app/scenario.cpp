@@ -25,7 +25,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const std::vector<std::string_view> kClusterKeys = {"replicas", "router"};
+const std::vector<std::string_view> kClusterKeys = {"replicas", "router", "router_config", "topology",
+                                                    "kv_connector"};
 
 // Merges mapping layers key by key (later layers win); maps present in several layers merge recursively. Every
 // value is assigned once into a fresh node, so the source nodes (and their line marks) are never modified.
@@ -263,6 +264,16 @@ ExperimentConfig parse_experiment(const YamlMap& m, const std::string& base_dir)
         x.replicas = c.get_or<int>("replicas", 1);
         c.check_range<int>("replicas", x.replicas, 1, 100000);
         x.router = c.get_or<std::string>("router", "round_robin");
+        if (c.has("topology")) {
+            x.topology = std::make_shared<const cluster::Topology>(
+                cluster::parse_topology(c.node("topology"), m.file(), c.key_path("topology"), base_dir));
+        }
+        if (c.has("router_config")) {
+            x.router_options = cluster::parse_router_options(c.map("router_config"));
+        }
+        if (c.has("kv_connector")) {
+            x.kv_connector = cluster::parse_kv_connector(c.map("kv_connector"));
+        }
     }
     const YamlMap w = m.map("workload");
     YAML::Node workload(YAML::NodeType::Map);

@@ -7,6 +7,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -14,6 +15,9 @@
 
 #include "common/yaml_reader.h"
 #include "sim/cache/memory_plan.h"
+#include "sim/cluster/kv_store.h"
+#include "sim/cluster/router.h"
+#include "sim/cluster/topology.h"
 
 namespace servesim::app {
 
@@ -79,6 +83,10 @@ struct ExperimentConfig {
     EngineSettings engine;
     int replicas = 1;
     std::string router = "round_robin";
+    // cluster.topology and cluster.kv_connector (sim/cluster/topology.h, kv_store.h; docs/CLUSTER.md).
+    std::shared_ptr<const cluster::Topology> topology;
+    std::optional<cluster::KvConnectorSettings> kv_connector;
+    cluster::RouterOptions router_options;  // cluster.router_config (llm_d, dynamo_kv)
     YAML::Node workload;               // validated by workloads::validate_workload
     double warmup_s = 0;
     double max_time_s = 24 * 3600.0;  // the default stop (docs/OUTPUTS.md); a run that reaches it is truncated

@@ -1,0 +1,348 @@
+// The cluster-wide KV store and its per-replica connector views; see kv_store.h.
+#include "sim/cluster/kv_store.h"
+
+#include <algorithm>
+
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "common/error.h"
+
+namespace servesim::cluster {
+
+void LruBlockTier::touch(std::uint64_t key) {
+    const auto it = index_.find(key);
+    if (it != index_.end()) {
+        lru_.splice(lru_.end(), lru_, it->second);
+    }
+}
+
+void LruBlockTier::insert(std::uint64_t key) {
+    if (contains(key) || capacity_ <= 0) {
+        return;
+    }
+    while (static_cast<std::int64_t>(lru_.size()) >= capacity_) {
+        index_.erase(lru_.front());
+        lru_.pop_front();
+    }
+    lru_.push_back(key);
+    index_[key] = std::prev(lru_.end());
+}
+
+// A replica's connector: lookups and loads go to the store; stores are queued and land two step ends later.
+class SharedKvStore::View final : public cache::KvConnector {
+public:
+    View(SharedKvStore& store, std::size_t replica, const cache::CpuOffloadConfig& rules)
+        : store_(store), replica_(replica), rules_(rules) {}
+
+    std::int64_t lookup(std::span<const core::BlockHash> hashes, std::int64_t local_hit_tokens,
+                        std::int64_t num_tokens) override {
+        return store_.lookup(replica_, hashes, local_hit_tokens, num_tokens, last_sources_);
+    }
+
+    core::Duration start_load(std::int64_t, core::SimTime now) override {
+        return store_.start_load(replica_, last_sources_, now);
+    }
+
+    void record(std::int64_t num_tokens, std::int64_t local_hit_tokens, std::int64_t external_hit_tokens) override {
+        // Scheduler.connector_prefix_cache_stats.record(num_tokens = num_tokens − local, num_hits = external).
+        stats_.queries += num_tokens - local_hit_tokens;
+        stats_.hits += external_hit_tokens;
+    }
+
+    void store(std::span<const core::BlockHash> hashes, std::int64_t first_block, std::int64_t end_block,
+               std::int64_t, std::int64_t, std::int64_t) override {
+        for (std::int64_t i = first_block; i < end_block; ++i) {
+            queued_.push_back(core::to_int(hashes[static_cast<std::size_t>(i)]));
+        }
+    }
+
+    // The stores scheduled for a step are saved while it runs and complete with it (KVConnectorBase_V1
+    // .wait_for_save, called at the end of the forward: LMCache and Mooncake Store save there), so a block is
+    // visible to every replica from the end of the step that computed it.
+    void on_step_start() override {
+        in_step_.insert(in_step_.end(), queued_.begin(), queued_.end());
+        queued_.clear();
+    }
+
+    void on_step_end() override {
+        for (const std::uint64_t key : in_step_) {
+            store_.commit(replica_, key);
+        }
+        in_step_.clear();
+    }
+
+    const cache::ExternalCacheStats& stats() const override { return stats_; }
+    const cache::CpuOffloadConfig& config() const override { return rules_; }
+
+private:
+    SharedKvStore& store_;
+    std::size_t replica_;
+    cache::CpuOffloadConfig rules_;
+    std::vector<Source> last_sources_;
+    std::vector<std::uint64_t> queued_;
+    std::vector<std::uint64_t> in_step_;
+    cache::ExternalCacheStats stats_;
+};
+
+SharedKvStore::SharedKvStore(const KvStoreConfig& config, const Topology& topology,
+                             std::vector<std::vector<std::size_t>> replica_gpus)
+    : config_(config),
+      topology_(topology),
+      tracker_(topology),
+      replica_gpus_(std::move(replica_gpus)),
+      remote_(config.kind == KvStoreKind::kLmcache ? config.remote_capacity_blocks : 0) {
+    SERVESIM_CHECK(config_.block_size_tokens > 0 && config_.bytes_per_block > 0, "bad kv store config");
+    cache::CpuOffloadConfig rules;
+    rules.block_size_tokens = config_.block_size_tokens;
+    rules.offload_prompt_only = config_.kind == KvStoreKind::kLmcache;  // LMCache save_decode_cache = False
+    for (std::size_t r = 0; r < replica_gpus_.size(); ++r) {
+        SERVESIM_CHECK(!replica_gpus_[r].empty(), "replica {} has no GPU", r);
+        const std::size_t host = topology_.nearest_host(replica_gpus_[r].front());
+        SERVESIM_CHECK(host != Topology::npos, "replica {} has no host", r);
+        auto it = std::find(hosts_.begin(), hosts_.end(), host);
+        if (it == hosts_.end()) {
+            hosts_.push_back(host);
+            host_tiers_.emplace_back(config_.host_capacity_blocks);
+            it = std::prev(hosts_.end());
+        }
+        replica_host_.push_back(static_cast<std::size_t>(it - hosts_.begin()));
+        views_.push_back(std::make_unique<View>(*this, r, rules));
+    }
+}
+
+SharedKvStore::~SharedKvStore() = default;
+
+cache::KvConnector& SharedKvStore::connector(std::size_t replica) { return *views_[replica]; }
+
+std::int64_t SharedKvStore::num_resident_blocks() const {
+    std::int64_t n = remote_.size();
+    for (const auto& t : host_tiers_) {
+        n += t.size();
+    }
+    return n;
+}
+
+std::size_t SharedKvStore::where(std::size_t replica, std::uint64_t key) const {
+    const std::size_t own = replica_host_[replica];
+    if (host_tiers_[own].contains(key)) {
+        return own;
+    }
+    if (config_.kind == KvStoreKind::kMooncake) {
+        for (std::size_t h = 0; h < host_tiers_.size(); ++h) {
+            if (h != own && host_tiers_[h].contains(key)) {
+                return h;
+            }
+        }
+        return kNone;
+    }
+    return remote_.contains(key) ? kRemote : kNone;
+}
+
+std::int64_t SharedKvStore::lookup(std::size_t replica, std::span<const core::BlockHash> hashes,
+                                   std::int64_t local_hit_tokens, std::int64_t num_tokens,
+                                   std::vector<Source>& sources) {
+    sources.clear();
+    const std::int64_t b = config_.block_size_tokens;
+    // get_num_new_matched_tokens: the store is asked for the whole request in whole blocks (discard_partial_chunks)
+    // from block 0, and returns hit − num_computed_tokens (mooncake/store/scheduler.py; LMCache the same).
+    const std::int64_t max_blocks = std::min<std::int64_t>(num_tokens / b, static_cast<std::int64_t>(hashes.size()));
+    const std::int64_t local_blocks = local_hit_tokens / b;
+    std::int64_t hit = 0;
+    for (; hit < max_blocks; ++hit) {
+        const std::uint64_t key = core::to_int(hashes[static_cast<std::size_t>(hit)]);
+        const std::size_t w = where(replica, key);
+        if (w == kNone) {
+            break;
+        }
+        // A hit refreshes the block in the tier it is read from (and, LMCache, the local copy it is read from).
+        (w == kRemote ? remote_ : host_tiers_[w]).touch(key);
+        if (hit >= local_blocks) {
+            const std::size_t vertex = w == kRemote ? config_.remote_vertex : hosts_[w];
+            if (sources.empty() || sources.back().vertex != vertex) {
+                sources.push_back(Source{vertex, 0});
+            }
+            ++sources.back().blocks;
+        }
+    }
+    if (hit <= local_blocks) {
+        sources.clear();
+        return 0;
+    }
+    return (hit - local_blocks) * b;
+}
+
+const TopologyPath& SharedKvStore::path(std::size_t from, std::size_t to) {
+    const auto key = std::make_pair(from, to);
+    auto it = paths_.find(key);
+    if (it == paths_.end()) {
+        it = paths_.emplace(key, topology_.path(from, to)).first;
+    }
+    return it->second;
+}
+
+core::Duration SharedKvStore::start_load(std::size_t replica, const std::vector<Source>& sources,
+                                         core::SimTime now) {
+    // Each tensor-parallel rank loads its share of every block (its KV heads) from each source, all in parallel;
+    // the load ends with the slowest.
+    std::map<std::size_t, std::int64_t> blocks_by_vertex;  // ordered: deterministic transfer order
+    for (const auto& s : sources) {
+        blocks_by_vertex[s.vertex] += s.blocks;
+    }
+    const auto& gpus = replica_gpus_[replica];
+    core::Duration longest = core::Duration::from_ns(0);
+    for (const auto& [vertex, blocks] : blocks_by_vertex) {
+        const double bytes = static_cast<double>(blocks) * config_.bytes_per_block / static_cast<double>(gpus.size());
+        for (const std::size_t gpu : gpus) {
+            longest = std::max(longest, tracker_.start(path(vertex, gpu), bytes, now));
+        }
+    }
+    return longest;
+}
+
+void SharedKvStore::commit(std::size_t replica, std::uint64_t key) {
+    LruBlockTier& own = host_tiers_[replica_host_[replica]];
+    if (config_.kind == KvStoreKind::kMooncake) {
+        if (where(replica, key) == kNone) {  // one copy in the pool: a put of a present key is skipped
+            own.insert(key);
+        }
+        return;
+    }
+    own.insert(key);  // LMCache: the local CPU tier and the remote store both keep a copy
+    remote_.insert(key);
+}
+
+KvConnectorSettings parse_kv_connector(const YamlMap& m) {
+    m.allow_only({"type", "store", "host_size_gib", "host_size_tokens", "remote_size_gib", "remote_size_tokens",
+                  "remote"});
+    KvConnectorSettings s;
+    s.file = m.file();
+    s.key = m.path();
+    s.line = m.line("type");
+    const auto type = m.get<std::string>("type");
+    if (type == "mooncake") {
+        s.kind = KvStoreKind::kMooncake;
+    } else if (type == "lmcache") {
+        s.kind = KvStoreKind::kLmcache;
+    } else {
+        m.fail("type", "unknown connector '" + type + "'; allowed: mooncake (a global pool over the hosts' DRAM), "
+                       "lmcache (a CPU tier per host plus a remote store)");
+    }
+    const auto store = m.get_or<std::string>("store", "eager");
+    if (store != "eager") {
+        m.fail("store", "allowed: eager (every newly computed full block is saved, as LMCache and Mooncake Store "
+                        "do); saving on GPU eviction is not modelled");
+    }
+    auto size = [&](const char* gib, const char* tokens, std::optional<double>& g, std::optional<std::int64_t>& t,
+                    bool required) {
+        if (m.has(gib) && m.has(tokens)) {
+            m.fail(tokens, fmt::format("give {} or {}, not both", gib, tokens));
+        }
+        if (m.has(gib)) {
+            g = m.get<double>(gib);
+            if (!(*g > 0)) {
+                m.fail(gib, fmt::format("must be positive (GiB), got {}", *g));
+            }
+        } else if (m.has(tokens)) {
+            t = m.get<std::int64_t>(tokens);
+            if (*t <= 0) {
+                m.fail(tokens, fmt::format("must be positive (tokens), got {}", *t));
+            }
+        } else if (required) {
+            m.fail(gib, fmt::format("missing: give the per-host tier's size as {} or {}", gib, tokens));
+        }
+    };
+    size("host_size_gib", "host_size_tokens", s.host_size_gib, s.host_size_tokens, true);
+    size("remote_size_gib", "remote_size_tokens", s.remote_size_gib, s.remote_size_tokens, false);
+    if (s.kind == KvStoreKind::kMooncake && (s.remote_size_gib || s.remote_size_tokens || m.has("remote"))) {
+        m.fail(m.has("remote") ? "remote" : (s.remote_size_gib ? "remote_size_gib" : "remote_size_tokens"),
+               "mooncake pools the hosts' DRAM: it has no remote store (that is lmcache's)");
+    }
+    if (m.has("remote") && !(s.remote_size_gib || s.remote_size_tokens)) {
+        m.fail("remote", "a remote store needs its size: remote_size_gib or remote_size_tokens");
+    }
+    s.remote = m.get_or<std::string>("remote", "");
+    return s;
+}
+
+KvStoreConfig make_kv_store_config(const KvConnectorSettings& s, const Topology* topology, int block_size_tokens,
+                                   double bytes_per_block, int replicas, int gpus_per_replica) {
+    auto fail = [&](const std::string& key, const std::string& msg) {
+        throw ConfigError(s.file, s.line, s.key + (key.empty() ? "" : "." + key), msg);
+    };
+    if (topology == nullptr) {
+        fail("", "a shared KV store moves blocks between nodes: give cluster.topology (a preset such as dgx-h100, "
+                 "or {file: PATH})");
+    }
+    const auto gpus = topology->gpus();
+    const auto needed = static_cast<std::size_t>(replicas) * static_cast<std::size_t>(gpus_per_replica);
+    if (gpus.size() < needed) {
+        fail("", fmt::format("{} replicas of {} GPUs need {} GPUs; cluster.topology has {}", replicas,
+                             gpus_per_replica, needed, gpus.size()));
+    }
+    KvStoreConfig c;
+    c.kind = s.kind;
+    c.block_size_tokens = block_size_tokens;
+    c.bytes_per_block = bytes_per_block;
+    auto blocks = [&](const std::optional<double>& gib, const std::optional<std::int64_t>& tokens) -> std::int64_t {
+        if (gib) {
+            return static_cast<std::int64_t>(std::floor(*gib * 1024.0 * 1024.0 * 1024.0 / bytes_per_block));
+        }
+        return tokens ? *tokens / block_size_tokens : 0;
+    };
+    auto bytes_of = [&](const std::optional<double>& gib, std::int64_t n_blocks) {
+        return gib ? *gib * 1024.0 * 1024.0 * 1024.0 : static_cast<double>(n_blocks) * bytes_per_block;
+    };
+    c.host_capacity_blocks = blocks(s.host_size_gib, s.host_size_tokens);
+    const double host_bytes = bytes_of(s.host_size_gib, c.host_capacity_blocks);
+    const std::string host_key = s.host_size_gib ? "host_size_gib" : "host_size_tokens";
+    for (std::size_t i = 0; i < needed; i += static_cast<std::size_t>(gpus_per_replica)) {
+        const std::size_t h = topology->nearest_host(gpus[i]);
+        if (h == Topology::npos) {
+            fail("", fmt::format("GPU '{}' reaches no host: the store's tiers live in host DRAM",
+                                 topology->node(gpus[i]).name));
+        }
+        if (host_bytes > static_cast<double>(topology->node(h).memory_bytes)) {
+            fail(host_key, fmt::format("the per-host tier ({:.1f} GiB) is larger than host '{}''s memory ({:.1f} GiB)",
+                                       host_bytes / (1u << 30), topology->node(h).name,
+                                       static_cast<double>(topology->node(h).memory_bytes) / (1u << 30)));
+        }
+    }
+    if (c.host_capacity_blocks <= 0) {
+        fail(host_key, "holds less than one block");
+    }
+    if (s.kind == KvStoreKind::kLmcache && (s.remote_size_gib || s.remote_size_tokens)) {
+        std::size_t v = Topology::npos;
+        if (s.remote.empty()) {
+            for (std::size_t u = 0; u < topology->num_nodes() && v == Topology::npos; ++u) {
+                if (topology->node(u).kind == NodeKind::kStorage) {
+                    v = u;
+                }
+            }
+            if (v == Topology::npos) {
+                fail("remote", "the topology has no storage node for LMCache's remote store; name one with remote");
+            }
+        } else {
+            v = topology->find(s.remote);
+            if (v == Topology::npos) {
+                fail("remote", "no node named '" + s.remote + "' in cluster.topology");
+            }
+        }
+        c.remote_vertex = v;
+        c.remote_capacity_blocks = blocks(s.remote_size_gib, s.remote_size_tokens);
+        const double remote_bytes = bytes_of(s.remote_size_gib, c.remote_capacity_blocks);
+        const std::string remote_key = s.remote_size_gib ? "remote_size_gib" : "remote_size_tokens";
+        if (remote_bytes > static_cast<double>(topology->node(v).memory_bytes)) {
+            fail(remote_key, fmt::format("the remote store ({:.1f} GiB) is larger than node '{}''s memory ({:.1f} GiB)",
+                                         remote_bytes / (1u << 30), topology->node(v).name,
+                                         static_cast<double>(topology->node(v).memory_bytes) / (1u << 30)));
+        }
+        if (c.remote_capacity_blocks <= 0) {
+            fail(remote_key, "holds less than one block");
+        }
+    }
+    return c;
+}
+
+}  // namespace servesim::cluster

@@ -1,0 +1,121 @@
+// Topology: the cluster's hardware as a graph (Boost.Graph adjacency_list) — GPUs, hosts (their DRAM), NICs,
+// switches and storage as vertices, links (NVLink/NVSwitch, PCIe, RDMA, Ethernet, SSD) with a bandwidth and a
+// latency as edges — and the time of a KV transfer between two of them. A transfer follows the lowest-latency path
+// (Dijkstra; ties to the lower vertex index, so the choice is deterministic); its time is the summed latency plus
+// its bytes over the bottleneck share, each edge's bandwidth divided fairly among the transfers active on it when
+// the transfer starts (docs/CLUSTER.md: the share is fixed at admission). Described in a scenario's
+// `cluster.topology:` by a preset (`dgx-h100`, `8xh200-nvlink-ib400`) or a user file; bad input is a ConfigError
+// naming the file and key.
+#pragma once
+
+#include <boost/graph/adjacency_list.hpp>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/yaml_reader.h"
+#include "sim/core/time.h"
+
+namespace servesim::cluster {
+
+enum class NodeKind { kGpu, kHost, kNic, kSwitch, kStorage };
+
+[[nodiscard]] std::string_view to_string(NodeKind k);
+
+struct TopologyNode {
+    std::string name;
+    NodeKind kind = NodeKind::kSwitch;
+    std::int64_t memory_bytes = 0;  // GPU HBM, host DRAM or storage capacity; 0 for NICs and switches
+};
+
+struct TopologyLink {
+    double bandwidth_bytes_per_s = 0;  // each direction
+    double latency_s = 0;
+    std::size_t index = 0;  // dense edge id (contention bookkeeping)
+    std::size_t a = 0;      // its two vertices (as added)
+    std::size_t b = 0;
+};
+
+using TopologyGraph =
+    boost::adjacency_list<boost::vecS, boost::vecS, boost::undirectedS, TopologyNode, TopologyLink>;
+
+// A path between two vertices: its edges (dense ids), summed latency and bottleneck bandwidth.
+struct TopologyPath {
+    std::vector<std::size_t> edges;
+    double latency_s = 0;
+    double bottleneck_bytes_per_s = 0;  // min over edges (infinite for an empty path: same vertex)
+};
+
+class Topology {
+public:
+    std::size_t add_node(TopologyNode node);
+    // Throws std::invalid_argument on a non-positive bandwidth or a negative latency (the parser names the key).
+    void add_link(std::size_t a, std::size_t b, double bandwidth_bytes_per_s, double latency_s);
+
+    [[nodiscard]] std::size_t num_nodes() const { return boost::num_vertices(graph_); }
+    [[nodiscard]] std::size_t num_links() const { return boost::num_edges(graph_); }
+    [[nodiscard]] const TopologyNode& node(std::size_t v) const { return graph_[v]; }
+    [[nodiscard]] const TopologyGraph& graph() const { return graph_; }
+    [[nodiscard]] const TopologyLink& link(std::size_t edge) const { return links_[edge]; }
+    // The vertex of a name, or npos.
+    [[nodiscard]] std::size_t find(std::string_view name) const;
+    static constexpr std::size_t npos = static_cast<std::size_t>(-1);
+
+    // GPU vertices in insertion order (replica i's GPUs are gpus()[i·tp, (i+1)·tp)).
+    [[nodiscard]] std::vector<std::size_t> gpus() const;
+    // The host whose DRAM is nearest to vertex v (lowest path latency; ties to the lower index), or npos.
+    [[nodiscard]] std::size_t nearest_host(std::size_t v) const;
+
+    // The lowest-latency path; `to` must be reachable (validate() guarantees it between GPUs, hosts and storage).
+    [[nodiscard]] TopologyPath path(std::size_t from, std::size_t to) const;
+
+    // Every GPU, host and storage vertex reaches every other; throws ConfigError(file, key) naming the first
+    // vertex that does not reach the first GPU.
+    void validate(const std::string& file, const std::string& key) const;
+
+private:
+    TopologyGraph graph_;
+    // The links by dense id (a copy of each edge's property: an edge descriptor points into the graph it came from,
+    // so it must not outlive a copy of the Topology).
+    std::vector<TopologyLink> links_;
+};
+
+// Transfers in flight over a topology, for contention: a transfer that starts at `now` over a path gets, on each
+// edge, bandwidth / (1 + transfers still active on that edge at `now`); its time is the path latency plus bytes over
+// the smallest such share. Calls must come in non-decreasing `now` (the event loop's clock).
+class TransferTracker {
+public:
+    explicit TransferTracker(const Topology& topology);
+
+    // Starts a transfer and returns its duration; it occupies each edge of the path until now + duration.
+    core::Duration start(const TopologyPath& path, double bytes, core::SimTime now);
+
+    // Duration a transfer would have if it started now (nothing recorded).
+    [[nodiscard]] core::Duration quote(const TopologyPath& path, double bytes, core::SimTime now) const;
+
+    [[nodiscard]] std::size_t active_on(std::size_t edge, core::SimTime now) const;
+
+private:
+    const Topology& topology_;
+    std::vector<std::vector<core::SimTime>> active_until_;  // per edge, end times of its transfers
+};
+
+// Presets: one node of each, repeated `num_nodes` times, the nodes' NICs joined by one switch.
+//   dgx-h100:            8 × H100-SXM (80 GB) on NVSwitch (450 GB/s per direction per GPU), PCIe Gen5 ×16 (64 GB/s)
+//                        to a 2 TB host and to one 400 Gb/s (50 GB/s) InfiniBand NIC per GPU, 30 TB NVMe at 25 GB/s.
+//   8xh200-nvlink-ib400: the same with 8 × H200 (141 GB) and 2 TB host DRAM (HGX H200, 400 Gb/s NDR per GPU).
+[[nodiscard]] Topology make_topology_preset(std::string_view name, int num_nodes);
+[[nodiscard]] std::vector<std::string_view> topology_preset_names();
+
+// `cluster.topology:` — a preset name, a map {preset: NAME, nodes: N}, or a map {file: PATH} whose file holds
+// {nodes: [{name, kind, memory_bytes?}], links: [{a, b, bandwidth_GB_per_s, latency_us}]}. `base_dir` resolves a
+// relative file. Validated (reachability) before it is returned.
+[[nodiscard]] Topology parse_topology(const YAML::Node& node, const std::string& file, const std::string& key,
+                                      const std::string& base_dir);
+
+// Reads the user file format (nodes, links) from a YamlMap.
+[[nodiscard]] Topology parse_topology_file(const YamlMap& m);
+
+}  // namespace servesim::cluster

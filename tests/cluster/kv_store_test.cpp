@@ -1,0 +1,153 @@
+// Tests of sim/cluster/kv_store.*: whole runs of replicas sharing a KV store over a hand-made topology with a
+// FixedCost model, so each hit, load and first-token time is worked out by hand: a remote hit that saves recompute
+// but waits for its load, the pooled hit rate of a 3-replica toy trace against local-only routing, LMCache's local
+// tier before its remote store, and LRU eviction in a full segment.
+#include "sim/cluster/kv_store.h"
+
+#include <memory>
+#include <vector>
+
+#include "sim/cluster/router.h"
+#include "sim/cluster/simulation.h"
+#include "tests/catch.h"
+#include "tests/engine/engine_test_util.h"
+
+namespace servesim::cluster {
+namespace {
+
+using engine::testing::close;
+using engine::testing::content;
+using engine::testing::FixedCost;
+using engine::testing::full_attention_config;
+using engine::testing::scheduler_config;
+using engine::testing::ScriptedWorkload;
+using engine::testing::spec;
+
+constexpr double kGB = 1e9;
+
+// host0 —(10 GB/s, 5 µs)— sw —(10 GB/s, 5 µs)— host_k, each host with one GPU over a 100 GB/s, 2 µs link, and a
+// storage server on the switch (20 GB/s, 5 µs).
+std::shared_ptr<const Topology> hosts_on_a_switch(int n) {
+    auto t = std::make_shared<Topology>();
+    const auto sw = t->add_node({"sw", NodeKind::kSwitch, 0});
+    const auto st = t->add_node({"store", NodeKind::kStorage, 1'000'000'000'000});
+    t->add_link(st, sw, 20 * kGB, 5e-6);
+    for (int i = 0; i < n; ++i) {
+        const auto g = t->add_node({"gpu" + std::to_string(i), NodeKind::kGpu, 80'000'000'000});
+        const auto h = t->add_node({"host" + std::to_string(i), NodeKind::kHost, 1'000'000'000'000});
+        t->add_link(g, h, 100 * kGB, 2e-6);
+        t->add_link(h, sw, 10 * kGB, 5e-6);
+    }
+    return t;
+}
+
+SimulationConfig pooled_config(int replicas, std::optional<KvStoreKind> kind, std::int64_t host_blocks = 1000) {
+    SimulationConfig c;
+    c.num_replicas = replicas;
+    c.replica.scheduler = scheduler_config(8192);
+    c.replica.kv_cache = full_attention_config(64);
+    c.replica.check_invariants = true;
+    c.exact_percentiles = true;
+    c.topology = hosts_on_a_switch(replicas);
+    if (kind) {
+        KvStoreConfig k;
+        k.kind = *kind;
+        k.block_size_tokens = 16;
+        k.bytes_per_block = 2.5e7;  // 25 MB a block: 4 blocks = 1e8 bytes
+        k.host_capacity_blocks = host_blocks;
+        k.remote_capacity_blocks = 1000;
+        k.remote_vertex = c.topology->find("store");
+        c.kv_store = k;
+    }
+    return c;
+}
+
+TEST_CASE("KV store: a remote hit saves the prefill's recompute but waits for its load", "[cluster][kv_store]") {
+    // Step = 4 ms + 0.25 ms per token. R0 [A 64] → replica 0 at 0: prefill step [0, 20] (4 + 16); its 4 blocks are
+    // saved into host0's segment by the step's end. R1 [A 64] → replica 1 at 100 ms: nothing local; the pool holds
+    // blocks 0–3 → external 64 tokens. Load host0 → sw → host1 → gpu1: 5 + 5 + 2 = 12 µs, bottleneck 10 GB/s,
+    // 1e8 B → 10 ms: lands at 110.012 ms. The whole prompt is loaded, so its last token is recomputed: one step of
+    // 1 token, 4.25 ms → R1's first token at 114.262 ms, TTFT 14.262 ms (without the pool: 20 ms).
+    // Counters (connector_prefix_cache_stats): queries 64 + 64, hits 0 + 64.
+    FixedCost cost(4, 0.25);
+    auto run = [&](std::optional<KvStoreKind> kind) {
+        ScriptedWorkload w({spec(0, 0, {{content(1), 64}}, 1), spec(1, 100, {{content(1), 64}}, 1)});
+        Simulation sim(pooled_config(2, kind), cost, w, make_router("round_robin"));
+        return sim.run().summary;
+    };
+    const metrics::Summary pooled = run(KvStoreKind::kMooncake);
+    REQUIRE(pooled.num_requests_finished == 2);
+    CHECK(close(pooled.ttft_ms.min, 14.262));
+    CHECK(close(pooled.ttft_ms.max, 20));
+    CHECK(close(pooled.external_hit_rate, 64.0 / 128.0));
+    CHECK(pooled.prefix_cache_hits == 0);
+    const metrics::Summary local = run(std::nullopt);
+    CHECK(close(local.ttft_ms.min, 20));
+    CHECK(close(local.ttft_ms.max, 20));
+}
+
+TEST_CASE("KV store: the pooled hit rate of a 3-replica toy trace against local-only routing", "[cluster][kv_store]") {
+    // Prompts A, B, C (64 tokens, 4 blocks) sent in the order A B C B C A C A B, 100 ms apart, one output each.
+    // round_robin puts request k on replica k mod 3: replica 0 sees A B C, replica 1 B C A, replica 2 C A B — no
+    // prompt twice on one replica, so the local prefix caches hit nothing (0 of 576 tokens).
+    // With the global pool the 6 repeats each find all 4 blocks in some segment: 6 × 64 = 384 external hit
+    // tokens of 576 queried → 2/3.
+    // prefix_affinity (local cache-aware routing) sends each prompt to one replica: the 6 repeats hit locally
+    // floor(63 / 16) · 16 = 48 tokens each (the last token is never a local hit) → 288 / 576 = 1/2.
+    FixedCost cost(4, 0.25);
+    std::vector<workloads::RequestSpec> specs;
+    const int order[] = {1, 2, 3, 2, 3, 1, 3, 1, 2};
+    for (int k = 0; k < 9; ++k) {
+        specs.push_back(spec(static_cast<std::uint64_t>(k), 100.0 * k, {{content(order[k]), 64}}, 1));
+    }
+    auto run = [&](std::optional<KvStoreKind> kind, const char* router) {
+        ScriptedWorkload w(specs);
+        Simulation sim(pooled_config(3, kind), cost, w, make_router(router));
+        return sim.run().summary;
+    };
+    const metrics::Summary local_rr = run(std::nullopt, "round_robin");
+    CHECK(local_rr.prefix_cache_queries == 576);
+    CHECK(local_rr.prefix_cache_hits == 0);
+    const metrics::Summary affinity = run(std::nullopt, "prefix_affinity");
+    CHECK(affinity.prefix_cache_hits == 288);
+    CHECK(close(affinity.total_hit_rate, 0.5));
+    const metrics::Summary pooled = run(KvStoreKind::kMooncake, "round_robin");
+    CHECK(pooled.prefix_cache_hits == 0);
+    CHECK(close(pooled.external_hit_rate, 384.0 / 576.0));
+    CHECK(close(pooled.total_hit_rate, 384.0 / 576.0));
+}
+
+TEST_CASE("KV store: LMCache reads its own host's tier over PCIe and others' blocks from the remote store",
+          "[cluster][kv_store]") {
+    // LMCache: R0 [A 64] on replica 0 saves A into host0's CPU tier and the remote store. R1 [A 64] on replica 1
+    // at 100 ms: host1's tier lacks A, the remote store has it: store → sw → host1 → gpu1: 5 + 5 + 2 = 12 µs,
+    // bottleneck 10 GB/s → 10.012 ms + 4.25 = 14.262 ms. R2 [A 64 + B 16] on replica 0 at 200 ms: its GPU cache
+    // holds A's 4 blocks (an 80-token prompt may hit up to 79 tokens: 4 whole blocks, 64); the store holds nothing
+    // beyond them (B was never computed) → no external tokens; a 16-token prefill, 4 + 4 = 8 ms.
+    FixedCost cost(4, 0.25);
+    ScriptedWorkload w({spec(0, 0, {{content(1), 64}}, 1), spec(1, 100, {{content(1), 64}}, 1),
+                        spec(2, 200, {{content(1), 64}, {content(2), 16}}, 1)});
+    Simulation sim(pooled_config(2, KvStoreKind::kLmcache), cost, w, make_router("round_robin"));
+    const metrics::Summary s = sim.run().summary;
+    REQUIRE(s.num_requests_finished == 3);
+    CHECK(close(s.ttft_ms.min, 8));
+    CHECK(close(s.ttft_ms.p50, 14.262));
+    CHECK(close(s.ttft_ms.max, 20));
+    // External: queries 64 + 64 + (80 − 64), hits 64.
+    CHECK(close(s.external_hit_rate, 64.0 / 144.0));
+}
+
+TEST_CASE("KV store: a full segment evicts its least recently used block", "[cluster][kv_store]") {
+    LruBlockTier t(2);
+    t.insert(1);
+    t.insert(2);
+    t.touch(1);   // 2 is now the least recent
+    t.insert(3);  // evicts 2
+    CHECK(t.contains(1));
+    CHECK_FALSE(t.contains(2));
+    CHECK(t.contains(3));
+    CHECK(t.size() == 2);
+}
+
+}  // namespace
+}  // namespace servesim::cluster

@@ -1,0 +1,96 @@
+// Tests of the cache-aware routers in sim/cluster/router.cpp, scores worked by hand: llm-d's weighted scorers
+// (prefix cache against queue depth), a stale cache signal (cache_signal_delay), Dynamo's KV router cost.
+#include "sim/cluster/router.h"
+
+#include <vector>
+
+#include "tests/catch.h"
+
+namespace servesim::cluster {
+namespace {
+
+const std::vector<core::BlockHash> kPrompt{core::BlockHash{11}, core::BlockHash{12}, core::BlockHash{13},
+                                           core::BlockHash{14}};
+const core::TokenContent kNoContent;
+
+core::SimTime at_s(double s) { return core::SimTime::from_s(s); }
+
+std::size_t route(Router& r, double t_s, const std::vector<ReplicaLoad>& loads) {
+    return r.route(RouteRequest{kNoContent, at_s(t_s), kPrompt}, loads);
+}
+
+TEST_CASE("Router llm_d: the prefix-cache score against the queue score, weighted", "[cluster][router]") {
+    // First request: nothing indexed, equal queues (queue score 1 each): 3·0 + 2·1 = 2 for both → replica 0 (ties
+    // to the lowest index), which the index now holds all 4 blocks for.
+    // Second, replica 0 has 3 waiting, replica 1 none: queue scores (3 − 3)/3 = 0 and (3 − 0)/3 = 1.
+    //   default weights (prefix 3, queue 2): replica 0 = 3·4/4 + 0 = 3, replica 1 = 0 + 2 = 2 → 0.
+    //   prefix weight 1: replica 0 = 1, replica 1 = 2 → 1.
+    const std::vector<ReplicaLoad> even{{0, 0, 0}, {0, 0, 0}};
+    const std::vector<ReplicaLoad> r0_busy{{3, 0, 0}, {0, 0, 0}};
+    auto a = make_router("llm_d");
+    CHECK(route(*a, 0, even) == 0);
+    CHECK(route(*a, 1, r0_busy) == 0);
+    RouterOptions light;
+    light.prefix_weight = 1;
+    auto b = make_router("llm_d", light);
+    CHECK(route(*b, 0, even) == 0);
+    CHECK(route(*b, 1, r0_busy) == 1);
+}
+
+TEST_CASE("Router llm_d: with a stale cache signal a repeat is routed by load until the signal arrives",
+          "[cluster][router]") {
+    // cache_signal_delay 1 s. The first request goes to replica 0 at t = 0 (as above); at t = 0.5 s replica 0 has
+    // one waiting: the index does not show the routed blocks yet, so prefix scores are 0 and 0, queue scores 0 and
+    // 1 → replica 1. At t = 2 s both routings are visible (0 + 1 s, 0.5 + 1 s): prefix 1 on both, so
+    // the queue decides, 3 + 0 = 3 against 3 + 2 = 5 → replica 1. Without the delay the t = 0.5 s request already
+    // sees the blocks: 3 against 2 → 0.
+    RouterOptions o;
+    o.cache_signal_delay_s = 1.0;
+    const std::vector<ReplicaLoad> even{{0, 0, 0}, {0, 0, 0}};
+    const std::vector<ReplicaLoad> r0_busy{{1, 0, 0}, {0, 0, 0}};
+    auto stale = make_router("llm_d", o);
+    CHECK(route(*stale, 0, even) == 0);
+    CHECK(route(*stale, 0.5, r0_busy) == 1);
+    CHECK(route(*stale, 2, r0_busy) == 1);
+    auto fresh = make_router("llm_d");
+    CHECK(route(*fresh, 0, even) == 0);
+    CHECK(route(*fresh, 0.5, r0_busy) == 0);
+}
+
+TEST_CASE("Router dynamo_kv: overlap blocks against active blocks", "[cluster][router]") {
+    // Capacity 100 blocks a replica. First request: costs 4 + 0 for both → replica 0, which now holds the prompt.
+    // Second: replica 0 at 50 % KV usage (50 active blocks), replica 1 at 10 % (10).
+    //   overlap_weight 1: replica 0 = 1·(4 − 4) + 50 = 50, replica 1 = 1·4 + 10 = 14 → 1.
+    //   overlap_weight 20: replica 0 = 0 + 50 = 50, replica 1 = 80 + 10 = 90 → 0.
+    const std::vector<ReplicaLoad> idle{{0, 0, 0}, {0, 0, 0}};
+    const std::vector<ReplicaLoad> loaded{{0, 5, 0.5}, {0, 1, 0.1}};
+    RouterOptions o;
+    o.replica_capacity_blocks = 100;
+    auto w1 = make_router("dynamo_kv", o);
+    CHECK(route(*w1, 0, idle) == 0);
+    CHECK(route(*w1, 1, loaded) == 1);
+    o.overlap_weight = 20;
+    auto w20 = make_router("dynamo_kv", o);
+    CHECK(route(*w20, 0, idle) == 0);
+    CHECK(route(*w20, 1, loaded) == 0);
+}
+
+TEST_CASE("Router session_affinity: a tenant stays on the replica of its first request", "[cluster][router]") {
+    // Tenant 7's first request: loads 2 and 1 (waiting + running) → replica 1. Its next one goes to 1 even though
+    // replica 1 is now the busier (1 + 4 = 5 against 0). Tenant 8's first goes to the least loaded, replica 0.
+    // A request without a tenant (0) is routed by load each time.
+    auto r = make_router("session_affinity");
+    const std::vector<ReplicaLoad> first{{1, 1, 0}, {0, 1, 0}};
+    const std::vector<ReplicaLoad> later{{0, 0, 0}, {1, 4, 0}};
+    auto at = [&](std::uint32_t tenant, const std::vector<ReplicaLoad>& loads) {
+        return r->route(RouteRequest{kNoContent, at_s(0), {}, core::TenantId{tenant}}, loads);
+    };
+    CHECK(at(7, first) == 1);
+    CHECK(at(7, later) == 1);
+    CHECK(at(8, later) == 0);
+    CHECK(at(0, first) == 1);
+    CHECK(at(0, later) == 0);
+}
+
+}  // namespace
+}  // namespace servesim::cluster

@@ -14,9 +14,11 @@
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "common/error.h"
+#include "common/clock_range.h"
 
 namespace servesim {
 
@@ -165,8 +167,9 @@ public:
                 if (pos != s.size()) {
                     throw std::invalid_argument(s);
                 }
-                if (v < static_cast<long long>(std::numeric_limits<T>::min()) ||
-                    static_cast<unsigned long long>(v) > static_cast<unsigned long long>(std::numeric_limits<T>::max())) {
+                // std::in_range compares signed and unsigned correctly (a negative value for a signed key is in
+                // range, so the key's own "must be non-negative" message fires; for an unsigned key it is not).
+                if (!std::in_range<T>(v)) {
                     fail(key, "integer out of range: " + s);
                 }
                 return static_cast<T>(v);
@@ -250,6 +253,14 @@ inline double parse_duration_s(const std::string& text, const std::string& file,
     }
     if (!std::isfinite(value) || value < 0) {
         throw ConfigError(file, line, key, "duration must be a non-negative number, got '" + text + "'");
+    }
+    // Simulated time is int64 nanoseconds (±9.22e9 s); durations are bounded well inside it so that sums of a few of
+    // them (warm-up + max_time + a think time) cannot wrap. docs/INPUT-RANGES.md.
+    if (value * scale > kMaxDurationS) {
+        throw ConfigError(file, line, key,
+                          fmt::format("duration '{}' is beyond the simulated clock's range; allowed: 0 to {:.0e} s "
+                                      "(about 31 years)",
+                                      text, kMaxDurationS));
     }
     return value * scale;
 }

@@ -114,6 +114,13 @@ std::optional<core::SimTime> Replica::try_start_step(core::SimTime now) {
     }
     const BatchShape shape = batch_shape(plan, config_.scheduler.block_size, config_.scheduler.mamba_align);
     const StepCost cost = cost_model_.step_cost(shape);
+    if (const std::string bad = cost.out_of_range_term(); !bad.empty()) {
+        throw ConfigError(fmt::format("{}: a step of {} tokens ({} sequences) costs {}: NaN, infinite or beyond the "
+                                      "simulated clock's range (a step must take 0 to {:.0e} s); check the cost "
+                                      "model's coefficients",
+                                      cost_model_.describe(), shape.num_tokens, shape.num_seqs, bad,
+                                      kMaxDurationS));
+    }
     total_cost_ += cost;
     metrics_.on_step(now, plan.num_scheduled_tokens, static_cast<std::int64_t>(scheduler_.num_waiting()),
                      kv_cache_->usage());

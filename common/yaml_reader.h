@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <filesystem>
+#include <ios>
 #include <initializer_list>
 #include <limits>
 #include <optional>
@@ -23,13 +25,22 @@
 namespace servesim {
 
 // Loads a YAML/JSON file; a missing file or a syntax error becomes a ConfigError naming the file and line.
+// Only a regular file is read: a directory used to reach yaml-cpp's stream as an unnamed read error, a device
+// (/dev/zero) would be read without end.
 inline YAML::Node load_yaml_file(const std::string& path) {
+    std::error_code ec;
+    const auto status = std::filesystem::status(path, ec);
+    if (!ec && std::filesystem::exists(status) && !std::filesystem::is_regular_file(status)) {
+        throw ConfigError(path + ": not a regular file (a directory or a device); expected a YAML/JSON file");
+    }
     try {
         return YAML::LoadFile(path);
     } catch (const YAML::BadFile&) {
         throw ConfigError(path + ": cannot open file");
     } catch (const YAML::ParserException& e) {
         throw ConfigError(path, e.mark.line + 1, "", "malformed YAML/JSON: " + e.msg);
+    } catch (const std::ios_base::failure& e) {
+        throw ConfigError(path + ": cannot read file: " + e.what());
     }
 }
 

@@ -129,6 +129,7 @@ void check_format(const std::string& format) {
 void write_file(const fs::path& path, const std::string& text) {
     std::ofstream f(path, std::ios::binary);
     f << text;
+    f.close();  // a full disk shows at the last flush
     if (!f) {
         throw ConfigError("--out: cannot write " + path.string());
     }
@@ -600,7 +601,15 @@ int main(int argc, char** argv) {
         return print_version();
     }
     try {
-        return dispatch(argv[1], std::vector<std::string>(argv + 2, argv + argc));
+        const int rc = dispatch(argv[1], std::vector<std::string>(argv + 2, argv + argc));
+        // Every command's output goes to stdout: a full disk or a closed pipe must not pass as success.
+        std::cout.flush();
+        if (!std::cout) {
+            std::cerr << "servesim: error: could not write the output to standard output (a full disk, a closed "
+                         "pipe?)\n";
+            return rc == 0 ? 1 : rc;
+        }
+        return rc;
     } catch (const ConfigError& e) {
         std::cerr << "servesim: error: " << e.what() << "\n";
         return 2;

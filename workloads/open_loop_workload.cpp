@@ -248,6 +248,9 @@ TraceConfig parse_trace_workload(const YamlMap& m) {
     if (!std::filesystem::exists(c.path)) {
         m.fail("trace", "cannot open trace file '" + c.path + "'");
     }
+    if (!std::filesystem::is_regular_file(c.path)) {
+        m.fail("trace", "'" + c.path + "' is not a regular file (a directory or a device); a trace is a file of records");
+    }
     return c;
 }
 
@@ -256,6 +259,9 @@ std::int64_t check_trace(const TraceConfig& config) {
     std::int64_t n = 0;
     while ((!config.limit || n < *config.limit) && reader->next()) {
         ++n;
+    }
+    if (n == 0) {
+        throw ConfigError(config.path + ": the trace holds no records (only a header or blank lines)");
     }
     return n;
 }

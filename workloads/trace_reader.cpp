@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -51,20 +52,44 @@ std::int64_t days_from_civil(std::int64_t y, std::int64_t m, std::int64_t d) {
 // Shared by both formats: the file, the line counter and the non-decreasing arrival check.
 class LineReader {
   public:
-    explicit LineReader(std::string path) : path_(std::move(path)), in_(path_) {
-        if (!in_) {
+    // A line longer than this is refused (no record needs it: the longest shipped is 2.7 KB, a 10^9-token
+    // Mooncake record at 512 tokens per block needs ~16 MB of hash ids, beyond what this bound admits by design),
+    // so a file without newlines (/dev/zero, a binary) is not read whole into memory.
+    static constexpr std::size_t kMaxLineBytes = 1 << 20;
+
+    explicit LineReader(std::string path) : path_(std::move(path)) {
+        // A directory opens as an empty stream and a device (/dev/null, /dev/zero) as an empty or endless one:
+        // only a regular file is a trace.
+        std::error_code ec;
+        const auto status = std::filesystem::status(path_, ec);
+        if (ec || !std::filesystem::exists(status)) {
             throw ConfigError(path_ + ": cannot open trace file");
+        }
+        if (!std::filesystem::is_regular_file(status)) {
+            throw ConfigError(path_ + ": not a regular file (a directory or a device); a trace is a file of records");
+        }
+        in_.open(path_, std::ios::binary);
+        if (!in_) {
+            throw ConfigError(path_ + ": cannot open trace file (not readable)");
         }
     }
 
-    // The next non-blank line (trimmed), or nullopt at the end.
+    // The next non-blank line (trimmed), or nullopt at the end. At the end of a file that held no record at all,
+    // the trace is refused: an empty trace would run nothing and report zeros.
     std::optional<std::string_view> next_line() {
-        while (std::getline(in_, buffer_)) {
+        while (read_line()) {
             ++line_;
             const auto t = trim(buffer_);
             if (!t.empty()) {
+                ++num_lines_returned_;
                 return t;
             }
+        }
+        if (in_.bad()) {
+            throw ConfigError(path_, static_cast<int>(line_), "", "read error");
+        }
+        if (num_lines_returned_ == 0) {
+            throw ConfigError(path_ + ": the trace holds no records (an empty file)");
         }
         return std::nullopt;
     }
@@ -86,10 +111,29 @@ class LineReader {
     std::int64_t line() const { return line_; }
 
   private:
+    // std::getline with kMaxLineBytes as the bound; false at the end of the file.
+    bool read_line() {
+        buffer_.clear();
+        std::streambuf* sb = in_.rdbuf();
+        for (int c = sb->sbumpc(); c != std::char_traits<char>::eof(); c = sb->sbumpc()) {
+            if (c == '\n') {
+                return true;
+            }
+            if (buffer_.size() == kMaxLineBytes) {
+                throw ConfigError(path_, static_cast<int>(line_ + 1), "",
+                                  fmt::format("line longer than {} bytes; allowed: records up to {} bytes per line",
+                                              kMaxLineBytes, kMaxLineBytes));
+            }
+            buffer_.push_back(static_cast<char>(c));
+        }
+        return !buffer_.empty();
+    }
+
     std::string path_;
     std::ifstream in_;
     std::string buffer_;
     std::int64_t line_ = 0;
+    std::int64_t num_lines_returned_ = 0;
     core::SimTime last_arrival_;
 };
 

@@ -116,5 +116,12 @@ TEST_CASE("A profile curve beyond the clock's range is refused naming the profil
     CHECK(has(m, "'curves.gemm': piece 0: evaluates to 1e+300 ms at x = 1; allowed: a step term of at most 1e+12 ms"));
 }
 
+TEST_CASE("cluster.replicas beyond 1024 is refused before any replica is built", "[scenarios][ranges]") {
+    // 100,000 replicas used to be accepted: 3.5 MB each, 350 GB before the first step.
+    const std::string m = error_of(kHead + "cluster: {replicas: 100000}\n" + kSynthetic);
+    INFO(m);
+    CHECK(has(m, "r.yaml:2: 'cluster.replicas': value 100000 is out of range; allowed: 1 to 1024"));
+}
+
 }  // namespace
 }  // namespace servesim::app

@@ -102,6 +102,11 @@ std::shared_ptr<const cache::OrderOnlyTrace> load_order_only_trace(const Experim
         }
         builder.add_request(record->prompt);
     }
+    if (builder.num_requests() == 0) {
+        // A run over no request would print zeros for every hit rate.
+        throw ConfigError(t.path + ": no record to replay (the trace holds none, or none is sent within the "
+                                   "workload's num_requests / duration)");
+    }
     return std::make_shared<const cache::OrderOnlyTrace>(std::move(builder).build());
 }
 

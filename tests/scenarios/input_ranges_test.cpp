@@ -123,5 +123,31 @@ TEST_CASE("cluster.replicas beyond 1024 is refused before any replica is built",
     CHECK(has(m, "r.yaml:2: 'cluster.replicas': value 100000 is out of range; allowed: 1 to 1024"));
 }
 
+TEST_CASE("A sweep beyond 10,000 points fails fast naming the sweep", "[scenarios][ranges]") {
+    // 100 × 100 × 100 = 10^6 points: refused before the first point is expanded (it used to expand for minutes).
+    std::string list = "[";
+    for (int i = 1; i <= 100; ++i) {
+        list += (i > 1 ? ", " : "") + std::to_string(i);
+    }
+    list += "]";
+    const std::string text = kHead + kSynthetic + "sweep:\n  engine.max_num_seqs: " + list +
+                             "\n  workload.num_requests: " + list + "\n  seed: " + list + "\n";
+    const std::string m = error_of(text);
+    INFO(m);
+    CHECK(has(m, "r.yaml:4: 'sweep': 1000000 points (100 values of engine.max_num_seqs x 100 values of "
+                 "workload.num_requests x 100 values of seed); allowed: at most 10000 per scenario"));
+}
+
+TEST_CASE("An order-only record beyond 2^24 tokens is refused before hashing", "[scenarios][ranges]") {
+    // One Azure record of 10^9 prompt tokens: it used to be hashed into 62.5 million block ids (24 s, 3.9 GB).
+    const auto dir = std::filesystem::temp_directory_path() / "servesim-input-ranges";
+    std::filesystem::create_directories(dir);
+    const std::string trace = (dir / "huge-record.csv").string();
+    std::ofstream(trace) << "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.6805900,1000000000,10\n";
+    const std::string m = error_of("mode: order_only\nworkload: {type: trace, format: azure, trace: " + trace + "}\n");
+    INFO(m);
+    CHECK(has(m, trace + ":2: 'input tokens': 1000000000 tokens; allowed in order_only mode: up to 16777216"));
+}
+
 }  // namespace
 }  // namespace servesim::app

@@ -511,6 +511,22 @@ Scenario load_scenario_text(const std::string& text, const std::string& file, co
         }
     }
 
+    // The grid is counted before any point is expanded: every point is validated (memory plan included) before the
+    // first simulation, so a grid of 10^6 points used to spend minutes expanding. docs/INPUT-RANGES.md.
+    {
+        constexpr double kMaxPoints = 10'000;
+        double points = static_cast<double>(variants.size());
+        std::string shape = variants.size() > 1 ? fmt::format("{} experiments", variants.size()) : "";
+        for (const auto& [key, values] : axes) {
+            points *= static_cast<double>(values.size());
+            shape += fmt::format("{}{} values of {}", shape.empty() ? "" : " x ", values.size(), key);
+        }
+        if (points > kMaxPoints) {
+            top.fail(top.has("sweep") ? "sweep" : "experiments",
+                     fmt::format("{:.0f} points ({}); allowed: at most {:.0f} per scenario — split the sweep",
+                                 points, shape, kMaxPoints));
+        }
+    }
     std::vector<std::size_t> idx(axes.size(), 0);
     const bool many_variants = variants.size() > 1;
     while (true) {

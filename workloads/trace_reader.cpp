@@ -12,6 +12,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "common/clock_range.h"
 #include "common/error.h"
 #include "workloads/content_ids.h"
 
@@ -263,6 +264,18 @@ class AzureReader final : public TraceReader {
         }
         TraceRecord r;
         r.line = lines_.line();
+        // Each year is in 1678-2261, but two of them can lie further apart than int64 ns holds (found by fuzzing:
+        // 1678 then 2023): the offset from the first record is bounded by the clock's range first.
+        const double offset_s = (static_cast<double>(*ts_ns) - static_cast<double>(*first_ns_)) * 1e-9;
+        if (offset_s > kMaxDurationS) {
+            lines_.fail("TIMESTAMP", fmt::format("{:.3g} s after the first record; allowed: up to {:.0e} s (the "
+                                                 "simulated clock's range)",
+                                                 offset_s, kMaxDurationS));
+        }
+        if (offset_s < 0) {
+            lines_.fail("TIMESTAMP", fmt::format("timestamps must not decrease: {:.3g} s before the first record",
+                                                 -offset_s));
+        }
         r.arrival = core::SimTime::from_ns(*ts_ns - *first_ns_);
         lines_.check_order(r.arrival, "TIMESTAMP");
         const auto input_tokens = parse_int(cols[1]);

@@ -69,3 +69,13 @@ TEST_CASE("A line beyond 1 MiB is refused at its line", "[workloads][trace]") {
     CHECK(error_reading(path, "mooncake") ==
           path + ":2: line longer than 1048576 bytes; allowed: records up to 1048576 bytes per line");
 }
+
+TEST_CASE("Azure records further apart than the clock holds are refused at the line", "[workloads][trace]") {
+    // Found by fuzzing (tests/fuzz/corpus/azure/crash-years-apart.csv): 1726 then 2023 is 297 years, 9.37e9 s,
+    // beyond int64 nanoseconds (the subtraction overflowed); each year alone is inside 1678-2261.
+    const std::string path = std::string(SERVESIM_TEST_DATA_DIR) + "/fixtures/traces/azure_years_apart.csv";
+    const std::string m = error_reading(path, "azure");
+    INFO(m);
+    CHECK(m.find("azure_years_apart.csv:3: 'TIMESTAMP': 9.37e+09 s after the first record; allowed: up to 1e+09 s") !=
+          std::string::npos);
+}

@@ -25,6 +25,26 @@
 namespace servesim {
 
 // Loads a YAML/JSON file; a missing file or a syntax error becomes a ConfigError naming the file and line.
+// Every mapping key must be a scalar: a list or mapping used as a key (`? [a]`, `{[1]: x}`) made yaml-cpp's
+// as<std::string>() throw its own BadConversion past every reader (found by fuzzing). Checked once when a document
+// is loaded, so each reader may take keys as strings.
+inline void check_plain_keys(const YAML::Node& n, const std::string& file) {
+    if (n.IsMap()) {
+        for (const auto& kv : n) {
+            if (!kv.first.IsScalar() && !kv.first.IsNull()) {
+                const auto m = kv.first.Mark();
+                throw ConfigError(file, m.line >= 0 ? m.line + 1 : 0, "",
+                                  "a mapping key must be a plain name, not a list or a mapping");
+            }
+            check_plain_keys(kv.second, file);
+        }
+    } else if (n.IsSequence()) {
+        for (const auto& e : n) {
+            check_plain_keys(e, file);
+        }
+    }
+}
+
 // Only a regular file is read: a directory used to reach yaml-cpp's stream as an unnamed read error, a device
 // (/dev/zero) would be read without end.
 inline YAML::Node load_yaml_file(const std::string& path) {
@@ -34,7 +54,9 @@ inline YAML::Node load_yaml_file(const std::string& path) {
         throw ConfigError(path + ": not a regular file (a directory or a device); expected a YAML/JSON file");
     }
     try {
-        return YAML::LoadFile(path);
+        YAML::Node root = YAML::LoadFile(path);
+        check_plain_keys(root, path);
+        return root;
     } catch (const YAML::BadFile&) {
         throw ConfigError(path + ": cannot open file");
     } catch (const YAML::ParserException& e) {
@@ -46,7 +68,9 @@ inline YAML::Node load_yaml_file(const std::string& path) {
 
 inline YAML::Node load_yaml_string(const std::string& text, const std::string& name) {
     try {
-        return YAML::Load(text);
+        YAML::Node root = YAML::Load(text);
+        check_plain_keys(root, name);
+        return root;
     } catch (const YAML::ParserException& e) {
         throw ConfigError(name, e.mark.line + 1, "", "malformed YAML/JSON: " + e.msg);
     }

@@ -149,5 +149,23 @@ TEST_CASE("An order-only record beyond 2^24 tokens is refused before hashing", "
     CHECK(has(m, trace + ":2: 'input tokens': 1000000000 tokens; allowed in order_only mode: up to 16777216"));
 }
 
+TEST_CASE("An empty key in a map merged across experiments is named, not dereferenced", "[scenarios][errors]") {
+    // Found by fuzzing (tests/fuzz/corpus/scenario/crash-empty-key.yaml): merge_layers looked each key up with
+    // layer[k], which does not find an empty key, and read the back of an empty list.
+    const std::string m = error_of(kHead + "engine:\n  : 16384\nexperiments:\n  - {name: a, engine: {block_size: 16}}\n" +
+                                   kSynthetic);
+    INFO(m);
+    // The key reads as "null" (yaml-cpp's text of a null key); no line, as a lookup by it finds nothing.
+    CHECK(has(m, "r.yaml: 'engine.null': unknown key; allowed: max_num_seqs"));
+}
+
+TEST_CASE("A list used as a mapping key is refused naming file and line", "[scenarios][errors]") {
+    // Found by fuzzing a profile (tests/fuzz/corpus/profile/crash-list-key.yaml): yaml-cpp's BadConversion escaped
+    // every reader; load_yaml_string/load_yaml_file now check every key once.
+    const std::string m = error_of(kHead + "engine: {[1, 2]: 16}\n" + kSynthetic);
+    INFO(m);
+    CHECK(has(m, "r.yaml:2: a mapping key must be a plain name, not a list or a mapping"));
+}
+
 }  // namespace
 }  // namespace servesim::app

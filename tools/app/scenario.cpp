@@ -42,8 +42,12 @@ YAML::Node merge_layers(const std::vector<YAML::Node>& layers) {
     for (const auto& k : keys) {
         std::vector<YAML::Node> values;
         for (const auto& layer : layers) {
-            if (layer[k]) {
-                values.push_back(layer[k]);
+            // Matched by the key's text, not layer[k]: an empty or null key (": 16384", found by fuzzing) is not
+            // found by lookup, which left `values` empty; it now reaches allow_only, which names it.
+            for (const auto& kv : layer) {
+                if (kv.first.as<std::string>() == k) {
+                    values.push_back(kv.second);
+                }
             }
         }
         // Only trailing map values merge; a scalar in a later layer replaces everything before it.

@@ -101,6 +101,30 @@ void validate_curve(const Curve& c, const std::string& file) {
         if (i > 0 && p.x_min < c.pieces[i - 1].x_max) {
             fail_curve(file, c.name, where + "overlaps the previous piece (pieces must be sorted and contiguous)");
         }
+        // A step term must stay inside the simulated clock (common/clock_range.h): a piece is checked at both ends
+        // of its range (one variable), a linear piece's coefficients one by one (several variables). A coefficient
+        // like 1e300 used to make every step 1e300 ms, floored to 1 ns by the cast.
+        const double max_ms = kMaxDurationS * 1e3;
+        if (c.variables.size() == 1 && p.coefficients.size() == 3) {
+            for (const double x : {p.x_min, p.x_max}) {
+                const double ms = p.coefficients[0] + p.coefficients[1] * x + p.coefficients[2] * x * x;
+                if (!(std::fabs(ms) <= max_ms)) {
+                    fail_curve(file, c.name,
+                               fmt::format("{}evaluates to {:g} ms at x = {:g}; allowed: a step term of at most "
+                                           "{:.0e} ms (the simulated clock's range)",
+                                           where, ms, x, max_ms));
+                }
+            }
+        } else {
+            for (const double v : p.coefficients) {
+                if (!(std::fabs(v) <= max_ms)) {
+                    fail_curve(file, c.name,
+                               fmt::format("{}coefficient {:g} is beyond {:.0e} ms per unit (the simulated clock's "
+                                           "range)",
+                                           where, v, max_ms));
+                }
+            }
+        }
     }
     if (!std::isfinite(c.r2) || !std::isfinite(c.max_rel_residual) || c.num_points < 0) {
         fail_curve(file, c.name, "r2, max_rel_residual and num_points must be finite and non-negative");

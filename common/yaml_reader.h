@@ -8,32 +8,69 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <filesystem>
+#include <ios>
 #include <initializer_list>
 #include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "common/error.h"
+#include "common/clock_range.h"
 
 namespace servesim {
 
 // Loads a YAML/JSON file; a missing file or a syntax error becomes a ConfigError naming the file and line.
+// Every mapping key must be a scalar: a list or mapping used as a key (`? [a]`, `{[1]: x}`) made yaml-cpp's
+// as<std::string>() throw its own BadConversion past every reader (found by fuzzing). Checked once when a document
+// is loaded, so each reader may take keys as strings.
+inline void check_plain_keys(const YAML::Node& n, const std::string& file) {
+    if (n.IsMap()) {
+        for (const auto& kv : n) {
+            if (!kv.first.IsScalar() && !kv.first.IsNull()) {
+                const auto m = kv.first.Mark();
+                throw ConfigError(file, m.line >= 0 ? m.line + 1 : 0, "",
+                                  "a mapping key must be a plain name, not a list or a mapping");
+            }
+            check_plain_keys(kv.second, file);
+        }
+    } else if (n.IsSequence()) {
+        for (const auto& e : n) {
+            check_plain_keys(e, file);
+        }
+    }
+}
+
+// Only a regular file is read: a directory used to reach yaml-cpp's stream as an unnamed read error, a device
+// (/dev/zero) would be read without end.
 inline YAML::Node load_yaml_file(const std::string& path) {
+    std::error_code ec;
+    const auto status = std::filesystem::status(path, ec);
+    if (!ec && std::filesystem::exists(status) && !std::filesystem::is_regular_file(status)) {
+        throw ConfigError(path + ": not a regular file (a directory or a device); expected a YAML/JSON file");
+    }
     try {
-        return YAML::LoadFile(path);
+        YAML::Node root = YAML::LoadFile(path);
+        check_plain_keys(root, path);
+        return root;
     } catch (const YAML::BadFile&) {
         throw ConfigError(path + ": cannot open file");
     } catch (const YAML::ParserException& e) {
         throw ConfigError(path, e.mark.line + 1, "", "malformed YAML/JSON: " + e.msg);
+    } catch (const std::ios_base::failure& e) {
+        throw ConfigError(path + ": cannot read file: " + e.what());
     }
 }
 
 inline YAML::Node load_yaml_string(const std::string& text, const std::string& name) {
     try {
-        return YAML::Load(text);
+        YAML::Node root = YAML::Load(text);
+        check_plain_keys(root, name);
+        return root;
     } catch (const YAML::ParserException& e) {
         throw ConfigError(name, e.mark.line + 1, "", "malformed YAML/JSON: " + e.msg);
     }
@@ -165,8 +202,9 @@ public:
                 if (pos != s.size()) {
                     throw std::invalid_argument(s);
                 }
-                if (v < static_cast<long long>(std::numeric_limits<T>::min()) ||
-                    static_cast<unsigned long long>(v) > static_cast<unsigned long long>(std::numeric_limits<T>::max())) {
+                // std::in_range compares signed and unsigned correctly (a negative value for a signed key is in
+                // range, so the key's own "must be non-negative" message fires; for an unsigned key it is not).
+                if (!std::in_range<T>(v)) {
                     fail(key, "integer out of range: " + s);
                 }
                 return static_cast<T>(v);
@@ -250,6 +288,14 @@ inline double parse_duration_s(const std::string& text, const std::string& file,
     }
     if (!std::isfinite(value) || value < 0) {
         throw ConfigError(file, line, key, "duration must be a non-negative number, got '" + text + "'");
+    }
+    // Simulated time is int64 nanoseconds (±9.22e9 s); durations are bounded well inside it so that sums of a few of
+    // them (warm-up + max_time + a think time) cannot wrap. docs/INPUT-RANGES.md.
+    if (value * scale > kMaxDurationS) {
+        throw ConfigError(file, line, key,
+                          fmt::format("duration '{}' is beyond the simulated clock's range; allowed: 0 to {:.0e} s "
+                                      "(about 31 years)",
+                                      text, kMaxDurationS));
     }
     return value * scale;
 }

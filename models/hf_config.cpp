@@ -73,20 +73,70 @@ bool is_deepseek_moe_family(const std::string& family) {
     return is_mla_family(family) || family == "glm4_moe";
 }
 
-int positive_int(const YamlMap& c, std::string_view key) {
+// Upper bounds of config.json dimensions (docs/INPUT-RANGES.md): far above any published model (hidden sizes reach
+// 18,432, vocabularies 262,144, depths 160), and low enough that the products the readers and model_derived form
+// in int64 cannot wrap once check_model_size has bounded the total.
+constexpr int kMaxDimension = 1 << 20;
+constexpr int kMaxVocab = 1 << 24;
+constexpr int kMaxLayers = 10'000;
+constexpr int kMaxTokens = 1 << 30;  // positions, windows: max_model_len's bound
+// 1e15 parameters: no deployment servesim models can hold them (1,024 tensor-parallel ranks of a 288 GB GPU hold
+// 2.9e14 bytes), and the int64 byte counts derived from them stay below 2^63.
+constexpr double kMaxParams = 1e15;
+
+int positive_int(const YamlMap& c, std::string_view key, int max = kMaxDimension) {
     const int v = c.get<int>(key);
-    if (v <= 0) {
-        c.fail(key, fmt::format("must be a positive integer, got {}", v));
+    if (v <= 0 || v > max) {
+        c.fail(key, fmt::format("must be a positive integer up to {}, got {}", max, v));
     }
     return v;
 }
 
-std::optional<int> optional_positive_int(const YamlMap& c, std::string_view key) {
+std::optional<int> optional_positive_int(const YamlMap& c, std::string_view key, int max = kMaxDimension) {
     auto v = c.get_optional<int>(key);
-    if (v && *v <= 0) {
-        c.fail(key, fmt::format("must be a positive integer, got {}", *v));
+    if (v && (*v <= 0 || *v > max)) {
+        c.fail(key, fmt::format("must be a positive integer up to {}, got {}", max, *v));
     }
     return v;
+}
+
+// The parameter count in double (no wrap) over the layers as model_derived counts them, generously rounded up:
+// refused beyond kMaxParams naming the key whose term dominates, before any int64 size is derived from it.
+void check_model_size(const ModelSpec& spec, const YamlMap& c) {
+    const double h = spec.hidden_size;
+    double layers = 0;
+    double experts = 0;
+    for (const Layer& layer : spec.layers) {
+        if (const auto* a = std::get_if<AttentionMixer>(&layer.mixer)) {
+            layers += 3.0 * h * (2.0 * a->num_q_heads + 2.0 * a->num_kv_heads) * a->head_dim;
+        } else if (const auto* g = std::get_if<GatedDeltaNetMixer>(&layer.mixer)) {
+            layers += 3.0 * (h + g->conv_kernel) *
+                      (2.0 * g->num_k_heads * g->k_head_dim + 3.0 * g->num_v_heads * g->v_head_dim + g->num_v_heads);
+        } else if (const auto* m = std::get_if<Mamba2Mixer>(&layer.mixer)) {
+            layers += 3.0 * (h + m->conv_kernel) *
+                      (3.0 * m->num_heads * m->head_dim + 2.0 * m->n_groups * m->state_size + m->num_heads);
+        }
+        if (const auto* d = std::get_if<DenseMlp>(&layer.mlp)) {
+            layers += 3.0 * h * d->intermediate_size;
+        } else if (const auto* e = std::get_if<MoeMlp>(&layer.mlp)) {
+            experts += 3.0 * h * e->moe_intermediate_size * e->num_experts + h * e->num_experts;
+            layers += 3.0 * h * e->shared_expert_intermediate_size + h;
+        }
+    }
+    const double embedding = 2.0 * h * spec.vocab_size;
+    const double total = layers + experts + embedding + static_cast<double>(spec.extra_params);
+    if (spec.layers.size() > static_cast<std::size_t>(kMaxLayers)) {
+        c.fail("num_hidden_layers", fmt::format("{} layers; allowed: 1 to {}", spec.layers.size(), kMaxLayers));
+    }
+    if (total > kMaxParams) {
+        const char* key = experts >= layers && experts >= embedding ? "num_experts"
+                          : layers >= embedding                      ? "num_hidden_layers"
+                                                                     : "vocab_size";
+        c.fail(key, fmt::format("the model would hold about {:.3g} parameters ({:.3g} in its layers, {:.3g} in MoE "
+                                "experts, {:.3g} in embeddings; hidden_size {}); allowed: at most {:.0e}, more than "
+                                "any GPU deployment can hold",
+                                total, layers, experts, embedding, spec.hidden_size, kMaxParams));
+    }
 }
 
 std::vector<int> int_list(const YamlMap& c, std::string_view key) {
@@ -324,9 +374,9 @@ AttentionMixer read_attention(const YamlMap& c, const std::string& family, Mixer
         a.mla = m;
     }
     if (kind == MixerKind::kSlidingAttention) {
-        a.sliding_window_tokens = positive_int(c, "sliding_window");
+        a.sliding_window_tokens = positive_int(c, "sliding_window", kMaxTokens);
     } else if (kind == MixerKind::kChunkedAttention) {
-        a.attention_chunk_tokens = positive_int(c, "attention_chunk_size");
+        a.attention_chunk_tokens = positive_int(c, "attention_chunk_size", kMaxTokens);
     }
     a.sinks = family == "gpt_oss";  // GptOssAttention.sinks: one logit per head
     return a;
@@ -472,15 +522,15 @@ std::string model_name_from_path(const std::string& path) {
 
 std::int64_t estimate_vision_params(const YamlMap& v, int text_hidden_size) {
     using i64 = std::int64_t;
-    const i64 depth = positive_int(v, "depth");
+    const i64 depth = positive_int(v, "depth", kMaxLayers);
     const i64 hidden = positive_int(v, "hidden_size");
     const i64 inter = positive_int(v, "intermediate_size");
-    const i64 patch = optional_positive_int(v, "patch_size").value_or(16);
-    const i64 temporal = optional_positive_int(v, "temporal_patch_size").value_or(2);
-    const i64 channels = optional_positive_int(v, "in_channels").value_or(3);
-    const i64 merge = optional_positive_int(v, "spatial_merge_size").value_or(2);
+    const i64 patch = optional_positive_int(v, "patch_size", 1024).value_or(16);
+    const i64 temporal = optional_positive_int(v, "temporal_patch_size", 64).value_or(2);
+    const i64 channels = optional_positive_int(v, "in_channels", 64).value_or(3);
+    const i64 merge = optional_positive_int(v, "spatial_merge_size", 64).value_or(2);
     const i64 out = optional_positive_int(v, "out_hidden_size").value_or(text_hidden_size);
-    const i64 positions = v.get_optional<int>("num_position_embeddings").value_or(0);
+    const i64 positions = optional_positive_int(v, "num_position_embeddings", kMaxTokens).value_or(0);
     const i64 deepstack = static_cast<i64>(int_list(v, "deepstack_visual_indexes").size());
 
     const i64 patch_embed = channels * temporal * patch * patch * hidden + hidden;
@@ -489,6 +539,15 @@ std::int64_t estimate_vision_params(const YamlMap& v, int text_hidden_size) {
                       + (hidden * inter + inter) + (inter * hidden + hidden)           // fc1, fc2
                       + 2 * 2 * hidden;                                                // two LayerNorms
     const i64 merged = hidden * merge * merge;
+    // The same sum in double first: the merger squares hidden·merge², which int64 cannot hold for every input.
+    const double md = static_cast<double>(hidden) * static_cast<double>(merge) * static_cast<double>(merge);
+    const double approx = static_cast<double>(patch_embed) + static_cast<double>(pos_embed) +
+                          static_cast<double>(depth) * static_cast<double>(block) +
+                          (1.0 + static_cast<double>(deepstack)) * (md * md + md * static_cast<double>(out));
+    if (approx > kMaxParams) {
+        v.fail("spatial_merge_size", fmt::format("the vision tower would hold about {:.3g} parameters; allowed: at "
+                                                 "most {:.0e}", approx, kMaxParams));
+    }
     const i64 merger = 2 * hidden + (merged * merged + merged) + (merged * out + out);
     return patch_embed + pos_embed + depth * block + (1 + deepstack) * merger;
 }
@@ -525,11 +584,11 @@ ModelSpec model_from_hf_config(const YamlMap& top, const std::string& name) {
     ModelSpec spec;
     spec.name = name;
     spec.hidden_size = positive_int(c, "hidden_size");
-    spec.vocab_size = positive_int(c, "vocab_size");
+    spec.vocab_size = positive_int(c, "vocab_size", kMaxVocab);
     // Mamba2Config has no max_position_embeddings: vLLM then assumes 2,048 tokens unless --max-model-len is given
     // (ModelConfig._get_and_verify_max_len); 0 here means "not stated".
     spec.max_position_embeddings = family == "mamba2" ? optional_positive_int(c, "max_position_embeddings").value_or(0)
-                                                      : positive_int(c, "max_position_embeddings");
+                                                      : positive_int(c, "max_position_embeddings", kMaxTokens);
     // tie_word_embeddings: the text config's value wins (transformers ties by get_text_config()); default false,
     // except Gemma's configuration classes, which default to true.
     spec.tie_word_embeddings = family == "gemma2" || family == "gemma3";
@@ -554,7 +613,7 @@ ModelSpec model_from_hf_config(const YamlMap& top, const std::string& name) {
     if (family == "nemotron_h") {
         blocks = nemotron_blocks(c);
     } else {
-        const int num_layers = positive_int(c, "num_hidden_layers");
+        const int num_layers = positive_int(c, "num_hidden_layers", kMaxLayers);
         blocks = c.has("layer_types") ? layer_type_blocks(c, num_layers) : implicit_blocks(c, family, num_layers);
     }
 
@@ -646,13 +705,13 @@ ModelSpec model_from_hf_config(const YamlMap& top, const std::string& name) {
         const YamlMap v = top.map("vision_config");
         spec.extra_params = estimate_vision_params(v, spec.hidden_size);
         VisionTower t;
-        t.depth = positive_int(v, "depth");
+        t.depth = positive_int(v, "depth", kMaxLayers);
         t.hidden_size = positive_int(v, "hidden_size");
         t.intermediate_size = positive_int(v, "intermediate_size");
-        t.patch_size = optional_positive_int(v, "patch_size").value_or(16);
-        t.temporal_patch_size = optional_positive_int(v, "temporal_patch_size").value_or(2);
-        t.in_channels = optional_positive_int(v, "in_channels").value_or(3);
-        t.spatial_merge_size = optional_positive_int(v, "spatial_merge_size").value_or(2);
+        t.patch_size = optional_positive_int(v, "patch_size", 1024).value_or(16);
+        t.temporal_patch_size = optional_positive_int(v, "temporal_patch_size", 64).value_or(2);
+        t.in_channels = optional_positive_int(v, "in_channels", 64).value_or(3);
+        t.spatial_merge_size = optional_positive_int(v, "spatial_merge_size", 64).value_or(2);
         t.out_hidden_size = optional_positive_int(v, "out_hidden_size").value_or(spec.hidden_size);
         spec.vision = t;
     }
@@ -665,6 +724,7 @@ ModelSpec model_from_hf_config(const YamlMap& top, const std::string& name) {
         top.fail("compression_config", "is not modelled; rename it quantization_config if it holds a "
                                        "compressed-tensors quantization_config");
     }
+    check_model_size(spec, c);
     return spec;
 }
 

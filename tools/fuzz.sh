@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Fuzzes every reader of user input with libFuzzer (clang from Debian) under ASan and UBSan; docs/FUZZING.md.
 #   tools/fuzz.sh [MINUTES_PER_TARGET] [TARGET...]     (default 1 minute, every target)
+#   FUZZ_RUNS=N tools/fuzz.sh ...                       also stop each target after N cases (whichever comes first)
 # Builds tests/fuzz/libfuzzer_main.cpp once per target in build-fuzz/, starts from a copy of the committed seeds
 # (tests/fuzz/corpus/<target>/), and leaves crashers in build-fuzz/crashes/<target>/: add each to the corpus once
 # fixed, so CI's bounded run (ctest -L fuzz) keeps it found.
@@ -17,7 +18,7 @@ build=build-fuzz
 flags="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -g -O1"
 cmake -S . -B "$build/lib" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSERVESIM_CUDA=OFF -DSERVESIM_BUILD_BENCH=OFF \
   -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_CXX_FLAGS="$flags -fsanitize=fuzzer-no-link" >&2
-cmake --build "$build/lib" -j "$(nproc)" --target servesim_fuzz_targets >&2
+cmake --build "$build/lib" -j "${FUZZ_JOBS:-$(nproc)}" --target servesim_fuzz_targets >&2
 libs=$(find "$build/lib" -name 'libservesim_*.a' | sort)
 for t in "${targets[@]}"; do
   bin="$build/fuzz_$t"
@@ -28,6 +29,6 @@ for t in "${targets[@]}"; do
   mkdir -p "$build/corpus/$t" "$build/crashes/$t"
   cp -n tests/fuzz/corpus/"$t"/* "$build/corpus/$t/" 2>/dev/null || true
   echo "fuzz.sh: $t for $minutes min" >&2
-  "$bin" -max_total_time=$((minutes * 60)) -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
-    -artifact_prefix="$build/crashes/$t/" "$build/corpus/$t" 2>&1 | tail -n 3
+  "$bin" -max_total_time=$((minutes * 60)) ${FUZZ_RUNS:+-runs=$FUZZ_RUNS} -print_final_stats=1 -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
+    -artifact_prefix="$build/crashes/$t/" "$build/corpus/$t" 2>&1 | grep -E "^(Done|stat::|==[0-9]+==|SUMMARY|.*runtime error|INFO: a corpus)" | tail -n 12 || true
 done

@@ -166,6 +166,7 @@ int cmd_plan(int argc, char** argv, const std::function<int(const std::string&)>
         for (const auto& [name, text] : {std::pair{"plan.txt", &table}, {"plan.json", &json}, {"plan.csv", &csv}}) {
             std::ofstream f(fs::path(out_dir) / name);
             f << *text;
+            f.close();  // a full disk shows at the last flush
             if (!f) {
                 throw ConfigError("--out: could not write " + (fs::path(out_dir) / name).string());
             }

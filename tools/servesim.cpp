@@ -136,6 +136,7 @@ void check_format(const std::string& format) {
 void write_file(const fs::path& path, const std::string& text) {
     std::ofstream f(path, std::ios::binary);
     f << text;
+    f.close();  // a full disk shows at the last flush
     if (!f) {
         throw ConfigError("--out: cannot write " + path.string());
     }
@@ -694,7 +695,15 @@ int main(int argc, char** argv) {
         return print_version();
     }
     try {
-        return dispatch(argv[1], std::vector<std::string>(argv + 2, argv + argc), executor);
+        const int rc = dispatch(argv[1], std::vector<std::string>(argv + 2, argv + argc), executor);
+        // Every command's output goes to stdout: a full disk or a closed pipe must not pass as success.
+        std::cout.flush();
+        if (!std::cout) {
+            std::cerr << "servesim: error: could not write the output to standard output (a full disk, a closed "
+                         "pipe?)\n";
+            return rc == 0 ? 1 : rc;
+        }
+        return rc;
     } catch (const app::RunAbandoned&) {
         return 1;  // a run failed on some rank; rank 0 names it
     } catch (const ConfigError& e) {

@@ -8,6 +8,8 @@
 #include <cmath>
 #include <limits>
 
+#include "workloads/request_bounds.h"
+
 namespace servesim::workloads {
 
 namespace {
@@ -16,7 +18,7 @@ class PoissonArrivals final : public ArrivalProcess {
   public:
     PoissonArrivals(double rate_per_s, core::RngStream rng) : rate_per_s_(rate_per_s), rng_(rng) {}
 
-    core::Duration next_gap() override { return core::Duration::from_s(rng_.exponential(rate_per_s_)); }
+    core::Duration next_gap() override { return core::Duration::from_s_capped(rng_.exponential(rate_per_s_)); }
 
   private:
     double rate_per_s_;
@@ -28,7 +30,7 @@ class GammaArrivals final : public ArrivalProcess {
     GammaArrivals(double rate_per_s, double burstiness, core::RngStream rng)
         : shape_(burstiness), scale_s_(1.0 / (rate_per_s * burstiness)), rng_(rng) {}
 
-    core::Duration next_gap() override { return core::Duration::from_s(rng_.gamma(shape_, scale_s_)); }
+    core::Duration next_gap() override { return core::Duration::from_s_capped(rng_.gamma(shape_, scale_s_)); }
 
   private:
     double shape_;
@@ -99,8 +101,9 @@ ArrivalConfig parse_arrival(const YamlMap& m,
             m.fail("burstiness", "only used with `arrival: gamma`");
         }
         c.burstiness = m.get<double>("burstiness");
-        if (c.burstiness <= 0) {
-            m.fail("burstiness", fmt::format("must be positive, got {}", c.burstiness));
+        if (!(c.burstiness >= 1e-6 && c.burstiness <= 1e6)) {
+            // Bounded so that the gamma scale 1/(rate·burstiness) stays a finite number of seconds.
+            m.fail("burstiness", fmt::format("must lie in [1e-06, 1e+06], got {:g}", c.burstiness));
         }
     }
     if (is_extra) {
@@ -123,6 +126,7 @@ ArrivalConfig parse_arrival(const YamlMap& m,
         m.fail("rate", fmt::format("must be a positive number of requests per second{}, got {}",
                                    allow_infinite_rate ? " or inf" : "", c.rate_per_s));
     }
+    check_rate_range(m, "rate", c.rate_per_s);
     return c;
 }
 

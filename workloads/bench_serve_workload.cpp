@@ -398,6 +398,12 @@ BenchServeConfig parse_bench_serve_workload(const YamlMap& m, std::uint64_t seed
     BenchServeConfig c;
     c.request_rate_per_s = positive_or_inf(m, "request_rate", kInf);
     c.burstiness = positive_or_inf(m, "burstiness", 1.0);
+    if (!std::isinf(c.request_rate_per_s)) {
+        check_rate_range(m, "request_rate", c.request_rate_per_s);
+    }
+    if (!std::isinf(c.burstiness) && !(c.burstiness >= 1e-6 && c.burstiness <= 1e6)) {
+        m.fail("burstiness", fmt::format("must lie in [1e-06, 1e+06] or be inf, got {:g}", c.burstiness));
+    }
     if (m.has("ramp_up_strategy")) {
         // serve.py main's checks: no request_rate, both ends given, start <= end; a rate of 0 fails get_request's
         // assertion (linear from 0) or is refused (exponential), so the start must be positive here.
@@ -416,6 +422,8 @@ BenchServeConfig parse_bench_serve_workload(const YamlMap& m, std::uint64_t seed
             m.fail("ramp_up_start_rps",
                    fmt::format("must be positive (the first request's rate), got {}", r.start_rps));
         }
+        check_rate_range(m, "ramp_up_start_rps", r.start_rps);
+        check_rate_range(m, "ramp_up_end_rps", r.end_rps);
         if (r.end_rps < r.start_rps) {
             m.fail("ramp_up_end_rps",
                    fmt::format("must be at least ramp_up_start_rps ({}), got {}", r.start_rps, r.end_rps));
@@ -430,6 +438,15 @@ BenchServeConfig parse_bench_serve_workload(const YamlMap& m, std::uint64_t seed
     }
     c.num_prompts =
         m.has("num_prompts") ? m.get_in_range<std::int64_t>("num_prompts", 1, std::int64_t{1} << 32) : c.num_prompts;
+    // The schedule spans num_prompts / rate seconds (the slowest rate of a ramp): inside the simulated clock.
+    const double slowest_rps = c.ramp_up ? c.ramp_up->start_rps : c.request_rate_per_s;
+    if (static_cast<double>(c.num_prompts) / slowest_rps > kMaxDurationS) {
+        m.fail(c.ramp_up ? "ramp_up_start_rps" : "request_rate",
+               fmt::format("{} prompts at {:g} requests per second span {:g} s, beyond the simulated clock's range "
+                           "(at most {:.0e} s)",
+                           c.num_prompts, slowest_rps, static_cast<double>(c.num_prompts) / slowest_rps,
+                           kMaxDurationS));
+    }
     c.seed = m.has("seed") ? static_cast<std::uint64_t>(
                                  m.get_in_range<std::int64_t>("seed", 0, std::numeric_limits<std::int64_t>::max()))
                            : seed;
@@ -573,7 +590,7 @@ std::vector<core::SimTime> bench_serve_schedule(std::int64_t num_requests,
     std::vector<core::SimTime> out;
     out.reserve(delay_s.size());
     for (const double d : delay_s) {
-        out.push_back(core::SimTime::from_s(d * factor));
+        out.push_back(core::SimTime::zero() + core::Duration::from_s_capped(d * factor));
     }
     return out;
 }

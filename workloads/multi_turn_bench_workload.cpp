@@ -73,6 +73,7 @@ MultiTurnBenchConfig parse_multi_turn_bench_workload(const YamlMap& m, std::uint
         m.fail("request_rate", fmt::format("must be non-negative requests per second per client (0 = no sleep), got {}",
                                            c.request_rate_per_s));
     }
+    check_rate_range(m, "request_rate", c.request_rate_per_s, /*zero_allowed=*/true);
     const auto sampling = m.get_or<std::string>("conversation_sampling", "round_robin");
     if (sampling != "round_robin" && sampling != "random") {
         m.fail("conversation_sampling", "unknown value '" + sampling + "'; allowed: round_robin, random");
@@ -220,7 +221,7 @@ void MultiTurnBenchWorkload::on_request_finished(core::RequestId id, core::SimTi
     }
     core::SimTime wake_time = now;
     if (config_.request_rate_per_s > 0) {
-        wake_time = now + core::Duration::from_s(cl.sleep_rng.exponential(config_.request_rate_per_s));
+        wake_time = now + core::Duration::from_s_capped(cl.sleep_rng.exponential(config_.request_rate_per_s));
     }
     wake(s.client, wake_time);
 }

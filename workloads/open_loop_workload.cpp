@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <limits>
 
+#include "common/clock_range.h"
 #include "common/error.h"
 #include "workloads/content_ids.h"
 
@@ -145,6 +146,13 @@ class TraceSource final : public OpenLoopSource {
         }
         ++num_read_;
         OpenLoopRequest r;
+        const double arrival_s = record->arrival.s() * config_.time_scale;
+        if (arrival_s > kMaxDurationS) {
+            throw ConfigError(config_.path, static_cast<int>(record->line), "timestamp",
+                              fmt::format("{:g} s after time_scale {:g} is beyond the simulated clock's range; "
+                                          "allowed: up to {:.0e} s",
+                                          arrival_s, config_.time_scale, kMaxDurationS));
+        }
         r.arrival = core::SimTime::from_ns(
             static_cast<std::int64_t>(std::llround(static_cast<double>(record->arrival.ns()) * config_.time_scale)));
         r.prompt = std::move(record->prompt);
@@ -225,9 +233,9 @@ TraceConfig parse_trace_workload(const YamlMap& m) {
         m.fail("format", "unknown trace format '" + c.format + "'; allowed: " + names);
     }
     c.time_scale = m.get_or<double>("time_scale", 1.0);
-    if (c.time_scale < 0) {
+    if (!(c.time_scale >= 0 && c.time_scale <= 1e6)) {
         m.fail("time_scale",
-               fmt::format("must be non-negative (it multiplies inter-arrival times), got {}", c.time_scale));
+               fmt::format("must lie in [0, 1e6] (it multiplies inter-arrival times), got {:g}", c.time_scale));
     }
     if (m.has("limit")) {
         c.limit = m.get_in_range<std::int64_t>("limit", 1, std::numeric_limits<std::int64_t>::max());
@@ -247,6 +255,9 @@ TraceConfig parse_trace_workload(const YamlMap& m) {
     if (!std::filesystem::exists(c.path)) {
         m.fail("trace", "cannot open trace file '" + c.path + "'");
     }
+    if (!std::filesystem::is_regular_file(c.path)) {
+        m.fail("trace", "'" + c.path + "' is not a regular file (a directory or a device); a trace is a file of records");
+    }
     return c;
 }
 
@@ -255,6 +266,9 @@ std::int64_t check_trace(const TraceConfig& config) {
     std::int64_t n = 0;
     while ((!config.limit || n < *config.limit) && reader->next()) {
         ++n;
+    }
+    if (n == 0) {
+        throw ConfigError(config.path + ": the trace holds no records (only a header or blank lines)");
     }
     return n;
 }

@@ -6,6 +6,9 @@
 #include <optional>
 #include <string>
 
+#include <fmt/format.h>
+
+#include "common/clock_range.h"
 #include "common/yaml_reader.h"
 #include "sim/core/time.h"
 
@@ -21,6 +24,20 @@ struct RequestBounds {
 
     [[nodiscard]] bool count_reached(std::int64_t num_sent) const { return num_requests && num_sent >= *num_requests; }
 };
+
+// A rate key (requests per second) already read as a positive number: refused outside [kMinRatePerS,
+// kMaxRatePerS] (common/clock_range.h), so its gaps stay inside the simulated clock. `zero_allowed`: 0 means "no
+// sleep" for the key and passes.
+inline void check_rate_range(const YamlMap& m, std::string_view key, double rate_per_s, bool zero_allowed = false) {
+    if (zero_allowed && rate_per_s == 0) {
+        return;
+    }
+    if (!(rate_per_s >= kMinRatePerS && rate_per_s <= kMaxRatePerS)) {
+        m.fail(key, fmt::format("{:g} requests per second is outside the simulated clock's range; allowed: {:g} (a "
+                                "mean gap of 11.6 days) to {:g} (one per nanosecond){}",
+                                rate_per_s, kMinRatePerS, kMaxRatePerS, zero_allowed ? ", or 0" : ""));
+    }
+}
 
 // A duration key ("30s", "5min", 2.5) as a Duration.
 [[nodiscard]] inline core::Duration parse_duration_key(const YamlMap& m, std::string_view key) {

@@ -8,9 +8,11 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "common/clock_range.h"
 #include "common/error.h"
 #include "workloads/content_ids.h"
 
@@ -51,20 +53,44 @@ std::int64_t days_from_civil(std::int64_t y, std::int64_t m, std::int64_t d) {
 // Shared by both formats: the file, the line counter and the non-decreasing arrival check.
 class LineReader {
   public:
-    explicit LineReader(std::string path) : path_(std::move(path)), in_(path_) {
-        if (!in_) {
+    // A line longer than this is refused (no record needs it: the longest shipped is 2.7 KB, a 10^9-token
+    // Mooncake record at 512 tokens per block needs ~16 MB of hash ids, beyond what this bound admits by design),
+    // so a file without newlines (/dev/zero, a binary) is not read whole into memory.
+    static constexpr std::size_t kMaxLineBytes = 1 << 20;
+
+    explicit LineReader(std::string path) : path_(std::move(path)) {
+        // A directory opens as an empty stream and a device (/dev/null, /dev/zero) as an empty or endless one:
+        // only a regular file is a trace.
+        std::error_code ec;
+        const auto status = std::filesystem::status(path_, ec);
+        if (ec || !std::filesystem::exists(status)) {
             throw ConfigError(path_ + ": cannot open trace file");
+        }
+        if (!std::filesystem::is_regular_file(status)) {
+            throw ConfigError(path_ + ": not a regular file (a directory or a device); a trace is a file of records");
+        }
+        in_.open(path_, std::ios::binary);
+        if (!in_) {
+            throw ConfigError(path_ + ": cannot open trace file (not readable)");
         }
     }
 
-    // The next non-blank line (trimmed), or nullopt at the end.
+    // The next non-blank line (trimmed), or nullopt at the end. At the end of a file that held no record at all,
+    // the trace is refused: an empty trace would run nothing and report zeros.
     std::optional<std::string_view> next_line() {
-        while (std::getline(in_, buffer_)) {
+        while (read_line()) {
             ++line_;
             const auto t = trim(buffer_);
             if (!t.empty()) {
+                ++num_lines_returned_;
                 return t;
             }
+        }
+        if (in_.bad()) {
+            throw ConfigError(path_, static_cast<int>(line_), "", "read error");
+        }
+        if (num_lines_returned_ == 0) {
+            throw ConfigError(path_ + ": the trace holds no records (an empty file)");
         }
         return std::nullopt;
     }
@@ -86,10 +112,29 @@ class LineReader {
     std::int64_t line() const { return line_; }
 
   private:
+    // std::getline with kMaxLineBytes as the bound; false at the end of the file.
+    bool read_line() {
+        buffer_.clear();
+        std::streambuf* sb = in_.rdbuf();
+        for (int c = sb->sbumpc(); c != std::char_traits<char>::eof(); c = sb->sbumpc()) {
+            if (c == '\n') {
+                return true;
+            }
+            if (buffer_.size() == kMaxLineBytes) {
+                throw ConfigError(path_, static_cast<int>(line_ + 1), "",
+                                  fmt::format("line longer than {} bytes; allowed: records up to {} bytes per line",
+                                              kMaxLineBytes, kMaxLineBytes));
+            }
+            buffer_.push_back(static_cast<char>(c));
+        }
+        return !buffer_.empty();
+    }
+
     std::string path_;
     std::ifstream in_;
     std::string buffer_;
     std::int64_t line_ = 0;
+    std::int64_t num_lines_returned_ = 0;
     core::SimTime last_arrival_;
 };
 
@@ -219,6 +264,18 @@ class AzureReader final : public TraceReader {
         }
         TraceRecord r;
         r.line = lines_.line();
+        // Each year is in 1678-2261, but two of them can lie further apart than int64 ns holds (found by fuzzing:
+        // 1678 then 2023): the offset from the first record is bounded by the clock's range first.
+        const double offset_s = (static_cast<double>(*ts_ns) - static_cast<double>(*first_ns_)) * 1e-9;
+        if (offset_s > kMaxDurationS) {
+            lines_.fail("TIMESTAMP", fmt::format("{:.3g} s after the first record; allowed: up to {:.0e} s (the "
+                                                 "simulated clock's range)",
+                                                 offset_s, kMaxDurationS));
+        }
+        if (offset_s < 0) {
+            lines_.fail("TIMESTAMP", fmt::format("timestamps must not decrease: {:.3g} s before the first record",
+                                                 -offset_s));
+        }
         r.arrival = core::SimTime::from_ns(*ts_ns - *first_ns_);
         lines_.check_order(r.arrival, "TIMESTAMP");
         const auto input_tokens = parse_int(cols[1]);

@@ -72,7 +72,7 @@ int run_calibrate(const CalibrateOptions& o, std::ostream& out, std::ostream& lo
         return 2;
     } catch (const ConfigError& e) {
         log << "servesim-calibrate: error: " << e.what() << "\n";
-        return 1;
+        return 2;  // bad input, as every servesim command
     }
 }
 

@@ -633,6 +633,14 @@ MemoryPlan plan_memory(const models::ModelSpec& model, const MemoryPlanRequest& 
         if (*req.kv_cache_memory_bytes <= 0) {
             throw ConfigError("kv_cache_memory_bytes: must be positive");
         }
+        // vLLM allocates the pool on the GPU (one KV tensor per layer): a pool beyond the GPU's memory cannot exist,
+        // and bounding it keeps the block count (and the simulator's per-block memory) within what one GPU holds.
+        if (req.gpu_memory_bytes > 0 && *req.kv_cache_memory_bytes > req.gpu_memory_bytes) {
+            throw ConfigError(fmt::format("kv_cache_memory_bytes: {} bytes ({:.1f} GiB) exceed the GPU's memory of {} "
+                                          "bytes ({:.1f} GiB); allowed: 1 byte to the GPU's memory",
+                                          *req.kv_cache_memory_bytes, *req.kv_cache_memory_bytes / kGiB,
+                                          req.gpu_memory_bytes, req.gpu_memory_bytes / kGiB));
+        }
         plan.kv_cache_memory_bytes = *req.kv_cache_memory_bytes;  // used as-is; utilization ignored
         plan.kv_cache_memory_overridden = true;
     } else {

@@ -136,6 +136,11 @@ SimulationResult Simulation::run() {
     SimulationResult result;
     arm_arrival();
     core::SimTime last_event_time = queue_.now();
+    // The time series is bounded: at kMaxTimeSamples samples every other one is dropped and the interval doubles,
+    // so a run of 1e9 simulated seconds keeps at most 2^20 samples (48 MB) instead of 10^9; runs shorter than
+    // 2^20 intervals (12 days at 1 s) are unchanged. docs/OUTPUTS.md (timeseries.csv).
+    constexpr std::size_t kMaxTimeSamples = std::size_t{1} << 20;
+    core::Duration sample_interval = config_.sample_interval;
     if (config_.sample_interval.ns() > 0) {
         queue_.push(queue_.now(), core::EventPriority::kObserve, core::EventKind::kSample);
     }
@@ -180,8 +185,17 @@ SimulationResult Simulation::run() {
                 break;
             case core::EventKind::kSample:
                 sample(now, result.timeseries);
+                if (result.timeseries.size() > kMaxTimeSamples) {  // 2^20 + 1: the last (even) index is kept
+                    auto& ts = result.timeseries;
+                    std::size_t kept = 0;
+                    for (std::size_t i = 0; i < ts.size(); i += 2) {
+                        ts[kept++] = ts[i];
+                    }
+                    ts.resize(kept);
+                    sample_interval = sample_interval + sample_interval;
+                }
                 if (!queue_.empty()) {  // keep sampling only while something else will happen
-                    queue_.push(now + config_.sample_interval, core::EventPriority::kObserve, core::EventKind::kSample);
+                    queue_.push(now + sample_interval, core::EventPriority::kObserve, core::EventKind::kSample);
                 }
                 break;
         }

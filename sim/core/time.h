@@ -7,7 +7,23 @@
 #include <compare>
 #include <cstdint>
 
+#include "common/clock_range.h"
+#include "common/error.h"
+
 namespace servesim::core {
+
+namespace detail {
+
+// Seconds → int64 nanoseconds. Input is range-checked where it is read (common/clock_range.h); a NaN or a value
+// whose nanoseconds do not fit int64 reaching here is a bug, reported instead of wrapping (llround's result is
+// unspecified there).
+inline std::int64_t checked_ns(double s, double scale) {
+    const double ns = s * scale;
+    SERVESIM_CHECK(std::fabs(ns) < 9.2e18, "time {} (x {} ns) is NaN or beyond int64 nanoseconds", s, scale);
+    return static_cast<std::int64_t>(std::llround(ns));
+}
+
+}  // namespace detail
 
 class Duration {
 public:
@@ -15,11 +31,17 @@ public:
 
     static constexpr Duration from_ns(std::int64_t ns) { return Duration(ns); }
 
-    static Duration from_s(double s) { return Duration(static_cast<std::int64_t>(std::llround(s * 1e9))); }
+    static Duration from_s(double s) { return Duration(detail::checked_ns(s, 1e9)); }
 
-    static Duration from_ms(double ms) { return Duration(static_cast<std::int64_t>(std::llround(ms * 1e6))); }
+    static Duration from_ms(double ms) { return Duration(detail::checked_ns(ms, 1e6)); }
 
-    static Duration from_us(double us) { return Duration(static_cast<std::int64_t>(std::llround(us * 1e3))); }
+    static Duration from_us(double us) { return Duration(detail::checked_ns(us, 1e3)); }
+
+    // A random gap (an arrival draw, a sleep): one beyond kMaxDurationS is kMaxDurationS, i.e. past any run's end
+    // (max_time is at most kMaxDurationS too), so "never within this run" instead of a wrapped clock.
+    static Duration from_s_capped(double s) {
+        return Duration(detail::checked_ns(std::isnan(s) || s < kMaxDurationS ? s : kMaxDurationS, 1e9));
+    }
 
     constexpr std::int64_t ns() const { return ns_; }
 
@@ -52,7 +74,7 @@ public:
 
     static constexpr SimTime from_ns(std::int64_t ns) { return SimTime(ns); }
 
-    static SimTime from_s(double s) { return SimTime(static_cast<std::int64_t>(std::llround(s * 1e9))); }
+    static SimTime from_s(double s) { return SimTime(detail::checked_ns(s, 1e9)); }
 
     constexpr std::int64_t ns() const { return ns_; }
 

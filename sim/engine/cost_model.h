@@ -4,9 +4,15 @@
 // ProfileCostModel (curves fitted by calibration on a real GPU).
 #pragma once
 
+#include <fmt/format.h>
+
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
+
+#include "common/clock_range.h"
 
 #include "sim/core/time.h"
 
@@ -53,6 +59,26 @@ struct StepCost {
 
     [[nodiscard]] double total_ms() const {
         return gemm_ms + lm_head_ms + attn_prefill_ms + attn_decode_ms + gdn_ms + snapshot_ms + overhead_ms + comm_ms;
+    }
+
+    // The first term that is NaN, infinite, negative beyond rounding, or whose step passes the simulated clock's
+    // range (kMaxDurationS, common/clock_range.h), as "name = value"; empty when the step is usable. A profile
+    // coefficient like 1e300 or a NaN gives such a term: it is reported, never floored to 1 ns.
+    [[nodiscard]] std::string out_of_range_term() const {
+        const std::pair<const char*, double> terms[] = {
+            {"gemm", gemm_ms},         {"lm_head", lm_head_ms}, {"attn_prefill", attn_prefill_ms},
+            {"attn_decode", attn_decode_ms}, {"gdn", gdn_ms},   {"snapshot", snapshot_ms},
+            {"overhead", overhead_ms}, {"comm", comm_ms}};
+        for (const auto& [name, ms] : terms) {
+            if (!std::isfinite(ms) || ms > kMaxDurationS * 1e3 || ms < -kMaxDurationS * 1e3) {
+                return fmt::format("{} = {:g} ms", name, ms);
+            }
+        }
+        const double total = total_ms();
+        if (!(total <= kMaxDurationS * 1e3)) {
+            return fmt::format("total = {:g} ms", total);
+        }
+        return {};
     }
 
     // The one place cost-model milliseconds become simulated time: at least 1 ns so every step advances the clock.

@@ -118,6 +118,13 @@ std::optional<core::SimTime> Replica::try_start_step(core::SimTime now) {
     StepCost cost = cost_model_.step_cost(shape);
     // A hybrid state pool (policies other than vllm) copies out the snapshots its policy admitted this step.
     cost.snapshot_ms += config_.state_copy_ms * static_cast<double>(kv_cache_->take_state_snapshots_scheduled());
+    if (const std::string bad = cost.out_of_range_term(); !bad.empty()) {
+        throw ConfigError(fmt::format("{}: a step of {} tokens ({} sequences) costs {}: NaN, infinite or beyond the "
+                                      "simulated clock's range (a step must take 0 to {:.0e} s); check the cost "
+                                      "model's coefficients",
+                                      cost_model_.describe(), shape.num_tokens, shape.num_seqs, bad,
+                                      kMaxDurationS));
+    }
     total_cost_ += cost;
     metrics_.on_step(now, plan.num_scheduled_tokens, static_cast<std::int64_t>(scheduler_.num_waiting()),
                      kv_cache_->usage());

@@ -146,7 +146,7 @@ TEST_CASE("Engine flags: a bad value names the flag as the user typed it", "[too
     CHECK(message_of([] { (void)take_engine_flags({"--block-size"}); }) ==
           "command line: --block-size: expects a value: a whole number");
     CHECK(message_of([] { (void)take_engine_flags({"-dp", "0"}); }) ==
-          "command line: --data-parallel-size: 0 is out of range; allowed: 1 to 100000");
+          "command line: --data-parallel-size: 0 is out of range; allowed: 1 to 1024");
     CHECK(message_of([] { (void)take_engine_flags({"--vllm-version", "0.9"}); }).starts_with(
         "command line: --vllm-version: vLLM 0.9 is outside the releases whose rules servesim models"));
 }

@@ -15,7 +15,7 @@ namespace {
 
 // vLLM's -dp: replicas behind the router (servesim models data parallelism as independent replicas).
 constexpr std::string_view kDataParallelFlag = "--data-parallel-size";
-constexpr ValueSpec kReplicasSpec{ValueKind::Int, 1, 100000};
+constexpr ValueSpec kReplicasSpec{ValueKind::Int, 1, 1024};  // cluster.replicas: docs/INPUT-RANGES.md
 
 [[noreturn]] void fail(std::string_view flag, const std::string& message) {
     throw ConfigError(fmt::format("command line: {}: {}", flag, message));

@@ -44,8 +44,12 @@ YAML::Node merge_layers(const std::vector<YAML::Node>& layers) {
     for (const auto& k : keys) {
         std::vector<YAML::Node> values;
         for (const auto& layer : layers) {
-            if (layer[k]) {
-                values.push_back(layer[k]);
+            // Matched by the key's text, not layer[k]: an empty or null key (": 16384", found by fuzzing) is not
+            // found by lookup, which left `values` empty; it now reaches allow_only, which names it.
+            for (const auto& kv : layer) {
+                if (kv.first.as<std::string>() == k) {
+                    values.push_back(kv.second);
+                }
             }
         }
         // Only trailing map values merge; a scalar in a later layer replaces everything before it.
@@ -262,7 +266,9 @@ ExperimentConfig parse_experiment(const YamlMap& m, const std::string& base_dir)
         const YamlMap c = m.map("cluster");
         c.allow_only(kClusterKeys);
         x.replicas = c.get_or<int>("replicas", 1);
-        c.check_range<int>("replicas", x.replicas, 1, 100000);
+        // Each replica holds its own KV block table (3.5 MB for Qwen3-4B on an H200): 1024 replicas take 3.6 GB of
+        // host memory, 100,000 would take 350 GB (docs/INPUT-RANGES.md).
+        c.check_range<int>("replicas", x.replicas, 1, 1024);
         x.router = c.get_or<std::string>("router", "round_robin");
         if (c.has("topology")) {
             x.topology = std::make_shared<const cluster::Topology>(
@@ -535,6 +541,22 @@ Scenario load_scenario_text(const std::string& text, const std::string& file, co
         }
     }
 
+    // The grid is counted before any point is expanded: every point is validated (memory plan included) before the
+    // first simulation, so a grid of 10^6 points used to spend minutes expanding. docs/INPUT-RANGES.md.
+    {
+        constexpr double kMaxPoints = 10'000;
+        double points = static_cast<double>(variants.size());
+        std::string shape = variants.size() > 1 ? fmt::format("{} experiments", variants.size()) : "";
+        for (const auto& [key, values] : axes) {
+            points *= static_cast<double>(values.size());
+            shape += fmt::format("{}{} values of {}", shape.empty() ? "" : " x ", values.size(), key);
+        }
+        if (points > kMaxPoints) {
+            top.fail(top.has("sweep") ? "sweep" : "experiments",
+                     fmt::format("{:.0f} points ({}); allowed: at most {:.0f} per scenario — split the sweep",
+                                 points, shape, kMaxPoints));
+        }
+    }
     std::vector<std::size_t> idx(axes.size(), 0);
     const bool many_variants = variants.size() > 1;
     while (true) {
@@ -599,6 +621,12 @@ Scenario load_scenario(const std::string& path, const std::vector<std::string>& 
 }
 
 Scenario load_scenario(const std::string& path, const std::vector<Override>& overrides) {
+    if (std::error_code ec; fs::is_directory(path, ec)) {
+        throw ConfigError(path + ": is a directory; expected a scenario file (YAML)");
+    }
+    if (std::error_code ec; fs::is_character_file(path, ec) || fs::is_block_file(path, ec)) {
+        throw ConfigError(path + ": is a device; expected a scenario file (YAML), or a pipe");  // /dev/zero never ends
+    }
     std::ifstream in(path);
     if (!in) {
         throw ConfigError(path + ": cannot open scenario file");

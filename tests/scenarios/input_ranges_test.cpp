@@ -1,0 +1,171 @@
+// Every duration, rate and size a scenario gives is checked against its documented range (docs/INPUT-RANGES.md)
+// when the scenario is read: a value that would overflow the simulated clock (int64 ns, ±9.22e9 s) or ask for more
+// memory than the GPU holds is refused naming file, line and key — it used to run with rc 0 and print zeros
+// (max_time=1e10), behave as another value (rate=1e-300 as inf, think_time=9.3e9 as 0) or abort (bad_alloc).
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "common/error.h"
+#include "tests/catch.h"
+#include "tools/app/experiment.h"
+#include "tools/app/scenario.h"
+
+namespace servesim::app {
+namespace {
+
+const std::string kHead = "model: Qwen3-4B\n";
+const std::string kSynthetic =
+    "workload: {type: synthetic, rate: 1, prompt_tokens: 10, output_tokens: 1, num_requests: 1}\n";
+
+// The ConfigError `text` (as the file "r.yaml") gives while it is read and prepared; fails if nothing is refused
+// or an experiment ran first.
+std::string error_of(const std::string& text) {
+    int experiments_run = 0;
+    try {
+        const Scenario sc = load_scenario_text(text, "r.yaml", {}, {});
+        (void)run_experiments(sc.experiments, 1, [&](int, int) { ++experiments_run; });
+    } catch (const ConfigError& e) {
+        CHECK(experiments_run == 0);
+        return e.what();
+    }
+    FAIL("no ConfigError for:\n" << text);
+    return "";
+}
+
+bool has(const std::string& m, const std::string& part) { return m.find(part) != std::string::npos; }
+
+TEST_CASE("Durations beyond 1e9 s are refused naming the key", "[scenarios][ranges]") {
+    // 1e10 s = 1e19 ns, beyond int64 (9.22e18): it used to wrap and simulate nothing with rc 0.
+    const std::string max_time = error_of(kHead + kSynthetic + "max_time: 1e10\n");
+    INFO(max_time);
+    CHECK(has(max_time, "r.yaml:3: 'max_time': duration '1e10' is beyond the simulated clock's range; allowed: 0 "
+                        "to 1e+09 s"));
+    const std::string warmup = error_of(kHead + kSynthetic + "warmup: 1e10\n");
+    CHECK(has(warmup, "r.yaml:3: 'warmup': duration '1e10'"));
+    const std::string duration = error_of(
+        kHead + "workload: {type: synthetic, rate: 1, prompt_tokens: 10, output_tokens: 1, duration: 1e300h}\n");
+    CHECK(has(duration, "'workload.duration': duration '1e300h' is beyond"));
+    // think_time 9.3e9 s used to behave as 0.
+    const std::string think = error_of(
+        kHead + "workload: {type: tenants, tenants: 1, system_prompt_tokens: 10, turns_per_dialogue: 1,\n"
+                "  user_tokens: {dist: fixed, value: 10}, answer_tokens: {dist: fixed, value: 1},\n"
+                "  think_time: 9.3e9, arrival: closed_loop, num_requests: 1}\n");
+    CHECK(has(think, "'workload.think_time': duration '9.3e9' is beyond"));
+    // 1e9 s itself (16,666,666.7 min) is inside.
+    CHECK(load_scenario_text(kHead + kSynthetic + "max_time: 16666666min\n", "r.yaml", {}, {}).experiments.size() ==
+          1);
+}
+
+TEST_CASE("Rates outside [1e-6, 1e9] per second are refused naming the key", "[scenarios][ranges]") {
+    // rate 1e-300: the exponential gap 1/rate = 1e300 s used to wrap to a negative clock and send everything at
+    // once (as rate inf).
+    const std::string slow = error_of(
+        kHead + "workload: {type: synthetic, rate: 1e-300, prompt_tokens: 10, output_tokens: 1, num_requests: 1}\n");
+    INFO(slow);
+    CHECK(has(slow, "'workload.rate': 1e-300 requests per second is outside the simulated clock's range; allowed: "
+                    "1e-06"));
+    const std::string fast = error_of(
+        kHead + "workload: {type: synthetic, rate: 1e10, prompt_tokens: 10, output_tokens: 1, num_requests: 1}\n");
+    CHECK(has(fast, "'workload.rate': 1e+10 requests per second"));
+    // bench_serve: 400 prompts at 1e-6/s span 4e8 s (inside); 4000 span 4e9 s (beyond the clock's 1e9).
+    const std::string bench = "workload: {type: bench_serve, request_rate: 1e-6, num_prompts: ";
+    CHECK(load_scenario_text(kHead + bench + "400}\n", "r.yaml", {}, {}).experiments.size() == 1);
+    const std::string span = error_of(kHead + bench + "4000}\n");
+    CHECK(has(span, "'workload.request_rate': 4000 prompts at 1e-06 requests per second span 4e+09 s"));
+}
+
+TEST_CASE("A negative integer reaches its key's own message", "[scenarios][ranges]") {
+    // YamlMap::convert<int64> used to call -5 out of range for every signed key, so this message never fired.
+    const std::string m = error_of(
+        kHead + "workload: {type: synthetic, rate: 1, prompt_tokens: 10, output_tokens: 1, num_requests: -5}\n");
+    INFO(m);
+    CHECK(has(m, "'workload.num_requests': must be at least 1, got -5"));
+    // An unsigned key still refuses it.
+    CHECK(has(error_of(kHead + kSynthetic + "seed: -1\n"), "'seed': integer out of range: -1"));
+}
+
+TEST_CASE("kv_cache_memory_bytes beyond the GPU's memory is refused before allocating", "[scenarios][ranges]") {
+    // 1e18 bytes used to allocate the block table of a 931-million-GiB pool (bad_alloc); the H200 holds
+    // 150,109,880,320 bytes as cudaMemGetInfo reports them.
+    const std::string m = error_of(kHead + "engine: {kv_cache_memory_bytes: 1e18}\n" + kSynthetic);
+    INFO(m);
+    CHECK(has(m, "r.yaml:2: 'engine.kv_cache_memory_bytes': 1000000000000000000 bytes"));
+    CHECK(has(m, "exceed the GPU's memory of 150109880320 bytes"));
+}
+
+TEST_CASE("A profile curve beyond the clock's range is refused naming the profile and curve", "[scenarios][ranges]") {
+    // A gemm coefficient of 1e300 ms makes every step 1e300 ms; it used to be floored to 1 ns (TTFT 1e-6 ms). The
+    // profile reader evaluates each piece at both ends of its range: piece 0 at x = 1 gives 1e300 + 0.0046 − 1.1e-5.
+    const auto dir = std::filesystem::temp_directory_path() / "servesim-input-ranges";
+    std::filesystem::create_directories(dir);
+    const std::string profile = (dir / "gemm-1e300.yaml").string();
+    {
+        std::ifstream in(std::string(SERVESIM_TEST_DATA_DIR) + "/../calibration/profiles/h200/Qwen3-4B.yaml");
+        REQUIRE(in);
+        std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        const std::string first = "coefficients: [2.829143108,";
+        const auto at = text.find(first);
+        REQUIRE(at != std::string::npos);
+        text.replace(at, first.size(), "coefficients: [1e300,");
+        std::ofstream(profile) << text;
+    }
+    const std::string m = error_of(kHead + "gpu: H200\ncost_model: " + profile + "\n" + kSynthetic);
+    INFO(m);
+    CHECK(has(m, profile));
+    CHECK(has(m, "'curves.gemm': piece 0: evaluates to 1e+300 ms at x = 1; allowed: a step term of at most 1e+12 ms"));
+}
+
+TEST_CASE("cluster.replicas beyond 1024 is refused before any replica is built", "[scenarios][ranges]") {
+    // 100,000 replicas used to be accepted: 3.5 MB each, 350 GB before the first step.
+    const std::string m = error_of(kHead + "cluster: {replicas: 100000}\n" + kSynthetic);
+    INFO(m);
+    CHECK(has(m, "r.yaml:2: 'cluster.replicas': value 100000 is out of range; allowed: 1 to 1024"));
+}
+
+TEST_CASE("A sweep beyond 10,000 points fails fast naming the sweep", "[scenarios][ranges]") {
+    // 100 × 100 × 100 = 10^6 points: refused before the first point is expanded (it used to expand for minutes).
+    std::string list = "[";
+    for (int i = 1; i <= 100; ++i) {
+        list += (i > 1 ? ", " : "") + std::to_string(i);
+    }
+    list += "]";
+    const std::string text = kHead + kSynthetic + "sweep:\n  engine.max_num_seqs: " + list +
+                             "\n  workload.num_requests: " + list + "\n  seed: " + list + "\n";
+    const std::string m = error_of(text);
+    INFO(m);
+    CHECK(has(m, "r.yaml:4: 'sweep': 1000000 points (100 values of engine.max_num_seqs x 100 values of "
+                 "workload.num_requests x 100 values of seed); allowed: at most 10000 per scenario"));
+}
+
+TEST_CASE("An order-only record beyond 2^24 tokens is refused before hashing", "[scenarios][ranges]") {
+    // One Azure record of 10^9 prompt tokens: it used to be hashed into 62.5 million block ids (24 s, 3.9 GB).
+    const auto dir = std::filesystem::temp_directory_path() / "servesim-input-ranges";
+    std::filesystem::create_directories(dir);
+    const std::string trace = (dir / "huge-record.csv").string();
+    std::ofstream(trace) << "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.6805900,1000000000,10\n";
+    const std::string m = error_of("mode: order_only\nworkload: {type: trace, format: azure, trace: " + trace + "}\n");
+    INFO(m);
+    CHECK(has(m, trace + ":2: 'input tokens': 1000000000 tokens; allowed in order_only mode: up to 16777216"));
+}
+
+TEST_CASE("An empty key in a map merged across experiments is named, not dereferenced", "[scenarios][errors]") {
+    // Found by fuzzing (tests/fuzz/corpus/scenario/crash-empty-key.yaml): merge_layers looked each key up with
+    // layer[k], which does not find an empty key, and read the back of an empty list.
+    const std::string m = error_of(kHead + "engine:\n  : 16384\nexperiments:\n  - {name: a, engine: {block_size: 16}}\n" +
+                                   kSynthetic);
+    INFO(m);
+    // The key reads as "null" (yaml-cpp's text of a null key); no line, as a lookup by it finds nothing.
+    CHECK(has(m, "r.yaml: 'engine.null': unknown key; allowed: max_num_seqs"));
+}
+
+TEST_CASE("A list used as a mapping key is refused naming file and line", "[scenarios][errors]") {
+    // Found by fuzzing a profile (tests/fuzz/corpus/profile/crash-list-key.yaml): yaml-cpp's BadConversion escaped
+    // every reader; load_yaml_string/load_yaml_file now check every key once.
+    const std::string m = error_of(kHead + "engine: {[1, 2]: 16}\n" + kSynthetic);
+    INFO(m);
+    CHECK(has(m, "r.yaml:2: a mapping key must be a plain name, not a list or a mapping"));
+}
+
+}  // namespace
+}  // namespace servesim::app

@@ -85,13 +85,15 @@ TEST_CASE("A negative integer reaches its key's own message", "[scenarios][range
     CHECK(has(error_of(kHead + kSynthetic + "seed: -1\n"), "'seed': integer out of range: -1"));
 }
 
-TEST_CASE("kv_cache_memory_bytes beyond the GPU's memory is refused before allocating", "[scenarios][ranges]") {
+TEST_CASE("kv_cache_memory_bytes beyond 16 x the GPU's memory is refused before allocating", "[scenarios][ranges]") {
     // 1e18 bytes used to allocate the block table of a 931-million-GiB pool (bad_alloc); the H200 holds
-    // 150,109,880,320 bytes as cudaMemGetInfo reports them.
+    // 150,109,880,320 bytes as cudaMemGetInfo reports them, so the what-if cap is 16 x that = 2,401,758,085,120.
     const std::string m = error_of(kHead + "engine: {kv_cache_memory_bytes: 1e18}\n" + kSynthetic);
     INFO(m);
     CHECK(has(m, "r.yaml:2: 'engine.kv_cache_memory_bytes': 1000000000000000000 bytes"));
-    CHECK(has(m, "exceed the GPU's memory of 150109880320 bytes"));
+    CHECK(has(m, "exceed 16 x the GPU's memory of 150109880320 bytes"));
+    // 2.5e12 bytes is just over the cap (the seed study's 100 GiB what-if pool on a 24 GiB card is within it).
+    CHECK(has(error_of(kHead + "engine: {kv_cache_memory_bytes: 2.5e12}\n" + kSynthetic), "exceed 16 x"));
 }
 
 TEST_CASE("A profile curve beyond the clock's range is refused naming the profile and curve", "[scenarios][ranges]") {

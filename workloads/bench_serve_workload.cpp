@@ -436,8 +436,10 @@ BenchServeConfig parse_bench_serve_workload(const YamlMap& m, std::uint64_t seed
     if (m.has("max_concurrency")) {
         c.max_concurrency = m.get_in_range<std::int64_t>("max_concurrency", 1, std::int64_t{1} << 40);
     }
+    // At most 1e8 prompts: the client's schedule holds one send time per prompt (800 MB at the cap;
+    // docs/INPUT-RANGES.md), ten times the largest run the benchmarks make.
     c.num_prompts =
-        m.has("num_prompts") ? m.get_in_range<std::int64_t>("num_prompts", 1, std::int64_t{1} << 32) : c.num_prompts;
+        m.has("num_prompts") ? m.get_in_range<std::int64_t>("num_prompts", 1, 100'000'000) : c.num_prompts;
     // The schedule spans num_prompts / rate seconds (the slowest rate of a ramp): inside the simulated clock.
     const double slowest_rps = c.ramp_up ? c.ramp_up->start_rps : c.request_rate_per_s;
     if (static_cast<double>(c.num_prompts) / slowest_rps > kMaxDurationS) {

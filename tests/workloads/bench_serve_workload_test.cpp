@@ -340,6 +340,8 @@ TEST_CASE("bench_serve refuses bad input before anything runs, naming the key", 
     CHECK(error_of(base + "request_rate: -2\n").find("must be a positive number or inf") != std::string::npos);
     CHECK(error_of(base + "burstiness: 0\n").find("'workload.burstiness'") != std::string::npos);
     CHECK(error_of(base + "max_concurrency: 0\n").find("'workload.max_concurrency'") != std::string::npos);
+    // 2^32 prompts used to be accepted and allocate a 34 GB schedule; the cap is 1e8 (docs/INPUT-RANGES.md).
+    CHECK(error_of("type: bench_serve\nnum_prompts: 4294967296\n").find("'workload.num_prompts'") != std::string::npos);
     CHECK(error_of(base + "random_range_ratio: 1.0\n").find("must lie in [0, 1)") != std::string::npos);
     CHECK(error_of(base + "random_input_len: 0\n").find("'workload.random_input_len'") != std::string::npos);
     CHECK(error_of(base + "dataset_name: sonnet\n").find("allowed: random, prefix_repetition") != std::string::npos);

@@ -7,6 +7,7 @@
 
 #include "common/error.h"
 #include "tests/catch.h"
+#include "tests/scenarios/scenario_error_util.h"
 #include "tools/app/experiment.h"
 #include "tools/app/scenario.h"
 
@@ -15,20 +16,8 @@ namespace {
 
 const char* kWorkload = "workload: {type: synthetic, rate: 1, prompt_tokens: 10, output_tokens: 1, num_requests: 1}\n";
 
-// Loads and prepares `text` as the file "bad.yaml" and returns the ConfigError's message, failing the test if no
-// error is thrown or if any experiment ran before it.
-std::string error_of(const std::string& text) {
-    int experiments_run = 0;
-    try {
-        const Scenario sc = load_scenario_text(text, "bad.yaml", {}, {});
-        (void)run_experiments(sc.experiments, 1, [&](int, int) { ++experiments_run; });
-    } catch (const ConfigError& e) {
-        CHECK(experiments_run == 0);
-        return e.what();
-    }
-    FAIL("no ConfigError for:\n" << text);
-    return "";
-}
+// The ConfigError `text` gives as the file "bad.yaml" (tests/scenarios/scenario_error_util.h).
+std::string error_of(const std::string& text) { return testing::scenario_error(text, "bad.yaml"); }
 
 void check_names(const std::string& message, const std::string& location, const std::string& key) {
     INFO(message);

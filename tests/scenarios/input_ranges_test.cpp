@@ -1,13 +1,15 @@
 // Every duration, rate and size a scenario gives is checked against its documented range (docs/INPUT-RANGES.md)
 // when the scenario is read: a value that would overflow the simulated clock (int64 ns, ±9.22e9 s) or ask for more
-// memory than the GPU holds is refused naming file, line and key — it used to run with rc 0 and print zeros
-// (max_time=1e10), behave as another value (rate=1e-300 as inf, think_time=9.3e9 as 0) or abort (bad_alloc).
+// memory than the hardware can hold (a KV pool beyond 16 × the GPU's memory) is refused naming file, line and key.
+// It used to run with rc 0 and print zeros (max_time=1e10), behave as another value (rate=1e-300 as inf,
+// think_time=9.3e9 as 0) or abort (bad_alloc).
 #include <filesystem>
 #include <fstream>
 #include <string>
 
 #include "common/error.h"
 #include "tests/catch.h"
+#include "tests/scenarios/scenario_error_util.h"
 #include "tools/app/experiment.h"
 #include "tools/app/scenario.h"
 
@@ -18,20 +20,8 @@ const std::string kHead = "model: Qwen3-4B\n";
 const std::string kSynthetic =
     "workload: {type: synthetic, rate: 1, prompt_tokens: 10, output_tokens: 1, num_requests: 1}\n";
 
-// The ConfigError `text` (as the file "r.yaml") gives while it is read and prepared; fails if nothing is refused
-// or an experiment ran first.
-std::string error_of(const std::string& text) {
-    int experiments_run = 0;
-    try {
-        const Scenario sc = load_scenario_text(text, "r.yaml", {}, {});
-        (void)run_experiments(sc.experiments, 1, [&](int, int) { ++experiments_run; });
-    } catch (const ConfigError& e) {
-        CHECK(experiments_run == 0);
-        return e.what();
-    }
-    FAIL("no ConfigError for:\n" << text);
-    return "";
-}
+// The ConfigError `text` gives as the file "r.yaml" (tests/scenarios/scenario_error_util.h).
+std::string error_of(const std::string& text) { return testing::scenario_error(text, "r.yaml"); }
 
 bool has(const std::string& m, const std::string& part) { return m.find(part) != std::string::npos; }
 

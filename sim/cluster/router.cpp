@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <deque>
+#include <functional>
 #include <map>
 
 #include <fmt/format.h>
@@ -128,6 +129,24 @@ private:
     std::deque<Pending> pending_;
 };
 
+// The cache-aware routers' pick: the replica whose value strictly beats all before it (`beats(a, b)`), so ties go to
+// the lowest index, and the routing recorded in `index` (what the router later believes each replica caches).
+template <typename Value, typename Beats>
+std::size_t route_best(const RouteRequest& req, std::size_t num_replicas, RoutedPrefixIndex& index, Value value,
+                       Beats beats) {
+    std::size_t best = 0;
+    double best_value = 0;
+    for (std::size_t i = 0; i < num_replicas; ++i) {
+        const double v = value(i);
+        if (i == 0 || beats(v, best_value)) {
+            best_value = v;
+            best = i;
+        }
+    }
+    index.add(best, req.block_hashes, req.now);
+    return best;
+}
+
 // llm-d's inference scheduler (the EPP's filter → score → pick with a weighted sum of scorers, highest wins): the
 // prefix-cache scorer (matched leading blocks / the prompt's blocks), the queue scorer (waiting requests, min-max
 // normalised: (max − q) / (max − min), 1 when all are equal) and the KV-cache-utilisation scorer (1 − usage).
@@ -146,24 +165,17 @@ public:
             qmax = std::max(qmax, l.num_waiting);
         }
         const double blocks = static_cast<double>(req.block_hashes.size());
-        std::size_t best = 0;
-        double best_score = -1;
-        for (std::size_t i = 0; i < loads.size(); ++i) {
+        const auto score = [&](std::size_t i) {
             const double prefix =
                 blocks > 0 ? static_cast<double>(index_.matched(i, req.block_hashes, req.now)) / blocks : 0.0;
             const double queue = qmax == qmin ? 1.0
                                               : static_cast<double>(qmax - loads[i].num_waiting) /
                                                     static_cast<double>(qmax - qmin);
             const double kv = 1.0 - loads[i].kv_usage;
-            const double score = options_.prefix_weight * prefix + options_.queue_weight * queue +
-                                 options_.kv_utilization_weight * kv;
-            if (score > best_score) {
-                best_score = score;
-                best = i;
-            }
-        }
-        index_.add(best, req.block_hashes, req.now);
-        return best;
+            return options_.prefix_weight * prefix + options_.queue_weight * queue +
+                   options_.kv_utilization_weight * kv;
+        };
+        return route_best(req, loads.size(), index_, score, std::greater<double>());
     }
 
 private:
@@ -182,19 +194,12 @@ public:
 
     std::size_t route(const RouteRequest& req, const std::vector<ReplicaLoad>& loads) override {
         const auto blocks = static_cast<double>(req.block_hashes.size());
-        std::size_t best = 0;
-        double best_cost = 0;
-        for (std::size_t i = 0; i < loads.size(); ++i) {
+        const auto cost = [&](std::size_t i) {
             const double prefill = blocks - static_cast<double>(index_.matched(i, req.block_hashes, req.now));
             const double active = loads[i].kv_usage * static_cast<double>(options_.replica_capacity_blocks);
-            const double cost = options_.overlap_weight * prefill + active;
-            if (i == 0 || cost < best_cost) {
-                best_cost = cost;
-                best = i;
-            }
-        }
-        index_.add(best, req.block_hashes, req.now);
-        return best;
+            return options_.overlap_weight * prefill + active;
+        };
+        return route_best(req, loads.size(), index_, cost, std::less<double>());
     }
 
 private:

@@ -10,15 +10,8 @@
 
 namespace sm = servesim::models;
 using sm::DType;
+using sm::test::attention_of;
 using sm::test::fixture;
-
-namespace {
-
-const sm::AttentionMixer& attention_of(const sm::ModelSpec& spec, int layer) {
-    return std::get<sm::AttentionMixer>(spec.layers.at(static_cast<std::size_t>(layer)).mixer);
-}
-
-}  // namespace
 
 TEST_CASE("DeepSeek-V3 holds one 576-element latent per token and layer: 61 x 576 x 2 = 70,272 bytes in bf16",
           "[models][mla]") {

@@ -1,11 +1,12 @@
 // Helpers shared by the models tests: the message of the ConfigError an expression throws, relative closeness,
-// and fixture paths. Only what Catch2 2.13 and 3.x share is used.
+// fixture paths and a layer's attention mixer. Only what Catch2 2.13 and 3.x share is used.
 #pragma once
 
 #include <cmath>
 #include <string>
 
 #include "common/error.h"
+#include "models/model_spec.h"
 
 namespace servesim::models::test {
 
@@ -30,6 +31,11 @@ inline bool within_rel(double value, double expected, double rel) {
 
 inline std::string fixture(const std::string& name) {
     return std::string(SERVESIM_TEST_DATA_DIR) + "/fixtures/hf/" + name;
+}
+
+// The attention mixer of layer `layer` (std::bad_variant_access if it has none, failing the test).
+inline const AttentionMixer& attention_of(const ModelSpec& spec, int layer) {
+    return std::get<AttentionMixer>(spec.layers.at(static_cast<std::size_t>(layer)).mixer);
 }
 
 }  // namespace servesim::models::test

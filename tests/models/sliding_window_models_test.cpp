@@ -11,15 +11,8 @@
 
 namespace sm = servesim::models;
 using sm::DType;
+using sm::test::attention_of;
 using sm::test::fixture;
-
-namespace {
-
-const sm::AttentionMixer& attention_of(const sm::ModelSpec& spec, int layer) {
-    return std::get<sm::AttentionMixer>(spec.layers.at(static_cast<std::size_t>(layer)).mixer);
-}
-
-}  // namespace
 
 TEST_CASE("Gemma-2-9B: even layers slide over 4,096 tokens; 344,064 KV bytes per token; 9.24 B parameters",
           "[models][swa]") {

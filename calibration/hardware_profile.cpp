@@ -213,8 +213,8 @@ HardwareProfile parse_profile(const YAML::Node& root, const std::string& file) {
     p.hybrid = top.get_or<bool>("hybrid", false);
     p.tensor_parallel_size = top.get_or<int>("tensor_parallel_size", 1);
     p.weight_dtype = top.get_or<std::string>("weight_dtype", "bf16");
-    if (p.weight_dtype != "bf16" && p.weight_dtype != "fp8") {
-        top.fail("weight_dtype", "unknown weight dtype '" + p.weight_dtype + "'; allowed: bf16, fp8");
+    if (p.weight_dtype != "bf16" && p.weight_dtype != "fp8" && p.weight_dtype != "fp8-block") {
+        top.fail("weight_dtype", "unknown weight dtype '" + p.weight_dtype + "'; allowed: bf16, fp8, fp8-block");
     }
     p.notes = top.get_or<std::string>("notes", "");
     const YamlMap curves = top.map("curves");

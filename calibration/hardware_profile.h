@@ -61,8 +61,9 @@ struct HardwareProfile {
     // The curves are one rank's times under this tensor parallelism (shapes ÷ N); YAML key optional, default 1,
     // written only when > 1. The simulator adds the all-reduces itself (engine::allreduce_ms).
     int tensor_parallel_size = 1;
-    // The linear layers' weights the gemm curve was measured with: bf16, or fp8 (W8A8: e4m3 weights, per-token
-    // dynamic activation quantization). YAML key optional, default bf16, written only when not bf16.
+    // The linear layers' weights the gemm curve was measured with: bf16, fp8 (W8A8: e4m3 weights, per-token
+    // dynamic activation quantization) or fp8-block (e4m3 weights with 128×128 tile scales, activations quantized
+    // per token and 128-column group). YAML key optional, default bf16, written only when not bf16.
     std::string weight_dtype = "bf16";
     std::string notes;     // free text (optional)
     std::map<std::string, Curve> curves;

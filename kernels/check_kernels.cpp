@@ -178,6 +178,91 @@ void check_gemm_fp8() {
            ref::rel_l2_error(download_bf16(dc, static_cast<std::size_t>(m) * n), ref::gemm(aqt, wq, m, n, kk)), 1e-2);
 }
 
+// Block-scaled FP8 (the `weight_block_size: [128, 128]` recipe): activations quantized on the GPU per token and
+// 128-column group, weights per 128×128 tile on the host, each group and tile with its own magnitude so that a
+// scale applied to the wrong group or tile shows; the reference is the float GEMM of the dequantized operands.
+// N = 320 leaves a partial last tile of 64 rows.
+void check_gemm_fp8_block() {
+    const int m = 80;
+    const int n = 320;
+    const int kk = 512;
+    const int kb = kk / 128;
+    const int kb4 = (kb + 3) / 4 * 4;
+    auto a = random_vec(static_cast<std::size_t>(m) * kk, -1, 1);
+    auto w = random_vec(static_cast<std::size_t>(n) * kk, -1, 1);
+    for (int r = 0; r < m; ++r) {
+        for (int c = 0; c < kk; ++c) {
+            float& x = a[static_cast<std::size_t>(r) * kk + c];
+            x = ref::bf16_to_float(ref::float_to_bf16(x * static_cast<float>((1 + c / 128) * (1 + r % 3))));
+        }
+    }
+    for (int r = 0; r < n; ++r) {
+        for (int c = 0; c < kk; ++c) {
+            w[static_cast<std::size_t>(r) * kk + c] *= 0.25f * static_cast<float>(1 + (r / 128 + 2 * (c / 128)) % 5);
+        }
+    }
+    std::vector<float> w_scales(k::fp8_block_weight_scale_count(n, kk), 0.f);
+    std::vector<std::uint8_t> w8(w.size());
+    std::vector<float> wq(w.size());
+    for (int j = 0; j * 128 < n; ++j) {
+        for (int g = 0; g < kb; ++g) {
+            float amax = 0;
+            for (int r = j * 128; r < std::min(n, j * 128 + 128); ++r) {
+                for (int c = g * 128; c < g * 128 + 128; ++c) {
+                    amax = std::max(amax, std::fabs(w[static_cast<std::size_t>(r) * kk + c]));
+                }
+            }
+            const float sc = amax / 448.f;
+            w_scales[static_cast<std::size_t>(j) * kb4 + g] = sc;
+            for (int r = j * 128; r < std::min(n, j * 128 + 128); ++r) {
+                for (int c = g * 128; c < g * 128 + 128; ++c) {
+                    const std::size_t i = static_cast<std::size_t>(r) * kk + c;
+                    w8[i] = ref::float_to_fp8_e4m3(w[i] / sc);
+                    wq[i] = ref::fp8_e4m3_to_float(w8[i]) * sc;
+                }
+            }
+        }
+    }
+    auto da = upload_bf16(a);
+    k::DeviceBuffer a8(static_cast<std::size_t>(m) * kk);
+    k::DeviceBuffer a_scales(static_cast<std::size_t>(m) * kb * 4);
+    k::quantize_fp8_per_token_group(da.as<k::bf16_t>(), a8.as<k::fp8_t>(), a_scales.as<float>(), m, kk, nullptr);
+    std::vector<std::uint8_t> a8_host(static_cast<std::size_t>(m) * kk);
+    k::copy_to_host(a8_host.data(), a8.get(), a8_host.size());
+    const std::vector<float> scales = download_f32(a_scales, static_cast<std::size_t>(m) * kb);
+    std::vector<float> aq(a.size());
+    std::vector<float> aq_ref(a.size());
+    double max_scale_err = 0;
+    for (int r = 0; r < m; ++r) {
+        for (int g = 0; g < kb; ++g) {
+            float amax = 0;
+            for (int c = g * 128; c < g * 128 + 128; ++c) {
+                amax = std::max(amax, std::fabs(a[static_cast<std::size_t>(r) * kk + c]));
+            }
+            const float sc = std::max(amax, 1e-12f) / 448.f;
+            const float got = scales[static_cast<std::size_t>(g) * m + r];
+            max_scale_err = std::max(max_scale_err, std::fabs(static_cast<double>(got) - sc) / sc);
+            for (int c = g * 128; c < g * 128 + 128; ++c) {
+                const std::size_t i = static_cast<std::size_t>(r) * kk + c;
+                aq[i] = ref::fp8_e4m3_to_float(a8_host[i]) * got;
+                aq_ref[i] = ref::fp8_e4m3_to_float(ref::float_to_fp8_e4m3(a[i] / sc)) * sc;
+            }
+        }
+    }
+    report("fp8 per-token-group quant scales 80x512", max_scale_err, 1e-6);
+    report("fp8 per-token-group quant values 80x512", ref::rel_l2_error(aq, aq_ref), 1e-2);
+    k::DeviceBuffer dw8(w8.size());
+    k::copy_to_device(dw8.get(), w8.data(), w8.size());
+    k::DeviceBuffer dws(w_scales.size() * 4);
+    k::copy_to_device(dws.get(), w_scales.data(), w_scales.size() * 4);
+    auto dc = poisoned(static_cast<std::size_t>(m) * n * 2);
+    k::Fp8GemmRunner runner(k::Fp8Scaling::kBlock128);
+    runner.run(a8.as<k::fp8_t>(), dw8.as<k::fp8_t>(), dc.as<k::bf16_t>(), m, n, kk, a_scales.as<float>(),
+               dws.as<float>(), nullptr);
+    report("gemm fp8 block-scaled cuBLASLt 80x320x512",
+           ref::rel_l2_error(download_bf16(dc, static_cast<std::size_t>(m) * n), ref::gemm(aq, wq, m, n, kk)), 1e-2);
+}
+
 void check_prefill(int chunk, int cached, int hq, int hkv, int hd, int variant) {
     const int total = cached + chunk;
     auto q = random_vec(static_cast<std::size_t>(chunk) * hq * hd, -1, 1);
@@ -630,6 +715,7 @@ void run_checks() {
     std::printf("== correctness (fresh random inputs, poisoned outputs) ==\n");
     check_gemm();
     check_gemm_fp8();
+    check_gemm_fp8_block();
     // Every prefill variant (0 = default) on its edges: GQA, chunks on a cached prefix that are not a multiple of any
     // tile, a single query, chunks under 64 rows, several query tiles of the largest (256-row) tiling.
     for (int v : {0, 1, 2, 3, 4}) {
@@ -780,6 +866,41 @@ void bench(int sms) {
                 add_row("gemm_fp8", "M " + std::to_string(m) + " N " + std::to_string(nn) + " K " + std::to_string(kk),
                         ms, 2.0 * m * nn * kk,
                         static_cast<double>(nn) * kk + static_cast<double>(m) * (3.0 * kk + 2.0 * nn));
+            }
+        }
+    }
+    std::printf("== FP8 block-scaled GEMM (Qwen3-8B shapes; per-token-group quant + cuBLASLt 1x128 x 128x128) ==\n");
+    {
+        k::Fp8GemmRunner gemm8(k::Fp8Scaling::kBlock128);
+        for (auto [nn, kk] :
+             {std::pair{6144, 4096}, std::pair{4096, 4096}, std::pair{24576, 4096}, std::pair{4096, 12288}}) {
+            const std::size_t nws = k::fp8_block_weight_scale_count(nn, kk);
+            k::DeviceBuffer wscale(nws * 4);
+            const std::vector<float> unit(nws, 1.0f / 448.f);
+            k::copy_to_device(wscale.get(), unit.data(), nws * 4);
+            for (int m : {16, 128, 1024, 4096, 16384}) {
+                k::DeviceBuffer a(static_cast<std::size_t>(m) * kk * 2);
+                k::DeviceBuffer a8(static_cast<std::size_t>(m) * kk);
+                k::DeviceBuffer ascale(static_cast<std::size_t>(m) * (kk / 128) * 4);
+                std::vector<k::DeviceBuffer> ws;
+                const int sets = 5;
+                for (int s = 0; s < sets; ++s) {
+                    ws.emplace_back(static_cast<std::size_t>(nn) * kk);
+                    k::fill_bytes(ws.back().get(), static_cast<std::size_t>(nn) * kk, 0x38);  // e4m3 1.0
+                }
+                k::DeviceBuffer c(static_cast<std::size_t>(m) * nn * 2);
+                k::fill_random_bf16(a.as<k::bf16_t>(), static_cast<std::size_t>(m) * kk, -1, 1, 3);
+                const double ms = k::time_median_ms(
+                    [&](int r) {
+                        k::quantize_fp8_per_token_group(a.as<k::bf16_t>(), a8.as<k::fp8_t>(), ascale.as<float>(), m,
+                                                        kk, nullptr);
+                        gemm8.run(a8.as<k::fp8_t>(), ws[r % sets].as<k::fp8_t>(), c.as<k::bf16_t>(), m, nn, kk,
+                                  ascale.as<float>(), wscale.as<float>(), nullptr);
+                    },
+                    3, 15);
+                add_row("gemm_fp8_block",
+                        "M " + std::to_string(m) + " N " + std::to_string(nn) + " K " + std::to_string(kk), ms,
+                        2.0 * m * nn * kk, static_cast<double>(nn) * kk + static_cast<double>(m) * (3.0 * kk + 2.0 * nn));
             }
         }
     }

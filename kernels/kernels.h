@@ -33,31 +33,51 @@ class GemmRunner {
     std::size_t workspace_bytes_ = 0;
 };
 
-// ---- FP8 W8A8 GEMM (cuBLASLt e4m3 × e4m3, per-tensor scales, fp32 accumulate, bf16 out): C = A · Wᵀ ----
-// a_scale / w_scale: device pointers to one float each, 16-byte aligned (dequantized value = stored · scale).
-// Shapes as GemmRunner;
-// M, N and K multiples of 16 (cuBLASLt's fp8 rule: callers pad the token count M, as a tiled fp8 kernel computes
-// whole tiles anyway). The kernel choice of each shape is fixed on its first call (cuBLASLt heuristic).
+// ---- FP8 W8A8 GEMM (cuBLASLt e4m3 × e4m3, fp32 accumulate, bf16 out): C = A · Wᵀ ----
+// Shapes as GemmRunner; M, N and K multiples of 16 (cuBLASLt's fp8 rule: callers pad the token count M, as a tiled
+// fp8 kernel computes whole tiles anyway). The kernel choice of each shape is fixed on its first call (cuBLASLt
+// heuristic). Two scalings, fixed per runner (dequantized value = stored · scale):
+//  - kPerTensor: a_scale / w_scale point to one float each, 16-byte aligned (vLLM's per-tensor fp8 checkpoints);
+//  - kBlock128: the DeepSeek-V3 / Qwen3-FP8 recipe (`weight_block_size: [128, 128]`): a_scale holds one float per
+//    token and 128-column group, element (token t, group g) at g·M + t (token-contiguous, as vLLM's
+//    per_token_group_quant_fp8 with column-major scales writes it; quantize_fp8_per_token_group below);
+//    w_scale holds one float per 128×128 weight tile, tile (n-block j, k-block g) at j·round_up(K/128, 4) + g.
+//    K a multiple of 128. Hopper only (cuBLASLt ≥ 12.9).
+enum class Fp8Scaling { kPerTensor, kBlock128 };
+
 class Fp8GemmRunner {
   public:
-    Fp8GemmRunner();
+    explicit Fp8GemmRunner(Fp8Scaling scaling = Fp8Scaling::kPerTensor);
     ~Fp8GemmRunner();
     Fp8GemmRunner(const Fp8GemmRunner&) = delete;
     Fp8GemmRunner& operator=(const Fp8GemmRunner&) = delete;
     void run(const fp8_t* a, const fp8_t* w, bf16_t* c, int m, int n, int k, const float* a_scale,
              const float* w_scale, StreamHandle stream);
+    [[nodiscard]] Fp8Scaling scaling() const { return scaling_; }
 
   private:
     struct Plans;
     std::unique_ptr<Plans> plans_;
+    Fp8Scaling scaling_;
     void* handle_ = nullptr;
     void* workspace_ = nullptr;
     std::size_t workspace_bytes_ = 0;
 };
 
+// Floats of kBlock128 weight scales for an N×K weight: ceil(N/128) · round_up(K/128, 4).
+[[nodiscard]] inline std::size_t fp8_block_weight_scale_count(int n, int k) {
+    const std::size_t kb4 = (static_cast<std::size_t>(k) / 128 + 3) / 4 * 4;
+    return (static_cast<std::size_t>(n) + 127) / 128 * kb4;
+}
+
 // Dynamic per-token fp8 quantization (vLLM dynamic_per_token_scaled_fp8_quant): scales[r] = max|x[r,:]| / 448,
 // y[r,:] = e4m3(x[r,:] / scales[r]). width a multiple of 8.
 void quantize_fp8_per_token(const bf16_t* x, fp8_t* y, float* scales, int rows, int width, StreamHandle stream);
+
+// Dynamic per-token-group fp8 quantization, groups of 128 columns (vLLM per_token_group_quant_fp8, group_size 128,
+// column-major scales): scales[g · rows + r] = max|x[r, 128g : 128g+128]| / 448, y = e4m3(x / scale). width a
+// multiple of 128; rows a multiple of 4 (the scale columns stay 16-byte aligned for cuBLASLt).
+void quantize_fp8_per_token_group(const bf16_t* x, fp8_t* y, float* scales, int rows, int width, StreamHandle stream);
 
 // ---- Causal prefill attention, FlashAttention-2 style (mma.sync m16n8k16, bf16, GQA, head_dim 128 or 256) ----
 // One sequence: q [chunk, Hq, hd]; k, v [cached + chunk, Hkv, hd] (the cached prefix first); o [chunk, Hq, hd].

@@ -148,8 +148,8 @@ bool parse_calibrate_args(const std::vector<std::string>& args, CalibrateOptions
             if (!value(o.weight_dtype)) {
                 return false;
             }
-            if (o.weight_dtype != "bf16" && o.weight_dtype != "fp8") {
-                message = "--weight-dtype: '" + o.weight_dtype + "' is not modelled; allowed: bf16, fp8";
+            if (o.weight_dtype != "bf16" && o.weight_dtype != "fp8" && o.weight_dtype != "fp8-block") {
+                message = "--weight-dtype: '" + o.weight_dtype + "' is not modelled; allowed: bf16, fp8, fp8-block";
                 return false;
             }
         } else if (a == "--device") {
@@ -166,7 +166,7 @@ bool parse_calibrate_args(const std::vector<std::string>& args, CalibrateOptions
         } else {
             message = "unknown argument '" + a +
                       "'; usage: servesim-calibrate --model M [--out FILE] [--quick] [--log-dir DIR] "
-                      "[--tensor-parallel-size N] [--sustain-ms MS] [--weight-dtype bf16|fp8] | "
+                      "[--tensor-parallel-size N] [--sustain-ms MS] [--weight-dtype bf16|fp8|fp8-block] | "
                       "--from-measurements FILE [--model M] [--out FILE] | --profile FILE --add-composition FILE "
                       "[--label L] [--out FILE] | --profile FILE --refit-points DIR [--out FILE]";
             return false;

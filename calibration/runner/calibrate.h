@@ -25,7 +25,7 @@ struct CalibrateOptions {
     int tensor_parallel_size = 1;   // sweep one rank's shapes of this TP degree; recorded in the profile
     double sustain_ms = 200;        // continuous load before each timed point (gpu_sweep.h); 0 = burst timing
     std::string refit_points;       // with profile_in: refit its curves from this points directory (no GPU)
-    std::string weight_dtype = "bf16";  // GPU sweep: bf16, or fp8 (W8A8 linear layers, kernels/gemm_fp8.cu)
+    std::string weight_dtype = "bf16";  // GPU sweep: bf16, fp8 (W8A8 linear layers, kernels/gemm_fp8.cu) or fp8-block (128×128 weight scales)
 };
 
 struct HardwareProfile;

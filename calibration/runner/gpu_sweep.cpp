@@ -284,7 +284,9 @@ SweepPoints record_points(const std::string& log_dir,
 
 // ---- gemm: all per-token work of every layer group ----
 // With `gemm8` (weight_dtype fp8) each GEMM runs as vLLM's fp8 W8A8 linear: dynamic per-token quantization of its
-// input, then the e4m3 matmul (kernels/gemm_fp8.cu); the weights are e4m3, half the bytes.
+// input, then the e4m3 matmul (kernels/gemm_fp8.cu); the weights are e4m3, half the bytes. With a block-scaled
+// `gemm8` (weight_dtype fp8-block) the quantization is per token and 128-column group and the matmul applies the
+// 1×128 and 128×128 scales (vLLM's W8A8BlockFp8LinearOp).
 double time_group(const LayerGroup& g, int m, k::GemmRunner& gemm, std::uint64_t seed,
                   k::Fp8GemmRunner* gemm8 = nullptr) {
     const std::size_t weight_elem_bytes = gemm8 != nullptr ? 1 : 2;
@@ -325,6 +327,18 @@ double time_group(const LayerGroup& g, int m, k::GemmRunner& gemm, std::uint64_t
         const std::vector<float> unit(32, 1.0f / 448.f);
         k::copy_to_device(a8_scales.get(), unit.data(), unit.size() * 4);
     }
+    // fp8-block: the per-token-group activation scales and one unit scale per 128×128 weight tile of the largest GEMM.
+    const bool block = gemm8 != nullptr && gemm8->scaling() == k::Fp8Scaling::kBlock128;
+    k::DeviceBuffer group_scales(block ? mm8 * static_cast<std::size_t>(max_k / 128) * 4 : 16);
+    std::size_t tile_scales = 4;
+    for (const auto& s : g.gemms) {
+        tile_scales = std::max(tile_scales, block ? k::fp8_block_weight_scale_count(s.n, s.k) : 4);
+    }
+    k::DeviceBuffer w_tile_scales(tile_scales * 4);
+    {
+        const std::vector<float> unit(tile_scales, 1.0f / 448.f);
+        k::copy_to_device(w_tile_scales.get(), unit.data(), unit.size() * 4);
+    }
     const std::size_t mm = static_cast<std::size_t>(m);
     const int width = std::max(max_n, max_k);
     k::DeviceBuffer x = random_bf16(static_cast<std::size_t>(m_gemm) * width, seed + 1000);
@@ -353,7 +367,12 @@ double time_group(const LayerGroup& g, int m, k::GemmRunner& gemm, std::uint64_t
             k::rms_norm(xb, residual.as<k::bf16_t>(), norm_w.as<k::bf16_t>(), yb, m, g.norm_width, 1e-6f, g_stream);
         }
         for (std::size_t i = 0; i < g.gemms.size(); ++i) {
-            if (gemm8 != nullptr) {
+            if (block) {
+                k::quantize_fp8_per_token_group(i % 2 == 0 ? yb : xb, a8.as<k::fp8_t>(), group_scales.as<float>(),
+                                                m_gemm, g.gemms[i].k, g_stream);
+                gemm8->run(a8.as<k::fp8_t>(), w[i].as<k::fp8_t>(), i % 2 == 0 ? xb : yb, m_gemm, g.gemms[i].n,
+                           g.gemms[i].k, group_scales.as<float>(), w_tile_scales.as<float>(), g_stream);
+            } else if (gemm8 != nullptr) {
                 auto* scales = a8_scales.as<float>();
                 k::quantize_fp8_per_token(i % 2 == 0 ? yb : xb, a8.as<k::fp8_t>(), scales + 32, m_gemm,
                                           g.gemms[i].k, g_stream);
@@ -995,22 +1014,27 @@ HardwareProfile sweep_model(const models::ModelSpec& spec,
     p.source = "calibrated";
     p.hybrid = !plan.gdn.empty() && !plan.attention.empty();
     p.tensor_parallel_size = tp;
-    const bool fp8 = o.weight_dtype == "fp8";
-    p.weight_dtype = fp8 ? "fp8" : "bf16";
+    const bool fp8_block = o.weight_dtype == "fp8-block";
+    const bool fp8 = o.weight_dtype == "fp8" || fp8_block;
+    p.weight_dtype = fp8 ? o.weight_dtype : "bf16";
     if (fp8) {
         for (const auto& g : plan.groups) {
             SERVESIM_CHECK(g.moe.num_experts == 0,
-                           "--weight-dtype fp8: {} has MoE layers, whose fp8 kernels (fused_moe w8a8) are not "
+                           "--weight-dtype fp8/fp8-block: {} has MoE layers, whose fp8 kernels (fused_moe w8a8) are not "
                            "calibrated; dense and hybrid models only",
                            model_name);
         }
-        p.software += "; fp8 W8A8 linear layers (per-token dynamic activation quant + cuBLASLt e4m3 GEMM)";
+        p.software += fp8_block ? "; block-scaled fp8 W8A8 linear layers (1x128 dynamic activation quant + cuBLASLt "
+                                  "e4m3 GEMM with 128x128 weight scales)"
+                                : "; fp8 W8A8 linear layers (per-token dynamic activation quant + cuBLASLt e4m3 GEMM)";
     }
     log << "servesim-calibrate: " << model_name << " on " << info.name << (quick ? " (quick)" : "")
-        << (fp8 ? " (fp8 W8A8 linear layers)" : "")
+        << (fp8_block ? " (block-scaled fp8 W8A8 linear layers)" : fp8 ? " (fp8 W8A8 linear layers)" : "")
         << (tp > 1 ? fmt::format(" (one rank of tensor_parallel_size {})", tp) : "") << "\n";
     k::GemmRunner gemm;
-    std::unique_ptr<k::Fp8GemmRunner> gemm8 = fp8 ? std::make_unique<k::Fp8GemmRunner>() : nullptr;
+    std::unique_ptr<k::Fp8GemmRunner> gemm8 =
+        fp8 ? std::make_unique<k::Fp8GemmRunner>(fp8_block ? k::Fp8Scaling::kBlock128 : k::Fp8Scaling::kPerTensor)
+            : nullptr;
     g_stream = k::create_stream();
     g_sustain_ms = o.sustain_ms;
 

@@ -17,7 +17,7 @@ struct SweepOptions {
     int device = 0;
     int tensor_parallel_size = 1;  // time one rank's shapes (heads, intermediates, vocabulary ÷ N)
     double sustain_ms = 200;       // continuous load before each timed point (steady-state clocks); 0 = none
-    std::string weight_dtype = "bf16";  // bf16 | fp8: the linear layers as an fp8 W8A8 checkpoint runs them
+    std::string weight_dtype = "bf16";  // bf16 | fp8 | fp8-block: the linear layers as an fp8 W8A8 checkpoint runs them
 };
 
 // True (and the device name) when a CUDA device is usable.

@@ -7,6 +7,8 @@
 #   moe     GPU checks, then only the Qwen3-Next-80B-A3B TP-2 sweep
 #   fp8     GPU checks (the fp8 GEMM and quantization included), then the fp8 W8A8 sweep of each model named
 #           after it (profiles <model>-fp8.yaml); `fp8 nocheck M…` skips the checks
+#   fp8-block  the same with block-scaled fp8 (128x128 weight tiles; profiles <model>-fp8-block.yaml); a model
+#           written `M:fp8` in the list runs the per-tensor fp8 sweep instead (a pair on the same machine)
 #   compose the torch composition check alone
 # The sweeps are the four one-GPU models plus Qwen3-Next-80B-A3B at --tensor-parallel-size 2. Everything lands in
 # $OUT (profiles and points packed into <mode>.tgz, logs beside it; a short summary printed last).
@@ -90,6 +92,15 @@ case "$1" in
     for m in "$@"; do calibrate $m 1 fp8; done
     pack fp8
     grep -v "^ *$" $OUT/sweep.log | tail -60
+    ;;
+  fp8-block)
+    shift
+    if [ "$1" = nocheck ]; then shift; else checks; grep -E "checks:|FAIL|fp8" $OUT/check.log; fi
+    for m in "$@"; do
+      case "$m" in *:fp8) calibrate ${m%:fp8} 1 fp8 ;; *) calibrate $m 1 fp8-block ;; esac
+    done
+    pack fp8-block
+    grep -v "^ *$" $OUT/sweep.log | tail -80
     ;;
   moe)
     checks

@@ -253,10 +253,12 @@ TEST_CASE("weight_dtype: default bf16, written only for fp8, round-trips, other 
     const std::string yaml = to_yaml(p);
     CHECK(yaml.find("weight_dtype: fp8") != std::string::npos);
     CHECK(load_profile_string(yaml, "fp8.yaml").weight_dtype == "fp8");
+    p.weight_dtype = "fp8-block";
+    CHECK(load_profile_string(to_yaml(p), "fp8-block.yaml").weight_dtype == "fp8-block");
     p.weight_dtype = "int4";
     const std::string msg = rejection(to_yaml(p));
     CHECK(msg.find("weight_dtype") != std::string::npos);
-    CHECK(msg.find("allowed: bf16, fp8") != std::string::npos);
+    CHECK(msg.find("allowed: bf16, fp8, fp8-block") != std::string::npos);
     // The committed H200 fp8 profile (calibration run 13) says so.
     const HardwareProfile llama = read_profile(std::string(SERVESIM_SOURCE_DIR) +
                                                "/calibration/profiles/h200/Llama-3.1-8B-fp8.yaml");

@@ -88,8 +88,36 @@ TEST_CASE("A calibrated profile costs only the linear layers it measured: bf16 w
     CHECK(contains(a, "holds bf16 GEMM curves but the model's linear layers are fp8"));
     CHECK(contains(a, "cost_model: roofline"));
     CHECK(contains(prepare("", "Llama-3.1-8B-fp8.yaml"), "holds fp8 GEMM curves but the model's linear layers are bf16"));
-    // Block-wise fp8 runs another kernel than the calibrated per-tensor one: refused too.
-    CHECK(contains(prepare("fp8_per_block", "Llama-3.1-8B-fp8.yaml"), "holds fp8 GEMM curves"));
+    // Block-wise fp8 runs another kernel than the per-tensor one: refused on the per-tensor curves, accepted on the
+    // block-scaled ones (calibration run 14), and the other way round.
+    CHECK(contains(prepare("fp8_per_block", "Llama-3.1-8B-fp8.yaml"),
+                   "holds fp8 GEMM curves but the model's linear layers are fp8-block"));
+    CHECK(prepare("fp8_per_block", "Llama-3.1-8B-fp8-block.yaml") == "accepted");
+    CHECK(contains(prepare("fp8", "Llama-3.1-8B-fp8-block.yaml"),
+                   "holds fp8-block GEMM curves but the model's linear layers are fp8"));
+}
+
+TEST_CASE("The published Qwen3-8B-FP8 checkpoint (128x128 blocks, lm_head kept) runs on the block-scaled profile",
+          "[tools][quant]") {
+    ExperimentConfig x;
+    x.file = "s.yaml";
+    x.name = "qwen3-fp8";
+    x.model = std::string(SERVESIM_TEST_DATA_DIR) + "/fixtures/hf/quant/Qwen3-8B-FP8.json";
+    x.gpu = "H200";
+    x.workload = YAML::Load("{type: synthetic}");
+    x.cost_model = "calibration/profiles/h200/Qwen3-8B-fp8-block.yaml";
+    const PreparedExperiment p = prepare_experiment(x);
+    // The decode step's GEMMs are the profile's gemm curve at one token: its first piece,
+    // 3.808376678 + 0.004285918339 - 1.463633883e-05 = 3.812648 ms, against 2.99 ms per-tensor (run 14's pair).
+    INFO(p.cost_model->describe());
+    CHECK(contains(p.cost_model->describe(), "Qwen3-8B-fp8-block.yaml"));
+    x.cost_model = "calibration/profiles/h200/Qwen3-8B-fp8.yaml";
+    try {
+        (void)prepare_experiment(x);
+        FAIL("the per-tensor profile must refuse a block-wise checkpoint");
+    } catch (const ConfigError& err) {
+        CHECK(contains(err.what(), "holds fp8 GEMM curves but the model's linear layers are fp8"));
+    }
 }
 
 }  // namespace

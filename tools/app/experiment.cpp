@@ -30,19 +30,31 @@ std::string profile_weight_dtype_for(const models::ModelSpec& model) {
         return "bf16";
     }
     const models::WeightQuantization& q = *model.quantization;
-    if (q.experts_only || !q.ignore.empty() || q.lm_head_quantized || q.rules.empty()) {
+    // An ignore list of only `lm_head` (Qwen3-*-FP8's modules_to_not_convert) changes nothing: vLLM's fp8 method
+    // never quantizes the LM head (ParallelLMHead takes no quant method unless lm_head_quantized).
+    const bool ignores_only_lm_head = q.ignore == std::vector<std::string>{"lm_head"};
+    if (q.experts_only || !(q.ignore.empty() || ignores_only_lm_head) || q.lm_head_quantized || q.rules.empty()) {
         return "mixed (" + q.description + ")";
     }
+    // Two calibrated fp8 recipes (kernels/gemm_fp8.cu): per-tensor/per-channel W8A8 ("fp8") and the 128×128
+    // block-scaled one of DeepSeek-V3 and the Qwen3 FP8 checkpoints ("fp8-block", vLLM's W8A8BlockFp8LinearOp).
+    std::string recipe;
     for (const models::QuantRule& r : q.rules) {
         const models::QuantScheme& s = r.scheme;
-        const bool fp8_w8a8 = s.weight_bits == 8 && s.float_weights && s.activations == models::ActivationQuant::kFp8 &&
-                              (s.granularity == models::ScaleGranularity::kTensor ||
-                               s.granularity == models::ScaleGranularity::kChannel);
-        if (!fp8_w8a8 || r.targets != std::vector<std::string>{"Linear"}) {
+        const bool fp8_w8a8 = s.weight_bits == 8 && s.float_weights && s.activations == models::ActivationQuant::kFp8;
+        const bool per_tensor_or_channel = s.granularity == models::ScaleGranularity::kTensor ||
+                                           s.granularity == models::ScaleGranularity::kChannel;
+        const bool block128 = s.granularity == models::ScaleGranularity::kBlock && s.block_n == 128 && s.block_k == 128;
+        if (!fp8_w8a8 || !(per_tensor_or_channel || block128) || r.targets != std::vector<std::string>{"Linear"}) {
             return q.description;
         }
+        const std::string this_recipe = block128 ? "fp8-block" : "fp8";
+        if (!recipe.empty() && recipe != this_recipe) {
+            return q.description;
+        }
+        recipe = this_recipe;
     }
-    return "fp8";
+    return recipe;
 }
 
 models::ModelSpec resolve_engine_model(const std::string& model, const EngineSettings& engine) {
@@ -208,10 +220,29 @@ namespace {
 // A profile's curves are one model on one GPU: costing another model or GPU with them is refused unless the
 // scenario says `allow_profile_mismatch: true` (then the returned text is printed with the results). The tensor-
 // parallel size is checked by ProfileCostModel and always refused: the curves are one rank's shapes.
+// A checkpoint of the profiled model under another name (a quantized release's config.json, such as
+// Qwen3-8B-FP8) is that model when its layers, widths and vocabulary equal the catalog model the profile names;
+// its weight format is checked on its own (profile_weight_dtype_for).
+bool same_architecture(const std::string& catalog_name, const models::ModelSpec& model) {
+    models::ModelSpec profiled;
+    try {
+        profiled = models::resolve_model(catalog_name);
+    } catch (const ConfigError&) {
+        return false;
+    }
+    models::ModelSpec ran = model;
+    for (models::ModelSpec* m : {&profiled, &ran}) {
+        m->name.clear();
+        m->quantization.reset();
+        m->max_position_embeddings = 0;
+    }
+    return profiled == ran;
+}
+
 std::string check_profile_matches(const calibration::HardwareProfile& profile, const ExperimentConfig& config,
                                   const models::ModelSpec& model, const calibration::GpuSpec& gpu) {
     std::vector<std::string> diffs;
-    if (profile.model != model.name) {
+    if (profile.model != model.name && !same_architecture(profile.model, model)) {
         diffs.push_back(fmt::format("model: the profile was measured for '{}', the experiment runs '{}'", profile.model,
                                     model.name));
     }
@@ -502,11 +533,13 @@ PreparedExperiment prepare_experiment(const ExperimentConfig& config) {
         const std::string model_weights = profile_weight_dtype_for(p.model);
         if (model_weights != profile.weight_dtype) {
             throw ConfigError(fmt::format(
-                "{}: experiment '{}': cost_model {} holds {} GEMM curves but the model's linear layers are {}; use a "
-                "profile calibrated for them (servesim calibrate --weight-dtype) or cost_model: roofline "
+                "{}: experiment '{}': cost_model {} holds {} GEMM curves but the model's linear layers are {}{}; use "
+                "a profile calibrated for them (servesim calibrate --weight-dtype) or cost_model: roofline "
                 "(docs/QUANTIZATION.md)",
-                config.file, config.name, config.cost_model, profile.weight_dtype,
-                p.model.quantization ? p.model.quantization->description : std::string("bf16")));
+                config.file, config.name, config.cost_model, profile.weight_dtype, model_weights,
+                p.model.quantization && p.model.quantization->description != model_weights
+                    ? " (" + p.model.quantization->description + ")"
+                    : std::string()));
         }
         p.profile_mismatch = with_file([&] { return check_profile_matches(profile, config, p.model, p.gpu); });
         const double kv_scale = static_cast<double>(models::kv_bytes_per_token(p.model, p.plan.kv_cache_dtype)) /

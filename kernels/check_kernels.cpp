@@ -1,7 +1,8 @@
 // servesim-kernel-check: GPU correctness of every calibration kernel against its CPU reference (fresh random inputs
 // per case, outputs poisoned with NaN first, ‖out − ref‖/‖ref‖ in double), then kernel timings with achieved
 // TFLOP/s or GB/s against the measured ceilings. `--check` runs only the checks (the ctest "gpu" test);
-// `--bench [--csv FILE]` adds the timings. Inputs come from a fresh seed each run unless --seed is given.
+// `--bench [--csv FILE]` adds the timings; `--bench-fp8` times only the fp8 GEMMs and their activation quantization.
+// Inputs come from a fresh seed each run unless --seed is given.
 // Exit status 1 when any check fails, 2 when no GPU is present.
 #include <algorithm>
 #include <cmath>
@@ -797,45 +798,9 @@ void add_row(const std::string& op, const std::string& shape, double ms, double 
     std::fflush(stdout);
 }
 
-void bench(int sms) {
-    std::printf("== ceilings ==\n");
-    const double copy_gbps = k::measure_copy_bandwidth_gbps(std::size_t{2} << 30);
-    add_row("copy", "2 GiB device-to-device (read+write)", 2.0 * (2u << 30) / (copy_gbps * 1e9) * 1e3, 0,
-            2.0 * (2u << 30));
-    k::GemmRunner gemm;
-    {
-        const int n = 8192;
-        k::DeviceBuffer a(static_cast<std::size_t>(n) * n * 2);
-        k::DeviceBuffer w(static_cast<std::size_t>(n) * n * 2);
-        k::DeviceBuffer c(static_cast<std::size_t>(n) * n * 2);
-        k::fill_random_bf16(a.as<k::bf16_t>(), static_cast<std::size_t>(n) * n, -1, 1, 1);
-        k::fill_random_bf16(w.as<k::bf16_t>(), static_cast<std::size_t>(n) * n, -1, 1, 2);
-        const double ms = k::time_median_ms(
-            [&](int) { gemm.run(a.as<k::bf16_t>(), w.as<k::bf16_t>(), c.as<k::bf16_t>(), n, n, n, nullptr); }, 3, 10);
-        add_row("gemm", "8192x8192x8192 random", ms, 2.0 * n * n * n, 3.0 * n * n * 2);
-    }
-    std::printf("== GEMM (Qwen3-8B shapes) ==\n");
-    for (auto [nn, kk] :
-         {std::pair{6144, 4096}, std::pair{4096, 4096}, std::pair{24576, 4096}, std::pair{4096, 12288}}) {
-        for (int m : {1, 16, 128, 1024, 4096, 16384}) {
-            k::DeviceBuffer a(static_cast<std::size_t>(m) * kk * 2);
-            std::vector<k::DeviceBuffer> ws;
-            const int sets = 3;  // rotate weights so small-M runs stream them from HBM
-            for (int s = 0; s < sets; ++s) {
-                ws.emplace_back(static_cast<std::size_t>(nn) * kk * 2);
-                k::fill_random_bf16(ws.back().as<k::bf16_t>(), static_cast<std::size_t>(nn) * kk, -1, 1, 10 + s);
-            }
-            k::DeviceBuffer c(static_cast<std::size_t>(m) * nn * 2);
-            k::fill_random_bf16(a.as<k::bf16_t>(), static_cast<std::size_t>(m) * kk, -1, 1, 3);
-            const double ms = k::time_median_ms(
-                [&](int r) {
-                    gemm.run(a.as<k::bf16_t>(), ws[r % sets].as<k::bf16_t>(), c.as<k::bf16_t>(), m, nn, kk, nullptr);
-                },
-                3, 15);
-            add_row("gemm", "M " + std::to_string(m) + " N " + std::to_string(nn) + " K " + std::to_string(kk), ms,
-                    2.0 * m * nn * kk, 2.0 * (static_cast<double>(nn) * kk + static_cast<double>(m) * (kk + nn)));
-        }
-    }
+// The fp8 GEMM timings alone (`--bench-fp8`): per-tensor and block-scaled, each with its activation quantization,
+// and the quantization launches alone, so that the two recipes' difference can be split between them.
+void bench_fp8() {
     std::printf("== FP8 W8A8 GEMM (Qwen3-8B shapes; per-token quant + cuBLASLt e4m3) ==\n");
     {
         k::Fp8GemmRunner gemm8;
@@ -904,6 +869,75 @@ void bench(int sms) {
             }
         }
     }
+    std::printf("== FP8 activation quantization alone (the launches before each fp8 GEMM) ==\n");
+    for (int kk : {4096, 12288}) {
+        for (int m : {16, 128, 1024, 16384}) {
+            k::DeviceBuffer a(static_cast<std::size_t>(m) * kk * 2);
+            k::DeviceBuffer a8(static_cast<std::size_t>(m) * kk);
+            k::DeviceBuffer sc(static_cast<std::size_t>(m) * (kk / 128) * 4);
+            k::fill_random_bf16(a.as<k::bf16_t>(), static_cast<std::size_t>(m) * kk, -1, 1, 3);
+            const std::string shape = "M " + std::to_string(m) + " K " + std::to_string(kk);
+            const double bytes = static_cast<double>(m) * kk * 3.0;
+            add_row("quant_fp8_token", shape,
+                    k::time_median_ms(
+                        [&](int) {
+                            k::quantize_fp8_per_token(a.as<k::bf16_t>(), a8.as<k::fp8_t>(), sc.as<float>(), m, kk,
+                                                      nullptr);
+                        },
+                        3, 15),
+                    0, bytes);
+            add_row("quant_fp8_group", shape,
+                    k::time_median_ms(
+                        [&](int) {
+                            k::quantize_fp8_per_token_group(a.as<k::bf16_t>(), a8.as<k::fp8_t>(), sc.as<float>(), m,
+                                                            kk, nullptr);
+                        },
+                        3, 15),
+                    0, bytes);
+        }
+    }
+}
+
+void bench(int sms) {
+    std::printf("== ceilings ==\n");
+    const double copy_gbps = k::measure_copy_bandwidth_gbps(std::size_t{2} << 30);
+    add_row("copy", "2 GiB device-to-device (read+write)", 2.0 * (2u << 30) / (copy_gbps * 1e9) * 1e3, 0,
+            2.0 * (2u << 30));
+    k::GemmRunner gemm;
+    {
+        const int n = 8192;
+        k::DeviceBuffer a(static_cast<std::size_t>(n) * n * 2);
+        k::DeviceBuffer w(static_cast<std::size_t>(n) * n * 2);
+        k::DeviceBuffer c(static_cast<std::size_t>(n) * n * 2);
+        k::fill_random_bf16(a.as<k::bf16_t>(), static_cast<std::size_t>(n) * n, -1, 1, 1);
+        k::fill_random_bf16(w.as<k::bf16_t>(), static_cast<std::size_t>(n) * n, -1, 1, 2);
+        const double ms = k::time_median_ms(
+            [&](int) { gemm.run(a.as<k::bf16_t>(), w.as<k::bf16_t>(), c.as<k::bf16_t>(), n, n, n, nullptr); }, 3, 10);
+        add_row("gemm", "8192x8192x8192 random", ms, 2.0 * n * n * n, 3.0 * n * n * 2);
+    }
+    std::printf("== GEMM (Qwen3-8B shapes) ==\n");
+    for (auto [nn, kk] :
+         {std::pair{6144, 4096}, std::pair{4096, 4096}, std::pair{24576, 4096}, std::pair{4096, 12288}}) {
+        for (int m : {1, 16, 128, 1024, 4096, 16384}) {
+            k::DeviceBuffer a(static_cast<std::size_t>(m) * kk * 2);
+            std::vector<k::DeviceBuffer> ws;
+            const int sets = 3;  // rotate weights so small-M runs stream them from HBM
+            for (int s = 0; s < sets; ++s) {
+                ws.emplace_back(static_cast<std::size_t>(nn) * kk * 2);
+                k::fill_random_bf16(ws.back().as<k::bf16_t>(), static_cast<std::size_t>(nn) * kk, -1, 1, 10 + s);
+            }
+            k::DeviceBuffer c(static_cast<std::size_t>(m) * nn * 2);
+            k::fill_random_bf16(a.as<k::bf16_t>(), static_cast<std::size_t>(m) * kk, -1, 1, 3);
+            const double ms = k::time_median_ms(
+                [&](int r) {
+                    gemm.run(a.as<k::bf16_t>(), ws[r % sets].as<k::bf16_t>(), c.as<k::bf16_t>(), m, nn, kk, nullptr);
+                },
+                3, 15);
+            add_row("gemm", "M " + std::to_string(m) + " N " + std::to_string(nn) + " K " + std::to_string(kk), ms,
+                    2.0 * m * nn * kk, 2.0 * (static_cast<double>(nn) * kk + static_cast<double>(m) * (kk + nn)));
+        }
+    }
+    bench_fp8();
     std::printf("== prefill attention ==\n");
 
     struct P {
@@ -1125,6 +1159,7 @@ void bench(int sms) {
 int main(int argc, char** argv) {
     bool do_check = true;
     bool do_bench = false;
+    bool do_bench_fp8 = false;
     std::string csv;
     std::uint64_t seed = (static_cast<std::uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
     for (int i = 1; i < argc; ++i) {
@@ -1137,13 +1172,16 @@ int main(int argc, char** argv) {
         } else if (a == "--bench-only") {
             do_bench = true;
             do_check = false;
+        } else if (a == "--bench-fp8") {
+            do_bench_fp8 = true;
+            do_check = false;
         } else if (a == "--csv" && i + 1 < argc) {
             csv = argv[++i];
         } else if (a == "--seed" && i + 1 < argc) {
             seed = std::stoull(argv[++i]);
         } else {
             std::fprintf(stderr,
-                         "usage: servesim-kernel-check [--check] [--bench|--bench-only] [--csv FILE] [--seed N]\n");
+                         "usage: servesim-kernel-check [--check] [--bench|--bench-only|--bench-fp8] [--csv FILE] [--seed N]\n");
             return 1;
         }
     }
@@ -1162,8 +1200,13 @@ int main(int argc, char** argv) {
             run_checks();
             std::printf("checks: %s (%d failures)\n", g_failures == 0 ? "PASS" : "FAIL", g_failures);
         }
-        if (do_bench) {
-            bench(info.multiprocessors);
+        if (do_bench_fp8) {
+            bench_fp8();
+        }
+        if (do_bench || do_bench_fp8) {
+            if (do_bench) {
+                bench(info.multiprocessors);
+            }
             if (!csv.empty()) {
                 std::ofstream f(csv);
                 f << "op,shape,ms,tflops,gbps\n";

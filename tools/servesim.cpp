@@ -652,6 +652,35 @@ int dispatch(const std::string& cmd, const std::vector<std::string>& args, app::
     return 2;
 }
 
+#ifdef SERVESIM_WITH_MPI
+// What ranks other than 0 would print to stdout: nothing. Rank 0 alone writes the outputs of a farmed-out sweep or
+// plan, and a command that is not farmed out (inspect, list, help, describe) is run by every rank, so printing it
+// on each would repeat it once per rank. Restores std::cout's buffer when main returns.
+class SilenceStdoutUnlessRoot {
+  public:
+    explicit SilenceStdoutUnlessRoot(bool silence) {
+        if (silence) {
+            previous_ = std::cout.rdbuf(&discard_);
+        }
+    }
+    ~SilenceStdoutUnlessRoot() {
+        if (previous_ != nullptr) {
+            std::cout.rdbuf(previous_);
+        }
+    }
+    SilenceStdoutUnlessRoot(const SilenceStdoutUnlessRoot&) = delete;
+    SilenceStdoutUnlessRoot& operator=(const SilenceStdoutUnlessRoot&) = delete;
+
+  private:
+    struct Discard : std::streambuf {
+        int overflow(int c) override { return traits_type::not_eof(c); }
+        std::streamsize xsputn(const char*, std::streamsize n) override { return n; }
+    };
+    Discard discard_;
+    std::streambuf* previous_ = nullptr;
+};
+#endif
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -663,6 +692,7 @@ int main(int argc, char** argv) {
     app::LocalExecutor local_executor;
     app::Executor& executor =
         mpi_session.size() > 1 ? static_cast<app::Executor&>(mpi_executor) : static_cast<app::Executor&>(local_executor);
+    const SilenceStdoutUnlessRoot stdout_on_rank_0_only(mpi_session.size() > 1 && mpi_session.rank() != 0);
     // An error the other ranks cannot know of (one rank's own, not a failed run every rank was told of) would leave
     // them waiting: it ends the job. A rank other than 0 waits a moment before it reports, so that an error every
     // rank meets (a typo in the scenario) is reported once, by rank 0, whose MPI_Abort ends the others.

@@ -6,6 +6,7 @@
 # MODE plan:   a plan over 3 configurations × 2 replicates (several bisection rounds), stdout (json).
 # MODE fault:  one run fails (SERVESIM_FAIL_RUN, tools/app/executor.h): the job fails naming it and its rank and
 #              keeps the finished runs; `--resume` under mpirun then prints what the uninterrupted run prints.
+# MODE inspect: a command every rank runs for itself (inspect, list, help) prints once, as one process prints it.
 cmake_minimum_required(VERSION 3.25)
 if(NOT DEFINED EXE OR NOT DEFINED MPIEXEC OR NOT DEFINED SRC OR NOT DEFINED WORK OR NOT DEFINED MODE)
   message(FATAL_ERROR "mpi_test.cmake needs EXE, MPIEXEC, SRC, WORK and MODE")
@@ -60,6 +61,13 @@ if(MODE STREQUAL "sweep")
   if(NOT err MATCHES "MPI: 12 runs on 2 ranks [(]rank 0: [0-9]+, rank 1: [1-9][0-9]*[)]")
     message(FATAL_ERROR "rank 1 ran none of the 12 runs (or the summary line is missing):\n${err}")
   endif()
+elseif(MODE STREQUAL "inspect")
+  foreach(cmd "inspect;--model;Qwen3-4B;--gpu;H200" "list" "help")
+    string(REPLACE ";" "_" tag "${cmd}")
+    run(one_${tag} 0 ${EXE} ${cmd})
+    run(two_${tag} 0 ${mpi} ${EXE} ${cmd})
+    same(${WORK}/one_${tag}.out ${WORK}/two_${tag}.out)
+  endforeach()
 elseif(MODE STREQUAL "plan")
   set(plan plan tests/fixtures/planner/one-at-a-time.yaml --slo ttft_max=25ms --start-load 25 --tolerance 0.005
            --grid engine.max_num_seqs=1,2,4 --replicates 2 --format json)

@@ -798,77 +798,59 @@ void add_row(const std::string& op, const std::string& shape, double ms, double 
     std::fflush(stdout);
 }
 
+// One fp8 recipe on Qwen3-8B's linear shapes: its activation quantization, then its GEMM (M a multiple of 16: one
+// token runs as 16); five weight sets rotate so that the weights come from HBM, not L2 (fp8 weights are half the
+// bytes of bf16). Every scale is 1/448.
+void bench_fp8_recipe(const std::string& op, k::Fp8Scaling scaling) {
+    const bool block = scaling == k::Fp8Scaling::kBlock128;
+    k::Fp8GemmRunner gemm8(scaling);
+    for (auto [nn, kk] : {std::pair{6144, 4096}, std::pair{4096, 4096}, std::pair{24576, 4096}, std::pair{4096, 12288}}) {
+        // Per-tensor: a_scale at [0], w_scale at [16] (scale pointers 16-byte aligned), per-token scales from [32].
+        // Block: the 1×128 activation group scales from [0], then the 128×128 weight tile scales.
+        const std::size_t act_scales = block ? 16384u * static_cast<std::size_t>(kk / 128) : 16384u + 32;
+        const std::size_t all_scales = act_scales + (block ? k::fp8_block_weight_scale_count(nn, kk) : 0);
+        k::DeviceBuffer scales(4 * all_scales);
+        const std::vector<float> unit(all_scales, 1.0f / 448.f);
+        k::copy_to_device(scales.get(), unit.data(), all_scales * 4);
+        float* quant_scales = scales.as<float>() + (block ? 0 : 32);
+        const float* a_scale = scales.as<float>();
+        const float* w_scale = scales.as<float>() + (block ? act_scales : 16);
+        for (int m : {16, 128, 1024, 4096, 16384}) {
+            k::DeviceBuffer a(static_cast<std::size_t>(m) * kk * 2);
+            k::DeviceBuffer a8(static_cast<std::size_t>(m) * kk);
+            std::vector<k::DeviceBuffer> ws;
+            const int sets = 5;
+            for (int s = 0; s < sets; ++s) {
+                ws.emplace_back(static_cast<std::size_t>(nn) * kk);
+                k::fill_bytes(ws.back().get(), static_cast<std::size_t>(nn) * kk, 0x38);  // e4m3 1.0
+            }
+            k::DeviceBuffer c(static_cast<std::size_t>(m) * nn * 2);
+            k::fill_random_bf16(a.as<k::bf16_t>(), static_cast<std::size_t>(m) * kk, -1, 1, 3);
+            const double ms = k::time_median_ms(
+                [&](int r) {
+                    if (block) {
+                        k::quantize_fp8_per_token_group(a.as<k::bf16_t>(), a8.as<k::fp8_t>(), quant_scales, m, kk,
+                                                        nullptr);
+                    } else {
+                        k::quantize_fp8_per_token(a.as<k::bf16_t>(), a8.as<k::fp8_t>(), quant_scales, m, kk, nullptr);
+                    }
+                    gemm8.run(a8.as<k::fp8_t>(), ws[r % sets].as<k::fp8_t>(), c.as<k::bf16_t>(), m, nn, kk, a_scale,
+                              w_scale, nullptr);
+                },
+                3, 15);
+            add_row(op, "M " + std::to_string(m) + " N " + std::to_string(nn) + " K " + std::to_string(kk), ms,
+                    2.0 * m * nn * kk, static_cast<double>(nn) * kk + static_cast<double>(m) * (3.0 * kk + 2.0 * nn));
+        }
+    }
+}
+
 // The fp8 GEMM timings alone (`--bench-fp8`): per-tensor and block-scaled, each with its activation quantization,
 // and the quantization launches alone, so that the two recipes' difference can be split between them.
 void bench_fp8() {
     std::printf("== FP8 W8A8 GEMM (Qwen3-8B shapes; per-token quant + cuBLASLt e4m3) ==\n");
-    {
-        k::Fp8GemmRunner gemm8;
-        k::DeviceBuffer scales(4 * (16384 + 32));  // a_scale [0], w_scale [16], per-token scales from [32]
-        std::vector<float> ones(16384 + 32, 1.0f / 448.f);
-        k::copy_to_device(scales.get(), ones.data(), ones.size() * 4);
-        for (auto [nn, kk] :
-             {std::pair{6144, 4096}, std::pair{4096, 4096}, std::pair{24576, 4096}, std::pair{4096, 12288}}) {
-            for (int m : {16, 128, 1024, 4096, 16384}) {  // M a multiple of 16: one token runs as 16
-                k::DeviceBuffer a(static_cast<std::size_t>(m) * kk * 2);
-                k::DeviceBuffer a8(static_cast<std::size_t>(m) * kk);
-                std::vector<k::DeviceBuffer> ws;
-                const int sets = 5;  // fp8 weights are half the bytes: more sets to stay out of L2
-                for (int s = 0; s < sets; ++s) {
-                    ws.emplace_back(static_cast<std::size_t>(nn) * kk);
-                    k::fill_bytes(ws.back().get(), static_cast<std::size_t>(nn) * kk, 0x38);  // e4m3 1.0
-                }
-                k::DeviceBuffer c(static_cast<std::size_t>(m) * nn * 2);
-                k::fill_random_bf16(a.as<k::bf16_t>(), static_cast<std::size_t>(m) * kk, -1, 1, 3);
-                const double ms = k::time_median_ms(
-                    [&](int r) {
-                        k::quantize_fp8_per_token(a.as<k::bf16_t>(), a8.as<k::fp8_t>(), scales.as<float>() + 32, m,
-                                                  kk, nullptr);
-                        gemm8.run(a8.as<k::fp8_t>(), ws[r % sets].as<k::fp8_t>(), c.as<k::bf16_t>(), m, nn, kk,
-                                  scales.as<float>(), scales.as<float>() + 16, nullptr);
-                    },
-                    3, 15);
-                add_row("gemm_fp8", "M " + std::to_string(m) + " N " + std::to_string(nn) + " K " + std::to_string(kk),
-                        ms, 2.0 * m * nn * kk,
-                        static_cast<double>(nn) * kk + static_cast<double>(m) * (3.0 * kk + 2.0 * nn));
-            }
-        }
-    }
+    bench_fp8_recipe("gemm_fp8", k::Fp8Scaling::kPerTensor);
     std::printf("== FP8 block-scaled GEMM (Qwen3-8B shapes; per-token-group quant + cuBLASLt 1x128 x 128x128) ==\n");
-    {
-        k::Fp8GemmRunner gemm8(k::Fp8Scaling::kBlock128);
-        for (auto [nn, kk] :
-             {std::pair{6144, 4096}, std::pair{4096, 4096}, std::pair{24576, 4096}, std::pair{4096, 12288}}) {
-            const std::size_t nws = k::fp8_block_weight_scale_count(nn, kk);
-            k::DeviceBuffer wscale(nws * 4);
-            const std::vector<float> unit(nws, 1.0f / 448.f);
-            k::copy_to_device(wscale.get(), unit.data(), nws * 4);
-            for (int m : {16, 128, 1024, 4096, 16384}) {
-                k::DeviceBuffer a(static_cast<std::size_t>(m) * kk * 2);
-                k::DeviceBuffer a8(static_cast<std::size_t>(m) * kk);
-                k::DeviceBuffer ascale(static_cast<std::size_t>(m) * (kk / 128) * 4);
-                std::vector<k::DeviceBuffer> ws;
-                const int sets = 5;
-                for (int s = 0; s < sets; ++s) {
-                    ws.emplace_back(static_cast<std::size_t>(nn) * kk);
-                    k::fill_bytes(ws.back().get(), static_cast<std::size_t>(nn) * kk, 0x38);  // e4m3 1.0
-                }
-                k::DeviceBuffer c(static_cast<std::size_t>(m) * nn * 2);
-                k::fill_random_bf16(a.as<k::bf16_t>(), static_cast<std::size_t>(m) * kk, -1, 1, 3);
-                const double ms = k::time_median_ms(
-                    [&](int r) {
-                        k::quantize_fp8_per_token_group(a.as<k::bf16_t>(), a8.as<k::fp8_t>(), ascale.as<float>(), m,
-                                                        kk, nullptr);
-                        gemm8.run(a8.as<k::fp8_t>(), ws[r % sets].as<k::fp8_t>(), c.as<k::bf16_t>(), m, nn, kk,
-                                  ascale.as<float>(), wscale.as<float>(), nullptr);
-                    },
-                    3, 15);
-                add_row("gemm_fp8_block",
-                        "M " + std::to_string(m) + " N " + std::to_string(nn) + " K " + std::to_string(kk), ms,
-                        2.0 * m * nn * kk, static_cast<double>(nn) * kk + static_cast<double>(m) * (3.0 * kk + 2.0 * nn));
-            }
-        }
-    }
+    bench_fp8_recipe("gemm_fp8_block", k::Fp8Scaling::kBlock128);
     std::printf("== FP8 activation quantization alone (the launches before each fp8 GEMM) ==\n");
     for (int kk : {4096, 12288}) {
         for (int m : {16, 128, 1024, 16384}) {

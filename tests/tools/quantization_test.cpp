@@ -107,10 +107,17 @@ TEST_CASE("The published Qwen3-8B-FP8 checkpoint (128x128 blocks, lm_head kept) 
     x.workload = YAML::Load("{type: synthetic}");
     x.cost_model = "calibration/profiles/h200/Qwen3-8B-fp8-block.yaml";
     const PreparedExperiment p = prepare_experiment(x);
-    // The decode step's GEMMs are the profile's gemm curve at one token: its first piece,
-    // 3.808376678 + 0.004285918339 - 1.463633883e-05 = 3.812648 ms, against 2.99 ms per-tensor (run 14's pair).
     INFO(p.cost_model->describe());
     CHECK(contains(p.cost_model->describe(), "Qwen3-8B-fp8-block.yaml"));
+    // One decoding sequence: the step's GEMMs are the block-scaled gemm curve at one token, its first piece
+    // 3.808376678 + 0.004285918339·1 − 1.463633883e-05·1² = 3.81264796 ms (against 2.99 ms per-tensor, run 14's pair).
+    engine::BatchShape one;
+    one.num_tokens = 1;
+    one.num_decode_seqs = 1;
+    one.decode_context_tokens = 1000;
+    one.num_sampled_seqs = 1;
+    one.num_seqs = 1;
+    CHECK_THAT(p.cost_model->step_cost(one).gemm_ms, Catch::Matchers::WithinRel(3.81264796, 1e-8));
     x.cost_model = "calibration/profiles/h200/Qwen3-8B-fp8.yaml";
     try {
         (void)prepare_experiment(x);

@@ -473,11 +473,14 @@ Mamba2Mixer read_mamba2(const YamlMap& c, const std::string& family, DType model
         // FalconH1Config / vLLM FalconH1SSMDecoderLayer: inner width mamba_d_ssm (mamba_expand · hidden when null),
         // mamba_d_head "auto" = inner / mamba_n_heads, and heads · head_dim must equal the inner width.
         m.num_heads = positive_int(c, "mamba_n_heads");
-        const int inner = c.has("mamba_d_ssm") && !c.raw()["mamba_d_ssm"].IsNull()
-                              ? positive_int(c, "mamba_d_ssm")
-                              : positive_int(c, "mamba_expand") * positive_int(c, "hidden_size");
+        const std::int64_t inner = c.has("mamba_d_ssm") && !c.raw()["mamba_d_ssm"].IsNull()
+                                       ? positive_int(c, "mamba_d_ssm")
+                                       : i64_product(positive_int(c, "mamba_expand"), positive_int(c, "hidden_size"));
+        if (inner > kMaxDimension) {
+            c.fail("mamba_expand", fmt::format("mamba_expand × hidden_size = {} exceeds {}", inner, kMaxDimension));
+        }
         if (c.get_optional<std::string>("mamba_d_head") == std::optional<std::string>("auto")) {
-            m.head_dim = inner / m.num_heads;
+            m.head_dim = static_cast<int>(inner / m.num_heads);
         } else {
             m.head_dim = positive_int(c, "mamba_d_head");
         }

@@ -196,8 +196,12 @@ StateBytes state_bytes_layer(const Layer& layer, DType model_dtype, int tensor_p
         s.conv_bytes = (i64{m1->conv_kernel} - 1) * (i64{m1->intermediate_size} / tp) * dtype_bytes(model_dtype);
         s.ssm_bytes = (i64{m1->intermediate_size} / tp) * m1->state_size * dtype_bytes(m1->ssm_state_dtype);
     } else if (const auto* m = std::get_if<Mamba2Mixer>(&layer.mixer)) {
-        // conv (Kc-1, (H*hd + 2*G*N)/TP) in the model dtype; ssm (H/TP, hd, N) in the ssm dtype.
-        s.conv_bytes = (i64{m->conv_kernel} - 1) * (mamba2_conv_dim(*m) / tp) * dtype_bytes(model_dtype);
+        // conv (Kc-1, (H*hd + 2*G'*N)/TP) in the model dtype; ssm (H/TP, hd, N) in the ssm dtype. When TP does not
+        // divide the groups (G = 1: Bamba, Falcon-H1, Zamba2), every rank carries the groups its heads need: G' = G +
+        // TP − G (mamba_utils.py, MambaStateShapeCalculator.extra_groups_for_head_shards).
+        const i64 groups = m->n_groups % tp == 0 ? i64{m->n_groups} : tp;
+        const i64 conv_dim = mamba2_inner(*m) + 2 * groups * m->state_size;
+        s.conv_bytes = (i64{m->conv_kernel} - 1) * (conv_dim / tp) * dtype_bytes(model_dtype);
         s.ssm_bytes = (i64{m->num_heads} / tp) * m->head_dim * m->state_size * dtype_bytes(m->ssm_state_dtype);
     }
     return s;

@@ -122,3 +122,15 @@ TEST_CASE("Zamba2: a hybrid_layer_ids list that disagrees with layers_block_type
     n["hybrid_layer_ids"][0] = 5;
     CHECK_THROWS_AS(sm::model_from_hf_config(n, "zamba2-bad", "inline"), servesim::ConfigError);
 }
+
+TEST_CASE("Mamba2 state under tensor parallelism replicates a single group to every rank", "[models][falcon_h1]") {
+    const auto spec = sm::read_hf_config(fixture("Falcon-H1-7B-Instruct.json"));
+    // vLLM extra_groups_for_head_shards: 1 group at TP 2 becomes 2, so conv_dim = 3,072 + 2·2·256 = 4,096 and a rank
+    // holds 4,096 / 2 = 2,048 channels: (4 − 1)·2,048·2 B = 12,288 (not 3·1,792·2 = 10,752). ssm (24 / 2)·128·256·2 B
+    // = 786,432.
+    const auto s = sm::state_bytes_layer(spec.layers[1], spec.dtype, 2);
+    CHECK(s.conv_bytes == 12'288);
+    CHECK(s.ssm_bytes == 786'432);
+    // A group count TP divides is split, not replicated: TP 1 keeps 3,584 channels.
+    CHECK(sm::state_bytes_layer(spec.layers[1], spec.dtype, 1).conv_bytes == 21'504);
+}

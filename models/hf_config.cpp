@@ -21,10 +21,11 @@ namespace {
 
 // Model types and what their configs imply. `family` groups the _text / nested spellings.
 constexpr auto kSupportedModelTypes = std::to_array<std::string_view>({
-    "bamba",     "deepseek_v2", "deepseek_v3", "gemma2",           "gemma3",       "gemma3_text", "glm4_moe",
-    "gpt_oss",   "granitemoehybrid", "jamba", "kimi_k2", "llama",           "llama4",       "llama4_text", "mamba2",
-    "minimax_m2", "mistral",    "mixtral",     "nemotron_h",       "phi3",         "qwen2",       "qwen3",
-    "qwen3_5",   "qwen3_5_moe", "qwen3_5_moe_text", "qwen3_5_text", "qwen3_moe",   "qwen3_next",
+    "bamba",     "deepseek_v2", "deepseek_v3", "falcon_h1",        "gemma2",       "gemma3",      "gemma3_text",
+    "glm4_moe",  "gpt_oss",     "granitemoehybrid", "jamba",       "kimi_k2",      "llama",       "llama4",
+    "llama4_text", "mamba2",    "minimax_m2",  "mistral",          "mixtral",      "nemotron_h",  "phi3",
+    "qwen2",     "qwen3",       "qwen3_5",     "qwen3_5_moe",      "qwen3_5_moe_text", "qwen3_5_text", "qwen3_moe",
+    "qwen3_next", "zamba2",
 });
 
 // vLLM model classes implementing SupportsMambaPrefixCaching (vllm-v1-behaviour.md §2.1): prefix caching on a
@@ -90,6 +91,10 @@ int positive_int(const YamlMap& c, std::string_view key, int max = kMaxDimension
         c.fail(key, fmt::format("must be a positive integer up to {}, got {}", max, v));
     }
     return v;
+}
+
+std::int64_t i64_product(int a, int b) {
+    return std::int64_t{a} * b;
 }
 
 std::optional<int> optional_positive_int(const YamlMap& c, std::string_view key, int max = kMaxDimension) {
@@ -177,7 +182,42 @@ enum class MlpKind { kNone, kDefault, kDense, kMoe };
 struct BlockKind {
     MixerKind mixer = MixerKind::kFullAttention;
     MlpKind mlp = MlpKind::kDefault;  // kDefault: dense or MoE by the MoE keys
+    bool zamba2_shared = false;       // an invocation of Zamba2's shared transformer block
 };
+
+// transformers Zamba2Config: layers_block_type ("mamba" or "hybrid"; default the 54-layer pattern of Zamba2-2.7B),
+// hybrid_layer_ids the indices of the "hybrid" entries (recomputed by the class; a stored list must agree).
+std::vector<std::string> zamba2_block_types(const YamlMap& c, int num_layers) {
+    std::vector<std::string> types;
+    if (c.has("layers_block_type") && !c.raw()["layers_block_type"].IsNull()) {
+        types = string_list(c, "layers_block_type");
+    } else {
+        if (num_layers != 54) {
+            c.fail("layers_block_type", fmt::format("missing; Zamba2Config's default pattern has 54 layers, "
+                                                    "num_hidden_layers is {}", num_layers));
+        }
+        types.assign(54, "mamba");
+        for (const int i : {6, 12, 18, 24, 30, 36, 42, 47, 51}) {
+            types[static_cast<std::size_t>(i)] = "hybrid";
+        }
+    }
+    if (static_cast<int>(types.size()) != num_layers) {
+        c.fail("layers_block_type",
+               fmt::format("has {} entries but num_hidden_layers is {}", types.size(), num_layers));
+    }
+    std::vector<int> hybrid;
+    for (std::size_t i = 0; i < types.size(); ++i) {
+        if (types[i] == "hybrid") {
+            hybrid.push_back(static_cast<int>(i));
+        } else if (types[i] != "mamba") {
+            c.fail("layers_block_type", fmt::format("entry {} is '{}'; allowed: mamba, hybrid", i, types[i]));
+        }
+    }
+    if (c.has("hybrid_layer_ids") && int_list(c, "hybrid_layer_ids") != hybrid) {
+        c.fail("hybrid_layer_ids", "does not list the 'hybrid' entries of layers_block_type");
+    }
+    return types;
+}
 
 std::vector<BlockKind> nemotron_blocks(const YamlMap& c) {
     const auto pattern = c.get<std::string>("hybrid_override_pattern");
@@ -281,6 +321,25 @@ std::vector<BlockKind> implicit_blocks(const YamlMap& c, const std::string& fami
         for (int i = 0; i < num_layers; ++i) {
             blocks[i].mixer = i % period == offset ? MixerKind::kFullAttention : MixerKind::kMamba;
         }
+    } else if (family == "falcon_h1") {
+        // vLLM falcon_h1.py FalconH1ParallelHybrid: every layer runs attention and a Mamba2 mixer side by side on the
+        // same input, then the MLP. servesim keeps each branch as a block: attention (its KV layer), then Mamba2 with
+        // the MLP (its state layer); vLLM registers them as layers i and num_hidden_layers + i.
+        blocks.clear();
+        for (int i = 0; i < num_layers; ++i) {
+            blocks.push_back({MixerKind::kFullAttention, MlpKind::kNone});
+            blocks.push_back({MixerKind::kMamba, MlpKind::kDense});
+        }
+    } else if (family == "zamba2") {
+        // vLLM zamba2.py Zamba2Model: a "mamba" layer is a Mamba2 block with no MLP; a "hybrid" layer runs the shared
+        // transformer block (attention + MLP; num_mem_blocks blocks taken in turn), a linear, then its Mamba2 block.
+        blocks.clear();
+        for (const auto& t : zamba2_block_types(c, num_layers)) {
+            if (t == "hybrid") {
+                blocks.push_back({MixerKind::kFullAttention, MlpKind::kDense, true});
+            }
+            blocks.push_back({MixerKind::kMamba, MlpKind::kNone});
+        }
     } else if (family == "mamba2") {
         // Mamba2ForCausalLM: every block is a Mamba2 mixer with no MLP.
         for (auto& b : blocks) {
@@ -346,7 +405,18 @@ AttentionMixer read_attention(const YamlMap& c, const std::string& family, Mixer
         c.fail("num_key_value_heads",
                fmt::format("{} does not divide num_attention_heads {}", a.num_kv_heads, a.num_q_heads));
     }
-    if (is_mla_family(family)) {
+    if (family == "zamba2") {
+        // Zamba2Config: attention_hidden_size = 2 · hidden_size, attention_head_dim = that / num_attention_heads;
+        // vLLM's Zamba2Attention builds its Attention with num_kv_heads = num_heads (no GQA).
+        const int hidden = positive_int(c, "hidden_size");
+        if ((2 * hidden) % a.num_q_heads != 0) {
+            c.fail("num_attention_heads", fmt::format("{} does not divide attention_hidden_size 2 · hidden_size = {}",
+                                                      a.num_q_heads, 2 * hidden));
+        }
+        a.num_kv_heads = a.num_q_heads;
+        a.head_dim = 2 * hidden / a.num_q_heads;
+        a.input_size = 2 * hidden;
+    } else if (is_mla_family(family)) {
         a.head_dim = 0;  // set from the MLA dimensions below
     } else if (auto hd = optional_positive_int(c, "head_dim")) {
         a.head_dim = *hd;
@@ -399,7 +469,47 @@ GatedDeltaNetMixer read_gated_delta_net(const YamlMap& c, DType model_dtype) {
 
 Mamba2Mixer read_mamba2(const YamlMap& c, const std::string& family, DType model_dtype) {
     Mamba2Mixer m;
-    if (family == "granitemoehybrid" || family == "bamba") {
+    if (family == "falcon_h1") {
+        // FalconH1Config / vLLM FalconH1SSMDecoderLayer: inner width mamba_d_ssm (mamba_expand · hidden when null),
+        // mamba_d_head "auto" = inner / mamba_n_heads, and heads · head_dim must equal the inner width.
+        m.num_heads = positive_int(c, "mamba_n_heads");
+        const std::int64_t inner = c.has("mamba_d_ssm") && !c.raw()["mamba_d_ssm"].IsNull()
+                                       ? positive_int(c, "mamba_d_ssm")
+                                       : i64_product(positive_int(c, "mamba_expand"), positive_int(c, "hidden_size"));
+        if (inner > kMaxDimension) {
+            c.fail("mamba_expand", fmt::format("mamba_expand × hidden_size = {} exceeds {}", inner, kMaxDimension));
+        }
+        if (c.get_optional<std::string>("mamba_d_head") == std::optional<std::string>("auto")) {
+            m.head_dim = static_cast<int>(inner / m.num_heads);
+        } else {
+            m.head_dim = positive_int(c, "mamba_d_head");
+        }
+        if (i64_product(m.num_heads, m.head_dim) != inner) {
+            c.fail("mamba_d_head", fmt::format("mamba_n_heads {} × mamba_d_head {} must equal the Mamba inner width {} "
+                                               "(mamba_d_ssm, or mamba_expand × hidden_size)",
+                                               m.num_heads, m.head_dim, inner));
+        }
+        m.state_size = positive_int(c, "mamba_d_state");
+        m.n_groups = positive_int(c, "mamba_n_groups");
+        m.conv_kernel = positive_int(c, "mamba_d_conv");
+        m.chunk_size = positive_int(c, "mamba_chunk_size");
+        m.ssm_state_dtype = c.has("mamba_ssm_dtype") ? dtype_at(c, "mamba_ssm_dtype") : model_dtype;
+    } else if (family == "zamba2") {
+        // Zamba2Config: inner = mamba_expand · hidden, mamba_headdim = inner / n_mamba_heads (vLLM's mixer takes
+        // head_dim = inner // n_mamba_heads); the states in the model dtype.
+        m.num_heads = positive_int(c, "n_mamba_heads");
+        const std::int64_t inner = i64_product(positive_int(c, "mamba_expand"), positive_int(c, "hidden_size"));
+        if (inner % m.num_heads != 0 || inner > kMaxDimension) {
+            c.fail("n_mamba_heads", fmt::format("{} does not divide the Mamba inner width mamba_expand × hidden_size "
+                                                "= {}", m.num_heads, inner));
+        }
+        m.head_dim = static_cast<int>(inner / m.num_heads);
+        m.state_size = positive_int(c, "mamba_d_state");
+        m.n_groups = positive_int(c, "mamba_ngroups");
+        m.conv_kernel = positive_int(c, "mamba_d_conv");
+        m.chunk_size = positive_int(c, "chunk_size");
+        m.ssm_state_dtype = c.has("mamba_ssm_dtype") ? dtype_at(c, "mamba_ssm_dtype") : model_dtype;
+    } else if (family == "granitemoehybrid" || family == "bamba") {
         m.num_heads = positive_int(c, "mamba_n_heads");
         m.head_dim = positive_int(c, "mamba_d_head");
         m.state_size = positive_int(c, "mamba_d_state");
@@ -427,7 +537,9 @@ Mamba2Mixer read_mamba2(const YamlMap& c, const std::string& family, DType model
         m.ssm_state_dtype = c.has("mamba_ssm_dtype") ? dtype_at(c, "mamba_ssm_dtype") : DType::kFloat32;
     }
     if (m.num_heads % m.n_groups != 0) {
-        c.fail(family == "granitemoehybrid" || family == "bamba" ? "mamba_n_groups" : "n_groups",
+        c.fail(family == "granitemoehybrid" || family == "bamba" || family == "falcon_h1" ? "mamba_n_groups"
+               : family == "zamba2"                                                       ? "mamba_ngroups"
+                                                                                          : "n_groups",
                fmt::format("{} does not divide the {} Mamba heads", m.n_groups, m.num_heads));
     }
     return m;
@@ -614,7 +726,10 @@ ModelSpec model_from_hf_config(const YamlMap& top, const std::string& name) {
         blocks = nemotron_blocks(c);
     } else {
         const int num_layers = positive_int(c, "num_hidden_layers", kMaxLayers);
-        blocks = c.has("layer_types") ? layer_type_blocks(c, num_layers) : implicit_blocks(c, family, num_layers);
+        // Falcon-H1 and Zamba2 build their blocks from their own keys (a layer is two blocks there).
+        const bool own_pattern = family == "falcon_h1" || family == "zamba2";
+        blocks = c.has("layer_types") && !own_pattern ? layer_type_blocks(c, num_layers)
+                                                      : implicit_blocks(c, family, num_layers);
     }
 
     const int num_experts = read_num_experts(c, family);
@@ -628,6 +743,9 @@ ModelSpec model_from_hf_config(const YamlMap& top, const std::string& name) {
         c.fail("first_k_dense_replace", fmt::format("must not be negative, got {}", first_k_dense));
     }
     const int moe_layer_freq = optional_positive_int(c, "moe_layer_freq").value_or(1);
+    // Zamba2: hybrid layer k runs shared block k % num_mem_blocks; its own adapters are added below.
+    const int zamba2_mem_blocks = family == "zamba2" ? optional_positive_int(c, "num_mem_blocks").value_or(1) : 0;
+    int zamba2_invocation = 0;
 
     for (std::size_t i = 0; i < blocks.size(); ++i) {
         const BlockKind& b = blocks[i];
@@ -687,13 +805,40 @@ ModelSpec model_from_hf_config(const YamlMap& top, const std::string& name) {
             } else if (family == "llama4") {
                 // Llama 4's dense layers are intermediate_size_mlp wide; intermediate_size is the expert width.
                 d.intermediate_size = positive_int(c, "intermediate_size_mlp");
+            } else if (family == "zamba2" && (!c.has("intermediate_size") || c.raw()["intermediate_size"].IsNull())) {
+                d.intermediate_size = 4 * spec.hidden_size;  // Zamba2Config's default
             } else {
                 d.intermediate_size = positive_int(c, "intermediate_size");
             }
             d.gated = family != "nemotron_h";  // Nemotron-H: up/down with relu2, no gate
             layer.mlp = d;
         }
+        if (b.zamba2_shared) {
+            // vLLM zamba2.py: the first num_mem_blocks invocations hold the shared blocks' weights. Each invocation
+            // has its own Zamba2LoRA adapters (A: in → adapter_rank, B: adapter_rank → out): on gate_up_proj always
+            // (Zamba2MLP builds them unconditionally), on q, k and v when use_shared_attention_adapter; plus the
+            // hybrid layer's hidden → hidden ReplicatedLinear.
+            const std::int64_t h = spec.hidden_size;
+            const std::int64_t rank = optional_positive_int(c, "adapter_rank").value_or(128);
+            const std::int64_t inter = std::get<DenseMlp>(layer.mlp).intermediate_size;
+            const std::int64_t attn = 2 * h;  // attention_hidden_size
+            std::int64_t own = h * rank + rank * 2 * inter + h * h;
+            if (c.get_optional<bool>("use_shared_attention_adapter").value_or(false)) {
+                own += 3 * (attn * rank + rank * attn);
+            }
+            layer.shares_weights = zamba2_invocation >= zamba2_mem_blocks;
+            layer.adapter_params = own;
+            ++zamba2_invocation;
+        }
         spec.layers.push_back(std::move(layer));
+    }
+    if (family == "zamba2") {
+        if (zamba2_invocation < zamba2_mem_blocks) {
+            c.fail("num_mem_blocks", fmt::format("{} shared blocks but only {} hybrid layers use them",
+                                                 zamba2_mem_blocks, zamba2_invocation));
+        }
+        // Zamba2ForCausalLM ties lm_head to the input embedding whatever the config says.
+        spec.tie_word_embeddings = true;
     }
 
     if ((family == "gemma3" || family == "llama4") && top.has("vision_config") &&
@@ -718,6 +863,10 @@ ModelSpec model_from_hf_config(const YamlMap& top, const std::string& name) {
     spec.supports_mamba_prefix_caching_all = contains(kMambaPrefixCachingAll, family);
     // Weight quantization (models/quantization_config.h); a method servesim does not model is refused there.
     if (top.has("quantization_config") && !top.raw()["quantization_config"].IsNull()) {
+        if (family == "zamba2") {
+            top.fail("quantization_config", "is not modelled for zamba2 (shared transformer blocks with per-invocation "
+                                            "adapters); use the unquantized checkpoint");
+        }
         spec.quantization = parse_quantization_config(top.map("quantization_config"), spec.dtype);
     } else if (top.has("compression_config") && !top.raw()["compression_config"].IsNull()) {
         // vLLM falls back to compression_config (early compressed-tensors exports): not read, so refused.

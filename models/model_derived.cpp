@@ -57,8 +57,9 @@ i64 mixer_params(const Mixer& mixer, i64 h) {
                               }
                               const i64 q_out = i64{a.num_q_heads} * a.head_dim;
                               const i64 kv_out = i64{a.num_kv_heads} * a.head_dim;
-                              // q_proj (doubled by the output gate), k_proj, v_proj, o_proj.
-                              return h * q_out * (a.output_gate ? 2 : 1) + 2 * h * kv_out + q_out * h +
+                              const i64 in = a.input_size > 0 ? i64{a.input_size} : h;
+                              // q_proj (doubled by the output gate), k_proj, v_proj from `in`, o_proj to h.
+                              return in * q_out * (a.output_gate ? 2 : 1) + 2 * in * kv_out + q_out * h +
                                      (a.sinks ? a.num_q_heads : 0);
                           },
                           [h](const GatedDeltaNetMixer& g) -> i64 {
@@ -115,6 +116,21 @@ double mlp_params(const Mlp& mlp, i64 h, double routed_experts) {
 
 i64 embedding_params(const ModelSpec& spec) {
     return i64{spec.vocab_size} * spec.hidden_size;
+}
+
+// Parameters one block holds in memory: its own adapters, plus mixer and MLP unless they are an earlier block's.
+double held_layer_params(const Layer& layer, i64 h, double routed_experts) {
+    const double own = static_cast<double>(layer.adapter_params);
+    if (layer.shares_weights) {
+        return own;
+    }
+    return own + static_cast<double>(mixer_params(layer.mixer, h)) + mlp_params(layer.mlp, h, routed_experts);
+}
+
+// Parameters one block runs through per token: a shared block's weights at each of its invocations.
+double invoked_layer_params(const Layer& layer, i64 h, double routed_experts) {
+    return static_cast<double>(layer.adapter_params) + static_cast<double>(mixer_params(layer.mixer, h)) +
+           mlp_params(layer.mlp, h, routed_experts);
 }
 
 }  // namespace
@@ -180,8 +196,12 @@ StateBytes state_bytes_layer(const Layer& layer, DType model_dtype, int tensor_p
         s.conv_bytes = (i64{m1->conv_kernel} - 1) * (i64{m1->intermediate_size} / tp) * dtype_bytes(model_dtype);
         s.ssm_bytes = (i64{m1->intermediate_size} / tp) * m1->state_size * dtype_bytes(m1->ssm_state_dtype);
     } else if (const auto* m = std::get_if<Mamba2Mixer>(&layer.mixer)) {
-        // conv (Kc-1, (H*hd + 2*G*N)/TP) in the model dtype; ssm (H/TP, hd, N) in the ssm dtype.
-        s.conv_bytes = (i64{m->conv_kernel} - 1) * (mamba2_conv_dim(*m) / tp) * dtype_bytes(model_dtype);
+        // conv (Kc-1, (H*hd + 2*G'*N)/TP) in the model dtype; ssm (H/TP, hd, N) in the ssm dtype. When TP does not
+        // divide the groups (G = 1: Bamba, Falcon-H1, Zamba2), every rank carries the groups its heads need: G' = G +
+        // TP − G (mamba_utils.py, MambaStateShapeCalculator.extra_groups_for_head_shards).
+        const i64 groups = m->n_groups % tp == 0 ? i64{m->n_groups} : tp;
+        const i64 conv_dim = mamba2_inner(*m) + 2 * groups * m->state_size;
+        s.conv_bytes = (i64{m->conv_kernel} - 1) * (conv_dim / tp) * dtype_bytes(model_dtype);
         s.ssm_bytes = (i64{m->num_heads} / tp) * m->head_dim * m->state_size * dtype_bytes(m->ssm_state_dtype);
     }
     return s;
@@ -209,7 +229,7 @@ ParamCounts count_params(const ModelSpec& spec) {
     p.embedding = embedding_params(spec);
     p.lm_head = spec.tie_word_embeddings ? 0 : embedding_params(spec);
     for (const auto& layer : spec.layers) {
-        p.layers += mixer_params(layer.mixer, h) + static_cast<i64>(mlp_params(layer.mlp, h, -1));
+        p.layers += static_cast<i64>(held_layer_params(layer, h, -1));
     }
     p.extra = spec.extra_params;
     return p;
@@ -224,7 +244,7 @@ ParamCounts count_active_params(const ModelSpec& spec) {
         if (const auto* m = std::get_if<MoeMlp>(&layer.mlp)) {
             routed = m->num_experts_per_tok;
         }
-        p.layers += mixer_params(layer.mixer, h) + static_cast<i64>(mlp_params(layer.mlp, h, routed));
+        p.layers += static_cast<i64>(held_layer_params(layer, h, routed));
     }
     p.extra = 0;
     return p;
@@ -255,15 +275,25 @@ std::int64_t weight_bytes_read_per_step(const ModelSpec& spec, std::int64_t num_
             const double k = m->num_experts_per_tok;
             routed = e * (1.0 - std::pow(1.0 - k / e, static_cast<double>(num_tokens)));
         }
-        params += static_cast<double>(mixer_params(layer.mixer, h)) + mlp_params(layer.mlp, h, routed);
+        // A shared block's weights are read again at each invocation (Zamba2's shared block is far larger than L2).
+        params += invoked_layer_params(layer, h, routed);
     }
     return static_cast<i64>(std::llround(params * dtype_bytes(spec.dtype)));
 }
 
 double linear_flops_per_token(const ModelSpec& spec) {
-    const ParamCounts active = count_active_params(spec);
-    // Every active layer parameter plus the output projection (V x h whether tied or not); not the input gather.
-    return 2.0 * static_cast<double>(active.layers + embedding_params(spec));
+    const i64 h = spec.hidden_size;
+    // Every active layer parameter at each invocation plus the output projection (V x h whether tied or not); not
+    // the input gather.
+    double params = static_cast<double>(embedding_params(spec));
+    for (const auto& layer : spec.layers) {
+        double routed = -1;
+        if (const auto* m = std::get_if<MoeMlp>(&layer.mlp)) {
+            routed = m->num_experts_per_tok;
+        }
+        params += invoked_layer_params(layer, h, routed);
+    }
+    return 2.0 * params;
 }
 
 double attention_flops_per_key(const AttentionMixer& a) {

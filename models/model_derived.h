@@ -69,7 +69,9 @@ struct ParamCounts {
 [[nodiscard]] ParamCounts count_params(const ModelSpec& spec);
 
 // Parameters one token touches: as count_params, but MoE layers count num_experts_per_tok routed experts (plus the
-// shared expert and router) and `extra` is 0. Embedding and lm_head are included (Qwen3-235B-A22B: 22.2 B).
+// shared expert and router) and `extra` is 0. Embedding and lm_head are included (Qwen3-235B-A22B: 22.2 B). A
+// shared block (Layer::shares_weights, Zamba2) counts once, as in count_params; linear_flops_per_token counts it at
+// every invocation.
 [[nodiscard]] ParamCounts count_active_params(const ModelSpec& spec);
 
 // Bytes vLLM loads onto the GPU (model_memory_usage): every parameter at the model dtype, vision tower included; for a
@@ -78,10 +80,12 @@ struct ParamCounts {
 
 // Weight bytes one forward step reads for a batch of num_tokens tokens: every non-expert layer weight and the
 // lm_head (or tied embedding), not the input embedding table (a gather) nor a vision tower; for MoE layers the
-// shared expert plus the expected number of distinct routed experts touched, E·(1 − (1 − k/E)^num_tokens).
+// shared expert plus the expected number of distinct routed experts touched, E·(1 − (1 − k/E)^num_tokens). A shared
+// block (Zamba2) is read at each invocation.
 [[nodiscard]] std::int64_t weight_bytes_read_per_step(const ModelSpec& spec, std::int64_t num_tokens);
 
-// Matmul FLOPs per token in the linear layers (2 · active parameters touched per token, lm_head included).
+// Matmul FLOPs per token in the linear layers (2 · active parameters per token, lm_head included; a shared block
+// once per invocation).
 [[nodiscard]] double linear_flops_per_token(const ModelSpec& spec);
 
 // Attention-score FLOPs (QKᵀ and PV) for one query token attending to context_tokens keys, summed over

@@ -57,6 +57,10 @@ struct AttentionMixer {
     int attention_chunk_tokens = 0;
     bool sinks = false;  // gpt-oss: one learned sink logit per query head (parameters only; no KV)
     std::optional<MlaShape> mla = std::nullopt;
+    // Width of the q/k/v projections' input; 0 means hidden_size. Zamba2's shared attention reads the hidden state
+    // concatenated with the input embeddings (vLLM zamba2.py, Zamba2AttentionDecoderLayer): attention_hidden_size =
+    // 2 · hidden_size.
+    int input_size = 0;
     bool operator==(const AttentionMixer&) const = default;
 };
 
@@ -126,9 +130,17 @@ struct NoMlp {
 using Mlp = std::variant<NoMlp, DenseMlp, MoeMlp>;
 
 // One residual block. Qwen/Llama blocks have both; Nemotron-H's pattern characters are blocks with only one.
+// Falcon-H1's parallel layer is two blocks (its attention branch, then its Mamba2 branch with the MLP); a Zamba2
+// hybrid layer is the shared transformer block's invocation (attention + MLP) followed by its Mamba2 block.
 struct Layer {
     Mixer mixer;
     Mlp mlp;
+    // The mixer's and MLP's weights are those of an earlier block (Zamba2's shared transformer blocks, reused at
+    // every hybrid layer): held once in memory, read and computed at every invocation (vLLM zamba2.py, Zamba2Model).
+    bool shares_weights = false;
+    // Linear weights this block holds on its own besides mixer and MLP, held and read at every step (Zamba2: the
+    // per-invocation LoRA adapters of the shared block and the hybrid layer's hidden → hidden linear).
+    std::int64_t adapter_params = 0;
     bool operator==(const Layer&) const = default;
 };
 

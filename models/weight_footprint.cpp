@@ -85,6 +85,9 @@ struct Enumerator {
     void layer(std::size_t i, const Layer& l) {
         const i64 h = spec.hidden_size;
         const std::string p = fmt::format("model.layers.{}.", i);
+        if (l.shares_weights || l.adapter_params > 0) {
+            unknown(i, "shared block (Zamba2)");
+        }
         const auto* attn = std::get_if<AttentionMixer>(&l.mixer);
         if (std::holds_alternative<NoMixer>(l.mixer)) {
         } else if (attn != nullptr && attn->mla) {

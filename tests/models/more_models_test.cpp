@@ -1,9 +1,11 @@
-// Tests phi3 (Phi-4), glm4_moe (GLM-4.5) and mamba2 (Mamba-Codestral-7B) read from config.json fixtures written from
-// the published configs: KV bytes per token, recurrent state per sequence and parameters, worked by hand below.
+// Tests phi3 (Phi-4), glm4_moe (GLM-4.5), mamba2 (Mamba-Codestral-7B), bamba and jamba read from config.json
+// fixtures written from the published configs, and the bench model file scenarios/bench/Llama-2-7B.yaml: KV bytes
+// per token, recurrent state per sequence and parameters, worked by hand below.
 #include <variant>
 
 #include "models/hf_config.h"
 #include "models/model_derived.h"
+#include "models/model_registry.h"
 #include "tests/catch.h"
 #include "tests/models/model_test_util.h"
 
@@ -124,4 +126,20 @@ TEST_CASE("Jamba-v0.1: attention every 8th layer from 4, Mamba-1 elsewhere, MoE 
     // 167,772,160 + 2,948,628,480 + 5,638,193,152 + 2,818,572,288 + 536,870,912 = 12,110,036,992 (published 12 B
     // active).
     CHECK(sm::count_active_params(spec).total() == 12'110'036'992);
+}
+
+TEST_CASE("scenarios/bench/Llama-2-7B.yaml holds Llama-2-7b-hf's published shape and parameter count",
+          "[models][llama]") {
+    const auto spec =
+        sm::read_model_file(std::string(SERVESIM_TEST_DATA_DIR) + "/../scenarios/bench/Llama-2-7B.yaml");
+    REQUIRE(spec.layers.size() == 32);
+    CHECK(spec.max_position_embeddings == 4'096);
+    CHECK(spec.dtype == DType::kFloat16);
+    // 32 layers · 2 · 32 KV heads · 128 · 2 B = 524,288 B per token (multi-head attention, no GQA).
+    CHECK(sm::kv_bytes_per_token(spec, DType::kFloat16) == 524'288);
+    // Per layer 4 · 4,096² (q, k, v, o) + 3 · 4,096 · 11,008 = 202,375,168; × 32 = 6,476,005,376; embedding and
+    // untied lm_head 2 · 32,000 · 4,096 = 262,144,000 → 6,738,149,376. The published 6,738,415,616 adds the
+    // 65 · 4,096 = 266,240 RMSNorm weights servesim leaves out.
+    CHECK(sm::count_params(spec).total() == 6'738'149'376);
+    CHECK(sm::count_params(spec).total() + 65 * 4'096 == 6'738'415'616);
 }

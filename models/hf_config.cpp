@@ -861,6 +861,8 @@ ModelSpec model_from_hf_config(const YamlMap& top, const std::string& name) {
         spec.vision = t;
     }
     spec.supports_mamba_prefix_caching_all = contains(kMambaPrefixCachingAll, family);
+    spec.blocks_per_decoder_layer = family == "falcon_h1" ? 2 : 1;  // FalconH1ParallelHybrid: attention + Mamba2 blocks
+    spec.supports_pipeline_parallel = family != "zamba2";          // Zamba2ForCausalLM does not implement SupportsPP
     // Weight quantization (models/quantization_config.h); a method servesim does not model is refused there.
     if (top.has("quantization_config") && !top.raw()["quantization_config"].IsNull()) {
         if (family == "zamba2") {

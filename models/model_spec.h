@@ -173,6 +173,11 @@ struct ModelSpec {
     // vLLM class capability: implements SupportsMambaPrefixCaching, so --enable-prefix-caching picks mamba_cache_mode
     // "all" instead of "align" (vllm/model_executor/models/config.py, MambaModelConfig.verify_and_update_config).
     bool supports_mamba_prefix_caching_all = false;
+    // Pipeline parallelism splits vLLM's decoder layers (make_layers over num_hidden_layers), which are this many
+    // consecutive blocks here: 1, except Falcon-H1, whose parallel layer is two blocks (attention, Mamba2 + MLP).
+    int blocks_per_decoder_layer = 1;
+    // vLLM class capability SupportsPP; Zamba2ForCausalLM lacks it, so vLLM refuses pipeline_parallel_size > 1.
+    bool supports_pipeline_parallel = true;
     // Weight quantization (config.json `quantization_config`, or vLLM's --quantization); unset = every weight at
     // `dtype`. Weight bytes and GEMM kernels follow from it (models/weight_footprint.h, docs/QUANTIZATION.md).
     std::optional<WeightQuantization> quantization;

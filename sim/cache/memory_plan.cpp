@@ -604,7 +604,7 @@ MemoryPlan plan_memory(const models::ModelSpec& model, const MemoryPlanRequest& 
     std::vector<PipelineStage> stages;
     if (req.pipeline_parallel_size > 1) {
         // Each stage's GPU loads only its layers (get_pp_indices); the heaviest stage bounds the start-up check.
-        stages = pipeline_stages(static_cast<int>(model.layers.size()), req.pipeline_parallel_size);
+        stages = model_pipeline_stages(model, req.pipeline_parallel_size);
         plan.weight_bytes = 0;
         for (int i = 0; i < static_cast<int>(stages.size()); ++i) {
             plan.weight_bytes = std::max(plan.weight_bytes, stage_weight_bytes(model, stages, i, tp));

@@ -31,6 +31,21 @@ std::vector<PipelineStage> pipeline_stages(int num_layers, int pp) {
     return stages;
 }
 
+std::vector<PipelineStage> model_pipeline_stages(const models::ModelSpec& model, int pp) {
+    if (pp > 1 && !model.supports_pipeline_parallel) {
+        throw ConfigError(fmt::format("pipeline_parallel_size: {} stages asked, but vLLM's class for {} does not "
+                                      "support pipeline parallelism (no SupportsPP; vLLM refuses it); allowed: 1",
+                                      pp, model.name));
+    }
+    const int unit = model.blocks_per_decoder_layer;
+    std::vector<PipelineStage> stages = pipeline_stages(static_cast<int>(model.layers.size()) / unit, pp);
+    for (PipelineStage& s : stages) {
+        s.first_layer *= unit;
+        s.num_layers *= unit;
+    }
+    return stages;
+}
+
 models::ModelSpec stage_model(const models::ModelSpec& model, const PipelineStage& stage) {
     models::ModelSpec s = model;
     s.layers.assign(model.layers.begin() + stage.first_layer,

@@ -23,6 +23,11 @@ struct PipelineStage {
 // 4 stages → 15, 15, 16, 15. ConfigError when pp < 1 or pp > num_layers (a stage would hold no layer).
 [[nodiscard]] std::vector<PipelineStage> pipeline_stages(int num_layers, int pipeline_parallel_size);
 
+// The stages of a model: get_pp_indices over vLLM's decoder layers, each `blocks_per_decoder_layer` consecutive
+// blocks here (Falcon-H1's two branches of one layer stay on one stage), as block ranges. ConfigError naming
+// `pipeline_parallel_size` when the model's vLLM class does not support pipeline parallelism (Zamba2).
+[[nodiscard]] std::vector<PipelineStage> model_pipeline_stages(const models::ModelSpec& model, int pipeline_parallel_size);
+
 // The model restricted to one stage's layers (embedding, lm_head and vision tower fields unchanged).
 [[nodiscard]] models::ModelSpec stage_model(const models::ModelSpec& model, const PipelineStage& stage);
 

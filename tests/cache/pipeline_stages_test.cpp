@@ -3,9 +3,11 @@
 #include "sim/cache/pipeline_stages.h"
 
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "common/error.h"
+#include "models/hf_config.h"
 #include "models/model_registry.h"
 #include "tests/catch.h"
 
@@ -37,6 +39,35 @@ TEST_CASE("PP: layers split as get_pp_indices, the remainder on the stages befor
 TEST_CASE("PP: more stages than layers is refused", "[cache][pp]") {
     CHECK_THROWS_AS(pipeline_stages(4, 5), ConfigError);
     CHECK_THROWS_AS(pipeline_stages(4, 0), ConfigError);
+}
+
+TEST_CASE("PP: Falcon-H1's two branches of a layer stay on one stage; Zamba2 (no SupportsPP) is refused",
+          "[cache][pp]") {
+    // Falcon-H1-7B: 44 decoder layers = 88 blocks (attention, then Mamba2 + MLP). get_pp_indices(44, 3): 14 each,
+    // remainder 2 on partitions[-2] and [-3] → 15, 15, 14 layers = 30, 30, 28 blocks starting at 0, 30, 60.
+    const models::ModelSpec falcon =
+        models::read_hf_config(std::string(SERVESIM_TEST_DATA_DIR) + "/fixtures/hf/Falcon-H1-7B-Instruct.json");
+    REQUIRE(falcon.layers.size() == 88);
+    const auto stages = model_pipeline_stages(falcon, 3);
+    CHECK(sizes(stages) == std::vector<int>{30, 30, 28});
+    CHECK(stages[1].first_layer == 30);
+    CHECK(stages[2].first_layer == 60);
+    // Each stage starts on an attention branch, never between a layer's two branches.
+    for (const auto& s : stages) {
+        CHECK(std::holds_alternative<models::AttentionMixer>(falcon.layers[s.first_layer].mixer));
+    }
+    // 45 stages for 44 layers: refused though 88 blocks would allow it.
+    CHECK_THROWS_AS(model_pipeline_stages(falcon, 45), ConfigError);
+    const models::ModelSpec zamba =
+        models::read_hf_config(std::string(SERVESIM_TEST_DATA_DIR) + "/fixtures/hf/Zamba2-2.7B.json");
+    CHECK(model_pipeline_stages(zamba, 1).size() == 1);
+    try {
+        (void)model_pipeline_stages(zamba, 2);
+        FAIL("Zamba2 must refuse pipeline parallelism");
+    } catch (const ConfigError& e) {
+        CHECK(std::string(e.what()).find("pipeline_parallel_size") != std::string::npos);
+        CHECK(std::string(e.what()).find("SupportsPP") != std::string::npos);
+    }
 }
 
 TEST_CASE("PP: the first stage holds the embedding, the last a vocab x hidden lm_head, even when tied",

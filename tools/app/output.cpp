@@ -1023,7 +1023,10 @@ std::string inspect_table(const models::ModelSpec& model, const std::string& gpu
         out += fmt::format("\n-- pipeline stages (get_pp_indices; the engine takes the smallest num_blocks) --\n");
         for (std::size_t i = 0; i < p.stages.size(); ++i) {
             const auto& st = p.stages[i];
-            line(fmt::format("stage {} layers {}-{}", i, st.first_layer, st.first_layer + st.num_layers - 1),
+            // vLLM's decoder layers (Falcon-H1's are two blocks each here: ModelSpec::blocks_per_decoder_layer).
+            const int unit = model.blocks_per_decoder_layer;
+            line(fmt::format("stage {} layers {}-{}", i, st.first_layer / unit,
+                             (st.first_layer + st.num_layers) / unit - 1),
                  fmt::format("weights {:.2f} GiB, KV {:.2f} GiB, {} blocks", st.weight_bytes / kGiB,
                              st.kv_cache_memory_bytes / kGiB, st.num_gpu_blocks));
         }

@@ -39,6 +39,10 @@ BatchShape PipelineParallelCostModel::micro_batch(const BatchShape& s, std::int6
     b.num_sampled_seqs = share(s.num_sampled_seqs);
     b.num_snapshots = share(s.num_snapshots);
     b.num_seqs = share(s.num_seqs);
+    for (LocalAttentionWork& w : b.local) {
+        w.prefill_attention_work /= static_cast<double>(m);
+        w.decode_context_tokens = share(w.decode_context_tokens);
+    }
     return b;  // prefill_max_context_tokens: the longest chunk is whole in one micro-batch
 }
 

@@ -41,6 +41,8 @@ public:
 
     [[nodiscard]] std::string describe() const override;
 
+    [[nodiscard]] LocalAttentionSpans local_attention_spans() const override { return inner_->local_attention_spans(); }
+
     // The share of `shape` one of m micro-batches carries (counts rounded up, the longest chunk unchanged).
     [[nodiscard]] static BatchShape micro_batch(const BatchShape& shape, std::int64_t m);
 

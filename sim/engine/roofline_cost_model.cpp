@@ -6,22 +6,76 @@
 #include <algorithm>
 #include <cmath>
 
+#include "common/error.h"
 #include "models/model_derived.h"
 
 namespace servesim::engine {
 
+std::optional<LocalAttentionSpan> local_attention_span(const models::AttentionMixer& attn) {
+    if (attn.sliding_window_tokens > 0) {
+        return LocalAttentionSpan{LocalAttentionSpan::Kind::kSlidingWindow, attn.sliding_window_tokens};
+    }
+    if (attn.attention_chunk_tokens > 0) {
+        return LocalAttentionSpan{LocalAttentionSpan::Kind::kChunkedLocal, attn.attention_chunk_tokens};
+    }
+    return std::nullopt;
+}
+
+AttentionLayerGroups attention_layer_groups(const models::ModelSpec& model) {
+    AttentionLayerGroups g;
+    for (const auto& layer : model.layers) {
+        const auto* a = std::get_if<models::AttentionMixer>(&layer.mixer);
+        if (a == nullptr) {
+            continue;
+        }
+        const std::optional<LocalAttentionSpan> span = local_attention_span(*a);
+        if (!span) {
+            ++g.full_layers;
+            continue;
+        }
+        int i = 0;
+        while (i < g.local.count && !(g.local.spans[i] == *span)) {
+            ++i;
+        }
+        if (i == g.local.count) {
+            if (g.local.count == kMaxLocalAttentionSpans) {
+                throw ConfigError(fmt::format("model {}: more than {} distinct sliding-window / chunk sizes among its "
+                                              "attention layers; the step cost models at most {}",
+                                              model.name, kMaxLocalAttentionSpans, kMaxLocalAttentionSpans));
+            }
+            g.local.spans[g.local.count++] = *span;
+        }
+        ++g.local_layers[i];
+    }
+    return g;
+}
+
 RooflineCostModel::RooflineCostModel(const models::ModelSpec& model, models::DType kv_dtype,
                                      const RooflineParams& params)
-    : params_(params), model_name_(model.name), model_(model) {
+    : params_(params), model_name_(model.name), groups_(attention_layer_groups(model)), model_(model) {
     const double b = models::dtype_bytes(model.dtype);
     const double hv = static_cast<double>(model.hidden_size) * model.vocab_size;
     lm_head_flops_per_seq_ = 2.0 * hv;
     lm_head_bytes_ = hv * b;
     linear_flops_per_token_ = models::linear_flops_per_token(model) - lm_head_flops_per_seq_;
+    const int tp = std::max(1, params_.tensor_parallel_size);
+    double local_kv_bytes = 0;  // of one rank, taken out of the full layers' KV bytes below
     for (const auto& layer : model.layers) {
         if (const auto* a = std::get_if<models::AttentionMixer>(&layer.mixer)) {
-            attn_flops_per_work_ += models::attention_flops_per_key(*a);
-            attn_decode_flops_per_token_ += models::decode_attention_flops_per_key(*a);
+            const std::optional<LocalAttentionSpan> span = local_attention_span(*a);
+            if (!span) {
+                attn_flops_per_work_ += models::attention_flops_per_key(*a);
+                attn_decode_flops_per_token_ += models::decode_attention_flops_per_key(*a);
+                continue;
+            }
+            const int i = static_cast<int>(
+                std::find(groups_.local.spans.begin(), groups_.local.spans.begin() + groups_.local.count, *span) -
+                groups_.local.spans.begin());
+            local_flops_per_work_[i] += models::attention_flops_per_key(*a);
+            local_decode_flops_per_token_[i] += models::decode_attention_flops_per_key(*a);
+            const double kv = static_cast<double>(models::kv_bytes_per_token_layer(*a, kv_dtype, tp));
+            local_kv_bytes_per_token_[i] += kv;
+            local_kv_bytes += kv;
         } else if (const auto* g = std::get_if<models::GatedDeltaNetMixer>(&layer.mixer)) {
             // Chunked WY scan per token and value head (C = 64): state pass, output and update ≈ 6·dk·dv, plus the
             // in-chunk products ≈ 4·C·(dk + dv) (kernels-and-models.md A.5: ~183 kFLOP at dk = dv = 128).
@@ -66,7 +120,6 @@ RooflineCostModel::RooflineCostModel(const models::ModelSpec& model, models::DTy
     }
     kv_bytes_per_token_ = static_cast<double>(models::kv_bytes_per_token(model, kv_dtype));
     state_bytes_per_seq_ = static_cast<double>(models::state_bytes_per_sequence(model));
-    const int tp = std::max(1, params_.tensor_parallel_size);
     if (tp > 1) {
         // One rank's share: heads and matrices split by TP (KV heads per rank max(1, total/TP): replicated below).
         const double inv = 1.0 / tp;
@@ -78,7 +131,12 @@ RooflineCostModel::RooflineCostModel(const models::ModelSpec& model, models::DTy
         gdn_flops_per_token_ *= inv;
         state_bytes_per_seq_ *= inv;
         kv_bytes_per_token_ = static_cast<double>(models::kv_bytes_per_token(model, kv_dtype, tp));
+        for (int i = 0; i < groups_.local.count; ++i) {
+            local_flops_per_work_[i] *= inv;
+            local_decode_flops_per_token_[i] *= inv;
+        }
     }
+    kv_bytes_per_token_ -= local_kv_bytes;
     comm_ = make_tensor_parallel_comm(model, tp, params_.interconnect_bytes_per_s, params_.allreduce_latency_ms);
 }
 
@@ -132,14 +190,27 @@ StepCost RooflineCostModel::step_cost(const BatchShape& s) const {
                                lm_head_bytes_ + 4.0 * s.num_sampled_seqs * model_.vocab_size, bw);
     }
     if (s.prefill_attention_work > 0) {
-        c.attn_prefill_ms = 1e3 * attn_flops_per_work_ * s.prefill_attention_work / (flops * params_.attention_efficiency);
+        // Full layers on the whole context, each local-span layer on its capped keys (BatchShape::local).
+        // (Summed in this order so a model without local layers keeps its figures to the bit.)
+        double attn_mflops = 1e3 * attn_flops_per_work_ * s.prefill_attention_work;
+        for (int i = 0; i < groups_.local.count; ++i) {
+            attn_mflops += 1e3 * local_flops_per_work_[i] * s.local[i].prefill_attention_work;
+        }
+        c.attn_prefill_ms = attn_mflops / (flops * params_.attention_efficiency);
     }
     if (s.num_decode_seqs > 0) {
         // Bandwidth-bound for GQA (a few FLOPs per KV byte); MLA's absorbed decode shares one latent among all
-        // heads (≈ 240 FLOPs per byte for DeepSeek-V3), which the FLOP roof catches.
+        // heads (≈ 240 FLOPs per byte for DeepSeek-V3), which the FLOP roof catches. A sliding-window or chunked
+        // layer reads only the KV of the keys it attends to.
         const double ctx = static_cast<double>(s.decode_context_tokens);
-        c.attn_decode_ms = std::max(1e3 * kv_bytes_per_token_ * ctx / bw,
-                                    1e3 * attn_decode_flops_per_token_ * ctx / (flops * params_.attention_efficiency));
+        double kv_mbytes = 1e3 * kv_bytes_per_token_ * ctx;
+        double attn_mflops = 1e3 * attn_decode_flops_per_token_ * ctx;
+        for (int i = 0; i < groups_.local.count; ++i) {
+            const double keys = static_cast<double>(s.local[i].decode_context_tokens);
+            kv_mbytes += 1e3 * local_kv_bytes_per_token_[i] * keys;
+            attn_mflops += 1e3 * local_decode_flops_per_token_[i] * keys;
+        }
+        c.attn_decode_ms = std::max(kv_mbytes / bw, attn_mflops / (flops * params_.attention_efficiency));
     }
     if (gdn_flops_per_token_ > 0) {
         // Prefill: the chunked scan; every sequence in the step reads and writes its state once per layer.

@@ -21,6 +21,56 @@ std::optional<LocalAttentionSpan> local_attention_span(const models::AttentionMi
     return std::nullopt;
 }
 
+namespace {
+
+// What a Mamba layer's kernels between its in_proj and out_proj GEMMs (which linear_flops_per_token already
+// counts) cost per token, as vLLM runs them (vllm/model_executor/layers/mamba/mamba_mixer2.py, mamba_mixer.py).
+struct MambaScanWork {
+    double prefill_flops_per_token = 0;
+    double prefill_bytes_per_token = 0;
+    double decode_flops_per_seq = 0;  // the state read and write are the roofline's state term
+};
+
+// Mamba2 with H heads of P channels, state N, G groups, chunk Q, conv kernel Kc over D = H·P + 2·G·N channels.
+// Prefill: causal_conv1d_fn (2·Kc·D FLOPs; reads and writes D) then mamba_chunk_scan_combined_varlen
+// (ops/ssd_combined.py), per chunk of Q tokens: _chunk_state Bᵀx (2·H·P·N per token), _state_passing over the
+// chunk states (2·H·P·N / Q), _bmm_chunk C·Bᵀ (2·G·Q·N), _chunk_scan C·state + (CBᵀ∘L)·x (2·H·P·N + 2·H·Q·P);
+// bytes: x, B, C and dt read, y written (D + H + H·P elements), the chunk states written in fp32 and read, written
+// again at the state dtype and read (H·P·N·(8 + 2·s) / Q), CB written and read in fp32 (8·G·Q).
+// Decode: causal_conv1d_update (2·Kc·D) and selective_state_update, ≈ 5 FLOPs per state element (dA, dB·x, the
+// update, C·state).
+MambaScanWork mamba2_scan_work(const models::Mamba2Mixer& m, double b) {
+    const double h = m.num_heads;
+    const double p = m.head_dim;
+    const double n = m.state_size;
+    const double g = m.n_groups;
+    const double q = m.chunk_size > 0 ? m.chunk_size : 256;  // HF Mamba2Config default chunk_size
+    const double d = h * p + 2.0 * g * n;
+    const double kc = m.conv_kernel;
+    const double s = models::dtype_bytes(m.ssm_state_dtype);
+    MambaScanWork w;
+    w.prefill_flops_per_token = 2.0 * kc * d + 4.0 * h * p * n + 2.0 * h * p * n / q + 2.0 * g * q * n + 2.0 * h * q * p;
+    w.prefill_bytes_per_token = (3.0 * d + h + h * p) * b + h * p * n * (8.0 + 2.0 * s) / q + 8.0 * g * q;
+    w.decode_flops_per_seq = 2.0 * kc * d + 5.0 * h * p * n;
+    return w;
+}
+
+// Mamba-1 (Jamba) with I inner channels and state N: causal_conv1d (2·Kc·I) and selective_scan_fn, ≈ 7 FLOPs per
+// state element and token (exp(δA), δB·x, the update, C·h); bytes: conv in and out, x, δ, z read, y written
+// (6·I) plus B and C (2·N). Decode: causal_conv1d_update and selective_state_update (5 per state element).
+MambaScanWork mamba1_scan_work(const models::Mamba1Mixer& m, double b) {
+    const double i = m.intermediate_size;
+    const double n = m.state_size;
+    const double kc = m.conv_kernel;
+    MambaScanWork w;
+    w.prefill_flops_per_token = 2.0 * kc * i + 7.0 * i * n;
+    w.prefill_bytes_per_token = (6.0 * i + 2.0 * n) * b;
+    w.decode_flops_per_seq = 2.0 * kc * i + 5.0 * i * n;
+    return w;
+}
+
+}  // namespace
+
 AttentionLayerGroups attention_layer_groups(const models::ModelSpec& model) {
     AttentionLayerGroups g;
     for (const auto& layer : model.layers) {
@@ -82,6 +132,16 @@ RooflineCostModel::RooflineCostModel(const models::ModelSpec& model, models::DTy
             const double dk = g->k_head_dim;
             const double dv = g->v_head_dim;
             gdn_flops_per_token_ += g->num_v_heads * (6.0 * dk * dv + 4.0 * 64.0 * (dk + dv));
+        } else if (const auto* m2 = std::get_if<models::Mamba2Mixer>(&layer.mixer)) {
+            const MambaScanWork w = mamba2_scan_work(*m2, b);
+            mamba_prefill_flops_per_token_ += w.prefill_flops_per_token;
+            mamba_prefill_bytes_per_token_ += w.prefill_bytes_per_token;
+            mamba_decode_flops_per_seq_ += w.decode_flops_per_seq;
+        } else if (const auto* m1 = std::get_if<models::Mamba1Mixer>(&layer.mixer)) {
+            const MambaScanWork w = mamba1_scan_work(*m1, b);
+            mamba_prefill_flops_per_token_ += w.prefill_flops_per_token;
+            mamba_prefill_bytes_per_token_ += w.prefill_bytes_per_token;
+            mamba_decode_flops_per_seq_ += w.decode_flops_per_seq;
         }
     }
     const bool has_moe = std::any_of(model.layers.begin(), model.layers.end(), [](const auto& layer) {
@@ -129,6 +189,9 @@ RooflineCostModel::RooflineCostModel(const models::ModelSpec& model, models::DTy
         attn_flops_per_work_ *= inv;
         attn_decode_flops_per_token_ *= inv;
         gdn_flops_per_token_ *= inv;
+        mamba_prefill_flops_per_token_ *= inv;  // heads, groups and conv channels split by TP (mamba_utils.py)
+        mamba_prefill_bytes_per_token_ *= inv;
+        mamba_decode_flops_per_seq_ *= inv;
         state_bytes_per_seq_ *= inv;
         kv_bytes_per_token_ = static_cast<double>(models::kv_bytes_per_token(model, kv_dtype, tp));
         for (int i = 0; i < groups_.local.count; ++i) {
@@ -212,12 +275,23 @@ StepCost RooflineCostModel::step_cost(const BatchShape& s) const {
         }
         c.attn_decode_ms = std::max(kv_mbytes / bw, attn_mflops / (flops * params_.attention_efficiency));
     }
-    if (gdn_flops_per_token_ > 0) {
+    if (gdn_flops_per_token_ > 0 || state_bytes_per_seq_ > 0) {
         // Prefill: the chunked scan; every sequence in the step reads and writes its state once per layer.
         const double prefill_ms = roof_ms(gdn_flops_per_token_ * static_cast<double>(s.num_prefill_tokens),
                                           flops * params_.gdn_efficiency, 0.0, bw);
-        const double state_ms = 1e3 * 2.0 * state_bytes_per_seq_ * static_cast<double>(s.num_seqs) / bw;
-        c.gdn_ms = prefill_ms + state_ms;
+        double state_ms = 1e3 * 2.0 * state_bytes_per_seq_ * static_cast<double>(s.num_seqs) / bw;
+        c.gdn_ms = prefill_ms;
+        if (mamba_prefill_flops_per_token_ > 0) {
+            // Mamba layers: the conv + SSD scan of the prefill tokens at the chunked-scan efficiency, bound by its
+            // activations and chunk states; decodes' state updates are bandwidth-bound (a few FLOPs per state
+            // byte), so their FLOPs count only where they pass the state traffic.
+            const double tokens_prefill = static_cast<double>(s.num_prefill_tokens);
+            c.gdn_ms += roof_ms(mamba_prefill_flops_per_token_ * tokens_prefill, flops * params_.gdn_efficiency,
+                                mamba_prefill_bytes_per_token_ * tokens_prefill, bw);
+            state_ms = std::max(state_ms, 1e3 * mamba_decode_flops_per_seq_ * static_cast<double>(s.num_decode_seqs) /
+                                              (flops * params_.gdn_efficiency));
+        }
+        c.gdn_ms += state_ms;
         c.snapshot_ms = 1e3 * state_bytes_per_seq_ * static_cast<double>(s.num_snapshots) / bw;
     }
     c.overhead_ms = params_.step_overhead_ms + params_.per_seq_overhead_ms * static_cast<double>(s.num_seqs);

@@ -85,6 +85,10 @@ private:
     std::array<double, kMaxLocalAttentionSpans> local_decode_flops_per_token_{};
     std::array<double, kMaxLocalAttentionSpans> local_kv_bytes_per_token_{};
     double gdn_flops_per_token_ = 0;      // core chunked-scan FLOPs, all GDN layers
+    // Mamba2 / Mamba-1 layers (mamba_scan_work in the .cpp): the conv and scan kernels between the projections.
+    double mamba_prefill_flops_per_token_ = 0;
+    double mamba_prefill_bytes_per_token_ = 0;
+    double mamba_decode_flops_per_seq_ = 0;
     double state_bytes_per_seq_ = 0;
     // A copy, not a reference: the caller's ModelSpec may move (PreparedExperiment is moved into a vector after the
     // cost model is built), and a pointer to it dangled (use after free in step_cost).

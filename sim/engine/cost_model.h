@@ -113,7 +113,10 @@ struct BatchShape {
     std::int64_t num_snapshots = 0;          // align-mode state snapshot writes
     std::int64_t num_seqs = 0;
     // Per local span the cost model names (CostModel::local_attention_spans, same order); unused entries stay 0.
+    // num_local_spans: how many entries batch_shape filled. A shape that does not carry its model's spans (built
+    // without them) has its local layers costed at the full context, the upper bound, instead of at zero keys.
     std::array<LocalAttentionWork, kMaxLocalAttentionSpans> local{};
+    int num_local_spans = 0;
 };
 
 // Milliseconds per term, so a step's time can be attributed.

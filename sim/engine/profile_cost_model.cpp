@@ -74,6 +74,8 @@ StepCost ProfileCostModel::step_cost(const BatchShape& s) const {
         c.lm_head_ms = eval(lm_head_, static_cast<double>(s.num_sampled_seqs));
     }
     const int num_local = attention_.local.count;
+    // A shape without its local work (num_local_spans differs) costs the local layers at the full context.
+    const bool capped = s.num_local_spans == num_local;
     if (s.prefill_attention_work > 0) {
         const auto prefill = [&](double work, std::int64_t span) {
             return calibration::evaluate_attn_prefill(*attn_prefill_, attn_prefill_span_, work,
@@ -86,8 +88,10 @@ StepCost ProfileCostModel::step_cost(const BatchShape& s) const {
                                                                         s.prefill_max_context_tokens)
                                                 : 0.0;
             for (int i = 0; i < num_local; ++i) {
-                c.attn_prefill_ms += local_share_[i] * prefill(s.local[i].prefill_attention_work,
-                                                               s.local[i].prefill_max_context_tokens);
+                c.attn_prefill_ms +=
+                    local_share_[i] * (capped ? prefill(s.local[i].prefill_attention_work,
+                                                        s.local[i].prefill_max_context_tokens)
+                                              : prefill(s.prefill_attention_work, s.prefill_max_context_tokens));
             }
         }
     }
@@ -102,7 +106,7 @@ StepCost ProfileCostModel::step_cost(const BatchShape& s) const {
         } else {
             attn = full_share_ > 0 ? full_share_ * decode(s.decode_context_tokens) : 0.0;
             for (int i = 0; i < num_local; ++i) {
-                attn += local_share_[i] * decode(s.local[i].decode_context_tokens);
+                attn += local_share_[i] * decode(capped ? s.local[i].decode_context_tokens : s.decode_context_tokens);
             }
         }
         c.attn_decode_ms = decode_kv_bytes_scale_ * attn;

@@ -43,6 +43,7 @@ bool Replica::add_request(IncomingRequest in) {
 BatchShape Replica::batch_shape(const StepPlan& plan, int block_size, bool mamba_align,
                                 const LocalAttentionSpans& local) {
     BatchShape s;
+    s.num_local_spans = local.count;
     for (const auto& sr : plan.scheduled) {
         const std::int64_t n = sr.num_new_tokens;
         s.num_tokens += n;

@@ -252,12 +252,15 @@ StepCost RooflineCostModel::step_cost(const BatchShape& s) const {
                                flops * params_.gemm_efficiency,
                                lm_head_bytes_ + 4.0 * s.num_sampled_seqs * model_.vocab_size, bw);
     }
+    // A shape without its local work (num_local_spans differs) costs the local layers at the full context.
+    const bool capped = s.num_local_spans == groups_.local.count;
     if (s.prefill_attention_work > 0) {
         // Full layers on the whole context, each local-span layer on its capped keys (BatchShape::local).
         // (Summed in this order so a model without local layers keeps its figures to the bit.)
         double attn_mflops = 1e3 * attn_flops_per_work_ * s.prefill_attention_work;
         for (int i = 0; i < groups_.local.count; ++i) {
-            attn_mflops += 1e3 * local_flops_per_work_[i] * s.local[i].prefill_attention_work;
+            attn_mflops += 1e3 * local_flops_per_work_[i] *
+                           (capped ? s.local[i].prefill_attention_work : s.prefill_attention_work);
         }
         c.attn_prefill_ms = attn_mflops / (flops * params_.attention_efficiency);
     }
@@ -269,7 +272,8 @@ StepCost RooflineCostModel::step_cost(const BatchShape& s) const {
         double kv_mbytes = 1e3 * kv_bytes_per_token_ * ctx;
         double attn_mflops = 1e3 * attn_decode_flops_per_token_ * ctx;
         for (int i = 0; i < groups_.local.count; ++i) {
-            const double keys = static_cast<double>(s.local[i].decode_context_tokens);
+            const double keys =
+                static_cast<double>(capped ? s.local[i].decode_context_tokens : s.decode_context_tokens);
             kv_mbytes += 1e3 * local_kv_bytes_per_token_[i] * keys;
             attn_mflops += 1e3 * local_decode_flops_per_token_[i] * keys;
         }

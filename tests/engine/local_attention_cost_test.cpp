@@ -83,6 +83,7 @@ TEST_CASE("batch_shape: each local span gets its capped work beside the full-att
     CHECK(d.decode_context_tokens == 32768);
     CHECK(d.local[0].decode_context_tokens == 4096);
     CHECK(d.local[1].decode_context_tokens == 0);  // unused entry
+    CHECK(d.num_local_spans == 1);
     const BatchShape p = prefill_chunk(30720, 2048, spans);
     CHECK(p.prefill_attention_work == 65011712.0);
     CHECK(p.prefill_max_context_tokens == 32768);
@@ -106,6 +107,9 @@ TEST_CASE("Roofline: gemma-2 at 32k reads the window's KV in its 21 sliding laye
     // Prefill of 2,048 tokens ending at 32,768: 21 · 16,384 · (65,011,712 + 8,388,608) FLOPs = 46.427811 ms (all
     // layers full: 42 · 16,384 · 65,011,712 → 82.243551 ms).
     CHECK(close(cost.step_cost(prefill_chunk(30720, 2048, spans)).attn_prefill_ms, 46.427811, 1e-5));
+    // A shape built without the model's spans (num_local_spans 0) costs every layer at the full context, the
+    // upper bound: 2.763306 ms.
+    CHECK(close(cost.step_cost(decode_at(32768, {})).attn_decode_ms, 2.763306, 1e-6));
     // Below the window the model costs what full attention costs: 42 layers at 1,000 keys, 42 · 8,192 · 1,000 B.
     CHECK(close(cost.step_cost(decode_at(1000, spans)).attn_decode_ms, 42.0 * 8192 * 1000 / 4.08e12 * 1e3, 1e-9));
 }

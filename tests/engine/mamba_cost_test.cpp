@@ -91,5 +91,18 @@ TEST_CASE("Roofline: Bamba-9B's 29 Mamba2 layers cost their scan and their align
     CHECK(c.attn_prefill_ms > 0.0);  // its 3 attention layers are costed as before
 }
 
+TEST_CASE("Roofline: Jamba's Mamba-1 selective scan is bound by its activations", "[engine][cost][mamba1]") {
+    // Jamba-v0.1: 28 Mamba-1 layers, inner 2 · 4,096 = 8,192, N 16, conv 4. Per token and layer: FLOPs conv
+    // 2·4·8,192 = 65,536 + scan 7·8,192·16 = 917,504 → 983,040; bytes (6·8,192 + 2·16)·2 = 98,368.
+    // A 1,000-token prefill: FLOPs 28 · 983,040 · 1,000 / 2.4725e14 = 0.111325 ms, bytes 28 · 98,368 · 1,000 /
+    //   4.08e12 = 0.675075 ms: bandwidth-bound; state 2 · 8,716,288 / 4.08e12 = 0.004273 ms → 0.679347 ms.
+    const models::ModelSpec spec = models::read_hf_config(fixture("Jamba-v0.1.json"));
+    REQUIRE(models::state_bytes_per_sequence(spec) == 8'716'288);
+    const RooflineCostModel cost(spec, spec.dtype, h200());
+    CHECK(close(cost.step_cost(prefill(1000)).gdn_ms, 0.679347, 1e-6));
+    // 8 decodes: the state traffic 8 · 2 · 8,716,288 / 4.08e12 = 0.034182 ms.
+    CHECK(close(cost.step_cost(decodes(8, 1000)).gdn_ms, 0.034182, 1e-6));
+}
+
 }  // namespace
 }  // namespace servesim::engine

@@ -49,7 +49,8 @@ MambaScanWork mamba2_scan_work(const models::Mamba2Mixer& m, double b) {
     const double kc = m.conv_kernel;
     const double s = models::dtype_bytes(m.ssm_state_dtype);
     MambaScanWork w;
-    w.prefill_flops_per_token = 2.0 * kc * d + 4.0 * h * p * n + 2.0 * h * p * n / q + 2.0 * g * q * n + 2.0 * h * q * p;
+    w.prefill_flops_per_token =
+        2.0 * kc * d + 4.0 * h * p * n + 2.0 * h * p * n / q + 2.0 * g * q * n + 2.0 * h * q * p;
     w.prefill_bytes_per_token = (3.0 * d + h + h * p) * b + h * p * n * (8.0 + 2.0 * s) / q + 8.0 * g * q;
     w.decode_flops_per_seq = 2.0 * kc * d + 5.0 * h * p * n;
     return w;

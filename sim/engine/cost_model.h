@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <memory>
@@ -17,6 +19,85 @@
 #include "sim/core/time.h"
 
 namespace servesim::engine {
+
+// The keys a local-attention layer sees, as vLLM's FlashAttention backend computes them (docs/MODELS.md, "What the
+// step cost counts per layer kind"):
+// - kSlidingWindow (gemma-2/3, gpt-oss, Mistral): FlashAttentionImpl passes window_size = (sliding_window − 1, 0)
+//   (vllm/v1/attention/backends/flash_attn.py), so the query at position i attends to keys max(0, i − W + 1) … i:
+//   at most W keys, whatever the context.
+// - kChunkedLocal (Llama 4): make_local_attention_virtual_batches (vllm/v1/attention/backends/utils.py) cuts each
+//   sequence's queries into virtual sequences, one per attention_chunk_size-aligned chunk, each attending causally
+//   to its own chunk's keys only: the query at position i attends to keys ⌊i/C⌋·C … i.
+// Work is the continuous form batch_shape uses for full attention (∫ keys(x) dx over the chunk's positions, which is
+// n · (computed + n/2) while nothing is capped), so a span longer than every context costs exactly what full
+// attention costs.
+struct LocalAttentionSpan {
+    enum class Kind { kSlidingWindow, kChunkedLocal };
+    Kind kind = Kind::kSlidingWindow;
+    std::int64_t tokens = 0;  // sliding_window or attention_chunk_size
+
+    bool operator==(const LocalAttentionSpan&) const = default;
+
+    // Σ keys over a prefill chunk of n queries after `computed` tokens: G(computed + n) − G(computed).
+    [[nodiscard]] double prefill_work(std::int64_t computed, std::int64_t n) const {
+        return integral(static_cast<double>(computed + n)) - integral(static_cast<double>(computed));
+    }
+
+    // Keys the chunk's longest attention sequence spans (the span curve's variable): sliding min(end, W + n − 1);
+    // chunked, the longest virtual sequence: min(end − ⌊computed/C⌋·C, C).
+    [[nodiscard]] std::int64_t prefill_span_tokens(std::int64_t computed, std::int64_t n) const {
+        const std::int64_t end = computed + n;
+        if (kind == Kind::kSlidingWindow) {
+            return std::min(end, tokens + n - 1);
+        }
+        return std::min(end - computed / tokens * tokens, tokens);
+    }
+
+    // KV tokens a decode at `context` tokens (its new token included) reads: min(context, W); chunked, the
+    // virtual sequence of its own chunk, (context − 1) mod C + 1.
+    [[nodiscard]] std::int64_t decode_keys(std::int64_t context) const {
+        if (kind == Kind::kSlidingWindow) {
+            return std::min(context, tokens);
+        }
+        return context <= 0 ? 0 : (context - 1) % tokens + 1;
+    }
+
+private:
+    // G(x) = ∫₀ˣ keys(t) dt with keys(t) = min(t, W), or t mod C.
+    [[nodiscard]] double integral(double x) const {
+        const double w = static_cast<double>(tokens);
+        if (kind == Kind::kSlidingWindow) {
+            return x <= w ? x * x / 2.0 : w * w / 2.0 + w * (x - w);
+        }
+        const double whole = std::floor(x / w);
+        const double rest = x - whole * w;
+        return whole * w * w / 2.0 + rest * rest / 2.0;
+    }
+};
+
+// The distinct local spans of a model's attention layers (gemma-2: one 4,096 window; Llama 4: one 8,192 chunk),
+// in the order of their first layer. A cost model names them; the replica computes each one's work per step.
+inline constexpr int kMaxLocalAttentionSpans = 4;
+struct LocalAttentionSpans {
+    std::array<LocalAttentionSpan, kMaxLocalAttentionSpans> spans{};
+    int count = 0;
+};
+
+// One local span's share of a step: what the full-attention fields of BatchShape hold, with keys capped.
+struct LocalAttentionWork {
+    double prefill_attention_work = 0;            // Σ LocalAttentionSpan::prefill_work over prefill chunks
+    std::int64_t prefill_max_context_tokens = 0;  // max LocalAttentionSpan::prefill_span_tokens
+    std::int64_t decode_context_tokens = 0;       // Σ LocalAttentionSpan::decode_keys over decodes
+};
+
+// The model's attention layers split by the keys they see: full_layers at the whole context, local_layers[i] at
+// local.spans[i]. The profile cost model weights its curves (measured per layer × number of attention layers) by
+// these shares.
+struct AttentionLayerGroups {
+    int full_layers = 0;
+    LocalAttentionSpans local;
+    std::array<int, kMaxLocalAttentionSpans> local_layers{};
+};
 
 // The batch of one step, reduced to what costs depend on.
 struct BatchShape {
@@ -31,6 +112,11 @@ struct BatchShape {
     std::int64_t num_sampled_seqs = 0;       // sequences whose chunk reaches the end: logits computed
     std::int64_t num_snapshots = 0;          // align-mode state snapshot writes
     std::int64_t num_seqs = 0;
+    // Per local span the cost model names (CostModel::local_attention_spans, same order); unused entries stay 0.
+    // num_local_spans: how many entries batch_shape filled. A shape that does not carry its model's spans (built
+    // without them) has its local layers costed at the full context, the upper bound, instead of at zero keys.
+    std::array<LocalAttentionWork, kMaxLocalAttentionSpans> local{};
+    int num_local_spans = 0;
 };
 
 // Milliseconds per term, so a step's time can be attributed.
@@ -96,6 +182,10 @@ public:
     [[nodiscard]] virtual StepCost step_cost(const BatchShape& shape) const = 0;
 
     [[nodiscard]] virtual std::string describe() const = 0;
+
+    // The local attention spans whose capped work step_cost reads from BatchShape::local (none by default: every
+    // attention layer at the full context).
+    [[nodiscard]] virtual LocalAttentionSpans local_attention_spans() const { return {}; }
 };
 
 }  // namespace servesim::engine

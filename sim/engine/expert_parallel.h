@@ -54,6 +54,8 @@ public:
 
     [[nodiscard]] std::string describe() const override;
 
+    [[nodiscard]] LocalAttentionSpans local_attention_spans() const override { return inner_->local_attention_spans(); }
+
 private:
     std::unique_ptr<CostModel> inner_;
     models::ModelSpec model_;  // a copy, as RooflineCostModel keeps one

@@ -39,6 +39,10 @@ BatchShape PipelineParallelCostModel::micro_batch(const BatchShape& s, std::int6
     b.num_sampled_seqs = share(s.num_sampled_seqs);
     b.num_snapshots = share(s.num_snapshots);
     b.num_seqs = share(s.num_seqs);
+    for (LocalAttentionWork& w : b.local) {
+        w.prefill_attention_work /= static_cast<double>(m);
+        w.decode_context_tokens = share(w.decode_context_tokens);
+    }
     return b;  // prefill_max_context_tokens: the longest chunk is whole in one micro-batch
 }
 
@@ -50,7 +54,24 @@ StepCost PipelineParallelCostModel::step_cost(const BatchShape& shape) const {
     const std::int64_t m = std::clamp<std::int64_t>(shape.num_seqs, 1, pp);
     const BatchShape micro = micro_batch(shape, m);
     StepCost c = inner_->step_cost(micro);
-    c.comm_ms += static_cast<double>(pp - 1) * hop_.send_ms(static_cast<double>(micro.num_tokens));
+    const double send_ms = hop_.send_ms(static_cast<double>(micro.num_tokens));
+    if (shape.num_decode_seqs == 0 && shape.num_sampled_seqs == 0) {
+        // Pipeline fill: nothing in this step waits for an output (only prefill chunks that are not their prompt's
+        // last), so the scheduler's next batch — the same prompts' next chunks among them (their
+        // num_computed_tokens moved at schedule time) — enters the first stage as soon as that stage has run these
+        // m micro-batches and sent them on: m · (one stage's 1/P of the layers + one send). The step's last
+        // micro-batch is still in the later stages; the step that samples pays the whole pass.
+        const double stage_share = static_cast<double>(m) / static_cast<double>(pp);
+        c.gemm_ms *= stage_share;
+        c.lm_head_ms *= stage_share;
+        c.attn_prefill_ms *= stage_share;
+        c.attn_decode_ms *= stage_share;
+        c.gdn_ms *= stage_share;
+        c.snapshot_ms *= stage_share;
+        c.comm_ms = c.comm_ms * stage_share + static_cast<double>(m) * send_ms;
+        return c;  // overhead_ms: the engine's per-batch CPU work, whole
+    }
+    c.comm_ms += static_cast<double>(pp - 1) * send_ms;
     return c;
 }
 

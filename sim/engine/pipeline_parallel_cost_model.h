@@ -11,6 +11,12 @@
 // the batch's 1/m share) plus P−1 stage-to-stage sends of that micro-batch's hidden states and residual
 // (IntermediateTensors, vllm/model_executor/models/llama.py; each tensor-parallel rank sends its 1/TP slice,
 // vllm/distributed/parallel_state.py send_tensor_dict with all_gather_group). The sends are added to comm_ms.
+// That is the latency of a step whose outputs the scheduler waits for (decodes, a prompt's last chunk). A step of
+// prefill chunks only waits for nothing: step_with_batch_queue schedules the next batch at once (it returns
+// without blocking while the queue has room), and the scheduler hands the same prompts their next chunks because
+// num_computed_tokens moved when the chunk was scheduled. Such a step costs the pipeline fill interval instead: its
+// m micro-batches through the first stage (1/P of the layers) and m sends, after which the next step starts; a
+// lone C-chunk prompt then takes (C − 1) intervals plus one full pass, as the pipeline does.
 // What this leaves out is in docs/PARALLELISM.md.
 #pragma once
 
@@ -40,6 +46,8 @@ public:
     [[nodiscard]] StepCost step_cost(const BatchShape& shape) const override;
 
     [[nodiscard]] std::string describe() const override;
+
+    [[nodiscard]] LocalAttentionSpans local_attention_spans() const override { return inner_->local_attention_spans(); }
 
     // The share of `shape` one of m micro-batches carries (counts rounded up, the longest chunk unchanged).
     [[nodiscard]] static BatchShape micro_batch(const BatchShape& shape, std::int64_t m);

@@ -10,12 +10,14 @@
 namespace servesim::engine {
 
 ProfileCostModel::ProfileCostModel(calibration::HardwareProfile profile, std::string path, int max_cudagraph_tokens,
-                                   double decode_kv_bytes_scale, TensorParallelComm comm)
+                                   double decode_kv_bytes_scale, TensorParallelComm comm,
+                                   AttentionLayerGroups attention)
     : profile_(std::move(profile)),
       path_(std::move(path)),
       max_cudagraph_tokens_(max_cudagraph_tokens),
       decode_kv_bytes_scale_(decode_kv_bytes_scale),
       comm_(comm),
+      attention_(attention),
       gemm_(curve("gemm")),
       lm_head_(curve("lm_head")),
       attn_prefill_(curve("attn_prefill")),
@@ -25,6 +27,16 @@ ProfileCostModel::ProfileCostModel(calibration::HardwareProfile profile, std::st
       gdn_decode_(curve("gdn_decode")),
       snapshot_(curve("snapshot")),
       overhead_(curve("overhead")) {
+    if (attention_.local.count > 0) {
+        int layers = attention_.full_layers;
+        for (int i = 0; i < attention_.local.count; ++i) {
+            layers += attention_.local_layers[i];
+        }
+        full_share_ = static_cast<double>(attention_.full_layers) / layers;
+        for (int i = 0; i < attention_.local.count; ++i) {
+            local_share_[i] = static_cast<double>(attention_.local_layers[i]) / layers;
+        }
+    }
     // The required curves are dereferenced per step: a profile built in code gets the reader's checks too.
     calibration::validate_profile(profile_, path_);
     if (profile_.tensor_parallel_size != comm_.tensor_parallel_size) {
@@ -61,16 +73,43 @@ StepCost ProfileCostModel::step_cost(const BatchShape& s) const {
     if (s.num_sampled_seqs > 0) {
         c.lm_head_ms = eval(lm_head_, static_cast<double>(s.num_sampled_seqs));
     }
+    const int num_local = attention_.local.count;
+    // A shape without its local work (num_local_spans differs) costs the local layers at the full context.
+    const bool capped = s.num_local_spans == num_local;
     if (s.prefill_attention_work > 0) {
-        c.attn_prefill_ms = calibration::evaluate_attn_prefill(*attn_prefill_, attn_prefill_span_,
-                                                               s.prefill_attention_work,
-                                                               static_cast<double>(s.prefill_max_context_tokens));
+        const auto prefill = [&](double work, std::int64_t span) {
+            return calibration::evaluate_attn_prefill(*attn_prefill_, attn_prefill_span_, work,
+                                                      static_cast<double>(span));
+        };
+        if (num_local == 0) {
+            c.attn_prefill_ms = prefill(s.prefill_attention_work, s.prefill_max_context_tokens);
+        } else {
+            c.attn_prefill_ms = full_share_ > 0 ? full_share_ * prefill(s.prefill_attention_work,
+                                                                        s.prefill_max_context_tokens)
+                                                : 0.0;
+            for (int i = 0; i < num_local; ++i) {
+                c.attn_prefill_ms +=
+                    local_share_[i] * (capped ? prefill(s.local[i].prefill_attention_work,
+                                                        s.local[i].prefill_max_context_tokens)
+                                              : prefill(s.prefill_attention_work, s.prefill_max_context_tokens));
+            }
+        }
     }
     if (s.num_decode_seqs > 0) {
-        c.attn_decode_ms = decode_kv_bytes_scale_ *
-                           calibration::evaluate_attn_decode(*attn_decode_,
-                                                             static_cast<double>(s.decode_context_tokens),
-                                                             static_cast<double>(s.num_decode_seqs));
+        const auto decode = [&](std::int64_t context) {
+            return calibration::evaluate_attn_decode(*attn_decode_, static_cast<double>(context),
+                                                     static_cast<double>(s.num_decode_seqs));
+        };
+        double attn = 0;
+        if (num_local == 0) {
+            attn = decode(s.decode_context_tokens);
+        } else {
+            attn = full_share_ > 0 ? full_share_ * decode(s.decode_context_tokens) : 0.0;
+            for (int i = 0; i < num_local; ++i) {
+                attn += local_share_[i] * decode(capped ? s.local[i].decode_context_tokens : s.decode_context_tokens);
+            }
+        }
+        c.attn_decode_ms = decode_kv_bytes_scale_ * attn;
         c.gdn_ms += eval(gdn_decode_, static_cast<double>(s.num_decode_seqs));
     }
     if (s.num_prefill_tokens > 0) {

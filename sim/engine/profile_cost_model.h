@@ -18,8 +18,13 @@ public:
     // KV, so its time scales with those bytes.
     // comm: the engine's tensor parallelism; its size must equal the profile's tensor_parallel_size (ConfigError
     // naming `path` and both values otherwise).
+    // attention: the model's attention layers by span (attention_layer_groups, roofline_cost_model.h); empty = all
+    // full. The attention curves hold the time of every attention layer at one context (the sweep times one layer
+    // and multiplies by the number of attention layers), so with local layers each group's share of the layers is
+    // costed at its own keys: full layers at the whole context, sliding-window and chunked layers at the capped one.
     ProfileCostModel(calibration::HardwareProfile profile, std::string path, int max_cudagraph_tokens = 512,
-                     double decode_kv_bytes_scale = 1.0, TensorParallelComm comm = {});
+                     double decode_kv_bytes_scale = 1.0, TensorParallelComm comm = {},
+                     AttentionLayerGroups attention = {});
 
     // The curves are resolved once here (pointers into profile_), so a copy would point into the original.
     ProfileCostModel(const ProfileCostModel&) = delete;
@@ -31,6 +36,8 @@ public:
 
     [[nodiscard]] const calibration::HardwareProfile& profile() const { return profile_; }
 
+    [[nodiscard]] LocalAttentionSpans local_attention_spans() const override { return attention_.local; }
+
 private:
     // The profile's curve of that name, or nullptr for an optional curve it lacks (the reader enforces the
     // required ones).
@@ -41,6 +48,10 @@ private:
     int max_cudagraph_tokens_;
     double decode_kv_bytes_scale_;
     TensorParallelComm comm_;
+    AttentionLayerGroups attention_;
+    // Fractions of the attention layers: full, and per local span (set only when the model has local layers).
+    double full_share_ = 1.0;
+    std::array<double, kMaxLocalAttentionSpans> local_share_{};
     // Looked up once: step_cost runs for every simulated step.
     const calibration::Curve* gemm_;
     const calibration::Curve* lm_head_;

@@ -11,6 +11,7 @@ Replica::Replica(const ReplicaConfig& config, const CostModel& cost_model, metri
                  cache::KvConnector* connector)
     : config_(config),
       cost_model_(cost_model),
+      local_spans_(cost_model.local_attention_spans()),
       metrics_(metrics),
       kv_cache_(std::make_unique<cache::KvCacheManager>(config.kv_cache)),
       offload_(config.offload ? std::make_unique<cache::CpuOffloadManager>(*config.offload) : nullptr),
@@ -39,8 +40,10 @@ bool Replica::add_request(IncomingRequest in) {
     return true;
 }
 
-BatchShape Replica::batch_shape(const StepPlan& plan, int block_size, bool mamba_align) {
+BatchShape Replica::batch_shape(const StepPlan& plan, int block_size, bool mamba_align,
+                                const LocalAttentionSpans& local) {
     BatchShape s;
+    s.num_local_spans = local.count;
     for (const auto& sr : plan.scheduled) {
         const std::int64_t n = sr.num_new_tokens;
         s.num_tokens += n;
@@ -49,6 +52,9 @@ BatchShape Replica::batch_shape(const StepPlan& plan, int block_size, bool mamba
         if (decode) {
             ++s.num_decode_seqs;
             s.decode_context_tokens += sr.num_computed_before + 1;
+            for (int i = 0; i < local.count; ++i) {
+                s.local[i].decode_context_tokens += local.spans[i].decode_keys(sr.num_computed_before + 1);
+            }
         } else {
             ++s.num_prefill_seqs;
             s.num_prefill_tokens += n;
@@ -56,6 +62,13 @@ BatchShape Replica::batch_shape(const StepPlan& plan, int block_size, bool mamba
                                         (static_cast<double>(sr.num_computed_before) + static_cast<double>(n) / 2.0);
             s.prefill_max_context_tokens = std::max(s.prefill_max_context_tokens, sr.num_computed_before + n);
             s.num_gdn_chunks += (n + 63) / 64;
+            for (int i = 0; i < local.count; ++i) {
+                const LocalAttentionSpan& span = local.spans[i];
+                LocalAttentionWork& w = s.local[i];
+                w.prefill_attention_work += span.prefill_work(sr.num_computed_before, n);
+                w.prefill_max_context_tokens =
+                    std::max(w.prefill_max_context_tokens, span.prefill_span_tokens(sr.num_computed_before, n));
+            }
             // align mode writes a state snapshot when a prefill chunk ends on a block boundary.
             if (mamba_align && (sr.num_computed_before + n) % block_size == 0) {
                 ++s.num_snapshots;
@@ -114,7 +127,8 @@ std::optional<core::SimTime> Replica::try_start_step(core::SimTime now) {
             return std::nullopt;  // nothing fits now; a finish or an arrival will wake the replica
         }
     }
-    const BatchShape shape = batch_shape(plan, config_.scheduler.block_size, config_.scheduler.mamba_align);
+    const BatchShape shape =
+        batch_shape(plan, config_.scheduler.block_size, config_.scheduler.mamba_align, local_spans_);
     StepCost cost = cost_model_.step_cost(shape);
     // A hybrid state pool (policies other than vllm) copies out the snapshots its policy admitted this step.
     cost.snapshot_ms += config_.state_copy_ms * static_cast<double>(kv_cache_->take_state_snapshots_scheduled());

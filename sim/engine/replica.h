@@ -89,13 +89,16 @@ public:
     // Cost breakdown accumulated over all steps (ms).
     [[nodiscard]] const StepCost& total_cost() const { return total_cost_; }
 
-    [[nodiscard]] static BatchShape batch_shape(const StepPlan& plan, int block_size, bool mamba_align);
+    // `local`: the cost model's local attention spans, whose capped work fills BatchShape::local.
+    [[nodiscard]] static BatchShape batch_shape(const StepPlan& plan, int block_size, bool mamba_align,
+                                                const LocalAttentionSpans& local = {});
 
 private:
     void mark_scheduled(const StepPlan& plan, core::SimTime now);
 
     ReplicaConfig config_;
     const CostModel& cost_model_;
+    LocalAttentionSpans local_spans_;  // cost_model_.local_attention_spans(), asked once
     metrics::MetricsCollector& metrics_;
     std::unique_ptr<cache::KvCacheManager> kv_cache_;
     std::unique_ptr<cache::CpuOffloadManager> offload_;

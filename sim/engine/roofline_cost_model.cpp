@@ -6,28 +6,143 @@
 #include <algorithm>
 #include <cmath>
 
+#include "common/error.h"
 #include "models/model_derived.h"
 
 namespace servesim::engine {
 
+std::optional<LocalAttentionSpan> local_attention_span(const models::AttentionMixer& attn) {
+    if (attn.sliding_window_tokens > 0) {
+        return LocalAttentionSpan{LocalAttentionSpan::Kind::kSlidingWindow, attn.sliding_window_tokens};
+    }
+    if (attn.attention_chunk_tokens > 0) {
+        return LocalAttentionSpan{LocalAttentionSpan::Kind::kChunkedLocal, attn.attention_chunk_tokens};
+    }
+    return std::nullopt;
+}
+
+namespace {
+
+// What a Mamba layer's kernels between its in_proj and out_proj GEMMs (which linear_flops_per_token already
+// counts) cost per token, as vLLM runs them (vllm/model_executor/layers/mamba/mamba_mixer2.py, mamba_mixer.py).
+struct MambaScanWork {
+    double prefill_flops_per_token = 0;
+    double prefill_bytes_per_token = 0;
+    double decode_flops_per_seq = 0;  // the state read and write are the roofline's state term
+};
+
+// Mamba2 with H heads of P channels, state N, G groups, chunk Q, conv kernel Kc over D = H·P + 2·G·N channels.
+// Prefill: causal_conv1d_fn (2·Kc·D FLOPs; reads and writes D) then mamba_chunk_scan_combined_varlen
+// (ops/ssd_combined.py), per chunk of Q tokens: _chunk_state Bᵀx (2·H·P·N per token), _state_passing over the
+// chunk states (2·H·P·N / Q), _bmm_chunk C·Bᵀ (2·G·Q·N), _chunk_scan C·state + (CBᵀ∘L)·x (2·H·P·N + 2·H·Q·P);
+// bytes: x, B, C and dt read, y written (D + H + H·P elements), the chunk states written in fp32 and read, written
+// again at the state dtype and read (H·P·N·(8 + 2·s) / Q), CB written and read in fp32 (8·G·Q).
+// Decode: causal_conv1d_update (2·Kc·D) and selective_state_update, ≈ 5 FLOPs per state element (dA, dB·x, the
+// update, C·state).
+MambaScanWork mamba2_scan_work(const models::Mamba2Mixer& m, double b) {
+    const double h = m.num_heads;
+    const double p = m.head_dim;
+    const double n = m.state_size;
+    const double g = m.n_groups;
+    const double q = m.chunk_size > 0 ? m.chunk_size : 256;  // HF Mamba2Config default chunk_size
+    const double d = h * p + 2.0 * g * n;
+    const double kc = m.conv_kernel;
+    const double s = models::dtype_bytes(m.ssm_state_dtype);
+    MambaScanWork w;
+    w.prefill_flops_per_token =
+        2.0 * kc * d + 4.0 * h * p * n + 2.0 * h * p * n / q + 2.0 * g * q * n + 2.0 * h * q * p;
+    w.prefill_bytes_per_token = (3.0 * d + h + h * p) * b + h * p * n * (8.0 + 2.0 * s) / q + 8.0 * g * q;
+    w.decode_flops_per_seq = 2.0 * kc * d + 5.0 * h * p * n;
+    return w;
+}
+
+// Mamba-1 (Jamba) with I inner channels and state N: causal_conv1d (2·Kc·I) and selective_scan_fn, ≈ 7 FLOPs per
+// state element and token (exp(δA), δB·x, the update, C·h); bytes: conv in and out, x, δ, z read, y written
+// (6·I) plus B and C (2·N). Decode: causal_conv1d_update and selective_state_update (5 per state element).
+MambaScanWork mamba1_scan_work(const models::Mamba1Mixer& m, double b) {
+    const double i = m.intermediate_size;
+    const double n = m.state_size;
+    const double kc = m.conv_kernel;
+    MambaScanWork w;
+    w.prefill_flops_per_token = 2.0 * kc * i + 7.0 * i * n;
+    w.prefill_bytes_per_token = (6.0 * i + 2.0 * n) * b;
+    w.decode_flops_per_seq = 2.0 * kc * i + 5.0 * i * n;
+    return w;
+}
+
+}  // namespace
+
+AttentionLayerGroups attention_layer_groups(const models::ModelSpec& model) {
+    AttentionLayerGroups g;
+    for (const auto& layer : model.layers) {
+        const auto* a = std::get_if<models::AttentionMixer>(&layer.mixer);
+        if (a == nullptr) {
+            continue;
+        }
+        const std::optional<LocalAttentionSpan> span = local_attention_span(*a);
+        if (!span) {
+            ++g.full_layers;
+            continue;
+        }
+        int i = 0;
+        while (i < g.local.count && !(g.local.spans[i] == *span)) {
+            ++i;
+        }
+        if (i == g.local.count) {
+            if (g.local.count == kMaxLocalAttentionSpans) {
+                throw ConfigError(fmt::format("model {}: more than {} distinct sliding-window / chunk sizes among its "
+                                              "attention layers; the step cost models at most {}",
+                                              model.name, kMaxLocalAttentionSpans, kMaxLocalAttentionSpans));
+            }
+            g.local.spans[g.local.count++] = *span;
+        }
+        ++g.local_layers[i];
+    }
+    return g;
+}
+
 RooflineCostModel::RooflineCostModel(const models::ModelSpec& model, models::DType kv_dtype,
                                      const RooflineParams& params)
-    : params_(params), model_name_(model.name), model_(model) {
+    : params_(params), model_name_(model.name), groups_(attention_layer_groups(model)), model_(model) {
     const double b = models::dtype_bytes(model.dtype);
     const double hv = static_cast<double>(model.hidden_size) * model.vocab_size;
     lm_head_flops_per_seq_ = 2.0 * hv;
     lm_head_bytes_ = hv * b;
     linear_flops_per_token_ = models::linear_flops_per_token(model) - lm_head_flops_per_seq_;
+    const int tp = std::max(1, params_.tensor_parallel_size);
+    double local_kv_bytes = 0;  // of one rank, taken out of the full layers' KV bytes below
     for (const auto& layer : model.layers) {
         if (const auto* a = std::get_if<models::AttentionMixer>(&layer.mixer)) {
-            attn_flops_per_work_ += models::attention_flops_per_key(*a);
-            attn_decode_flops_per_token_ += models::decode_attention_flops_per_key(*a);
+            const std::optional<LocalAttentionSpan> span = local_attention_span(*a);
+            if (!span) {
+                attn_flops_per_work_ += models::attention_flops_per_key(*a);
+                attn_decode_flops_per_token_ += models::decode_attention_flops_per_key(*a);
+                continue;
+            }
+            const int i = static_cast<int>(
+                std::find(groups_.local.spans.begin(), groups_.local.spans.begin() + groups_.local.count, *span) -
+                groups_.local.spans.begin());
+            local_flops_per_work_[i] += models::attention_flops_per_key(*a);
+            local_decode_flops_per_token_[i] += models::decode_attention_flops_per_key(*a);
+            const double kv = static_cast<double>(models::kv_bytes_per_token_layer(*a, kv_dtype, tp));
+            local_kv_bytes_per_token_[i] += kv;
+            local_kv_bytes += kv;
         } else if (const auto* g = std::get_if<models::GatedDeltaNetMixer>(&layer.mixer)) {
             // Chunked WY scan per token and value head (C = 64): state pass, output and update ≈ 6·dk·dv, plus the
             // in-chunk products ≈ 4·C·(dk + dv) (kernels-and-models.md A.5: ~183 kFLOP at dk = dv = 128).
             const double dk = g->k_head_dim;
             const double dv = g->v_head_dim;
             gdn_flops_per_token_ += g->num_v_heads * (6.0 * dk * dv + 4.0 * 64.0 * (dk + dv));
+        } else if (const auto* m2 = std::get_if<models::Mamba2Mixer>(&layer.mixer)) {
+            const MambaScanWork w = mamba2_scan_work(*m2, b);
+            mamba_prefill_flops_per_token_ += w.prefill_flops_per_token;
+            mamba_prefill_bytes_per_token_ += w.prefill_bytes_per_token;
+            mamba_decode_flops_per_seq_ += w.decode_flops_per_seq;
+        } else if (const auto* m1 = std::get_if<models::Mamba1Mixer>(&layer.mixer)) {
+            const MambaScanWork w = mamba1_scan_work(*m1, b);
+            mamba_prefill_flops_per_token_ += w.prefill_flops_per_token;
+            mamba_prefill_bytes_per_token_ += w.prefill_bytes_per_token;
+            mamba_decode_flops_per_seq_ += w.decode_flops_per_seq;
         }
     }
     const bool has_moe = std::any_of(model.layers.begin(), model.layers.end(), [](const auto& layer) {
@@ -66,7 +181,6 @@ RooflineCostModel::RooflineCostModel(const models::ModelSpec& model, models::DTy
     }
     kv_bytes_per_token_ = static_cast<double>(models::kv_bytes_per_token(model, kv_dtype));
     state_bytes_per_seq_ = static_cast<double>(models::state_bytes_per_sequence(model));
-    const int tp = std::max(1, params_.tensor_parallel_size);
     if (tp > 1) {
         // One rank's share: heads and matrices split by TP (KV heads per rank max(1, total/TP): replicated below).
         const double inv = 1.0 / tp;
@@ -76,9 +190,17 @@ RooflineCostModel::RooflineCostModel(const models::ModelSpec& model, models::DTy
         attn_flops_per_work_ *= inv;
         attn_decode_flops_per_token_ *= inv;
         gdn_flops_per_token_ *= inv;
+        mamba_prefill_flops_per_token_ *= inv;  // heads, groups and conv channels split by TP (mamba_utils.py)
+        mamba_prefill_bytes_per_token_ *= inv;
+        mamba_decode_flops_per_seq_ *= inv;
         state_bytes_per_seq_ *= inv;
         kv_bytes_per_token_ = static_cast<double>(models::kv_bytes_per_token(model, kv_dtype, tp));
+        for (int i = 0; i < groups_.local.count; ++i) {
+            local_flops_per_work_[i] *= inv;
+            local_decode_flops_per_token_[i] *= inv;
+        }
     }
+    kv_bytes_per_token_ -= local_kv_bytes;
     comm_ = make_tensor_parallel_comm(model, tp, params_.interconnect_bytes_per_s, params_.allreduce_latency_ms);
 }
 
@@ -131,22 +253,50 @@ StepCost RooflineCostModel::step_cost(const BatchShape& s) const {
                                flops * params_.gemm_efficiency,
                                lm_head_bytes_ + 4.0 * s.num_sampled_seqs * model_.vocab_size, bw);
     }
+    // A shape without its local work (num_local_spans differs) costs the local layers at the full context.
+    const bool capped = s.num_local_spans == groups_.local.count;
     if (s.prefill_attention_work > 0) {
-        c.attn_prefill_ms = 1e3 * attn_flops_per_work_ * s.prefill_attention_work / (flops * params_.attention_efficiency);
+        // Full layers on the whole context, each local-span layer on its capped keys (BatchShape::local).
+        // (Summed in this order so a model without local layers keeps its figures to the bit.)
+        double attn_mflops = 1e3 * attn_flops_per_work_ * s.prefill_attention_work;
+        for (int i = 0; i < groups_.local.count; ++i) {
+            attn_mflops += 1e3 * local_flops_per_work_[i] *
+                           (capped ? s.local[i].prefill_attention_work : s.prefill_attention_work);
+        }
+        c.attn_prefill_ms = attn_mflops / (flops * params_.attention_efficiency);
     }
     if (s.num_decode_seqs > 0) {
         // Bandwidth-bound for GQA (a few FLOPs per KV byte); MLA's absorbed decode shares one latent among all
-        // heads (≈ 240 FLOPs per byte for DeepSeek-V3), which the FLOP roof catches.
+        // heads (≈ 240 FLOPs per byte for DeepSeek-V3), which the FLOP roof catches. A sliding-window or chunked
+        // layer reads only the KV of the keys it attends to.
         const double ctx = static_cast<double>(s.decode_context_tokens);
-        c.attn_decode_ms = std::max(1e3 * kv_bytes_per_token_ * ctx / bw,
-                                    1e3 * attn_decode_flops_per_token_ * ctx / (flops * params_.attention_efficiency));
+        double kv_mbytes = 1e3 * kv_bytes_per_token_ * ctx;
+        double attn_mflops = 1e3 * attn_decode_flops_per_token_ * ctx;
+        for (int i = 0; i < groups_.local.count; ++i) {
+            const double keys =
+                static_cast<double>(capped ? s.local[i].decode_context_tokens : s.decode_context_tokens);
+            kv_mbytes += 1e3 * local_kv_bytes_per_token_[i] * keys;
+            attn_mflops += 1e3 * local_decode_flops_per_token_[i] * keys;
+        }
+        c.attn_decode_ms = std::max(kv_mbytes / bw, attn_mflops / (flops * params_.attention_efficiency));
     }
-    if (gdn_flops_per_token_ > 0) {
+    if (gdn_flops_per_token_ > 0 || state_bytes_per_seq_ > 0) {
         // Prefill: the chunked scan; every sequence in the step reads and writes its state once per layer.
         const double prefill_ms = roof_ms(gdn_flops_per_token_ * static_cast<double>(s.num_prefill_tokens),
                                           flops * params_.gdn_efficiency, 0.0, bw);
-        const double state_ms = 1e3 * 2.0 * state_bytes_per_seq_ * static_cast<double>(s.num_seqs) / bw;
-        c.gdn_ms = prefill_ms + state_ms;
+        double state_ms = 1e3 * 2.0 * state_bytes_per_seq_ * static_cast<double>(s.num_seqs) / bw;
+        c.gdn_ms = prefill_ms;
+        if (mamba_prefill_flops_per_token_ > 0) {
+            // Mamba layers: the conv + SSD scan of the prefill tokens at the chunked-scan efficiency, bound by its
+            // activations and chunk states; decodes' state updates are bandwidth-bound (a few FLOPs per state
+            // byte), so their FLOPs count only where they pass the state traffic.
+            const double tokens_prefill = static_cast<double>(s.num_prefill_tokens);
+            c.gdn_ms += roof_ms(mamba_prefill_flops_per_token_ * tokens_prefill, flops * params_.gdn_efficiency,
+                                mamba_prefill_bytes_per_token_ * tokens_prefill, bw);
+            state_ms = std::max(state_ms, 1e3 * mamba_decode_flops_per_seq_ * static_cast<double>(s.num_decode_seqs) /
+                                              (flops * params_.gdn_efficiency));
+        }
+        c.gdn_ms += state_ms;
         c.snapshot_ms = 1e3 * state_bytes_per_seq_ * static_cast<double>(s.num_snapshots) / bw;
     }
     c.overhead_ms = params_.step_overhead_ms + params_.per_seq_overhead_ms * static_cast<double>(s.num_seqs);

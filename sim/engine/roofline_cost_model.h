@@ -48,6 +48,13 @@ struct RooflineParams {
     double fp4_flops_per_s = 0;
 };
 
+// The local span of an attention layer (sliding_window_tokens or attention_chunk_tokens), none for full attention.
+[[nodiscard]] std::optional<LocalAttentionSpan> local_attention_span(const models::AttentionMixer& attn);
+
+// The model's attention layers grouped by span (first-layer order). ConfigError naming the model when it has more
+// than kMaxLocalAttentionSpans distinct spans.
+[[nodiscard]] AttentionLayerGroups attention_layer_groups(const models::ModelSpec& model);
+
 class RooflineCostModel final : public CostModel {
 public:
     RooflineCostModel(const models::ModelSpec& model, models::DType kv_dtype, const RooflineParams& params);
@@ -55,6 +62,8 @@ public:
     [[nodiscard]] StepCost step_cost(const BatchShape& shape) const override;
 
     [[nodiscard]] std::string describe() const override;
+
+    [[nodiscard]] LocalAttentionSpans local_attention_spans() const override { return groups_.local; }
 
     // vLLM's CUDA-graph capture sizes: 1, 2, 4, 8…248 step 8, 256…max step 16; a decode-only batch of n tokens
     // runs the graph of the next size ≥ n (n above max runs eagerly, unpadded).
@@ -66,10 +75,20 @@ private:
     double linear_flops_per_token_ = 0;   // without the lm_head
     double lm_head_flops_per_seq_ = 0;
     double lm_head_bytes_ = 0;            // lm_head (or tied embedding) weights read per step, this rank's share
+    // Full-attention layers; the local-span layers (sliding window, chunked local) have their own sums below.
     double attn_flops_per_work_ = 0;      // 4 · Hq · hd summed over attention layers (MLA: unabsorbed prefill)
     double attn_decode_flops_per_token_ = 0;  // per context token read in decode (MLA: absorbed, over the latent)
     double kv_bytes_per_token_ = 0;
+    // Per local span of groups_.local: the same three sums over its layers, applied to BatchShape::local[i].
+    AttentionLayerGroups groups_;
+    std::array<double, kMaxLocalAttentionSpans> local_flops_per_work_{};
+    std::array<double, kMaxLocalAttentionSpans> local_decode_flops_per_token_{};
+    std::array<double, kMaxLocalAttentionSpans> local_kv_bytes_per_token_{};
     double gdn_flops_per_token_ = 0;      // core chunked-scan FLOPs, all GDN layers
+    // Mamba2 / Mamba-1 layers (mamba_scan_work in the .cpp): the conv and scan kernels between the projections.
+    double mamba_prefill_flops_per_token_ = 0;
+    double mamba_prefill_bytes_per_token_ = 0;
+    double mamba_decode_flops_per_seq_ = 0;
     double state_bytes_per_seq_ = 0;
     // A copy, not a reference: the caller's ModelSpec may move (PreparedExperiment is moved into a vector after the
     // cost model is built), and a pointer to it dangled (use after free in step_cost).

@@ -67,18 +67,72 @@ TEST_CASE("PP: fewer sequences than stages leave a bubble (no split below one se
     const PipelineParallelCostModel pp(std::make_unique<LinearCost>(), hop(4));
     // 2 decodes on 4 stages: 2 micro-batches of 1; the other two slots idle.
     CHECK(pp.step_cost(decodes(2)).gemm_ms == 1.0);
-    // One prefill chunk of 2048 tokens is never split: it crosses the 4 stages whole.
+    // One prefill chunk of 2048 tokens that ends its prompt (it samples) is never split: it crosses the 4 stages
+    // whole.
     BatchShape chunk;
     chunk.num_tokens = 2048;
     chunk.num_prefill_tokens = 2048;
     chunk.num_prefill_seqs = 1;
     chunk.num_seqs = 1;
+    chunk.num_sampled_seqs = 1;
     chunk.prefill_attention_work = 2048.0 * 1024.0;
     chunk.prefill_max_context_tokens = 2048;
     const StepCost c = pp.step_cost(chunk);
     CHECK(c.gemm_ms == 2048.0);
     // 3 sends of 2048 tokens: 2048 · 2 · 4096 · 2 B = 33,554,432 B → 0.074565 ms each + 0.01.
     CHECK(near(c.comm_ms, 3 * (33554432.0 / 450e9 * 1e3 + 0.01)));
+}
+
+// A prefill chunk of `tokens` after `computed`, the prompt's last (it samples) or not.
+BatchShape chunk_of(std::int64_t tokens, std::int64_t computed, bool last) {
+    BatchShape s;
+    s.num_tokens = tokens;
+    s.num_prefill_tokens = tokens;
+    s.num_prefill_seqs = 1;
+    s.num_seqs = 1;
+    s.num_sampled_seqs = last ? 1 : 0;
+    s.prefill_attention_work = static_cast<double>(tokens) * (static_cast<double>(computed) + tokens / 2.0);
+    s.prefill_max_context_tokens = computed + tokens;
+    return s;
+}
+
+TEST_CASE("PP: a lone prompt's chunks fill the pipeline; only its last chunk pays the whole pass",
+          "[engine][pp]") {
+    // 4 stages, an 8,192-token prompt in 4 chunks of 2,048 (LinearCost: 2,048 ms of GEMMs through all layers, 512
+    // ms per stage; 0.5 ms of per-batch overhead). A send of 2,048 tokens h = 33,554,432 B / 450 GB/s + 0.01 ms =
+    // 0.084565 ms.
+    //   chunks 1–3 output nothing: the next chunk enters stage 1 after this one has left it, 512 + h (+ 0.5 overhead)
+    //   chunk 4 samples: the whole pass, 2,048 + 3h (+ 0.5)
+    //   prompt to first token: 3 · 512 + 2,048 + 6h + 4 · 0.5 = 3,586.507390 ms — the pipeline's (C + P − 1) = 7
+    //   stage times, not the 4 · (2,048 + 3h) = 8,195.0148 ms of whole passes back to back.
+    const PipelineParallelCostModel pp(std::make_unique<LinearCost>(), hop(4));
+    const double h = 33554432.0 / 450e9 * 1e3 + 0.01;
+    const StepCost first = pp.step_cost(chunk_of(2048, 0, false));
+    CHECK(first.gemm_ms == 512.0);
+    CHECK(first.overhead_ms == 0.5);
+    CHECK(near(first.comm_ms, h));
+    const StepCost last = pp.step_cost(chunk_of(2048, 6144, true));
+    CHECK(last.gemm_ms == 2048.0);
+    CHECK(near(last.comm_ms, 3 * h));
+    double ttft = last.total_ms();
+    for (std::int64_t k = 0; k < 3; ++k) {
+        ttft += pp.step_cost(chunk_of(2048, 2048 * k, false)).total_ms();
+    }
+    CHECK(near(ttft, 3 * 512.0 + 2048.0 + 6 * h + 4 * 0.5));
+    // Two prompts' non-final chunks (1,024 tokens each): 2 micro-batches of 1,024 through stage 1, 2 · 1,024 / 4 =
+    // 512 ms of GEMMs and two sends of 1,024 tokens. A step with a decode in it waits for that token: the whole pass.
+    BatchShape two = chunk_of(2048, 0, false);
+    two.num_prefill_seqs = 2;
+    two.num_seqs = 2;
+    const StepCost c2 = pp.step_cost(two);
+    CHECK(c2.gemm_ms == 512.0);
+    CHECK(near(c2.comm_ms, 2 * (16777216.0 / 450e9 * 1e3 + 0.01)));
+    BatchShape with_decode = chunk_of(2048, 0, false);
+    with_decode.num_tokens = 2049;
+    with_decode.num_decode_seqs = 1;
+    with_decode.num_seqs = 2;
+    with_decode.num_sampled_seqs = 1;
+    CHECK(pp.step_cost(with_decode).gemm_ms == 1025.0);  // 2 micro-batches, ⌈2,049 / 2⌉ tokens through all layers
 }
 
 TEST_CASE("PP: micro-batch shares round counts up and keep the longest chunk", "[engine][pp]") {

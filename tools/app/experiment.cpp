@@ -553,7 +553,8 @@ PreparedExperiment prepare_experiment(const ExperimentConfig& config) {
                                               p.gpu.allreduce_latency_ms);
         p.cost_model = with_file([&] {
             return std::make_unique<engine::ProfileCostModel>(std::move(profile), config.cost_model, graphs,
-                                                              kv_scale > 0 ? kv_scale : 1.0, comm);
+                                                              kv_scale > 0 ? kv_scale : 1.0, comm,
+                                                              engine::attention_layer_groups(p.model));
         });
     }
     if (expert_parallelism.enabled()) {

@@ -270,9 +270,9 @@ void DisaggregatedSimulation::start_step(std::size_t target, core::SimTime now) 
     if (decode) {
         for (const auto& read : connectors_[target]->take_reads()) {
             notify_free(read.prefill, read.id, read.done);
-            decode_local_hit_tokens_ += read.local_hit_tokens;
             if (read.arrival >= common_.warmup_end) {
                 measured_transfer_ms_.push_back((read.done - read.start).ms());
+                decode_local_hit_tokens_ += read.local_hit_tokens;
             }
             all_reads_.push_back(read);
         }

@@ -18,7 +18,7 @@ struct DisaggregationStats {
     double transfer_ms_p90 = 0;
     double transfer_ms_p99 = 0;
     double transfer_ms_max = 0;
-    std::int64_t decode_local_hit_tokens = 0;  // prompt tokens the decode side found in its own cache (not read)
+    std::int64_t decode_local_hit_tokens = 0;  // of those reads' prompts: tokens the decode side held (not read)
     double prefill_busy_fraction = 0;     // Σ step time ÷ (replicas × run time), per pool
     double decode_busy_fraction = 0;
     std::int64_t prefill_prefix_queries = 0;  // vllm:prefix_cache_queries / hits of the prefill pool, measured window

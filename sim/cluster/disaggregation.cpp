@@ -262,8 +262,12 @@ void DisaggregatedSimulation::start_step(std::size_t target, core::SimTime now) 
             if (const auto prefill = connectors_[target]->forget(id)) {
                 notify_free(*prefill, id, now);
             }
-        } else {
-            at_prefill_.erase(core::to_int(id));
+        } else if (const auto it = at_prefill_.find(core::to_int(id)); it != at_prefill_.end()) {
+            // Never fits the prefill instance: the proxy returns the error to the client.
+            metrics_.on_sent(it->second.arrival);
+            metrics_.on_rejected(it->second.arrival, metrics::RejectReason::kNeverFitsKvCache,
+                                 core::total_tokens(it->second.prompt), 0);
+            at_prefill_.erase(it);
         }
         workload_.on_request_finished(id, now);
     }
@@ -339,7 +343,11 @@ void DisaggregatedSimulation::handle_arrivals(core::SimTime now) {
         // send_request_to_service).
         engine::IncomingRequest leg{client.id, now, client.prompt, 1, client.answer_content, client.turn};
         if (!prefill_[p]->add_request(std::move(leg))) {
-            workload_.on_request_finished(client.id, now);  // refused: the proxy returns the error
+            // Refused by the prefill frontend (prompt + 1 > max_model_len): the proxy returns the error.
+            metrics_.on_sent(client.arrival);
+            metrics_.on_rejected(client.arrival, metrics::RejectReason::kLongerThanMaxModelLen,
+                                 core::total_tokens(client.prompt), client.max_output_tokens);
+            workload_.on_request_finished(client.id, now);
             continue;
         }
         at_prefill_.emplace(core::to_int(client.id), std::move(client));

@@ -1,7 +1,7 @@
 // Tests of sim/cluster/disaggregation.*: whole prefill–decode runs over a hand-made topology with a FixedCost model
 // (step = 4 ms + 0.25 ms per token), so each prefill, read, decode start and first token is worked out by hand: a
 // single request's client TTFT through a read over a known path, the prefill blocks held until the read ends (a
-// second prompt waits for them), and two reads sharing a link.
+// second prompt waits for them), two reads sharing a link, and refusals by either frontend.
 #include "sim/cluster/disaggregation.h"
 
 #include <algorithm>
@@ -149,6 +149,29 @@ TEST_CASE("disaggregation: two reads that share a link split its bandwidth", "[c
     CHECK(close(d.transfer_ms_max, 8.010));
     CHECK(close(d.transfer_ms_mean, (4.010 + 8.010) / 2));
     CHECK(close(d.transfer_bytes, 2e8));
+}
+
+TEST_CASE("disaggregation: a request refused by either frontend is the client's rejection, and a decode-side "
+          "refusal frees the prefill blocks at once", "[cluster][disaggregation]") {
+    // Prefill max_model_len 66, decode 66. R0 [A 64] with 3 output tokens: the prefill leg asks 64 + 1 ≤ 66 and
+    // runs [0, 20]; the decode frontend refuses 64 + 3 > 66 at 20, so the prefill side frees R0's 4 blocks at 20
+    // (request_finished with do_remote_prefill still set) and nothing is read. R1 [B 80] at 30: 80 + 1 > 66, refused
+    // by the prefill frontend. The client saw 2 requests, both rejected, none finished.
+    FixedCost cost(4, 0.25);
+    Setup s = setup(1, 1);
+    s.config.prefill_replica.scheduler = scheduler_config(8192, 16, 1024, 66);
+    s.config.decode_replica.scheduler = scheduler_config(8192, 16, 1024, 66);
+    ScriptedWorkload w({spec(0, 0, {{content(1), 64}}, 3), spec(1, 30, {{content(2), 80}}, 1)});
+    DisaggregatedSimulation sim(s.common, s.config, cost, cost, w, make_router("round_robin"),
+                                make_router("round_robin"));
+    const SimulationResult r = sim.run();
+    CHECK(r.summary.num_requests_sent == 2);
+    CHECK(r.summary.num_requests_rejected == 2);
+    CHECK(r.summary.num_requests_finished == 0);
+    CHECK(r.summary.rejections.longer_than_max_model_len == 2);
+    CHECK(sim.reads().empty());
+    CHECK(sim.prefill_replica(0).num_delayed_free() == 0);
+    CHECK(sim.prefill_replica(0).kv_cache().usage() == 0);
 }
 
 }  // namespace

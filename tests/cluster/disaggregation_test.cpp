@@ -1,7 +1,7 @@
 // Tests of sim/cluster/disaggregation.*: whole prefill–decode runs over a hand-made topology with a FixedCost model
 // (step = 4 ms + 0.25 ms per token), so each prefill, read, decode start and first token is worked out by hand: a
 // single request's client TTFT through a read over a known path, the prefill blocks held until the read ends (a
-// second prompt waits for them), two reads sharing a link, and refusals by either frontend.
+// second prompt waits for them), two reads sharing a link, a decode rank reading from two prefill ranks, and refusals by either frontend.
 #include "sim/cluster/disaggregation.h"
 
 #include <algorithm>
@@ -172,6 +172,40 @@ TEST_CASE("disaggregation: a request refused by either frontend is the client's 
     CHECK(sim.reads().empty());
     CHECK(sim.prefill_replica(0).num_delayed_free() == 0);
     CHECK(sim.prefill_replica(0).kv_cache().usage() == 0);
+}
+
+TEST_CASE("disaggregation: a decode rank reads its share from each of the prefill ranks that hold its heads",
+          "[cluster][disaggregation]") {
+    // Prefill at TP 2 on gpu0, gpu1, each behind its own NIC (GPU–NIC 64 GB/s 2 µs, NIC–sw 25 GB/s 3 µs); decode at
+    // TP 1 on gpu2 behind nicD (sw–nicD 100 GB/s 3 µs, nicD–gpu2 64 GB/s 2 µs). R0 [A 64]: 4 blocks = 1e8 B for the
+    // one decode rank, read as 5e7 B from each prefill rank (nixl/tp_mapping.py: P TP > D TP). The first half gets
+    // 25 GB/s: 10 µs + 2 ms; the second shares sw–nicD (100 / 2) and nicD–gpu2 (64 / 2) but its bottleneck is
+    // still its 25 GB/s NIC: 2.010 ms. The read ends at 20 + 2.010 = 22.010 (from one rank over one NIC it would
+    // take 4.010 ms); first token 22.010 + 4.25 = 26.260.
+    auto t = std::make_shared<Topology>();
+    const auto sw = t->add_node({"sw", NodeKind::kSwitch, 0});
+    const auto nic_d = t->add_node({"nicD", NodeKind::kNic, 0});
+    t->add_link(sw, nic_d, 100 * kGB, 3e-6);
+    for (int i = 0; i < 2; ++i) {
+        const auto g = t->add_node({"gpu" + std::to_string(i), NodeKind::kGpu, 80'000'000'000});
+        const auto nic = t->add_node({"nic" + std::to_string(i), NodeKind::kNic, 0});
+        t->add_link(g, nic, 64 * kGB, 2e-6);
+        t->add_link(nic, sw, 25 * kGB, 3e-6);
+    }
+    const auto g2 = t->add_node({"gpu2", NodeKind::kGpu, 80'000'000'000});
+    t->add_link(g2, nic_d, 64 * kGB, 2e-6);
+    FixedCost cost(4, 0.25);
+    Setup s = setup(1, 1);
+    s.common.topology = t;
+    s.config.prefill_tp = 2;
+    ScriptedWorkload w({spec(0, 0, {{content(1), 64}}, 1)});
+    DisaggregatedSimulation sim(s.common, s.config, cost, cost, w, make_router("round_robin"),
+                                make_router("round_robin"));
+    const SimulationResult r = sim.run();
+    REQUIRE(sim.reads().size() == 1);
+    CHECK(sim.reads()[0].bytes == 1e8);
+    CHECK(close(sim.reads()[0].done.ms(), 22.010));
+    CHECK(close(r.summary.ttft_ms.min, 26.260));
 }
 
 }  // namespace

@@ -12,12 +12,13 @@ namespace servesim::cluster {
 namespace {
 
 PoolSettings parse_pool(const YamlMap& m) {
-    m.allow_only({"replicas", "gpu", "tensor_parallel_size"});
+    m.allow_only({"replicas", "gpu", "tensor_parallel_size", "first_gpu"});
     PoolSettings p;
     p.line = m.line("replicas");
     p.replicas = m.get_in_range<int>("replicas", 1, 1024);
     p.gpu = m.get_or<std::string>("gpu", "");
     p.tensor_parallel_size = m.has("tensor_parallel_size") ? m.get_in_range<int>("tensor_parallel_size", 1, 64) : 1;
+    p.first_gpu = m.has("first_gpu") ? m.get_in_range<int>("first_gpu", 0, 1 << 20) : -1;
     return p;
 }
 
@@ -49,6 +50,16 @@ DisaggregationSettings parse_disaggregation(const YamlMap& m) {
     s.decode = parse_pool(m.map("decode"));
     const int tp_p = s.prefill.tensor_parallel_size;
     const int tp_d = s.decode.tensor_parallel_size;
+    // The pools' GPU ranges (first_gpu defaults: prefill 0, decode right after the prefill pool) must not overlap.
+    const int p_begin = std::max(0, s.prefill.first_gpu);
+    const int p_end = p_begin + s.prefill.replicas * tp_p;
+    const int d_begin = s.decode.first_gpu >= 0 ? s.decode.first_gpu : p_end;
+    const int d_end = d_begin + s.decode.replicas * tp_d;
+    if (p_begin < d_end && d_begin < p_end) {
+        m.fail("decode", fmt::format("the decode pool's GPUs [{}, {}) overlap the prefill pool's [{}, {}) (GPUs in "
+                                     "the topology's order; set first_gpu)",
+                                     d_begin, d_end, p_begin, p_end));
+    }
     // nixl/tp_mapping.py compute_tp_mapping: one side's TP size is a multiple of the other's.
     if (std::max(tp_p, tp_d) % std::min(tp_p, tp_d) != 0) {
         m.fail("decode", fmt::format("decode.tensor_parallel_size ({}) and prefill.tensor_parallel_size ({}) must "
@@ -176,13 +187,18 @@ DisaggregatedSimulation::DisaggregatedSimulation(const SimulationConfig& common,
     const auto d_tp = static_cast<std::size_t>(config_.decode_tp);
     const auto n_p = static_cast<std::size_t>(config_.num_prefill);
     const auto n_d = static_cast<std::size_t>(config_.num_decode);
-    SERVESIM_CHECK(gpus.size() >= n_p * p_tp + n_d * d_tp, "{} GPUs for {}×{} prefill and {}×{} decode",
-                   gpus.size(), n_p, p_tp, n_d, d_tp);
-    // Placement: the prefill replicas take the first GPUs in file order, the decode replicas the next ones.
+    // Placement: each pool takes consecutive GPUs in file order from its first GPU (by default the prefill pool
+    // from GPU 0, the decode pool right after it).
+    const std::size_t p0 = static_cast<std::size_t>(config_.prefill_first_gpu);
+    const std::size_t base = config_.decode_first_gpu >= 0 ? static_cast<std::size_t>(config_.decode_first_gpu)
+                                                           : p0 + n_p * p_tp;
+    SERVESIM_CHECK(gpus.size() >= p0 + n_p * p_tp && gpus.size() >= base + n_d * d_tp,
+                   "{} GPUs for {}×{} prefill from {} and {}×{} decode from {}", gpus.size(), n_p, p_tp, p0, n_d,
+                   d_tp, base);
     std::vector<std::vector<std::size_t>> prefill_gpus(n_p);
     for (std::size_t i = 0; i < n_p; ++i) {
-        prefill_gpus[i].assign(gpus.begin() + static_cast<std::ptrdiff_t>(i * p_tp),
-                               gpus.begin() + static_cast<std::ptrdiff_t>((i + 1) * p_tp));
+        prefill_gpus[i].assign(gpus.begin() + static_cast<std::ptrdiff_t>(p0 + i * p_tp),
+                               gpus.begin() + static_cast<std::ptrdiff_t>(p0 + (i + 1) * p_tp));
     }
     const int block_size = config_.decode_replica.scheduler.block_size;
     for (std::size_t i = 0; i < n_p; ++i) {
@@ -195,7 +211,6 @@ DisaggregatedSimulation::DisaggregatedSimulation(const SimulationConfig& common,
         rc.index = static_cast<int>(i);
         prefill_.push_back(std::make_unique<engine::Replica>(rc, prefill_cost_, prefill_metrics_, connectors_.back().get()));
     }
-    const std::size_t base = n_p * p_tp;
     for (std::size_t i = 0; i < n_d; ++i) {
         std::vector<std::size_t> own(gpus.begin() + static_cast<std::ptrdiff_t>(base + i * d_tp),
                                      gpus.begin() + static_cast<std::ptrdiff_t>(base + (i + 1) * d_tp));

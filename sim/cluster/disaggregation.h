@@ -43,6 +43,9 @@ struct PoolSettings {
     int replicas = 1;
     std::string gpu;
     int tensor_parallel_size = 1;
+    // Index, in the topology's GPU order, of the pool's first GPU (-1: prefill 0, decode right after the prefill
+    // pool); its replicas take the GPUs from there on.
+    int first_gpu = -1;
     int line = 0;
 };
 
@@ -67,6 +70,8 @@ struct DisaggregationConfig {
     int num_decode = 1;
     int prefill_tp = 1;
     int decode_tp = 1;
+    int prefill_first_gpu = 0;   // placement in the topology's GPU order
+    int decode_first_gpu = -1;   // -1: right after the prefill pool
     // One block's KV over all layers and tensor-parallel ranks (as the offload connector counts a block).
     double bytes_per_block = 0;
     // MLA: every rank holds the whole latent cache, so each decode rank reads one prefill rank's copy in full

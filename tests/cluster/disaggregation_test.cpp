@@ -208,5 +208,23 @@ TEST_CASE("disaggregation: a decode rank reads its share from each of the prefil
     CHECK(close(r.summary.ttft_ms.min, 26.260));
 }
 
+TEST_CASE("disaggregation: first_gpu places each pool, and the read follows the placement's path",
+          "[cluster][disaggregation]") {
+    // GPUs gpu0, gpu1 behind nicP and gpu2 behind nicD; the prefill pool from GPU 1, the decode pool from GPU 0: the
+    // read gpu1 → gpu0 stays on nicP (2 + 2 µs, 64 GB/s): 1e8 B in 1.5625 ms + 4 µs → done at 21.5665 (across the
+    // switch it would take 4.010 ms).
+    FixedCost cost(4, 0.25);
+    Setup s = setup(2, 1);
+    s.config.num_prefill = 1;
+    s.config.prefill_first_gpu = 1;
+    s.config.decode_first_gpu = 0;
+    ScriptedWorkload w({spec(0, 0, {{content(1), 64}}, 1)});
+    DisaggregatedSimulation sim(s.common, s.config, cost, cost, w, make_router("round_robin"),
+                                make_router("round_robin"));
+    (void)sim.run();
+    REQUIRE(sim.reads().size() == 1);
+    CHECK(close(sim.reads()[0].done.ms(), 21.5665));
+}
+
 }  // namespace
 }  // namespace servesim::cluster

@@ -96,6 +96,11 @@ TEST_CASE("PD scenario: bad disaggregation keys are refused with the file and ke
     // dgx-h100 has 8 GPUs: 3 × TP 2 + 3 × TP 1 = 9.
     refused(error_of(pools("prefill: {replicas: 3, tensor_parallel_size: 2}, decode: {replicas: 3}")),
             "cluster.disaggregation", "need 9 GPUs; cluster.topology has 8");
+    refused(error_of(pools("prefill: {replicas: 2}, decode: {replicas: 2, first_gpu: 7}")), "cluster.disaggregation",
+            "need 9 GPUs; cluster.topology has 8");
+    refused(error_of(pools("prefill: {replicas: 2, first_gpu: 2}, decode: {replicas: 2, first_gpu: 3}")),
+            "cluster.disaggregation.decode", "overlap the prefill pool's [2, 4)");
+    CHECK(error_of(pools("prefill: {replicas: 2, first_gpu: 4}, decode: {replicas: 2, first_gpu: 0}")).empty());
     refused(error_of(pools("prefill: {replicas: 1, gpu: NoSuchGpu}, decode: {replicas: 1}")),
             "cluster.disaggregation.prefill", "NoSuchGpu");
     refused(error_of(pools(ok), "Qwen3.5-4B"), "cluster.disaggregation", "full-attention models only");

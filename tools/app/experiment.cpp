@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 
@@ -648,13 +649,17 @@ void check_disaggregation(const PreparedExperiment& p) {
                             "' has Mamba or sliding-window groups");
         }
     }
-    const std::size_t needed = static_cast<std::size_t>(d.prefill.replicas * d.prefill.tensor_parallel_size +
-                                                        d.decode.replicas * d.decode.tensor_parallel_size);
+    const int p_begin = std::max(0, d.prefill.first_gpu);
+    const int p_end = p_begin + d.prefill.replicas * d.prefill.tensor_parallel_size;
+    const int d_begin = d.decode.first_gpu >= 0 ? d.decode.first_gpu : p_end;
+    const std::size_t needed = static_cast<std::size_t>(
+        std::max(p_end, d_begin + d.decode.replicas * d.decode.tensor_parallel_size));
     const std::size_t have = p.config.topology->gpus().size();
     if (have < needed) {
-        fail(d.key, fmt::format("{} prefill × TP {} + {} decode × TP {} need {} GPUs; cluster.topology has {}",
-                                d.prefill.replicas, d.prefill.tensor_parallel_size, d.decode.replicas,
-                                d.decode.tensor_parallel_size, needed, have));
+        fail(d.key, fmt::format("{} prefill × TP {} from GPU {} and {} decode × TP {} from GPU {} need {} GPUs; "
+                                "cluster.topology has {}",
+                                d.prefill.replicas, d.prefill.tensor_parallel_size, p_begin, d.decode.replicas,
+                                d.decode.tensor_parallel_size, d_begin, needed, have));
     }
 }
 
@@ -669,6 +674,8 @@ cluster::SimulationResult run_disaggregated(const PreparedExperiment& p, const c
     d.num_decode = dp.config.replicas;
     d.prefill_tp = pp.plan.tensor_parallel_size;
     d.decode_tp = dp.plan.tensor_parallel_size;
+    d.prefill_first_gpu = std::max(0, p.config.disaggregation->prefill.first_gpu);
+    d.decode_first_gpu = p.config.disaggregation->decode.first_gpu;
     // One block id across all KV tensors of every decode rank, as offload_config counts a CPU block.
     d.bytes_per_block = static_cast<double>(dp.plan.page_size_bytes) * dp.plan.group_size * dp.plan.tensor_parallel_size;
     auto router = [&](const PreparedExperiment& pool) {

@@ -216,7 +216,7 @@ template <typename IO, typename T>
 void fields(IO& io, T& p)
     requires std::is_same_v<std::remove_const_t<T>, cluster::PoolSettings>
 {
-    io(p.replicas, p.gpu, p.tensor_parallel_size, p.line);
+    io(p.replicas, p.gpu, p.tensor_parallel_size, p.first_gpu, p.line);
 }
 
 template <typename IO, typename T>

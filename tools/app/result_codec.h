@@ -46,7 +46,7 @@ struct CodecFieldCounts {
     static constexpr std::size_t kEngineSettings = 29;
     static constexpr std::size_t kGoodputConfig = 3;
     static constexpr std::size_t kDisaggregationStats = 17;
-    static constexpr std::size_t kPoolSettings = 4;
+    static constexpr std::size_t kPoolSettings = 5;
     static constexpr std::size_t kDisaggregationSettings = 6;
 };
 

@@ -102,6 +102,26 @@ TEST_CASE("disaggregation: one request's TTFT is its prefill, the read and the d
     CHECK(d.peak_held_requests == 1);
 }
 
+TEST_CASE("disaggregation: with async scheduling an idle decode engine starts the read at once",
+          "[cluster][disaggregation]") {
+    // As the single-request case, both engines with async scheduling (vLLM's default). The prefill step [0, 20]
+    // schedules no follow-up (its one token is in flight and is its last). At 20 the idle decode engine looks R0 up;
+    // the load rides in an empty step that launches at once (1 ns later), so the read runs [20, 24.010] and the
+    // request is promoted when it lands: the recompute step [24.010, 28.260] — the same TTFT as without async.
+    FixedCost cost(4, 0.25);
+    Setup s = setup(1, 1);
+    s.config.prefill_replica.async_scheduling = s.config.prefill_replica.scheduler.async_scheduling = true;
+    s.config.decode_replica.async_scheduling = s.config.decode_replica.scheduler.async_scheduling = true;
+    ScriptedWorkload w({spec(0, 0, {{content(1), 64}}, 1)});
+    DisaggregatedSimulation sim(s.common, s.config, cost, cost, w, make_router("round_robin"),
+                                make_router("round_robin"));
+    const SimulationResult r = sim.run();
+    REQUIRE(r.summary.num_requests_finished == 1);
+    CHECK(close(r.summary.ttft_ms.min, 28.260, 1e-5));
+    REQUIRE(sim.reads().size() == 1);
+    CHECK(close(sim.reads()[0].done.ms(), 24.010));
+}
+
 TEST_CASE("disaggregation: the prefill blocks stay held until the decode side has read them",
           "[cluster][disaggregation]") {
     // The prefill instance has 6 usable blocks. R0 [A 64] at 0 takes 4, prefills in [0, 20] and finishes; its 4

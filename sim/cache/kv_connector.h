@@ -43,6 +43,22 @@ public:
 
     [[nodiscard]] virtual const ExternalCacheStats& stats() const = 0;
 
+    // The request-aware forms the scheduler calls (vLLM passes the Request to get_num_new_matched_tokens and to the
+    // load it schedules): a connector that keeps per-request transfer parameters (the NixlConnector's
+    // kv_transfer_params, sim/cluster/disaggregation.h) overrides them; the others answer as above.
+    [[nodiscard]] virtual std::int64_t lookup_request(core::RequestId /*id*/,
+                                                      std::span<const core::BlockHash> block_hashes,
+                                                      std::int64_t local_hit_tokens, std::int64_t num_tokens) {
+        return lookup(block_hashes, local_hit_tokens, num_tokens);
+    }
+    [[nodiscard]] virtual core::Duration start_load_request(core::RequestId /*id*/, std::int64_t external_tokens,
+                                                            core::SimTime now) {
+        return start_load(external_tokens, now);
+    }
+    // KVConnectorBase_V1.request_finished: true = the finished request's blocks stay allocated until the connector
+    // reports it finished sending (Scheduler._free_request's delay_free_blocks; the replica frees them then).
+    [[nodiscard]] virtual bool request_finished(core::RequestId /*id*/) { return false; }
+
     // The store rules the scheduler reads (block size, prompt-only, Mamba snapshots).
     [[nodiscard]] virtual const CpuOffloadConfig& config() const = 0;
 };

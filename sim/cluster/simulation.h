@@ -11,6 +11,7 @@
 
 #include "sim/cache/hybrid_state_cache.h"
 #include "sim/cache/block_hash.h"
+#include "sim/cluster/disaggregation_stats.h"
 #include "sim/cluster/kv_store.h"
 #include "sim/cluster/router.h"
 #include "sim/cluster/topology.h"
@@ -63,6 +64,8 @@ struct SimulationResult {
     bool stopped_overloaded = false;  // stop_when_waiting_exceeds was reached
     // Summed over replicas when a hybrid policy keeps a state pool (cache::HybridStateCache); unset otherwise.
     std::optional<cache::HybridStateStats> hybrid_state;
+    // A prefill–decode disaggregated run only (sim/cluster/disaggregation.h).
+    std::optional<DisaggregationStats> disaggregation;
 };
 
 class Simulation {

@@ -109,8 +109,9 @@ std::optional<core::SimTime> Replica::try_start_step(core::SimTime now) {
         plan = std::move(spare_plan_);
         scheduler_.schedule(now, plan);
         while (plan.empty() && scheduler_.num_running() == 0 && scheduler_.num_waiting() > 0 &&
-               !scheduler_.next_load_done()) {
-            // Nothing runs and the head still does not fit: it never will. Reject it rather than stall.
+               !scheduler_.next_load_done() && delayed_free_.empty()) {
+            // Nothing runs and the head still does not fit: it never will. Reject it rather than stall. (Blocks a
+            // connector still holds for a transfer come back when it ends: then the head may fit.)
             Request* dropped = scheduler_.drop_unschedulable_head();
             // Read everything needed from the request before erasing its owning pointer.
             const core::RequestId dropped_id = dropped->id;
@@ -186,7 +187,7 @@ std::vector<core::RequestId> Replica::end_step(core::SimTime now) {
         }
         r->last_token = now;
         if (r->is_finished()) {
-            scheduler_.finish_request(r);
+            const bool delay_free = scheduler_.finish_request(r);
             metrics::MetricsCollector::FinishedRequest f;
             f.arrival = r->arrival;
             f.first_scheduled = r->first_scheduled;
@@ -201,7 +202,11 @@ std::vector<core::RequestId> Replica::end_step(core::SimTime now) {
             f.turn = r->turn;
             metrics_.on_finished(f);
             finished.push_back(r->id);
-            requests_.erase(core::to_int(r->id));
+            const auto owned = requests_.find(core::to_int(r->id));
+            if (delay_free) {  // the connector sends its KV first (finished_sending)
+                delayed_free_.emplace(owned->first, std::move(owned->second));
+            }
+            requests_.erase(owned);
         }
     }
     if (config_.check_invariants) {
@@ -209,6 +214,16 @@ std::vector<core::RequestId> Replica::end_step(core::SimTime now) {
     }
     spare_plan_ = std::move(plan);
     return finished;
+}
+
+bool Replica::finished_sending(core::RequestId id) {
+    const auto it = delayed_free_.find(core::to_int(id));
+    if (it == delayed_free_.end()) {
+        return false;
+    }
+    scheduler_.free_delayed(it->second.get());
+    delayed_free_.erase(it);
+    return true;
 }
 
 }  // namespace servesim::engine

@@ -82,6 +82,13 @@ public:
 
     [[nodiscard]] std::int64_t num_preemptions() const { return scheduler_.num_preemptions(); }
 
+    // The connector reported request `id` finished sending (KVConnectorOutput.finished_sending): the blocks its
+    // request_finished kept are freed (Scheduler._update_from_kv_xfer_finished). False if none were kept.
+    bool finished_sending(core::RequestId id);
+
+    // Finished requests whose blocks the connector still holds (delay_free_blocks).
+    [[nodiscard]] std::size_t num_delayed_free() const { return delayed_free_.size(); }
+
     [[nodiscard]] std::int64_t num_steps() const { return num_steps_; }
 
     [[nodiscard]] std::int64_t num_rejected_unfit() const { return num_rejected_unfit_; }
@@ -105,6 +112,7 @@ private:
     cache::KvConnector* connector_ = nullptr;  // offload_ or the external connector
     Scheduler scheduler_;
     std::unordered_map<std::uint64_t, std::unique_ptr<Request>> requests_;  // lookup only, never iterated for output
+    std::unordered_map<std::uint64_t, std::unique_ptr<Request>> delayed_free_;  // finished, blocks still held
     cache::FirstRunHashMemo hash_memo_;  // first-run block hashes shared by this replica's requests
     std::optional<StepPlan> in_flight_;
     std::optional<StepPlan> next_;  // async scheduling: the step scheduled while in_flight_ runs

@@ -241,7 +241,7 @@ void Scheduler::schedule(core::SimTime now, StepPlan& plan) {
             // Connector lookup after the local one (OffloadingConnectorScheduler.get_num_new_matched_tokens).
             std::int64_t external = 0;
             if (offload_ != nullptr && r->num_computed_tokens == 0) {
-                external = offload_->lookup(r->block_hashes, hit.num_tokens, r->num_tokens());
+                external = offload_->lookup_request(r->id, r->block_hashes, hit.num_tokens, r->num_tokens());
             }
             if (external > 0) {
                 // Blocks for the external tokens are allocated now and cached only once loaded; the request waits
@@ -262,7 +262,7 @@ void Scheduler::schedule(core::SimTime now, StepPlan& plan) {
                 r->num_computed_tokens = hit.num_tokens;
                 r->num_offload_stored_blocks = (hit.num_tokens + external) / config_.block_size;
                 r->status = RequestStatus::kWaitingForRemoteKvs;
-                const auto load = offload_->start_load(external, now);
+                const auto load = offload_->start_load_request(r->id, external, now);
                 if (config_.async_scheduling) {
                     pending_loads_.push_back(PendingLoad{r, now, load});
                 } else {
@@ -328,8 +328,12 @@ Request* Scheduler::drop_unschedulable_head() {
     return r;
 }
 
-void Scheduler::finish_request(Request* request) {
-    kv_cache_.free(cache_view(*request));
+bool Scheduler::finish_request(Request* request) {
+    // _free_request: the connector may keep the blocks for a transfer (delay_free_blocks); free_delayed frees them.
+    const bool delay_free = offload_ != nullptr && offload_->request_finished(request->id);
+    if (!delay_free) {
+        kv_cache_.free(cache_view(*request));
+    }
     const auto it = std::find(running_.begin(), running_.end(), request);
     if (it != running_.end()) {
         running_.erase(it);
@@ -341,6 +345,12 @@ void Scheduler::finish_request(Request* request) {
         waiting_.erase(w);
     }
     request->status = RequestStatus::kFinished;
+    return delay_free;
+}
+
+void Scheduler::free_delayed(Request* request) {
+    // _update_from_kv_xfer_finished: finished_sending → _free_blocks.
+    kv_cache_.free(cache_view(*request));
 }
 
 }  // namespace servesim::engine

@@ -72,7 +72,9 @@ public:
     [[nodiscard]] std::optional<core::SimTime> next_load_done() const;
 
     // After the step: the request finished; frees its blocks (vLLM _free_request) and drops it from running.
-    void finish_request(Request* request);
+    // Returns true when the connector delays the free (request_finished): the blocks stay until free_delayed.
+    bool finish_request(Request* request);
+    void free_delayed(Request* request);
 
     // Removes the head of the waiting queue when it can never be scheduled (nothing runs and still it does not
     // fit an otherwise idle cache); the replica counts it as rejected instead of stalling (vLLM would hang).

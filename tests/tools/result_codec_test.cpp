@@ -103,6 +103,9 @@ TEST_CASE("the codec covers every field of the structs it encodes", "[result-cod
     CHECK(field_count<cluster::RouterOptions>() == C::kRouterOptions);
     CHECK(field_count<EngineSettings>() == C::kEngineSettings);
     CHECK(field_count<GoodputConfig>() == C::kGoodputConfig);
+    CHECK(field_count<cluster::DisaggregationStats>() == C::kDisaggregationStats);
+    CHECK(field_count<cluster::PoolSettings>() == C::kPoolSettings);
+    CHECK(field_count<cluster::DisaggregationSettings>() == C::kDisaggregationSettings);
 }
 
 TEST_CASE("a decoded result prints byte for byte as the original, in every format", "[result-codec]") {

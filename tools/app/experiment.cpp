@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 
@@ -428,6 +429,12 @@ void apply_hybrid_policy(const EngineSettings& e, const models::ModelSpec& model
 
 }  // namespace
 
+namespace {
+std::shared_ptr<const PreparedExperiment> prepare_pool(const ExperimentConfig& config, const cluster::PoolSettings& pool,
+                                                       const char* name);
+void check_disaggregation(const PreparedExperiment& p);
+}  // namespace
+
 PreparedExperiment prepare_experiment(const ExperimentConfig& config) {
     if (config.order_only) {
         OrderOnlyTraces traces;
@@ -586,40 +593,21 @@ PreparedExperiment prepare_experiment(const ExperimentConfig& config) {
             core::VllmVersion{0, 24, 0}.str()));
     }
     (void)cluster::make_router(config.router);  // unknown names fail here, before simulating
+    if (config.disaggregation) {
+        check_disaggregation(p);
+        p.prefill_pool = prepare_pool(config, config.disaggregation->prefill, "prefill");
+        p.decode_pool = prepare_pool(config, config.disaggregation->decode, "decode");
+    }
     if (config.kv_connector) {
         (void)kv_store_config(p);  // the store's checks against the topology, before simulating
     }
     return p;
 }
 
-ExperimentResult run_experiment(const PreparedExperiment& p) {
-    ExperimentResult r;
-    r.config = p.config;
-    if (p.config.order_only) {
-        r.workload = "order-only replay of " + p.config.workload["trace"].as<std::string>();
-        r.order_only = cache::run_order_only(*p.order_only_trace, p.config.capacity_tokens);
-        return r;
-    }
-    r.model_name = p.model.name;
-    r.gpu_name = p.gpu.name;
-    r.cost_model = p.cost_model->describe();
-    r.cost_model_source = p.config.cost_model;
-    r.profile_mismatch = p.profile_mismatch;
-    r.offered_rps = offered_rate(p.config.workload);
-    {
-        const YAML::Node& w = p.config.workload;
-        const bool bench_serve = w["type"] && w["type"].IsScalar() && w["type"].Scalar() == "bench_serve";
-        const YAML::Node rate = w[bench_serve ? "request_rate" : "rate"];
-        const std::string text = rate && rate.IsScalar() ? rate.Scalar() : "";
-        // bench_serve's request_rate defaults to inf, as vllm bench serve's --request-rate.
-        r.offered_all_at_once = text == "inf" || text == ".inf" || text == "Inf" || text == ".Inf" ||
-                                (bench_serve && !rate && !w["ramp_up_strategy"]);
-    }
-    r.plan = p.plan;
+namespace {
 
-    auto workload = workloads::make_workload(YamlMap(p.config.workload, p.config.file, "workload"), p.config.seed);
-    r.workload = workload->describe();
-
+// The cluster run's settings for a prepared experiment (one pool's engines with cluster.disaggregation).
+cluster::SimulationConfig simulation_config(const PreparedExperiment& p) {
     cluster::SimulationConfig sc;
     sc.num_replicas = p.config.replicas;
     sc.warmup_end = core::SimTime::from_s(p.config.warmup_s);
@@ -654,6 +642,125 @@ ExperimentResult run_experiment(const PreparedExperiment& p) {
     sc.gpus_per_replica = p.plan.tensor_parallel_size;
     if (p.config.kv_connector) {
         sc.kv_store = kv_store_config(p);
+    }
+    return sc;
+}
+
+// cluster.disaggregation: each pool is the experiment on its own GPU and tensor-parallel size, prepared as one
+// (memory plan, cost model); refused with the pool's key when its GPU or parallelism does not fit.
+std::shared_ptr<const PreparedExperiment> prepare_pool(const ExperimentConfig& config, const cluster::PoolSettings& pool,
+                                                       const char* name) {
+    const cluster::DisaggregationSettings& d = *config.disaggregation;
+    ExperimentConfig c = config;
+    c.disaggregation.reset();
+    c.replicas = pool.replicas;
+    if (!pool.gpu.empty()) {
+        c.gpu = pool.gpu;
+    }
+    c.engine.tensor_parallel_size = pool.tensor_parallel_size;
+    try {
+        return std::make_shared<const PreparedExperiment>(prepare_experiment(c));
+    } catch (const ConfigError& e) {
+        throw ConfigError(d.file, pool.line, d.key + "." + name, e.what());
+    }
+}
+
+void check_disaggregation(const PreparedExperiment& p) {
+    const cluster::DisaggregationSettings& d = *p.config.disaggregation;
+    auto fail = [&](const std::string& key, const std::string& msg) { throw ConfigError(d.file, d.line, key, msg); };
+    const EngineSettings& e = p.config.engine;
+    if (e.tensor_parallel_size != 1 || e.pipeline_parallel_size != 1) {
+        fail("engine.tensor_parallel_size", "not with cluster.disaggregation: give each pool's tensor_parallel_size "
+                                            "(pipeline parallelism is not modelled there)");
+    }
+    if (e.kv_offloading_size_gib) {
+        fail("engine.kv_offloading_size", "not with cluster.disaggregation: one KV connector per engine (the "
+                                          "NixlConnector)");
+    }
+    for (const auto& g : p.plan.groups) {
+        if (g.kind != cache::KvGroupKind::kFullAttention) {
+            fail(d.key, "modelled for full-attention models only; '" + p.model.name +
+                            "' has Mamba or sliding-window groups");
+        }
+    }
+    const int p_begin = std::max(0, d.prefill.first_gpu);
+    const int p_end = p_begin + d.prefill.replicas * d.prefill.tensor_parallel_size;
+    const int d_begin = d.decode.first_gpu >= 0 ? d.decode.first_gpu : p_end;
+    const std::size_t needed = static_cast<std::size_t>(
+        std::max(p_end, d_begin + d.decode.replicas * d.decode.tensor_parallel_size));
+    const std::size_t have = p.config.topology->gpus().size();
+    if (have < needed) {
+        fail(d.key, fmt::format("{} prefill × TP {} from GPU {} and {} decode × TP {} from GPU {} need {} GPUs; "
+                                "cluster.topology has {}",
+                                d.prefill.replicas, d.prefill.tensor_parallel_size, p_begin, d.decode.replicas,
+                                d.decode.tensor_parallel_size, d_begin, needed, have));
+    }
+}
+
+cluster::SimulationResult run_disaggregated(const PreparedExperiment& p, const cluster::SimulationConfig& common,
+                                            workloads::Workload& workload) {
+    const PreparedExperiment& pp = *p.prefill_pool;
+    const PreparedExperiment& dp = *p.decode_pool;
+    cluster::DisaggregationConfig d;
+    d.prefill_replica = simulation_config(pp).replica;
+    d.decode_replica = simulation_config(dp).replica;
+    d.num_prefill = pp.config.replicas;
+    d.num_decode = dp.config.replicas;
+    d.prefill_tp = pp.plan.tensor_parallel_size;
+    d.decode_tp = dp.plan.tensor_parallel_size;
+    d.prefill_first_gpu = std::max(0, p.config.disaggregation->prefill.first_gpu);
+    d.decode_first_gpu = p.config.disaggregation->decode.first_gpu;
+    // One block id across all KV tensors of every decode rank, as offload_config counts a CPU block.
+    d.bytes_per_block = static_cast<double>(dp.plan.page_size_bytes) * dp.plan.group_size * dp.plan.tensor_parallel_size;
+    auto router = [&](const PreparedExperiment& pool) {
+        cluster::RouterOptions o = p.config.router_options;
+        o.replica_capacity_blocks = simulation_config(pool).replica.kv_cache.num_gpu_blocks;
+        return cluster::make_router(p.config.router, o);
+    };
+    cluster::DisaggregatedSimulation sim(common, d, *pp.cost_model, *dp.cost_model, workload, router(pp), router(dp));
+    return sim.run();
+}
+
+}  // namespace
+
+ExperimentResult run_experiment(const PreparedExperiment& p) {
+    ExperimentResult r;
+    r.config = p.config;
+    if (p.config.order_only) {
+        r.workload = "order-only replay of " + p.config.workload["trace"].as<std::string>();
+        r.order_only = cache::run_order_only(*p.order_only_trace, p.config.capacity_tokens);
+        return r;
+    }
+    r.model_name = p.model.name;
+    r.gpu_name = p.gpu.name;
+    r.cost_model = p.cost_model->describe();
+    r.cost_model_source = p.config.cost_model;
+    r.profile_mismatch = p.profile_mismatch;
+    r.offered_rps = offered_rate(p.config.workload);
+    {
+        const YAML::Node& w = p.config.workload;
+        const bool bench_serve = w["type"] && w["type"].IsScalar() && w["type"].Scalar() == "bench_serve";
+        const YAML::Node rate = w[bench_serve ? "request_rate" : "rate"];
+        const std::string text = rate && rate.IsScalar() ? rate.Scalar() : "";
+        // bench_serve's request_rate defaults to inf, as vllm bench serve's --request-rate.
+        r.offered_all_at_once = text == "inf" || text == ".inf" || text == "Inf" || text == ".Inf" ||
+                                (bench_serve && !rate && !w["ramp_up_strategy"]);
+    }
+    r.plan = p.plan;
+
+    auto workload = workloads::make_workload(YamlMap(p.config.workload, p.config.file, "workload"), p.config.seed);
+    r.workload = workload->describe();
+
+    cluster::SimulationConfig sc = simulation_config(p);
+    if (p.prefill_pool) {
+        r.sim = run_disaggregated(p, sc, *workload);
+        r.gpu_name = fmt::format("prefill {}×{} TP{}, decode {}×{} TP{}", p.prefill_pool->config.replicas,
+                                 p.prefill_pool->gpu.name, p.prefill_pool->plan.tensor_parallel_size,
+                                 p.decode_pool->config.replicas, p.decode_pool->gpu.name,
+                                 p.decode_pool->plan.tensor_parallel_size);
+        r.plan = p.decode_pool->plan;
+        assess_result(r);
+        return r;
     }
     cluster::RouterOptions router_options = p.config.router_options;
     router_options.replica_capacity_blocks = sc.replica.kv_cache.num_gpu_blocks;

@@ -30,6 +30,9 @@ struct PreparedExperiment {
     // shared read-only by every point of a sweep that reads the same trace the same way.
     std::shared_ptr<const cache::OrderOnlyTrace> order_only_trace;
     std::string profile_mismatch;  // what differs between the profile and the experiment (allow_profile_mismatch)
+    // cluster.disaggregation: each pool prepared on its own GPU and tensor-parallel size (unset otherwise).
+    std::shared_ptr<const PreparedExperiment> prefill_pool;
+    std::shared_ptr<const PreparedExperiment> decode_pool;
 };
 
 // What a run measured, decided after it (docs/OUTPUTS.md "status"), in order of precedence:

@@ -269,6 +269,26 @@ std::vector<Field> fields_one(const ExperimentResult& r) {
         out.push_back({"snapshots_peak", h.peak_snapshots, true});
         out.push_back({"state_admission_waits", h.num_admission_waits, true});
     }
+    if (const auto& d = r.sim.disaggregation) {
+        // cluster.disaggregation (docs/CLUSTER.md): the decode side's reads of the prefill KV, each pool's busy time;
+        // the prefix-cache figures above are the prefill pool's.
+        const bool read = d->num_transfers > 0;
+        out.push_back({"prefill_replicas", static_cast<std::int64_t>(d->num_prefill_replicas)});
+        out.push_back({"decode_replicas", static_cast<std::int64_t>(d->num_decode_replicas)});
+        out.push_back({"kv_transfers", d->num_transfers, true});
+        out.push_back({"kv_transfer_gb", d->transfer_bytes / 1e9, true});
+        out.push_back({"kv_transfer_ms_mean", opt(read, d->transfer_ms_mean), true});
+        out.push_back({"kv_transfer_ms_p50", opt(read, d->transfer_ms_p50), true});
+        out.push_back({"kv_transfer_ms_p90", opt(read, d->transfer_ms_p90), true});
+        out.push_back({"kv_transfer_ms_p99", opt(read, d->transfer_ms_p99), true});
+        out.push_back({"kv_transfer_ms_max", opt(read, d->transfer_ms_max), true});
+        out.push_back({"decode_local_hit_tokens", d->decode_local_hit_tokens, true});
+        out.push_back({"prefill_busy_fraction", d->prefill_busy_fraction, true});
+        out.push_back({"decode_busy_fraction", d->decode_busy_fraction, true});
+        out.push_back({"prefill_ttft_ms_mean", opt(finished, d->prefill_ttft_ms_mean), true});
+        out.push_back({"prefill_ttft_ms_p99", opt(finished, d->prefill_ttft_ms_p99), true});
+        out.push_back({"prefill_held_peak", d->peak_held_requests, true});
+    }
     // A swept key that shares its name with a resolved figure (engine.max_model_len, cost_model, vllm_version, …):
     // the sweep column keeps the requested value, the resolved one is effective_<name>.
     for (std::size_t i = 1 + r.config.columns.size(); i < out.size(); ++i) {

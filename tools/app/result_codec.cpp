@@ -199,7 +199,31 @@ void fields(IO& io, T& s)
     requires std::is_same_v<std::remove_const_t<T>, cluster::SimulationResult>
 {
     io(s.summary, s.timeseries, s.total_cost, s.num_events, s.num_unfinished, s.hit_max_time, s.stopped_overloaded,
-       s.hybrid_state);
+       s.hybrid_state, s.disaggregation);
+}
+
+template <typename IO, typename T>
+void fields(IO& io, T& d)
+    requires std::is_same_v<std::remove_const_t<T>, cluster::DisaggregationStats>
+{
+    io(d.num_prefill_replicas, d.num_decode_replicas, d.num_transfers, d.transfer_bytes, d.transfer_ms_mean,
+       d.transfer_ms_p50, d.transfer_ms_p90, d.transfer_ms_p99, d.transfer_ms_max, d.decode_local_hit_tokens,
+       d.prefill_busy_fraction, d.decode_busy_fraction, d.prefill_prefix_queries, d.prefill_prefix_hits,
+       d.prefill_ttft_ms_mean, d.prefill_ttft_ms_p99, d.peak_held_requests);
+}
+
+template <typename IO, typename T>
+void fields(IO& io, T& p)
+    requires std::is_same_v<std::remove_const_t<T>, cluster::PoolSettings>
+{
+    io(p.replicas, p.gpu, p.tensor_parallel_size, p.first_gpu, p.line);
+}
+
+template <typename IO, typename T>
+void fields(IO& io, T& d)
+    requires std::is_same_v<std::remove_const_t<T>, cluster::DisaggregationSettings>
+{
+    io(d.prefill, d.decode, d.kv_connector, d.file, d.key, d.line);
 }
 
 template <typename IO, typename T>
@@ -255,7 +279,7 @@ void fields(IO& io, T& c)
     io(c.file, c.name, c.columns, c.seed, c.model, c.gpu, c.cost_model, c.engine, c.replicas, c.router, c.workload,
        c.warmup_s, c.max_time_s, c.max_time_given, c.goodput, c.replicates, c.allow_profile_mismatch,
        c.check_invariants, c.exact_percentiles, c.keep_request_records, c.stop_when_waiting_exceeds, c.order_only,
-       c.capacity_tokens, c.topology, c.kv_connector, c.router_options);
+       c.capacity_tokens, c.topology, c.kv_connector, c.router_options, c.disaggregation);
 }
 
 template <typename IO, typename T>

@@ -30,7 +30,7 @@ void decode_result(std::string_view bytes, ExperimentResult& r);
 // field the codec missed would be lost on its way between ranks, and MPI output would differ).
 struct CodecFieldCounts {
     static constexpr std::size_t kExperimentResult = 17;  // 14 encoded + config, plan, replicate_runs
-    static constexpr std::size_t kSimulationResult = 8;
+    static constexpr std::size_t kSimulationResult = 9;
     static constexpr std::size_t kHybridStateStats = 7;
     static constexpr std::size_t kSummary = 33;
     static constexpr std::size_t kDistribution = 7;
@@ -40,11 +40,14 @@ struct CodecFieldCounts {
     static constexpr std::size_t kRejectionStats = 4;
     static constexpr std::size_t kRunningMoments = 3;
     static constexpr std::size_t kOrderOnlyResult = 9;
-    static constexpr std::size_t kExperimentConfig = 26;
+    static constexpr std::size_t kExperimentConfig = 27;
     static constexpr std::size_t kKvConnectorSettings = 9;
     static constexpr std::size_t kRouterOptions = 6;
     static constexpr std::size_t kEngineSettings = 29;
     static constexpr std::size_t kGoodputConfig = 3;
+    static constexpr std::size_t kDisaggregationStats = 17;
+    static constexpr std::size_t kPoolSettings = 5;
+    static constexpr std::size_t kDisaggregationSettings = 6;
 };
 
 }  // namespace servesim::app

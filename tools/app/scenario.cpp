@@ -26,7 +26,7 @@ namespace {
 namespace fs = std::filesystem;
 
 const std::vector<std::string_view> kClusterKeys = {"replicas", "router", "router_config", "topology",
-                                                    "kv_connector"};
+                                                    "kv_connector", "disaggregation"};
 
 // Merges mapping layers key by key (later layers win); maps present in several layers merge recursively. Every
 // value is assigned once into a fresh node, so the source nodes (and their line marks) are never modified.
@@ -279,6 +279,21 @@ ExperimentConfig parse_experiment(const YamlMap& m, const std::string& base_dir)
         }
         if (c.has("kv_connector")) {
             x.kv_connector = cluster::parse_kv_connector(c.map("kv_connector"));
+        }
+        if (c.has("disaggregation")) {
+            // The pools give the replica counts; the reads need the topology; one connector per engine.
+            if (c.has("replicas")) {
+                c.fail("replicas", "not with cluster.disaggregation: give prefill.replicas and decode.replicas");
+            }
+            if (!x.topology) {
+                c.fail("disaggregation", "needs cluster.topology: the KV of each prefill is read over its links");
+            }
+            if (x.kv_connector) {
+                c.fail("kv_connector", "not with cluster.disaggregation: one KV connector per engine (the "
+                                       "NixlConnector)");
+            }
+            x.disaggregation = cluster::parse_disaggregation(c.map("disaggregation"));
+            x.replicas = x.disaggregation->prefill.replicas + x.disaggregation->decode.replicas;
         }
     }
     const YamlMap w = m.map("workload");

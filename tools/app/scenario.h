@@ -15,6 +15,7 @@
 
 #include "common/yaml_reader.h"
 #include "sim/cache/memory_plan.h"
+#include "sim/cluster/disaggregation.h"
 #include "sim/cluster/kv_store.h"
 #include "sim/cluster/router.h"
 #include "sim/cluster/topology.h"
@@ -87,6 +88,8 @@ struct ExperimentConfig {
     std::shared_ptr<const cluster::Topology> topology;
     std::optional<cluster::KvConnectorSettings> kv_connector;
     cluster::RouterOptions router_options;  // cluster.router_config (llm_d, dynamo_kv)
+    // cluster.disaggregation: prefill and decode pools (sim/cluster/disaggregation.h; docs/CLUSTER.md).
+    std::optional<cluster::DisaggregationSettings> disaggregation;
     YAML::Node workload;               // validated by workloads::validate_workload
     double warmup_s = 0;
     double max_time_s = 24 * 3600.0;  // the default stop (docs/OUTPUTS.md); a run that reaches it is truncated

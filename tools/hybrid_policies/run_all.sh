@@ -9,7 +9,7 @@ bin=./build/tools/servesim
 out=out/hybrid-policies
 mkdir -p "$out"
 start_ns=$(date +%s%N)
-for s in tenants tenants-fp8 agentic models mooncake; do
+for s in tenants tenants-fp8 agentic models mooncake mooncake-order-only; do
   "$bin" sweep scenarios/hybrid-policies/$s.yaml --format csv > "$out/$s.csv"
 done
 for m in Qwen3.5-4B Nemotron-H-8B; do

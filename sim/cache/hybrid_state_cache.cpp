@@ -294,6 +294,27 @@ bool HybridStateCache::insert(core::BlockHash key, std::int64_t position, bool e
 void HybridStateCache::evict_one(std::optional<core::BlockHash> protect) {
     scratch_.clear();
     std::vector<std::size_t> where;
+    // Orphans first (set_attention_cached): the least recently used snapshot whose attention block is gone.
+    if (attention_cached_) {
+        std::optional<std::size_t> orphan;
+        for (std::size_t i = 0; i < snapshots_.size(); ++i) {
+            const Entry& e = snapshots_[i];
+            if (protect && e.snapshot.key == *protect) {
+                continue;
+            }
+            const core::BlockHash anchor = e.partial ? core::BlockHash{e.base} : e.snapshot.key;
+            const bool reachable = (e.partial && e.base == BlockHasher::kNoneHashSeed) || attention_cached_(anchor);
+            if (!reachable && (!orphan || e.snapshot.last_use < snapshots_[*orphan].snapshot.last_use)) {
+                orphan = i;
+            }
+        }
+        if (orphan) {
+            erase_at(*orphan);
+            ++stats_.num_evictions;
+            ++stats_.num_orphans_evicted;
+            return;
+        }
+    }
     for (std::size_t i = 0; i < snapshots_.size(); ++i) {
         if (protect && snapshots_[i].snapshot.key == *protect) {
             continue;

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -35,6 +36,7 @@ struct HybridStateStats {
     std::int64_t num_snapshots_taken = 0;    // snapshots inserted
     std::int64_t num_evictions = 0;
     std::int64_t num_admission_waits = 0;    // allocations refused for want of a live state slot
+    std::int64_t num_orphans_evicted = 0;    // of num_evictions: snapshots whose attention KV was gone
     std::int64_t peak_snapshots = 0;
 };
 
@@ -69,6 +71,13 @@ public:
     // Finish or preemption: the live slots return; the end state stays as a snapshot if the policy keeps it.
     void release(core::RequestId id);
     void begin_step() { ++step_; }
+    // Whether the attention pool still caches a block hash (KvCacheManager passes its block pool's lookup). With it,
+    // eviction takes orphans first: snapshots whose attention block at their position (for a partial state, the
+    // block below) is no longer cached, so no lookup can reach them — SGLang evicts a radix leaf's KV and state
+    // together and never keeps a state without its KV (docs/HYBRID-POLICIES.md "Joint eviction").
+    void set_attention_cached(std::function<bool(core::BlockHash)> attention_cached) {
+        attention_cached_ = std::move(attention_cached);
+    }
     void count_admission_wait() { ++stats_.num_admission_waits; }
     // Snapshots inserted since the last call (the step cost model charges their copies).
     [[nodiscard]] std::int64_t take_snapshots_scheduled() { return std::exchange(snapshots_scheduled_, 0); }
@@ -123,6 +132,7 @@ private:
     [[nodiscard]] double flops_saved(std::int64_t position) const;
 
     std::unique_ptr<HybridCachePolicy> policy_;
+    std::function<bool(core::BlockHash)> attention_cached_;  // empty: every snapshot counts as reachable
     int block_size_tokens_;
     std::int64_t num_slots_;
     double linear_flops_per_token_;

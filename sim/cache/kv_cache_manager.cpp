@@ -16,6 +16,10 @@ struct KvCacheManager::Impl {
     explicit Impl(const KvCacheConfig& config) : enable_caching(config.enable_prefix_caching), coordinator(config) {
         if (config.hybrid_state) {
             state_cache = std::make_unique<HybridStateCache>(*config.hybrid_state, coordinator.hash_block_size_tokens());
+            // Joint eviction (docs/HYBRID-POLICIES.md): a state whose attention block is gone goes first.
+            state_cache->set_attention_cached([this](core::BlockHash h) {
+                return coordinator.block_pool().get_cached_block(h, 0).has_value();
+            });
         }
     }
 

@@ -190,6 +190,38 @@ TEST_CASE("KvCacheManager with sglang-no-buffer: a hit inside a block takes its 
     CHECK(m.num_blocks_held(b.id) == 8);  // ceil(120 / 16): 3 hit blocks + 5 new
 }
 
+TEST_CASE("Joint eviction: a state whose attention block the pool evicted goes before an older reachable one",
+          "[cache][hybrid]") {
+    // SGLang never keeps a state without its KV (evict_full takes a radix leaf's KV and state together). Here the
+    // pools are apart, so an orphaned state is evicted first. 4 attention blocks of 16; checkpoint K = 32, 3 slots.
+    //   A (64 tokens): states at 32 and 64; its blocks a0..a3 are freed last block first: queue a3, a2, a1, a0.
+    //   C (32 other tokens) takes 2 blocks from the head: a3 and a2 go, so A's state at 64 has no attention block
+    //   at its position. C's interval state at 32 needs a slot (C's live state + 2 snapshots fill 3): plain LRU
+    //   would drop A's 32 (the oldest), orphans-first drops A's 64 → states {32 (A), 32 (C)}.
+    KvCacheConfig kv;
+    kv.num_gpu_blocks = 5;  // 4 + the null block
+    kv.groups = {KvCacheGroup{KvGroupKind::kFullAttention, kB, 0, 8}};
+    kv.hybrid_state = config("checkpoint", 3, 32);
+    KvCacheManager m(kv);
+    const HybridStateCache* states = m.hybrid_state_cache();
+    REQUIRE(states != nullptr);
+    TestRequest a(1, {{content(1), 64}}, kB);
+    REQUIRE(testing::admit(m, a) == 0);
+    m.free(a.id);
+    m.begin_step();
+    REQUIRE(states->snapshot_positions() == Positions{32, 64});
+    TestRequest c(3, {{content(3), 32}}, kB);
+    REQUIRE(testing::admit(m, c) == 0);
+    CHECK(states->snapshot_positions() == Positions{32, 32});
+    CHECK(states->stats().num_evictions == 1);
+    CHECK(states->stats().num_orphans_evicted == 1);
+    // A's first 32 tokens are still reachable: a repeat of A resumes there.
+    m.free(c.id);
+    m.begin_step();
+    TestRequest a2(4, {{content(1), 64}}, kB);
+    CHECK(m.get_computed_blocks(a2.view()).num_tokens == 32);
+}
+
 TEST_CASE("sglang-extra-buffer holds three slots per request and caches only tracked positions", "[cache][hybrid]") {
     // Track interval 32. A: chunks (0, 48], (48, 100], 3 decode steps. (0, 48] is non-final: the last tracked
     // position in it is 32 → a state at 32. The end state is the last tracked position reached: 96 (64 < 96 ≤ 103).

@@ -178,6 +178,7 @@ std::vector<Field> fields_order_only(const ExperimentResult& r) {
                                                                       s.prefix_cache_queries, 1)))});
             out.push_back({"snapshots_taken", h.num_snapshots_taken});
             out.push_back({"snapshots_evicted", h.num_evictions});
+            out.push_back({"snapshots_evicted_orphan", h.num_orphans_evicted});
         }
         return out;
     }
@@ -296,6 +297,7 @@ std::vector<Field> fields_one(const ExperimentResult& r) {
         out.push_back({"snapshots_evicted", h.num_evictions, true});
         out.push_back({"snapshots_peak", h.peak_snapshots, true});
         out.push_back({"state_admission_waits", h.num_admission_waits, true});
+        out.push_back({"snapshots_evicted_orphan", h.num_orphans_evicted, true});
     }
     // A swept key that shares its name with a resolved figure (engine.max_model_len, cost_model, vllm_version, …):
     // the sweep column keeps the requested value, the resolved one is effective_<name>.

@@ -44,7 +44,7 @@ public:
     [[nodiscard]] bool token_granular() const override { return true; }
 
     void positions_to_snapshot(const ScheduledRange& r, std::vector<std::int64_t>& out) const override {
-        if (r.to_tokens < r.num_prompt_tokens) {
+        if (!r.prompt_done) {
             if (const std::int64_t p = r.token_positions ? r.to_tokens : last_boundary(r); p > r.from_tokens) {
                 out.push_back(p);
             }
@@ -67,7 +67,7 @@ public:
     [[nodiscard]] int live_slots_per_request() const override { return 3; }
 
     void positions_to_snapshot(const ScheduledRange& r, std::vector<std::int64_t>& out) const override {
-        if (r.to_tokens >= r.num_prompt_tokens) {
+        if (r.prompt_done) {
             return;
         }
         std::int64_t last = r.to_tokens / track_interval_tokens_ * track_interval_tokens_;
@@ -205,7 +205,8 @@ const std::array<HybridPolicyEntry, 5> kPolicies = {{
     {"vllm", "vLLM: states are pages of the shared block pool (mamba_cache_mode align/all, per vllm_version)", 0,
      nullptr},
     {"sglang-no-buffer",
-     "SGLang MambaRadixCache, no_buffer: a state at every prefill chunk end and at each sequence end, path LRU", 0,
+     "SGLang MambaRadixCache, no_buffer: a state at every prefill chunk end and sequence end, to the token; path LRU",
+     0,
      &make_plain<SglangNoBuffer>},
     {"sglang-extra-buffer",
      "SGLang MambaRadixCache, extra_buffer: +2 tracking states per request, states every track interval and at "

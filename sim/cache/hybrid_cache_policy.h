@@ -44,6 +44,9 @@ struct ScheduledRange {
     int block_size_tokens = 16;
     // The request's tokens are known (its content was passed), so a token-granular policy may name any position.
     bool token_positions = false;
+    // The step computes the prompt's last token (the range's end as scheduled, before it is cut to the hashed
+    // blocks): not a "non-final chunk" even where to_tokens falls short of num_prompt_tokens.
+    bool prompt_done = false;
 };
 
 class HybridCachePolicy {

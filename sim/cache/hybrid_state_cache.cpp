@@ -209,6 +209,7 @@ void HybridStateCache::on_scheduled(core::RequestId id, std::span<const core::Bl
     t.offered_to_tokens = cached_to;
     ScheduledRange range{offered_from, cached_to, num_prompt_tokens, t.branch_point_tokens, block_size_tokens_};
     range.token_positions = tokens;
+    range.prompt_done = to_tokens >= num_prompt_tokens;
     std::vector<std::int64_t> positions;
     policy_->positions_to_snapshot(range, positions);
     for (const std::int64_t p : positions) {

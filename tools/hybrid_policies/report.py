@@ -370,9 +370,15 @@ def main():
         "- **marconi** comes close to checkpoint with fewer snapshots (fewer copies). Under state-pool pressure it "
         "beats the SGLang strategies, because its FLOP-aware eviction keeps the deep states. Without the "
         "paper's α tuning it can drop a shared prefix's state (TTFT p99).\n"
-        "- **SGLang no_buffer** is close when chunk ends fall near the shared prefix. **extra_buffer** pays 3 slots "
-        "per request and a track interval of up to 255 tokens a turn. It loses on these workloads, which have no "
-        "speculative decoding or overlap scheduling for its buffers to help.\n")
+        "- **SGLang no_buffer** (token-granular states, as SGLang's page size 1) is second to checkpoint at 10–20 "
+        f"tenants ({pct(g(tenants, 'sglang-no-buffer', '', 20, 'prefix_cache_hit_rate'))} at 20): a turn resumes from "
+        "the exact end of the previous one. Under state-pool pressure (40 tenants and more) marconi passes it: the "
+        "path LRU drops the shallow system-prompt state first, and a chunk end only rarely falls at the shared "
+        "prefix's end. **extra_buffer** pays 3 slots per request and a track interval of up to 255 tokens a turn. "
+        "It loses on these workloads, which have no speculative decoding or overlap scheduling for its buffers to "
+        "help.\n"
+        "- **One large pool, order-only (Mooncake, §6):** checkpoint's interval states win at every size; vLLM's "
+        "unsplit pool is second at 1 TiB, where the trace's reuse needs millions of tokens of attention KV.\n")
     md.append("## Not covered\n")
     md.append(
         "- The attention KV stays in 16-token blocks for every policy: sglang-no-buffer's states are token-"

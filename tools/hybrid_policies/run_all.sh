@@ -19,7 +19,8 @@ done
   --format json > "$out/inspect-Qwen3-Next-80B-A3B.json"
 end_ns=$(date +%s%N)
 # Wall time, the CPU time of the runs (what a quiet machine would take, about) and the load they shared it with.
-cpu_s=$(times | tail -1 | awk '{ split($1, u, "m"); split($2, s, "m"); printf "%.0f", u[1] * 60 + u[2] + s[1] * 60 + s[2] }')
+times > "$out/times.txt"  # in this shell: its second line is the CPU time of the commands it ran
+cpu_s=$(tail -1 "$out/times.txt" | awk '{ split($1, u, "m"); split($2, s, "m"); printf "%.0f", u[1] * 60 + u[2] + s[1] * 60 + s[2] }')
 load=$(cut -d' ' -f1-3 /proc/loadavg)
 wall_s=$(( (end_ns - start_ns) / 1000000000 ))
 echo "run_all: all hybrid-policy scenarios in ${wall_s} s wall, ${cpu_s} s CPU, load average ${load}" >&2

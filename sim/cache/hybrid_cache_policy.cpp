@@ -33,16 +33,19 @@ bool in_range(std::int64_t p, const ScheduledRange& r) { return p > r.from_token
 
 // SGLang MambaRadixCache with --mamba-scheduler-strategy no_buffer (python/sglang/srt/mem_cache/
 // mamba_radix_cache.py): cache_unfinished_req copies the running state into a new slot at the end of every
-// non-final prefill chunk; cache_finished_req donates the request's own state at the end of its sequence; a match
-// refreshes the whole matched path, parents older than children, so shallower states are evicted first
-// (_match_post_processor); evict_mamba drops the least recently used unlocked state.
+// non-final prefill chunk (len(fill_ids), any token); cache_finished_req donates the request's own state at the
+// end of its sequence (its committed KV length); no_buffer requires page size 1, so _match_prefix_helper matches
+// token by token and stops at the deepest node holding a state; a match refreshes the whole matched path, parents
+// older than children, so shallower states are evicted first (_match_post_processor); evict_mamba drops the least
+// recently used unlocked state.
 class SglangNoBuffer : public HybridCachePolicy {
 public:
     [[nodiscard]] std::string_view name() const override { return "sglang-no-buffer"; }
+    [[nodiscard]] bool token_granular() const override { return true; }
 
     void positions_to_snapshot(const ScheduledRange& r, std::vector<std::int64_t>& out) const override {
-        if (r.to_tokens < r.num_prompt_tokens) {
-            if (const std::int64_t p = last_boundary(r); p > 0) {
+        if (!r.prompt_done) {
+            if (const std::int64_t p = r.token_positions ? r.to_tokens : last_boundary(r); p > r.from_tokens) {
                 out.push_back(p);
             }
         }
@@ -64,7 +67,7 @@ public:
     [[nodiscard]] int live_slots_per_request() const override { return 3; }
 
     void positions_to_snapshot(const ScheduledRange& r, std::vector<std::int64_t>& out) const override {
-        if (r.to_tokens >= r.num_prompt_tokens) {
+        if (r.prompt_done) {
             return;
         }
         std::int64_t last = r.to_tokens / track_interval_tokens_ * track_interval_tokens_;
@@ -202,7 +205,8 @@ const std::array<HybridPolicyEntry, 5> kPolicies = {{
     {"vllm", "vLLM: states are pages of the shared block pool (mamba_cache_mode align/all, per vllm_version)", 0,
      nullptr},
     {"sglang-no-buffer",
-     "SGLang MambaRadixCache, no_buffer: a state at every prefill chunk end and at each sequence end, path LRU", 0,
+     "SGLang MambaRadixCache, no_buffer: a state at every prefill chunk end and sequence end, to the token; path LRU",
+     0,
      &make_plain<SglangNoBuffer>},
     {"sglang-extra-buffer",
      "SGLang MambaRadixCache, extra_buffer: +2 tracking states per request, states every track interval and at "

@@ -42,6 +42,11 @@ struct ScheduledRange {
     std::int64_t num_prompt_tokens = 0;
     std::int64_t branch_point_tokens = 0;  // set by the last lookup (0 = none)
     int block_size_tokens = 16;
+    // The request's tokens are known (its content was passed), so a token-granular policy may name any position.
+    bool token_positions = false;
+    // The step computes the prompt's last token (the range's end as scheduled, before it is cut to the hashed
+    // blocks): not a "non-final chunk" even where to_tokens falls short of num_prompt_tokens.
+    bool prompt_done = false;
 };
 
 class HybridCachePolicy {
@@ -51,8 +56,12 @@ public:
     [[nodiscard]] virtual std::string_view name() const = 0;
     // State slots a running request holds: its live state plus any tracking buffers.
     [[nodiscard]] virtual int live_slots_per_request() const { return 1; }
-    // Positions (multiples of the block size, in (from, to]) whose states become snapshots when the range is
-    // scheduled, in increasing order.
+    // Whether states sit at any token position (SGLang's radix tree at page size 1) rather than at block boundaries:
+    // chunk ends and sequence ends are kept where they are, and a lookup finds a state inside a partial block (its
+    // snapshot then also holds that block's KV tail, fewer than B tokens; docs/HYBRID-POLICIES.md).
+    [[nodiscard]] virtual bool token_granular() const { return false; }
+    // Positions in (from, to] — multiples of the block size unless range.token_positions — whose states become
+    // snapshots when the range is scheduled, in increasing order.
     virtual void positions_to_snapshot(const ScheduledRange& range, std::vector<std::int64_t>& out) const = 0;
     // Whether a position reached while running may serve as the request's end state (kept when it is released).
     [[nodiscard]] virtual bool trackable(std::int64_t position_tokens, const ScheduledRange& range) const = 0;

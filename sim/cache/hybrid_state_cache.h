@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -17,9 +18,16 @@
 
 #include "sim/cache/hybrid_cache_policy.h"
 #include "sim/cache/kv_cache_manager.h"
+#include "sim/core/content.h"
 #include "sim/core/ids.h"
 
 namespace servesim::cache {
+
+// The key of a state after `to_tokens` tokens that is not on a block boundary: the chain hash `base` of the
+// boundary `from_tokens` below it (BlockHasher::kNoneHashSeed at 0), extended over the tokens (from, to] of
+// `content` with BlockHasher's piece rule, and tagged so it can never equal a full block's hash.
+[[nodiscard]] core::BlockHash partial_state_key(std::uint64_t base, const core::TokenContent& content,
+                                                std::int64_t from_tokens, std::int64_t to_tokens);
 
 struct HybridStateStats {
     std::int64_t num_lookups = 0;
@@ -28,6 +36,7 @@ struct HybridStateStats {
     std::int64_t num_snapshots_taken = 0;    // snapshots inserted
     std::int64_t num_evictions = 0;
     std::int64_t num_admission_waits = 0;    // allocations refused for want of a live state slot
+    std::int64_t num_orphans_evicted = 0;    // of num_evictions: snapshots whose attention KV was gone
     std::int64_t peak_snapshots = 0;
 };
 
@@ -38,9 +47,16 @@ public:
     // Position p is served by the snapshot keyed hashes[p / B − 1]. Walks p = max_tokens, max_tokens − B, … and
     // returns the first snapshot found that was not inserted in this step (0 if none), refreshing it (and, for
     // policies that say so, the shallower snapshots of the path, parents older).
-    [[nodiscard]] std::int64_t find_longest_state_hit(std::span<const core::BlockHash> hashes, std::int64_t max_tokens);
-    // Records a lookup's outcome: statistics, and the branch point the policy derives from it.
+    // A token-granular policy given the request's `content` also finds snapshots inside a partial block: a state at
+    // q < s < q + B (q a block boundary ≤ max_tokens, s ≤ max_state_tokens, the request's P − 1) is keyed by the
+    // chain hash at q and the tokens (q, s] (partial_state_key); the deepest one wins.
+    [[nodiscard]] std::int64_t find_longest_state_hit(std::span<const core::BlockHash> hashes, std::int64_t max_tokens,
+                                                      const core::TokenContent* content = nullptr,
+                                                      std::int64_t max_state_tokens = 0);
+    // Records a lookup's outcome: statistics, the branch point the policy derives from it, and the hit's key.
     void note_lookup(core::RequestId id, std::int64_t attention_hit_tokens, std::int64_t state_hit_tokens);
+    // The key of the snapshot the request's last lookup hit (nullopt: none), protected while it is admitted.
+    [[nodiscard]] std::optional<core::BlockHash> hit_key(core::RequestId id) const;
 
     [[nodiscard]] bool holds_live_state(core::RequestId id) const;
     // Whether a request can get its live slots now, counting snapshots that could be evicted (not `protect`).
@@ -48,11 +64,20 @@ public:
     // Takes the live slots (evicting snapshots other than `protect` as needed); call after can_admit.
     void admit(core::RequestId id, std::optional<core::BlockHash> protect);
     // The range (from, to] of a request is scheduled: snapshots the policy asks for, and the end-state position.
+    // `content` (optional): the request's tokens, for token-granular policies (positions off block boundaries).
     void on_scheduled(core::RequestId id, std::span<const core::BlockHash> hashes, std::int64_t from_tokens,
-                      std::int64_t to_tokens, std::int64_t num_prompt_tokens);
+                      std::int64_t to_tokens, std::int64_t num_prompt_tokens,
+                      const core::TokenContent* content = nullptr);
     // Finish or preemption: the live slots return; the end state stays as a snapshot if the policy keeps it.
     void release(core::RequestId id);
     void begin_step() { ++step_; }
+    // Whether the attention pool still caches a block hash (KvCacheManager passes its block pool's lookup). With it,
+    // eviction takes orphans first: snapshots whose attention block at their position (for a partial state, the
+    // block below) is no longer cached, so no lookup can reach them — SGLang evicts a radix leaf's KV and state
+    // together and never keeps a state without its KV (docs/HYBRID-POLICIES.md "Joint eviction").
+    void set_attention_cached(std::function<bool(core::BlockHash)> attention_cached) {
+        attention_cached_ = std::move(attention_cached);
+    }
     void count_admission_wait() { ++stats_.num_admission_waits; }
     // Snapshots inserted since the last call (the step cost model charges their copies).
     [[nodiscard]] std::int64_t take_snapshots_scheduled() { return std::exchange(snapshots_scheduled_, 0); }
@@ -72,16 +97,21 @@ private:
         std::int64_t branch_point_tokens = 0;
         std::int64_t end_position_tokens = 0;
         core::BlockHash end_key{};
+        std::optional<std::uint64_t> end_base;  // end_key is a partial key over this base
         // Positions up to here have been offered to the policy. Under async scheduling a decode step is scheduled
         // before its input token is appended, so a boundary's hash can arrive a step after the step that crossed
         // it; the next call offers it then.
         std::int64_t offered_to_tokens = -1;
         std::optional<core::BlockHash> resumed_key;  // the snapshot its hit resumed from
+        std::optional<core::BlockHash> hit_key;      // the snapshot its last lookup hit
     };
     struct Entry {
         StateSnapshot snapshot;
         std::uint64_t inserted_step = 0;
         bool end_state = false;  // kept when a request was released (not a chunk / interval / branch state)
+        // Off a block boundary (token-granular policies): the chain hash at the boundary below, its index key.
+        bool partial = false;
+        std::uint64_t base = 0;
     };
 
     [[nodiscard]] std::int64_t num_free_slots() const {
@@ -89,12 +119,20 @@ private:
     }
     // Inserts (or refreshes) the snapshot at `position` keyed `key`; evicts one if the pool is full; false when
     // nothing can make room.
-    bool insert(core::BlockHash key, std::int64_t position, bool end_state = false);
+    // `partial_base`: set for a state off a block boundary (the chain hash of the boundary below it).
+    bool insert(core::BlockHash key, std::int64_t position, bool end_state = false,
+                std::optional<std::uint64_t> partial_base = std::nullopt);
+    [[nodiscard]] std::optional<std::uint64_t> partial_base(std::span<const core::BlockHash> hashes,
+                                                            std::int64_t position) const;
+    // The key of the state after `position` tokens: the block hash there, or off a boundary the partial key.
+    [[nodiscard]] core::BlockHash key_at(std::span<const core::BlockHash> hashes, const core::TokenContent* content,
+                                         std::int64_t position) const;
     void evict_one(std::optional<core::BlockHash> protect);
     void erase_at(std::size_t index);
     [[nodiscard]] double flops_saved(std::int64_t position) const;
 
     std::unique_ptr<HybridCachePolicy> policy_;
+    std::function<bool(core::BlockHash)> attention_cached_;  // empty: every snapshot counts as reachable
     int block_size_tokens_;
     std::int64_t num_slots_;
     double linear_flops_per_token_;
@@ -103,9 +141,12 @@ private:
     std::uint64_t clock_ = 0;
     std::uint64_t step_ = 1;
     std::int64_t snapshots_scheduled_ = 0;
+    std::optional<core::BlockHash> last_hit_key_;  // of the last find_longest_state_hit
     std::vector<Entry> snapshots_;                                   // dense; order irrelevant (ties by last_use)
     std::unordered_map<std::uint64_t, std::size_t> index_of_;        // key → position in snapshots_ (never iterated)
     std::unordered_map<std::uint64_t, Tracked> tracked_;             // by request id (never iterated for output)
+    // Partial snapshots by the chain hash of the boundary below them (base → key; lookups only, never iterated).
+    std::unordered_multimap<std::uint64_t, std::uint64_t> partial_by_base_;
     std::vector<StateSnapshot> scratch_;
     HybridStateStats stats_;
 };

@@ -46,6 +46,11 @@ void apply_hybrid_state_pool(MemoryPlan& plan, const HybridStatePoolRequest& req
                                       hs.params.checkpoint_interval_tokens, req.policy, b));
     }
     hs.state_bytes = plan.state_bytes_per_sequence;
+    if (find_hybrid_policy(req.policy)->make(hs.params)->token_granular()) {
+        // A state off a block boundary also holds its partial block's attention KV (fewer than B tokens), which the
+        // block pool does not cache: each slot is charged B − 1 tokens of it.
+        hs.state_bytes += static_cast<std::int64_t>(b - 1) * plan.kv_bytes_per_token;
+    }
     hs.linear_flops_per_token = req.linear_flops_per_token;
     hs.attention_flops_per_work = req.attention_flops_per_work;
     const double total = static_cast<double>(plan.kv_cache_memory_bytes);

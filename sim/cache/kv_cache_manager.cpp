@@ -16,6 +16,10 @@ struct KvCacheManager::Impl {
     explicit Impl(const KvCacheConfig& config) : enable_caching(config.enable_prefix_caching), coordinator(config) {
         if (config.hybrid_state) {
             state_cache = std::make_unique<HybridStateCache>(*config.hybrid_state, coordinator.hash_block_size_tokens());
+            // Joint eviction (docs/HYBRID-POLICIES.md): a state whose attention block is gone goes first.
+            state_cache->set_attention_cached([this](core::BlockHash h) {
+                return coordinator.block_pool().get_cached_block(h, 0).has_value();
+            });
         }
     }
 
@@ -71,7 +75,7 @@ CacheHit KvCacheManager::get_computed_blocks(const CacheRequest& req) {
         // The hit ends where a state exists: the deepest snapshot not beyond the attention hit (the tokens between
         // are recomputed); attention blocks past it are not taken.
         const std::int64_t attention_hit = hit.num_tokens;
-        hit.num_tokens = states->find_longest_state_hit(hashes, attention_hit);
+        hit.num_tokens = states->find_longest_state_hit(hashes, attention_hit, req.content, max_cache_hit_length);
         for (auto& blocks : hit.blocks_per_group) {
             blocks.resize(std::min<std::size_t>(blocks.size(), static_cast<std::size_t>(hit.num_tokens / block_size)));
         }
@@ -106,10 +110,7 @@ bool KvCacheManager::allocate_slots(const CacheRequest& req, std::int64_t num_ne
     // A request's first allocation also needs its live state slot(s); the hit's snapshot is copied into it, so it
     // must not be the one evicted to make room (SGLang's copy-on-write of the matched mamba value).
     const bool first = !states->holds_live_state(req.id);
-    std::optional<core::BlockHash> protect;
-    if (hit.num_tokens > 0) {
-        protect = hashes_of(req)[static_cast<std::size_t>(hit.num_tokens / impl_->coordinator.hash_block_size_tokens() - 1)];
-    }
+    const std::optional<core::BlockHash> protect = hit.num_tokens > 0 ? states->hit_key(req.id) : std::nullopt;
     if (first && !states->can_admit(protect)) {
         states->count_admission_wait();
         return false;
@@ -123,7 +124,7 @@ bool KvCacheManager::allocate_slots(const CacheRequest& req, std::int64_t num_ne
     }
     const std::int64_t from = req.num_computed_tokens + hit.num_tokens;
     states->on_scheduled(req.id, hashes_of(req), from, std::min(from + num_new_tokens, req.num_tokens),
-                         req.num_prompt_tokens);
+                         req.num_prompt_tokens, req.content);
     return true;
 }
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "sim/cache/hybrid_cache_policy.h"
+#include "sim/core/content.h"
 #include "sim/core/ids.h"
 
 namespace servesim::cache {
@@ -103,6 +104,9 @@ struct CacheRequest {
     // The running fast path's summary (owned by the request, kept current by allocate_slots, cache_blocks and
     // free(const CacheRequest&)). nullptr: none kept, every call takes the full path.
     KvRunningSummary* kv_summary = nullptr;
+    // The request's tokens (owned by the request), for hybrid state policies that keep states off block boundaries
+    // (HybridCachePolicy::token_granular); nullptr: block boundaries only.
+    const core::TokenContent* content = nullptr;
 };
 
 // vLLM PrefixCacheStats: units are tokens, one record per lookup attempt (vllm-v1-behaviour.md §3.5).

@@ -221,6 +221,7 @@ SimulationResult Simulation::run() {
             sum.num_snapshots_taken += one.num_snapshots_taken;
             sum.num_evictions += one.num_evictions;
             sum.num_admission_waits += one.num_admission_waits;
+            sum.num_orphans_evicted += one.num_orphans_evicted;
             sum.peak_snapshots += one.peak_snapshots;
         }
     }

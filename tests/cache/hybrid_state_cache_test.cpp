@@ -34,13 +34,16 @@ HybridStateConfig config(const std::string& policy, std::int64_t slots, std::int
     return c;
 }
 
-// The scheduler's calls for one request, as KvCacheManager makes them.
+// The scheduler's calls for one request, as KvCacheManager makes them. `tokens`: pass the request's content, as
+// the engine does (token-granular policies then keep states off block boundaries).
 struct Driver {
     HybridStateCache& cache;
+    bool tokens = false;
 
     // Lookup with the attention pool's hit given; returns the state hit.
     std::int64_t lookup(const TestRequest& r, std::int64_t attention_hit) {
-        const std::int64_t hit = cache.find_longest_state_hit(r.hashes, attention_hit);
+        const std::int64_t hit = cache.find_longest_state_hit(r.hashes, attention_hit, tokens ? &r.runs : nullptr,
+                                                              r.num_tokens() - 1);
         cache.note_lookup(r.id, attention_hit, hit);
         return hit;
     }
@@ -51,7 +54,7 @@ struct Driver {
     }
 
     void schedule(const TestRequest& r, std::int64_t from, std::int64_t to, std::int64_t prompt) {
-        cache.on_scheduled(r.id, r.hashes, from, to, prompt);
+        cache.on_scheduled(r.id, r.hashes, from, to, prompt, tokens ? &r.runs : nullptr);
         cache.check_invariants();
         cache.begin_step();
     }
@@ -107,6 +110,116 @@ TEST_CASE("sglang-no-buffer evicts the least recently used state; a hit refreshe
     d.schedule(b, 48, 80, 120);
     CHECK(cache.snapshot_positions() == Positions{48, 80});
     CHECK(cache.stats().num_evictions == 1);
+}
+
+TEST_CASE("sglang-no-buffer at token granularity: states at the exact chunk and sequence ends, hits inside a block",
+          "[cache][hybrid]") {
+    // SGLang's no_buffer radix tree has page size 1: cache_unfinished_req keeps the state at len(fill_ids) and
+    // cache_finished_req at the committed KV length, wherever they fall. A: 64 shared + 36 own = 100 prompt tokens in
+    // chunks (0, 50], (50, 100], then 3 decode steps to 103 → states at 50 (not 48) and 103 (not 96).
+    HybridStateCache cache(config("sglang-no-buffer", 8), kB);
+    Driver d{cache, true};
+    TestRequest a(1, {{content(1), 64}, {content(2), 36}}, kB);
+    CHECK(d.lookup(a, 0) == 0);
+    d.run(a, 0, {50, 100}, 3);
+    CHECK(cache.snapshot_positions() == Positions{50, 103});
+    // B shares A's first 64 tokens; the attention pool (16-token blocks) gives 64. No state at 64 or in (64, 80);
+    // in the block (48, 64) A's state at 50 has B's chain hash at 48 and B's tokens 48..49 (content 1): B resumes
+    // at 50 and recomputes 14 tokens, where the block-granular cache would resume at 48.
+    TestRequest b(2, {{content(1), 64}, {content(3), 56}}, kB);
+    CHECK(d.lookup(b, 64) == 50);
+    // C is A's next turn: A's 103 tokens (prompt, then its 3 answer tokens, content 901) and 20 new ones. The
+    // attention pool holds A's full blocks to 96; A's end state at 103 lies in the block (96, 112) and its 7 tokens
+    // match C's: a hit of 103 tokens, the whole previous turn.
+    TestRequest c(3, {{content(1), 64}, {content(2), 36}, {content(901), 3}, {content(4), 20}}, kB);
+    CHECK(d.lookup(c, 96) == 103);
+    // D differs from A in token 100 (another answer): A's tail (96, 103] does not match, 96 has no state, and the
+    // deepest state on D's chain is 50.
+    TestRequest e(4, {{content(1), 64}, {content(2), 36}, {content(902), 3}, {content(4), 20}}, kB);
+    CHECK(d.lookup(e, 96) == 50);
+    // Without the tokens (a caller that passes no content) the same cache serves block boundaries only.
+    Driver blocks{cache, false};
+    CHECK(blocks.lookup(c, 96) == 0);
+}
+
+TEST_CASE("sglang-no-buffer at token granularity: the path refresh ages a shallower state first; it goes next",
+          "[cache][hybrid]") {
+    // 3 slots. A leaves {50, 103} (as above). C's lookup hits 103 and refreshes its path parents first: 50, then
+    // 103. C is admitted (1 live slot: 3 used) and runs (103, 110], a non-final chunk of its 123-token prompt: the
+    // state at 110 needs a slot and the least recently used is 50 → {103, 110}.
+    HybridStateCache cache(config("sglang-no-buffer", 3), kB);
+    Driver d{cache, true};
+    TestRequest a(1, {{content(1), 64}, {content(2), 36}}, kB);
+    d.run(a, 0, {50, 100}, 3);
+    TestRequest c(3, {{content(1), 64}, {content(2), 36}, {content(901), 3}, {content(4), 20}}, kB);
+    REQUIRE(d.lookup(c, 96) == 103);
+    d.admit(c);
+    d.schedule(c, 103, 110, 123);
+    CHECK(cache.snapshot_positions() == Positions{103, 110});
+    CHECK(cache.stats().num_evictions == 1);
+}
+
+TEST_CASE("KvCacheManager with sglang-no-buffer: a hit inside a block takes its full blocks and computes the rest",
+          "[cache][hybrid]") {
+    // One attention group at B = 16, 64 blocks, 8 state slots. A (70 + 30) is scheduled in chunks of 50: the first
+    // (0, 50] is non-final → a state at 50; attention blocks 0..2 (48 tokens) are cached. B (70 shared + 50) a step
+    // later: the attention pool has 3 blocks for B (block 3 is A's tokens 48..63, cached once A's second chunk runs);
+    // the state at 50 is in block (48, 64): the hit is 50 tokens, 3 attention blocks, and B computes from 50.
+    KvCacheConfig kv;
+    kv.num_gpu_blocks = 64;
+    kv.groups = {KvCacheGroup{KvGroupKind::kFullAttention, kB, 0, 8}};
+    kv.hybrid_state = config("sglang-no-buffer", 8);
+    KvCacheManager m(kv);
+    TestRequest a(1, {{content(1), 70}, {content(2), 30}}, kB);
+    CacheRequest av = a.view();
+    av.content = &a.runs;
+    av.num_prompt_tokens = 100;
+    const CacheHit none = m.get_computed_blocks(av);
+    REQUIRE(none.num_tokens == 0);
+    REQUIRE(m.allocate_slots(av, 50, none, 0));
+    m.begin_step();
+    TestRequest b(2, {{content(1), 70}, {content(3), 50}}, kB);
+    CacheRequest bv = b.view();
+    bv.content = &b.runs;
+    bv.num_prompt_tokens = 120;
+    const CacheHit hit = m.get_computed_blocks(bv);
+    CHECK(hit.num_tokens == 50);
+    CHECK(hit.blocks_per_group[0].size() == 3);
+    REQUIRE(m.allocate_slots(bv, 70, hit, 0));
+    m.check_invariants();
+    CHECK(m.num_blocks_held(b.id) == 8);  // ceil(120 / 16): 3 hit blocks + 5 new
+}
+
+TEST_CASE("Joint eviction: a state whose attention block the pool evicted goes before an older reachable one",
+          "[cache][hybrid]") {
+    // SGLang never keeps a state without its KV (evict_full takes a radix leaf's KV and state together). Here the
+    // pools are apart, so an orphaned state is evicted first. 4 attention blocks of 16; checkpoint K = 32, 3 slots.
+    //   A (64 tokens): states at 32 and 64; its blocks a0..a3 are freed last block first: queue a3, a2, a1, a0.
+    //   C (32 other tokens) takes 2 blocks from the head: a3 and a2 go, so A's state at 64 has no attention block
+    //   at its position. C's interval state at 32 needs a slot (C's live state + 2 snapshots fill 3): plain LRU
+    //   would drop A's 32 (the oldest), orphans-first drops A's 64 → states {32 (A), 32 (C)}.
+    KvCacheConfig kv;
+    kv.num_gpu_blocks = 5;  // 4 + the null block
+    kv.groups = {KvCacheGroup{KvGroupKind::kFullAttention, kB, 0, 8}};
+    kv.hybrid_state = config("checkpoint", 3, 32);
+    KvCacheManager m(kv);
+    const HybridStateCache* states = m.hybrid_state_cache();
+    REQUIRE(states != nullptr);
+    TestRequest a(1, {{content(1), 64}}, kB);
+    REQUIRE(testing::admit(m, a) == 0);
+    m.free(a.id);
+    m.begin_step();
+    REQUIRE(states->snapshot_positions() == Positions{32, 64});
+    TestRequest c(3, {{content(3), 32}}, kB);
+    REQUIRE(testing::admit(m, c) == 0);
+    CHECK(states->snapshot_positions() == Positions{32, 32});
+    CHECK(states->stats().num_evictions == 1);
+    CHECK(states->stats().num_orphans_evicted == 1);
+    // A's first 32 tokens are still reachable: a repeat of A resumes there.
+    m.free(c.id);
+    m.begin_step();
+    TestRequest a2(4, {{content(1), 64}}, kB);
+    CHECK(m.get_computed_blocks(a2.view()).num_tokens == 32);
 }
 
 TEST_CASE("sglang-extra-buffer holds three slots per request and caches only tracked positions", "[cache][hybrid]") {

@@ -1,6 +1,8 @@
 // The GPU catalog and pipeline parallelism as a user meets them on the command line: `servesim list` prints every
 // GPU file, `--gpu path.yaml` reads a user's file from any working directory, a bad file is refused naming the file
-// and the key, and `inspect -pp N` lists the stages (docs/GPUS.md, docs/PARALLELISM.md).
+// and the key, and `inspect -pp N` lists the stages (docs/GPUS.md, docs/PARALLELISM.md); `list` also names the
+// hybrid cache policies (docs/HYBRID-POLICIES.md).
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -8,6 +10,7 @@
 #include <string>
 
 #include "calibration/gpu_spec.h"
+#include "sim/cache/hybrid_cache_policy.h"
 #include "tests/catch.h"
 #include "tests/tools/cli_test_util.h"
 
@@ -24,6 +27,16 @@ TEST_CASE("CLI: servesim list prints every GPU of the catalog", "[tools][cli][gp
         CHECK(contains(r.output, "\n  " + g.name + " "));
     }
     CHECK(contains(r.output, "<gpu.yaml>"));
+}
+
+TEST_CASE("CLI: servesim list prints every hybrid cache policy with its line", "[tools][cli][hybrid]") {
+    const Ran r = servesim::test::run_servesim("list");
+    INFO(r.output);
+    CHECK(r.status == 0);
+    CHECK(contains(r.output, "hybrid cache policies (engine.hybrid_cache_policy):\n"));
+    for (const auto& h : servesim::cache::hybrid_policies()) {
+        CHECK(contains(r.output, fmt::format("\n  {:<20} {}\n", h.name, h.description)));
+    }
 }
 
 TEST_CASE("CLI: --gpu takes a user GPU file by path from any working directory", "[tools][cli][gpus]") {

@@ -139,6 +139,66 @@ TEST_CASE("Order-only mode: scenario keys are checked", "[workloads][trace][orde
               .find("needs `workload: {type: trace") != std::string::npos);
 }
 
+TEST_CASE("Order-only with a model: each hybrid policy replays the trace through the engine, one request at a time",
+          "[workloads][trace][order_only][hybrid]") {
+    // Three prompts of 1,024 tokens sharing their first 512-token trace block (id 0) and nothing else: A [0,1],
+    // B [0,2], C [0,3]. Queries 3 × 1,024 = 3,072 tokens. Qwen3.5-4B, 8 GiB of KV memory, one output token each.
+    //   full attention (Qwen3-4B, block 16): B and C hit id 0's 512 tokens → 1,024.
+    //   vllm (align, block 528): a 528-token block takes 16 tokens past id 0, which differ → 0.
+    //   sglang-no-buffer: one chunk per prompt (1,024 < 8,192), so only end states (1,024), never 512 → 0.
+    //   marconi / checkpoint: B's lookup finds attention to 512 and no state, so B checkpoints the branch point 512;
+    //   C resumes there → 512.
+    const std::string trace = "/tmp/servesim_order_only_hybrid_test.jsonl";
+    {
+        std::ofstream out(trace);
+        for (int id : {1, 2, 3}) {
+            out << fmt::format("{{\"timestamp\": 0, \"input_length\": 1024, \"output_length\": 5, "
+                               "\"hash_ids\": [0, {}]}}\n",
+                               id);
+        }
+    }
+    const auto results = run_text(
+        "mode: order_only\ngpu: H200\nengine: {enable_prefix_caching: true, vllm_version: \"0.26\", max_model_len: "
+        "4096, kv_cache_memory_bytes: 8GiB}\nworkload: {type: trace, format: mooncake, trace: " +
+        trace +
+        "}\nexperiments:\n  - {name: full, model: Qwen3-4B}\n  - {name: vllm, model: Qwen3.5-4B}\n"
+        "  - {name: nb, model: Qwen3.5-4B, engine: {hybrid_cache_policy: sglang-no-buffer}}\n"
+        "  - {name: marconi, model: Qwen3.5-4B, engine: {hybrid_cache_policy: marconi}}\n"
+        "  - {name: ckpt, model: Qwen3.5-4B, engine: {hybrid_cache_policy: checkpoint}}\n");
+    REQUIRE(results.size() == 5);
+    const std::vector<std::int64_t> expected = {1024, 0, 0, 512, 512};
+    for (std::size_t i = 0; i < results.size(); ++i) {
+        INFO(results[i].config.name);
+        REQUIRE(results[i].order_only);
+        CHECK(results[i].order_only->num_requests == 3);
+        CHECK(results[i].order_only->prefix_cache_queries == 3072);
+        CHECK(results[i].order_only->prefix_cache_hits == expected[i]);
+    }
+    CHECK(results[1].order_only->block_size_tokens == 528);
+    CHECK(results[3].sim.hybrid_state->attention_hit_tokens == 1024);
+    const std::string csv = app::format_csv(results);
+    CHECK(csv.find("marconi,order-only replay") == std::string::npos);  // no timing columns: order-only fields
+    CHECK(csv.find("attention_hit_rate") != std::string::npos);
+}
+
+TEST_CASE("Order-only with a model: capacity_tokens and a concurrency of its own are refused",
+          "[workloads][trace][order_only][hybrid]") {
+    auto error_of = [](const std::string& text) {
+        try {
+            (void)run_text(text);
+        } catch (const ConfigError& e) {
+            return std::string(e.what());
+        }
+        return std::string();
+    };
+    const std::string head = "mode: order_only\nmodel: Qwen3.5-4B\n";
+    const std::string trace = "trace: ../tests/fixtures/traces/mooncake_small.jsonl";
+    CHECK(error_of(head + "capacity_tokens: 1000\nworkload: {type: trace, format: mooncake, " + trace + "}\n")
+              .find("capacity_tokens: not used with `model`") != std::string::npos);
+    CHECK(error_of(head + "workload: {type: trace, format: mooncake, max_concurrency: 4, " + trace + "}\n")
+              .find("workload.max_concurrency: not allowed") != std::string::npos);
+}
+
 TEST_CASE("Order-only: the conversation trace over 20 capacities (block size 16), timed",
           "[workloads][trace][order_only]") {
     // 20 log-spaced capacities 10⁴ … 10⁹ tokens, one thread; the time is printed for the note, not asserted.

@@ -185,9 +185,42 @@ std::shared_ptr<const cache::OrderOnlyTrace> load_order_only_trace(const Experim
     return std::make_shared<const cache::OrderOnlyTrace>(std::move(builder).build());
 }
 
+ExperimentConfig order_only_engine_config(const ExperimentConfig& config) {
+    const std::string where = config.file + ": experiment '" + config.name + "': ";
+    if (config.capacity_tokens) {
+        throw ConfigError(where + "capacity_tokens: not used with `model` in order_only mode (the model's KV memory "
+                                  "is the capacity: set engine.kv_cache_memory_bytes, or leave it to the GPU's "
+                                  "profile); remove `model` for a pool of capacity_tokens tokens");
+    }
+    if (config.replicas != 1) {
+        throw ConfigError(where + "cluster.replicas: order_only mode replays the trace through one pool; got " +
+                          std::to_string(config.replicas));
+    }
+    for (const char* key : {"max_concurrency", "max_output_tokens"}) {
+        if (config.workload[key]) {
+            throw ConfigError(where + "workload." + key + ": not allowed in order_only mode with `model` (the "
+                              "replay sends one request at a time with one output token)");
+        }
+    }
+    ExperimentConfig e = config;
+    e.order_only = false;
+    e.replicas = 1;
+    e.workload["max_concurrency"] = 1;
+    e.workload["max_output_tokens"] = 1;
+    e.warmup_s = 0;
+    e.max_time_s = 1e9;  // the replay ends when the trace does, whatever its prefills add up to
+    e.max_time_given = true;
+    return e;
+}
+
 namespace {
 
 PreparedExperiment prepare_order_only(const ExperimentConfig& config, OrderOnlyTraces& traces) {
+    if (!config.model.empty()) {
+        PreparedExperiment p = prepare_experiment(order_only_engine_config(config));
+        p.order_only_engine_replay = true;
+        return p;
+    }
     PreparedExperiment p;
     p.config = config;
     auto& trace = traces[order_only_trace_key(config)];
@@ -766,6 +799,22 @@ ExperimentResult run_experiment(const PreparedExperiment& p) {
     router_options.replica_capacity_blocks = sc.replica.kv_cache.num_gpu_blocks;
     cluster::Simulation sim(sc, *p.cost_model, *workload, cluster::make_router(p.config.router, router_options));
     r.sim = sim.run();
+    if (p.order_only_engine_replay) {
+        // Reported as order-only (tools/app/output.cpp): hit counters in tokens, the pool, the state pool's figures.
+        const auto& s = r.sim.summary;
+        cache::OrderOnlyResult o;
+        o.block_size_tokens = p.plan.block_size;
+        o.capacity_tokens = p.plan.kv_cache_tokens;
+        o.num_cache_blocks = p.plan.num_gpu_blocks - 1;
+        o.num_requests = s.num_requests_sent;
+        o.prefix_cache_queries = s.prefix_cache_queries;
+        o.prefix_cache_hits = s.prefix_cache_hits;
+        r.order_only = o;
+        r.config.order_only = true;
+        r.workload = "order-only replay through the engine (one request at a time, 1 output token) of " +
+                     p.config.workload["trace"].as<std::string>();
+        return r;
+    }
     assess_result(r);
     return r;
 }

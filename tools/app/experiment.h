@@ -29,6 +29,9 @@ struct PreparedExperiment {
     // `mode: order_only` only (then model, gpu, plan and cost_model stay empty): the trace at the block size,
     // shared read-only by every point of a sweep that reads the same trace the same way.
     std::shared_ptr<const cache::OrderOnlyTrace> order_only_trace;
+    // `mode: order_only` with a `model`: the trace is replayed through that model's engine one request at a time
+    // (order_only_engine_config); `config` is then the engine run's, and the result is reported as order-only.
+    bool order_only_engine_replay = false;
     std::string profile_mismatch;  // what differs between the profile and the experiment (allow_profile_mismatch)
     // cluster.disaggregation: each pool prepared on its own GPU and tensor-parallel size (unset otherwise).
     std::shared_ptr<const PreparedExperiment> prefill_pool;
@@ -108,6 +111,14 @@ void assess_result(ExperimentResult& r);
 // `mode: order_only`: reads the workload's trace (honouring limit, num_requests, duration and time_scale) into block
 // chains at engine.block_size (default 16). A malformed record throws ConfigError with file, line and field.
 [[nodiscard]] std::shared_ptr<const cache::OrderOnlyTrace> load_order_only_trace(const ExperimentConfig& config);
+
+// `mode: order_only` with a `model` (a hybrid's state-cache policies among others, docs/HYBRID-POLICIES.md): the
+// engine run that replays the trace in arrival order with nothing concurrent — one replica, workload max_concurrency
+// 1, one output token per request (input-only caching, as the pure replay), no warm-up. The states a hybrid keeps
+// depend on where prefill chunks end (vLLM's align split, SGLang's chunk-end snapshots), which is the scheduler's
+// choice, so these runs go through it; the clock is kept but not reported. ConfigError if the workload already sets
+// max_concurrency or max_output_tokens, or capacity_tokens is given (the model's KV memory is the capacity).
+[[nodiscard]] ExperimentConfig order_only_engine_config(const ExperimentConfig& config);
 
 [[nodiscard]] ExperimentResult run_experiment(const PreparedExperiment& prepared);
 

@@ -153,6 +153,35 @@ std::vector<Field> fields_order_only(const ExperimentResult& r) {
     };
     const cache::OrderOnlyResult& o = *r.order_only;
     add_unless_column("trace", std::filesystem::path(r.config.workload["trace"].as<std::string>()).filename().string());
+    if (!r.config.model.empty()) {
+        // Replayed through the model's engine (order_only_engine_config): the pool is the model's KV memory.
+        const auto& p = r.plan;
+        const auto& s = r.sim.summary;
+        const bool queried = s.prefix_cache_queries > 0;
+        add_unless_column("model", r.config.model);
+        add_unless_column("hybrid_cache_policy", r.config.engine.hybrid_cache_policy);
+        out.push_back({"kv_cache_memory_gib", static_cast<double>(p.kv_cache_memory_bytes) / kGiB});
+        out.push_back({"effective_block_size", static_cast<std::int64_t>(p.block_size)});
+        out.push_back({"kv_cache_tokens", p.kv_cache_tokens});
+        out.push_back({"prefix_cache_hit_rate", opt(queried, o.prefix_cache_hit_rate())});
+        out.push_back({"prefix_cache_queries", o.prefix_cache_queries});
+        out.push_back({"prefix_cache_hits", o.prefix_cache_hits});
+        out.push_back({"requests", o.num_requests});
+        out.push_back({"requests_rejected", s.num_requests_rejected});
+        if (p.hybrid_state && r.sim.hybrid_state) {
+            const auto& h = *r.sim.hybrid_state;
+            out.push_back({"state_slots", p.hybrid_state->num_state_slots});
+            out.push_back({"state_pool_gib",
+                           static_cast<double>(p.hybrid_state->num_state_slots * p.hybrid_state->state_bytes) / kGiB});
+            out.push_back({"attention_hit_rate", opt(queried, static_cast<double>(h.attention_hit_tokens) /
+                                                                  static_cast<double>(std::max<std::int64_t>(
+                                                                      s.prefix_cache_queries, 1)))});
+            out.push_back({"snapshots_taken", h.num_snapshots_taken});
+            out.push_back({"snapshots_evicted", h.num_evictions});
+            out.push_back({"snapshots_evicted_orphan", h.num_orphans_evicted});
+        }
+        return out;
+    }
     add_unless_column("capacity_tokens", o.capacity_tokens ? Cell(*o.capacity_tokens) : Cell(std::string("unlimited")));
     add_unless_column("block_size", static_cast<std::int64_t>(o.block_size_tokens));
     out.push_back({"prefix_cache_hit_rate", opt(o.prefix_cache_queries > 0, o.prefix_cache_hit_rate())});
@@ -268,6 +297,7 @@ std::vector<Field> fields_one(const ExperimentResult& r) {
         out.push_back({"snapshots_evicted", h.num_evictions, true});
         out.push_back({"snapshots_peak", h.peak_snapshots, true});
         out.push_back({"state_admission_waits", h.num_admission_waits, true});
+        out.push_back({"snapshots_evicted_orphan", h.num_orphans_evicted, true});
     }
     if (const auto& d = r.sim.disaggregation) {
         // cluster.disaggregation (docs/CLUSTER.md): the decode side's reads of the prefill KV, each pool's busy time;

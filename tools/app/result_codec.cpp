@@ -231,7 +231,7 @@ void fields(IO& io, T& h)
     requires std::is_same_v<std::remove_const_t<T>, cache::HybridStateStats>
 {
     io(h.num_lookups, h.attention_hit_tokens, h.state_hit_tokens, h.num_snapshots_taken, h.num_evictions,
-       h.num_admission_waits, h.peak_snapshots);
+       h.num_admission_waits, h.peak_snapshots, h.num_orphans_evicted);
 }
 
 template <typename IO, typename T>

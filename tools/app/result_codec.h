@@ -31,7 +31,7 @@ void decode_result(std::string_view bytes, ExperimentResult& r);
 struct CodecFieldCounts {
     static constexpr std::size_t kExperimentResult = 17;  // 14 encoded + config, plan, replicate_runs
     static constexpr std::size_t kSimulationResult = 9;
-    static constexpr std::size_t kHybridStateStats = 7;
+    static constexpr std::size_t kHybridStateStats = 8;
     static constexpr std::size_t kSummary = 33;
     static constexpr std::size_t kDistribution = 7;
     static constexpr std::size_t kRequestRecord = 11;

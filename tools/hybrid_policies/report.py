@@ -106,6 +106,7 @@ def main():
     agentic = rows(out, "agentic")
     models = rows(out, "models")
     mooncake = rows(out, "mooncake")
+    order_only = rows(out, "mooncake-order-only")
     insp = {}
     for m in ["Qwen3.5-4B", "Nemotron-H-8B", "Qwen3-Next-80B-A3B"]:
         with open(os.path.join(out, f"inspect-{m}.json")) as f:
@@ -125,7 +126,12 @@ def main():
               "(the seed study's tenants on its RTX 3090 with its calibrated profiles and logged KV pools, 1,000 "
               "requests, 6 req/s), `agentic.yaml` (closed-loop sessions growing from ~34k to ~100k tokens on an "
               "H200, roofline), `models.yaml` (Nemotron-H-8B and Qwen3-Next-80B-A3B TP 2 on H200s, 40 tenants, "
-              "bf16 and fp8 KV), `mooncake.yaml` (the Mooncake conversation trace, timed, 8 H200 replicas).\n")
+              "bf16 and fp8 KV), `mooncake.yaml` (the Mooncake conversation trace, timed, 8 H200 replicas), "
+              "`mooncake-order-only.yaml` (the same trace in order-only mode, one pool of 32 GiB to 1 TiB).\n")
+    timing = os.path.join(out, "timing.txt")
+    if os.path.exists(timing):
+        with open(timing) as f:
+            md.append(f.read().strip() + "\n")
 
     # The answer.
     c5 = g(tenants, "checkpoint", "", 5, "prefix_cache_hit_rate")
@@ -179,10 +185,12 @@ def main():
         f"why it reaches {pct(v5)} and not {pct(f5)}.\n")
     md.append(
         f"- `sglang-no-buffer` ({pct(sg5)} at 5 tenants) keeps each sequence's end state and the state at each "
-        "non-final prefill chunk's end. The 3090's 2,048-token chunk budget puts that chunk end inside the "
-        "2,231-token system prompt, so a new dialogue recomputes the remaining 176 tokens. Its radix LRU refreshes "
-        "parents older than children, so under pressure the shallow system-prompt state goes first. From 20 "
-        "tenants that costs every new dialogue its system prompt.\n")
+        "non-final prefill chunk's end, at the exact token (SGLang's page size 1), so a dialogue's next turn "
+        "resumes from the whole previous turn. The 3090's 2,048-token chunk budget puts the chunk end inside the "
+        "2,231-token system prompt, so a new dialogue recomputes the 176 tokens between it and the last full block. Its radix LRU refreshes "
+        "parents older than children, so under pressure the shallow system-prompt state goes first: from 20 "
+        f"tenants ({pct(g(tenants, 'sglang-no-buffer', '', 20, 'prefix_cache_hit_rate'))}) new dialogues start to "
+        "lose their system prompt.\n")
     md.append(
         f"- `sglang-extra-buffer` ({pct(eb5)}) caches only tracked positions (every 256 tokens, and the branching "
         "point), so a turn's end state is up to 255 tokens short of the next turn's prefix. Each running request "
@@ -303,6 +311,54 @@ def main():
         f"{fmt(num(mk['marconi'], 'step_ms_total_snapshot'))} ms for marconi). On a trace with so little reuse per "
         "replica, TTFT differs little between the policies.\n")
 
+    md.append("## 6. Mooncake conversation trace, order-only (one pool, Qwen3.5-27B)\n")
+    caps = []
+    for r in order_only:
+        if r["kv_cache_memory_bytes"] not in caps:
+            caps.append(r["kv_cache_memory_bytes"])
+    body = []
+    for r in order_only:
+        body.append([r["kv_cache_memory_bytes"], r["experiment"], fmt(num(r, "effective_block_size")),
+                     fmt(num(r, "kv_cache_tokens")), pct(num(r, "prefix_cache_hit_rate"), 2),
+                     pct(num(r, "attention_hit_rate"), 2), fmt(num(r, "state_slots")),
+                     fmt(num(r, "snapshots_taken")), fmt(num(r, "snapshots_evicted")),
+                     fmt(num(r, "snapshots_evicted_orphan"))])
+    md.append(table(["KV memory", "run", "block", "attention pool tokens", "hit rate", "attention hit", "state slots",
+                     "snapshots", "evicted", "of them orphans"], body) + "\n")
+    oo = lambda n, c, f: num(pick(order_only, n, "kv_cache_memory_bytes", c), f)  # noqa: E731
+    lo, hi = caps[0], caps[-1]
+    md.append(
+        "Order-only mode with a `model` replays the trace through the engine one request at a time, in arrival "
+        "order, one output token each (docs/HYBRID-POLICIES.md \"Order-only replay\"), into one pool of the given KV "
+        "memory. It isolates the cache from routing and concurrency: §5's 8 replicas each hold one eighth of the "
+        "traffic. The full-attention curve of the same trace (scenarios/traces/RESULTS.md §1) is flat at 4.25 % "
+        "below ~1M tokens, the shared first 512-token block, and rises from ~2M tokens. The same holds here for the "
+        f"attention pool ({pct(oo('checkpoint', lo, 'attention_hit_rate'), 2)} at {lo}, "
+        f"{pct(oo('checkpoint', hi, 'attention_hit_rate'), 2)} at {hi}). Then:\n")
+    md.append(
+        f"- **vLLM** gets {pct(oo('vllm', lo, 'prefix_cache_hit_rate'), 2)} at {lo}: its 784-token block straddles "
+        "the 512-token trace blocks, so even the shared system prompt never fills a block of its own (the 528 "
+        "column of scenarios/traces/RESULTS.md shows the same loss). Its shared pool has no split, though: at "
+        f"{hi} it holds {fmt(oo('vllm', hi, 'kv_cache_tokens'))} tokens against the decoupled pools' "
+        f"{fmt(oo('checkpoint', hi, 'kv_cache_tokens'))}, and it reaches "
+        f"{pct(oo('vllm', hi, 'prefix_cache_hit_rate'), 2)}.\n")
+    md.append(
+        f"- **checkpoint** and **marconi** keep the shared prefix from its second occurrence (the branch point at "
+        f"512): {pct(oo('checkpoint', lo, 'prefix_cache_hit_rate'), 2)} and "
+        f"{pct(oo('marconi', lo, 'prefix_cache_hit_rate'), 2)} at {lo}. With more memory checkpoint's interval "
+        f"states (every 2,048 tokens) catch conversations re-read at unknown points: "
+        f"{pct(oo('checkpoint', hi, 'prefix_cache_hit_rate'), 2)} at {hi}, the best of all, against marconi's "
+        f"{pct(oo('marconi', hi, 'prefix_cache_hit_rate'), 2)}, whose states are only at ends and branch points.\n")
+    md.append(
+        f"- **sglang-no-buffer** ({pct(oo('sglang-no-buffer', lo, 'prefix_cache_hit_rate'), 2)} at {lo}) never has a "
+        "state at 512: with one request at a time its chunks end at multiples of the 8,192-token budget after the "
+        "hit, and its end states are at each prompt's last token. **sglang-extra-buffer** tracks every 256 tokens "
+        f"and the branching point, and stands between ({pct(oo('sglang-extra-buffer', hi, 'prefix_cache_hit_rate'), 2)}"
+        f" at {hi}).\n")
+    md.append(
+        "- Every decoupled pool turns its states over almost entirely (the evicted column); the orphans are states "
+        "whose attention block the pool had already evicted, reclaimed first.\n")
+
     md.append("## Where each wins\n")
     md.append(
         "- **vLLM's shared pool** wins against the decoupled policies at their default split when memory is the "
@@ -314,16 +370,22 @@ def main():
         "- **marconi** comes close to checkpoint with fewer snapshots (fewer copies). Under state-pool pressure it "
         "beats the SGLang strategies, because its FLOP-aware eviction keeps the deep states. Without the "
         "paper's α tuning it can drop a shared prefix's state (TTFT p99).\n"
-        "- **SGLang no_buffer** is close when chunk ends fall near the shared prefix. **extra_buffer** pays 3 slots "
-        "per request and a track interval of up to 255 tokens a turn. It loses on these workloads, which have no "
-        "speculative decoding or overlap scheduling for its buffers to help.\n")
+        "- **SGLang no_buffer** (token-granular states, as SGLang's page size 1) is second to checkpoint at 10–20 "
+        f"tenants ({pct(g(tenants, 'sglang-no-buffer', '', 20, 'prefix_cache_hit_rate'))} at 20): a turn resumes from "
+        "the exact end of the previous one. Under state-pool pressure (40 tenants and more) marconi passes it: the "
+        "path LRU drops the shallow system-prompt state first, and a chunk end only rarely falls at the shared "
+        "prefix's end. **extra_buffer** pays 3 slots per request and a track interval of up to 255 tokens a turn. "
+        "It loses on these workloads, which have no speculative decoding or overlap scheduling for its buffers to "
+        "help.\n"
+        "- **One large pool, order-only (Mooncake, §6):** checkpoint's interval states win at every size; vLLM's "
+        "unsplit pool is second at 1 TiB, where the trace's reuse needs millions of tokens of attention KV.\n")
     md.append("## Not covered\n")
     md.append(
-        "- The Mooncake trace's order-only mode (hit rate against capacity) replays full-attention blocks only "
-        "(`sim/cache/order_only_cache.*`) and has no state pool, so only the timed replay (§5) is here.\n"
-        "- Token-granular matching (SGLang page size 1), radix-node eviction of KV and state together, Marconi's "
-        "α tuning, speculative decoding and CPU offload with these policies are not modelled "
-        "(docs/HYBRID-POLICIES.md).\n")
+        "- The attention KV stays in 16-token blocks for every policy: sglang-no-buffer's states are token-"
+        "granular (a hit can end inside a block), its KV match is not. SGLang's leaf-first eviction of KV and "
+        "state together is modelled only as far as two separate pools allow: a state whose attention block is "
+        "gone is evicted first (docs/HYBRID-POLICIES.md \"Joint eviction\").\n"
+        "- Marconi's α tuning, speculative decoding and CPU offload with these policies are not modelled.\n")
     with open(os.path.join(report_dir, "RESULTS.md"), "w") as f:
         f.write("\n".join(md))
     print(f"report: wrote {os.path.join(report_dir, 'RESULTS.md')}")

@@ -95,6 +95,13 @@ public:
         }
         return blocks.size();
     }
+    // Whether block `id` is cached under (hash, group). While !index_has_duplicates(), that is exactly
+    // get_cached_block(hash, group) == id (a block has a hash iff the index lists it, one block per key).
+    [[nodiscard]] bool is_cached_as(core::BlockId id, core::BlockHash hash, int group) const {
+        const Block& block = blocks_[core::to_int(id)];
+        return block.group == group && block.hash == static_cast<std::uint64_t>(hash);
+    }
+    [[nodiscard]] bool index_has_duplicates() const { return cached_block_hash_to_block_.has_duplicates(); }
     [[nodiscard]] bool is_free(core::BlockId id) const { return free_block_queue_.contains(id); }
     [[nodiscard]] bool enable_caching() const { return enable_caching_; }
     // Head to tail: the order blocks will be allocated (evicted) in.

@@ -8,9 +8,10 @@ namespace servesim::cache {
 static_assert(std::has_single_bit(HitChainMemo::kNumSlots) && HitChainMemo::kNumSlots == (std::size_t{1} << 12),
               "slot_of takes the top 12 bits");
 
-HitChainMemo::HitChainMemo() : entries_(kNumSlots) {}
-
 void HitChainMemo::record(core::BlockHash key, std::span<const core::BlockId> blocks) {
+    if (entries_.empty()) {
+        entries_.resize(kNumSlots);
+    }
     Entry& e = entries_[slot_of(key)];
     const std::size_t held = e.blocks.size();
     if (num_blocks_ - held + blocks.size() > kMaxBlocks) {
@@ -22,6 +23,9 @@ void HitChainMemo::record(core::BlockHash key, std::span<const core::BlockId> bl
 }
 
 void HitChainMemo::forget(core::BlockHash key) {
+    if (entries_.empty()) {
+        return;
+    }
     Entry& e = entries_[slot_of(key)];
     if (e.key != key) {
         return;

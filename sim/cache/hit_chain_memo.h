@@ -27,10 +27,13 @@ namespace servesim::cache {
 
 class HitChainMemo {
 public:
-    HitChainMemo();
+    HitChainMemo() = default;
 
     // The blocks remembered from the position whose block hash is `key` on, or an empty span.
     [[nodiscard]] std::span<const core::BlockId> find(core::BlockHash key) const {
+        if (entries_.empty()) {
+            return {};
+        }
         const Entry& e = entries_[slot_of(key)];
         return e.key == key && !e.blocks.empty() ? std::span<const core::BlockId>(e.blocks)
                                                  : std::span<const core::BlockId>{};
@@ -57,7 +60,7 @@ private:
         return static_cast<std::size_t>((static_cast<std::uint64_t>(key) * 0x9e3779b97f4a7c15ULL) >> 52);
     }
 
-    std::vector<Entry> entries_;  // kNumSlots
+    std::vector<Entry> entries_;  // kNumSlots, allocated by the first record (a replica that never caches pays nothing)
     std::size_t num_blocks_ = 0;
 };
 

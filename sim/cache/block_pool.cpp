@@ -64,6 +64,7 @@ void BlockPool::get_new_blocks(std::int64_t n, std::vector<core::BlockId>& out) 
             cached_block_hash_to_block_.pop(block.key(), id);
             block.hash = 0;
             block.group = Block::kNotHashed;
+            ++num_evictions_;
         }
         SERVESIM_CHECK(block.ref_cnt == 0, "free block {} has ref_cnt {}", core::to_int(id), block.ref_cnt);
         block.ref_cnt = 1;

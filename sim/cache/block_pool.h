@@ -95,6 +95,15 @@ public:
         }
         return blocks.size();
     }
+    // Whether block `id` is cached under (hash, group). While !index_has_duplicates(), that is exactly
+    // get_cached_block(hash, group) == id (a block has a hash iff the index lists it, one block per key).
+    [[nodiscard]] bool is_cached_as(core::BlockId id, core::BlockHash hash, int group) const {
+        const Block& block = blocks_[core::to_int(id)];
+        return block.group == group && block.hash == static_cast<std::uint64_t>(hash);
+    }
+    // Cached blocks evicted so far (a popped block losing its hash): the only way a block loses its hash.
+    [[nodiscard]] std::uint64_t num_evictions() const { return num_evictions_; }
+    [[nodiscard]] bool index_has_duplicates() const { return cached_block_hash_to_block_.has_duplicates(); }
     [[nodiscard]] bool is_free(core::BlockId id) const { return free_block_queue_.contains(id); }
     [[nodiscard]] bool enable_caching() const { return enable_caching_; }
     // Head to tail: the order blocks will be allocated (evicted) in.
@@ -120,6 +129,7 @@ private:
     std::vector<Block> blocks_;  // indexed by BlockId
     FreeBlockQueue free_block_queue_;
     PrefixIndex cached_block_hash_to_block_;
+    std::uint64_t num_evictions_ = 0;
 };
 
 }  // namespace servesim::cache

@@ -71,6 +71,7 @@ CacheHit KvCacheManager::get_computed_blocks(const CacheRequest& req) {
                    "request {} has {} block hashes for {} tokens at block size {}", core::to_int(req.id),
                    hashes.size(), req.num_tokens, block_size);
     CacheHit hit = impl_->coordinator.find_longest_cache_hit(hashes, max_cache_hit_length);
+    hit.pool_evictions_at_lookup = impl_->coordinator.block_pool().num_evictions();
     if (HybridStateCache* states = impl_->state_cache.get()) {
         // The hit ends where a state exists: the deepest snapshot not beyond the attention hit (the tokens between
         // are recomputed); attention blocks past it are not taken.
@@ -155,8 +156,10 @@ bool KvCacheManager::allocate_attention_slots(const CacheRequest& req, std::int6
             return true;
         }
     }
-    if (hit_has_blocks) {
+    if (hit_has_blocks && hit.pool_evictions_at_lookup != pool.num_evictions()) {
         // The hit must still be what the lookup found: no allocation may run between lookup and allocate_slots.
+        // (Only an eviction takes a hash from a block, so with none since the lookup every hit block still holds
+        // the hash it was found under.)
         const auto hashes = hashes_of(req);
         for (std::size_t g = 0; g < hit.blocks_per_group.size(); ++g) {
             const auto& blocks = hit.blocks_per_group[g];

@@ -128,6 +128,10 @@ struct CacheHit {
     // models with one kind of group. The scheduler cuts the first prefill chunk there (Marconi admission).
     std::int64_t num_uncached_common_prefix_tokens = 0;
     std::vector<std::vector<core::BlockId>> blocks_per_group;
+    // BlockPool::num_evictions() when the lookup ran, or kUnknownEvictions for a hit built by hand: allocate_slots
+    // re-checks the hit blocks one by one only when an eviction may have happened since.
+    static constexpr std::uint64_t kUnknownEvictions = ~std::uint64_t{0};
+    std::uint64_t pool_evictions_at_lookup = kUnknownEvictions;
 };
 
 class HybridStateCache;

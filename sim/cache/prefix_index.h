@@ -49,6 +49,8 @@ public:
     void pop(const BlockHashWithGroupId& key, core::BlockId block);
     // Number of (key, block) entries.
     [[nodiscard]] std::int64_t num_entries() const { return num_entries_; }
+    // Whether some key holds more than one block (then a lookup's answer is not simply "the block with that hash").
+    [[nodiscard]] bool has_duplicates() const { return num_entries_ != num_keys_; }
     // Sizes the table for up to num_blocks keys, so that caching never rehashes.
     void reserve(std::int64_t num_blocks);
 

@@ -4,6 +4,8 @@
 
 #include <vector>
 
+#include "common/error.h"
+
 #include "tests/cache/cache_test_util.h"
 #include "tests/catch.h"
 
@@ -128,6 +130,24 @@ TEST_CASE("Evictable cache hits cost capacity", "[cache]") {
     CHECK(admit(m, req1) == 64);
     // Freeing the filler appended [10, 9, ..., 5] behind [4, 3, 2, 1]; the hits leave the queue, block 10 is the head.
     CHECK(m.get_block_ids(req1.id)[0] == ids({1, 2, 3, 4, 10}));
+}
+
+TEST_CASE("A hit block evicted between the lookup and allocate_slots is refused", "[cache]") {
+    // 11 blocks (10 usable). req0 (64 tokens) -> blocks [1..4], freed: queue [5..10, 4, 3, 2, 1]. req1 (80 tokens)
+    // looks up a 64-token hit (blocks 1..4); before it allocates, a filler of 112 tokens takes 7 blocks, [5..10]
+    // then 4, evicting req1's fourth hit block. allocate_slots must notice (the pool counted an eviction since the
+    // lookup, so the hit is re-checked block by block) instead of taking a block that holds other tokens now.
+    KvCacheManager m(testing::full_attention_config(11, kB));
+    TestRequest req0(0, {{content(1), 64}}, kB);
+    REQUIRE(admit(m, req0) == 0);
+    release(m, req0);
+    TestRequest req1(1, {{content(1), 80}}, kB);
+    const CacheHit hit = m.get_computed_blocks(req1.view());
+    REQUIRE(hit.num_tokens == 64);
+    TestRequest filler(2, {{content(2), 112}}, kB);
+    REQUIRE(admit(m, filler) == 0);
+    CHECK(m.get_block_ids(filler.id)[0] == ids({5, 6, 7, 8, 9, 10, 4}));
+    CHECK_THROWS_AS(m.allocate_slots(req1.view(), 16, hit), InvariantError);
 }
 
 TEST_CASE("A failed allocation's lookup is counted again when the request is retried", "[cache]") {

@@ -1,0 +1,114 @@
+// Tests of sim/cache/hit_chain_memo.* and its use by FullAttentionManager::find_longest_cache_hit: a remembered
+// block counts only while the pool still has it cached under that hash with no duplicate key, so a lookup returns
+// exactly what probing the prefix index returns (vLLM FullAttentionManager.find_longest_cache_hit).
+#include "sim/cache/hit_chain_memo.h"
+
+#include <vector>
+
+#include "sim/cache/block_pool.h"
+#include "sim/cache/full_attention_manager.h"
+#include "tests/catch.h"
+
+namespace servesim::cache {
+namespace {
+
+std::vector<core::BlockHash> chain(std::initializer_list<std::uint64_t> values) {
+    std::vector<core::BlockHash> out;
+    for (const auto v : values) {
+        out.push_back(core::BlockHash{v});
+    }
+    return out;
+}
+
+std::vector<std::uint32_t> ids(const std::vector<core::BlockId>& blocks) {
+    std::vector<std::uint32_t> out;
+    for (const auto b : blocks) {
+        out.push_back(core::to_int(b));
+    }
+    return out;
+}
+
+TEST_CASE("A remembered block evicted since is not counted: the lookup probes and finds its replacement", "[cache]") {
+    // Chain h10 h11 h12 cached in blocks [1,2,3]; the first lookup hits all three and remembers them. Freed tail
+    // first, the queue is [4,5,3,2,1]; allocating three blocks pops 4, 5 and 3, evicting h12. h12 is then cached
+    // again in block 5 (positions 0–1 of the list are the still-cached 1 and 2). The memo's third block (3) no longer
+    // holds h12, so the second lookup takes 1 and 2 from the memo, probes h12 and finds block 5: [1,2,5].
+    BlockPool pool(6, true);
+    FullAttentionManager manager(pool, 0, 16);
+    std::vector<core::BlockId> got;
+    pool.get_new_blocks(3, got);
+    const auto hashes = chain({10, 11, 12});
+    pool.cache_full_blocks(got, hashes, 0, 3, 0);
+    const int groups[] = {0};
+    std::vector<std::vector<core::BlockId>> hit(1);
+    REQUIRE(manager.find_longest_cache_hit(hashes, 48, groups, hit) == 3);
+    CHECK(ids(hit[0]) == std::vector<std::uint32_t>{1, 2, 3});
+    const std::vector<core::BlockId> reversed{core::BlockId{3}, core::BlockId{2}, core::BlockId{1}};
+    pool.free_blocks(reversed);
+    std::vector<core::BlockId> other;
+    pool.get_new_blocks(3, other);
+    REQUIRE(ids(other) == std::vector<std::uint32_t>{4, 5, 3});
+    const std::vector<core::BlockId> recached{core::BlockId{1}, core::BlockId{2}, core::BlockId{5}};
+    pool.cache_full_blocks(recached, hashes, 2, 3, 0);
+    REQUIRE(manager.find_longest_cache_hit(hashes, 48, groups, hit) == 3);
+    CHECK(ids(hit[0]) == std::vector<std::uint32_t>{1, 2, 5});
+    CHECK(*pool.get_cached_block(hashes[2], 0) == core::BlockId{5});
+}
+
+TEST_CASE("With a duplicate key in the prefix index the memo is bypassed: the earliest cached block is returned",
+          "[cache]") {
+    // Requests 1 and 2 each compute h10 h11: request 1 in blocks [1,2], then request 2 in [3,4] (no dedupe, vLLM
+    // BlockHashToBlockMap). Freeing request 2 remembers [3,4]; but the index returns the earliest inserted, [1,2],
+    // and so must the lookup.
+    BlockPool pool(8, true);
+    FullAttentionManager manager(pool, 0, 16);
+    const auto hashes = chain({10, 11});
+    manager.allocate_new_blocks(core::RequestId{1}, 32, 32);
+    manager.cache_blocks(core::RequestId{1}, hashes, 32);
+    manager.allocate_new_blocks(core::RequestId{2}, 32, 32);
+    manager.cache_blocks(core::RequestId{2}, hashes, 32);
+    REQUIRE(ids(std::vector<core::BlockId>(manager.blocks(core::RequestId{2}).begin(),
+                                           manager.blocks(core::RequestId{2}).end())) ==
+            std::vector<std::uint32_t>{3, 4});
+    manager.free(core::RequestId{2});
+    const int groups[] = {0};
+    std::vector<std::vector<core::BlockId>> hit(1);
+    REQUIRE(manager.find_longest_cache_hit(hashes, 48, groups, hit) == 2);
+    CHECK(ids(hit[0]) == std::vector<std::uint32_t>{1, 2});
+}
+
+TEST_CASE("A freed request's cached blocks are remembered past its own hit, for its next turn", "[cache]") {
+    // Request 1 computes h10 h11 h12 in blocks [1,2,3] and caches all three; the lookup of its next turn (h10 h11 h12
+    // h13, 64 tokens, at most 4 blocks) finds them without having looked them up before; h13 is not cached: hit 3.
+    BlockPool pool(8, true);
+    FullAttentionManager manager(pool, 0, 16);
+    const auto hashes = chain({10, 11, 12, 13});
+    manager.allocate_new_blocks(core::RequestId{1}, 48, 48);
+    manager.cache_blocks(core::RequestId{1}, std::span<const core::BlockHash>(hashes).first(3), 48);
+    manager.free(core::RequestId{1});
+    const int groups[] = {0};
+    std::vector<std::vector<core::BlockId>> hit(1);
+    REQUIRE(manager.find_longest_cache_hit(hashes, 64, groups, hit) == 3);
+    CHECK(ids(hit[0]) == std::vector<std::uint32_t>{1, 2, 3});
+}
+
+TEST_CASE("The memo holds at most kMaxBlocks block ids", "[cache]") {
+    // 2^20 ids under one key fill it; one more id under another key is refused; replacing the first key's segment by
+    // a shorter one frees room again.
+    HitChainMemo memo;
+    const std::vector<core::BlockId> full(HitChainMemo::kMaxBlocks, core::BlockId{7});
+    const std::vector<core::BlockId> one{core::BlockId{9}};
+    memo.record(core::BlockHash{1}, full);
+    CHECK(memo.num_blocks() == HitChainMemo::kMaxBlocks);
+    memo.record(core::BlockHash{2}, one);
+    CHECK(memo.find(core::BlockHash{2}).empty());
+    CHECK(memo.num_blocks() == HitChainMemo::kMaxBlocks);
+    memo.record(core::BlockHash{1}, one);
+    CHECK(memo.num_blocks() == 1);
+    memo.record(core::BlockHash{2}, one);
+    CHECK(memo.find(core::BlockHash{2}).size() == 1);
+    CHECK(memo.num_blocks() == 2);
+}
+
+}  // namespace
+}  // namespace servesim::cache

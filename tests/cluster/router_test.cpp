@@ -75,6 +75,32 @@ TEST_CASE("Router dynamo_kv: overlap blocks against active blocks", "[cluster][r
     CHECK(route(*w20, 1, loaded) == 0);
 }
 
+TEST_CASE("Router dynamo_kv: the routed-prefix index over 70 replicas forgets what a replica's LRU evicted",
+          "[cluster][router]") {
+    // 70 replicas (two 64-replica words of the index), 4 blocks each; active blocks = kv_usage × 4.
+    //   1. P, all at usage 1 (cost 4 + 4 = 8) but replica 66 at 0 (4 + 0) → 66, which now holds P.
+    //   2. P, all at usage 0.5: replica 66 = 0 + 2, the others 4 + 2 → 66 (found in the second word).
+    //   3. Q (4 new blocks), as in 1 → 66; its LRU of 4 evicts P's 4 blocks for Q's.
+    //   4. P, all at 0.5: nobody holds P any more, 6 everywhere → replica 0 (ties to the lowest index).
+    //   5. P again: replica 0 = 0 + 2 against 6 → 0.
+    const std::vector<core::BlockHash> q{core::BlockHash{21}, core::BlockHash{22}, core::BlockHash{23},
+                                         core::BlockHash{24}};
+    RouterOptions o;
+    o.replica_capacity_blocks = 4;
+    auto r = make_router("dynamo_kv", o);
+    std::vector<ReplicaLoad> full(70, ReplicaLoad{0, 1, 1.0});
+    full[66].kv_usage = 0;
+    const std::vector<ReplicaLoad> half(70, ReplicaLoad{0, 1, 0.5});
+    auto to = [&](const std::vector<core::BlockHash>& prompt, double t_s, const std::vector<ReplicaLoad>& loads) {
+        return r->route(RouteRequest{kNoContent, at_s(t_s), prompt}, loads);
+    };
+    CHECK(to(kPrompt, 0, full) == 66);
+    CHECK(to(kPrompt, 1, half) == 66);
+    CHECK(to(q, 2, full) == 66);
+    CHECK(to(kPrompt, 3, half) == 0);
+    CHECK(to(kPrompt, 4, half) == 0);
+}
+
 TEST_CASE("Router session_affinity: a tenant stays on the replica of its first request", "[cluster][router]") {
     // Tenant 7's first request: loads 2 and 1 (waiting + running) → replica 1. Its next one goes to 1 even though
     // replica 1 is now the busier (1 + 4 = 5 against 0). Tenant 8's first goes to the least loaded, replica 0.

@@ -263,7 +263,8 @@ void SharedKvStore::commit(std::size_t replica, std::uint64_t key) {
         pool_.insert(replica_host_[replica], key);  // one copy in the pool: a put of a present key is skipped
         return;
     }
-    host_tiers_[replica_host_[replica]].insert(key);  // LMCache: the local CPU tier and the remote store both keep a copy
+    // LMCache: the local CPU tier and the remote store both keep a copy.
+    host_tiers_[replica_host_[replica]].insert(key);
     remote_.insert(key);
 }
 

@@ -62,6 +62,9 @@ void BlockPool::get_new_blocks(std::int64_t n, std::vector<core::BlockId>& out) 
         Block& block = blocks_[core::to_int(id)];
         if (block.has_hash()) {
             cached_block_hash_to_block_.pop(block.key(), id);
+            if (event_sink_ != nullptr) {
+                event_sink_->block_removed(core::BlockHash{block.hash}, block.group);
+            }
             block.hash = 0;
             block.group = Block::kNotHashed;
             ++num_evictions_;
@@ -141,6 +144,9 @@ void BlockPool::cache_full_blocks(std::span<const core::BlockId> blocks, std::sp
         block.hash = static_cast<std::uint64_t>(block_hashes[static_cast<std::size_t>(i)]);
         block.group = group;
         cached_block_hash_to_block_.insert(block.key(), id);
+        if (event_sink_ != nullptr) {
+            event_sink_->block_stored(core::BlockHash{block.hash}, group);
+        }
     }
 }
 

@@ -28,6 +28,17 @@ namespace servesim::cache {
 
 inline constexpr core::BlockId kNullBlock{0};
 
+// vLLM's KV cache events (vllm/distributed/kv_events.py BlockStored / BlockRemoved), as block_pool.py emits them with
+// KVEventsConfig.enable_kv_cache_events: BlockStored when cache_full_blocks gives a block its hash, BlockRemoved when
+// _maybe_evict_cached_block drops the hash of a cached free block being reallocated. A cluster router that reads
+// them sets one (docs/CLUSTER.md, "A precise prefix scorer"); without one nothing is emitted.
+class KvEventSink {
+public:
+    virtual ~KvEventSink() = default;
+    virtual void block_stored(core::BlockHash hash, int group) = 0;
+    virtual void block_removed(core::BlockHash hash, int group) = 0;
+};
+
 class BlockPool {
 public:
     BlockPool(std::int64_t num_gpu_blocks, bool enable_caching);
@@ -64,6 +75,9 @@ public:
     // and indexes them (null blocks skipped). The blocks must not be hashed yet.
     void cache_full_blocks(std::span<const core::BlockId> blocks, std::span<const core::BlockHash> block_hashes,
                            std::int64_t num_cached_blocks, std::int64_t num_full_blocks, int group);
+
+    // Where the pool's KV events go (nullptr: none, the default).
+    void set_event_sink(KvEventSink* sink) { event_sink_ = sink; }
 
     [[nodiscard]] std::int64_t num_gpu_blocks() const { return static_cast<std::int64_t>(blocks_.size()); }
     [[nodiscard]] std::int64_t num_free_blocks() const { return free_block_queue_.num_free_blocks(); }
@@ -130,6 +144,7 @@ private:
     FreeBlockQueue free_block_queue_;
     PrefixIndex cached_block_hash_to_block_;
     std::uint64_t num_evictions_ = 0;
+    KvEventSink* event_sink_ = nullptr;
 };
 
 }  // namespace servesim::cache

@@ -267,6 +267,8 @@ void KvCacheManager::free(const CacheRequest& req) {
     free(req.id);
 }
 
+void KvCacheManager::set_event_sink(KvEventSink* sink) { impl_->coordinator.block_pool().set_event_sink(sink); }
+
 void KvCacheManager::begin_step() {
     impl_->coordinator.new_step_starts();
     if (impl_->state_cache) {

@@ -136,6 +136,8 @@ struct CacheHit {
 
 class HybridStateCache;
 
+class KvEventSink;  // block_pool.h
+
 class KvCacheManager {
 public:
     explicit KvCacheManager(const KvCacheConfig& config);
@@ -168,6 +170,9 @@ public:
     void free(core::RequestId id);
     // The same, and forgets the request's running summary (req.kv_summary).
     void free(const CacheRequest& req);
+
+    // The block pool's KV events go to `sink` (nullptr: none); block_pool.h KvEventSink.
+    void set_event_sink(KvEventSink* sink);
 
     // Called by the scheduler at the start of each step: clears the Mamba cached_blocks_this_step set.
     void begin_step();

@@ -11,23 +11,64 @@
 
 namespace servesim::cluster {
 
-void LruBlockTier::touch(std::uint64_t key) {
-    const auto it = index_.find(key);
-    if (it != index_.end()) {
-        lru_.splice(lru_.end(), lru_, it->second);
-    }
+LruBlockTiers::LruBlockTiers(std::size_t num_tiers, std::int64_t capacity_blocks_each)
+    : capacity_(capacity_blocks_each), lists_(num_tiers) {}
+
+void LruBlockTiers::unlink(std::uint32_t n) {
+    Node& x = nodes_[n];
+    List& l = lists_[x.tier];
+    (x.prev == kNil ? l.head : nodes_[x.prev].next) = x.next;
+    (x.next == kNil ? l.tail : nodes_[x.next].prev) = x.prev;
+    x.prev = x.next = kNil;
+    --l.size;
 }
 
-void LruBlockTier::insert(std::uint64_t key) {
-    if (contains(key) || capacity_ <= 0) {
-        return;
+void LruBlockTiers::append(std::uint32_t n) {
+    Node& x = nodes_[n];
+    List& l = lists_[x.tier];
+    x.prev = l.tail;
+    x.next = kNil;
+    (l.tail == kNil ? l.head : nodes_[l.tail].next) = n;
+    l.tail = n;
+    ++l.size;
+}
+
+std::size_t LruBlockTiers::touch_find(std::uint64_t key) {
+    const std::uint32_t n = index_.find(key);
+    if (n == BlockKeyMap::npos) {
+        return npos;
     }
-    while (static_cast<std::int64_t>(lru_.size()) >= capacity_) {
-        index_.erase(lru_.front());
-        lru_.pop_front();
+    if (lists_[nodes_[n].tier].tail != n) {
+        unlink(n);
+        append(n);
     }
-    lru_.push_back(key);
-    index_[key] = std::prev(lru_.end());
+    return nodes_[n].tier;
+}
+
+bool LruBlockTiers::insert(std::size_t tier, std::uint64_t key, std::uint64_t* evicted) {
+    if (capacity_ <= 0 || index_.find(key) != BlockKeyMap::npos) {
+        return false;
+    }
+    bool evicted_one = false;
+    std::uint32_t n = kNil;
+    if (lists_[tier].size >= capacity_) {  // reuse the least recent block's node
+        n = lists_[tier].head;
+        unlink(n);
+        index_.erase(nodes_[n].key);
+        if (evicted != nullptr) {
+            *evicted = nodes_[n].key;
+        }
+        evicted_one = true;
+    } else {
+        SERVESIM_CHECK(nodes_.size() < kNil, "more than 2^32 blocks in an LRU index");
+        n = static_cast<std::uint32_t>(nodes_.size());
+        nodes_.emplace_back();
+    }
+    nodes_[n].key = key;
+    nodes_[n].tier = static_cast<std::uint32_t>(tier);
+    append(n);
+    index_.insert(key, n);
+    return evicted_one;
 }
 
 // A replica's connector: lookups and loads go to the store; stores are queued and land two step ends later.
@@ -92,6 +133,7 @@ SharedKvStore::SharedKvStore(const KvStoreConfig& config, const Topology& topolo
       topology_(topology),
       tracker_(topology),
       replica_gpus_(std::move(replica_gpus)),
+      pool_(0, 0),
       remote_(config.kind == KvStoreKind::kLmcache ? config.remote_capacity_blocks : 0) {
     SERVESIM_CHECK(config_.block_size_tokens > 0 && config_.bytes_per_block > 0, "bad kv store config");
     cache::CpuOffloadConfig rules;
@@ -104,11 +146,16 @@ SharedKvStore::SharedKvStore(const KvStoreConfig& config, const Topology& topolo
         auto it = std::find(hosts_.begin(), hosts_.end(), host);
         if (it == hosts_.end()) {
             hosts_.push_back(host);
-            host_tiers_.emplace_back(config_.host_capacity_blocks);
+            if (config_.kind == KvStoreKind::kLmcache) {
+                host_tiers_.emplace_back(config_.host_capacity_blocks);
+            }
             it = std::prev(hosts_.end());
         }
         replica_host_.push_back(static_cast<std::size_t>(it - hosts_.begin()));
         views_.push_back(std::make_unique<View>(*this, r, rules));
+    }
+    if (config_.kind == KvStoreKind::kMooncake) {
+        pool_ = LruBlockTiers(hosts_.size(), config_.host_capacity_blocks);
     }
 }
 
@@ -117,7 +164,7 @@ SharedKvStore::~SharedKvStore() = default;
 cache::KvConnector& SharedKvStore::connector(std::size_t replica) { return *views_[replica]; }
 
 std::int64_t SharedKvStore::num_resident_blocks() const {
-    std::int64_t n = remote_.size();
+    std::int64_t n = remote_.size() + pool_.size();
     for (const auto& t : host_tiers_) {
         n += t.size();
     }
@@ -125,17 +172,13 @@ std::int64_t SharedKvStore::num_resident_blocks() const {
 }
 
 std::size_t SharedKvStore::where(std::size_t replica, std::uint64_t key) const {
+    if (config_.kind == KvStoreKind::kMooncake) {
+        const std::size_t h = pool_.tier_of(key);  // one copy in the pool: at most one segment holds it
+        return h == LruBlockTiers::npos ? kNone : h;
+    }
     const std::size_t own = replica_host_[replica];
     if (host_tiers_[own].contains(key)) {
         return own;
-    }
-    if (config_.kind == KvStoreKind::kMooncake) {
-        for (std::size_t h = 0; h < host_tiers_.size(); ++h) {
-            if (h != own && host_tiers_[h].contains(key)) {
-                return h;
-            }
-        }
-        return kNone;
     }
     return remote_.contains(key) ? kRemote : kNone;
 }
@@ -150,14 +193,28 @@ std::int64_t SharedKvStore::lookup(std::size_t replica, std::span<const core::Bl
     const std::int64_t max_blocks = std::min<std::int64_t>(num_tokens / b, static_cast<std::int64_t>(hashes.size()));
     const std::int64_t local_blocks = local_hit_tokens / b;
     std::int64_t hit = 0;
+    constexpr std::int64_t kAhead = 8;  // prefetch distance, in blocks: the tiers' tables miss the cache
     for (; hit < max_blocks; ++hit) {
+        if (hit + kAhead < max_blocks) {
+            const std::uint64_t ahead = core::to_int(hashes[static_cast<std::size_t>(hit + kAhead)]);
+            __builtin_prefetch(config_.kind == KvStoreKind::kMooncake
+                                   ? pool_.probe_address(ahead)
+                                   : host_tiers_[replica_host_[replica]].probe_address(ahead));
+        }
         const std::uint64_t key = core::to_int(hashes[static_cast<std::size_t>(hit)]);
-        const std::size_t w = where(replica, key);
+        // A hit refreshes the block in the tier it is read from (LMCache: the local tier first, then the remote).
+        std::size_t w = kNone;
+        if (config_.kind == KvStoreKind::kMooncake) {
+            const std::size_t h = pool_.touch_find(key);  // one copy in the pool: at most one segment holds it
+            w = h == LruBlockTiers::npos ? kNone : h;
+        } else if (host_tiers_[replica_host_[replica]].touch_if_held(key)) {
+            w = replica_host_[replica];
+        } else if (remote_.touch_if_held(key)) {
+            w = kRemote;
+        }
         if (w == kNone) {
             break;
         }
-        // A hit refreshes the block in the tier it is read from (and, LMCache, the local copy it is read from).
-        (w == kRemote ? remote_ : host_tiers_[w]).touch(key);
         if (hit >= local_blocks) {
             const std::size_t vertex = w == kRemote ? config_.remote_vertex : hosts_[w];
             if (sources.empty() || sources.back().vertex != vertex) {
@@ -202,14 +259,12 @@ core::Duration SharedKvStore::start_load(std::size_t replica, const std::vector<
 }
 
 void SharedKvStore::commit(std::size_t replica, std::uint64_t key) {
-    LruBlockTier& own = host_tiers_[replica_host_[replica]];
     if (config_.kind == KvStoreKind::kMooncake) {
-        if (where(replica, key) == kNone) {  // one copy in the pool: a put of a present key is skipped
-            own.insert(key);
-        }
+        pool_.insert(replica_host_[replica], key);  // one copy in the pool: a put of a present key is skipped
         return;
     }
-    own.insert(key);  // LMCache: the local CPU tier and the remote store both keep a copy
+    // LMCache: the local CPU tier and the remote store both keep a copy.
+    host_tiers_[replica_host_[replica]].insert(key);
     remote_.insert(key);
 }
 

@@ -17,8 +17,8 @@
 // Full-attention models only (the scenario refuses a hybrid).
 #pragma once
 
+#include <bit>
 #include <cstdint>
-#include <list>
 #include <map>
 #include <memory>
 #include <optional>
@@ -46,19 +46,169 @@ struct KvStoreConfig {
     std::size_t remote_vertex = Topology::npos;  // the remote store's vertex (LMCache)
 };
 
+// An open-addressing hash map from a block key (a chained block hash) to a value, `kEmpty` marking a free slot (never
+// stored): linear probing, backward-shift deletion, load at most 1/2, Fibonacci hashing. The store's and the
+// routers' indexes probe it once per prompt block, so a node-based map's cache miss per probe dominated a cluster run
+// (bench/README.md, "The cluster benchmark").
+template <typename V, V kEmpty>
+class FlatKeyMap {
+public:
+    FlatKeyMap() { rehash(16); }
+    // The value of `key`, or kEmpty.
+    [[nodiscard]] V find(std::uint64_t key) const {
+        for (std::size_t i = home(key);; i = (i + 1) & mask_) {
+            const Slot& s = slots_[i];
+            if (s.value == kEmpty || s.key == key) {
+                return s.value;
+            }
+        }
+    }
+    // The stored value of `key` for an update in place (not to kEmpty), or nullptr.
+    [[nodiscard]] V* find_value(std::uint64_t key) {
+        for (std::size_t i = home(key);; i = (i + 1) & mask_) {
+            Slot& s = slots_[i];
+            if (s.value == kEmpty) {
+                return nullptr;
+            }
+            if (s.key == key) {
+                return &s.value;
+            }
+        }
+    }
+    // Where find(key) starts probing, for __builtin_prefetch by a caller that knows its keys ahead (the prefetch sits
+    // in the caller's body, as for cache::PrefixIndex::probe_address).
+    [[nodiscard]] const void* probe_address(std::uint64_t key) const { return &slots_[home(key)]; }
+    // `key` must be absent and `value` not kEmpty.
+    void insert(std::uint64_t key, V value) {
+        if (2 * (size_ + 1) > slots_.size()) {
+            rehash(2 * slots_.size());
+        }
+        std::size_t i = home(key);
+        while (slots_[i].value != kEmpty) {
+            i = (i + 1) & mask_;
+        }
+        slots_[i] = Slot{key, value};
+        ++size_;
+    }
+    // `key` must be present.
+    void erase(std::uint64_t key) {
+        std::size_t i = home(key);
+        while (slots_[i].key != key || slots_[i].value == kEmpty) {
+            i = (i + 1) & mask_;
+        }
+        // Backward shift: pull later entries of the probe run into the hole unless their home lies after it.
+        for (std::size_t j = (i + 1) & mask_; slots_[j].value != kEmpty; j = (j + 1) & mask_) {
+            if (((j - home(slots_[j].key)) & mask_) >= ((j - i) & mask_)) {
+                slots_[i] = slots_[j];
+                i = j;
+            }
+        }
+        slots_[i] = Slot{};
+        --size_;
+    }
+    [[nodiscard]] std::size_t size() const { return size_; }
+
+private:
+    struct Slot {
+        std::uint64_t key = 0;
+        V value = kEmpty;
+    };
+    [[nodiscard]] std::size_t home(std::uint64_t key) const {
+        return static_cast<std::size_t>((key * 0x9e3779b97f4a7c15ULL) >> shift_);
+    }
+    void rehash(std::size_t num_slots) {
+        std::vector<Slot> old = std::move(slots_);
+        slots_.assign(num_slots, Slot{});
+        mask_ = num_slots - 1;
+        shift_ = 64 - std::countr_zero(num_slots);
+        size_ = 0;
+        for (const Slot& s : old) {
+            if (s.value != kEmpty) {
+                insert(s.key, s.value);
+            }
+        }
+    }
+
+    std::vector<Slot> slots_;
+    std::size_t mask_ = 0;
+    int shift_ = 64;
+    std::size_t size_ = 0;
+};
+
+// Block key → a 32-bit index (npos: absent).
+class BlockKeyMap : public FlatKeyMap<std::uint32_t, 0xffffffffu> {
+public:
+    static constexpr std::uint32_t npos = 0xffffffffu;
+};
+
+// Tiers of blocks under one index, each block in at most one tier (Mooncake's pool: one copy of a key over all the
+// hosts' segments): per tier a capacity in blocks and an LRU order, eviction only when inserting into a full tier.
+// The LRU lists are intrusive (indices into one node vector), so nothing allocates once the tiers are full.
+class LruBlockTiers {
+public:
+    static constexpr std::size_t npos = static_cast<std::size_t>(-1);
+    LruBlockTiers(std::size_t num_tiers, std::int64_t capacity_blocks_each);
+
+    // The tier holding `key`, or npos.
+    [[nodiscard]] std::size_t tier_of(std::uint64_t key) const {
+        const std::uint32_t n = index_.find(key);
+        return n == BlockKeyMap::npos ? npos : nodes_[n].tier;
+    }
+    [[nodiscard]] const void* probe_address(std::uint64_t key) const { return index_.probe_address(key); }
+    // The node of a held key (nullptr when absent), for __builtin_prefetch before a touch.
+    [[nodiscard]] const void* node_address(std::uint64_t key) const {
+        const std::uint32_t n = index_.find(key);
+        return n == BlockKeyMap::npos ? nullptr : &nodes_[n];
+    }
+    // Moves `key` to its tier's most-recent end; nothing when absent.
+    void touch(std::uint64_t key) { (void)touch_find(key); }
+    // touch(key), returning the tier that holds it (npos when absent): one probe instead of tier_of + touch.
+    std::size_t touch_find(std::uint64_t key);
+    // Inserts an absent `key` at `tier`'s most-recent end, first evicting that tier's least recent block when it is
+    // full (that key is written to *evicted when given). Nothing when the key is held somewhere or the capacity is 0.
+    // Returns whether a block was evicted.
+    bool insert(std::size_t tier, std::uint64_t key, std::uint64_t* evicted = nullptr);
+    [[nodiscard]] std::int64_t size(std::size_t tier) const { return lists_[tier].size; }
+    [[nodiscard]] std::int64_t size() const { return static_cast<std::int64_t>(index_.size()); }
+
+private:
+    static constexpr std::uint32_t kNil = 0xffffffffu;
+    struct Node {
+        std::uint64_t key = 0;
+        std::uint32_t prev = kNil;
+        std::uint32_t next = kNil;
+        std::uint32_t tier = 0;
+    };
+    struct List {
+        std::uint32_t head = kNil;  // least recent
+        std::uint32_t tail = kNil;  // most recent
+        std::int64_t size = 0;
+    };
+    void unlink(std::uint32_t n);
+    void append(std::uint32_t n);
+
+    std::int64_t capacity_;
+    BlockKeyMap index_;  // key → node
+    std::vector<Node> nodes_;
+    std::vector<List> lists_;
+};
+
 // One tier: capacity in blocks, LRU order (front = least recent), eviction only when inserting into a full tier.
 class LruBlockTier {
 public:
-    explicit LruBlockTier(std::int64_t capacity_blocks) : capacity_(capacity_blocks) {}
-    [[nodiscard]] bool contains(std::uint64_t key) const { return index_.count(key) != 0; }
-    void touch(std::uint64_t key);
-    void insert(std::uint64_t key);
-    [[nodiscard]] std::int64_t size() const { return static_cast<std::int64_t>(lru_.size()); }
+    explicit LruBlockTier(std::int64_t capacity_blocks) : tiers_(1, capacity_blocks) {}
+    [[nodiscard]] bool contains(std::uint64_t key) const { return tiers_.tier_of(key) != LruBlockTiers::npos; }
+    void touch(std::uint64_t key) { tiers_.touch(key); }
+    // touch(key), returning whether it is held.
+    bool touch_if_held(std::uint64_t key) { return tiers_.touch_find(key) != LruBlockTiers::npos; }
+    [[nodiscard]] const void* probe_address(std::uint64_t key) const { return tiers_.probe_address(key); }
+    [[nodiscard]] const void* node_address(std::uint64_t key) const { return tiers_.node_address(key); }
+    // As LruBlockTiers::insert.
+    bool insert(std::uint64_t key, std::uint64_t* evicted = nullptr) { return tiers_.insert(0, key, evicted); }
+    [[nodiscard]] std::int64_t size() const { return tiers_.size(); }
 
 private:
-    std::int64_t capacity_;
-    std::list<std::uint64_t> lru_;
-    std::unordered_map<std::uint64_t, std::list<std::uint64_t>::iterator> index_;
+    LruBlockTiers tiers_;
 };
 
 // `cluster.kv_connector:` as written (type, store, per-host and remote capacity, the remote store's node), kept
@@ -123,7 +273,8 @@ private:
     std::vector<std::vector<std::size_t>> replica_gpus_;
     std::vector<std::size_t> replica_host_;  // index into hosts_
     std::vector<std::size_t> hosts_;         // host vertices in use
-    std::vector<LruBlockTier> host_tiers_;
+    std::vector<LruBlockTier> host_tiers_;  // LMCache: one per host
+    LruBlockTiers pool_;                     // Mooncake: the hosts' segments, one copy of a block in all of them
     LruBlockTier remote_;
     std::map<std::pair<std::size_t, std::size_t>, TopologyPath> paths_;
     std::vector<std::unique_ptr<View>> views_;

@@ -3,9 +3,11 @@
 #include "sim/cluster/router.h"
 
 #include <algorithm>
+#include <bit>
 #include <deque>
 #include <functional>
 #include <map>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -72,31 +74,103 @@ public:
     }
 };
 
+// Which replicas hold each block, as a router believes it: per group of 64 replicas one map from the block to a
+// bitset of them, so one walk over a prompt's blocks gives every replica's leading matched blocks (the walk of
+// llm-d's LongestPrefixScorer, llm-d-kv-cache-manager pkg/kvcache/kvblock_scorer.go: the pods holding block 0,
+// intersected block by block): O(blocks × ⌈replicas / 64⌉ + replicas) per request instead of O(blocks × replicas)
+// (issue 15 item 5).
+class ReplicaBlockSets {
+public:
+    explicit ReplicaBlockSets(std::size_t num_replicas)
+        : num_replicas_(num_replicas), maps_((num_replicas + 63) / 64) {}
+
+    [[nodiscard]] bool holds(std::uint64_t key, std::size_t r) const {
+        return (maps_[r / 64].find(key) & bit(r)) != 0;
+    }
+    void hold(std::uint64_t key, std::size_t r) {
+        auto& map = maps_[r / 64];
+        if (std::uint64_t* v = map.find_value(key)) {
+            *v |= bit(r);
+        } else {
+            map.insert(key, bit(r));
+        }
+    }
+    // Nothing when r does not hold the key.
+    void release(std::uint64_t key, std::size_t r) {
+        auto& map = maps_[r / 64];
+        std::uint64_t* v = map.find_value(key);
+        if (v == nullptr || (*v & bit(r)) == 0) {
+            return;
+        }
+        if ((*v & ~bit(r)) == 0) {
+            map.erase(key);  // before the value reads as empty
+        } else {
+            *v &= ~bit(r);
+        }
+    }
+
+    // out[r]: how many leading blocks of `hashes` replica r holds.
+    void matched(std::span<const core::BlockHash> hashes, std::vector<std::int64_t>& out) const {
+        out.assign(num_replicas_, 0);
+        constexpr std::size_t kAhead = 16;  // prefetch distance, in blocks: the maps miss the cache
+        for (std::size_t w = 0; w < maps_.size(); ++w) {
+            const auto& map = maps_[w];
+            const std::size_t in_group = std::min<std::size_t>(64, num_replicas_ - 64 * w);
+            std::uint64_t alive = in_group == 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << in_group) - 1;
+            std::size_t n = 0;
+            for (; n < hashes.size() && alive != 0; ++n) {
+                if (n + kAhead < hashes.size()) {
+                    __builtin_prefetch(map.probe_address(core::to_int(hashes[n + kAhead])));
+                }
+                const std::uint64_t held = alive & map.find(core::to_int(hashes[n]));
+                for (std::uint64_t gone = alive & ~held; gone != 0; gone &= gone - 1) {
+                    out[64 * w + static_cast<std::size_t>(std::countr_zero(gone))] = static_cast<std::int64_t>(n);
+                }
+                alive = held;
+            }
+            for (; alive != 0; alive &= alive - 1) {
+                out[64 * w + static_cast<std::size_t>(std::countr_zero(alive))] = static_cast<std::int64_t>(n);
+            }
+        }
+    }
+
+private:
+    [[nodiscard]] static std::uint64_t bit(std::size_t r) { return std::uint64_t{1} << (r % 64); }
+
+    std::size_t num_replicas_;
+    std::vector<FlatKeyMap<std::uint64_t, 0>> maps_;  // per 64 replicas: block → the replicas holding it
+};
+
+// What a cache-aware router believes each replica caches: out[r] = the leading blocks of a prompt replica r holds.
+class PrefixView {
+public:
+    virtual ~PrefixView() = default;
+    virtual void matched(std::span<const core::BlockHash> hashes, core::SimTime now, std::size_t num_replicas,
+                         std::vector<std::int64_t>& out) = 0;
+    // The router sent `hashes` to replica r at `now`.
+    virtual void routed(std::size_t r, std::span<const core::BlockHash> hashes, core::SimTime now) = 0;
+    [[nodiscard]] virtual KvEventFeed* feed() { return nullptr; }
+};
+
 // Which replica holds which prefix, as a router can know it without engine events: the blocks of each prompt it
 // routed, per replica, in an LRU of the replica's GPU capacity (llm-d's approximate prefix-cache scorer, which keeps
 // an LRU index of the prefixes it sent to each pod; Dynamo's router without KV events). A routing becomes visible
 // cache_signal_delay later (the engine's KV events or metrics reach the router late).
-class RoutedPrefixIndex {
+class RoutedPrefixIndex final : public PrefixView {
 public:
     explicit RoutedPrefixIndex(const RouterOptions& o)
         : capacity_(o.replica_capacity_blocks > 0 ? o.replica_capacity_blocks : std::int64_t{1} << 40),
           delay_(core::Duration::from_s(o.cache_signal_delay_s)) {}
 
-    // Leading blocks of `hashes` the router believes replica r holds at `now`.
-    std::int64_t matched(std::size_t r, std::span<const core::BlockHash> hashes, core::SimTime now) {
+    // out[r]: the leading blocks of `hashes` the router believes replica r (< num_replicas) holds at `now`.
+    void matched(std::span<const core::BlockHash> hashes, core::SimTime now, std::size_t num_replicas,
+                 std::vector<std::int64_t>& out) override {
+        ensure(num_replicas);
         advance(now);
-        if (r >= tiers_.size()) {
-            return 0;
-        }
-        std::int64_t n = 0;
-        while (n < static_cast<std::int64_t>(hashes.size()) &&
-               tiers_[r].contains(core::to_int(hashes[static_cast<std::size_t>(n)]))) {
-            ++n;
-        }
-        return n;
+        sets_->matched(hashes, out);
     }
 
-    void add(std::size_t r, std::span<const core::BlockHash> hashes, core::SimTime now) {
+    void routed(std::size_t r, std::span<const core::BlockHash> hashes, core::SimTime now) override {
         pending_.push_back(Pending{now + delay_, r, {hashes.begin(), hashes.end()}});
         advance(now);
     }
@@ -108,16 +182,39 @@ private:
         std::vector<core::BlockHash> hashes;
     };
 
+    // Sizes the index for the cluster (known at the first routing).
+    void ensure(std::size_t num_replicas) {
+        if (!sets_) {
+            tiers_.assign(num_replicas, LruBlockTier(capacity_));
+            sets_.emplace(num_replicas);
+        }
+        SERVESIM_CHECK(tiers_.size() == num_replicas, "the cluster's size changed between routings");
+    }
+
     void advance(core::SimTime now) {
         // Constant delay: visible times are in routing order.
         while (!pending_.empty() && pending_.front().visible_at <= now) {
             const Pending& p = pending_.front();
-            while (tiers_.size() <= p.replica) {
-                tiers_.emplace_back(capacity_);
-            }
-            for (const auto h : p.hashes) {
-                tiers_[p.replica].contains(core::to_int(h)) ? tiers_[p.replica].touch(core::to_int(h))
-                                                            : tiers_[p.replica].insert(core::to_int(h));
+            LruBlockTier& tier = tiers_[p.replica];
+            constexpr std::size_t kAhead = 16;  // prefetch distances, in blocks
+            for (std::size_t i = 0; i < p.hashes.size(); ++i) {
+                if (i + kAhead < p.hashes.size()) {
+                    __builtin_prefetch(tier.probe_address(core::to_int(p.hashes[i + kAhead])));
+                }
+                if (i + kAhead / 2 < p.hashes.size()) {
+                    if (const void* node = tier.node_address(core::to_int(p.hashes[i + kAhead / 2]))) {
+                        __builtin_prefetch(node);
+                    }
+                }
+                const std::uint64_t key = core::to_int(p.hashes[i]);
+                if (tier.touch_if_held(key)) {
+                    continue;
+                }
+                std::uint64_t evicted = 0;
+                if (tier.insert(key, &evicted)) {
+                    sets_->release(evicted, p.replica);
+                }
+                sets_->hold(key, p.replica);
             }
             pending_.pop_front();
         }
@@ -125,14 +222,100 @@ private:
 
     std::int64_t capacity_;
     core::Duration delay_;
-    std::vector<LruBlockTier> tiers_;
+    std::vector<LruBlockTier> tiers_;         // per replica: the routed blocks, LRU
+    std::optional<ReplicaBlockSets> sets_;    // the same, as block → replicas
     std::deque<Pending> pending_;
 };
+
+// What each replica's GPU prefix cache holds, from its KV events (llm-d's precise prefix-cache index, the
+// kv-cache-manager's kvblock.Index fed by kvevents.Pool; Dynamo's KvIndexer): BlockStored adds the replica to the
+// block's holders, BlockRemoved takes it out, each cache_signal_delay after the step that emitted it ended. A set per
+// block as llm-d keeps it: a second copy of a block (computed twice concurrently) is one entry, and the first copy's
+// eviction removes it. Events of the first KV cache group only (the full-attention group; a hybrid model's other
+// groups are not indexed). vLLM's AllBlocksCleared (reset_prefix_cache) has no counterpart: servesim never resets.
+class KvEventIndex final : public PrefixView, public KvEventFeed {
+public:
+    explicit KvEventIndex(const RouterOptions& o) : delay_(core::Duration::from_s(o.cache_signal_delay_s)) {}
+
+    cache::KvEventSink& sink(std::size_t replica) override { return replica_(replica).sink; }
+
+    void publish(std::size_t replica, core::SimTime at) override {
+        Replica& r = replica_(replica);
+        for (const auto& [stored, key] : r.sink.unpublished) {
+            r.pending.push_back(Event{at + delay_, stored, key});
+        }
+        r.sink.unpublished.clear();
+    }
+
+    void matched(std::span<const core::BlockHash> hashes, core::SimTime now, std::size_t num_replicas,
+                 std::vector<std::int64_t>& out) override {
+        if (!sets_) {
+            num_indexed_ = std::max(num_replicas, replicas_.size());
+            sets_.emplace(num_indexed_);
+        }
+        for (std::size_t i = 0; i < replicas_.size(); ++i) {
+            auto& pending = replicas_[i]->pending;  // per replica in publish order: its steps end in order
+            while (!pending.empty() && pending.front().visible_at <= now) {
+                const Event& e = pending.front();
+                e.stored ? sets_->hold(e.key, i) : sets_->release(e.key, i);
+                pending.pop_front();
+            }
+        }
+        sets_->matched(hashes, out);
+        out.resize(num_replicas);
+    }
+
+    void routed(std::size_t, std::span<const core::BlockHash>, core::SimTime) override {}
+    KvEventFeed* feed() override { return this; }
+
+private:
+    struct Event {
+        core::SimTime visible_at;
+        bool stored = false;
+        std::uint64_t key = 0;
+    };
+    struct Sink final : public cache::KvEventSink {
+        std::vector<std::pair<bool, std::uint64_t>> unpublished;  // (stored?, block) in emission order
+        void block_stored(core::BlockHash hash, int group) override {
+            if (group == 0) {
+                unpublished.emplace_back(true, core::to_int(hash));
+            }
+        }
+        void block_removed(core::BlockHash hash, int group) override {
+            if (group == 0) {
+                unpublished.emplace_back(false, core::to_int(hash));
+            }
+        }
+    };
+    struct Replica {
+        Sink sink;
+        std::deque<Event> pending;
+    };
+    Replica& replica_(std::size_t r) {
+        SERVESIM_CHECK(!sets_ || r < num_indexed_, "replica {} is outside the {} indexed", r, num_indexed_);
+        while (replicas_.size() <= r) {
+            replicas_.push_back(std::make_unique<Replica>());
+        }
+        return *replicas_[r];
+    }
+
+    core::Duration delay_;
+    std::vector<std::unique_ptr<Replica>> replicas_;  // stable: the block pools hold their sinks
+    std::optional<ReplicaBlockSets> sets_;
+    std::size_t num_indexed_ = 0;  // replicas in sets_ (fixed at the first routing)
+};
+
+std::unique_ptr<PrefixView> make_prefix_view(const RouterOptions& o) {
+    if (o.precise_prefix_scorer) {
+        return std::make_unique<KvEventIndex>(o);
+    }
+    return std::make_unique<RoutedPrefixIndex>(o);
+}
 
 // The cache-aware routers' pick: the replica whose value strictly beats all before it (`beats(a, b)`), so ties go to
 // the lowest index, and the routing recorded in `index` (what the router later believes each replica caches).
 template <typename Value, typename Beats>
-std::size_t route_best(const RouteRequest& req, std::size_t num_replicas, RoutedPrefixIndex& index, Value value,
+std::size_t route_best(const RouteRequest& req, std::size_t num_replicas, PrefixView& index, Value value,
                        Beats beats) {
     std::size_t best = 0;
     double best_value = 0;
@@ -143,7 +326,7 @@ std::size_t route_best(const RouteRequest& req, std::size_t num_replicas, Routed
             best = i;
         }
     }
-    index.add(best, req.block_hashes, req.now);
+    index.routed(best, req.block_hashes, req.now);
     return best;
 }
 
@@ -153,9 +336,10 @@ std::size_t route_best(const RouteRequest& req, std::size_t num_replicas, Routed
 // Ties go to the lowest index (llm-d picks at random among the best).
 class LlmdRouter final : public Router {
 public:
-    explicit LlmdRouter(const RouterOptions& o) : options_(o), index_(o) {}
+    explicit LlmdRouter(const RouterOptions& o) : options_(o), index_(make_prefix_view(o)) {}
     [[nodiscard]] bool needs_loads() const override { return true; }
     [[nodiscard]] bool needs_block_hashes() const override { return true; }
+    [[nodiscard]] KvEventFeed* kv_event_feed() override { return index_->feed(); }
 
     std::size_t route(const RouteRequest& req, const std::vector<ReplicaLoad>& loads) override {
         std::size_t qmin = loads.front().num_waiting;
@@ -165,9 +349,28 @@ public:
             qmax = std::max(qmax, l.num_waiting);
         }
         const double blocks = static_cast<double>(req.block_hashes.size());
+        index_->matched(req.block_hashes, req.now, loads.size(), matched_);
+        // precise-prefix-cache-scorer (llm-d-inference-scheduler, indexedScoresToNormalizedScoredPods): a replica
+        // holding no leading block scores 0; the others are min-max normalised among themselves, 1 when all equal.
+        std::int64_t hit_min = 0;
+        std::int64_t hit_max = 0;
+        for (const std::int64_t m : matched_) {
+            if (m > 0) {
+                hit_min = hit_min == 0 ? m : std::min(hit_min, m);
+                hit_max = std::max(hit_max, m);
+            }
+        }
+        const auto precise = [&](std::int64_t m) {
+            if (m == 0) {
+                return 0.0;
+            }
+            return hit_max == hit_min ? 1.0
+                                      : static_cast<double>(m - hit_min) / static_cast<double>(hit_max - hit_min);
+        };
         const auto score = [&](std::size_t i) {
-            const double prefix =
-                blocks > 0 ? static_cast<double>(index_.matched(i, req.block_hashes, req.now)) / blocks : 0.0;
+            const auto m = matched_[i];
+            const double prefix = options_.precise_prefix_scorer ? precise(m)
+                                                                 : (blocks > 0 ? static_cast<double>(m) / blocks : 0.0);
             const double queue = qmax == qmin ? 1.0
                                               : static_cast<double>(qmax - loads[i].num_waiting) /
                                                     static_cast<double>(qmax - qmin);
@@ -175,12 +378,13 @@ public:
             return options_.prefix_weight * prefix + options_.queue_weight * queue +
                    options_.kv_utilization_weight * kv;
         };
-        return route_best(req, loads.size(), index_, score, std::greater<double>());
+        return route_best(req, loads.size(), *index_, score, std::greater<double>());
     }
 
 private:
     RouterOptions options_;
-    RoutedPrefixIndex index_;
+    std::unique_ptr<PrefixView> index_;
+    std::vector<std::int64_t> matched_;  // per replica, reused
 };
 
 // NVIDIA Dynamo's KV-aware router: cost = overlap_weight × blocks still to prefill (the prompt's blocks − the
@@ -188,23 +392,26 @@ private:
 // 0), ties to the lowest index.
 class DynamoKvRouter final : public Router {
 public:
-    explicit DynamoKvRouter(const RouterOptions& o) : options_(o), index_(o) {}
+    explicit DynamoKvRouter(const RouterOptions& o) : options_(o), index_(make_prefix_view(o)) {}
     [[nodiscard]] bool needs_loads() const override { return true; }
     [[nodiscard]] bool needs_block_hashes() const override { return true; }
+    [[nodiscard]] KvEventFeed* kv_event_feed() override { return index_->feed(); }
 
     std::size_t route(const RouteRequest& req, const std::vector<ReplicaLoad>& loads) override {
         const auto blocks = static_cast<double>(req.block_hashes.size());
+        index_->matched(req.block_hashes, req.now, loads.size(), matched_);
         const auto cost = [&](std::size_t i) {
-            const double prefill = blocks - static_cast<double>(index_.matched(i, req.block_hashes, req.now));
+            const double prefill = blocks - static_cast<double>(matched_[i]);
             const double active = loads[i].kv_usage * static_cast<double>(options_.replica_capacity_blocks);
             return options_.overlap_weight * prefill + active;
         };
-        return route_best(req, loads.size(), index_, cost, std::less<double>());
+        return route_best(req, loads.size(), *index_, cost, std::less<double>());
     }
 
 private:
     RouterOptions options_;
-    RoutedPrefixIndex index_;
+    std::unique_ptr<PrefixView> index_;
+    std::vector<std::int64_t> matched_;  // per replica, reused
 };
 
 // Session affinity (llm-d's session-affinity scorer, which sends a request to the pod that served its session
@@ -241,7 +448,8 @@ private:
 }  // namespace
 
 RouterOptions parse_router_options(const YamlMap& m) {
-    m.allow_only({"prefix_weight", "queue_weight", "kv_utilization_weight", "overlap_weight", "cache_signal_delay"});
+    m.allow_only({"prefix_weight", "queue_weight", "kv_utilization_weight", "overlap_weight", "cache_signal_delay",
+                  "prefix_scorer"});
     RouterOptions o;
     auto weight = [&](const char* key, double& v) {
         v = m.get_or<double>(key, v);
@@ -263,6 +471,13 @@ RouterOptions parse_router_options(const YamlMap& m) {
         if (!(o.cache_signal_delay_s >= 0)) {
             m.fail("cache_signal_delay", "must be non-negative");
         }
+    }
+    const auto scorer = m.get_or<std::string>("prefix_scorer", "approximate");
+    if (scorer == "precise") {
+        o.precise_prefix_scorer = true;
+    } else if (scorer != "approximate") {
+        m.fail("prefix_scorer", "allowed: approximate (an index of the prompts the router sent to each replica), "
+                                "precise (the replicas' KV events: llm-d's precise-prefix-cache-scorer)");
     }
     return o;
 }

@@ -11,6 +11,7 @@
 #include <span>
 
 #include "common/yaml_reader.h"
+#include "sim/cache/block_pool.h"
 #include "sim/core/content.h"
 #include "sim/core/ids.h"
 #include "sim/core/time.h"
@@ -45,9 +46,23 @@ struct RouterOptions {
     double cache_signal_delay_s = 0;
     // Filled by the simulation: blocks per replica (the approximate index's LRU capacity) and the block size.
     std::int64_t replica_capacity_blocks = 0;
+    // `prefix_scorer: precise`: llm_d and dynamo_kv read the replicas' KV events (llm-d's
+    // precise-prefix-cache-scorer, Dynamo's KvIndexer) instead of the prompts they routed (approximate, the default).
+    bool precise_prefix_scorer = false;
 };
 
 [[nodiscard]] RouterOptions parse_router_options(const YamlMap& m);
+
+// The replicas' KV cache events as a router receives them (vLLM's KVEventsConfig publisher over ZMQ, llm-d's
+// kvevents.Pool): one sink per replica for its block pool; the events a replica's step emitted are published when
+// that step ends (vLLM ≥ 0.14 publishes in Scheduler.update_from_output) and applied cache_signal_delay later.
+class KvEventFeed {
+public:
+    virtual ~KvEventFeed() = default;
+    [[nodiscard]] virtual cache::KvEventSink& sink(std::size_t replica) = 0;
+    // The events replica `replica` emitted since its last publish leave it at `at`.
+    virtual void publish(std::size_t replica, core::SimTime at) = 0;
+};
 
 class Router {
 public:
@@ -66,6 +81,8 @@ public:
 
     [[nodiscard]] virtual bool needs_loads() const { return false; }
     [[nodiscard]] virtual bool needs_block_hashes() const { return false; }
+    // Where the replicas' KV events go, for a router that reads them (nullptr: it reads none).
+    [[nodiscard]] virtual KvEventFeed* kv_event_feed() { return nullptr; }
 };
 
 struct RouterEntry {

@@ -31,6 +31,11 @@ Simulation::Simulation(const SimulationConfig& config, const engine::CostModel& 
         cache::KvConnector* connector = kv_store_ ? &kv_store_->connector(static_cast<std::size_t>(i)) : nullptr;
         replicas_.push_back(std::make_unique<engine::Replica>(rc, cost_model_, metrics_, connector));
     }
+    if (KvEventFeed* feed = router_->kv_event_feed()) {  // a router reading KV events (docs/CLUSTER.md)
+        for (std::size_t i = 0; i < replicas_.size(); ++i) {
+            replicas_[i]->set_kv_event_sink(&feed->sink(i));
+        }
+    }
 }
 
 metrics::PrefixCounters Simulation::counters() const {
@@ -77,6 +82,9 @@ void Simulation::arm_arrival() {
 void Simulation::start_step(std::size_t replica, core::SimTime now) {
     auto& r = *replicas_[replica];
     const auto end = r.try_start_step(now);
+    if (KvEventFeed* feed = router_->kv_event_feed()) {
+        feed->publish(replica, end ? *end : now);  // the step's events leave with its output
+    }
     notify_finished(r.take_rejected(), now);
     if (end) {
         queue_.push(*end, core::EventPriority::kStepEnd, core::EventKind::kStepEnd, static_cast<std::uint32_t>(replica));

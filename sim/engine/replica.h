@@ -73,6 +73,8 @@ public:
     [[nodiscard]] std::size_t num_requests() const { return requests_.size(); }
 
     [[nodiscard]] const cache::KvCacheManager& kv_cache() const { return *kv_cache_; }
+    // The replica's KV cache events go to `sink` (a router's precise prefix index; cache::KvEventSink).
+    void set_kv_event_sink(cache::KvEventSink* sink) { kv_cache_->set_event_sink(sink); }
 
     // The KV connector (the host tier or a cluster store's view), if any.
     [[nodiscard]] const cache::KvConnector* offload() const { return connector_; }

@@ -149,5 +149,47 @@ TEST_CASE("KV store: a full segment evicts its least recently used block", "[clu
     CHECK(t.size() == 2);
 }
 
+TEST_CASE("KV store: the flat key map keeps every key through inserts, erases and growth", "[cluster][kv_store]") {
+    // 1,000 keys inserted (the table grows from 16 slots to 4,096), every third erased, then all looked up: the
+    // erased ones are gone, the others keep their values; erasing moves later keys of a probe run back.
+    BlockKeyMap m;
+    for (std::uint32_t i = 0; i < 1000; ++i) {
+        m.insert(std::uint64_t{i} * 0x10001ULL, i);
+    }
+    for (std::uint32_t i = 0; i < 1000; i += 3) {
+        m.erase(std::uint64_t{i} * 0x10001ULL);
+    }
+    std::size_t kept = 0;
+    for (std::uint32_t i = 0; i < 1000; ++i) {
+        const std::uint32_t v = m.find(std::uint64_t{i} * 0x10001ULL);
+        if (i % 3 == 0) {
+            CHECK(v == BlockKeyMap::npos);
+        } else {
+            CHECK(v == i);
+            ++kept;
+        }
+    }
+    CHECK(kept == 666);
+    CHECK(m.size() == 666);
+}
+
+TEST_CASE("KV store: tiers under one index evict within their own tier", "[cluster][kv_store]") {
+    // Two tiers of 2 blocks. Tier 0 gets 1, 2; tier 1 gets 3. Inserting 4 into tier 0 evicts its least recent (1),
+    // not tier 1's 3; a key held in one tier is not inserted into another.
+    LruBlockTiers t(2, 2);
+    t.insert(0, 1);
+    t.insert(0, 2);
+    t.insert(1, 3);
+    std::uint64_t evicted = 0;
+    CHECK(t.insert(0, 4, &evicted));
+    CHECK(evicted == 1);
+    CHECK(t.tier_of(1) == LruBlockTiers::npos);
+    CHECK(t.tier_of(3) == 1);
+    CHECK_FALSE(t.insert(1, 2));
+    CHECK(t.tier_of(2) == 0);
+    CHECK(t.size(0) == 2);
+    CHECK(t.size(1) == 1);
+}
+
 }  // namespace
 }  // namespace servesim::cluster

@@ -307,19 +307,9 @@ void DisaggregatedSimulation::start_step(std::size_t target, core::SimTime now) 
 void DisaggregatedSimulation::to_decode(const engine::IncomingRequest& in, std::size_t prefill, core::SimTime now) {
     // The proxy sends the original prompt and max_tokens to a decode instance with the prefill's kv_transfer_params
     // (toy_proxy_server.py _handle_completions); the client's clock started at its own send.
-    std::vector<ReplicaLoad>& loads = loads_;
-    loads.resize(decode_.size());
-    if (decode_router_->needs_loads()) {
-        for (std::size_t i = 0; i < decode_.size(); ++i) {
-            loads[i] = ReplicaLoad{decode_[i]->num_waiting(), decode_[i]->num_running(), decode_[i]->kv_cache().usage()};
-        }
-    }
     std::vector<core::BlockHash> hashes;
-    if (decode_router_->needs_block_hashes()) {
-        cache::BlockHasher hasher(config_.decode_replica.scheduler.block_size);
-        hasher.extend(hashes, in.prompt, core::total_tokens(in.prompt));
-    }
-    const std::size_t d = decode_router_->route(RouteRequest{in.prompt, now, hashes, {}}, loads);
+    const std::size_t d = route_arrival(*decode_router_, decode_, in.prompt, {}, now,
+                                        config_.decode_replica.scheduler.block_size, loads_, hashes);
     const std::size_t target = prefill_.size() + d;
     connectors_[target]->expect(in.id, prefill, in.arrival);
     if (!decode_[d]->add_request(in)) {
@@ -332,7 +322,7 @@ void DisaggregatedSimulation::to_decode(const engine::IncomingRequest& in, std::
 }
 
 void DisaggregatedSimulation::handle_arrivals(core::SimTime now) {
-    std::vector<ReplicaLoad> loads(prefill_.size());
+    std::vector<ReplicaLoad> loads;
     std::vector<core::BlockHash> hashes;
     while (true) {
         const auto next = workload_.next_arrival_time();
@@ -340,18 +330,8 @@ void DisaggregatedSimulation::handle_arrivals(core::SimTime now) {
             break;
         }
         workloads::RequestSpec spec = workload_.pop_next_arrival();
-        if (prefill_router_->needs_loads()) {
-            for (std::size_t i = 0; i < prefill_.size(); ++i) {
-                loads[i] = ReplicaLoad{prefill_[i]->num_waiting(), prefill_[i]->num_running(),
-                                       prefill_[i]->kv_cache().usage()};
-            }
-        }
-        hashes.clear();
-        if (prefill_router_->needs_block_hashes()) {
-            cache::BlockHasher hasher(config_.prefill_replica.scheduler.block_size);
-            hasher.extend(hashes, spec.prompt, core::total_tokens(spec.prompt));
-        }
-        const std::size_t p = prefill_router_->route(RouteRequest{spec.prompt, now, hashes, spec.tenant}, loads);
+        const std::size_t p = route_arrival(*prefill_router_, prefill_, spec.prompt, spec.tenant, now,
+                                            config_.prefill_replica.scheduler.block_size, loads, hashes);
         engine::IncomingRequest client{spec.id, now, std::move(spec.prompt), spec.max_output_tokens,
                                        spec.answer_content, spec.turn};
         // The prefill leg: the same prompt with max_tokens = 1 and do_remote_decode (toy_proxy_server.py

@@ -101,27 +101,33 @@ void Simulation::notify_finished(const std::vector<core::RequestId>& ids, core::
     }
 }
 
+std::size_t route_arrival(Router& router, const std::vector<std::unique_ptr<engine::Replica>>& replicas,
+                          const core::TokenContent& prompt, core::TenantId tenant, core::SimTime now, int block_size,
+                          std::vector<ReplicaLoad>& loads, std::vector<core::BlockHash>& hashes) {
+    loads.resize(replicas.size());
+    if (router.needs_loads()) {
+        for (std::size_t i = 0; i < replicas.size(); ++i) {
+            loads[i] = ReplicaLoad{replicas[i]->num_waiting(), replicas[i]->num_running(),
+                                   replicas[i]->kv_cache().usage()};
+        }
+    }
+    hashes.clear();
+    if (router.needs_block_hashes()) {
+        cache::BlockHasher hasher(block_size);
+        hasher.extend(hashes, prompt, core::total_tokens(prompt));
+    }
+    return router.route(RouteRequest{prompt, now, hashes, tenant}, loads);
+}
+
 void Simulation::handle_arrivals(core::SimTime now) {
-    std::vector<ReplicaLoad>& loads = loads_;
-    loads.resize(replicas_.size());
     while (true) {
         const auto next = workload_.next_arrival_time();
         if (!next || *next > now) {
             break;
         }
         workloads::RequestSpec spec = workload_.pop_next_arrival();
-        if (router_->needs_loads()) {
-            for (std::size_t i = 0; i < replicas_.size(); ++i) {
-                loads[i] = ReplicaLoad{replicas_[i]->num_waiting(), replicas_[i]->num_running(),
-                                       replicas_[i]->kv_cache().usage()};
-            }
-        }
-        route_hashes_.clear();
-        if (router_->needs_block_hashes()) {
-            cache::BlockHasher hasher(config_.replica.scheduler.block_size);
-            hasher.extend(route_hashes_, spec.prompt, core::total_tokens(spec.prompt));
-        }
-        const std::size_t target = router_->route(RouteRequest{spec.prompt, now, route_hashes_, spec.tenant}, loads);
+        const std::size_t target = route_arrival(*router_, replicas_, spec.prompt, spec.tenant, now,
+                                                 config_.replica.scheduler.block_size, loads_, route_hashes_);
         engine::IncomingRequest in{spec.id, now, std::move(spec.prompt), spec.max_output_tokens, spec.answer_content,
                                    spec.turn};
         if (!replicas_[target]->add_request(std::move(in))) {

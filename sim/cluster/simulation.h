@@ -68,6 +68,15 @@ struct SimulationResult {
     std::optional<DisaggregationStats> disaggregation;
 };
 
+// The replica `router` picks among `replicas` for a request arriving at `now`, with what vLLM's frontends and
+// routers see at arrival: each replica's waiting and running counts and KV usage (only for routers that read loads)
+// and the prompt's chained block hashes at `block_size` (only for cache-aware routers). `loads` and `hashes` are
+// scratch space reused across arrivals. Shared by Simulation and DisaggregatedSimulation's two pools.
+[[nodiscard]] std::size_t route_arrival(Router& router, const std::vector<std::unique_ptr<engine::Replica>>& replicas,
+                                        const core::TokenContent& prompt, core::TenantId tenant,
+                                        core::SimTime now, int block_size, std::vector<ReplicaLoad>& loads,
+                                        std::vector<core::BlockHash>& hashes);
+
 class Simulation {
 public:
     Simulation(const SimulationConfig& config, const engine::CostModel& cost_model, workloads::Workload& workload,

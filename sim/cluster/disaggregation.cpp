@@ -228,24 +228,11 @@ engine::Replica& DisaggregatedSimulation::replica(std::size_t target) {
 }
 
 metrics::PrefixCounters DisaggregatedSimulation::prefill_counters() const {
-    metrics::PrefixCounters c;
-    for (const auto& r : prefill_) {
-        c.queries += r->kv_cache().stats().queries;
-        c.hits += r->kv_cache().stats().hits;
-    }
-    return c;
+    return prefix_counters(prefill_);  // no offload tier in a disaggregated run: the GPU counters alone
 }
 
 void DisaggregatedSimulation::arm_arrival() {
-    const auto next = workload_.next_arrival_time();
-    if (!next) {
-        return;
-    }
-    if (!armed_arrival_ || *next < *armed_arrival_) {
-        const core::SimTime at = std::max(*next, queue_.now());
-        queue_.push(at, core::EventPriority::kArrival, core::EventKind::kArrival);
-        armed_arrival_ = at;
-    }
+    arm_next_arrival(workload_, queue_, armed_arrival_);
 }
 
 void DisaggregatedSimulation::free_sent(core::SimTime now) {

@@ -38,9 +38,9 @@ Simulation::Simulation(const SimulationConfig& config, const engine::CostModel& 
     }
 }
 
-metrics::PrefixCounters Simulation::counters() const {
+metrics::PrefixCounters prefix_counters(const std::vector<std::unique_ptr<engine::Replica>>& replicas) {
     metrics::PrefixCounters c;
-    for (const auto& r : replicas_) {
+    for (const auto& r : replicas) {
         const auto& s = r->kv_cache().stats();
         c.queries += s.queries;
         c.hits += s.hits;
@@ -50,6 +50,10 @@ metrics::PrefixCounters Simulation::counters() const {
         }
     }
     return c;
+}
+
+metrics::PrefixCounters Simulation::counters() const {
+    return prefix_counters(replicas_);
 }
 
 void Simulation::sample(core::SimTime now, std::vector<TimeSample>& out) const {
@@ -67,16 +71,20 @@ void Simulation::sample(core::SimTime now, std::vector<TimeSample>& out) const {
     out.push_back(t);
 }
 
-void Simulation::arm_arrival() {
-    const auto next = workload_.next_arrival_time();
+void arm_next_arrival(workloads::Workload& workload, core::EventQueue& queue, std::optional<core::SimTime>& armed) {
+    const auto next = workload.next_arrival_time();
     if (!next) {
         return;
     }
-    if (!armed_arrival_ || *next < *armed_arrival_) {
-        const core::SimTime at = std::max(*next, queue_.now());
-        queue_.push(at, core::EventPriority::kArrival, core::EventKind::kArrival);
-        armed_arrival_ = at;
+    if (!armed || *next < *armed) {
+        const core::SimTime at = std::max(*next, queue.now());
+        queue.push(at, core::EventPriority::kArrival, core::EventKind::kArrival);
+        armed = at;
     }
+}
+
+void Simulation::arm_arrival() {
+    arm_next_arrival(workload_, queue_, armed_arrival_);
 }
 
 void Simulation::start_step(std::size_t replica, core::SimTime now) {

@@ -77,6 +77,13 @@ struct SimulationResult {
                                         core::SimTime now, int block_size, std::vector<ReplicaLoad>& loads,
                                         std::vector<core::BlockHash>& hashes);
 
+// The replicas' prefix-cache counters summed: GPU queries and hits, and the CPU-offload tier's as external ones.
+[[nodiscard]] metrics::PrefixCounters prefix_counters(const std::vector<std::unique_ptr<engine::Replica>>& replicas);
+
+// Arms one arrival event at the workload's next arrival time (not before the queue's clock) unless an arrival at
+// that time or earlier is armed already; `armed` holds the armed time. Shared by both simulations' event loops.
+void arm_next_arrival(workloads::Workload& workload, core::EventQueue& queue, std::optional<core::SimTime>& armed);
+
 class Simulation {
 public:
     Simulation(const SimulationConfig& config, const engine::CostModel& cost_model, workloads::Workload& workload,

@@ -14,6 +14,7 @@ namespace servesim::engine {
 namespace {
 
 using testing::close;
+using testing::kProfileText;
 
 TEST_CASE("Roofline: a batch-1 decode of Qwen3-4B on an H200 is weight-bound", "[engine][cost]") {
     // 4,022,272,000 params × 2 B = 8,044,544,000 B read per step; the tied lm_head (2,560 × 151,936 × 2 =
@@ -54,21 +55,6 @@ TEST_CASE("Roofline: decode-only batches run vLLM's CUDA-graph sizes", "[engine]
     CHECK(RooflineCostModel::cudagraph_padded_tokens(511, 512) == 512);
     CHECK(RooflineCostModel::cudagraph_padded_tokens(600, 512) == 600);
 }
-
-constexpr const char* kProfileText = R"(servesim_profile: 1
-gpu: test
-date: "2026-11-29"
-software: test
-model: test
-source: calibrated
-hybrid: false
-curves:
-  gemm: {variables: [tokens], pieces: [{x_min: 1, x_max: 4096, coefficients: [1.0, 0.01, 0]}], r2: 1, max_rel_residual: 0, num_points: 3}
-  lm_head: {variables: [tokens], pieces: [{x_min: 1, x_max: 256, coefficients: [0.1, 0.001, 0]}], r2: 1, max_rel_residual: 0, num_points: 3}
-  attn_prefill: {variables: [work], pieces: [{x_min: 0, x_max: 1.0e9, coefficients: [0, 1.0e-6, 0]}], r2: 1, max_rel_residual: 0, num_points: 3}
-  attn_decode: {variables: [context_tokens, sequences], pieces: [{x_min: 0, x_max: 1.0e7, coefficients: [0.05, 1.0e-5, 0.002]}], r2: 1, max_rel_residual: 0, num_points: 3}
-  overhead: {variables: [sequences], pieces: [{x_min: 0, x_max: 1024, coefficients: [0.5, 0.01, 0]}], r2: 1, max_rel_residual: 0, num_points: 3}
-)";
 
 // One 100-token prefill chunk (cached 0: work 100·50 = 5,000) sampling its first token, plus 3 decodes with 3,000
 // context tokens in all: 103 tokens, 4 sequences, 4 sampled.

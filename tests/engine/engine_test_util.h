@@ -28,6 +28,24 @@ inline core::ContentId content(std::uint64_t c) { return core::ContentId{c}; }
 // Equal within an absolute tolerance (milliseconds and rates worked out by hand to 1e-6).
 inline bool close(double a, double b, double tol = 1e-6) { return std::abs(a - b) < tol; }
 
+// A calibrated profile of round coefficients for hand-worked cost-model tests (ms): gemm 1 + 0.01·tokens, lm_head
+// 0.1 + 0.001·tokens, attn_prefill 1e-6·work, attn_decode 0.05 + 1e-5·context + 0.002·sequences, overhead
+// 0.5 + 0.01·sequences.
+inline constexpr const char* kProfileText = R"(servesim_profile: 1
+gpu: test
+date: "2026-11-29"
+software: test
+model: test
+source: calibrated
+hybrid: false
+curves:
+  gemm: {variables: [tokens], pieces: [{x_min: 1, x_max: 4096, coefficients: [1.0, 0.01, 0]}], r2: 1, max_rel_residual: 0, num_points: 3}
+  lm_head: {variables: [tokens], pieces: [{x_min: 1, x_max: 256, coefficients: [0.1, 0.001, 0]}], r2: 1, max_rel_residual: 0, num_points: 3}
+  attn_prefill: {variables: [work], pieces: [{x_min: 0, x_max: 1.0e9, coefficients: [0, 1.0e-6, 0]}], r2: 1, max_rel_residual: 0, num_points: 3}
+  attn_decode: {variables: [context_tokens, sequences], pieces: [{x_min: 0, x_max: 1.0e7, coefficients: [0.05, 1.0e-5, 0.002]}], r2: 1, max_rel_residual: 0, num_points: 3}
+  overhead: {variables: [sequences], pieces: [{x_min: 0, x_max: 1024, coefficients: [0.5, 0.01, 0]}], r2: 1, max_rel_residual: 0, num_points: 3}
+)";
+
 // Step time = base_ms + per_token_ms × scheduled tokens: exact, so every timestamp can be worked out by hand.
 class FixedCost : public CostModel {
 public:

@@ -20,6 +20,7 @@ namespace servesim::engine {
 namespace {
 
 using testing::close;
+using testing::kProfileText;
 using testing::content;
 using Kind = LocalAttentionSpan::Kind;
 
@@ -138,21 +139,6 @@ TEST_CASE("Roofline: gpt-oss-20b's 128-token windows; Llama 4's 8,192-token chun
     CHECK(close(scout_cost.step_cost(decode_at(20000, scout_spans)).attn_decode_ms, 0.371628, 1e-6));
     CHECK(close(scout_cost.step_cost(prefill_chunk(8000, 400, scout_spans)).attn_prefill_ms, 3.618151, 1e-6));
 }
-
-constexpr const char* kProfileText = R"(servesim_profile: 1
-gpu: test
-date: "2026-11-29"
-software: test
-model: test
-source: calibrated
-hybrid: false
-curves:
-  gemm: {variables: [tokens], pieces: [{x_min: 1, x_max: 4096, coefficients: [1.0, 0.01, 0]}], r2: 1, max_rel_residual: 0, num_points: 3}
-  lm_head: {variables: [tokens], pieces: [{x_min: 1, x_max: 256, coefficients: [0.1, 0.001, 0]}], r2: 1, max_rel_residual: 0, num_points: 3}
-  attn_prefill: {variables: [work], pieces: [{x_min: 0, x_max: 1.0e9, coefficients: [0, 1.0e-6, 0]}], r2: 1, max_rel_residual: 0, num_points: 3}
-  attn_decode: {variables: [context_tokens, sequences], pieces: [{x_min: 0, x_max: 1.0e7, coefficients: [0.05, 1.0e-5, 0.002]}], r2: 1, max_rel_residual: 0, num_points: 3}
-  overhead: {variables: [sequences], pieces: [{x_min: 0, x_max: 1024, coefficients: [0.5, 0.01, 0]}], r2: 1, max_rel_residual: 0, num_points: 3}
-)";
 
 TEST_CASE("Profile: each layer group's share of the attention curves at its own keys", "[engine][cost][swa]") {
     // Curves of every attention layer: decode 0.05 + 1e-5·context + 0.002·sequences, prefill 1e-6·work.

@@ -6,6 +6,7 @@
 
 #include "common/error.h"
 #include "tests/catch.h"
+#include "tests/scenarios/scenario_error_util.h"
 #include "tools/app/experiment.h"
 #include "tools/app/scenario.h"
 
@@ -53,13 +54,7 @@ std::string error_of(const std::string& cluster_yaml, const std::string& model =
     const std::string text = "model: " + model + "\ngpu: H100-SXM\nengine: " + engine + "\ncluster: " + cluster_yaml +
                              "\nworkload: {type: synthetic, rate: 1, prompt_tokens: 10, output_tokens: 1, "
                              "num_requests: 1}\n";
-    try {
-        const Scenario sc = load_scenario_text(text, "bad.yaml", {}, {});
-        (void)prepare_experiment(sc.experiments.front());
-    } catch (const ConfigError& e) {
-        return e.what();
-    }
-    return "";
+    return testing::prepare_error(text, "bad.yaml");
 }
 
 // `{topology: dgx-h100, disaggregation: {...}}` with the given pools and extra keys.

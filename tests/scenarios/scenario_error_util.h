@@ -26,4 +26,16 @@ inline std::string scenario_error(const std::string& text, const std::string& fi
     return "";
 }
 
+// The ConfigError message a scenario text gives while it is read and its first experiment prepared (nothing is
+// simulated), or "" when both are accepted: for refusals that prepare_experiment makes and for acceptance checks.
+inline std::string prepare_error(const std::string& text, const std::string& file) {
+    try {
+        const Scenario sc = load_scenario_text(text, file, {}, {});
+        (void)prepare_experiment(sc.experiments.front());
+    } catch (const ConfigError& e) {
+        return e.what();
+    }
+    return "";
+}
+
 }  // namespace servesim::app::testing

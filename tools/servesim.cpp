@@ -66,7 +66,7 @@ constexpr const char* kUsage =
 
 constexpr const char* kCalibrateUsage =
     "usage: servesim calibrate --model M [--out FILE] [--quick] [--log-dir DIR] [--tensor-parallel-size N]\n"
-    "                          [--sustain-ms MS] [--device N] [--weight-dtype bf16|fp8]\n"
+    "                          [--sustain-ms MS] [--device N] [--weight-dtype bf16|fp8|fp8-block]\n"
     "       servesim calibrate --from-measurements FILE [--model M] [--out FILE]\n"
     "       servesim calibrate --profile FILE --add-composition FILE [--label L] [--out FILE]\n"
     "       servesim calibrate --profile FILE --refit-points DIR [--out FILE]\n"

@@ -48,7 +48,7 @@ int run_calibrate(const CalibrateOptions& options, std::ostream& out, std::ostre
 
 // Parses servesim-calibrate's command line (--model M --out FILE --quick --from-measurements FILE
 // --profile FILE --add-composition FILE [--label L] --profile FILE --refit-points DIR --log-dir DIR --device N
-// --tensor-parallel-size N --sustain-ms MS); returns
+// --tensor-parallel-size N --sustain-ms MS --weight-dtype bf16|fp8|fp8-block); returns
 // false with a message on bad usage.
 [[nodiscard]] bool parse_calibrate_args(const std::vector<std::string>& args,
                                         CalibrateOptions& options,

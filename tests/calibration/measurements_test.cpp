@@ -138,6 +138,13 @@ TEST_CASE("run_calibrate --from-measurements writes a profile without any GPU", 
     CalibrateOptions bad;
     CHECK_FALSE(parse_calibrate_args({"--frobnicate"}, bad, message));
     CHECK(message.find("frobnicate") != std::string::npos);
+    // --weight-dtype: the three recipes the sweep times (kernels/gemm_fp8.cu); anything else names what is allowed.
+    CalibrateOptions block;
+    CHECK(parse_calibrate_args({"--model", "Qwen3-8B", "--weight-dtype", "fp8-block"}, block, message));
+    CHECK(block.weight_dtype == "fp8-block");
+    CalibrateOptions int4;
+    CHECK_FALSE(parse_calibrate_args({"--model", "Qwen3-8B", "--weight-dtype", "int4"}, int4, message));
+    CHECK(message == "--weight-dtype: 'int4' is not modelled; allowed: bf16, fp8, fp8-block");
     // Without a GPU sweep handed in (the library is CUDA-free) the sweep says so and exits with status 2; with one,
     // --model reaches it with the parsed options.
     CalibrateOptions sweep;

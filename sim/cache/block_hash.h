@@ -96,4 +96,14 @@ private:
     std::size_t num_hashed_blocks_ = 0;
 };
 
+// A prompt's full-block hashes computed once, by a cluster's cache-aware router (sim/cluster/simulation.cpp
+// route_arrival), and handed with the hasher whose cursor follows them to the request the replica builds, which then
+// extends them as if it had hashed the prompt itself: vLLM hashes a request once, in the engine (Request.__init__ →
+// request_block_hasher), and llm-d's router hashes the prompt on its own side; here both sides would compute the same
+// function of the same tokens, so the second computation is skipped. No output depends on it.
+struct HashedPrompt {
+    std::vector<core::BlockHash> hashes;
+    BlockHasher hasher;
+};
+
 }  // namespace servesim::cache

@@ -294,9 +294,9 @@ void DisaggregatedSimulation::start_step(std::size_t target, core::SimTime now) 
 void DisaggregatedSimulation::to_decode(const engine::IncomingRequest& in, std::size_t prefill, core::SimTime now) {
     // The proxy sends the original prompt and max_tokens to a decode instance with the prefill's kv_transfer_params
     // (toy_proxy_server.py _handle_completions); the client's clock started at its own send.
-    std::vector<core::BlockHash> hashes;
+    std::optional<cache::HashedPrompt> hashed;  // not handed on: the client's request is copied to the decode side
     const std::size_t d = route_arrival(*decode_router_, decode_, in.prompt, {}, now,
-                                        config_.decode_replica.scheduler.block_size, loads_, hashes);
+                                        config_.decode_replica.scheduler.block_size, loads_, hashed);
     const std::size_t target = prefill_.size() + d;
     connectors_[target]->expect(in.id, prefill, in.arrival);
     if (!decode_[d]->add_request(in)) {
@@ -310,20 +310,21 @@ void DisaggregatedSimulation::to_decode(const engine::IncomingRequest& in, std::
 
 void DisaggregatedSimulation::handle_arrivals(core::SimTime now) {
     std::vector<ReplicaLoad> loads;
-    std::vector<core::BlockHash> hashes;
     while (true) {
         const auto next = workload_.next_arrival_time();
         if (!next || *next > now) {
             break;
         }
         workloads::RequestSpec spec = workload_.pop_next_arrival();
+        std::optional<cache::HashedPrompt> hashed;
         const std::size_t p = route_arrival(*prefill_router_, prefill_, spec.prompt, spec.tenant, now,
-                                            config_.prefill_replica.scheduler.block_size, loads, hashes);
+                                            config_.prefill_replica.scheduler.block_size, loads, hashed);
         engine::IncomingRequest client{spec.id, now, std::move(spec.prompt), spec.max_output_tokens,
-                                       spec.answer_content, spec.turn};
+                                       spec.answer_content, spec.turn, std::nullopt};
         // The prefill leg: the same prompt with max_tokens = 1 and do_remote_decode (toy_proxy_server.py
         // send_request_to_service).
-        engine::IncomingRequest leg{client.id, now, client.prompt, 1, client.answer_content, client.turn};
+        engine::IncomingRequest leg{client.id, now, client.prompt, 1, client.answer_content, client.turn,
+                                    std::move(hashed)};
         if (!prefill_[p]->add_request(std::move(leg))) {
             // Refused by the prefill frontend (prompt + 1 > max_model_len): the proxy returns the error.
             metrics_.on_sent(client.arrival);

@@ -11,7 +11,8 @@ Simulation::Simulation(const SimulationConfig& config, const engine::CostModel& 
       cost_model_(cost_model),
       workload_(workload),
       router_(std::move(router)),
-      metrics_(config.warmup_end, config.exact_percentiles, config.keep_request_records) {
+      metrics_(config.warmup_end, config.exact_percentiles, config.keep_request_records),
+      route_hash_memo_(config.replica.scheduler.block_size) {
     if (config_.kv_store) {
         SERVESIM_CHECK(config_.topology != nullptr, "a shared KV store needs a topology");
         const auto gpus = config_.topology->gpus();
@@ -111,7 +112,8 @@ void Simulation::notify_finished(const std::vector<core::RequestId>& ids, core::
 
 std::size_t route_arrival(Router& router, const std::vector<std::unique_ptr<engine::Replica>>& replicas,
                           const core::TokenContent& prompt, core::TenantId tenant, core::SimTime now, int block_size,
-                          std::vector<ReplicaLoad>& loads, std::vector<core::BlockHash>& hashes) {
+                          std::vector<ReplicaLoad>& loads, std::optional<cache::HashedPrompt>& hashed,
+                          cache::FirstRunHashMemo* memo) {
     loads.resize(replicas.size());
     if (router.needs_loads()) {
         for (std::size_t i = 0; i < replicas.size(); ++i) {
@@ -119,12 +121,13 @@ std::size_t route_arrival(Router& router, const std::vector<std::unique_ptr<engi
                                    replicas[i]->kv_cache().usage()};
         }
     }
-    hashes.clear();
-    if (router.needs_block_hashes()) {
-        cache::BlockHasher hasher(block_size);
-        hasher.extend(hashes, prompt, core::total_tokens(prompt));
+    hashed.reset();
+    if (!router.needs_block_hashes()) {
+        return router.route(RouteRequest{prompt, now, {}, tenant}, loads);
     }
-    return router.route(RouteRequest{prompt, now, hashes, tenant}, loads);
+    hashed.emplace(cache::HashedPrompt{{}, cache::BlockHasher(block_size)});
+    hashed->hasher.extend(hashed->hashes, prompt, core::total_tokens(prompt), memo);
+    return router.route(RouteRequest{prompt, now, hashed->hashes, tenant}, loads);
 }
 
 void Simulation::handle_arrivals(core::SimTime now) {
@@ -134,10 +137,12 @@ void Simulation::handle_arrivals(core::SimTime now) {
             break;
         }
         workloads::RequestSpec spec = workload_.pop_next_arrival();
+        std::optional<cache::HashedPrompt> hashed;
         const std::size_t target = route_arrival(*router_, replicas_, spec.prompt, spec.tenant, now,
-                                                 config_.replica.scheduler.block_size, loads_, route_hashes_);
+                                                 config_.replica.scheduler.block_size, loads_, hashed,
+                                                 &route_hash_memo_);
         engine::IncomingRequest in{spec.id, now, std::move(spec.prompt), spec.max_output_tokens, spec.answer_content,
-                                   spec.turn};
+                                   spec.turn, std::move(hashed)};
         if (!replicas_[target]->add_request(std::move(in))) {
             notify_finished({spec.id}, now);  // refused: the client moves on
         } else if (!replicas_[target]->step_in_flight()) {

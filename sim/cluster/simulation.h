@@ -70,12 +70,15 @@ struct SimulationResult {
 
 // The replica `router` picks among `replicas` for a request arriving at `now`, with what vLLM's frontends and
 // routers see at arrival: each replica's waiting and running counts and KV usage (only for routers that read loads)
-// and the prompt's chained block hashes at `block_size` (only for cache-aware routers). `loads` and `hashes` are
-// scratch space reused across arrivals. Shared by Simulation and DisaggregatedSimulation's two pools.
+// and the prompt's chained block hashes at `block_size` (only for cache-aware routers), which are left in `*hashed`
+// for the replica's request (engine::IncomingRequest::hashed_prompt) and are reset otherwise. `loads` is scratch
+// space reused across arrivals; `memo` (optional, at `block_size`) shares first-run hashes between prompts.
+// Shared by Simulation and DisaggregatedSimulation's two pools.
 [[nodiscard]] std::size_t route_arrival(Router& router, const std::vector<std::unique_ptr<engine::Replica>>& replicas,
                                         const core::TokenContent& prompt, core::TenantId tenant,
                                         core::SimTime now, int block_size, std::vector<ReplicaLoad>& loads,
-                                        std::vector<core::BlockHash>& hashes);
+                                        std::optional<cache::HashedPrompt>& hashed,
+                                        cache::FirstRunHashMemo* memo = nullptr);
 
 // The replicas' prefix-cache counters summed: GPU queries and hits, and the CPU-offload tier's as external ones.
 [[nodiscard]] metrics::PrefixCounters prefix_counters(const std::vector<std::unique_ptr<engine::Replica>>& replicas);
@@ -110,7 +113,7 @@ private:
     core::EventQueue queue_;
     std::optional<core::SimTime> armed_arrival_;
     std::vector<ReplicaLoad> loads_;  // reused per arrival; filled only for routers that read loads
-    std::vector<core::BlockHash> route_hashes_;  // the arriving prompt's block hashes, for cache-aware routers
+    cache::FirstRunHashMemo route_hash_memo_;  // first-run hashes of the prompts the router hashes
     bool warmup_snapshot_taken_ = false;
     std::int64_t preemptions_at_warmup_ = 0;
 };

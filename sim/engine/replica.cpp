@@ -32,7 +32,8 @@ bool Replica::add_request(IncomingRequest in) {
     // hasher under the same condition).
     const bool hash_blocks = config_.kv_cache.enable_prefix_caching || connector_ != nullptr;
     auto request = std::make_unique<Request>(in.id, std::move(in.prompt), in.max_output_tokens, in.answer_content,
-                                             in.arrival, config_.scheduler.block_size, &hash_memo_, hash_blocks);
+                                             in.arrival, config_.scheduler.block_size, &hash_memo_, hash_blocks,
+                                             in.hashed_prompt ? &*in.hashed_prompt : nullptr);
     Request* raw = request.get();
     raw->turn = in.turn;
     requests_.emplace(core::to_int(in.id), std::move(request));

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "common/error.h"
 #include "sim/cache/block_hash.h"
 #include "sim/cache/kv_cache_manager.h"
 #include "sim/core/content.h"
@@ -24,9 +25,11 @@ enum class RequestStatus { kWaiting, kWaitingForRemoteKvs, kRunning, kPreempted,
 struct Request {
     // `hash_memo` (optional, the replica's) shares first-run block hashes between requests (block_hash.h).
     // `hash_blocks` false: no block hashes are ever computed (no prefix caching and no connector to read them).
+    // `hashed` (optional, moved from): the prompt's block hashes already computed at `hash_block_size`
+    // (cache::HashedPrompt), taken instead of hashing the prompt again.
     Request(core::RequestId id_, core::TokenContent prompt, std::int64_t max_output_tokens_, core::ContentId answer,
             core::SimTime arrival_, int hash_block_size, cache::FirstRunHashMemo* hash_memo = nullptr,
-            bool hash_blocks_ = true)
+            bool hash_blocks_ = true, cache::HashedPrompt* hashed = nullptr)
         : id(id_),
           content(std::move(prompt)),
           num_prompt_tokens(core::total_tokens(content)),
@@ -35,7 +38,14 @@ struct Request {
           hasher(hash_block_size),
           arrival(arrival_) {
         content.push_back(core::ContentRun{answer, 0});
-        if (hash_blocks) {
+        if (hash_blocks && hashed != nullptr) {
+            SERVESIM_CHECK(hashed->hasher.block_size_tokens() == hash_block_size,
+                           "prompt hashed at block size {}, request at {}", hashed->hasher.block_size_tokens(),
+                           hash_block_size);
+            block_hashes = std::move(hashed->hashes);
+            hasher = hashed->hasher;
+            hasher.extend(block_hashes, content, num_tokens());  // the answer run is empty: nothing new
+        } else if (hash_blocks) {
             hasher.extend(block_hashes, content, num_tokens(), hash_memo);
         }
     }

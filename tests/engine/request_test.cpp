@@ -42,3 +42,34 @@ TEST_CASE("Request: with hashing off, no hash is computed nor recorded in the me
     REQUIRE(memo.find(core::ContentId{7}) != nullptr);
     CHECK(memo.find(core::ContentId{7})->size() == 2);
 }
+
+TEST_CASE("Request: a prompt hashed by the router is taken as is and extends as if the request had hashed it",
+          "[engine][request]") {
+    // Prompt of two runs, 20 + 28 = 48 tokens at block size 16: 3 full blocks, the cursor at the end of run 2. The
+    // router hashes the prompt (no answer run) with a memo; the request takes the hashes and its own hasher then
+    // hashes the answer's blocks: after 16 answer tokens (64 tokens) block 4 exists and equals the one of a request
+    // that hashed everything itself.
+    const core::TokenContent prompt{{core::ContentId{7}, 20}, {core::ContentId{8}, 28}};
+    cache::FirstRunHashMemo router_memo(16);
+    cache::HashedPrompt hashed{{}, cache::BlockHasher(16)};
+    hashed.hasher.extend(hashed.hashes, prompt, 48, &router_memo);
+    REQUIRE(hashed.hashes.size() == 3);
+    Request taken(core::RequestId{1}, prompt, 20, core::ContentId{9}, core::SimTime::zero(), 16, nullptr, true,
+                  &hashed);
+    Request own(core::RequestId{2}, prompt, 20, core::ContentId{9}, core::SimTime::zero(), 16, nullptr, true);
+    CHECK(taken.block_hashes == own.block_hashes);
+    for (int i = 0; i < 16; ++i) {
+        taken.append_output_token();
+        own.append_output_token();
+    }
+    REQUIRE(own.block_hashes.size() == 4);
+    CHECK(taken.block_hashes == own.block_hashes);
+}
+
+TEST_CASE("Request: hashes computed at another block size are refused", "[engine][request]") {
+    cache::HashedPrompt hashed{{}, cache::BlockHasher(32)};
+    const core::TokenContent prompt{{core::ContentId{7}, 64}};
+    hashed.hasher.extend(hashed.hashes, prompt, 64);
+    CHECK_THROWS(Request(core::RequestId{1}, prompt, 4, core::ContentId{9}, core::SimTime::zero(), 16, nullptr, true,
+                         &hashed));
+}

@@ -12,20 +12,20 @@
 namespace servesim::cluster {
 
 LruBlockTiers::LruBlockTiers(std::size_t num_tiers, std::int64_t capacity_blocks_each)
-    : capacity_(capacity_blocks_each), lists_(num_tiers) {}
+    : capacity_(capacity_blocks_each), lists_(num_tiers) {
+    SERVESIM_CHECK(num_tiers < kNil, "{} tiers under one LRU index", num_tiers);
+}
 
-void LruBlockTiers::unlink(std::uint32_t n) {
+void LruBlockTiers::unlink(std::uint32_t n, List& l) {
     Node& x = nodes_[n];
-    List& l = lists_[x.tier];
     (x.prev == kNil ? l.head : nodes_[x.prev].next) = x.next;
     (x.next == kNil ? l.tail : nodes_[x.next].prev) = x.prev;
     x.prev = x.next = kNil;
     --l.size;
 }
 
-void LruBlockTiers::append(std::uint32_t n) {
+void LruBlockTiers::append(std::uint32_t n, List& l) {
     Node& x = nodes_[n];
-    List& l = lists_[x.tier];
     x.prev = l.tail;
     x.next = kNil;
     (l.tail == kNil ? l.head : nodes_[l.tail].next) = n;
@@ -34,27 +34,35 @@ void LruBlockTiers::append(std::uint32_t n) {
 }
 
 std::size_t LruBlockTiers::touch_find(std::uint64_t key) {
-    const std::uint32_t n = index_.find(key);
-    if (n == BlockKeyMap::npos) {
+    const std::uint64_t v = index_.find(key);
+    if (v == kAbsent) {
         return npos;
     }
-    if (lists_[nodes_[n].tier].tail != n) {
-        unlink(n);
-        append(n);
+    const auto n = static_cast<std::uint32_t>(v);
+    const auto tier = static_cast<std::size_t>(v >> 32);
+    List& l = lists_[tier];
+    if (l.tail != n) {
+        unlink(n, l);
+        append(n, l);
     }
-    return nodes_[n].tier;
+    return tier;
 }
 
 bool LruBlockTiers::insert(std::size_t tier, std::uint64_t key, std::uint64_t* evicted) {
-    if (capacity_ <= 0 || index_.find(key) != BlockKeyMap::npos) {
+    if (capacity_ <= 0 || index_.find(key) != kAbsent) {
         return false;
     }
+    List& l = lists_[tier];
     bool evicted_one = false;
     std::uint32_t n = kNil;
-    if (lists_[tier].size >= capacity_) {  // reuse the least recent block's node
-        n = lists_[tier].head;
-        unlink(n);
+    if (l.size >= capacity_) {  // reuse the least recent block's node
+        n = l.head;
+        const std::uint32_t next_victim = nodes_[n].next;
+        unlink(n, l);
         index_.erase(nodes_[n].key);
+        if (next_victim != kNil) {  // the next eviction of this tier starts there
+            __builtin_prefetch(&nodes_[next_victim]);
+        }
         if (evicted != nullptr) {
             *evicted = nodes_[n].key;
         }
@@ -65,9 +73,8 @@ bool LruBlockTiers::insert(std::size_t tier, std::uint64_t key, std::uint64_t* e
         nodes_.emplace_back();
     }
     nodes_[n].key = key;
-    nodes_[n].tier = static_cast<std::uint32_t>(tier);
-    append(n);
-    index_.insert(key, n);
+    append(n, l);
+    index_.insert(key, (static_cast<std::uint64_t>(tier) << 32) | n);
     return evicted_one;
 }
 
@@ -108,8 +115,12 @@ public:
     }
 
     void on_step_end() override {
-        for (const std::uint64_t key : in_step_) {
-            store_.commit(replica_, key);
+        constexpr std::size_t kAhead = 16;  // prefetch distance, in blocks: each put first probes a cold index line
+        for (std::size_t i = 0; i < in_step_.size(); ++i) {
+            if (i + kAhead < in_step_.size()) {
+                store_.prefetch_commit(replica_, in_step_[i + kAhead]);
+            }
+            store_.commit(replica_, in_step_[i]);
         }
         in_step_.clear();
     }
@@ -256,6 +267,11 @@ core::Duration SharedKvStore::start_load(std::size_t replica, const std::vector<
         }
     }
     return longest;
+}
+
+void SharedKvStore::prefetch_commit(std::size_t replica, std::uint64_t key) const {
+    __builtin_prefetch(config_.kind == KvStoreKind::kMooncake ? pool_.probe_address(key)
+                                                              : host_tiers_[replica_host_[replica]].probe_address(key));
 }
 
 void SharedKvStore::commit(std::size_t replica, std::uint64_t key) {

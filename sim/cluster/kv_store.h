@@ -143,7 +143,9 @@ public:
 
 // Tiers of blocks under one index, each block in at most one tier (Mooncake's pool: one copy of a key over all the
 // hosts' segments): per tier a capacity in blocks and an LRU order, eviction only when inserting into a full tier.
-// The LRU lists are intrusive (indices into one node vector), so nothing allocates once the tiers are full.
+// The LRU lists are intrusive (indices into one node vector), so nothing allocates once the tiers are full. A node is
+// 16 bytes (four to a cache line, never straddling two) and the index slot holds the node and its tier, so finding
+// a block's tier reads only the slot. Walks over many keys hide the cache misses with prefetch_touch.
 class LruBlockTiers {
 public:
     static constexpr std::size_t npos = static_cast<std::size_t>(-1);
@@ -151,14 +153,21 @@ public:
 
     // The tier holding `key`, or npos.
     [[nodiscard]] std::size_t tier_of(std::uint64_t key) const {
-        const std::uint32_t n = index_.find(key);
-        return n == BlockKeyMap::npos ? npos : nodes_[n].tier;
+        const std::uint64_t v = index_.find(key);
+        return v == kAbsent ? npos : static_cast<std::size_t>(v >> 32);
     }
     [[nodiscard]] const void* probe_address(std::uint64_t key) const { return index_.probe_address(key); }
-    // The node of a held key (nullptr when absent), for __builtin_prefetch before a touch.
-    [[nodiscard]] const void* node_address(std::uint64_t key) const {
-        const std::uint32_t n = index_.find(key);
-        return n == BlockKeyMap::npos ? nullptr : &nodes_[n];
+    // Prefetches for a touch of `key` coming later in a walk, in two stages so the second reads only a line the
+    // first fetched: kProbe the index slot, then kNode the node (a walk calls (k[i + 2d], kProbe) and (k[i + d],
+    // kNode) before touching k[i]). A hint only: nothing observable changes. (A third stage for the neighbours a
+    // relink writes cost more instructions than it saved: bench/README.md, "The cluster benchmark".)
+    enum class Stage { kProbe, kNode };
+    void prefetch_touch(std::uint64_t key, Stage stage) const {
+        if (stage == Stage::kProbe) {
+            __builtin_prefetch(index_.probe_address(key));
+        } else if (const std::uint64_t v = index_.find(key); v != kAbsent) {
+            __builtin_prefetch(&nodes_[static_cast<std::uint32_t>(v)]);
+        }
     }
     // Moves `key` to its tier's most-recent end; nothing when absent.
     void touch(std::uint64_t key) { (void)touch_find(key); }
@@ -173,22 +182,23 @@ public:
 
 private:
     static constexpr std::uint32_t kNil = 0xffffffffu;
+    static constexpr std::uint64_t kAbsent = ~std::uint64_t{0};  // tiers < 2^32 − 1, so no value is kAbsent
     struct Node {
         std::uint64_t key = 0;
         std::uint32_t prev = kNil;
         std::uint32_t next = kNil;
-        std::uint32_t tier = 0;
     };
+    static_assert(sizeof(Node) == 16);
     struct List {
         std::uint32_t head = kNil;  // least recent
         std::uint32_t tail = kNil;  // most recent
         std::int64_t size = 0;
     };
-    void unlink(std::uint32_t n);
-    void append(std::uint32_t n);
+    void unlink(std::uint32_t n, List& l);
+    void append(std::uint32_t n, List& l);
 
     std::int64_t capacity_;
-    BlockKeyMap index_;  // key → node
+    FlatKeyMap<std::uint64_t, kAbsent> index_;  // key → tier << 32 | node
     std::vector<Node> nodes_;
     std::vector<List> lists_;
 };
@@ -202,7 +212,7 @@ public:
     // touch(key), returning whether it is held.
     bool touch_if_held(std::uint64_t key) { return tiers_.touch_find(key) != LruBlockTiers::npos; }
     [[nodiscard]] const void* probe_address(std::uint64_t key) const { return tiers_.probe_address(key); }
-    [[nodiscard]] const void* node_address(std::uint64_t key) const { return tiers_.node_address(key); }
+    void prefetch_touch(std::uint64_t key, LruBlockTiers::Stage stage) const { tiers_.prefetch_touch(key, stage); }
     // As LruBlockTiers::insert.
     bool insert(std::uint64_t key, std::uint64_t* evicted = nullptr) { return tiers_.insert(0, key, evicted); }
     [[nodiscard]] std::int64_t size() const { return tiers_.size(); }
@@ -260,6 +270,8 @@ private:
                         std::int64_t num_tokens, std::vector<Source>& sources);
     core::Duration start_load(std::size_t replica, const std::vector<Source>& sources, core::SimTime now);
     void commit(std::size_t replica, std::uint64_t key);
+    // Starts loading the index line commit(replica, key) probes first.
+    void prefetch_commit(std::size_t replica, std::uint64_t key) const;
     // The tier holding `key` as replica `replica` sees it: a host index, kRemote, or kNone.
     [[nodiscard]] std::size_t where(std::size_t replica, std::uint64_t key) const;
     const TopologyPath& path(std::size_t from, std::size_t to);

@@ -7,6 +7,7 @@
 // EngineCore.__init__, get_request_block_hasher in kv_cache_utils.py); the replica decides (replica.cpp).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -22,7 +23,8 @@ namespace servesim::engine {
 enum class RequestStatus { kWaiting, kWaitingForRemoteKvs, kRunning, kPreempted, kFinished };
 
 struct Request {
-    // `hash_memo` (optional, the replica's) shares first-run block hashes between requests (block_hash.h).
+    // `hash_memo` (optional, the replica's) shares first-run block hashes between requests and hands a finished
+    // turn's hashes to its dialogue's next turn (block_hash.h, turn_hash_handoff.h).
     // `hash_blocks` false: no block hashes are ever computed (no prefix caching and no connector to read them).
     Request(core::RequestId id_, core::TokenContent prompt, std::int64_t max_output_tokens_, core::ContentId answer,
             core::SimTime arrival_, int hash_block_size, cache::FirstRunHashMemo* hash_memo = nullptr,
@@ -36,9 +38,15 @@ struct Request {
           arrival(arrival_) {
         content.push_back(core::ContentRun{answer, 0});
         if (hash_blocks) {
+            // Room for every full block of prompt + answer, so the answer's blocks never move the list.
+            block_hashes.reserve(static_cast<std::size_t>(
+                (num_prompt_tokens + std::min<std::int64_t>(max_output_tokens, kMaxReservedAnswerTokens)) /
+                hash_block_size));
             hasher.extend(block_hashes, content, num_tokens(), hash_memo);
         }
     }
+
+    static constexpr std::int64_t kMaxReservedAnswerTokens = 1 << 16;
 
     core::RequestId id;
     core::TokenContent content;  // prompt runs, then the answer run (length = num_output_tokens)

@@ -59,7 +59,7 @@ void BlockHasher::extend_blocks(std::vector<core::BlockHash>& hashes, const core
         num_hashed_blocks_ = 0;
         const std::size_t num_full_blocks =
             static_cast<std::size_t>(std::max<std::int64_t>(num_tokens / block_size_tokens_, 0));
-        // The capacity the caller reserved (a request reserves for its whole answer) carries over to a taken list.
+        // The capacity the caller reserved carries over to a taken list.
         const std::size_t capacity = std::max(hashes.capacity(), num_full_blocks);
         HashCursor parked;
         const bool taken = memo != nullptr && memo->block_size_tokens() == block_size_tokens_ &&

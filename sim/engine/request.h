@@ -38,15 +38,21 @@ struct Request {
           arrival(arrival_) {
         content.push_back(core::ContentRun{answer, 0});
         if (hash_blocks) {
-            // Room for every full block of prompt + answer, so the answer's blocks never move the list.
-            block_hashes.reserve(static_cast<std::size_t>(
-                (num_prompt_tokens + std::min<std::int64_t>(max_output_tokens, kMaxReservedAnswerTokens)) /
-                hash_block_size));
             hasher.extend(block_hashes, content, num_tokens(), hash_memo);
+            // Room for every full block of prompt + answer, so the answer's blocks never move the list, and some
+            // more: the list is handed to the dialogue's next turn at finish (turn_hash_handoff.h), which then
+            // grows it by its user message and answer without a copy.
+            const auto num_blocks = static_cast<std::size_t>(
+                (num_prompt_tokens + std::min<std::int64_t>(max_output_tokens, kMaxReservedAnswerTokens)) /
+                hash_block_size);
+            if (block_hashes.capacity() < num_blocks) {
+                block_hashes.reserve(num_blocks + kSpareHashBlocks);
+            }
         }
     }
 
     static constexpr std::int64_t kMaxReservedAnswerTokens = 1 << 16;
+    static constexpr std::size_t kSpareHashBlocks = 32;
 
     core::RequestId id;
     core::TokenContent content;  // prompt runs, then the answer run (length = num_output_tokens)

@@ -81,7 +81,7 @@ void BlockPool::touch(std::span<const core::BlockId> blocks) {
         }
         Block& block = blocks_[core::to_int(id)];
         if (block.ref_cnt == 0) {
-            free_block_queue_.remove(id);
+            free_block_queue_.remove_queued(id);  // ref count 0: queued (the invariant)
         }
         ++block.ref_cnt;
     }
@@ -99,7 +99,7 @@ void BlockPool::free_blocks(std::span<const core::BlockId> ordered_blocks, bool 
             if (unhashed_to_front && !block.has_hash()) {
                 ++num_to_front;
             } else {
-                free_block_queue_.append(id);
+                free_block_queue_.append_unqueued(id);  // it was held (ref count > 0): not queued (the invariant)
             }
         }
     }

@@ -221,11 +221,10 @@ void SingleTypeKvCacheManager::free(core::RequestId id) {
     }
     RequestBlocks& req = slots_[slot];
     // Reverse order: the request's tail blocks reach the free-queue tail first and are evicted first.
-    scratch_.assign(req.blocks.rbegin(), req.blocks.rend());
+    block_pool_.free_blocks_tail_first(req.blocks, unhashed_blocks_to_front());
     req.blocks.clear();
     req.in_use = false;
     free_slots_.push_back(slot);
-    block_pool_.free_blocks(scratch_, unhashed_blocks_to_front());
 }
 
 void SingleTypeKvCacheManager::remove_skipped_blocks(core::RequestId id, std::int64_t total_computed_tokens) {

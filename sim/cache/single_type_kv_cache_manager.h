@@ -216,7 +216,7 @@ private:
     // The last lookup: allocate_slots asks about one request 3–4 times in a row. A replica runs on one thread.
     mutable core::RequestId last_id_{};
     mutable std::uint32_t last_slot_ = kNoSlot;
-    std::vector<core::BlockId> scratch_;  // reversed block list for free(), reused to avoid allocations
+    std::vector<core::BlockId> scratch_;  // blocks remove_skipped_blocks frees, reused to avoid allocations
 };
 
 }  // namespace servesim::cache

@@ -57,8 +57,23 @@ void BlockHasher::extend_blocks(std::vector<core::BlockHash>& hashes, const core
         run_index_ = 0;
         offset_in_run_ = 0;
         num_hashed_blocks_ = 0;
-        hashes.reserve(static_cast<std::size_t>(std::max<std::int64_t>(num_tokens / block_size_tokens_, 0)));
-        if (memo != nullptr && memo->enabled() && !runs.empty() && memo->block_size_tokens() == block_size_tokens_) {
+        const std::size_t num_full_blocks =
+            static_cast<std::size_t>(std::max<std::int64_t>(num_tokens / block_size_tokens_, 0));
+        // The capacity the caller reserved carries over to a taken list.
+        const std::size_t capacity = std::max(hashes.capacity(), num_full_blocks);
+        HashCursor parked;
+        const bool taken = memo != nullptr && memo->block_size_tokens() == block_size_tokens_ &&
+                           memo->turns().take(runs, num_full_blocks, hashes, parked);
+        if (taken) {
+            // The previous turn of this dialogue: its runs open `runs`, so its hashes and cursor are what this pass
+            // would reach there (turn_hash_handoff.h).
+            run_index_ = parked.run_index;
+            offset_in_run_ = parked.offset_in_run;
+            num_hashed_blocks_ = parked.num_hashed_blocks;
+        }
+        hashes.reserve(capacity);
+        if (!taken && memo != nullptr && memo->enabled() && !runs.empty() &&
+            memo->block_size_tokens() == block_size_tokens_) {
             SERVESIM_CHECK(runs.front().length_tokens >= 0, "run 0 has {} tokens", runs.front().length_tokens);
             num_first_run_blocks = static_cast<std::size_t>(
                 std::min(runs.front().length_tokens, std::max<std::int64_t>(num_tokens, 0)) / block_size_tokens_);

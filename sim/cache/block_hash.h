@@ -2,7 +2,8 @@
 // Owns the hash function and the per-request cursor that keeps extension O(new blocks + runs crossed); does not own
 // the hash list (the request does) nor the lookup (prefix_index.h). Follows vLLM kv_cache_utils.hash_block_tokens and
 // Request.update_block_hashes: only full blocks are hashed, block i chains block i−1's hash (or the NONE seed).
-// FirstRunHashMemo lets requests that open with the same run (a system prompt) share those blocks' hashes.
+// FirstRunHashMemo lets requests that open with the same run (a system prompt) share those blocks' hashes, and carries
+// the replica's TurnHashHandoff (a finished turn's hashes for its dialogue's next turn, turn_hash_handoff.h).
 #pragma once
 
 #include <cstddef>
@@ -11,6 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "sim/cache/turn_hash_handoff.h"
 #include "sim/core/content.h"
 #include "sim/core/ids.h"
 
@@ -44,6 +46,10 @@ public:
     // Keeps `hashes` (a prefix of c's first-run block hashes) if longer than what is known, within the size bound.
     void record(core::ContentId c, std::span<const core::BlockHash> hashes);
 
+    // Finished requests' hashes for the next turn of their dialogue (same block size): BlockHasher::extend tries it
+    // before the first-run lookup when it starts a hash list from 0; the replica gives a request's hashes at finish.
+    [[nodiscard]] TurnHashHandoff& turns() { return turns_; }
+
 private:
     struct ContentIdHash {
         std::size_t operator()(core::ContentId c) const {
@@ -59,6 +65,7 @@ private:
     std::int64_t num_hits_ = 0;
     std::size_t num_hashes_ = 0;
     std::unordered_map<core::ContentId, std::vector<core::BlockHash>, ContentIdHash> hashes_;
+    TurnHashHandoff turns_;
 };
 
 class BlockHasher {
@@ -71,7 +78,8 @@ public:
     // Appends to `hashes` the hashes of the full blocks of the first num_tokens tokens of `runs` that are not yet
     // hashed (hashes.size() blocks are). `runs` may only have grown at the end since the last call (the last run
     // longer, or runs appended); an empty `hashes` restarts from token 0.
-    // `memo` (optional, same block size) supplies and receives the first run's block hashes when starting from 0.
+    // `memo` (optional, same block size), when starting from 0: a parked earlier turn whose runs begin `runs` supplies
+    // its hashes and cursor (memo->turns()); otherwise the memo supplies and receives the first run's block hashes.
     // Inline fast path: a call that completes no block (most decode tokens) returns at once.
     void extend(std::vector<core::BlockHash>& hashes, const core::TokenContent& runs, std::int64_t num_tokens,
                 FirstRunHashMemo* memo = nullptr) {
@@ -83,6 +91,9 @@ public:
     }
 
     [[nodiscard]] int block_size_tokens() const { return block_size_tokens_; }
+
+    // Where hashing stands, for TurnHashHandoff::give (cursor().num_hashed_blocks = the hash list's length).
+    [[nodiscard]] HashCursor cursor() const { return HashCursor{run_index_, offset_in_run_, num_hashed_blocks_}; }
 
 private:
     void extend_blocks(std::vector<core::BlockHash>& hashes, const core::TokenContent& runs, std::int64_t num_tokens,

@@ -81,15 +81,17 @@ void BlockPool::touch(std::span<const core::BlockId> blocks) {
         }
         Block& block = blocks_[core::to_int(id)];
         if (block.ref_cnt == 0) {
-            free_block_queue_.remove(id);
+            free_block_queue_.remove_queued(id);  // ref count 0: queued (the invariant)
         }
         ++block.ref_cnt;
     }
 }
 
-void BlockPool::free_blocks(std::span<const core::BlockId> ordered_blocks, bool unhashed_to_front) {
+template <typename It>
+void BlockPool::free_in_order(It first, It last, bool unhashed_to_front) {
     std::size_t num_to_front = 0;
-    for (const core::BlockId id : ordered_blocks) {
+    for (It it = first; it != last; ++it) {
+        const core::BlockId id = *it;
         if (id == kNullBlock) {
             continue;
         }
@@ -99,15 +101,16 @@ void BlockPool::free_blocks(std::span<const core::BlockId> ordered_blocks, bool 
             if (unhashed_to_front && !block.has_hash()) {
                 ++num_to_front;
             } else {
-                free_block_queue_.append(id);
+                free_block_queue_.append_unqueued(id);  // it was held (ref count > 0): not queued (the invariant)
             }
         }
     }
     if (num_to_front == 0) {
         return;
     }
-    // Prepended last to first, so the first of them in `ordered_blocks` is the head.
-    for (auto it = ordered_blocks.rbegin(); it != ordered_blocks.rend(); ++it) {
+    // Prepended last to first, so the first of them in the freeing order is the head.
+    for (It it = last; it != first;) {
+        --it;
         const core::BlockId id = *it;
         if (id == kNullBlock) {
             continue;
@@ -117,6 +120,14 @@ void BlockPool::free_blocks(std::span<const core::BlockId> ordered_blocks, bool 
             free_block_queue_.prepend(id);
         }
     }
+}
+
+void BlockPool::free_blocks(std::span<const core::BlockId> ordered_blocks, bool unhashed_to_front) {
+    free_in_order(ordered_blocks.begin(), ordered_blocks.end(), unhashed_to_front);
+}
+
+void BlockPool::free_blocks_tail_first(std::span<const core::BlockId> blocks, bool unhashed_to_front) {
+    free_in_order(blocks.rbegin(), blocks.rend(), unhashed_to_front);
 }
 
 void BlockPool::cache_full_blocks(std::span<const core::BlockId> blocks, std::span<const core::BlockHash> block_hashes,

@@ -70,6 +70,9 @@ public:
     // Null blocks are skipped. With unhashed_to_front (sparse retention, vLLM PR #43447) a block reaching 0 without
     // a hash goes to the head instead, the first of them in `ordered_blocks` ending up first.
     void free_blocks(std::span<const core::BlockId> ordered_blocks, bool unhashed_to_front = false);
+    // free_blocks of `blocks` in reverse order (a request's list, tail first: vLLM SingleTypeKVCacheManager.free
+    // passes reversed(req_blocks)), without building the reversed list.
+    void free_blocks_tail_first(std::span<const core::BlockId> blocks, bool unhashed_to_front = false);
 
     // Gives blocks[num_cached_blocks, num_full_blocks) of a request the hashes block_hashes[i] in `group`
     // and indexes them (null blocks skipped). The blocks must not be hashed yet.
@@ -129,6 +132,9 @@ public:
     void check_invariants(std::span<const std::int32_t> num_holders) const;
 
 private:
+    template <typename It>
+    void free_in_order(It first, It last, bool unhashed_to_front);
+
     // 16 bytes, flat, so the per-block array stays cache-friendly: a hit touches one entry per prompt block.
     struct Block {
         static constexpr std::int32_t kNotHashed = -1;

@@ -38,17 +38,28 @@ public:
     // Removes a queued block from anywhere (a cache hit on a free block).
     void remove(core::BlockId id) {
         SERVESIM_CHECK(contains(id), "block {} is not in the free queue", core::to_int(id));
-        Links& links = links_[core::to_int(id)];
-        links_[links.prev].next = links.next;
-        links_[links.next].prev = links.prev;
-        links = Links{};
-        --num_free_blocks_;
+        remove_queued(id);
     }
     // Appends a block that is not queued to the tail.
     void append(core::BlockId id) {
         const auto i = core::to_int(id);
         SERVESIM_CHECK(i < num_blocks_, "block {} outside a pool of {}", i, num_blocks_);
         SERVESIM_CHECK(!contains(id), "block {} is already in the free queue", i);
+        append_unqueued(id);
+    }
+    // remove and append without their membership checks, for a caller whose own state already implies them: the
+    // block pool, where a block is queued iff its ref count is 0 (BlockPool::check_invariants re-derives that).
+    // They run once per hit block and per freed block (~400 a request on a dialogue workload), where the checks
+    // were ~6 % of the instructions.
+    void remove_queued(core::BlockId id) {
+        Links& links = links_[core::to_int(id)];
+        links_[links.prev].next = links.next;
+        links_[links.next].prev = links.prev;
+        links = Links{};
+        --num_free_blocks_;
+    }
+    void append_unqueued(core::BlockId id) {
+        const auto i = core::to_int(id);
         const std::uint32_t last = links_[tail()].prev;
         links_[i] = Links{last, tail()};
         links_[last].next = i;

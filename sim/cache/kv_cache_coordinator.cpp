@@ -159,6 +159,25 @@ std::int64_t KvCacheCoordinator::get_num_blocks_to_allocate(core::RequestId id, 
     return n;
 }
 
+bool KvCacheCoordinator::blocks_to_allocate_fit(core::RequestId id, std::int64_t num_tokens, const CacheHit& hit,
+                                                std::int64_t total_computed_tokens,
+                                                std::int64_t num_tokens_main_model, bool apply_admission_cap) const {
+    const std::int64_t num_free = block_pool_.num_free_blocks();
+    if (all_full_attention_) {
+        // FullAttentionManager does not override the count, so the base class's bound holds for every group.
+        std::int64_t bound = 0;
+        for (const auto& manager : managers_) {
+            bound += manager->max_blocks_to_allocate(id, num_tokens, group_hit(hit, manager->group_index()),
+                                                     total_computed_tokens, apply_admission_cap);
+        }
+        if (bound <= num_free) {
+            return true;
+        }
+    }
+    return get_num_blocks_to_allocate(id, num_tokens, hit, total_computed_tokens, num_tokens_main_model,
+                                      apply_admission_cap) <= num_free;
+}
+
 void KvCacheCoordinator::allocate_new_computed_blocks(core::RequestId id, const CacheHit& hit,
                                                       std::int64_t num_local_computed_tokens) {
     for (const auto& manager : managers_) {

@@ -33,6 +33,13 @@ public:
                                                           const CacheHit& hit, std::int64_t total_computed_tokens,
                                                           std::int64_t num_tokens_main_model,
                                                           bool apply_admission_cap = false) const;
+    // Whether get_num_blocks_to_allocate(same arguments) <= num_free_blocks, vLLM allocate_slots' admission test
+    // (kv_cache_manager.py: num_blocks_to_allocate > block_pool.get_num_free_blocks() fails). With full-attention
+    // groups only the count is new blocks + evictable hits, at most new blocks + hits: when that bound fits, the
+    // answer is yes without reading one ref count per hit block (~190 per admission on a dialogue workload).
+    [[nodiscard]] bool blocks_to_allocate_fit(core::RequestId id, std::int64_t num_tokens, const CacheHit& hit,
+                                              std::int64_t total_computed_tokens, std::int64_t num_tokens_main_model,
+                                              bool apply_admission_cap = false) const;
     void allocate_new_computed_blocks(core::RequestId id, const CacheHit& hit, std::int64_t num_local_computed_tokens);
     void allocate_new_blocks(core::RequestId id, std::int64_t num_tokens, std::int64_t num_tokens_main_model);
     // Caches full blocks up to num_tokens floored to the lcm of the group block sizes (all equal here).

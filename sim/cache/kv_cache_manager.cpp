@@ -177,9 +177,8 @@ bool KvCacheManager::allocate_attention_slots(const CacheRequest& req, std::int6
     if (full_sequence_must_fit) {
         // scheduler_reserve_full_isl: the whole current sequence (prompt, or prompt + outputs if resumed) must fit.
         const std::int64_t full_num_tokens = std::max(req.num_tokens, total_computed_tokens + num_new_tokens);
-        const std::int64_t needed = coordinator.get_num_blocks_to_allocate(
-            req.id, full_num_tokens, hit, total_computed_tokens, full_num_tokens, /*apply_admission_cap=*/true);
-        if (needed > pool.num_free_blocks()) {
+        if (!coordinator.blocks_to_allocate_fit(req.id, full_num_tokens, hit, total_computed_tokens, full_num_tokens,
+                                                /*apply_admission_cap=*/true)) {
             return false;
         }
         // With full-attention groups only, the count is the new blocks cdiv(tokens, B) beyond those held or hit
@@ -197,9 +196,8 @@ bool KvCacheManager::allocate_attention_slots(const CacheRequest& req, std::int6
     coordinator.remove_skipped_blocks(req.id, total_computed_tokens);
 
     if (!fit_already_checked) {
-        const std::int64_t num_blocks_to_allocate = coordinator.get_num_blocks_to_allocate(
-            req.id, num_tokens_need_slot, hit, total_computed_tokens, num_tokens_main_model);
-        if (num_blocks_to_allocate > pool.num_free_blocks()) {
+        if (!coordinator.blocks_to_allocate_fit(req.id, num_tokens_need_slot, hit, total_computed_tokens,
+                                                num_tokens_main_model)) {
             return false;
         }
     }

@@ -123,6 +123,22 @@ std::int64_t SingleTypeKvCacheManager::get_num_blocks_to_allocate(core::RequestI
                                                                   std::int64_t total_computed_tokens,
                                                                   std::int64_t /*num_tokens_main_model*/,
                                                                   bool apply_admission_cap) const {
+    return blocks_to_allocate(id, num_tokens, new_computed_blocks, total_computed_tokens, apply_admission_cap,
+                              /*count_evictable=*/true);
+}
+
+std::int64_t SingleTypeKvCacheManager::max_blocks_to_allocate(core::RequestId id, std::int64_t num_tokens,
+                                                              std::span<const core::BlockId> new_computed_blocks,
+                                                              std::int64_t total_computed_tokens,
+                                                              bool apply_admission_cap) const {
+    return blocks_to_allocate(id, num_tokens, new_computed_blocks, total_computed_tokens, apply_admission_cap,
+                              /*count_evictable=*/false);
+}
+
+std::int64_t SingleTypeKvCacheManager::blocks_to_allocate(core::RequestId id, std::int64_t num_tokens,
+                                                          std::span<const core::BlockId> new_computed_blocks,
+                                                          std::int64_t total_computed_tokens,
+                                                          bool apply_admission_cap, bool count_evictable) const {
     std::int64_t num_required_blocks = blocks_of_.cdiv(num_tokens);
     if (apply_admission_cap && max_admission_blocks_per_request() > 0) {
         // Recycling groups hold at most the cap at once (remove_skipped_blocks runs before every chunk), so the
@@ -142,8 +158,10 @@ std::int64_t SingleTypeKvCacheManager::get_num_blocks_to_allocate(core::RequestI
         std::max<std::int64_t>(num_required_blocks - std::max(num_skipped_blocks, num_local_computed_blocks), 0);
     const auto num_skipped_hits = static_cast<std::size_t>(
         std::clamp<std::int64_t>(num_skipped_blocks, 0, num_local_computed_blocks));
-    // An evictable hit leaves the free queue when touched, so it costs capacity like a new block.
-    return num_new_blocks + num_evictable_blocks(new_computed_blocks.subspan(num_skipped_hits));
+    // An evictable hit leaves the free queue when touched, so it costs capacity like a new block. (Without
+    // counting, every kept hit is taken as evictable: an upper bound.)
+    const auto kept = new_computed_blocks.subspan(num_skipped_hits);
+    return num_new_blocks + (count_evictable ? num_evictable_blocks(kept) : static_cast<std::int64_t>(kept.size()));
 }
 
 void SingleTypeKvCacheManager::allocate_new_computed_blocks(core::RequestId id,
@@ -203,11 +221,10 @@ void SingleTypeKvCacheManager::free(core::RequestId id) {
     }
     RequestBlocks& req = slots_[slot];
     // Reverse order: the request's tail blocks reach the free-queue tail first and are evicted first.
-    scratch_.assign(req.blocks.rbegin(), req.blocks.rend());
+    block_pool_.free_blocks_tail_first(req.blocks, unhashed_blocks_to_front());
     req.blocks.clear();
     req.in_use = false;
     free_slots_.push_back(slot);
-    block_pool_.free_blocks(scratch_, unhashed_blocks_to_front());
 }
 
 void SingleTypeKvCacheManager::remove_skipped_blocks(core::RequestId id, std::int64_t total_computed_tokens) {

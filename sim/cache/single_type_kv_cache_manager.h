@@ -85,6 +85,12 @@ public:
                                                                   std::int64_t total_computed_tokens,
                                                                   std::int64_t num_tokens_main_model,
                                                                   bool apply_admission_cap = false) const;
+    // The same count with every hit block not skipped taken as evictable: an upper bound of this class's
+    // get_num_blocks_to_allocate (not of an override's), computed without reading the hit blocks' ref counts.
+    [[nodiscard]] std::int64_t max_blocks_to_allocate(core::RequestId id, std::int64_t num_tokens,
+                                                      std::span<const core::BlockId> new_computed_blocks,
+                                                      std::int64_t total_computed_tokens,
+                                                      bool apply_admission_cap = false) const;
 
     // vLLM _max_admission_blocks_per_request: the most blocks a request of this group holds at once (recycling
     // groups such as sliding window); 0 = no cap.
@@ -158,6 +164,11 @@ protected:
     virtual void check_request(const RequestBlocks& /*req*/) const {}
 
     [[nodiscard]] std::int64_t num_evictable_blocks(std::span<const core::BlockId> blocks) const;
+    // get_num_blocks_to_allocate's count; count_evictable false: hits not skipped all count (max_blocks_to_allocate).
+    [[nodiscard]] std::int64_t blocks_to_allocate(core::RequestId id, std::int64_t num_tokens,
+                                                  std::span<const core::BlockId> new_computed_blocks,
+                                                  std::int64_t total_computed_tokens, bool apply_admission_cap,
+                                                  bool count_evictable) const;
     // The request's entry, or nullptr. Pointers stay valid until the next find_or_add or free.
     [[nodiscard]] const RequestBlocks* find(core::RequestId id) const;
     [[nodiscard]] RequestBlocks* find(core::RequestId id) {
@@ -205,7 +216,7 @@ private:
     // The last lookup: allocate_slots asks about one request 3–4 times in a row. A replica runs on one thread.
     mutable core::RequestId last_id_{};
     mutable std::uint32_t last_slot_ = kNoSlot;
-    std::vector<core::BlockId> scratch_;  // reversed block list for free(), reused to avoid allocations
+    std::vector<core::BlockId> scratch_;  // blocks remove_skipped_blocks frees, reused to avoid allocations
 };
 
 }  // namespace servesim::cache

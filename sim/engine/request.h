@@ -7,6 +7,7 @@
 // EngineCore.__init__, get_request_block_hasher in kv_cache_utils.py); the replica decides (replica.cpp).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -23,7 +24,8 @@ namespace servesim::engine {
 enum class RequestStatus { kWaiting, kWaitingForRemoteKvs, kRunning, kPreempted, kFinished };
 
 struct Request {
-    // `hash_memo` (optional, the replica's) shares first-run block hashes between requests (block_hash.h).
+    // `hash_memo` (optional, the replica's) shares first-run block hashes between requests and hands a finished
+    // turn's hashes to its dialogue's next turn (block_hash.h, turn_hash_handoff.h).
     // `hash_blocks` false: no block hashes are ever computed (no prefix caching and no connector to read them).
     // `hashed` (optional, moved from): the prompt's block hashes already computed at `hash_block_size`
     // (cache::HashedPrompt), taken instead of hashing the prompt again.
@@ -47,8 +49,20 @@ struct Request {
             hasher.extend(block_hashes, content, num_tokens());  // the answer run is empty: nothing new
         } else if (hash_blocks) {
             hasher.extend(block_hashes, content, num_tokens(), hash_memo);
+            // Room for every full block of prompt + answer, so the answer's blocks never move the list, and some
+            // more: the list is handed to the dialogue's next turn at finish (turn_hash_handoff.h), which then
+            // grows it by its user message and answer without a copy.
+            const auto num_blocks = static_cast<std::size_t>(
+                (num_prompt_tokens + std::min<std::int64_t>(max_output_tokens, kMaxReservedAnswerTokens)) /
+                hash_block_size);
+            if (block_hashes.capacity() < num_blocks) {
+                block_hashes.reserve(num_blocks + kSpareHashBlocks);
+            }
         }
     }
+
+    static constexpr std::int64_t kMaxReservedAnswerTokens = 1 << 16;
+    static constexpr std::size_t kSpareHashBlocks = 32;
 
     core::RequestId id;
     core::TokenContent content;  // prompt runs, then the answer run (length = num_output_tokens)

@@ -2,6 +2,7 @@
 // (vllm-v1-behaviour.md §10 item 9).
 #include "sim/cache/block_pool.h"
 
+#include <span>
 #include <string>
 #include <vector>
 
@@ -56,6 +57,41 @@ TEST_CASE("BlockPool frees blocks to the tail in the given order", "[cache]") {
     pool.free_blocks(reversed);
     check(pool, std::vector<std::int32_t>(7, 0));
     CHECK(order(pool) == std::vector<std::uint32_t>{4, 5, 6, 3, 2, 1});
+}
+
+TEST_CASE("BlockPool free_blocks_tail_first frees a request's list tail first, as free_blocks on it reversed",
+          "[cache]") {
+    // 7 blocks, 6 usable: take [1,2,3], free them tail first: queue [4,5,6,3,2,1] (the test above, no copy).
+    // With unhashed_to_front (sparse retention): take [4,5,6] too, cache 4 and 6 (h=1, h=3), block 5 plain; free
+    // [1..6] tail first: 6 and 4 go to the tail (6 first), the plain 5, 3, 2, 1 to the head, the first of them
+    // freed (5) ending up first: [5, 3, 2, 1, 6, 4].
+    {
+        BlockPool pool(7, true);
+        std::vector<core::BlockId> got;
+        pool.get_new_blocks(3, got);
+        pool.free_blocks_tail_first(got);
+        check(pool, std::vector<std::int32_t>(7, 0));
+        CHECK(order(pool) == std::vector<std::uint32_t>{4, 5, 6, 3, 2, 1});
+    }
+    {
+        BlockPool pool(7, true);
+        std::vector<core::BlockId> got;
+        pool.get_new_blocks(6, got);
+        pool.cache_full_blocks(std::span<const core::BlockId>(got).subspan(3, 1), chain({1}), 0, 1, 0);
+        pool.cache_full_blocks(std::span<const core::BlockId>(got).subspan(5, 1), chain({3}), 0, 1, 0);
+        pool.free_blocks_tail_first(got, /*unhashed_to_front=*/true);
+        check(pool, std::vector<std::int32_t>(7, 0));
+        CHECK(order(pool) == std::vector<std::uint32_t>{5, 3, 2, 1, 6, 4});
+        // The same as free_blocks on the reversed list.
+        BlockPool other(7, true);
+        std::vector<core::BlockId> taken;
+        other.get_new_blocks(6, taken);
+        other.cache_full_blocks(std::span<const core::BlockId>(taken).subspan(3, 1), chain({1}), 0, 1, 0);
+        other.cache_full_blocks(std::span<const core::BlockId>(taken).subspan(5, 1), chain({3}), 0, 1, 0);
+        const std::vector<core::BlockId> reversed{taken.rbegin(), taken.rend()};
+        other.free_blocks(reversed, /*unhashed_to_front=*/true);
+        CHECK(order(other) == order(pool));
+    }
 }
 
 TEST_CASE("BlockPool evicts a cached block's hash only when the block is popped", "[cache]") {

@@ -316,3 +316,53 @@ TEST_CASE("A running request's summary answers the decode steps that change noth
 
 }  // namespace
 }  // namespace servesim::cache
+
+namespace servesim::cache {
+namespace {
+
+TEST_CASE("allocate_slots admits exactly when new blocks plus evictable hits fit (hits in use cost nothing)",
+          "[cache]") {
+    // vLLM allocate_slots: num_blocks_to_allocate = new blocks + hit blocks with ref_cnt 0; it fails when that
+    // exceeds the free blocks. The count is skipped when new + all hits already fits (KvCacheCoordinator::
+    // blocks_to_allocate_fit); these cases sit where that bound does not fit, so the count itself decides.
+    // B = 4, 10 blocks (9 usable). Both admission checks (ordinary and full-ISL) give the same answers.
+    constexpr int b = 4;
+    for (const bool full_isl : {false, true}) {
+        INFO("full ISL check " << full_isl);
+        {
+            // A: 16 tokens -> blocks 1..4, cached, held (ref 1); 5 free. B: A's 16 tokens + 8 more: hit 4 blocks
+            // (cap 23 tokens -> 5 blocks, 4 cached), needs cdiv(24, 4) - 4 = 2 new, 0 evictable hits: 2 <= 5,
+            // admitted (the bound 2 + 4 = 6 > 5 would not have said so); 3 free after.
+            KvCacheManager m(testing::full_attention_config(10, b));
+            TestRequest a(0, {{content(1), 16}}, b);
+            REQUIRE(admit(m, a, -1, full_isl) == 0);
+            CHECK(m.num_free_blocks() == 5);
+            TestRequest bb(1, {{content(1), 16}, {content(2), 8}}, b);
+            CHECK(admit(m, bb, -1, full_isl) == 16);
+            CHECK(m.num_free_blocks() == 3);
+        }
+        {
+            // A admitted and freed: its 4 cached blocks are evictable (9 free). E: 16 other tokens takes the queue
+            // head, blocks 5..8: 5 free (A's 4 + block 9). B (24 tokens): 2 new + 4 evictable hits = 6 > 5,
+            // refused. B' (A's 16 + 4 more, 20 tokens): cdiv(20, 4) - 4 = 1 new + 4 evictable = 5 <= 5, admitted.
+            KvCacheManager m(testing::full_attention_config(10, b));
+            TestRequest a(0, {{content(1), 16}}, b);
+            REQUIRE(admit(m, a, -1, full_isl) == 0);
+            release(m, a);
+            CHECK(m.num_free_blocks() == 9);
+            TestRequest e(1, {{content(3), 16}}, b);
+            REQUIRE(admit(m, e, -1, full_isl) == 0);
+            CHECK(m.get_block_ids(e.id)[0] == ids({5, 6, 7, 8}));
+            CHECK(m.num_free_blocks() == 5);
+            TestRequest bb(2, {{content(1), 16}, {content(2), 8}}, b);
+            CHECK(admit(m, bb, -1, full_isl) == -1);
+            CHECK(m.num_free_blocks() == 5);
+            TestRequest shorter(3, {{content(1), 16}, {content(2), 4}}, b);
+            CHECK(admit(m, shorter, -1, full_isl) == 16);
+            CHECK(m.num_free_blocks() == 0);
+        }
+    }
+}
+
+}  // namespace
+}  // namespace servesim::cache

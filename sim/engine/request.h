@@ -49,6 +49,8 @@ struct Request {
             hasher.extend(block_hashes, content, num_tokens());  // the answer run is empty: nothing new
         } else if (hash_blocks) {
             hasher.extend(block_hashes, content, num_tokens(), hash_memo);
+        }
+        if (hash_blocks) {
             // Room for every full block of prompt + answer, so the answer's blocks never move the list, and some
             // more: the list is handed to the dialogue's next turn at finish (turn_hash_handoff.h), which then
             // grows it by its user message and answer without a copy.

@@ -32,6 +32,11 @@ Simulation::Simulation(const SimulationConfig& config, const engine::CostModel& 
         cache::KvConnector* connector = kv_store_ ? &kv_store_->connector(static_cast<std::size_t>(i)) : nullptr;
         replicas_.push_back(std::make_unique<engine::Replica>(rc, cost_model_, metrics_, connector));
     }
+    if (router_->needs_block_hashes()) {  // the router hashes every prompt: finished turns go back to it
+        for (const auto& r : replicas_) {
+            r->share_hash_memo(route_hash_memo_);
+        }
+    }
     if (KvEventFeed* feed = router_->kv_event_feed()) {  // a router reading KV events (docs/CLUSTER.md)
         for (std::size_t i = 0; i < replicas_.size(); ++i) {
             replicas_[i]->set_kv_event_sink(&feed->sink(i));

@@ -17,7 +17,14 @@ Replica::Replica(const ReplicaConfig& config, const CostModel& cost_model, metri
       offload_(config.offload ? std::make_unique<cache::CpuOffloadManager>(*config.offload) : nullptr),
       connector_(offload_ ? offload_.get() : connector),
       scheduler_(config.scheduler, *kv_cache_, connector_),
-      hash_memo_(config.scheduler.block_size) {}
+      own_hash_memo_(config.scheduler.block_size) {}
+
+void Replica::share_hash_memo(cache::FirstRunHashMemo& memo) {
+    SERVESIM_CHECK(memo.block_size_tokens() == config_.scheduler.block_size,
+                   "a hash memo at block size {} shared with a replica at {}", memo.block_size_tokens(),
+                   config_.scheduler.block_size);
+    hash_memo_ = &memo;
+}
 
 bool Replica::add_request(IncomingRequest in) {
     const std::int64_t prompt_tokens = core::total_tokens(in.prompt);
@@ -32,7 +39,7 @@ bool Replica::add_request(IncomingRequest in) {
     // hasher under the same condition).
     const bool hash_blocks = config_.kv_cache.enable_prefix_caching || connector_ != nullptr;
     auto request = std::make_unique<Request>(in.id, std::move(in.prompt), in.max_output_tokens, in.answer_content,
-                                             in.arrival, config_.scheduler.block_size, &hash_memo_, hash_blocks,
+                                             in.arrival, config_.scheduler.block_size, hash_memo_, hash_blocks,
                                              in.hashed_prompt ? &*in.hashed_prompt : nullptr);
     Request* raw = request.get();
     raw->turn = in.turn;
@@ -209,7 +216,7 @@ std::vector<core::RequestId> Replica::end_step(core::SimTime now) {
             } else if (r->hash_blocks && !r->content.empty()) {
                 // Its hashes start its dialogue's next turn, whose prompt opens with this content (a memo of the
                 // hash function, turn_hash_handoff.h); nothing reads them here after finish_request.
-                hash_memo_.turns().give(std::move(r->content), std::move(r->block_hashes), r->hasher.cursor());
+                hash_memo_->turns().give(std::move(r->content), std::move(r->block_hashes), r->hasher.cursor());
             }
             requests_.erase(owned);
         }

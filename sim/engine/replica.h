@@ -78,6 +78,10 @@ public:
     [[nodiscard]] const cache::KvCacheManager& kv_cache() const { return *kv_cache_; }
     // The replica's KV cache events go to `sink` (a router's precise prefix index; cache::KvEventSink).
     void set_kv_event_sink(cache::KvEventSink* sink) { kv_cache_->set_event_sink(sink); }
+    // The replica's requests use `memo` (same block size, outliving the replica) in the place of its own: a cluster
+    // whose router hashes every prompt shares the router's memo, so a finished turn's hashes reach the router,
+    // which hashes that dialogue's next prompt (cache::TurnHashHandoff; a memo of a pure function, no output moves).
+    void share_hash_memo(cache::FirstRunHashMemo& memo);
 
     // The KV connector (the host tier or a cluster store's view), if any.
     [[nodiscard]] const cache::KvConnector* offload() const { return connector_; }
@@ -118,7 +122,8 @@ private:
     Scheduler scheduler_;
     std::unordered_map<std::uint64_t, std::unique_ptr<Request>> requests_;  // lookup only, never iterated for output
     std::unordered_map<std::uint64_t, std::unique_ptr<Request>> delayed_free_;  // finished, blocks still held
-    cache::FirstRunHashMemo hash_memo_;  // first-run block hashes shared by this replica's requests
+    cache::FirstRunHashMemo own_hash_memo_;  // first-run block hashes shared by this replica's requests
+    cache::FirstRunHashMemo* hash_memo_ = &own_hash_memo_;  // or one shared with a router (share_hash_memo)
     std::optional<StepPlan> in_flight_;
     std::optional<StepPlan> next_;  // async scheduling: the step scheduled while in_flight_ runs
     StepPlan spare_plan_;  // the last finished step's plan, handed back to the scheduler to reuse its vectors

@@ -227,3 +227,41 @@ num_requests: 80
 
 }  // namespace
 }  // namespace servesim::cluster
+
+namespace servesim::cluster {
+namespace {
+
+TEST_CASE("Simulation: prompts hashed by the router give the replica's own hashes, turn after turn",
+          "[cluster][hashing]") {
+    // One replica, so llm_d (which hashes every prompt, hands the hashes to the request and gets each finished turn's
+    // hashes back through the shared memo) and round_robin (the replica hashes for itself) serve the same requests
+    // in the same steps. Block size 16. Turn 1: 40 prompt tokens + 8 answer tokens; the last answer token is never
+    // computed, so 47 tokens are → 2 full blocks cached. Turn 2 (sent after turn 1 ends) extends turn 1's content by
+    // 30 tokens (78) and hits those 2 blocks: 32 tokens. It computes 78 + 3 = 81 tokens → 5 blocks cached; turn 3
+    // extends turn 2's 78 + 4 answer tokens by 20 (102) and hits the 5: 80 tokens. Hits 0 + 32 + 80 = 112 either way.
+    const auto answer = [](std::uint64_t id) { return content(1'000'000 + id); };
+    const core::TokenContent t1{{content(1), 40}};
+    core::TokenContent t2 = t1;
+    t2.push_back({answer(0), 8});
+    t2.push_back({content(2), 30});
+    core::TokenContent t3 = t2;
+    t3.push_back({answer(1), 4});
+    t3.push_back({content(3), 20});
+    const auto run = [&](const char* router) {
+        ScriptedWorkload w({spec(0, 0, t1, 8), spec(1, 1000, t2, 4), spec(2, 2000, t3, 2)});
+        FixedCost cost(4, 0.25);
+        Simulation sim(small_config(), cost, w, make_router(router));
+        return sim.run().summary;
+    };
+    const metrics::Summary routed = run("llm_d");
+    const metrics::Summary own = run("round_robin");
+    REQUIRE(routed.num_requests_finished == 3);
+    CHECK(own.prefix_cache_hits == 112);
+    CHECK(routed.prefix_cache_hits == own.prefix_cache_hits);
+    CHECK(routed.prefix_cache_queries == own.prefix_cache_queries);
+    CHECK(routed.ttft_ms.max == own.ttft_ms.max);
+    CHECK(routed.num_steps == own.num_steps);
+}
+
+}  // namespace
+}  // namespace servesim::cluster

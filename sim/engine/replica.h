@@ -115,7 +115,8 @@ private:
     Scheduler scheduler_;
     std::unordered_map<std::uint64_t, std::unique_ptr<Request>> requests_;  // lookup only, never iterated for output
     std::unordered_map<std::uint64_t, std::unique_ptr<Request>> delayed_free_;  // finished, blocks still held
-    cache::FirstRunHashMemo hash_memo_;  // first-run block hashes shared by this replica's requests
+    // First-run block hashes shared by this replica's requests, and finished turns' hashes for their next turn.
+    cache::FirstRunHashMemo hash_memo_;
     std::optional<StepPlan> in_flight_;
     std::optional<StepPlan> next_;  // async scheduling: the step scheduled while in_flight_ runs
     StepPlan spare_plan_;  // the last finished step's plan, handed back to the scheduler to reuse its vectors

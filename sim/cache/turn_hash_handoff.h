@@ -37,7 +37,7 @@ struct HashCursor {
 
 class TurnHashHandoff {
 public:
-    static constexpr std::size_t kNumEntries = 1024;
+    static constexpr std::size_t kNumEntries = 512;
     static constexpr std::size_t kNumIndexSlots = 4096;
 
     // Parks a finished request's content runs, its block hashes and its hasher's cursor (hashes.size() must equal

@@ -122,7 +122,8 @@ private:
     Scheduler scheduler_;
     std::unordered_map<std::uint64_t, std::unique_ptr<Request>> requests_;  // lookup only, never iterated for output
     std::unordered_map<std::uint64_t, std::unique_ptr<Request>> delayed_free_;  // finished, blocks still held
-    cache::FirstRunHashMemo own_hash_memo_;  // first-run block hashes shared by this replica's requests
+    // First-run block hashes shared by this replica's requests, and finished turns' hashes for their next turn.
+    cache::FirstRunHashMemo own_hash_memo_;
     cache::FirstRunHashMemo* hash_memo_ = &own_hash_memo_;  // or one shared with a router (share_hash_memo)
     std::optional<StepPlan> in_flight_;
     std::optional<StepPlan> next_;  // async scheduling: the step scheduled while in_flight_ runs

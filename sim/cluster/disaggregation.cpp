@@ -207,7 +207,8 @@ DisaggregatedSimulation::DisaggregatedSimulation(const SimulationConfig& common,
                                                               common_.topology.get(), &tracker_,
                                                               std::vector<std::vector<std::size_t>>{},
                                                               prefill_gpus[i]));
-        engine::ReplicaConfig rc = config_.prefill_replica;
+        engine::ReplicaConfig rc = config_.prefill_replicas.empty() ? config_.prefill_replica
+                                                                    : config_.prefill_replicas.at(i);
         rc.index = static_cast<int>(i);
         prefill_.push_back(std::make_unique<engine::Replica>(rc, prefill_cost_, prefill_metrics_, connectors_.back().get()));
     }
@@ -217,7 +218,8 @@ DisaggregatedSimulation::DisaggregatedSimulation(const SimulationConfig& common,
         connectors_.push_back(std::make_unique<NixlConnector>(NixlConnector::Role::kDecode, block_size, config_,
                                                               common_.topology.get(), &tracker_, prefill_gpus,
                                                               std::move(own)));
-        engine::ReplicaConfig rc = config_.decode_replica;
+        engine::ReplicaConfig rc = config_.decode_replicas.empty() ? config_.decode_replica
+                                                                   : config_.decode_replicas.at(i);
         rc.index = static_cast<int>(n_p + i);  // requests.csv: the replica that streamed the tokens
         decode_.push_back(std::make_unique<engine::Replica>(rc, decode_cost_, metrics_, connectors_.back().get()));
     }

@@ -66,6 +66,10 @@ struct DisaggregationSettings {
 struct DisaggregationConfig {
     engine::ReplicaConfig prefill_replica;
     engine::ReplicaConfig decode_replica;
+    // A pool on GPUs of unequal memory (cluster.topology): each replica's engine in the place of the pool's one;
+    // empty when they are alike.
+    std::vector<engine::ReplicaConfig> prefill_replicas;
+    std::vector<engine::ReplicaConfig> decode_replicas;
     int num_prefill = 1;
     int num_decode = 1;
     int prefill_tp = 1;

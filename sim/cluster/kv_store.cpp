@@ -388,6 +388,17 @@ KvStoreConfig make_kv_store_config(const KvConnectorSettings& s, const Topology*
         c.remote_capacity_blocks = blocks(s.remote_size_gib, s.remote_size_tokens);
         const double remote_bytes = bytes_of(s.remote_size_gib, c.remote_capacity_blocks);
         const std::string remote_key = s.remote_size_gib ? "remote_size_gib" : "remote_size_tokens";
+        // A remote store on a host that also holds a replica's local tier shares that host's DRAM with it.
+        bool shares_a_host = false;
+        for (std::size_t i = 0; i < needed; i += static_cast<std::size_t>(gpus_per_replica)) {
+            shares_a_host = shares_a_host || topology->nearest_host(gpus[i]) == v;
+        }
+        if (shares_a_host && remote_bytes + host_bytes > static_cast<double>(topology->node(v).memory_bytes)) {
+            fail(remote_key, fmt::format("the remote store ({:.1f} GiB) and the local tier ({:.1f} GiB) on host '{}' "
+                                         "are larger than its memory ({:.1f} GiB)",
+                                         remote_bytes / (1u << 30), host_bytes / (1u << 30), topology->node(v).name,
+                                         static_cast<double>(topology->node(v).memory_bytes) / (1u << 30)));
+        }
         if (remote_bytes > static_cast<double>(topology->node(v).memory_bytes)) {
             fail(remote_key, fmt::format("the remote store ({:.1f} GiB) is larger than node '{}''s memory ({:.1f} GiB)",
                                          remote_bytes / (1u << 30), topology->node(v).name,

@@ -12,6 +12,9 @@ Simulation::Simulation(const SimulationConfig& config, const engine::CostModel& 
       workload_(workload),
       router_(std::move(router)),
       metrics_(config.warmup_end, config.exact_percentiles, config.keep_request_records) {
+    SERVESIM_CHECK(config_.replica_configs.empty() ||
+                       config_.replica_configs.size() == static_cast<std::size_t>(config_.num_replicas),
+                   "{} replica configs for {} replicas", config_.replica_configs.size(), config_.num_replicas);
     if (config_.kv_store) {
         SERVESIM_CHECK(config_.topology != nullptr, "a shared KV store needs a topology");
         const auto gpus = config_.topology->gpus();
@@ -26,7 +29,9 @@ Simulation::Simulation(const SimulationConfig& config, const engine::CostModel& 
         kv_store_ = std::make_unique<SharedKvStore>(*config_.kv_store, *config_.topology, std::move(replica_gpus));
     }
     for (int i = 0; i < config_.num_replicas; ++i) {
-        engine::ReplicaConfig rc = config_.replica;
+        engine::ReplicaConfig rc = config_.replica_configs.empty()
+                                       ? config_.replica
+                                       : config_.replica_configs[static_cast<std::size_t>(i)];
         rc.index = i;
         cache::KvConnector* connector = kv_store_ ? &kv_store_->connector(static_cast<std::size_t>(i)) : nullptr;
         replicas_.push_back(std::make_unique<engine::Replica>(rc, cost_model_, metrics_, connector));

@@ -47,6 +47,18 @@ std::size_t Topology::find(std::string_view name) const {
     return npos;
 }
 
+void Topology::set_gpu_model(std::size_t v, std::string name) {
+    if (gpu_models_.size() <= v) {
+        gpu_models_.resize(v + 1);
+    }
+    gpu_models_[v] = std::move(name);
+}
+
+const std::string& Topology::gpu_model(std::size_t v) const {
+    static const std::string kNone;
+    return v < gpu_models_.size() ? gpu_models_[v] : kNone;
+}
+
 std::vector<std::size_t> Topology::gpus() const {
     std::vector<std::size_t> out;
     for (std::size_t v = 0; v < num_nodes(); ++v) {
@@ -177,6 +189,7 @@ constexpr std::int64_t kGiB = std::int64_t{1} << 30;
 
 struct NodeShape {
     std::string_view gpu_prefix;
+    std::string_view gpu_model;
     std::int64_t gpu_memory_bytes;
     std::int64_t host_memory_bytes;
 };
@@ -194,6 +207,7 @@ void add_eight_gpu_node(Topology& t, int node, const NodeShape& shape, std::size
         const std::string id = n + "." + std::to_string(g);
         const std::size_t gpu =
             t.add_node({std::string(shape.gpu_prefix) + id, NodeKind::kGpu, shape.gpu_memory_bytes});
+        t.set_gpu_model(gpu, std::string(shape.gpu_model));
         const std::size_t nic = t.add_node({"nic" + id, NodeKind::kNic, 0});
         t.add_link(gpu, nvswitch, 450 * kGB, 1e-6);
         t.add_link(gpu, host, 64 * kGB, 2e-6);
@@ -210,9 +224,9 @@ std::vector<std::string_view> topology_preset_names() { return {"dgx-h100", "8xh
 Topology make_topology_preset(std::string_view name, int num_nodes) {
     NodeShape shape{};
     if (name == "dgx-h100") {
-        shape = {"h100-", 80 * std::int64_t{1'000'000'000}, 2048 * kGiB};
+        shape = {"h100-", "H100-SXM", 84'932'978'278, 2048 * kGiB};  // 79.1 GiB reported of the 80 GB
     } else if (name == "8xh200-nvlink-ib400") {
-        shape = {"h200-", 141 * std::int64_t{1'000'000'000}, 2048 * kGiB};
+        shape = {"h200-", "H200", 150'109'880'320, 2048 * kGiB};  // 139.8 GiB reported of the 141 GB
     } else {
         throw std::invalid_argument("unknown topology preset");
     }
@@ -247,19 +261,29 @@ Topology parse_topology_file(const YamlMap& m) {
     }
     for (std::size_t i = 0; i < nodes.size(); ++i) {
         const YamlMap n(nodes[i], m.file(), m.key_path("nodes") + "[" + std::to_string(i) + "]");
-        n.allow_only({"name", "kind", "memory_bytes"});
+        n.allow_only({"name", "kind", "memory_bytes", "gpu"});
         TopologyNode node;
+        std::string gpu_model;
         node.name = n.get<std::string>("name");
         if (t.find(node.name) != Topology::npos) {
             n.fail("name", "duplicate node name '" + node.name + "'");
         }
         node.kind = parse_kind(n, "kind");
+        if (n.has("gpu")) {  // the catalog GPU it is (checked against the experiment's gpu: when placed)
+            if (node.kind != NodeKind::kGpu) {
+                n.fail("gpu", "only a node of kind gpu names its catalog GPU");
+            }
+            gpu_model = n.get<std::string>("gpu");
+        }
         node.memory_bytes = n.get_or<std::int64_t>("memory_bytes", 0);
         n.check_range<std::int64_t>("memory_bytes", node.memory_bytes, 0, std::numeric_limits<std::int64_t>::max());
         if ((node.kind == NodeKind::kGpu || node.kind == NodeKind::kHost) && node.memory_bytes <= 0) {
             n.fail("memory_bytes", "a " + std::string(to_string(node.kind)) + " needs its memory in bytes (> 0)");
         }
-        t.add_node(std::move(node));
+        const std::size_t v = t.add_node(std::move(node));
+        if (!gpu_model.empty()) {
+            t.set_gpu_model(v, std::move(gpu_model));
+        }
     }
     const YAML::Node links = m.node("links");
     if (!links.IsSequence()) {

@@ -63,6 +63,12 @@ public:
     [[nodiscard]] std::size_t find(std::string_view name) const;
     static constexpr std::size_t npos = static_cast<std::size_t>(-1);
 
+    // A GPU's catalog name (calibration/gpus/*.yaml), which the experiment's (or pool's) `gpu:` must name: always
+    // set by a preset, optional in a user file (`gpu:`), where memory_bytes alone may describe the GPU
+    // (docs/CLUSTER.md "Placement"). Empty when not given.
+    void set_gpu_model(std::size_t v, std::string name);
+    [[nodiscard]] const std::string& gpu_model(std::size_t v) const;
+
     // GPU vertices in insertion order (replica i's GPUs are gpus()[i·tp, (i+1)·tp)).
     [[nodiscard]] std::vector<std::size_t> gpus() const;
     // The host whose DRAM is nearest to vertex v (lowest path latency; ties to the lower index), or npos.
@@ -70,6 +76,7 @@ public:
 
     // The lowest-latency path; `to` must be reachable (validate() guarantees it between GPUs, hosts and storage).
     [[nodiscard]] TopologyPath path(std::size_t from, std::size_t to) const;
+
 
     // Every GPU, host and storage vertex reaches every other; throws ConfigError(file, key) naming the first
     // vertex that does not reach the first GPU.
@@ -80,6 +87,7 @@ private:
     // The links by dense id (a copy of each edge's property: an edge descriptor points into the graph it came from,
     // so it must not outlive a copy of the Topology).
     std::vector<TopologyLink> links_;
+    std::vector<std::string> gpu_models_;  // by vertex (shorter when the last vertices name none)
 };
 
 // Transfers in flight over a topology, for contention: a transfer that starts at `now` over a path gets, on each
@@ -102,7 +110,9 @@ private:
     std::vector<std::vector<core::SimTime>> active_until_;  // per edge, end times of its transfers
 };
 
-// Presets: one node of each, repeated `num_nodes` times, the nodes' NICs joined by one switch.
+// Presets: one node of each, repeated `num_nodes` times, the nodes' NICs joined by one switch. A GPU vertex's
+// memory is what torch.cuda.mem_get_info reports for its catalog GPU (calibration/gpus/H100-SXM.yaml, H200.yaml
+// memory_reported_bytes; a test pins the two equal), as vLLM sizes its KV cache from that total.
 //   dgx-h100:            8 × H100-SXM (80 GB) on NVSwitch (450 GB/s per direction per GPU), PCIe Gen5 ×16 (64 GB/s)
 //                        to a 2 TB host and to one 400 Gb/s (50 GB/s) InfiniBand NIC per GPU, 30 TB NVMe at 25 GB/s.
 //   8xh200-nvlink-ib400: the same with 8 × H200 (141 GB) and 2 TB host DRAM (HGX H200, 400 Gb/s NDR per GPU).
@@ -110,7 +120,7 @@ private:
 [[nodiscard]] std::vector<std::string_view> topology_preset_names();
 
 // `cluster.topology:` — a preset name, a map {preset: NAME, nodes: N}, or a map {file: PATH} whose file holds
-// {nodes: [{name, kind, memory_bytes?}], links: [{a, b, bandwidth_GB_per_s, latency_us}]}. `base_dir` resolves a
+// {nodes: [{name, kind, memory_bytes?, gpu?}], links: [{a, b, bandwidth_GB_per_s, latency_us}]}. `base_dir` resolves a
 // relative file. Validated (reachability) before it is returned.
 [[nodiscard]] Topology parse_topology(const YAML::Node& node, const std::string& file, const std::string& key,
                                       const std::string& base_dir);

@@ -78,7 +78,7 @@ TEST_CASE("topology: the dgx-h100 preset, two nodes over InfiniBand", "[topology
     const Topology t = make_topology_preset("dgx-h100", 2);
     t.validate("x", "cluster.topology");
     CHECK(t.gpus().size() == 16);
-    CHECK(t.node(t.gpus().front()).memory_bytes == 80'000'000'000);
+    CHECK(t.node(t.gpus().front()).memory_bytes == 84'932'978'278);  // H100-SXM's reported 79.1 GiB
     // NVSwitch inside a node: gpu → nvswitch → gpu, 1 + 1 µs at 450 GB/s.
     const auto nv = t.path(t.find("h100-0.0"), t.find("h100-0.7"));
     CHECK(near(nv.latency_s, 2e-6));

@@ -135,7 +135,7 @@ private:
         std::int64_t local_hit_tokens = 0;
         core::SimTime arrival;
     };
-    const TopologyPath& path(std::size_t from, std::size_t to);
+    const std::vector<TopologyPath>& paths(std::size_t from, std::size_t to);
 
     Role role_;
     int block_size_;
@@ -146,7 +146,7 @@ private:
     std::vector<std::size_t> own_gpus_;
     std::unordered_map<std::uint64_t, Pending> pending_;  // do_remote_prefill still set
     std::vector<Read> reads_;
-    std::map<std::pair<std::size_t, std::size_t>, TopologyPath> paths_;
+    std::map<std::pair<std::size_t, std::size_t>, std::vector<TopologyPath>> paths_;
     cache::ExternalCacheStats stats_;
     cache::CpuOffloadConfig store_config_;
 };

@@ -230,11 +230,11 @@ std::int64_t SharedKvStore::lookup(std::size_t replica, std::span<const core::Bl
     return (hit - local_blocks) * b;
 }
 
-const TopologyPath& SharedKvStore::path(std::size_t from, std::size_t to) {
+const std::vector<TopologyPath>& SharedKvStore::paths(std::size_t from, std::size_t to) {
     const auto key = std::make_pair(from, to);
     auto it = paths_.find(key);
     if (it == paths_.end()) {
-        it = paths_.emplace(key, topology_.path(from, to)).first;
+        it = paths_.emplace(key, topology_.rail_paths(from, to)).first;
     }
     return it->second;
 }
@@ -252,7 +252,10 @@ core::Duration SharedKvStore::start_load(std::size_t replica, const std::vector<
     for (const auto& [vertex, blocks] : blocks_by_vertex) {
         const double bytes = static_cast<double>(blocks) * config_.bytes_per_block / static_cast<double>(gpus.size());
         for (const std::size_t gpu : gpus) {
-            longest = std::max(longest, tracker_.start(path(vertex, gpu), bytes, now));
+            // Over the network, the rank's share is cut into one slice per NIC pair, all in flight at once.
+            const auto& slices = paths(vertex, gpu);
+            longest = std::max(longest,
+                               tracker_.start_slices(slices, bytes / static_cast<double>(slices.size()), now));
         }
     }
     return longest;

@@ -12,7 +12,8 @@
 // eviction per tier (a hit refreshes its blocks), lookup by chained block hash from block 0 in whole blocks
 // (discard_partial_chunks; the connector returns pool hit − local hit), and the load of a hit from where its blocks
 // sit over the topology (TransferTracker: shared edges split their bandwidth) while the request waits in
-// WAITING_FOR_REMOTE_KVS (vllm/v1/core/sched/scheduler.py). A store lands at the end of the step that computed its
+// WAITING_FOR_REMOTE_KVS (vllm/v1/core/sched/scheduler.py); a transfer that crosses the network is split over the
+// NICs nearest each end (Mooncake Transfer Engine's slices, Topology::rail_paths). A store lands at the end of the step that computed its
 // blocks (wait_for_save); stores take no network time (docs/CLUSTER.md).
 // Full-attention models only (the scenario refuses a hybrid).
 #pragma once
@@ -262,7 +263,8 @@ private:
     void commit(std::size_t replica, std::uint64_t key);
     // The tier holding `key` as replica `replica` sees it: a host index, kRemote, or kNone.
     [[nodiscard]] std::size_t where(std::size_t replica, std::uint64_t key) const;
-    const TopologyPath& path(std::size_t from, std::size_t to);
+    // The slices' paths of a transfer (Topology::rail_paths: spread over the NICs nearest each end), cached.
+    const std::vector<TopologyPath>& paths(std::size_t from, std::size_t to);
 
     static constexpr std::size_t kRemote = static_cast<std::size_t>(-2);
     static constexpr std::size_t kNone = static_cast<std::size_t>(-1);
@@ -276,7 +278,7 @@ private:
     std::vector<LruBlockTier> host_tiers_;  // LMCache: one per host
     LruBlockTiers pool_;                     // Mooncake: the hosts' segments, one copy of a block in all of them
     LruBlockTier remote_;
-    std::map<std::pair<std::size_t, std::size_t>, TopologyPath> paths_;
+    std::map<std::pair<std::size_t, std::size_t>, std::vector<TopologyPath>> paths_;
     std::vector<std::unique_ptr<View>> views_;
 };
 

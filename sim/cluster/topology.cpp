@@ -135,6 +135,54 @@ TopologyPath Topology::path(std::size_t from, std::size_t to) const {
     return p;
 }
 
+std::vector<std::size_t> Topology::nearest_nics(std::size_t v) const {
+    const auto sp = shortest_paths(graph_, v);
+    double best = std::numeric_limits<double>::infinity();
+    for (std::size_t u = 0; u < num_nodes(); ++u) {
+        if (graph_[u].kind == NodeKind::kNic) {
+            best = std::min(best, sp.dist[u]);
+        }
+    }
+    std::vector<std::size_t> out;
+    for (std::size_t u = 0; u < num_nodes() && std::isfinite(best); ++u) {
+        if (graph_[u].kind == NodeKind::kNic && sp.dist[u] <= best + 1e-12) {
+            out.push_back(u);
+        }
+    }
+    return out;
+}
+
+std::vector<TopologyPath> Topology::rail_paths(std::size_t from, std::size_t to) const {
+    TopologyPath direct = path(from, to);
+    bool crosses_nic = false;
+    for (const std::size_t e : direct.edges) {
+        crosses_nic = crosses_nic || graph_[link(e).a].kind == NodeKind::kNic || graph_[link(e).b].kind == NodeKind::kNic;
+    }
+    const std::vector<std::size_t> src = crosses_nic ? nearest_nics(from) : std::vector<std::size_t>{};
+    const std::vector<std::size_t> dst = crosses_nic ? nearest_nics(to) : std::vector<std::size_t>{};
+    if (src.empty() || dst.empty()) {
+        return {std::move(direct)};
+    }
+    // Mooncake's RDMA transport picks, for each slice, a device near the local buffer and one near the remote
+    // buffer (selectDevice over each side's preferred NICs); servesim deals the slices round-robin over both sides.
+    const std::size_t k = std::max(src.size(), dst.size());
+    std::vector<TopologyPath> out;
+    out.reserve(k);
+    for (std::size_t j = 0; j < k; ++j) {
+        const std::size_t a = src[j % src.size()];
+        const std::size_t b = dst[j % dst.size()];
+        TopologyPath p;
+        p.bottleneck_bytes_per_s = std::numeric_limits<double>::infinity();
+        for (const TopologyPath& leg : {path(from, a), path(a, b), path(b, to)}) {
+            p.edges.insert(p.edges.end(), leg.edges.begin(), leg.edges.end());
+            p.latency_s += leg.latency_s;
+            p.bottleneck_bytes_per_s = std::min(p.bottleneck_bytes_per_s, leg.bottleneck_bytes_per_s);
+        }
+        out.push_back(std::move(p));
+    }
+    return out;
+}
+
 void Topology::validate(const std::string& file, const std::string& key) const {
     const auto gs = gpus();
     if (gs.empty()) {
@@ -180,6 +228,47 @@ core::Duration TransferTracker::start(const TopologyPath& path, double bytes, co
         v.push_back(now + d);
     }
     return d;
+}
+
+core::Duration TransferTracker::start_slices(const std::vector<TopologyPath>& paths, double bytes_each,
+                                             core::SimTime now) {
+    if (paths.size() == 1) {
+        return start(paths.front(), bytes_each, now);
+    }
+    std::vector<std::pair<std::size_t, std::size_t>> batch;  // edge → slices of this batch on it
+    for (const auto& p : paths) {
+        for (const std::size_t e : p.edges) {
+            auto it = std::find_if(batch.begin(), batch.end(), [&](const auto& x) { return x.first == e; });
+            if (it == batch.end()) {
+                batch.emplace_back(e, 1);
+            } else {
+                ++it->second;
+            }
+        }
+    }
+    auto in_batch = [&](std::size_t e) {
+        return std::find_if(batch.begin(), batch.end(), [&](const auto& x) { return x.first == e; })->second;
+    };
+    std::vector<core::Duration> durations;
+    durations.reserve(paths.size());
+    for (const auto& p : paths) {
+        double share = std::numeric_limits<double>::infinity();
+        for (const std::size_t e : p.edges) {
+            const double n = static_cast<double>(active_on(e, now) + in_batch(e));
+            share = std::min(share, topology_.link(e).bandwidth_bytes_per_s / n);
+        }
+        durations.push_back(core::Duration::from_s(p.latency_s + (p.edges.empty() ? 0.0 : bytes_each / share)));
+    }
+    core::Duration longest = core::Duration::from_ns(0);
+    for (std::size_t i = 0; i < paths.size(); ++i) {
+        for (const std::size_t e : paths[i].edges) {
+            auto& v = active_until_[e];
+            std::erase_if(v, [&](core::SimTime t) { return t <= now; });
+            v.push_back(now + durations[i]);
+        }
+        longest = std::max(longest, durations[i]);
+    }
+    return longest;
 }
 
 namespace {

@@ -77,6 +77,16 @@ public:
     // The lowest-latency path; `to` must be reachable (validate() guarantees it between GPUs, hosts and storage).
     [[nodiscard]] TopologyPath path(std::size_t from, std::size_t to) const;
 
+    // The NICs nearest to vertex v: every NIC at the lowest path latency from v (within 1 ps), by vertex index. A
+    // host's DRAM has all the NICs on its PCIe root equally near, a GPU its own rail's NIC (Mooncake Transfer
+    // Engine's topology matrix: each memory location's preferred NICs).
+    [[nodiscard]] std::vector<std::size_t> nearest_nics(std::size_t v) const;
+
+    // The slices of a transfer from `from` to `to`, as Mooncake's Transfer Engine spreads a request over NICs
+    // (docs/CLUSTER.md "Several NICs"): when the lowest-latency path crosses a NIC, k = max(|nearest_nics(from)|,
+    // |nearest_nics(to)|) slices, slice j going from → its j-th nearest NIC (mod) → to's j-th nearest NIC (mod) → to,
+    // each leg the lowest-latency path; otherwise the one lowest-latency path. Deterministic.
+    [[nodiscard]] std::vector<TopologyPath> rail_paths(std::size_t from, std::size_t to) const;
 
     // Every GPU, host and storage vertex reaches every other; throws ConfigError(file, key) naming the first
     // vertex that does not reach the first GPU.
@@ -99,6 +109,11 @@ public:
 
     // Starts a transfer and returns its duration; it occupies each edge of the path until now + duration.
     core::Duration start(const TopologyPath& path, double bytes, core::SimTime now);
+
+    // Starts the slices of one transfer together, `bytes_each` on each path (Topology::rail_paths), and returns the
+    // longest slice's duration. Each slice's share of an edge counts every slice of the batch on that edge beside
+    // the transfers already active there, so equal slices are treated alike; one path is start().
+    core::Duration start_slices(const std::vector<TopologyPath>& paths, double bytes_each, core::SimTime now);
 
     // Duration a transfer would have if it started now (nothing recorded).
     [[nodiscard]] core::Duration quote(const TopologyPath& path, double bytes, core::SimTime now) const;

@@ -102,9 +102,11 @@ public:
     // The stores scheduled for a step are saved while it runs and complete with it (KVConnectorBase_V1
     // .wait_for_save, called at the end of the forward: LMCache and Mooncake Store save there), so a block is
     // visible to every replica from the end of the step that computed it.
-    void on_step_start() override {
+    void on_step_start(core::SimTime now) override {
+        const std::size_t first = in_step_.size();
         in_step_.insert(in_step_.end(), queued_.begin(), queued_.end());
         queued_.clear();
+        store_.start_saves(replica_, std::span<const std::uint64_t>(in_step_).subspan(first), now);
     }
 
     void on_step_end() override {
@@ -259,6 +261,38 @@ core::Duration SharedKvStore::start_load(std::size_t replica, const std::vector<
         }
     }
     return longest;
+}
+
+void SharedKvStore::start_saves(std::size_t replica, std::span<const std::uint64_t> keys, core::SimTime now) {
+    // The blocks this step's saves will write, by the rules commit() applies at the step's end: a block some tier
+    // holds already is not written again (Mooncake's put of a present key is skipped; LMCache checks its tiers).
+    std::int64_t to_host = 0;
+    std::int64_t to_remote = 0;
+    const std::size_t own = replica_host_[replica];
+    for (const std::uint64_t key : keys) {
+        if (config_.kind == KvStoreKind::kMooncake) {
+            to_host += pool_.tier_of(key) == LruBlockTiers::npos ? 1 : 0;
+        } else {
+            to_host += host_tiers_[own].contains(key) ? 0 : 1;
+            to_remote += config_.remote_capacity_blocks > 0 && !remote_.contains(key) ? 1 : 0;
+        }
+    }
+    // Each tensor-parallel rank writes its share of every block from its GPU, over the topology like a load, the
+    // other way. The engine does not wait for it: the step's time is its compute (docs/CLUSTER.md "Store traffic").
+    const auto& gpus = replica_gpus_[replica];
+    auto write = [&](std::int64_t blocks, std::size_t vertex) {
+        if (blocks == 0) {
+            return;
+        }
+        const double bytes = static_cast<double>(blocks) * config_.bytes_per_block / static_cast<double>(gpus.size());
+        for (const std::size_t gpu : gpus) {
+            const auto& slices = paths(gpu, vertex);
+            (void)tracker_.start_slices(slices, bytes / static_cast<double>(slices.size()), now);
+            save_bytes_ += bytes;
+        }
+    };
+    write(to_host, hosts_[own]);
+    write(to_remote, config_.remote_vertex);
 }
 
 void SharedKvStore::commit(std::size_t replica, std::uint64_t key) {

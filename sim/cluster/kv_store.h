@@ -14,7 +14,8 @@
 // sit over the topology (TransferTracker: shared edges split their bandwidth) while the request waits in
 // WAITING_FOR_REMOTE_KVS (vllm/v1/core/sched/scheduler.py); a transfer that crosses the network is split over the
 // NICs nearest each end (Mooncake Transfer Engine's slices, Topology::rail_paths). A store lands at the end of the step that computed its
-// blocks (wait_for_save); stores take no network time (docs/CLUSTER.md).
+// blocks (wait_for_save); its transfers start with that step and occupy the links they cross, without delaying the
+// engine (docs/CLUSTER.md "Store traffic").
 // Full-attention models only (the scenario refuses a hybrid).
 #pragma once
 
@@ -249,6 +250,8 @@ public:
 
     [[nodiscard]] std::int64_t num_resident_blocks() const;
     [[nodiscard]] std::size_t host_of(std::size_t replica) const { return replica_host_[replica]; }
+    // Bytes the saves have written over the topology so far (all tiers, all ranks).
+    [[nodiscard]] double save_bytes() const { return save_bytes_; }
 
 private:
     class View;
@@ -260,6 +263,8 @@ private:
     std::int64_t lookup(std::size_t replica, std::span<const core::BlockHash> hashes, std::int64_t local_hit_tokens,
                         std::int64_t num_tokens, std::vector<Source>& sources);
     core::Duration start_load(std::size_t replica, const std::vector<Source>& sources, core::SimTime now);
+    // The saves of a step launched at `now` start their transfers (they occupy the links they cross until done).
+    void start_saves(std::size_t replica, std::span<const std::uint64_t> keys, core::SimTime now);
     void commit(std::size_t replica, std::uint64_t key);
     // The tier holding `key` as replica `replica` sees it: a host index, kRemote, or kNone.
     [[nodiscard]] std::size_t where(std::size_t replica, std::uint64_t key) const;
@@ -280,6 +285,7 @@ private:
     LruBlockTier remote_;
     std::map<std::pair<std::size_t, std::size_t>, std::vector<TopologyPath>> paths_;
     std::vector<std::unique_ptr<View>> views_;
+    double save_bytes_ = 0;
 };
 
 }  // namespace servesim::cluster

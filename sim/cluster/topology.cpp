@@ -128,10 +128,12 @@ TopologyPath Topology::path(std::size_t from, std::size_t to) const {
             }
         }
         p.edges.push_back(best);
+        p.reversed.push_back(link(best).a != u);  // crossed from u to v
         p.latency_s += link(best).latency_s;
         p.bottleneck_bytes_per_s = std::min(p.bottleneck_bytes_per_s, link(best).bandwidth_bytes_per_s);
     }
     std::reverse(p.edges.begin(), p.edges.end());
+    std::reverse(p.reversed.begin(), p.reversed.end());
     return p;
 }
 
@@ -175,6 +177,7 @@ std::vector<TopologyPath> Topology::rail_paths(std::size_t from, std::size_t to)
         p.bottleneck_bytes_per_s = std::numeric_limits<double>::infinity();
         for (const TopologyPath& leg : {path(from, a), path(a, b), path(b, to)}) {
             p.edges.insert(p.edges.end(), leg.edges.begin(), leg.edges.end());
+            p.reversed.insert(p.reversed.end(), leg.reversed.begin(), leg.reversed.end());
             p.latency_s += leg.latency_s;
             p.bottleneck_bytes_per_s = std::min(p.bottleneck_bytes_per_s, leg.bottleneck_bytes_per_s);
         }
@@ -203,17 +206,31 @@ void Topology::validate(const std::string& file, const std::string& key) const {
 }
 
 TransferTracker::TransferTracker(const Topology& topology)
-    : topology_(topology), active_until_(topology.num_links()) {}
+    : topology_(topology), active_until_(2 * topology.num_links()), both_ways_(topology.num_links()) {
+    for (std::size_t e = 0; e < topology.num_links(); ++e) {
+        const TopologyLink& l = topology.link(e);
+        both_ways_[e] = topology.node(l.a).kind == NodeKind::kStorage || topology.node(l.b).kind == NodeKind::kStorage;
+    }
+}
+
+std::size_t TransferTracker::slot(std::size_t edge, bool reversed) const {
+    return 2 * edge + (reversed && !both_ways_[edge] ? 1 : 0);
+}
+
+std::size_t TransferTracker::active_on(std::size_t edge, bool reversed, core::SimTime now) const {
+    const auto& v = active_until_[slot(edge, reversed)];
+    return static_cast<std::size_t>(std::count_if(v.begin(), v.end(), [&](core::SimTime t) { return t > now; }));
+}
 
 std::size_t TransferTracker::active_on(std::size_t edge, core::SimTime now) const {
-    const auto& v = active_until_[edge];
-    return static_cast<std::size_t>(std::count_if(v.begin(), v.end(), [&](core::SimTime t) { return t > now; }));
+    return both_ways_[edge] ? active_on(edge, false, now) : active_on(edge, false, now) + active_on(edge, true, now);
 }
 
 core::Duration TransferTracker::quote(const TopologyPath& path, double bytes, core::SimTime now) const {
     double share = std::numeric_limits<double>::infinity();
-    for (const std::size_t e : path.edges) {
-        const double n = static_cast<double>(active_on(e, now) + 1);
+    for (std::size_t i = 0; i < path.edges.size(); ++i) {
+        const std::size_t e = path.edges[i];
+        const double n = static_cast<double>(active_on(e, path.reversed[i], now) + 1);
         share = std::min(share, topology_.link(e).bandwidth_bytes_per_s / n);
     }
     const double transfer_s = path.edges.empty() ? 0.0 : bytes / share;
@@ -222,8 +239,8 @@ core::Duration TransferTracker::quote(const TopologyPath& path, double bytes, co
 
 core::Duration TransferTracker::start(const TopologyPath& path, double bytes, core::SimTime now) {
     const core::Duration d = quote(path, bytes, now);
-    for (const std::size_t e : path.edges) {
-        auto& v = active_until_[e];
+    for (std::size_t i = 0; i < path.edges.size(); ++i) {
+        auto& v = active_until_[slot(path.edges[i], path.reversed[i])];
         std::erase_if(v, [&](core::SimTime t) { return t <= now; });
         v.push_back(now + d);
     }
@@ -235,9 +252,10 @@ core::Duration TransferTracker::start_slices(const std::vector<TopologyPath>& pa
     if (paths.size() == 1) {
         return start(paths.front(), bytes_each, now);
     }
-    std::vector<std::pair<std::size_t, std::size_t>> batch;  // edge → slices of this batch on it
+    std::vector<std::pair<std::size_t, std::size_t>> batch;  // edge way (2·edge + reversed) → slices of this batch
     for (const auto& p : paths) {
-        for (const std::size_t e : p.edges) {
+        for (std::size_t i = 0; i < p.edges.size(); ++i) {
+            const std::size_t e = slot(p.edges[i], p.reversed[i]);
             auto it = std::find_if(batch.begin(), batch.end(), [&](const auto& x) { return x.first == e; });
             if (it == batch.end()) {
                 batch.emplace_back(e, 1);
@@ -253,16 +271,18 @@ core::Duration TransferTracker::start_slices(const std::vector<TopologyPath>& pa
     durations.reserve(paths.size());
     for (const auto& p : paths) {
         double share = std::numeric_limits<double>::infinity();
-        for (const std::size_t e : p.edges) {
-            const double n = static_cast<double>(active_on(e, now) + in_batch(e));
+        for (std::size_t i = 0; i < p.edges.size(); ++i) {
+            const std::size_t e = p.edges[i];
+            const double n = static_cast<double>(active_on(e, p.reversed[i], now) +
+                                                 in_batch(slot(e, p.reversed[i])));
             share = std::min(share, topology_.link(e).bandwidth_bytes_per_s / n);
         }
         durations.push_back(core::Duration::from_s(p.latency_s + (p.edges.empty() ? 0.0 : bytes_each / share)));
     }
     core::Duration longest = core::Duration::from_ns(0);
     for (std::size_t i = 0; i < paths.size(); ++i) {
-        for (const std::size_t e : paths[i].edges) {
-            auto& v = active_until_[e];
+        for (std::size_t j = 0; j < paths[i].edges.size(); ++j) {
+            auto& v = active_until_[slot(paths[i].edges[j], paths[i].reversed[j])];
             std::erase_if(v, [&](core::SimTime t) { return t <= now; });
             v.push_back(now + durations[i]);
         }

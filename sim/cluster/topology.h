@@ -44,6 +44,9 @@ using TopologyGraph =
 // A path between two vertices: its edges (dense ids), summed latency and bottleneck bandwidth.
 struct TopologyPath {
     std::vector<std::size_t> edges;
+    // Per edge, the way it is crossed: false from the link's a to its b, true from b to a. A link's bandwidth is
+    // each way (full duplex), so only transfers crossing it the same way share it.
+    std::vector<bool> reversed;
     double latency_s = 0;
     double bottleneck_bytes_per_s = 0;  // min over edges (infinite for an empty path: same vertex)
 };
@@ -101,7 +104,8 @@ private:
 };
 
 // Transfers in flight over a topology, for contention: a transfer that starts at `now` over a path gets, on each
-// edge, bandwidth / (1 + transfers still active on that edge at `now`); its time is the path latency plus bytes over
+// edge, bandwidth / (1 + transfers still active on that edge the same way at `now`; on a link to a storage node,
+// either way, since a drive's or storage server's throughput is shared by reads and writes); its time is the path latency plus bytes over
 // the smallest such share. Calls must come in non-decreasing `now` (the event loop's clock).
 class TransferTracker {
 public:
@@ -118,11 +122,19 @@ public:
     // Duration a transfer would have if it started now (nothing recorded).
     [[nodiscard]] core::Duration quote(const TopologyPath& path, double bytes, core::SimTime now) const;
 
+    // Transfers on `edge` at `now`, both ways together; the same one way (`reversed` as in TopologyPath).
     [[nodiscard]] std::size_t active_on(std::size_t edge, core::SimTime now) const;
+    [[nodiscard]] std::size_t active_on(std::size_t edge, bool reversed, core::SimTime now) const;
 
 private:
     const Topology& topology_;
-    std::vector<std::vector<core::SimTime>> active_until_;  // per edge, end times of its transfers
+    // The slot of a way across an edge: 2·edge + reversed, or 2·edge both ways for a link to a storage node (the
+    // device's bandwidth is shared by its reads and writes).
+    [[nodiscard]] std::size_t slot(std::size_t edge, bool reversed) const;
+
+    // Per slot, the end times of the transfers crossing the edge that way.
+    std::vector<std::vector<core::SimTime>> active_until_;
+    std::vector<bool> both_ways_;  // per edge: a link to a storage node
 };
 
 // Presets: one node of each, repeated `num_nodes` times, the nodes' NICs joined by one switch. A GPU vertex's

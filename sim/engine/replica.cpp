@@ -146,7 +146,7 @@ std::optional<core::SimTime> Replica::try_start_step(core::SimTime now) {
     ++num_steps_;
     in_flight_ = std::move(plan);
     if (connector_ != nullptr) {
-        connector_->on_step_start();
+        connector_->on_step_start(now);
     }
     if (config_.async_scheduling && scheduler_.has_work()) {
         // EngineCore.step_with_batch_queue with two batches in flight: the next step is scheduled as soon as this

@@ -98,6 +98,21 @@ Topology two_nic_hosts() {
     return t;
 }
 
+TEST_CASE("topology: a link's bandwidth is each way: transfers crossing it the opposite way do not share it",
+          "[topology]") {
+    const Topology t = two_hosts();
+    TransferTracker tracker(t);
+    // host0 → host1 and host1 → host0, 1 GB each at 0: each crosses host0–sw and sw–host1 alone in its direction,
+    // 10 µs + 1e9 / 10e9 = 100.01 ms both (they would take 200.01 ms for the second if the links were one-way).
+    CHECK(tracker.start(t.path(t.find("host0"), t.find("host1")), 1e9, core::SimTime::zero()).ns() == 100'010'000);
+    CHECK(tracker.start(t.path(t.find("host1"), t.find("host0")), 1e9, core::SimTime::zero()).ns() == 100'010'000);
+    const std::size_t e = t.path(t.find("host0"), t.find("sw")).edges.front();
+    CHECK(tracker.active_on(e, false, core::SimTime::zero()) == 1);
+    CHECK(tracker.active_on(e, true, core::SimTime::zero()) == 1);
+    // A third, host0 → host1 again, shares with the first only: 10 GB/s / 2 → 200.01 ms.
+    CHECK(tracker.start(t.path(t.find("host0"), t.find("host1")), 1e9, core::SimTime::zero()).ns() == 200'010'000);
+}
+
 TEST_CASE("topology: a host's transfer is split over its NICs, as Mooncake's Transfer Engine slices it",
           "[topology]") {
     const Topology t = two_nic_hosts();

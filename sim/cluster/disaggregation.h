@@ -55,6 +55,8 @@ struct DisaggregationSettings {
     PoolSettings prefill;
     PoolSettings decode;
     std::string kv_connector = "NixlConnector";
+    // The topology host the proxy runs on (empty: the host nearest the prefill pool's first GPU).
+    std::string proxy;
     std::string file;
     std::string key;  // "cluster.disaggregation"
     int line = 0;
@@ -78,6 +80,10 @@ struct DisaggregationConfig {
     int decode_first_gpu = -1;   // -1: right after the prefill pool
     // One block's KV over all layers and tensor-parallel ranks (as the offload connector counts a block).
     double bytes_per_block = 0;
+    // The proxy's topology vertex (npos: the host nearest the prefill pool's first GPU; with no host in the
+    // topology, the proxy's hops take no time). Each hop between the proxy and an instance (the host nearest the
+    // instance's first GPU) takes that path's latency (docs/CLUSTER.md "The proxy's hops").
+    std::size_t proxy_vertex = Topology::npos;
     // MLA: every rank holds the whole latent cache, so each decode rank reads one prefill rank's copy in full
     // (nixl/tp_mapping.py compute_tp_mapping); otherwise heads are split and each rank reads its share.
     bool replicated_kv = false;
@@ -176,6 +182,9 @@ private:
     void free_sent(core::SimTime now);
     void notify_free(std::size_t prefill, core::RequestId id, core::SimTime at);
     void to_decode(const engine::IncomingRequest& in, std::size_t prefill, core::SimTime now);
+    void to_prefill(engine::IncomingRequest client, std::size_t p, core::SimTime now);
+    void decode_arrives(const engine::IncomingRequest& in, std::size_t prefill, std::size_t d, core::SimTime now);
+    void deliver_due(core::SimTime now);
     [[nodiscard]] metrics::PrefixCounters prefill_counters() const;
     [[nodiscard]] engine::Replica& replica(std::size_t target);
 
@@ -204,6 +213,26 @@ private:
         }
     };
     std::priority_queue<Free, std::vector<Free>, std::greater<>> frees_;
+    // The proxy's hops (vLLM's toy_proxy_server.py): the path latency between the proxy and each instance's host.
+    std::vector<core::Duration> hop_;  // by target (prefill then decode)
+    // Requests on their way between the proxy and an instance, in time order (ties in the order sent).
+    struct Delivery {
+        enum class Kind { kToPrefill, kAtProxy, kToDecode };
+        core::SimTime at;
+        std::uint64_t seq = 0;
+        Kind kind = Kind::kToPrefill;
+        std::size_t target = 0;   // prefill replica (kToPrefill, kAtProxy: the one that prefilled) or decode index
+        std::size_t prefill = 0;  // kToDecode: the prefill replica holding its blocks
+        engine::IncomingRequest in;
+    };
+    struct LaterDelivery {
+        bool operator()(const Delivery& a, const Delivery& b) const {
+            return a.at != b.at ? a.at > b.at : a.seq > b.seq;
+        }
+    };
+    std::priority_queue<Delivery, std::vector<Delivery>, LaterDelivery> deliveries_;
+    std::uint64_t delivery_seq_ = 0;
+    void send(Delivery d, core::Duration hop, core::SimTime now);
     std::vector<NixlConnector::Read> all_reads_;
     std::vector<double> measured_transfer_ms_;
     std::int64_t held_ = 0;

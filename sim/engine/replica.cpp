@@ -35,6 +35,7 @@ bool Replica::add_request(IncomingRequest in) {
                                              in.arrival, config_.scheduler.block_size, &hash_memo_, hash_blocks);
     Request* raw = request.get();
     raw->turn = in.turn;
+    raw->client_delay = in.client_delay;
     requests_.emplace(core::to_int(in.id), std::move(request));
     scheduler_.add_request(raw);
     return true;
@@ -191,8 +192,8 @@ std::vector<core::RequestId> Replica::end_step(core::SimTime now) {
             metrics::MetricsCollector::FinishedRequest f;
             f.arrival = r->arrival;
             f.first_scheduled = r->first_scheduled;
-            f.first_token = r->first_token;
-            f.finish = now;
+            f.first_token = r->first_token + r->client_delay;
+            f.finish = now + r->client_delay;
             f.prompt_tokens = r->num_prompt_tokens;
             f.output_tokens = r->num_output_tokens;
             f.cached_prompt_tokens = r->num_cached_prompt_tokens;

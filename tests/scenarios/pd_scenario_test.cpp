@@ -123,6 +123,10 @@ TEST_CASE("PD scenario: bad disaggregation keys are refused with the file and ke
     refused(error_of(pools("prefill: {replicas: 1, gpu: NoSuchGpu}, decode: {replicas: 1}")),
             "cluster.disaggregation.prefill", "NoSuchGpu");
     refused(error_of(pools(ok), "Qwen3.5-4B"), "cluster.disaggregation", "full-attention models only");
+    refused(error_of(pools("proxy: nvswitch0, " + ok)), "cluster.disaggregation.proxy",
+            "'nvswitch0' is a switch in cluster.topology; allowed: the name of a host node");
+    refused(error_of(pools("proxy: nowhere, " + ok)), "cluster.disaggregation.proxy", "'nowhere' is no node");
+    CHECK(error_of(pools("proxy: host0, " + ok)).empty());
     refused(error_of(pools(ok), "Qwen3-4B", "{tensor_parallel_size: 2}"), "engine.tensor_parallel_size",
             "give each pool's tensor_parallel_size");
     refused(error_of(pools(ok), "Qwen3-4B", "{kv_offloading_size: 8}"), "engine.kv_offloading_size",

@@ -850,6 +850,17 @@ void check_disaggregation(const PreparedExperiment& p) {
     const int d_begin = d.decode.first_gpu >= 0 ? d.decode.first_gpu : p_end;
     const std::size_t needed = static_cast<std::size_t>(
         std::max(p_end, d_begin + d.decode.replicas * d.decode.tensor_parallel_size));
+    if (!d.proxy.empty()) {
+        const std::size_t v = p.config.topology->find(d.proxy);
+        if (v == cluster::Topology::npos || p.config.topology->node(v).kind != cluster::NodeKind::kHost) {
+            fail(d.key + ".proxy",
+                 fmt::format("'{}' is {} in cluster.topology; allowed: the name of a host node (the proxy runs on a "
+                             "host's CPU; default: the host nearest the prefill pool's first GPU)",
+                             d.proxy, v == cluster::Topology::npos ? "no node"
+                                                                   : "a " + std::string(cluster::to_string(
+                                                                                p.config.topology->node(v).kind))));
+        }
+    }
     const std::size_t have = p.config.topology->gpus().size();
     if (have < needed) {
         fail(d.key, fmt::format("{} prefill × TP {} from GPU {} and {} decode × TP {} from GPU {} need {} GPUs; "
@@ -874,6 +885,9 @@ cluster::SimulationResult run_disaggregated(const PreparedExperiment& p, const c
     d.decode_tp = dp.plan.tensor_parallel_size;
     d.prefill_first_gpu = std::max(0, p.config.disaggregation->prefill.first_gpu);
     d.decode_first_gpu = p.config.disaggregation->decode.first_gpu;
+    if (!p.config.disaggregation->proxy.empty()) {
+        d.proxy_vertex = p.config.topology->find(p.config.disaggregation->proxy);
+    }
     // One block id across all KV tensors of every decode rank, as offload_config counts a CPU block.
     d.bytes_per_block = static_cast<double>(dp.plan.page_size_bytes) * dp.plan.group_size * dp.plan.tensor_parallel_size;
     auto router = [&](const PreparedExperiment& pool) {

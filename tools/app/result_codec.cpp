@@ -224,7 +224,7 @@ template <typename IO, typename T>
 void fields(IO& io, T& d)
     requires std::is_same_v<std::remove_const_t<T>, cluster::DisaggregationSettings>
 {
-    io(d.prefill, d.decode, d.kv_connector, d.file, d.key, d.line);
+    io(d.prefill, d.decode, d.kv_connector, d.proxy, d.file, d.key, d.line);
 }
 
 template <typename IO, typename T>

@@ -47,7 +47,7 @@ struct CodecFieldCounts {
     static constexpr std::size_t kGoodputConfig = 3;
     static constexpr std::size_t kDisaggregationStats = 17;
     static constexpr std::size_t kPoolSettings = 5;
-    static constexpr std::size_t kDisaggregationSettings = 6;
+    static constexpr std::size_t kDisaggregationSettings = 7;
 };
 
 }  // namespace servesim::app

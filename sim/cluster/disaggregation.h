@@ -10,7 +10,8 @@
 // prefill GPUs, TransferTracker contention), then (Scheduler._update_waiting_for_remote_kv) recomputes the last
 // prompt token and samples the client's first token. When the read ends the decode side notifies the prefill
 // instance, whose blocks are freed (finished_sending → Scheduler._free_blocks). Metrics are the client's: TTFT from
-// its send to the decode instance's first token. docs/CLUSTER.md "Prefill–decode disaggregation".
+// its send to the decode instance's first token (through the proxy: each hop between the proxy's host and an
+// instance's host takes that path's latency). docs/CLUSTER.md "Prefill–decode disaggregation".
 #pragma once
 
 #include <cstdint>

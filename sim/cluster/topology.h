@@ -1,9 +1,10 @@
 // Topology: the cluster's hardware as a graph (Boost.Graph adjacency_list) — GPUs, hosts (their DRAM), NICs,
 // switches and storage as vertices, links (NVLink/NVSwitch, PCIe, RDMA, Ethernet, SSD) with a bandwidth and a
 // latency as edges — and the time of a KV transfer between two of them. A transfer follows the lowest-latency path
-// (Dijkstra; ties to the lower vertex index, so the choice is deterministic); its time is the summed latency plus
-// its bytes over the bottleneck share, each edge's bandwidth divided fairly among the transfers active on it when
-// the transfer starts (docs/CLUSTER.md: the share is fixed at admission). Described in a scenario's
+// (Dijkstra; ties to the lower vertex index, so the choice is deterministic), or, when that path crosses a NIC, is
+// cut into slices over the NICs nearest each end (Mooncake Transfer Engine); its time is the summed latency plus
+// its bytes over the bottleneck share, each edge's bandwidth (each way) divided fairly among the transfers crossing
+// it the same way when the transfer starts (docs/CLUSTER.md: the share is fixed at admission). Described in a scenario's
 // `cluster.topology:` by a preset (`dgx-h100`, `8xh200-nvlink-ib400`) or a user file; bad input is a ConfigError
 // naming the file and key.
 #pragma once

@@ -55,7 +55,8 @@ constexpr const char* kUsage =
     "                     without a file: servesim run --model M --request-rate R --num-prompts N ...\n"
     "  sweep SCENARIO     run a scenario's sweep grid on threads, one row per point\n"
     "  plan SCENARIO      max sustainable load, GPUs for a target load, cheapest configuration under SLOs\n"
-    "  inspect            vLLM's KV-cache sizing for a model on a GPU (block size, pages, capacity)\n"
+    "  inspect            vLLM's KV-cache sizing for a model on a GPU (block size, pages, capacity);\n"
+    "                     inspect SCENARIO: each replica's topology GPUs, their memory and KV blocks\n"
     "  plot OUT_DIR       draw the PNGs of a run's --out folder (latency, hit rate, queue and KV usage)\n"
     "  calibrate          fit a hardware profile: on a GPU (--model M), or from measured timings\n"
     "                     (--from-measurements FILE); see calibration/README.md\n"
@@ -411,16 +412,36 @@ int cmd_inspect(const std::vector<std::string>& args) {
     std::string model_name;
     std::string gpu_name = "H200";
     std::string format = "table";
-    po::options_description opts("usage: servesim inspect --model M [--gpu G] [vLLM engine flags] [options]\n\noptions");
+    std::string scenario;
+    po::options_description opts("usage: servesim inspect --model M [--gpu G] [vLLM engine flags] [options]\n"
+                                 "       servesim inspect SCENARIO (each experiment's replicas: their topology GPUs, "
+                                 "memory and KV blocks)\n\noptions");
     opts.add_options()("help,h", "show this help")("model", po::value<std::string>(&model_name),
                                                    "preset name, Hugging Face repo id, or a config.json / preset YAML")(
         "gpu", po::value<std::string>(&gpu_name), "GPU name (servesim list shows them); default H200")(
         "format", po::value<std::string>(&format), "table (default) or json");
+    po::options_description hidden;
+    hidden.add_options()("scenario", po::value<std::string>(&scenario));
+    po::options_description all;
+    all.add(opts).add(hidden);
+    po::positional_options_description positional;
+    positional.add("scenario", 1);
     po::variables_map vm;
-    po::store(po::command_line_parser(flags.rest).options(opts).run(), vm);
+    po::store(po::command_line_parser(flags.rest).options(all).positional(positional).run(), vm);
     po::notify(vm);
     if (vm.count("help")) {
         std::cout << opts << "\n" << app::engine_flags_help();
+        return 0;
+    }
+    if (!scenario.empty()) {
+        if (!model_name.empty() || !flags.overrides.empty() || vm.count("gpu") || vm.count("format")) {
+            throw ConfigError("command line: inspect " + scenario + ": a scenario gives the model, GPU and engine; "
+                              "give either a scenario or --model with flags");
+        }
+        const app::Scenario sc = app::load_scenario(scenario, std::vector<std::string>{}, std::nullopt);
+        for (const auto& x : sc.experiments) {
+            std::cout << app::inspect_placement(app::prepare_experiment(x));
+        }
         return 0;
     }
     if (model_name.empty()) {

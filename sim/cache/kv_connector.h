@@ -37,8 +37,9 @@ public:
                        std::int64_t end_block, std::int64_t snapshot_first, std::int64_t snapshot_end,
                        std::int64_t num_hit_blocks) = 0;
 
-    // A step of the owning engine is launched (its stores were queued by the schedule() that built it), and ends.
-    virtual void on_step_start() {}
+    // A step of the owning engine is launched at `now` (its stores were queued by the schedule() that built it: a
+    // connector saves them while the step runs, KVConnectorBase_V1.save_kv_layer), and ends.
+    virtual void on_step_start(core::SimTime /*now*/) {}
     virtual void on_step_end() = 0;
 
     [[nodiscard]] virtual const ExternalCacheStats& stats() const = 0;

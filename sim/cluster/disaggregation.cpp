@@ -35,7 +35,7 @@ double percentile(const std::vector<double>& sorted, double q) {
 }  // namespace
 
 DisaggregationSettings parse_disaggregation(const YamlMap& m) {
-    m.allow_only({"kv_connector", "prefill", "decode"});
+    m.allow_only({"kv_connector", "prefill", "decode", "proxy"});
     DisaggregationSettings s;
     s.file = m.file();
     s.key = m.path();
@@ -46,6 +46,7 @@ DisaggregationSettings parse_disaggregation(const YamlMap& m) {
                                    "'; allowed: NixlConnector (vLLM's --kv-transfer-config kv_connector; the decode "
                                    "instance reads the prefill instance's blocks)");
     }
+    s.proxy = m.get_or<std::string>("proxy", "");
     s.prefill = parse_pool(m.map("prefill"));
     s.decode = parse_pool(m.map("decode"));
     const int tp_p = s.prefill.tensor_parallel_size;
@@ -112,11 +113,12 @@ std::int64_t NixlConnector::lookup_request(core::RequestId id, std::span<const c
     return std::max<std::int64_t>(0, num_tokens - local_hit_tokens);
 }
 
-const TopologyPath& NixlConnector::path(std::size_t from, std::size_t to) {
+const std::vector<TopologyPath>& NixlConnector::paths(std::size_t from, std::size_t to) {
     const auto key = std::make_pair(from, to);
     auto it = paths_.find(key);
     if (it == paths_.end()) {
-        it = paths_.emplace(key, topology_->path(from, to)).first;
+        // GPU to GPU: across nodes each GPU's own rail NIC (its nearest), one slice; inside a node NVLink.
+        it = paths_.emplace(key, topology_->rail_paths(from, to)).first;
     }
     return it->second;
 }
@@ -141,12 +143,16 @@ core::Duration NixlConnector::start_load_request(core::RequestId id, std::int64_
         const std::size_t dst = own_gpus_[static_cast<std::size_t>(d)];
         if (tp_d >= tp_p || config_.replicated_kv) {
             const std::size_t from = src[static_cast<std::size_t>(d * tp_p / tp_d)];
-            longest = std::max(longest, tracker_->start(path(from, dst), rank_bytes, now));
+            const auto& slices = paths(from, dst);
+            longest = std::max(longest, tracker_->start_slices(
+                                            slices, rank_bytes / static_cast<double>(slices.size()), now));
         } else {
             const int k = tp_p / tp_d;
             for (int j = 0; j < k; ++j) {
                 const std::size_t from = src[static_cast<std::size_t>(d * k + j)];
-                longest = std::max(longest, tracker_->start(path(from, dst), rank_bytes / k, now));
+                const auto& slices = paths(from, dst);
+                longest = std::max(longest, tracker_->start_slices(
+                                                slices, rank_bytes / k / static_cast<double>(slices.size()), now));
             }
         }
     }
@@ -207,7 +213,8 @@ DisaggregatedSimulation::DisaggregatedSimulation(const SimulationConfig& common,
                                                               common_.topology.get(), &tracker_,
                                                               std::vector<std::vector<std::size_t>>{},
                                                               prefill_gpus[i]));
-        engine::ReplicaConfig rc = config_.prefill_replica;
+        engine::ReplicaConfig rc = config_.prefill_replicas.empty() ? config_.prefill_replica
+                                                                    : config_.prefill_replicas.at(i);
         rc.index = static_cast<int>(i);
         prefill_.push_back(std::make_unique<engine::Replica>(rc, prefill_cost_, prefill_metrics_, connectors_.back().get()));
     }
@@ -217,9 +224,29 @@ DisaggregatedSimulation::DisaggregatedSimulation(const SimulationConfig& common,
         connectors_.push_back(std::make_unique<NixlConnector>(NixlConnector::Role::kDecode, block_size, config_,
                                                               common_.topology.get(), &tracker_, prefill_gpus,
                                                               std::move(own)));
-        engine::ReplicaConfig rc = config_.decode_replica;
+        engine::ReplicaConfig rc = config_.decode_replicas.empty() ? config_.decode_replica
+                                                                   : config_.decode_replicas.at(i);
         rc.index = static_cast<int>(n_p + i);  // requests.csv: the replica that streamed the tokens
         decode_.push_back(std::make_unique<engine::Replica>(rc, decode_cost_, metrics_, connectors_.back().get()));
+    }
+    // The proxy's hops: an instance's API server runs on the host nearest its first GPU; the proxy on its own
+    // vertex (default: the host nearest the prefill pool's first GPU). A hop takes the path latency between them;
+    // without a host in the topology nothing locates the servers, and the hops take no time.
+    const Topology& t = *common_.topology;
+    const std::size_t proxy =
+        config_.proxy_vertex != Topology::npos ? config_.proxy_vertex : t.nearest_host(prefill_gpus.front().front());
+    auto hop = [&](std::size_t first_gpu) {
+        const std::size_t host = t.nearest_host(first_gpu);
+        if (proxy == Topology::npos || host == Topology::npos) {
+            return core::Duration::from_ns(0);
+        }
+        return core::Duration::from_s(t.path(proxy, host).latency_s);
+    };
+    for (std::size_t i = 0; i < n_p; ++i) {
+        hop_.push_back(hop(prefill_gpus[i].front()));
+    }
+    for (std::size_t i = 0; i < n_d; ++i) {
+        hop_.push_back(hop(gpus[base + i * d_tp]));
     }
 }
 
@@ -291,20 +318,84 @@ void DisaggregatedSimulation::start_step(std::size_t target, core::SimTime now) 
     }
 }
 
+void DisaggregatedSimulation::send(Delivery d, core::Duration hop, core::SimTime now) {
+    d.at = now + hop;
+    d.seq = delivery_seq_++;
+    const auto target = static_cast<std::uint32_t>(d.kind == Delivery::Kind::kToDecode ? prefill_.size() + d.target
+                                                                                        : d.target);
+    deliveries_.push(std::move(d));
+    queue_.push(now + hop, core::EventPriority::kStepEnd, core::EventKind::kWake, target);
+}
+
+void DisaggregatedSimulation::deliver_due(core::SimTime now) {
+    while (!deliveries_.empty() && deliveries_.top().at <= now) {
+        Delivery d = deliveries_.top();
+        deliveries_.pop();
+        switch (d.kind) {
+            case Delivery::Kind::kToPrefill:
+                to_prefill(std::move(d.in), d.target, now);
+                break;
+            case Delivery::Kind::kAtProxy:
+                to_decode(d.in, d.target, now);
+                break;
+            case Delivery::Kind::kToDecode:
+                decode_arrives(d.in, d.prefill, d.target, now);
+                break;
+        }
+    }
+}
+
 void DisaggregatedSimulation::to_decode(const engine::IncomingRequest& in, std::size_t prefill, core::SimTime now) {
     // The proxy sends the original prompt and max_tokens to a decode instance with the prefill's kv_transfer_params
     // (toy_proxy_server.py _handle_completions); the client's clock started at its own send.
     std::optional<cache::HashedPrompt> hashed;  // not handed on: the client's request is copied to the decode side
     const std::size_t d = route_arrival(*decode_router_, decode_, in.prompt, {}, now,
                                         config_.decode_replica.scheduler.block_size, loads_, hashed);
+    const core::Duration hop = hop_[prefill_.size() + d];
+    if (hop.ns() == 0) {
+        decode_arrives(in, prefill, d, now);
+        return;
+    }
+    send(Delivery{{}, 0, Delivery::Kind::kToDecode, d, prefill, in}, hop, now);
+}
+
+void DisaggregatedSimulation::decode_arrives(const engine::IncomingRequest& client, std::size_t prefill,
+                                             std::size_t d, core::SimTime now) {
     const std::size_t target = prefill_.size() + d;
-    connectors_[target]->expect(in.id, prefill, in.arrival);
+    connectors_[target]->expect(client.id, prefill, client.arrival);
+    // The client sees each token one hop later, when the proxy relays it: TTFT and E2E include the hop back, ITL
+    // does not move.
+    engine::IncomingRequest in = client;
+    in.client_delay = hop_[target];
     if (!decode_[d]->add_request(in)) {
         (void)connectors_[target]->forget(in.id);
         notify_free(prefill, in.id, now);  // refused by the decode frontend: the prefill side frees at once
         workload_.on_request_finished(in.id, now);
     } else if (!decode_[d]->step_in_flight()) {
         start_step(target, now);
+    }
+}
+
+void DisaggregatedSimulation::to_prefill(engine::IncomingRequest client, std::size_t p, core::SimTime now) {
+    // The prefill leg: the same prompt with max_tokens = 1 and do_remote_decode (toy_proxy_server.py
+    // send_request_to_service). Its token is recorded when its response is back at the proxy, so the prefill TTFT is
+    // what the proxy waits for: the client's send to the response's return.
+    // The prefill router's hashes of the prompt go to the leg (cache::HashedPrompt), not to the client's request,
+    // which the decode side hashes itself.
+    engine::IncomingRequest leg{client.id, client.arrival, client.prompt, 1, client.answer_content, client.turn,
+                                hop_[p], std::move(client.hashed_prompt)};
+    client.hashed_prompt.reset();
+    if (!prefill_[p]->add_request(std::move(leg))) {
+        // Refused by the prefill frontend (prompt + 1 > max_model_len): the proxy returns the error.
+        metrics_.on_sent(client.arrival);
+        metrics_.on_rejected(client.arrival, metrics::RejectReason::kLongerThanMaxModelLen,
+                             core::total_tokens(client.prompt), client.max_output_tokens);
+        workload_.on_request_finished(client.id, now);
+        return;
+    }
+    at_prefill_.emplace(core::to_int(client.id), std::move(client));
+    if (!prefill_[p]->step_in_flight()) {
+        start_step(p, now);
     }
 }
 
@@ -320,22 +411,11 @@ void DisaggregatedSimulation::handle_arrivals(core::SimTime now) {
         const std::size_t p = route_arrival(*prefill_router_, prefill_, spec.prompt, spec.tenant, now,
                                             config_.prefill_replica.scheduler.block_size, loads, hashed);
         engine::IncomingRequest client{spec.id, now, std::move(spec.prompt), spec.max_output_tokens,
-                                       spec.answer_content, spec.turn, std::nullopt};
-        // The prefill leg: the same prompt with max_tokens = 1 and do_remote_decode (toy_proxy_server.py
-        // send_request_to_service).
-        engine::IncomingRequest leg{client.id, now, client.prompt, 1, client.answer_content, client.turn,
-                                    std::move(hashed)};
-        if (!prefill_[p]->add_request(std::move(leg))) {
-            // Refused by the prefill frontend (prompt + 1 > max_model_len): the proxy returns the error.
-            metrics_.on_sent(client.arrival);
-            metrics_.on_rejected(client.arrival, metrics::RejectReason::kLongerThanMaxModelLen,
-                                 core::total_tokens(client.prompt), client.max_output_tokens);
-            workload_.on_request_finished(client.id, now);
-            continue;
-        }
-        at_prefill_.emplace(core::to_int(client.id), std::move(client));
-        if (!prefill_[p]->step_in_flight()) {
-            start_step(p, now);
+                                       spec.answer_content, spec.turn, {}, std::move(hashed)};
+        if (hop_[p].ns() == 0) {
+            to_prefill(std::move(client), p, now);
+        } else {
+            send(Delivery{{}, 0, Delivery::Kind::kToPrefill, p, 0, std::move(client)}, hop_[p], now);
         }
     }
 }
@@ -353,13 +433,17 @@ void DisaggregatedSimulation::end_step(std::size_t target, core::SimTime now) {
     held_ += static_cast<std::int64_t>(finished.size());
     peak_held_ = std::max(peak_held_, held_);
     start_step(target, now);
-    // The proxy gets the prefill's response (its one token is dropped) and sends the decode leg.
+    // The proxy gets the prefill's response (its one token is dropped) one hop later and sends the decode leg.
     for (const auto id : finished) {
         const auto it = at_prefill_.find(core::to_int(id));
         SERVESIM_CHECK(it != at_prefill_.end(), "prefill of unknown request {}", core::to_int(id));
-        const engine::IncomingRequest in = std::move(it->second);
+        engine::IncomingRequest in = std::move(it->second);
         at_prefill_.erase(it);
-        to_decode(in, target, now);
+        if (hop_[target].ns() == 0) {
+            to_decode(in, target, now);
+        } else {
+            send(Delivery{{}, 0, Delivery::Kind::kAtProxy, target, 0, std::move(in)}, hop_[target], now);
+        }
     }
 }
 
@@ -395,6 +479,7 @@ SimulationResult DisaggregatedSimulation::run() {
             warmup_snapshot_taken_ = true;
         }
         free_sent(now);
+        deliver_due(now);
         switch (e.kind) {
             case core::EventKind::kArrival:
                 if (armed_arrival_ && *armed_arrival_ == now) {

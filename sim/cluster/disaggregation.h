@@ -10,7 +10,8 @@
 // prefill GPUs, TransferTracker contention), then (Scheduler._update_waiting_for_remote_kv) recomputes the last
 // prompt token and samples the client's first token. When the read ends the decode side notifies the prefill
 // instance, whose blocks are freed (finished_sending → Scheduler._free_blocks). Metrics are the client's: TTFT from
-// its send to the decode instance's first token. docs/CLUSTER.md "Prefill–decode disaggregation".
+// its send to the decode instance's first token (through the proxy: each hop between the proxy's host and an
+// instance's host takes that path's latency). docs/CLUSTER.md "Prefill–decode disaggregation".
 #pragma once
 
 #include <cstdint>
@@ -55,6 +56,8 @@ struct DisaggregationSettings {
     PoolSettings prefill;
     PoolSettings decode;
     std::string kv_connector = "NixlConnector";
+    // The topology host the proxy runs on (empty: the host nearest the prefill pool's first GPU).
+    std::string proxy;
     std::string file;
     std::string key;  // "cluster.disaggregation"
     int line = 0;
@@ -66,6 +69,10 @@ struct DisaggregationSettings {
 struct DisaggregationConfig {
     engine::ReplicaConfig prefill_replica;
     engine::ReplicaConfig decode_replica;
+    // A pool on GPUs of unequal memory (cluster.topology): each replica's engine in the place of the pool's one;
+    // empty when they are alike.
+    std::vector<engine::ReplicaConfig> prefill_replicas;
+    std::vector<engine::ReplicaConfig> decode_replicas;
     int num_prefill = 1;
     int num_decode = 1;
     int prefill_tp = 1;
@@ -74,6 +81,10 @@ struct DisaggregationConfig {
     int decode_first_gpu = -1;   // -1: right after the prefill pool
     // One block's KV over all layers and tensor-parallel ranks (as the offload connector counts a block).
     double bytes_per_block = 0;
+    // The proxy's topology vertex (npos: the host nearest the prefill pool's first GPU; with no host in the
+    // topology, the proxy's hops take no time). Each hop between the proxy and an instance (the host nearest the
+    // instance's first GPU) takes that path's latency (docs/CLUSTER.md "The proxy's hops").
+    std::size_t proxy_vertex = Topology::npos;
     // MLA: every rank holds the whole latent cache, so each decode rank reads one prefill rank's copy in full
     // (nixl/tp_mapping.py compute_tp_mapping); otherwise heads are split and each rank reads its share.
     bool replicated_kv = false;
@@ -131,7 +142,7 @@ private:
         std::int64_t local_hit_tokens = 0;
         core::SimTime arrival;
     };
-    const TopologyPath& path(std::size_t from, std::size_t to);
+    const std::vector<TopologyPath>& paths(std::size_t from, std::size_t to);
 
     Role role_;
     int block_size_;
@@ -142,7 +153,7 @@ private:
     std::vector<std::size_t> own_gpus_;
     std::unordered_map<std::uint64_t, Pending> pending_;  // do_remote_prefill still set
     std::vector<Read> reads_;
-    std::map<std::pair<std::size_t, std::size_t>, TopologyPath> paths_;
+    std::map<std::pair<std::size_t, std::size_t>, std::vector<TopologyPath>> paths_;
     cache::ExternalCacheStats stats_;
     cache::CpuOffloadConfig store_config_;
 };
@@ -172,6 +183,9 @@ private:
     void free_sent(core::SimTime now);
     void notify_free(std::size_t prefill, core::RequestId id, core::SimTime at);
     void to_decode(const engine::IncomingRequest& in, std::size_t prefill, core::SimTime now);
+    void to_prefill(engine::IncomingRequest client, std::size_t p, core::SimTime now);
+    void decode_arrives(const engine::IncomingRequest& in, std::size_t prefill, std::size_t d, core::SimTime now);
+    void deliver_due(core::SimTime now);
     [[nodiscard]] metrics::PrefixCounters prefill_counters() const;
     [[nodiscard]] engine::Replica& replica(std::size_t target);
 
@@ -200,6 +214,26 @@ private:
         }
     };
     std::priority_queue<Free, std::vector<Free>, std::greater<>> frees_;
+    // The proxy's hops (vLLM's toy_proxy_server.py): the path latency between the proxy and each instance's host.
+    std::vector<core::Duration> hop_;  // by target (prefill then decode)
+    // Requests on their way between the proxy and an instance, in time order (ties in the order sent).
+    struct Delivery {
+        enum class Kind { kToPrefill, kAtProxy, kToDecode };
+        core::SimTime at;
+        std::uint64_t seq = 0;
+        Kind kind = Kind::kToPrefill;
+        std::size_t target = 0;   // prefill replica (kToPrefill, kAtProxy: the one that prefilled) or decode index
+        std::size_t prefill = 0;  // kToDecode: the prefill replica holding its blocks
+        engine::IncomingRequest in;
+    };
+    struct LaterDelivery {
+        bool operator()(const Delivery& a, const Delivery& b) const {
+            return a.at != b.at ? a.at > b.at : a.seq > b.seq;
+        }
+    };
+    std::priority_queue<Delivery, std::vector<Delivery>, LaterDelivery> deliveries_;
+    std::uint64_t delivery_seq_ = 0;
+    void send(Delivery d, core::Duration hop, core::SimTime now);
     std::vector<NixlConnector::Read> all_reads_;
     std::vector<double> measured_transfer_ms_;
     std::int64_t held_ = 0;

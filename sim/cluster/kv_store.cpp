@@ -109,9 +109,11 @@ public:
     // The stores scheduled for a step are saved while it runs and complete with it (KVConnectorBase_V1
     // .wait_for_save, called at the end of the forward: LMCache and Mooncake Store save there), so a block is
     // visible to every replica from the end of the step that computed it.
-    void on_step_start() override {
+    void on_step_start(core::SimTime now) override {
+        const std::size_t first = in_step_.size();
         in_step_.insert(in_step_.end(), queued_.begin(), queued_.end());
         queued_.clear();
+        store_.start_saves(replica_, std::span<const std::uint64_t>(in_step_).subspan(first), now);
     }
 
     void on_step_end() override {
@@ -241,11 +243,11 @@ std::int64_t SharedKvStore::lookup(std::size_t replica, std::span<const core::Bl
     return (hit - local_blocks) * b;
 }
 
-const TopologyPath& SharedKvStore::path(std::size_t from, std::size_t to) {
+const std::vector<TopologyPath>& SharedKvStore::paths(std::size_t from, std::size_t to) {
     const auto key = std::make_pair(from, to);
     auto it = paths_.find(key);
     if (it == paths_.end()) {
-        it = paths_.emplace(key, topology_.path(from, to)).first;
+        it = paths_.emplace(key, topology_.rail_paths(from, to)).first;
     }
     return it->second;
 }
@@ -263,7 +265,10 @@ core::Duration SharedKvStore::start_load(std::size_t replica, const std::vector<
     for (const auto& [vertex, blocks] : blocks_by_vertex) {
         const double bytes = static_cast<double>(blocks) * config_.bytes_per_block / static_cast<double>(gpus.size());
         for (const std::size_t gpu : gpus) {
-            longest = std::max(longest, tracker_.start(path(vertex, gpu), bytes, now));
+            // Over the network, the rank's share is cut into one slice per NIC pair, all in flight at once.
+            const auto& slices = paths(vertex, gpu);
+            longest = std::max(longest,
+                               tracker_.start_slices(slices, bytes / static_cast<double>(slices.size()), now));
         }
     }
     return longest;
@@ -272,6 +277,38 @@ core::Duration SharedKvStore::start_load(std::size_t replica, const std::vector<
 void SharedKvStore::prefetch_commit(std::size_t replica, std::uint64_t key) const {
     __builtin_prefetch(config_.kind == KvStoreKind::kMooncake ? pool_.probe_address(key)
                                                               : host_tiers_[replica_host_[replica]].probe_address(key));
+}
+
+void SharedKvStore::start_saves(std::size_t replica, std::span<const std::uint64_t> keys, core::SimTime now) {
+    // The blocks this step's saves will write, by the rules commit() applies at the step's end: a block some tier
+    // holds already is not written again (Mooncake's put of a present key is skipped; LMCache checks its tiers).
+    std::int64_t to_host = 0;
+    std::int64_t to_remote = 0;
+    const std::size_t own = replica_host_[replica];
+    for (const std::uint64_t key : keys) {
+        if (config_.kind == KvStoreKind::kMooncake) {
+            to_host += pool_.tier_of(key) == LruBlockTiers::npos ? 1 : 0;
+        } else {
+            to_host += host_tiers_[own].contains(key) ? 0 : 1;
+            to_remote += config_.remote_capacity_blocks > 0 && !remote_.contains(key) ? 1 : 0;
+        }
+    }
+    // Each tensor-parallel rank writes its share of every block from its GPU, over the topology like a load, the
+    // other way. The engine does not wait for it: the step's time is its compute (docs/CLUSTER.md "Store traffic").
+    const auto& gpus = replica_gpus_[replica];
+    auto write = [&](std::int64_t blocks, std::size_t vertex) {
+        if (blocks == 0) {
+            return;
+        }
+        const double bytes = static_cast<double>(blocks) * config_.bytes_per_block / static_cast<double>(gpus.size());
+        for (const std::size_t gpu : gpus) {
+            const auto& slices = paths(gpu, vertex);
+            (void)tracker_.start_slices(slices, bytes / static_cast<double>(slices.size()), now);
+            save_bytes_ += bytes;
+        }
+    };
+    write(to_host, hosts_[own]);
+    write(to_remote, config_.remote_vertex);
 }
 
 void SharedKvStore::commit(std::size_t replica, std::uint64_t key) {
@@ -404,6 +441,17 @@ KvStoreConfig make_kv_store_config(const KvConnectorSettings& s, const Topology*
         c.remote_capacity_blocks = blocks(s.remote_size_gib, s.remote_size_tokens);
         const double remote_bytes = bytes_of(s.remote_size_gib, c.remote_capacity_blocks);
         const std::string remote_key = s.remote_size_gib ? "remote_size_gib" : "remote_size_tokens";
+        // A remote store on a host that also holds a replica's local tier shares that host's DRAM with it.
+        bool shares_a_host = false;
+        for (std::size_t i = 0; i < needed; i += static_cast<std::size_t>(gpus_per_replica)) {
+            shares_a_host = shares_a_host || topology->nearest_host(gpus[i]) == v;
+        }
+        if (shares_a_host && remote_bytes + host_bytes > static_cast<double>(topology->node(v).memory_bytes)) {
+            fail(remote_key, fmt::format("the remote store ({:.1f} GiB) and the local tier ({:.1f} GiB) on host '{}' "
+                                         "are larger than its memory ({:.1f} GiB)",
+                                         remote_bytes / (1u << 30), host_bytes / (1u << 30), topology->node(v).name,
+                                         static_cast<double>(topology->node(v).memory_bytes) / (1u << 30)));
+        }
         if (remote_bytes > static_cast<double>(topology->node(v).memory_bytes)) {
             fail(remote_key, fmt::format("the remote store ({:.1f} GiB) is larger than node '{}''s memory ({:.1f} GiB)",
                                          remote_bytes / (1u << 30), topology->node(v).name,

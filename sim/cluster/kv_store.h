@@ -12,8 +12,10 @@
 // eviction per tier (a hit refreshes its blocks), lookup by chained block hash from block 0 in whole blocks
 // (discard_partial_chunks; the connector returns pool hit − local hit), and the load of a hit from where its blocks
 // sit over the topology (TransferTracker: shared edges split their bandwidth) while the request waits in
-// WAITING_FOR_REMOTE_KVS (vllm/v1/core/sched/scheduler.py). A store lands at the end of the step that computed its
-// blocks (wait_for_save); stores take no network time (docs/CLUSTER.md).
+// WAITING_FOR_REMOTE_KVS (vllm/v1/core/sched/scheduler.py); a transfer that crosses the network is split over the
+// NICs nearest each end (Mooncake Transfer Engine's slices, Topology::rail_paths). A store lands at the end of the step that computed its
+// blocks (wait_for_save); its transfers start with that step and occupy the links they cross, without delaying the
+// engine (docs/CLUSTER.md "Store traffic").
 // Full-attention models only (the scenario refuses a hybrid).
 #pragma once
 
@@ -258,6 +260,8 @@ public:
 
     [[nodiscard]] std::int64_t num_resident_blocks() const;
     [[nodiscard]] std::size_t host_of(std::size_t replica) const { return replica_host_[replica]; }
+    // Bytes the saves have written over the topology so far (all tiers, all ranks).
+    [[nodiscard]] double save_bytes() const { return save_bytes_; }
 
 private:
     class View;
@@ -269,12 +273,15 @@ private:
     std::int64_t lookup(std::size_t replica, std::span<const core::BlockHash> hashes, std::int64_t local_hit_tokens,
                         std::int64_t num_tokens, std::vector<Source>& sources);
     core::Duration start_load(std::size_t replica, const std::vector<Source>& sources, core::SimTime now);
+    // The saves of a step launched at `now` start their transfers (they occupy the links they cross until done).
+    void start_saves(std::size_t replica, std::span<const std::uint64_t> keys, core::SimTime now);
     void commit(std::size_t replica, std::uint64_t key);
     // Starts loading the index line commit(replica, key) probes first.
     void prefetch_commit(std::size_t replica, std::uint64_t key) const;
     // The tier holding `key` as replica `replica` sees it: a host index, kRemote, or kNone.
     [[nodiscard]] std::size_t where(std::size_t replica, std::uint64_t key) const;
-    const TopologyPath& path(std::size_t from, std::size_t to);
+    // The slices' paths of a transfer (Topology::rail_paths: spread over the NICs nearest each end), cached.
+    const std::vector<TopologyPath>& paths(std::size_t from, std::size_t to);
 
     static constexpr std::size_t kRemote = static_cast<std::size_t>(-2);
     static constexpr std::size_t kNone = static_cast<std::size_t>(-1);
@@ -288,8 +295,9 @@ private:
     std::vector<LruBlockTier> host_tiers_;  // LMCache: one per host
     LruBlockTiers pool_;                     // Mooncake: the hosts' segments, one copy of a block in all of them
     LruBlockTier remote_;
-    std::map<std::pair<std::size_t, std::size_t>, TopologyPath> paths_;
+    std::map<std::pair<std::size_t, std::size_t>, std::vector<TopologyPath>> paths_;
     std::vector<std::unique_ptr<View>> views_;
+    double save_bytes_ = 0;
 };
 
 }  // namespace servesim::cluster

@@ -46,6 +46,9 @@ struct RouterOptions {
     double cache_signal_delay_s = 0;
     // Filled by the simulation: blocks per replica (the approximate index's LRU capacity) and the block size.
     std::int64_t replica_capacity_blocks = 0;
+    // Replicas on GPUs of unequal memory (cluster.topology): each one's blocks, which replace
+    // replica_capacity_blocks for it; empty when they are all equal.
+    std::vector<std::int64_t> replica_capacities_blocks;
     // `prefix_scorer: precise`: llm_d and dynamo_kv read the replicas' KV events (llm-d's
     // precise-prefix-cache-scorer, Dynamo's KvIndexer) instead of the prompts they routed (approximate, the default).
     bool precise_prefix_scorer = false;

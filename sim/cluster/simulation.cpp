@@ -13,6 +13,9 @@ Simulation::Simulation(const SimulationConfig& config, const engine::CostModel& 
       router_(std::move(router)),
       metrics_(config.warmup_end, config.exact_percentiles, config.keep_request_records),
       route_hash_memo_(config.replica.scheduler.block_size) {
+    SERVESIM_CHECK(config_.replica_configs.empty() ||
+                       config_.replica_configs.size() == static_cast<std::size_t>(config_.num_replicas),
+                   "{} replica configs for {} replicas", config_.replica_configs.size(), config_.num_replicas);
     if (config_.kv_store) {
         SERVESIM_CHECK(config_.topology != nullptr, "a shared KV store needs a topology");
         const auto gpus = config_.topology->gpus();
@@ -27,7 +30,9 @@ Simulation::Simulation(const SimulationConfig& config, const engine::CostModel& 
         kv_store_ = std::make_unique<SharedKvStore>(*config_.kv_store, *config_.topology, std::move(replica_gpus));
     }
     for (int i = 0; i < config_.num_replicas; ++i) {
-        engine::ReplicaConfig rc = config_.replica;
+        engine::ReplicaConfig rc = config_.replica_configs.empty()
+                                       ? config_.replica
+                                       : config_.replica_configs[static_cast<std::size_t>(i)];
         rc.index = i;
         cache::KvConnector* connector = kv_store_ ? &kv_store_->connector(static_cast<std::size_t>(i)) : nullptr;
         replicas_.push_back(std::make_unique<engine::Replica>(rc, cost_model_, metrics_, connector));
@@ -147,7 +152,7 @@ void Simulation::handle_arrivals(core::SimTime now) {
                                                  config_.replica.scheduler.block_size, loads_, hashed,
                                                  &route_hash_memo_);
         engine::IncomingRequest in{spec.id, now, std::move(spec.prompt), spec.max_output_tokens, spec.answer_content,
-                                   spec.turn, std::move(hashed)};
+                                   spec.turn, {}, std::move(hashed)};
         if (!replicas_[target]->add_request(std::move(in))) {
             notify_finished({spec.id}, now);  // refused: the client moves on
         } else if (!replicas_[target]->step_in_flight()) {

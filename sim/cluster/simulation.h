@@ -24,6 +24,9 @@ namespace servesim::cluster {
 
 struct SimulationConfig {
     engine::ReplicaConfig replica;
+    // Replicas on GPUs of unequal memory (cluster.topology): replica i's engine (its own KV blocks), in the place
+    // of `replica`; empty when they are all alike.
+    std::vector<engine::ReplicaConfig> replica_configs;
     int num_replicas = 1;
     core::SimTime warmup_end;
     // Hard stop: no event after this time is processed (an overloaded run whose queue grows without bound).

@@ -47,6 +47,18 @@ std::size_t Topology::find(std::string_view name) const {
     return npos;
 }
 
+void Topology::set_gpu_model(std::size_t v, std::string name) {
+    if (gpu_models_.size() <= v) {
+        gpu_models_.resize(v + 1);
+    }
+    gpu_models_[v] = std::move(name);
+}
+
+const std::string& Topology::gpu_model(std::size_t v) const {
+    static const std::string kNone;
+    return v < gpu_models_.size() ? gpu_models_[v] : kNone;
+}
+
 std::vector<std::size_t> Topology::gpus() const {
     std::vector<std::size_t> out;
     for (std::size_t v = 0; v < num_nodes(); ++v) {
@@ -116,11 +128,62 @@ TopologyPath Topology::path(std::size_t from, std::size_t to) const {
             }
         }
         p.edges.push_back(best);
+        p.reversed.push_back(link(best).a != u);  // crossed from u to v
         p.latency_s += link(best).latency_s;
         p.bottleneck_bytes_per_s = std::min(p.bottleneck_bytes_per_s, link(best).bandwidth_bytes_per_s);
     }
     std::reverse(p.edges.begin(), p.edges.end());
+    std::reverse(p.reversed.begin(), p.reversed.end());
     return p;
+}
+
+std::vector<std::size_t> Topology::nearest_nics(std::size_t v) const {
+    const auto sp = shortest_paths(graph_, v);
+    double best = std::numeric_limits<double>::infinity();
+    for (std::size_t u = 0; u < num_nodes(); ++u) {
+        if (graph_[u].kind == NodeKind::kNic) {
+            best = std::min(best, sp.dist[u]);
+        }
+    }
+    std::vector<std::size_t> out;
+    for (std::size_t u = 0; u < num_nodes() && std::isfinite(best); ++u) {
+        if (graph_[u].kind == NodeKind::kNic && sp.dist[u] <= best + 1e-12) {
+            out.push_back(u);
+        }
+    }
+    return out;
+}
+
+std::vector<TopologyPath> Topology::rail_paths(std::size_t from, std::size_t to) const {
+    TopologyPath direct = path(from, to);
+    bool crosses_nic = false;
+    for (const std::size_t e : direct.edges) {
+        crosses_nic = crosses_nic || graph_[link(e).a].kind == NodeKind::kNic || graph_[link(e).b].kind == NodeKind::kNic;
+    }
+    const std::vector<std::size_t> src = crosses_nic ? nearest_nics(from) : std::vector<std::size_t>{};
+    const std::vector<std::size_t> dst = crosses_nic ? nearest_nics(to) : std::vector<std::size_t>{};
+    if (src.empty() || dst.empty()) {
+        return {std::move(direct)};
+    }
+    // Mooncake's RDMA transport picks, for each slice, a device near the local buffer and one near the remote
+    // buffer (selectDevice over each side's preferred NICs); servesim deals the slices round-robin over both sides.
+    const std::size_t k = std::max(src.size(), dst.size());
+    std::vector<TopologyPath> out;
+    out.reserve(k);
+    for (std::size_t j = 0; j < k; ++j) {
+        const std::size_t a = src[j % src.size()];
+        const std::size_t b = dst[j % dst.size()];
+        TopologyPath p;
+        p.bottleneck_bytes_per_s = std::numeric_limits<double>::infinity();
+        for (const TopologyPath& leg : {path(from, a), path(a, b), path(b, to)}) {
+            p.edges.insert(p.edges.end(), leg.edges.begin(), leg.edges.end());
+            p.reversed.insert(p.reversed.end(), leg.reversed.begin(), leg.reversed.end());
+            p.latency_s += leg.latency_s;
+            p.bottleneck_bytes_per_s = std::min(p.bottleneck_bytes_per_s, leg.bottleneck_bytes_per_s);
+        }
+        out.push_back(std::move(p));
+    }
+    return out;
 }
 
 void Topology::validate(const std::string& file, const std::string& key) const {
@@ -143,17 +206,31 @@ void Topology::validate(const std::string& file, const std::string& key) const {
 }
 
 TransferTracker::TransferTracker(const Topology& topology)
-    : topology_(topology), active_until_(topology.num_links()) {}
+    : topology_(topology), active_until_(2 * topology.num_links()), both_ways_(topology.num_links()) {
+    for (std::size_t e = 0; e < topology.num_links(); ++e) {
+        const TopologyLink& l = topology.link(e);
+        both_ways_[e] = topology.node(l.a).kind == NodeKind::kStorage || topology.node(l.b).kind == NodeKind::kStorage;
+    }
+}
+
+std::size_t TransferTracker::slot(std::size_t edge, bool reversed) const {
+    return 2 * edge + (reversed && !both_ways_[edge] ? 1 : 0);
+}
+
+std::size_t TransferTracker::active_on(std::size_t edge, bool reversed, core::SimTime now) const {
+    const auto& v = active_until_[slot(edge, reversed)];
+    return static_cast<std::size_t>(std::count_if(v.begin(), v.end(), [&](core::SimTime t) { return t > now; }));
+}
 
 std::size_t TransferTracker::active_on(std::size_t edge, core::SimTime now) const {
-    const auto& v = active_until_[edge];
-    return static_cast<std::size_t>(std::count_if(v.begin(), v.end(), [&](core::SimTime t) { return t > now; }));
+    return both_ways_[edge] ? active_on(edge, false, now) : active_on(edge, false, now) + active_on(edge, true, now);
 }
 
 core::Duration TransferTracker::quote(const TopologyPath& path, double bytes, core::SimTime now) const {
     double share = std::numeric_limits<double>::infinity();
-    for (const std::size_t e : path.edges) {
-        const double n = static_cast<double>(active_on(e, now) + 1);
+    for (std::size_t i = 0; i < path.edges.size(); ++i) {
+        const std::size_t e = path.edges[i];
+        const double n = static_cast<double>(active_on(e, path.reversed[i], now) + 1);
         share = std::min(share, topology_.link(e).bandwidth_bytes_per_s / n);
     }
     const double transfer_s = path.edges.empty() ? 0.0 : bytes / share;
@@ -162,12 +239,56 @@ core::Duration TransferTracker::quote(const TopologyPath& path, double bytes, co
 
 core::Duration TransferTracker::start(const TopologyPath& path, double bytes, core::SimTime now) {
     const core::Duration d = quote(path, bytes, now);
-    for (const std::size_t e : path.edges) {
-        auto& v = active_until_[e];
+    for (std::size_t i = 0; i < path.edges.size(); ++i) {
+        auto& v = active_until_[slot(path.edges[i], path.reversed[i])];
         std::erase_if(v, [&](core::SimTime t) { return t <= now; });
         v.push_back(now + d);
     }
     return d;
+}
+
+core::Duration TransferTracker::start_slices(const std::vector<TopologyPath>& paths, double bytes_each,
+                                             core::SimTime now) {
+    if (paths.size() == 1) {
+        return start(paths.front(), bytes_each, now);
+    }
+    std::vector<std::pair<std::size_t, std::size_t>> batch;  // edge way (2·edge + reversed) → slices of this batch
+    for (const auto& p : paths) {
+        for (std::size_t i = 0; i < p.edges.size(); ++i) {
+            const std::size_t e = slot(p.edges[i], p.reversed[i]);
+            auto it = std::find_if(batch.begin(), batch.end(), [&](const auto& x) { return x.first == e; });
+            if (it == batch.end()) {
+                batch.emplace_back(e, 1);
+            } else {
+                ++it->second;
+            }
+        }
+    }
+    auto in_batch = [&](std::size_t e) {
+        return std::find_if(batch.begin(), batch.end(), [&](const auto& x) { return x.first == e; })->second;
+    };
+    std::vector<core::Duration> durations;
+    durations.reserve(paths.size());
+    for (const auto& p : paths) {
+        double share = std::numeric_limits<double>::infinity();
+        for (std::size_t i = 0; i < p.edges.size(); ++i) {
+            const std::size_t e = p.edges[i];
+            const double n = static_cast<double>(active_on(e, p.reversed[i], now) +
+                                                 in_batch(slot(e, p.reversed[i])));
+            share = std::min(share, topology_.link(e).bandwidth_bytes_per_s / n);
+        }
+        durations.push_back(core::Duration::from_s(p.latency_s + (p.edges.empty() ? 0.0 : bytes_each / share)));
+    }
+    core::Duration longest = core::Duration::from_ns(0);
+    for (std::size_t i = 0; i < paths.size(); ++i) {
+        for (std::size_t j = 0; j < paths[i].edges.size(); ++j) {
+            auto& v = active_until_[slot(paths[i].edges[j], paths[i].reversed[j])];
+            std::erase_if(v, [&](core::SimTime t) { return t <= now; });
+            v.push_back(now + durations[i]);
+        }
+        longest = std::max(longest, durations[i]);
+    }
+    return longest;
 }
 
 namespace {
@@ -177,6 +298,7 @@ constexpr std::int64_t kGiB = std::int64_t{1} << 30;
 
 struct NodeShape {
     std::string_view gpu_prefix;
+    std::string_view gpu_model;
     std::int64_t gpu_memory_bytes;
     std::int64_t host_memory_bytes;
 };
@@ -194,6 +316,7 @@ void add_eight_gpu_node(Topology& t, int node, const NodeShape& shape, std::size
         const std::string id = n + "." + std::to_string(g);
         const std::size_t gpu =
             t.add_node({std::string(shape.gpu_prefix) + id, NodeKind::kGpu, shape.gpu_memory_bytes});
+        t.set_gpu_model(gpu, std::string(shape.gpu_model));
         const std::size_t nic = t.add_node({"nic" + id, NodeKind::kNic, 0});
         t.add_link(gpu, nvswitch, 450 * kGB, 1e-6);
         t.add_link(gpu, host, 64 * kGB, 2e-6);
@@ -210,9 +333,9 @@ std::vector<std::string_view> topology_preset_names() { return {"dgx-h100", "8xh
 Topology make_topology_preset(std::string_view name, int num_nodes) {
     NodeShape shape{};
     if (name == "dgx-h100") {
-        shape = {"h100-", 80 * std::int64_t{1'000'000'000}, 2048 * kGiB};
+        shape = {"h100-", "H100-SXM", 84'932'978'278, 2048 * kGiB};  // 79.1 GiB reported of the 80 GB
     } else if (name == "8xh200-nvlink-ib400") {
-        shape = {"h200-", 141 * std::int64_t{1'000'000'000}, 2048 * kGiB};
+        shape = {"h200-", "H200", 150'109'880'320, 2048 * kGiB};  // 139.8 GiB reported of the 141 GB
     } else {
         throw std::invalid_argument("unknown topology preset");
     }
@@ -247,19 +370,29 @@ Topology parse_topology_file(const YamlMap& m) {
     }
     for (std::size_t i = 0; i < nodes.size(); ++i) {
         const YamlMap n(nodes[i], m.file(), m.key_path("nodes") + "[" + std::to_string(i) + "]");
-        n.allow_only({"name", "kind", "memory_bytes"});
+        n.allow_only({"name", "kind", "memory_bytes", "gpu"});
         TopologyNode node;
+        std::string gpu_model;
         node.name = n.get<std::string>("name");
         if (t.find(node.name) != Topology::npos) {
             n.fail("name", "duplicate node name '" + node.name + "'");
         }
         node.kind = parse_kind(n, "kind");
+        if (n.has("gpu")) {  // the catalog GPU it is (checked against the experiment's gpu: when placed)
+            if (node.kind != NodeKind::kGpu) {
+                n.fail("gpu", "only a node of kind gpu names its catalog GPU");
+            }
+            gpu_model = n.get<std::string>("gpu");
+        }
         node.memory_bytes = n.get_or<std::int64_t>("memory_bytes", 0);
         n.check_range<std::int64_t>("memory_bytes", node.memory_bytes, 0, std::numeric_limits<std::int64_t>::max());
         if ((node.kind == NodeKind::kGpu || node.kind == NodeKind::kHost) && node.memory_bytes <= 0) {
             n.fail("memory_bytes", "a " + std::string(to_string(node.kind)) + " needs its memory in bytes (> 0)");
         }
-        t.add_node(std::move(node));
+        const std::size_t v = t.add_node(std::move(node));
+        if (!gpu_model.empty()) {
+            t.set_gpu_model(v, std::move(gpu_model));
+        }
     }
     const YAML::Node links = m.node("links");
     if (!links.IsSequence()) {

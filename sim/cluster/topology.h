@@ -1,9 +1,10 @@
 // Topology: the cluster's hardware as a graph (Boost.Graph adjacency_list) — GPUs, hosts (their DRAM), NICs,
 // switches and storage as vertices, links (NVLink/NVSwitch, PCIe, RDMA, Ethernet, SSD) with a bandwidth and a
 // latency as edges — and the time of a KV transfer between two of them. A transfer follows the lowest-latency path
-// (Dijkstra; ties to the lower vertex index, so the choice is deterministic); its time is the summed latency plus
-// its bytes over the bottleneck share, each edge's bandwidth divided fairly among the transfers active on it when
-// the transfer starts (docs/CLUSTER.md: the share is fixed at admission). Described in a scenario's
+// (Dijkstra; ties to the lower vertex index, so the choice is deterministic), or, when that path crosses a NIC, is
+// cut into slices over the NICs nearest each end (Mooncake Transfer Engine); its time is the summed latency plus
+// its bytes over the bottleneck share, each edge's bandwidth (each way) divided fairly among the transfers crossing
+// it the same way when the transfer starts (docs/CLUSTER.md: the share is fixed at admission). Described in a scenario's
 // `cluster.topology:` by a preset (`dgx-h100`, `8xh200-nvlink-ib400`) or a user file; bad input is a ConfigError
 // naming the file and key.
 #pragma once
@@ -44,6 +45,9 @@ using TopologyGraph =
 // A path between two vertices: its edges (dense ids), summed latency and bottleneck bandwidth.
 struct TopologyPath {
     std::vector<std::size_t> edges;
+    // Per edge, the way it is crossed: false from the link's a to its b, true from b to a. A link's bandwidth is
+    // each way (full duplex), so only transfers crossing it the same way share it.
+    std::vector<bool> reversed;
     double latency_s = 0;
     double bottleneck_bytes_per_s = 0;  // min over edges (infinite for an empty path: same vertex)
 };
@@ -63,6 +67,12 @@ public:
     [[nodiscard]] std::size_t find(std::string_view name) const;
     static constexpr std::size_t npos = static_cast<std::size_t>(-1);
 
+    // A GPU's catalog name (calibration/gpus/*.yaml), which the experiment's (or pool's) `gpu:` must name: always
+    // set by a preset, optional in a user file (`gpu:`), where memory_bytes alone may describe the GPU
+    // (docs/CLUSTER.md "Placement"). Empty when not given.
+    void set_gpu_model(std::size_t v, std::string name);
+    [[nodiscard]] const std::string& gpu_model(std::size_t v) const;
+
     // GPU vertices in insertion order (replica i's GPUs are gpus()[i·tp, (i+1)·tp)).
     [[nodiscard]] std::vector<std::size_t> gpus() const;
     // The host whose DRAM is nearest to vertex v (lowest path latency; ties to the lower index), or npos.
@@ -70,6 +80,17 @@ public:
 
     // The lowest-latency path; `to` must be reachable (validate() guarantees it between GPUs, hosts and storage).
     [[nodiscard]] TopologyPath path(std::size_t from, std::size_t to) const;
+
+    // The NICs nearest to vertex v: every NIC at the lowest path latency from v (within 1 ps), by vertex index. A
+    // host's DRAM has all the NICs on its PCIe root equally near, a GPU its own rail's NIC (Mooncake Transfer
+    // Engine's topology matrix: each memory location's preferred NICs).
+    [[nodiscard]] std::vector<std::size_t> nearest_nics(std::size_t v) const;
+
+    // The slices of a transfer from `from` to `to`, as Mooncake's Transfer Engine spreads a request over NICs
+    // (docs/CLUSTER.md "Several NICs"): when the lowest-latency path crosses a NIC, k = max(|nearest_nics(from)|,
+    // |nearest_nics(to)|) slices, slice j going from → its j-th nearest NIC (mod) → to's j-th nearest NIC (mod) → to,
+    // each leg the lowest-latency path; otherwise the one lowest-latency path. Deterministic.
+    [[nodiscard]] std::vector<TopologyPath> rail_paths(std::size_t from, std::size_t to) const;
 
     // Every GPU, host and storage vertex reaches every other; throws ConfigError(file, key) naming the first
     // vertex that does not reach the first GPU.
@@ -80,10 +101,12 @@ private:
     // The links by dense id (a copy of each edge's property: an edge descriptor points into the graph it came from,
     // so it must not outlive a copy of the Topology).
     std::vector<TopologyLink> links_;
+    std::vector<std::string> gpu_models_;  // by vertex (shorter when the last vertices name none)
 };
 
 // Transfers in flight over a topology, for contention: a transfer that starts at `now` over a path gets, on each
-// edge, bandwidth / (1 + transfers still active on that edge at `now`); its time is the path latency plus bytes over
+// edge, bandwidth / (1 + transfers still active on that edge the same way at `now`; on a link to a storage node,
+// either way, since a drive's or storage server's throughput is shared by reads and writes); its time is the path latency plus bytes over
 // the smallest such share. Calls must come in non-decreasing `now` (the event loop's clock).
 class TransferTracker {
 public:
@@ -92,17 +115,32 @@ public:
     // Starts a transfer and returns its duration; it occupies each edge of the path until now + duration.
     core::Duration start(const TopologyPath& path, double bytes, core::SimTime now);
 
+    // Starts the slices of one transfer together, `bytes_each` on each path (Topology::rail_paths), and returns the
+    // longest slice's duration. Each slice's share of an edge counts every slice of the batch on that edge beside
+    // the transfers already active there, so equal slices are treated alike; one path is start().
+    core::Duration start_slices(const std::vector<TopologyPath>& paths, double bytes_each, core::SimTime now);
+
     // Duration a transfer would have if it started now (nothing recorded).
     [[nodiscard]] core::Duration quote(const TopologyPath& path, double bytes, core::SimTime now) const;
 
+    // Transfers on `edge` at `now`, both ways together; the same one way (`reversed` as in TopologyPath).
     [[nodiscard]] std::size_t active_on(std::size_t edge, core::SimTime now) const;
+    [[nodiscard]] std::size_t active_on(std::size_t edge, bool reversed, core::SimTime now) const;
 
 private:
     const Topology& topology_;
-    std::vector<std::vector<core::SimTime>> active_until_;  // per edge, end times of its transfers
+    // The slot of a way across an edge: 2·edge + reversed, or 2·edge both ways for a link to a storage node (the
+    // device's bandwidth is shared by its reads and writes).
+    [[nodiscard]] std::size_t slot(std::size_t edge, bool reversed) const;
+
+    // Per slot, the end times of the transfers crossing the edge that way.
+    std::vector<std::vector<core::SimTime>> active_until_;
+    std::vector<bool> both_ways_;  // per edge: a link to a storage node
 };
 
-// Presets: one node of each, repeated `num_nodes` times, the nodes' NICs joined by one switch.
+// Presets: one node of each, repeated `num_nodes` times, the nodes' NICs joined by one switch. A GPU vertex's
+// memory is what torch.cuda.mem_get_info reports for its catalog GPU (calibration/gpus/H100-SXM.yaml, H200.yaml
+// memory_reported_bytes; a test pins the two equal), as vLLM sizes its KV cache from that total.
 //   dgx-h100:            8 × H100-SXM (80 GB) on NVSwitch (450 GB/s per direction per GPU), PCIe Gen5 ×16 (64 GB/s)
 //                        to a 2 TB host and to one 400 Gb/s (50 GB/s) InfiniBand NIC per GPU, 30 TB NVMe at 25 GB/s.
 //   8xh200-nvlink-ib400: the same with 8 × H200 (141 GB) and 2 TB host DRAM (HGX H200, 400 Gb/s NDR per GPU).
@@ -110,7 +148,7 @@ private:
 [[nodiscard]] std::vector<std::string_view> topology_preset_names();
 
 // `cluster.topology:` — a preset name, a map {preset: NAME, nodes: N}, or a map {file: PATH} whose file holds
-// {nodes: [{name, kind, memory_bytes?}], links: [{a, b, bandwidth_GB_per_s, latency_us}]}. `base_dir` resolves a
+// {nodes: [{name, kind, memory_bytes?, gpu?}], links: [{a, b, bandwidth_GB_per_s, latency_us}]}. `base_dir` resolves a
 // relative file. Validated (reachability) before it is returned.
 [[nodiscard]] Topology parse_topology(const YAML::Node& node, const std::string& file, const std::string& key,
                                       const std::string& base_dir);

@@ -43,6 +43,7 @@ bool Replica::add_request(IncomingRequest in) {
                                              in.hashed_prompt ? &*in.hashed_prompt : nullptr);
     Request* raw = request.get();
     raw->turn = in.turn;
+    raw->client_delay = in.client_delay;
     requests_.emplace(core::to_int(in.id), std::move(request));
     scheduler_.add_request(raw);
     return true;
@@ -154,7 +155,7 @@ std::optional<core::SimTime> Replica::try_start_step(core::SimTime now) {
     ++num_steps_;
     in_flight_ = std::move(plan);
     if (connector_ != nullptr) {
-        connector_->on_step_start();
+        connector_->on_step_start(now);
     }
     if (config_.async_scheduling && scheduler_.has_work()) {
         // EngineCore.step_with_batch_queue with two batches in flight: the next step is scheduled as soon as this
@@ -199,8 +200,8 @@ std::vector<core::RequestId> Replica::end_step(core::SimTime now) {
             metrics::MetricsCollector::FinishedRequest f;
             f.arrival = r->arrival;
             f.first_scheduled = r->first_scheduled;
-            f.first_token = r->first_token;
-            f.finish = now;
+            f.first_token = r->first_token + r->client_delay;
+            f.finish = now + r->client_delay;
             f.prompt_tokens = r->num_prompt_tokens;
             f.output_tokens = r->num_output_tokens;
             f.cached_prompt_tokens = r->num_cached_prompt_tokens;

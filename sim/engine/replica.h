@@ -42,6 +42,9 @@ struct IncomingRequest {
     std::int64_t max_output_tokens = 1;
     core::ContentId answer_content{};
     int turn = 0;  // RequestSpec::turn (1-based turn within a dialogue, 0 if none), kept for the request's record
+    // The client sees each token this much after the engine makes it (a disaggregated proxy relaying the stream:
+    // the hop back from the decode instance); its first token and finish are recorded that much later.
+    core::Duration client_delay{};
     // The prompt's block hashes when the router already computed them at the replica's block size (taken, not
     // recomputed; cache::HashedPrompt).
     std::optional<cache::HashedPrompt> hashed_prompt;

@@ -78,6 +78,9 @@ struct Request {
     RequestStatus status = RequestStatus::kWaiting;
     int num_preemptions = 0;
     int turn = 0;  // 1-based turn within a dialogue, 0 if none (workloads::RequestSpec::turn), for metrics only
+    // How much later the client sees each token than the engine makes it (a proxy relaying the stream,
+    // IncomingRequest::client_delay); for metrics only.
+    core::Duration client_delay{};
     // vLLM request.shared_prefix_boundary (PR #47782): the shared-prefix junction found at the last lookup, where a
     // prefill chunk stops so a Mamba state is cached there; 0 = none. Set only where the version keeps it.
     std::int64_t shared_prefix_boundary = 0;

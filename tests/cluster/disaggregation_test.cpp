@@ -102,6 +102,49 @@ TEST_CASE("disaggregation: one request's TTFT is its prefill, the read and the d
     CHECK(d.peak_held_requests == 1);
 }
 
+TEST_CASE("disaggregation: the proxy's hops add their path latencies to the client's TTFT",
+          "[cluster][disaggregation]") {
+    // two_nics(1, 1) plus a host per GPU (hostP–gpu0, hostD–gpu1, 64 GB/s, 2 µs) and the proxy's host hx on the
+    // switch (hx–sw, 10 GB/s, 50 µs). Each instance's server is on the host nearest its first GPU; a hop from hx
+    // to hostP is hx → sw → nicP → gpu0 → hostP = 50 + 3 + 2 + 2 = 57 µs, to hostD the same. The read still goes
+    // gpu0 → nicP → sw → nicD → gpu1 (10 µs, 25 GB/s: 4.010 ms).
+    // R0 [A 64], 3 output tokens, sent at 0: the prefill leg reaches the prefill instance at 0.057; its 20 ms step
+    // ends at 20.057; the response is back at the proxy at 20.114 (the prefill TTFT the proxy sees); the decode leg
+    // reaches the decode instance at 20.171; the read lands at 24.181; the recompute step's token at 28.431 reaches
+    // the client through the proxy at 28.488: TTFT 28.260 + 4 × 0.057 = 28.488 ms. The last token, at 36.931 on
+    // the decode side, reaches it at 36.988 (E2E 36.760 + 0.228); ITL stays 4.25 ms.
+    FixedCost cost(4, 0.25);
+    Setup s = setup(1, 1);
+    auto t = std::make_shared<Topology>(*s.common.topology);
+    const auto hp = t->add_node({"hostP", NodeKind::kHost, 1'000'000'000'000});
+    const auto hd = t->add_node({"hostD", NodeKind::kHost, 1'000'000'000'000});
+    const auto hx = t->add_node({"hx", NodeKind::kHost, 1'000'000'000'000});
+    t->add_link(hp, t->find("gpu0"), 64 * kGB, 2e-6);
+    t->add_link(hd, t->find("gpu1"), 64 * kGB, 2e-6);
+    t->add_link(hx, t->find("sw"), 10 * kGB, 50e-6);
+    s.common.topology = t;
+    s.config.proxy_vertex = hx;
+    ScriptedWorkload w({spec(0, 0, {{content(1), 64}}, 3)});
+    DisaggregatedSimulation sim(s.common, s.config, cost, cost, w, make_router("round_robin"),
+                                make_router("round_robin"));
+    const SimulationResult r = sim.run();
+    REQUIRE(r.summary.num_requests_finished == 1);
+    CHECK(close(r.summary.ttft_ms.min, 28.488));
+    CHECK(close(r.summary.e2e_ms.min, 36.988));
+    CHECK(close(r.summary.itl_ms.max, 4.25));
+    REQUIRE(sim.reads().size() == 1);
+    CHECK(close(sim.reads()[0].start.ms(), 20.171));
+    CHECK(close(sim.reads()[0].done.ms(), 24.181));
+    CHECK(close(r.disaggregation->prefill_ttft_ms_mean, 20.114));
+    // The default proxy is the host nearest the prefill pool's first GPU: hostP, 0 µs to the prefill instance and
+    // 2 + 10 + 2 = 14 µs to hostD (hostP → gpu0 → nicP → sw → nicD → gpu1 → hostD): TTFT 28.260 + 2 × 0.014.
+    s.config.proxy_vertex = Topology::npos;
+    ScriptedWorkload w2({spec(0, 0, {{content(1), 64}}, 3)});
+    DisaggregatedSimulation by_default(s.common, s.config, cost, cost, w2, make_router("round_robin"),
+                                       make_router("round_robin"));
+    CHECK(close(by_default.run().summary.ttft_ms.min, 28.288));
+}
+
 TEST_CASE("disaggregation: with async scheduling an idle decode engine starts the read at once",
           "[cluster][disaggregation]") {
     // As the single-request case, both engines with async scheduling (vLLM's default). The prefill step [0, 20]

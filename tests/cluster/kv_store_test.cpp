@@ -137,6 +137,43 @@ TEST_CASE("KV store: LMCache reads its own host's tier over PCIe and others' blo
     CHECK(close(s.external_hit_rate, 64.0 / 144.0));
 }
 
+TEST_CASE("KV store: a save in flight shares the remote store's link with a load, which takes longer",
+          "[cluster][kv_store]") {
+    // hosts_on_a_switch(3) with the store's link at 15 GB/s. LMCache. R0 [A 64] → replica 0 at 0: A computed and
+    // saved by 20 ms. R1 [B 64] → replica 1 at 99 ms: its step [99, 119] saves B's 4 blocks (1e8 B) to host1's
+    // tier and to the store, the latter gpu1 → host1 → sw → store from 99 ms: bottleneck host1–sw 10 GB/s,
+    // 12 µs + 10 ms, in flight until 109.012 ms. R2 [A 64] → replica 2 at 100 ms loads A from the store:
+    // store → sw → host2 → gpu2, 12 µs. On the store's link B's save is active (a drive's bandwidth is shared by
+    // its reads and writes): 15 / 2 = 7.5 GB/s, below sw–host2's 10: 1e8 / 7.5e9 = 13.333 ms → lands at
+    // 113.345333 ms, then the last token's 4.25 ms step: TTFT 17.595333 ms. Without the save in flight (R1 sent at
+    // 80 ms, its save over by 90.012): 12 µs + 10 ms + 4.25 = 14.262 ms.
+    FixedCost cost(4, 0.25);
+    auto run = [&](double r1_ms) {
+        SimulationConfig c = pooled_config(3, KvStoreKind::kLmcache);
+        auto t = std::make_shared<Topology>();
+        const auto sw = t->add_node({"sw", NodeKind::kSwitch, 0});
+        const auto st = t->add_node({"store", NodeKind::kStorage, 1'000'000'000'000});
+        t->add_link(st, sw, 15 * kGB, 5e-6);
+        for (int i = 0; i < 3; ++i) {
+            const auto g = t->add_node({"gpu" + std::to_string(i), NodeKind::kGpu, 80'000'000'000});
+            const auto h = t->add_node({"host" + std::to_string(i), NodeKind::kHost, 1'000'000'000'000});
+            t->add_link(g, h, 100 * kGB, 2e-6);
+            t->add_link(h, sw, 10 * kGB, 5e-6);
+        }
+        c.topology = t;
+        c.kv_store->remote_vertex = t->find("store");
+        ScriptedWorkload w({spec(0, 0, {{content(1), 64}}, 1), spec(1, r1_ms, {{content(2), 64}}, 1),
+                            spec(2, 100, {{content(1), 64}}, 1)});
+        Simulation sim(c, cost, w, make_router("round_robin"));
+        return sim.run().summary;
+    };
+    const metrics::Summary busy = run(99);
+    REQUIRE(busy.num_requests_finished == 3);
+    CHECK(close(busy.ttft_ms.min, 17.595333));
+    const metrics::Summary quiet = run(80);
+    CHECK(close(quiet.ttft_ms.min, 14.262));
+}
+
 TEST_CASE("KV store: a full segment evicts its least recently used block", "[cluster][kv_store]") {
     LruBlockTier t(2);
     t.insert(1);

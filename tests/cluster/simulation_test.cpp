@@ -141,6 +141,67 @@ TEST_CASE("Simulation: each request record names the replica that served it", "[
     }
 }
 
+TEST_CASE("Simulation: the replicas' KV events reach the precise prefix scorer after cache_signal_delay, not before",
+          "[cluster][records][kv_events]") {
+    // Two replicas, llm_d with prefix_scorer precise (weights prefix 3, queue 2, KV utilisation 1), cache_signal_delay
+    // 100 ms; step = 4 ms + 0.25 ms per token, one output token each, 64-token prompts (4 full blocks of 16).
+    //   R0 [X 64] at 0: nothing indexed, equal loads → replica 0 (ties to the lower index); step [0, 20].
+    //   R1 [A 64] at 1 ms: prefix 0 on both, no one waiting on either; replica 0's KV is in use by R0 (usage > 0),
+    //     replica 1's is not → KV score 1 − usage higher on replica 1 → replica 1; step [1, 21]. Its block pool
+    //     emits BlockStored for A's 4 blocks; published with the step's end (21 ms), applied at 121 ms.
+    //   R2 [A 64] at 50 ms: both idle, usage 0, and no event applied yet (R0's at 120, R1's at 121) → all scores
+    //     equal → replica 0, which computes A afresh (0 cached tokens). Its events are applied at 70 + 100 = 170.
+    //   R3 [A 64] at 150 ms: replica 1's BlockStored are in (121 ≤ 150), replica 0's are not (170): replica 1 is the
+    //     only replica holding A's blocks → prefix score 1 against 0 → replica 1, where A hits: 48 tokens (a
+    //     64-token prompt hits at most 63, so 3 whole blocks).
+    // The events' timing is the engine's: with R3 at 110 ms instead, the precise index has not yet applied R1's
+    // events (121 ms) and R3 goes to replica 0, while the approximate index, fed by the router's own routing of R1 at
+    // 1 ms (visible at 101 ms), already sends it to replica 1.
+    auto run = [](bool precise, double r3_ms = 150) {
+        ScriptedWorkload w({spec(0, 0, {{content(1), 64}}, 1), spec(1, 1, {{content(2), 64}}, 1),
+                            spec(2, 50, {{content(2), 64}}, 1), spec(3, r3_ms, {{content(2), 64}}, 1)});
+        FixedCost cost(4, 0.25);
+        SimulationConfig c = small_config();
+        c.num_replicas = 2;
+        c.keep_request_records = true;
+        RouterOptions o;
+        o.kv_utilization_weight = 1;
+        o.cache_signal_delay_s = 0.1;
+        o.precise_prefix_scorer = precise;
+        o.replica_capacity_blocks = 64;
+        Simulation sim(c, cost, w, make_router("llm_d", o));
+        return sim.run().summary;
+    };
+    const metrics::Summary s = run(true);
+    REQUIRE(s.requests.size() == 4);
+    auto at = [&](double arrival_s) {
+        for (const auto& q : s.requests) {
+            if (close(q.arrival_s, arrival_s)) {
+                return q;
+            }
+        }
+        FAIL("no request sent at " << arrival_s);
+        return s.requests.front();
+    };
+    CHECK(at(0.0).replica == 0);
+    CHECK(at(0.001).replica == 1);
+    CHECK(at(0.050).replica == 0);  // before R1's events are applied
+    CHECK(at(0.050).cached_prompt_tokens == 0);
+    CHECK(at(0.150).replica == 1);  // after
+    CHECK(at(0.150).cached_prompt_tokens == 48);
+    CHECK(s.prefix_cache_hits == 48);
+    auto replica_of_r3 = [](const metrics::Summary& m) {
+        for (const auto& q : m.requests) {
+            if (close(q.arrival_s, 0.110)) {
+                return q.replica;
+            }
+        }
+        return -1;
+    };
+    CHECK(replica_of_r3(run(true, 110)) == 0);
+    CHECK(replica_of_r3(run(false, 110)) == 1);
+}
+
 // Whole runs with the block accounting invariant re-derived after every schedule and every emit phase
 // (ReplicaConfig::check_invariants → KvCacheManager::check_invariants throws InvariantError when broken), plus
 // request conservation: every sent request finished or was rejected, none left in a replica.

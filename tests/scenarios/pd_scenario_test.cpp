@@ -2,6 +2,8 @@
 // KV bytes over the preset topology, and every bad key (unknown, out of range, an unknown connector, TP sizes that
 // do not divide, cluster.replicas or a shared store beside it, no topology, too few GPUs, an unknown pool GPU, a
 // hybrid model, engine.tensor_parallel_size) is refused with the file and key before anything is simulated.
+#include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "common/error.h"
@@ -18,12 +20,34 @@ TEST_CASE("PD scenario: a prefill pool at TP 2 on H100 feeds a decode pool at TP
     // Qwen3-4B: 36 layers × 8 KV heads × 128 × (K + V) × 2 B = 147,456 B of KV per token. Each prompt is 1,024
     // unique tokens = 64 blocks of 16; the decode side finds none of it locally, so each read is 64 × 16 × 147,456 =
     // 150,994,944 B (the decode rank reads half from each of the two prefill ranks). 20 requests → 3.0199 GB.
-    const char* text = R"(name: pd
+    // The pools' GPUs differ, so the topology is a user file naming each GPU's catalog model (a preset holds one
+    // kind): gpu0, gpu1 H100-SXM and gpu2, gpu3 H200 on one NVSwitch.
+    const auto dir = std::filesystem::temp_directory_path() / "servesim_pd_scenario_test";
+    std::filesystem::create_directories(dir);
+    const std::string topology = (dir / "h100-h200.yaml").string();
+    std::ofstream(topology) << R"(nodes:
+  - {name: gpu0, kind: gpu, gpu: H100-SXM, memory_bytes: 84932978278}
+  - {name: gpu1, kind: gpu, gpu: H100-SXM, memory_bytes: 84932978278}
+  - {name: gpu2, kind: gpu, gpu: H200, memory_bytes: 150109880320}
+  - {name: gpu3, kind: gpu, gpu: H200, memory_bytes: 150109880320}
+  - {name: nvswitch, kind: switch}
+  - {name: host0, kind: host, memory_bytes: 2.0e12}
+links:
+  - {a: gpu0, b: nvswitch, bandwidth_GB_per_s: 450, latency_us: 1}
+  - {a: gpu1, b: nvswitch, bandwidth_GB_per_s: 450, latency_us: 1}
+  - {a: gpu2, b: nvswitch, bandwidth_GB_per_s: 450, latency_us: 1}
+  - {a: gpu3, b: nvswitch, bandwidth_GB_per_s: 450, latency_us: 1}
+  - {a: gpu0, b: host0, bandwidth_GB_per_s: 64, latency_us: 2}
+  - {a: gpu1, b: host0, bandwidth_GB_per_s: 64, latency_us: 2}
+  - {a: gpu2, b: host0, bandwidth_GB_per_s: 64, latency_us: 2}
+  - {a: gpu3, b: host0, bandwidth_GB_per_s: 64, latency_us: 2}
+)";
+    const std::string text = R"(name: pd
 model: Qwen3-4B
 gpu: H200
 engine: {max_model_len: 8192}
 cluster:
-  topology: {preset: dgx-h100, nodes: 1}
+  topology: {file: )" + topology + R"(}
   disaggregation:
     kv_connector: NixlConnector
     prefill: {replicas: 1, gpu: H100-SXM, tensor_parallel_size: 2}
@@ -99,6 +123,10 @@ TEST_CASE("PD scenario: bad disaggregation keys are refused with the file and ke
     refused(error_of(pools("prefill: {replicas: 1, gpu: NoSuchGpu}, decode: {replicas: 1}")),
             "cluster.disaggregation.prefill", "NoSuchGpu");
     refused(error_of(pools(ok), "Qwen3.5-4B"), "cluster.disaggregation", "full-attention models only");
+    refused(error_of(pools("proxy: nvswitch0, " + ok)), "cluster.disaggregation.proxy",
+            "'nvswitch0' is a switch in cluster.topology; allowed: the name of a host node");
+    refused(error_of(pools("proxy: nowhere, " + ok)), "cluster.disaggregation.proxy", "'nowhere' is no node");
+    CHECK(error_of(pools("proxy: host0, " + ok)).empty());
     refused(error_of(pools(ok), "Qwen3-4B", "{tensor_parallel_size: 2}"), "engine.tensor_parallel_size",
             "give each pool's tensor_parallel_size");
     refused(error_of(pools(ok), "Qwen3-4B", "{kv_offloading_size: 8}"), "engine.kv_offloading_size",

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 
 #include "calibration/hardware_profile.h"
@@ -63,11 +64,12 @@ models::ModelSpec resolve_engine_model(const std::string& model, const EngineSet
 }
 
 cache::MemoryPlanRequest memory_plan_request(const EngineSettings& e, const calibration::GpuSpec& gpu,
-                                             int data_parallel_size) {
+                                             int data_parallel_size, std::int64_t gpu_memory_bytes) {
     cache::MemoryPlanRequest r;
-    r.gpu_memory_bytes = gpu.memory_bytes;
-    // EngineArgs.get_batch_defaults: ≥ 70 GiB and not an A100 → 8192 / 1024 (vllm-v1-behaviour.md §4.6).
-    r.gpu_is_large_for_defaults = gpu.memory_bytes >= 70LL * 1024 * 1024 * 1024 && !gpu.is_a100;
+    r.gpu_memory_bytes = gpu_memory_bytes > 0 ? gpu_memory_bytes : gpu.memory_bytes;
+    // EngineArgs.get_batch_defaults: ≥ 70 GiB and not an A100 → 8192 / 1024 (vllm-v1-behaviour.md §4.6); it reads
+    // the device's total memory, so a topology's GPU memory decides it.
+    r.gpu_is_large_for_defaults = r.gpu_memory_bytes >= 70LL * 1024 * 1024 * 1024 && !gpu.is_a100;
     r.gpu_compute_capability = gpu.compute_capability;
     r.vllm_version = cache::parse_vllm_version(e.vllm_version);
     r.gpu_memory_utilization = e.gpu_memory_utilization;
@@ -136,7 +138,7 @@ cluster::KvStoreConfig kv_store_config(const PreparedExperiment& p) {
     const double bytes_per_block =
         static_cast<double>(p.plan.page_size_bytes) * p.plan.group_size * p.plan.tensor_parallel_size;
     return cluster::make_kv_store_config(k, p.config.topology.get(), p.plan.block_size, bytes_per_block,
-                                         p.config.replicas, p.plan.tensor_parallel_size);
+                                         p.config.replicas, p.plan.tensor_parallel_size * p.plan.pipeline_parallel_size);
 }
 
 namespace {
@@ -468,7 +470,89 @@ std::shared_ptr<const PreparedExperiment> prepare_pool(const ExperimentConfig& c
 void check_disaggregation(const PreparedExperiment& p);
 }  // namespace
 
-PreparedExperiment prepare_experiment(const ExperimentConfig& config) {
+const cache::MemoryPlan& replica_plan(const PreparedExperiment& p, std::size_t i) {
+    return p.replica_plans.empty() ? p.plan : p.replica_plans[i];
+}
+
+namespace {
+
+// cluster.topology's GPUs under the replicas (docs/CLUSTER.md "Placement"): replica i takes GPUs
+// [first + i·TP·PP, first + (i+1)·TP·PP) in file order, and its device memory is the smallest of theirs. A preset's
+// GPUs name their catalog model, which the experiment's gpu: must name too (a dgx-h100 under `gpu: H200` would
+// cost H200 compute on H100 memory); a user file's GPUs carry their memory alone, which wins over the catalog's.
+void place_on_topology(PreparedExperiment& p, int first_gpu) {
+    const ExperimentConfig& config = p.config;
+    const cluster::Topology& t = *config.topology;
+    const auto gpus = t.gpus();
+    const int tp = std::max(1, config.engine.tensor_parallel_size);
+    const int pp = std::max(1, config.engine.pipeline_parallel_size);
+    const auto per = static_cast<std::size_t>(tp * pp);
+    const auto first = static_cast<std::size_t>(std::max(0, first_gpu));
+    const std::size_t needed = first + per * static_cast<std::size_t>(config.replicas);
+    if (gpus.size() < needed) {
+        throw ConfigError(config.file, 0, "cluster.topology",
+                          fmt::format("{} replicas of {} GPUs need {} GPUs; cluster.topology has {}", config.replicas,
+                                      per, needed - first, gpus.size() - std::min(first, gpus.size())));
+    }
+    for (int i = 0; i < config.replicas; ++i) {
+        std::vector<std::size_t> own(gpus.begin() + static_cast<std::ptrdiff_t>(first + per * i),
+                                     gpus.begin() + static_cast<std::ptrdiff_t>(first + per * (i + 1)));
+        std::int64_t memory = std::numeric_limits<std::int64_t>::max();
+        for (const std::size_t v : own) {
+            const cluster::TopologyNode& n = t.node(v);
+            if (!t.gpu_model(v).empty()) {
+                std::string model;
+                try {
+                    model = calibration::find_gpu(t.gpu_model(v)).name;
+                } catch (const ConfigError& e) {
+                    throw ConfigError(config.file, 0, "cluster.topology",
+                                      fmt::format("GPU '{}': gpu '{}': {}", n.name, t.gpu_model(v), e.what()));
+                }
+                if (model != p.gpu.name) {
+                    throw ConfigError(
+                        config.file, 0, "gpu",
+                        fmt::format("'{}' ({}), but cluster.topology's GPU '{}' is a {}: the experiment's (or pool's) "
+                                    "gpu: must be the GPU the topology holds; set gpu: {}, pick the preset of your "
+                                    "GPU (dgx-h100: H100-SXM, 8xh200-nvlink-ib400: H200), or describe the GPUs in a "
+                                    "topology file ({{file: PATH}})",
+                                    config.gpu, p.gpu.name, n.name, model, model));
+                }
+            }
+            memory = std::min(memory, n.memory_bytes);
+        }
+        p.replica_gpus.push_back(std::move(own));
+        p.replica_gpu_memory_bytes.push_back(memory);
+    }
+    // engine.kv_offloading_size: each replica's CPU tier (the total over its ranks, as CPUOffloadingSpec's
+    // cpu_bytes_to_use) lives in its host's DRAM, so the tiers of a host's replicas together must fit it.
+    if (config.engine.kv_offloading_size_gib) {
+        std::map<std::size_t, int> replicas_on_host;  // ordered: the first host over its memory is named
+        for (const auto& own : p.replica_gpus) {
+            ++replicas_on_host[t.nearest_host(own.front())];
+        }
+        const double each = *config.engine.kv_offloading_size_gib * 1024.0 * 1024.0 * 1024.0;
+        for (const auto& [host, n] : replicas_on_host) {
+            if (host == cluster::Topology::npos) {
+                throw ConfigError(config.file, 0, "engine.kv_offloading_size",
+                                  "a replica's GPU reaches no host in cluster.topology: its CPU tier lives in host DRAM");
+            }
+            const double host_bytes = static_cast<double>(t.node(host).memory_bytes);
+            if (each * n > host_bytes) {
+                throw ConfigError(config.file, 0, "engine.kv_offloading_size",
+                                  fmt::format("{} replicas on host '{}' hold {:.1f} GiB of CPU tier each ({:.1f} GiB), "
+                                              "more than its memory ({:.1f} GiB in cluster.topology)",
+                                              n, t.node(host).name, each / (1LL << 30), each * n / (1LL << 30),
+                                              host_bytes / (1LL << 30)));
+            }
+        }
+    }
+}
+
+}  // namespace
+
+PreparedExperiment prepare_experiment(const ExperimentConfig& config) { return prepare_experiment_at(config, 0); }
+
+PreparedExperiment prepare_experiment_at(const ExperimentConfig& config, int first_gpu) {
     if (config.order_only) {
         OrderOnlyTraces traces;
         return prepare_order_only(config, traces);
@@ -488,9 +572,41 @@ PreparedExperiment prepare_experiment(const ExperimentConfig& config) {
     };
     p.model = with_file([&] { return resolve_engine_model(config.model, config.engine); });
     p.gpu = with_file([&] { return calibration::find_gpu(config.gpu); });
-    p.plan = with_file([&] { return cache::plan_memory(p.model, memory_plan_request(config.engine, p.gpu, config.replicas)); });
-    if (config.engine.hybrid_cache_policy != "vllm") {
-        with_file([&] { apply_hybrid_policy(config.engine, p.model, p.plan); });
+    // With a topology (not the disaggregated whole, whose pools are placed and planned each on its own), each
+    // replica's memory plan is its GPUs' memory; one plan per distinct memory.
+    if (config.topology && !config.disaggregation) {
+        place_on_topology(p, first_gpu);
+    }
+    auto plan_for = [&](std::int64_t gpu_memory_bytes, std::size_t replica) {
+        return with_file([&] {
+            try {
+                cache::MemoryPlan plan = cache::plan_memory(
+                    p.model, memory_plan_request(config.engine, p.gpu, config.replicas, gpu_memory_bytes));
+                if (config.engine.hybrid_cache_policy != "vllm") {
+                    apply_hybrid_policy(config.engine, p.model, plan);
+                }
+                return plan;
+            } catch (const ConfigError& e) {
+                if (gpu_memory_bytes == 0 || gpu_memory_bytes == p.gpu.memory_bytes) {
+                    throw;
+                }
+                throw ConfigError(fmt::format("{} (replica {} on GPU '{}', {:.1f} GiB from cluster.topology)",
+                                              e.what(), replica, config.topology->node(p.replica_gpus[replica].front()).name,
+                                              static_cast<double>(gpu_memory_bytes) / (1LL << 30)));
+            }
+        });
+    };
+    const auto& mem = p.replica_gpu_memory_bytes;
+    p.plan = plan_for(mem.empty() ? 0 : mem.front(), 0);
+    if (std::any_of(mem.begin(), mem.end(), [&](std::int64_t m) { return m != mem.front(); })) {
+        std::map<std::int64_t, std::size_t> planned;  // memory → its first replica in replica_plans
+        for (std::size_t i = 0; i < mem.size(); ++i) {
+            const auto it = planned.find(mem[i]);
+            p.replica_plans.push_back(i == 0 ? p.plan
+                                      : it != planned.end() ? p.replica_plans[it->second]
+                                                            : plan_for(mem[i], i));
+            planned.emplace(mem[i], i);
+        }
     }
     if (p.plan.mamba_cache_mode == cache::MambaCacheMode::kAlign && p.plan.enable_prefix_caching &&
         p.plan.max_num_batched_tokens < p.plan.block_size) {
@@ -640,6 +756,34 @@ PreparedExperiment prepare_experiment(const ExperimentConfig& config) {
 namespace {
 
 // The cluster run's settings for a prepared experiment (one pool's engines with cluster.disaggregation).
+// One replica's engine settings from its memory plan.
+engine::ReplicaConfig replica_config(const PreparedExperiment& p, const cache::MemoryPlan& plan) {
+    engine::ReplicaConfig rc;
+    rc.kv_cache = plan.kv_cache_config();
+    if (plan.hybrid_state) {
+        rc.state_copy_ms = 1e3 * 2.0 * static_cast<double>(plan.hybrid_state->state_bytes) /
+                           p.gpu.memory_bandwidth_bytes_per_s;
+    }
+    rc.check_invariants = p.config.check_invariants;
+    rc.async_scheduling = p.config.engine.async_scheduling;
+    auto& s = rc.scheduler;
+    s.max_num_batched_tokens = plan.max_num_batched_tokens;
+    s.max_num_seqs = plan.max_num_seqs;
+    s.max_model_len = plan.max_model_len;
+    s.enable_chunked_prefill = p.config.engine.enable_chunked_prefill;
+    s.long_prefill_token_threshold = p.config.engine.long_prefill_token_threshold;
+    s.scheduler_reserve_full_isl = p.config.engine.scheduler_reserve_full_isl;
+    s.block_size = plan.block_size;
+    s.mamba_align = plan.enable_prefix_caching && plan.mamba_cache_mode == cache::MambaCacheMode::kAlign &&
+                    plan.mamba_block_size > 0;
+    s.vllm_version = cache::parse_vllm_version(p.config.engine.vllm_version);
+    s.async_scheduling = p.config.engine.async_scheduling;
+    if (p.config.engine.kv_offloading_size_gib) {
+        rc.offload = offload_config(p.config.engine, plan, p.gpu);
+    }
+    return rc;
+}
+
 cluster::SimulationConfig simulation_config(const PreparedExperiment& p) {
     cluster::SimulationConfig sc;
     sc.num_replicas = p.config.replicas;
@@ -648,31 +792,12 @@ cluster::SimulationConfig simulation_config(const PreparedExperiment& p) {
     sc.exact_percentiles = p.config.exact_percentiles;
     sc.keep_request_records = p.config.keep_request_records || p.config.goodput.any();
     sc.stop_when_waiting_exceeds = p.config.stop_when_waiting_exceeds;
-    sc.replica.kv_cache = p.plan.kv_cache_config();
-    if (p.plan.hybrid_state) {
-        sc.replica.state_copy_ms = 1e3 * 2.0 * static_cast<double>(p.plan.hybrid_state->state_bytes) /
-                                   p.gpu.memory_bandwidth_bytes_per_s;
-    }
-    sc.replica.check_invariants = p.config.check_invariants;
-    sc.replica.async_scheduling = p.config.engine.async_scheduling;
-    auto& s = sc.replica.scheduler;
-    s.max_num_batched_tokens = p.plan.max_num_batched_tokens;
-    s.max_num_seqs = p.plan.max_num_seqs;
-    s.max_model_len = p.plan.max_model_len;
-    s.enable_chunked_prefill = p.config.engine.enable_chunked_prefill;
-    s.long_prefill_token_threshold = p.config.engine.long_prefill_token_threshold;
-    s.scheduler_reserve_full_isl = p.config.engine.scheduler_reserve_full_isl;
-    s.block_size = p.plan.block_size;
-    s.mamba_align = p.plan.enable_prefix_caching && p.plan.mamba_cache_mode == cache::MambaCacheMode::kAlign &&
-                    p.plan.mamba_block_size > 0;
-    s.vllm_version = cache::parse_vllm_version(p.config.engine.vllm_version);
-    s.async_scheduling = p.config.engine.async_scheduling;
-
-    if (p.config.engine.kv_offloading_size_gib) {
-        sc.replica.offload = offload_config(p.config.engine, p.plan, p.gpu);
+    sc.replica = replica_config(p, p.plan);
+    for (const cache::MemoryPlan& plan : p.replica_plans) {  // replicas on GPUs of unequal memory
+        sc.replica_configs.push_back(replica_config(p, plan));
     }
     sc.topology = p.config.topology;
-    sc.gpus_per_replica = p.plan.tensor_parallel_size;
+    sc.gpus_per_replica = p.plan.tensor_parallel_size * p.plan.pipeline_parallel_size;
     if (p.config.kv_connector) {
         sc.kv_store = kv_store_config(p);
     }
@@ -692,7 +817,11 @@ std::shared_ptr<const PreparedExperiment> prepare_pool(const ExperimentConfig& c
     }
     c.engine.tensor_parallel_size = pool.tensor_parallel_size;
     try {
-        return std::make_shared<const PreparedExperiment>(prepare_experiment(c));
+        // The pool's replicas take consecutive GPUs from its first (prefill: 0; decode: after the prefill pool).
+        const int prefill_end = std::max(0, d.prefill.first_gpu) + d.prefill.replicas * d.prefill.tensor_parallel_size;
+        const int first = &pool == &d.prefill ? std::max(0, pool.first_gpu)
+                                              : (pool.first_gpu >= 0 ? pool.first_gpu : prefill_end);
+        return std::make_shared<const PreparedExperiment>(prepare_experiment_at(c, first));
     } catch (const ConfigError& e) {
         throw ConfigError(d.file, pool.line, d.key + "." + name, e.what());
     }
@@ -721,6 +850,17 @@ void check_disaggregation(const PreparedExperiment& p) {
     const int d_begin = d.decode.first_gpu >= 0 ? d.decode.first_gpu : p_end;
     const std::size_t needed = static_cast<std::size_t>(
         std::max(p_end, d_begin + d.decode.replicas * d.decode.tensor_parallel_size));
+    if (!d.proxy.empty()) {
+        const std::size_t v = p.config.topology->find(d.proxy);
+        if (v == cluster::Topology::npos || p.config.topology->node(v).kind != cluster::NodeKind::kHost) {
+            fail(d.key + ".proxy",
+                 fmt::format("'{}' is {} in cluster.topology; allowed: the name of a host node (the proxy runs on a "
+                             "host's CPU; default: the host nearest the prefill pool's first GPU)",
+                             d.proxy, v == cluster::Topology::npos ? "no node"
+                                                                   : "a " + std::string(cluster::to_string(
+                                                                                p.config.topology->node(v).kind))));
+        }
+    }
     const std::size_t have = p.config.topology->gpus().size();
     if (have < needed) {
         fail(d.key, fmt::format("{} prefill × TP {} from GPU {} and {} decode × TP {} from GPU {} need {} GPUs; "
@@ -737,17 +877,26 @@ cluster::SimulationResult run_disaggregated(const PreparedExperiment& p, const c
     cluster::DisaggregationConfig d;
     d.prefill_replica = simulation_config(pp).replica;
     d.decode_replica = simulation_config(dp).replica;
+    d.prefill_replicas = simulation_config(pp).replica_configs;
+    d.decode_replicas = simulation_config(dp).replica_configs;
     d.num_prefill = pp.config.replicas;
     d.num_decode = dp.config.replicas;
     d.prefill_tp = pp.plan.tensor_parallel_size;
     d.decode_tp = dp.plan.tensor_parallel_size;
     d.prefill_first_gpu = std::max(0, p.config.disaggregation->prefill.first_gpu);
     d.decode_first_gpu = p.config.disaggregation->decode.first_gpu;
+    if (!p.config.disaggregation->proxy.empty()) {
+        d.proxy_vertex = p.config.topology->find(p.config.disaggregation->proxy);
+    }
     // One block id across all KV tensors of every decode rank, as offload_config counts a CPU block.
     d.bytes_per_block = static_cast<double>(dp.plan.page_size_bytes) * dp.plan.group_size * dp.plan.tensor_parallel_size;
     auto router = [&](const PreparedExperiment& pool) {
         cluster::RouterOptions o = p.config.router_options;
-        o.replica_capacity_blocks = simulation_config(pool).replica.kv_cache.num_gpu_blocks;
+        const cluster::SimulationConfig sc = simulation_config(pool);
+        o.replica_capacity_blocks = sc.replica.kv_cache.num_gpu_blocks;
+        for (const auto& rc : sc.replica_configs) {
+            o.replica_capacities_blocks.push_back(rc.kv_cache.num_gpu_blocks);
+        }
         return cluster::make_router(p.config.router, o);
     };
     cluster::DisaggregatedSimulation sim(common, d, *pp.cost_model, *dp.cost_model, workload, router(pp), router(dp));
@@ -797,6 +946,9 @@ ExperimentResult run_experiment(const PreparedExperiment& p) {
     }
     cluster::RouterOptions router_options = p.config.router_options;
     router_options.replica_capacity_blocks = sc.replica.kv_cache.num_gpu_blocks;
+    for (const auto& rc : sc.replica_configs) {
+        router_options.replica_capacities_blocks.push_back(rc.kv_cache.num_gpu_blocks);
+    }
     cluster::Simulation sim(sc, *p.cost_model, *workload, cluster::make_router(p.config.router, router_options));
     r.sim = sim.run();
     if (p.order_only_engine_replay) {

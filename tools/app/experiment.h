@@ -36,6 +36,13 @@ struct PreparedExperiment {
     // cluster.disaggregation: each pool prepared on its own GPU and tensor-parallel size (unset otherwise).
     std::shared_ptr<const PreparedExperiment> prefill_pool;
     std::shared_ptr<const PreparedExperiment> decode_pool;
+    // cluster.topology: replica i's GPU vertices (TP × PP of them, consecutive in file order from the experiment's
+    // first GPU) and its device memory, the smallest over them (vLLM's get_kv_cache_configs keeps the smallest
+    // num_blocks over the workers). Empty without a topology. `plan` is replica 0's; when the replicas' memories
+    // differ, replica_plans holds every replica's (empty otherwise).
+    std::vector<std::vector<std::size_t>> replica_gpus;
+    std::vector<std::int64_t> replica_gpu_memory_bytes;
+    std::vector<cache::MemoryPlan> replica_plans;
 };
 
 // What a run measured, decided after it (docs/OUTPUTS.md "status"), in order of precedence:
@@ -85,8 +92,11 @@ void assess_result(ExperimentResult& r);
 
 // vLLM's memory-plan request for a model on a GPU with the user's engine settings; `data_parallel_size` (the
 // replicas) sizes the expert-parallel group TP × DP when engine.enable_expert_parallel is set.
+// `gpu_memory_bytes` (> 0) is the device's total memory when the topology gives it (cluster.topology's GPU vertices,
+// docs/CLUSTER.md "Placement"); 0 takes the GPU catalog's.
 [[nodiscard]] cache::MemoryPlanRequest memory_plan_request(const EngineSettings& engine, const calibration::GpuSpec& gpu,
-                                                           int data_parallel_size = 1);
+                                                           int data_parallel_size = 1,
+                                                           std::int64_t gpu_memory_bytes = 0);
 // Which calibrated linear layers a profile must hold to cost `model` (HardwareProfile::weight_dtype): "bf16" for an
 // unquantized model, "fp8" when every linear layer is fp8 W8A8 with per-tensor or per-channel scales (the kernel
 // calibration times), otherwise a description that matches no profile.
@@ -107,6 +117,10 @@ void assess_result(ExperimentResult& r);
 [[nodiscard]] cluster::KvStoreConfig kv_store_config(const PreparedExperiment& p);
 
 [[nodiscard]] PreparedExperiment prepare_experiment(const ExperimentConfig& config);
+// The same with the replicas placed from topology GPU `first_gpu` on (a disaggregated pool's first_gpu).
+[[nodiscard]] PreparedExperiment prepare_experiment_at(const ExperimentConfig& config, int first_gpu);
+// Replica i's memory plan (replica_plans[i] when the replicas differ, else plan).
+[[nodiscard]] const cache::MemoryPlan& replica_plan(const PreparedExperiment& p, std::size_t i);
 
 // `mode: order_only`: reads the workload's trace (honouring limit, num_requests, duration and time_scale) into block
 // chains at engine.block_size (default 16). A malformed record throws ConfigError with file, line and field.

@@ -1124,4 +1124,50 @@ std::string inspect_table(const models::ModelSpec& model, const std::string& gpu
     return out;
 }
 
+namespace {
+
+void placement_rows(std::string& out, const PreparedExperiment& p, const std::string& pool) {
+    const std::string where = pool.empty() ? "" : pool + " ";
+    if (p.replica_gpus.empty()) {
+        out += fmt::format("{}replicas: {} × {} (no cluster.topology: the catalog GPU's {:.2f} GiB), {} KV blocks, "
+                           "{} tokens each\n",
+                           where, p.config.replicas, p.gpu.name, static_cast<double>(p.gpu.memory_bytes) / kGiB,
+                           p.plan.num_gpu_blocks, p.plan.kv_cache_tokens);
+        return;
+    }
+    out += fmt::format("{:<16}{:<28}{:>16}  {:>14}{:>14}  {}\n", where + "replica", "GPUs (cluster.topology)",
+                       "GPU memory GiB", "num_gpu_blocks", "KV tokens", "memory from");
+    for (std::size_t i = 0; i < p.replica_gpus.size(); ++i) {
+        std::string gpus;
+        for (const std::size_t v : p.replica_gpus[i]) {
+            gpus += (gpus.empty() ? "" : ",") + p.config.topology->node(v).name;
+        }
+        if (gpus.size() > 27) {
+            gpus = p.config.topology->node(p.replica_gpus[i].front()).name + ".." +
+                   p.config.topology->node(p.replica_gpus[i].back()).name;
+        }
+        const std::int64_t mem = p.replica_gpu_memory_bytes[i];
+        const cache::MemoryPlan& plan = replica_plan(p, i);
+        const std::string from = mem == p.gpu.memory_bytes
+                                     ? "topology = catalog " + p.gpu.name
+                                     : fmt::format("topology (catalog {}: {:.2f} GiB, not used)", p.gpu.name,
+                                                   static_cast<double>(p.gpu.memory_bytes) / kGiB);
+        out += fmt::format("{:<16}{:<28}{:>16.2f}  {:>14}{:>14}  {}\n", i, gpus, static_cast<double>(mem) / kGiB,
+                           plan.num_gpu_blocks, plan.kv_cache_tokens, from);
+    }
+}
+
+}  // namespace
+
+std::string inspect_placement(const PreparedExperiment& p) {
+    std::string out = fmt::format("== experiment '{}': {} ==\n", p.config.name, p.model.name);
+    if (p.prefill_pool) {
+        placement_rows(out, *p.prefill_pool, "prefill");
+        placement_rows(out, *p.decode_pool, "decode");
+    } else {
+        placement_rows(out, p, "");
+    }
+    return out;
+}
+
 }  // namespace servesim::app

@@ -78,6 +78,9 @@ void check_out_dir(const std::string& out_dir);
 [[nodiscard]] nlohmann::ordered_json inspect_json(const models::ModelSpec& model, const std::string& gpu,
                                                   const cache::MemoryPlan& plan);
 
+// `servesim inspect SCENARIO`: each experiment's replicas as they start — the topology GPUs under each, its device
+// memory (cluster.topology's, beside the catalog GPU's when they differ) and the KV cache vLLM sizes from it.
+[[nodiscard]] std::string inspect_placement(const PreparedExperiment& p);
 [[nodiscard]] std::string inspect_table(const models::ModelSpec& model, const std::string& gpu,
                                         const cache::MemoryPlan& plan);
 

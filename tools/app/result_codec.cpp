@@ -69,6 +69,7 @@ private:
             item(t->node(v).name);
             item(t->node(v).kind);
             item(t->node(v).memory_bytes);
+            item(t->gpu_model(v));
         }
         item(static_cast<std::uint64_t>(t->num_links()));
         for (std::size_t e = 0; e < t->num_links(); ++e) {
@@ -223,7 +224,7 @@ template <typename IO, typename T>
 void fields(IO& io, T& d)
     requires std::is_same_v<std::remove_const_t<T>, cluster::DisaggregationSettings>
 {
-    io(d.prefill, d.decode, d.kv_connector, d.file, d.key, d.line);
+    io(d.prefill, d.decode, d.kv_connector, d.proxy, d.file, d.key, d.line);
 }
 
 template <typename IO, typename T>
@@ -295,7 +296,7 @@ void fields(IO& io, T& r)
     requires std::is_same_v<std::remove_const_t<T>, cluster::RouterOptions>
 {
     io(r.prefix_weight, r.queue_weight, r.kv_utilization_weight, r.overlap_weight, r.cache_signal_delay_s,
-       r.replica_capacity_blocks, r.precise_prefix_scorer);
+       r.replica_capacity_blocks, r.replica_capacities_blocks, r.precise_prefix_scorer);
 }
 
 }  // namespace

@@ -42,12 +42,12 @@ struct CodecFieldCounts {
     static constexpr std::size_t kOrderOnlyResult = 9;
     static constexpr std::size_t kExperimentConfig = 27;
     static constexpr std::size_t kKvConnectorSettings = 9;
-    static constexpr std::size_t kRouterOptions = 7;
+    static constexpr std::size_t kRouterOptions = 8;
     static constexpr std::size_t kEngineSettings = 29;
     static constexpr std::size_t kGoodputConfig = 3;
     static constexpr std::size_t kDisaggregationStats = 17;
     static constexpr std::size_t kPoolSettings = 5;
-    static constexpr std::size_t kDisaggregationSettings = 6;
+    static constexpr std::size_t kDisaggregationSettings = 7;
 };
 
 }  // namespace servesim::app

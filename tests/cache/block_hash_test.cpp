@@ -3,19 +3,14 @@
 
 #include <vector>
 
+#include "tests/cache/cache_test_util.h"
 #include "tests/catch.h"
 
 namespace servesim::cache {
 namespace {
 
-core::ContentRun run(std::uint64_t c, std::int64_t n) { return core::ContentRun{core::ContentId{c}, n}; }
-
-std::vector<core::BlockHash> hash_all(const core::TokenContent& runs, int block_size) {
-    BlockHasher hasher(block_size);
-    std::vector<core::BlockHash> hashes;
-    hasher.extend(hashes, runs, core::total_tokens(runs));
-    return hashes;
-}
+using testing::hash_all;
+using testing::run;
 
 TEST_CASE("BlockHasher hashes only full blocks", "[cache]") {
     // 2,000 tokens at B = 16: floor(2000/16) = 125 blocks; at B = 528: 3; at B = 1056: 1.

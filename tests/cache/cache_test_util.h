@@ -15,6 +15,17 @@ namespace servesim::cache::testing {
 
 inline core::ContentId content(std::uint64_t c) { return core::ContentId{c}; }
 
+// A run of n tokens of content c.
+inline core::ContentRun run(std::uint64_t c, std::int64_t n) { return core::ContentRun{core::ContentId{c}, n}; }
+
+// Every full block's chained hash of `runs`, hashed from token 0 without a memo.
+inline std::vector<core::BlockHash> hash_all(const core::TokenContent& runs, int block_size) {
+    BlockHasher hasher(block_size);
+    std::vector<core::BlockHash> hashes;
+    hasher.extend(hashes, runs, core::total_tokens(runs));
+    return hashes;
+}
+
 struct TestRequest {
     TestRequest(std::uint64_t id_value, core::TokenContent runs_in, int block_size_tokens)
         : id(core::RequestId{id_value}), runs(std::move(runs_in)), hasher(block_size_tokens) {

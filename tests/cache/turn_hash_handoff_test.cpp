@@ -5,19 +5,14 @@
 #include <vector>
 
 #include "sim/cache/block_hash.h"
+#include "tests/cache/cache_test_util.h"
 #include "tests/catch.h"
 
 namespace servesim::cache {
 namespace {
 
-core::ContentRun run(std::uint64_t c, std::int64_t n) { return core::ContentRun{core::ContentId{c}, n}; }
-
-std::vector<core::BlockHash> hash_all(const core::TokenContent& runs, int block_size) {
-    BlockHasher hasher(block_size);
-    std::vector<core::BlockHash> hashes;
-    hasher.extend(hashes, runs, core::total_tokens(runs));
-    return hashes;
-}
+using testing::hash_all;
+using testing::run;
 
 // A finished turn as engine::Replica parks it: its content (prompt runs, then the answer run at full length), the
 // hashes of its full blocks and where its hasher stopped.

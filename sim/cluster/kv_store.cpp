@@ -120,7 +120,7 @@ public:
         constexpr std::size_t kAhead = 16;  // prefetch distance, in blocks: each put first probes a cold index line
         for (std::size_t i = 0; i < in_step_.size(); ++i) {
             if (i + kAhead < in_step_.size()) {
-                store_.prefetch_commit(replica_, in_step_[i + kAhead]);
+                store_.prefetch_index(replica_, in_step_[i + kAhead]);
             }
             store_.commit(replica_, in_step_[i]);
         }
@@ -209,10 +209,7 @@ std::int64_t SharedKvStore::lookup(std::size_t replica, std::span<const core::Bl
     constexpr std::int64_t kAhead = 8;  // prefetch distance, in blocks: the tiers' tables miss the cache
     for (; hit < max_blocks; ++hit) {
         if (hit + kAhead < max_blocks) {
-            const std::uint64_t ahead = core::to_int(hashes[static_cast<std::size_t>(hit + kAhead)]);
-            __builtin_prefetch(config_.kind == KvStoreKind::kMooncake
-                                   ? pool_.probe_address(ahead)
-                                   : host_tiers_[replica_host_[replica]].probe_address(ahead));
+            prefetch_index(replica, core::to_int(hashes[static_cast<std::size_t>(hit + kAhead)]));
         }
         const std::uint64_t key = core::to_int(hashes[static_cast<std::size_t>(hit)]);
         // A hit refreshes the block in the tier it is read from (LMCache: the local tier first, then the remote).
@@ -260,21 +257,27 @@ core::Duration SharedKvStore::start_load(std::size_t replica, const std::vector<
     for (const auto& s : sources) {
         blocks_by_vertex[s.vertex] += s.blocks;
     }
-    const auto& gpus = replica_gpus_[replica];
     core::Duration longest = core::Duration::from_ns(0);
     for (const auto& [vertex, blocks] : blocks_by_vertex) {
-        const double bytes = static_cast<double>(blocks) * config_.bytes_per_block / static_cast<double>(gpus.size());
-        for (const std::size_t gpu : gpus) {
-            // Over the network, the rank's share is cut into one slice per NIC pair, all in flight at once.
-            const auto& slices = paths(vertex, gpu);
-            longest = std::max(longest,
-                               tracker_.start_slices(slices, bytes / static_cast<double>(slices.size()), now));
-        }
+        longest = std::max(longest, start_rank_transfers(replica, vertex, blocks, /*to_gpu=*/true, now));
     }
     return longest;
 }
 
-void SharedKvStore::prefetch_commit(std::size_t replica, std::uint64_t key) const {
+core::Duration SharedKvStore::start_rank_transfers(std::size_t replica, std::size_t vertex, std::int64_t blocks,
+                                                   bool to_gpu, core::SimTime now) {
+    const auto& gpus = replica_gpus_[replica];
+    const double bytes = static_cast<double>(blocks) * config_.bytes_per_block / static_cast<double>(gpus.size());
+    core::Duration longest = core::Duration::from_ns(0);
+    for (const std::size_t gpu : gpus) {
+        // Over the network, the rank's share is cut into one slice per NIC pair, all in flight at once.
+        const auto& slices = to_gpu ? paths(vertex, gpu) : paths(gpu, vertex);
+        longest = std::max(longest, tracker_.start_slices(slices, bytes / static_cast<double>(slices.size()), now));
+    }
+    return longest;
+}
+
+void SharedKvStore::prefetch_index(std::size_t replica, std::uint64_t key) const {
     __builtin_prefetch(config_.kind == KvStoreKind::kMooncake ? pool_.probe_address(key)
                                                               : host_tiers_[replica_host_[replica]].probe_address(key));
 }
@@ -295,20 +298,12 @@ void SharedKvStore::start_saves(std::size_t replica, std::span<const std::uint64
     }
     // Each tensor-parallel rank writes its share of every block from its GPU, over the topology like a load, the
     // other way. The engine does not wait for it: the step's time is its compute (docs/CLUSTER.md "Store traffic").
-    const auto& gpus = replica_gpus_[replica];
-    auto write = [&](std::int64_t blocks, std::size_t vertex) {
-        if (blocks == 0) {
-            return;
-        }
-        const double bytes = static_cast<double>(blocks) * config_.bytes_per_block / static_cast<double>(gpus.size());
-        for (const std::size_t gpu : gpus) {
-            const auto& slices = paths(gpu, vertex);
-            (void)tracker_.start_slices(slices, bytes / static_cast<double>(slices.size()), now);
-            save_bytes_ += bytes;
-        }
-    };
-    write(to_host, hosts_[own]);
-    write(to_remote, config_.remote_vertex);
+    if (to_host > 0) {
+        (void)start_rank_transfers(replica, hosts_[own], to_host, /*to_gpu=*/false, now);
+    }
+    if (to_remote > 0) {
+        (void)start_rank_transfers(replica, config_.remote_vertex, to_remote, /*to_gpu=*/false, now);
+    }
 }
 
 void SharedKvStore::commit(std::size_t replica, std::uint64_t key) {

@@ -260,8 +260,6 @@ public:
 
     [[nodiscard]] std::int64_t num_resident_blocks() const;
     [[nodiscard]] std::size_t host_of(std::size_t replica) const { return replica_host_[replica]; }
-    // Bytes the saves have written over the topology so far (all tiers, all ranks).
-    [[nodiscard]] double save_bytes() const { return save_bytes_; }
 
 private:
     class View;
@@ -276,8 +274,14 @@ private:
     // The saves of a step launched at `now` start their transfers (they occupy the links they cross until done).
     void start_saves(std::size_t replica, std::span<const std::uint64_t> keys, core::SimTime now);
     void commit(std::size_t replica, std::uint64_t key);
-    // Starts loading the index line commit(replica, key) probes first.
-    void prefetch_commit(std::size_t replica, std::uint64_t key) const;
+    // Starts loading the index line where the tier `replica` reads and writes first (Mooncake's pool, LMCache's local
+    // tier) probes for `key`: lookup and commit walk many keys over cold tables.
+    void prefetch_index(std::size_t replica, std::uint64_t key) const;
+    // One transfer per tensor-parallel rank of `replica`, each its share of `blocks` blocks between `vertex` and the
+    // rank's GPU (towards the GPU for a load, from it for a save), cut into the slices of Topology::rail_paths;
+    // returns when the slowest ends.
+    core::Duration start_rank_transfers(std::size_t replica, std::size_t vertex, std::int64_t blocks, bool to_gpu,
+                                        core::SimTime now);
     // The tier holding `key` as replica `replica` sees it: a host index, kRemote, or kNone.
     [[nodiscard]] std::size_t where(std::size_t replica, std::uint64_t key) const;
     // The slices' paths of a transfer (Topology::rail_paths: spread over the NICs nearest each end), cached.
@@ -297,7 +301,6 @@ private:
     LruBlockTier remote_;
     std::map<std::pair<std::size_t, std::size_t>, std::vector<TopologyPath>> paths_;
     std::vector<std::unique_ptr<View>> views_;
-    double save_bytes_ = 0;
 };
 
 }  // namespace servesim::cluster

@@ -159,9 +159,7 @@ public:
 class RoutedPrefixIndex final : public PrefixView {
 public:
     explicit RoutedPrefixIndex(const RouterOptions& o)
-        : capacity_(o.replica_capacity_blocks > 0 ? o.replica_capacity_blocks : std::int64_t{1} << 40),
-          capacities_(o.replica_capacities_blocks),
-          delay_(core::Duration::from_s(o.cache_signal_delay_s)) {}
+        : options_(o), delay_(core::Duration::from_s(o.cache_signal_delay_s)) {}
 
     // out[r]: the leading blocks of `hashes` the router believes replica r (< num_replicas) holds at `now`.
     void matched(std::span<const core::BlockHash> hashes, core::SimTime now, std::size_t num_replicas,
@@ -188,7 +186,8 @@ private:
         if (!sets_) {
             tiers_.clear();
             for (std::size_t r = 0; r < num_replicas; ++r) {
-                tiers_.emplace_back(r < capacities_.size() && capacities_[r] > 0 ? capacities_[r] : capacity_);
+                const std::int64_t c = options_.capacity_blocks(r);
+                tiers_.emplace_back(c > 0 ? c : std::int64_t{1} << 40);  // unknown: no bound
             }
             sets_.emplace(num_replicas);
         }
@@ -223,8 +222,7 @@ private:
         }
     }
 
-    std::int64_t capacity_;
-    std::vector<std::int64_t> capacities_;  // per replica when they differ (RouterOptions::replica_capacities_blocks)
+    RouterOptions options_;  // each replica's capacity (capacity_blocks)
     core::Duration delay_;
     std::vector<LruBlockTier> tiers_;         // per replica: the routed blocks, LRU
     std::optional<ReplicaBlockSets> sets_;    // the same, as block → replicas
@@ -406,10 +404,7 @@ public:
         index_->matched(req.block_hashes, req.now, loads.size(), matched_);
         const auto cost = [&](std::size_t i) {
             const double prefill = blocks - static_cast<double>(matched_[i]);
-            const double active =
-                loads[i].kv_usage * static_cast<double>(i < options_.replica_capacities_blocks.size()
-                                                            ? options_.replica_capacities_blocks[i]
-                                                            : options_.replica_capacity_blocks);
+            const double active = loads[i].kv_usage * static_cast<double>(options_.capacity_blocks(i));
             return options_.overlap_weight * prefill + active;
         };
         return route_best(req, loads.size(), *index_, cost, std::less<double>());

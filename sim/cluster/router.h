@@ -49,6 +49,11 @@ struct RouterOptions {
     // Replicas on GPUs of unequal memory (cluster.topology): each one's blocks, which replace
     // replica_capacity_blocks for it; empty when they are all equal.
     std::vector<std::int64_t> replica_capacities_blocks;
+    // Replica r's blocks: its entry of replica_capacities_blocks when it has one, else replica_capacity_blocks.
+    [[nodiscard]] std::int64_t capacity_blocks(std::size_t r) const {
+        return r < replica_capacities_blocks.size() && replica_capacities_blocks[r] > 0 ? replica_capacities_blocks[r]
+                                                                                         : replica_capacity_blocks;
+    }
     // `prefix_scorer: precise`: llm_d and dynamo_kv read the replicas' KV events (llm-d's
     // precise-prefix-cache-scorer, Dynamo's KvIndexer) instead of the prompts they routed (approximate, the default).
     bool precise_prefix_scorer = false;

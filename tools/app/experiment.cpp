@@ -804,6 +804,16 @@ cluster::SimulationConfig simulation_config(const PreparedExperiment& p) {
     return sc;
 }
 
+// The scenario's router settings with what only the run knows: each replica's KV blocks (the approximate index's
+// capacity and Dynamo's active-block scale), per replica when their GPUs differ.
+cluster::RouterOptions router_options_for(cluster::RouterOptions o, const cluster::SimulationConfig& sc) {
+    o.replica_capacity_blocks = sc.replica.kv_cache.num_gpu_blocks;
+    for (const auto& rc : sc.replica_configs) {
+        o.replica_capacities_blocks.push_back(rc.kv_cache.num_gpu_blocks);
+    }
+    return o;
+}
+
 // cluster.disaggregation: each pool is the experiment on its own GPU and tensor-parallel size, prepared as one
 // (memory plan, cost model); refused with the pool's key when its GPU or parallelism does not fit.
 std::shared_ptr<const PreparedExperiment> prepare_pool(const ExperimentConfig& config, const cluster::PoolSettings& pool,
@@ -891,13 +901,8 @@ cluster::SimulationResult run_disaggregated(const PreparedExperiment& p, const c
     // One block id across all KV tensors of every decode rank, as offload_config counts a CPU block.
     d.bytes_per_block = static_cast<double>(dp.plan.page_size_bytes) * dp.plan.group_size * dp.plan.tensor_parallel_size;
     auto router = [&](const PreparedExperiment& pool) {
-        cluster::RouterOptions o = p.config.router_options;
-        const cluster::SimulationConfig sc = simulation_config(pool);
-        o.replica_capacity_blocks = sc.replica.kv_cache.num_gpu_blocks;
-        for (const auto& rc : sc.replica_configs) {
-            o.replica_capacities_blocks.push_back(rc.kv_cache.num_gpu_blocks);
-        }
-        return cluster::make_router(p.config.router, o);
+        return cluster::make_router(p.config.router,
+                                    router_options_for(p.config.router_options, simulation_config(pool)));
     };
     cluster::DisaggregatedSimulation sim(common, d, *pp.cost_model, *dp.cost_model, workload, router(pp), router(dp));
     return sim.run();
@@ -944,12 +949,8 @@ ExperimentResult run_experiment(const PreparedExperiment& p) {
         assess_result(r);
         return r;
     }
-    cluster::RouterOptions router_options = p.config.router_options;
-    router_options.replica_capacity_blocks = sc.replica.kv_cache.num_gpu_blocks;
-    for (const auto& rc : sc.replica_configs) {
-        router_options.replica_capacities_blocks.push_back(rc.kv_cache.num_gpu_blocks);
-    }
-    cluster::Simulation sim(sc, *p.cost_model, *workload, cluster::make_router(p.config.router, router_options));
+    cluster::Simulation sim(sc, *p.cost_model, *workload,
+                            cluster::make_router(p.config.router, router_options_for(p.config.router_options, sc)));
     r.sim = sim.run();
     if (p.order_only_engine_replay) {
         // Reported as order-only (tools/app/output.cpp): hit counters in tokens, the pool, the state pool's figures.

@@ -226,24 +226,38 @@ std::size_t TransferTracker::active_on(std::size_t edge, core::SimTime now) cons
     return both_ways_[edge] ? active_on(edge, false, now) : active_on(edge, false, now) + active_on(edge, true, now);
 }
 
-core::Duration TransferTracker::quote(const TopologyPath& path, double bytes, core::SimTime now) const {
+core::Duration TransferTracker::timed(const TopologyPath& path, double bytes, core::SimTime now,
+                                      const Batch* batch) const {
     double share = std::numeric_limits<double>::infinity();
     for (std::size_t i = 0; i < path.edges.size(); ++i) {
         const std::size_t e = path.edges[i];
-        const double n = static_cast<double>(active_on(e, path.reversed[i], now) + 1);
+        const std::size_t way = slot(e, path.reversed[i]);
+        const std::size_t joining =
+            batch == nullptr ? 1
+                             : std::find_if(batch->begin(), batch->end(), [&](const auto& x) { return x.first == way; })
+                                   ->second;
+        const double n = static_cast<double>(active_on(e, path.reversed[i], now) + joining);
         share = std::min(share, topology_.link(e).bandwidth_bytes_per_s / n);
     }
     const double transfer_s = path.edges.empty() ? 0.0 : bytes / share;
     return core::Duration::from_s(path.latency_s + transfer_s);
 }
 
-core::Duration TransferTracker::start(const TopologyPath& path, double bytes, core::SimTime now) {
-    const core::Duration d = quote(path, bytes, now);
+void TransferTracker::occupy(const TopologyPath& path, core::SimTime now, core::Duration d) {
     for (std::size_t i = 0; i < path.edges.size(); ++i) {
         auto& v = active_until_[slot(path.edges[i], path.reversed[i])];
         std::erase_if(v, [&](core::SimTime t) { return t <= now; });
         v.push_back(now + d);
     }
+}
+
+core::Duration TransferTracker::quote(const TopologyPath& path, double bytes, core::SimTime now) const {
+    return timed(path, bytes, now, nullptr);
+}
+
+core::Duration TransferTracker::start(const TopologyPath& path, double bytes, core::SimTime now) {
+    const core::Duration d = quote(path, bytes, now);
+    occupy(path, now, d);
     return d;
 }
 
@@ -252,7 +266,7 @@ core::Duration TransferTracker::start_slices(const std::vector<TopologyPath>& pa
     if (paths.size() == 1) {
         return start(paths.front(), bytes_each, now);
     }
-    std::vector<std::pair<std::size_t, std::size_t>> batch;  // edge way (2·edge + reversed) → slices of this batch
+    Batch batch;  // edge way → slices of this batch crossing it
     for (const auto& p : paths) {
         for (std::size_t i = 0; i < p.edges.size(); ++i) {
             const std::size_t e = slot(p.edges[i], p.reversed[i]);
@@ -264,28 +278,14 @@ core::Duration TransferTracker::start_slices(const std::vector<TopologyPath>& pa
             }
         }
     }
-    auto in_batch = [&](std::size_t e) {
-        return std::find_if(batch.begin(), batch.end(), [&](const auto& x) { return x.first == e; })->second;
-    };
-    std::vector<core::Duration> durations;
+    std::vector<core::Duration> durations;  // all priced before any is recorded: the slices start together
     durations.reserve(paths.size());
     for (const auto& p : paths) {
-        double share = std::numeric_limits<double>::infinity();
-        for (std::size_t i = 0; i < p.edges.size(); ++i) {
-            const std::size_t e = p.edges[i];
-            const double n = static_cast<double>(active_on(e, p.reversed[i], now) +
-                                                 in_batch(slot(e, p.reversed[i])));
-            share = std::min(share, topology_.link(e).bandwidth_bytes_per_s / n);
-        }
-        durations.push_back(core::Duration::from_s(p.latency_s + (p.edges.empty() ? 0.0 : bytes_each / share)));
+        durations.push_back(timed(p, bytes_each, now, &batch));
     }
     core::Duration longest = core::Duration::from_ns(0);
     for (std::size_t i = 0; i < paths.size(); ++i) {
-        for (std::size_t j = 0; j < paths[i].edges.size(); ++j) {
-            auto& v = active_until_[slot(paths[i].edges[j], paths[i].reversed[j])];
-            std::erase_if(v, [&](core::SimTime t) { return t <= now; });
-            v.push_back(now + durations[i]);
-        }
+        occupy(paths[i], now, durations[i]);
         longest = std::max(longest, durations[i]);
     }
     return longest;

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "common/yaml_reader.h"
@@ -132,6 +133,15 @@ private:
     // The slot of a way across an edge: 2·edge + reversed, or 2·edge both ways for a link to a storage node (the
     // device's bandwidth is shared by its reads and writes).
     [[nodiscard]] std::size_t slot(std::size_t edge, bool reversed) const;
+    // (way slot, slices of one batch crossing it)
+    using Batch = std::vector<std::pair<std::size_t, std::size_t>>;
+    // The time of `bytes` over `path` starting at `now`: latency plus bytes over the smallest share, each edge's
+    // bandwidth split among the transfers active on its way and those joining it now (itself alone, or every slice
+    // of `batch` on that way).
+    [[nodiscard]] core::Duration timed(const TopologyPath& path, double bytes, core::SimTime now,
+                                       const Batch* batch) const;
+    // Records `path`'s transfer on each way it crosses until now + d (dropping those ended by `now`).
+    void occupy(const TopologyPath& path, core::SimTime now, core::Duration d);
 
     // Per slot, the end times of the transfers crossing the edge that way.
     std::vector<std::vector<core::SimTime>> active_until_;

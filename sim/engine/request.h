@@ -40,17 +40,17 @@ struct Request {
           hasher(hash_block_size),
           arrival(arrival_) {
         content.push_back(core::ContentRun{answer, 0});
-        if (hash_blocks && hashed != nullptr) {
-            SERVESIM_CHECK(hashed->hasher.block_size_tokens() == hash_block_size,
-                           "prompt hashed at block size {}, request at {}", hashed->hasher.block_size_tokens(),
-                           hash_block_size);
-            block_hashes = std::move(hashed->hashes);
-            hasher = hashed->hasher;
-            hasher.extend(block_hashes, content, num_tokens());  // the answer run is empty: nothing new
-        } else if (hash_blocks) {
-            hasher.extend(block_hashes, content, num_tokens(), hash_memo);
-        }
         if (hash_blocks) {
+            if (hashed != nullptr) {
+                SERVESIM_CHECK(hashed->hasher.block_size_tokens() == hash_block_size,
+                               "prompt hashed at block size {}, request at {}", hashed->hasher.block_size_tokens(),
+                               hash_block_size);
+                block_hashes = std::move(hashed->hashes);
+                hasher = hashed->hasher;
+                hasher.extend(block_hashes, content, num_tokens());  // the answer run is empty: nothing new
+            } else {
+                hasher.extend(block_hashes, content, num_tokens(), hash_memo);
+            }
             // Room for every full block of prompt + answer, so the answer's blocks never move the list, and some
             // more: the list is handed to the dialogue's next turn at finish (turn_hash_handoff.h), which then
             // grows it by its user message and answer without a copy.

@@ -113,15 +113,6 @@ std::int64_t NixlConnector::lookup_request(core::RequestId id, std::span<const c
     return std::max<std::int64_t>(0, num_tokens - local_hit_tokens);
 }
 
-const std::vector<TopologyPath>& NixlConnector::paths(std::size_t from, std::size_t to) {
-    const auto key = std::make_pair(from, to);
-    auto it = paths_.find(key);
-    if (it == paths_.end()) {
-        // GPU to GPU: across nodes each GPU's own rail NIC (its nearest), one slice; inside a node NVLink.
-        it = paths_.emplace(key, topology_->rail_paths(from, to)).first;
-    }
-    return it->second;
-}
 
 core::Duration NixlConnector::start_load_request(core::RequestId id, std::int64_t external_tokens, core::SimTime now) {
     const auto it = pending_.find(core::to_int(id));
@@ -143,14 +134,14 @@ core::Duration NixlConnector::start_load_request(core::RequestId id, std::int64_
         const std::size_t dst = own_gpus_[static_cast<std::size_t>(d)];
         if (tp_d >= tp_p || config_.replicated_kv) {
             const std::size_t from = src[static_cast<std::size_t>(d * tp_p / tp_d)];
-            const auto& slices = paths(from, dst);
+            const auto& slices = paths_.get(*topology_, from, dst);
             longest = std::max(longest, tracker_->start_slices(
                                             slices, rank_bytes / static_cast<double>(slices.size()), now));
         } else {
             const int k = tp_p / tp_d;
             for (int j = 0; j < k; ++j) {
                 const std::size_t from = src[static_cast<std::size_t>(d * k + j)];
-                const auto& slices = paths(from, dst);
+                const auto& slices = paths_.get(*topology_, from, dst);
                 longest = std::max(longest, tracker_->start_slices(
                                                 slices, rank_bytes / k / static_cast<double>(slices.size()), now));
             }

@@ -142,8 +142,6 @@ private:
         std::int64_t local_hit_tokens = 0;
         core::SimTime arrival;
     };
-    const std::vector<TopologyPath>& paths(std::size_t from, std::size_t to);
-
     Role role_;
     int block_size_;
     DisaggregationConfig config_;
@@ -153,7 +151,8 @@ private:
     std::vector<std::size_t> own_gpus_;
     std::unordered_map<std::uint64_t, Pending> pending_;  // do_remote_prefill still set
     std::vector<Read> reads_;
-    std::map<std::pair<std::size_t, std::size_t>, std::vector<TopologyPath>> paths_;
+    // GPU to GPU: across nodes each GPU's own rail NIC (its nearest), one slice; inside a node NVLink.
+    RailPathCache paths_;
     cache::ExternalCacheStats stats_;
     cache::CpuOffloadConfig store_config_;
 };

@@ -240,15 +240,6 @@ std::int64_t SharedKvStore::lookup(std::size_t replica, std::span<const core::Bl
     return (hit - local_blocks) * b;
 }
 
-const std::vector<TopologyPath>& SharedKvStore::paths(std::size_t from, std::size_t to) {
-    const auto key = std::make_pair(from, to);
-    auto it = paths_.find(key);
-    if (it == paths_.end()) {
-        it = paths_.emplace(key, topology_.rail_paths(from, to)).first;
-    }
-    return it->second;
-}
-
 core::Duration SharedKvStore::start_load(std::size_t replica, const std::vector<Source>& sources,
                                          core::SimTime now) {
     // Each tensor-parallel rank loads its share of every block (its KV heads) from each source, all in parallel;
@@ -271,7 +262,7 @@ core::Duration SharedKvStore::start_rank_transfers(std::size_t replica, std::siz
     core::Duration longest = core::Duration::from_ns(0);
     for (const std::size_t gpu : gpus) {
         // Over the network, the rank's share is cut into one slice per NIC pair, all in flight at once.
-        const auto& slices = to_gpu ? paths(vertex, gpu) : paths(gpu, vertex);
+        const auto& slices = to_gpu ? paths_.get(topology_, vertex, gpu) : paths_.get(topology_, gpu, vertex);
         longest = std::max(longest, tracker_.start_slices(slices, bytes / static_cast<double>(slices.size()), now));
     }
     return longest;

@@ -284,8 +284,6 @@ private:
                                         core::SimTime now);
     // The tier holding `key` as replica `replica` sees it: a host index, kRemote, or kNone.
     [[nodiscard]] std::size_t where(std::size_t replica, std::uint64_t key) const;
-    // The slices' paths of a transfer (Topology::rail_paths: spread over the NICs nearest each end), cached.
-    const std::vector<TopologyPath>& paths(std::size_t from, std::size_t to);
 
     static constexpr std::size_t kRemote = static_cast<std::size_t>(-2);
     static constexpr std::size_t kNone = static_cast<std::size_t>(-1);
@@ -299,7 +297,7 @@ private:
     std::vector<LruBlockTier> host_tiers_;  // LMCache: one per host
     LruBlockTiers pool_;                     // Mooncake: the hosts' segments, one copy of a block in all of them
     LruBlockTier remote_;
-    std::map<std::pair<std::size_t, std::size_t>, std::vector<TopologyPath>> paths_;
+    RailPathCache paths_;  // the slices' paths of a transfer (spread over the NICs nearest each end)
     std::vector<std::unique_ptr<View>> views_;
 };
 

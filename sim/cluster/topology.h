@@ -12,6 +12,7 @@
 #include <boost/graph/adjacency_list.hpp>
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -103,6 +104,22 @@ private:
     // so it must not outlive a copy of the Topology).
     std::vector<TopologyLink> links_;
     std::vector<std::string> gpu_models_;  // by vertex (shorter when the last vertices name none)
+};
+
+// Topology::rail_paths of each (from, to) pair asked for, computed once: the shared store and the NIXL connector
+// price many transfers between the same few vertices.
+class RailPathCache {
+public:
+    [[nodiscard]] const std::vector<TopologyPath>& get(const Topology& topology, std::size_t from, std::size_t to) {
+        auto it = paths_.find({from, to});
+        if (it == paths_.end()) {
+            it = paths_.emplace(std::make_pair(from, to), topology.rail_paths(from, to)).first;
+        }
+        return it->second;
+    }
+
+private:
+    std::map<std::pair<std::size_t, std::size_t>, std::vector<TopologyPath>> paths_;
 };
 
 // Transfers in flight over a topology, for contention: a transfer that starts at `now` over a path gets, on each

@@ -884,11 +884,13 @@ cluster::SimulationResult run_disaggregated(const PreparedExperiment& p, const c
                                             workloads::Workload& workload) {
     const PreparedExperiment& pp = *p.prefill_pool;
     const PreparedExperiment& dp = *p.decode_pool;
+    const cluster::SimulationConfig prefill_sc = simulation_config(pp);
+    const cluster::SimulationConfig decode_sc = simulation_config(dp);
     cluster::DisaggregationConfig d;
-    d.prefill_replica = simulation_config(pp).replica;
-    d.decode_replica = simulation_config(dp).replica;
-    d.prefill_replicas = simulation_config(pp).replica_configs;
-    d.decode_replicas = simulation_config(dp).replica_configs;
+    d.prefill_replica = prefill_sc.replica;
+    d.decode_replica = decode_sc.replica;
+    d.prefill_replicas = prefill_sc.replica_configs;
+    d.decode_replicas = decode_sc.replica_configs;
     d.num_prefill = pp.config.replicas;
     d.num_decode = dp.config.replicas;
     d.prefill_tp = pp.plan.tensor_parallel_size;
@@ -900,11 +902,11 @@ cluster::SimulationResult run_disaggregated(const PreparedExperiment& p, const c
     }
     // One block id across all KV tensors of every decode rank, as offload_config counts a CPU block.
     d.bytes_per_block = static_cast<double>(dp.plan.page_size_bytes) * dp.plan.group_size * dp.plan.tensor_parallel_size;
-    auto router = [&](const PreparedExperiment& pool) {
-        return cluster::make_router(p.config.router,
-                                    router_options_for(p.config.router_options, simulation_config(pool)));
+    auto router = [&](const cluster::SimulationConfig& pool) {
+        return cluster::make_router(p.config.router, router_options_for(p.config.router_options, pool));
     };
-    cluster::DisaggregatedSimulation sim(common, d, *pp.cost_model, *dp.cost_model, workload, router(pp), router(dp));
+    cluster::DisaggregatedSimulation sim(common, d, *pp.cost_model, *dp.cost_model, workload, router(prefill_sc),
+                                         router(decode_sc));
     return sim.run();
 }
 

@@ -72,12 +72,13 @@ DisaggregationSettings parse_disaggregation(const YamlMap& m) {
 
 NixlConnector::NixlConnector(Role role, int block_size, const DisaggregationConfig& config, const Topology* topology,
                              TransferTracker* tracker, std::vector<std::vector<std::size_t>> prefill_gpus,
-                             std::vector<std::size_t> own_gpus)
+                             std::vector<std::size_t> own_gpus, std::size_t index)
     : role_(role),
       block_size_(block_size),
       config_(config),
       topology_(topology),
       tracker_(tracker),
+      index_(static_cast<std::uint32_t>(index)),
       prefill_gpus_(std::move(prefill_gpus)),
       own_gpus_(std::move(own_gpus)) {
     store_config_.block_size_tokens = block_size;
@@ -130,20 +131,23 @@ core::Duration NixlConnector::start_load_request(core::RequestId id, std::int64_
     const int tp_p = config_.prefill_tp;
     const int tp_d = config_.decode_tp;
     core::Duration longest = core::Duration::from_ns(0);
+    // The read's transfers are one group: its end frees the prefill blocks, so the tracker reports it.
+    const TransferOwner owner{index_, core::to_int(id), /*report_end=*/true};
     for (int d = 0; d < tp_d; ++d) {
         const std::size_t dst = own_gpus_[static_cast<std::size_t>(d)];
         if (tp_d >= tp_p || config_.replicated_kv) {
             const std::size_t from = src[static_cast<std::size_t>(d * tp_p / tp_d)];
             const auto& slices = paths_.get(*topology_, from, dst);
             longest = std::max(longest, tracker_->start_slices(
-                                            slices, rank_bytes / static_cast<double>(slices.size()), now));
+                                            slices, rank_bytes / static_cast<double>(slices.size()), now, owner));
         } else {
             const int k = tp_p / tp_d;
             for (int j = 0; j < k; ++j) {
                 const std::size_t from = src[static_cast<std::size_t>(d * k + j)];
                 const auto& slices = paths_.get(*topology_, from, dst);
                 longest = std::max(longest, tracker_->start_slices(
-                                                slices, rank_bytes / k / static_cast<double>(slices.size()), now));
+                                                slices, rank_bytes / k / static_cast<double>(slices.size()), now,
+                                                owner));
             }
         }
     }
@@ -203,7 +207,7 @@ DisaggregatedSimulation::DisaggregatedSimulation(const SimulationConfig& common,
                                                               config_.prefill_replica.scheduler.block_size, config_,
                                                               common_.topology.get(), &tracker_,
                                                               std::vector<std::vector<std::size_t>>{},
-                                                              prefill_gpus[i]));
+                                                              prefill_gpus[i], i));
         engine::ReplicaConfig rc = config_.prefill_replicas.empty() ? config_.prefill_replica
                                                                     : config_.prefill_replicas.at(i);
         rc.index = static_cast<int>(i);
@@ -214,7 +218,7 @@ DisaggregatedSimulation::DisaggregatedSimulation(const SimulationConfig& common,
                                      gpus.begin() + static_cast<std::ptrdiff_t>(base + (i + 1) * d_tp));
         connectors_.push_back(std::make_unique<NixlConnector>(NixlConnector::Role::kDecode, block_size, config_,
                                                               common_.topology.get(), &tracker_, prefill_gpus,
-                                                              std::move(own)));
+                                                              std::move(own), i));
         engine::ReplicaConfig rc = config_.decode_replicas.empty() ? config_.decode_replica
                                                                    : config_.decode_replicas.at(i);
         rc.index = static_cast<int>(n_p + i);  // requests.csv: the replica that streamed the tokens
@@ -293,12 +297,7 @@ void DisaggregatedSimulation::start_step(std::size_t target, core::SimTime now) 
     }
     if (decode) {
         for (const auto& read : connectors_[target]->take_reads()) {
-            notify_free(read.prefill, read.id, read.done);
-            if (read.arrival >= common_.warmup_end) {
-                measured_transfer_ms_.push_back((read.done - read.start).ms());
-                decode_local_hit_tokens_ += read.local_hit_tokens;
-            }
-            all_reads_.push_back(read);
+            open_reads_.emplace(core::to_int(read.id), read);  // settled when the tracker says it ended
         }
     }
     if (end) {
@@ -306,6 +305,35 @@ void DisaggregatedSimulation::start_step(std::size_t target, core::SimTime now) 
     } else if (const auto wake = r.next_wakeup()) {
         queue_.push(std::max(*wake, now + core::Duration::from_ns(1)), core::EventPriority::kStepEnd,
                     core::EventKind::kWake, static_cast<std::uint32_t>(target));
+    }
+}
+
+void DisaggregatedSimulation::follow_transfers(core::SimTime now) {
+    for (const TransferRetime& t : tracker_.take_retimed()) {
+        engine::Replica& d = *decode_[t.owner.replica];
+        const auto id = static_cast<core::RequestId>(t.owner.request);
+        if (d.retime_load(id, t.end) && !d.step_in_flight()) {
+            queue_.push(std::max(*d.next_wakeup(), now + core::Duration::from_ns(1)), core::EventPriority::kStepEnd,
+                        core::EventKind::kWake, static_cast<std::uint32_t>(prefill_.size() + t.owner.replica));
+        }
+        if (!t.ended) {
+            continue;
+        }
+        const auto it = open_reads_.find(t.owner.request);
+        SERVESIM_CHECK(it != open_reads_.end(), "NIXL read of request {} ended but was not started", t.owner.request);
+        NixlConnector::Read read = it->second;
+        open_reads_.erase(it);
+        read.done = t.end;
+        notify_free(read.prefill, read.id, read.done);
+        if (read.arrival >= common_.warmup_end) {
+            measured_transfer_ms_.push_back((read.done - read.start).ms());
+            decode_local_hit_tokens_ += read.local_hit_tokens;
+        }
+        all_reads_.push_back(read);
+    }
+    if (const auto next = tracker_.next_change(); next && (!armed_transfer_ || *next < *armed_transfer_)) {
+        armed_transfer_ = std::max(*next, now);
+        queue_.push(*armed_transfer_, core::EventPriority::kStepEnd, core::EventKind::kTransfer);
     }
 }
 
@@ -460,9 +488,9 @@ SimulationResult DisaggregatedSimulation::run() {
         }
         const core::Event e = queue_.pop();
         const core::SimTime now = e.time;
-        if (e.kind != core::EventKind::kSample) {
+        if (e.kind != core::EventKind::kSample && e.kind != core::EventKind::kTransfer) {
             ++result.num_events;
-            last_event_time = now;
+            last_event_time = now;  // a transfer's end matters through the wake or free it brings
         }
         if (!warmup_snapshot_taken_ && now >= common_.warmup_end) {
             metrics_.snapshot_warmup_counters(prefill_counters());
@@ -486,6 +514,12 @@ SimulationResult DisaggregatedSimulation::run() {
                     start_step(e.target, now);
                 }
                 break;
+            case core::EventKind::kTransfer:
+                if (armed_transfer_ && *armed_transfer_ == now) {
+                    armed_transfer_.reset();
+                }
+                tracker_.advance(now);
+                break;
             case core::EventKind::kSample: {
                 TimeSample t;
                 t.t_s = now.s();
@@ -505,6 +539,7 @@ SimulationResult DisaggregatedSimulation::run() {
                 break;
             }
         }
+        follow_transfers(now);
         arm_arrival();
     }
     std::int64_t preemptions = 0;

@@ -31,6 +31,7 @@
 #include "sim/cluster/router.h"
 #include "sim/cluster/simulation.h"
 #include "sim/cluster/topology.h"
+#include "sim/cluster/transfer_tracker.h"
 #include "sim/core/event_queue.h"
 #include "sim/engine/replica.h"
 #include "sim/metrics/metrics.h"
@@ -100,7 +101,8 @@ class NixlConnector final : public cache::KvConnector {
 public:
     enum class Role { kPrefill, kDecode };
 
-    // A read the decode side started; the simulation frees the prefill blocks at `done`.
+    // A read the decode side started; the simulation frees the prefill blocks at `done`, which the tracker settles
+    // when the read ends (its shares change while other transfers start and end).
     struct Read {
         core::RequestId id{};
         std::size_t prefill = 0;  // prefill replica (pool index)
@@ -111,10 +113,11 @@ public:
         core::SimTime arrival;  // the client's send
     };
 
-    // `prefill_gpus[p]`: the topology GPUs of prefill replica p (decode role), `own_gpus`: this instance's.
+    // `prefill_gpus[p]`: the topology GPUs of prefill replica p (decode role), `own_gpus`: this instance's;
+    // `index`: its place in its pool (the owner of its reads in the tracker).
     NixlConnector(Role role, int block_size, const DisaggregationConfig& config, const Topology* topology,
                   TransferTracker* tracker, std::vector<std::vector<std::size_t>> prefill_gpus,
-                  std::vector<std::size_t> own_gpus);
+                  std::vector<std::size_t> own_gpus, std::size_t index);
 
     // Decode role: request `id` arrives with do_remote_prefill from prefill replica `prefill`.
     void expect(core::RequestId id, std::size_t prefill, core::SimTime arrival);
@@ -147,6 +150,7 @@ private:
     DisaggregationConfig config_;
     const Topology* topology_;
     TransferTracker* tracker_;
+    std::uint32_t index_;
     std::vector<std::vector<std::size_t>> prefill_gpus_;
     std::vector<std::size_t> own_gpus_;
     std::unordered_map<std::uint64_t, Pending> pending_;  // do_remote_prefill still set
@@ -185,6 +189,9 @@ private:
     void to_prefill(engine::IncomingRequest client, std::size_t p, core::SimTime now);
     void decode_arrives(const engine::IncomingRequest& in, std::size_t prefill, std::size_t d, core::SimTime now);
     void deliver_due(core::SimTime now);
+    // Moves the decode waits the tracker retimed; a read that ended frees its prefill blocks and is recorded; arms
+    // the tracker's next change.
+    void follow_transfers(core::SimTime now);
     [[nodiscard]] metrics::PrefixCounters prefill_counters() const;
     [[nodiscard]] engine::Replica& replica(std::size_t target);
 
@@ -233,7 +240,9 @@ private:
     std::priority_queue<Delivery, std::vector<Delivery>, LaterDelivery> deliveries_;
     std::uint64_t delivery_seq_ = 0;
     void send(Delivery d, core::Duration hop, core::SimTime now);
-    std::vector<NixlConnector::Read> all_reads_;
+    std::unordered_map<std::uint64_t, NixlConnector::Read> open_reads_;  // started, not yet ended, by request id
+    std::optional<core::SimTime> armed_transfer_;
+    std::vector<NixlConnector::Read> all_reads_;  // in the order they ended
     std::vector<double> measured_transfer_ms_;
     std::int64_t held_ = 0;
     std::int64_t peak_held_ = 0;

@@ -90,7 +90,13 @@ public:
     }
 
     core::Duration start_load(std::int64_t, core::SimTime now) override {
-        return store_.start_load(replica_, last_sources_, now);
+        return store_.start_load(replica_, last_sources_, now, TransferOwner{});
+    }
+    // The load's transfers belong to the request: when other transfers change their shares, the store's tracker
+    // reports the request's new end (cluster::Simulation moves its wait, Replica::retime_load).
+    core::Duration start_load_request(core::RequestId id, std::int64_t, core::SimTime now) override {
+        return store_.start_load(replica_, last_sources_, now,
+                                 TransferOwner{static_cast<std::uint32_t>(replica_), core::to_int(id), false});
     }
 
     void record(std::int64_t num_tokens, std::int64_t local_hit_tokens, std::int64_t external_hit_tokens) override {
@@ -241,7 +247,7 @@ std::int64_t SharedKvStore::lookup(std::size_t replica, std::span<const core::Bl
 }
 
 core::Duration SharedKvStore::start_load(std::size_t replica, const std::vector<Source>& sources,
-                                         core::SimTime now) {
+                                         core::SimTime now, TransferOwner owner) {
     // Each tensor-parallel rank loads its share of every block (its KV heads) from each source, all in parallel;
     // the load ends with the slowest.
     std::map<std::size_t, std::int64_t> blocks_by_vertex;  // ordered: deterministic transfer order
@@ -250,20 +256,20 @@ core::Duration SharedKvStore::start_load(std::size_t replica, const std::vector<
     }
     core::Duration longest = core::Duration::from_ns(0);
     for (const auto& [vertex, blocks] : blocks_by_vertex) {
-        longest = std::max(longest, start_rank_transfers(replica, vertex, blocks, /*to_gpu=*/true, now));
+        longest = std::max(longest, start_rank_transfers(replica, vertex, blocks, /*to_gpu=*/true, now, owner));
     }
     return longest;
 }
 
 core::Duration SharedKvStore::start_rank_transfers(std::size_t replica, std::size_t vertex, std::int64_t blocks,
-                                                   bool to_gpu, core::SimTime now) {
+                                                   bool to_gpu, core::SimTime now, TransferOwner owner) {
     const auto& gpus = replica_gpus_[replica];
     const double bytes = static_cast<double>(blocks) * config_.bytes_per_block / static_cast<double>(gpus.size());
     core::Duration longest = core::Duration::from_ns(0);
     for (const std::size_t gpu : gpus) {
         // Over the network, the rank's share is cut into one slice per NIC pair, all in flight at once.
         const auto& slices = to_gpu ? paths_.get(topology_, vertex, gpu) : paths_.get(topology_, gpu, vertex);
-        longest = std::max(longest, tracker_.start_slices(slices, bytes / static_cast<double>(slices.size()), now));
+        longest = std::max(longest, tracker_.start_slices(slices, bytes / static_cast<double>(slices.size()), now, owner));
     }
     return longest;
 }
@@ -290,10 +296,10 @@ void SharedKvStore::start_saves(std::size_t replica, std::span<const std::uint64
     // Each tensor-parallel rank writes its share of every block from its GPU, over the topology like a load, the
     // other way. The engine does not wait for it: the step's time is its compute (docs/CLUSTER.md "Store traffic").
     if (to_host > 0) {
-        (void)start_rank_transfers(replica, hosts_[own], to_host, /*to_gpu=*/false, now);
+        (void)start_rank_transfers(replica, hosts_[own], to_host, /*to_gpu=*/false, now, TransferOwner{});
     }
     if (to_remote > 0) {
-        (void)start_rank_transfers(replica, config_.remote_vertex, to_remote, /*to_gpu=*/false, now);
+        (void)start_rank_transfers(replica, config_.remote_vertex, to_remote, /*to_gpu=*/false, now, TransferOwner{});
     }
 }
 

@@ -11,8 +11,8 @@
 // Both: store policy eager (every newly full block, as both connectors save on compute), capacity in blocks and LRU
 // eviction per tier (a hit refreshes its blocks), lookup by chained block hash from block 0 in whole blocks
 // (discard_partial_chunks; the connector returns pool hit − local hit), and the load of a hit from where its blocks
-// sit over the topology (TransferTracker: shared edges split their bandwidth) while the request waits in
-// WAITING_FOR_REMOTE_KVS (vllm/v1/core/sched/scheduler.py); a transfer that crosses the network is split over the
+// sit over the topology (TransferTracker: shared links split their bandwidth, rerated as transfers start and end)
+// while the request waits in WAITING_FOR_REMOTE_KVS (vllm/v1/core/sched/scheduler.py); a transfer that crosses the network is split over the
 // NICs nearest each end (Mooncake Transfer Engine's slices, Topology::rail_paths). A store lands at the end of the step that computed its
 // blocks (wait_for_save); its transfers start with that step and occupy the links they cross, without delaying the
 // engine (docs/CLUSTER.md "Store traffic").
@@ -34,6 +34,7 @@
 #include "common/yaml_reader.h"
 #include "sim/cache/kv_connector.h"
 #include "sim/cluster/topology.h"
+#include "sim/cluster/transfer_tracker.h"
 
 namespace servesim::cluster {
 
@@ -260,6 +261,8 @@ public:
 
     [[nodiscard]] std::int64_t num_resident_blocks() const;
     [[nodiscard]] std::size_t host_of(std::size_t replica) const { return replica_host_[replica]; }
+    // The transfers in flight (loads and saves): the simulation advances them and moves the loads' waits.
+    [[nodiscard]] TransferTracker& transfers() { return tracker_; }
 
 private:
     class View;
@@ -270,7 +273,8 @@ private:
 
     std::int64_t lookup(std::size_t replica, std::span<const core::BlockHash> hashes, std::int64_t local_hit_tokens,
                         std::int64_t num_tokens, std::vector<Source>& sources);
-    core::Duration start_load(std::size_t replica, const std::vector<Source>& sources, core::SimTime now);
+    core::Duration start_load(std::size_t replica, const std::vector<Source>& sources, core::SimTime now,
+                              TransferOwner owner);
     // The saves of a step launched at `now` start their transfers (they occupy the links they cross until done).
     void start_saves(std::size_t replica, std::span<const std::uint64_t> keys, core::SimTime now);
     void commit(std::size_t replica, std::uint64_t key);
@@ -281,7 +285,7 @@ private:
     // rank's GPU (towards the GPU for a load, from it for a save), cut into the slices of Topology::rail_paths;
     // returns when the slowest ends.
     core::Duration start_rank_transfers(std::size_t replica, std::size_t vertex, std::int64_t blocks, bool to_gpu,
-                                        core::SimTime now);
+                                        core::SimTime now, TransferOwner owner);
     // The tier holding `key` as replica `replica` sees it: a host index, kRemote, or kNone.
     [[nodiscard]] std::size_t where(std::size_t replica, std::uint64_t key) const;
 

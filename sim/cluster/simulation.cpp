@@ -114,6 +114,24 @@ void Simulation::start_step(std::size_t replica, core::SimTime now) {
     }
 }
 
+void Simulation::follow_transfers(core::SimTime now) {
+    if (!kv_store_) {
+        return;
+    }
+    TransferTracker& transfers = kv_store_->transfers();
+    for (const TransferRetime& t : transfers.take_retimed()) {
+        engine::Replica& r = *replicas_[t.owner.replica];
+        if (r.retime_load(static_cast<core::RequestId>(t.owner.request), t.end) && !r.step_in_flight()) {
+            queue_.push(std::max(*r.next_wakeup(), now + core::Duration::from_ns(1)), core::EventPriority::kStepEnd,
+                        core::EventKind::kWake, t.owner.replica);
+        }
+    }
+    if (const auto next = transfers.next_change(); next && (!armed_transfer_ || *next < *armed_transfer_)) {
+        armed_transfer_ = std::max(*next, now);
+        queue_.push(*armed_transfer_, core::EventPriority::kStepEnd, core::EventKind::kTransfer);
+    }
+}
+
 void Simulation::notify_finished(const std::vector<core::RequestId>& ids, core::SimTime now) {
     for (const auto id : ids) {
         workload_.on_request_finished(id, now);
@@ -188,9 +206,10 @@ SimulationResult Simulation::run() {
         }
         const core::Event e = queue_.pop();
         const core::SimTime now = e.time;
-        if (e.kind != core::EventKind::kSample) {
+        if (e.kind != core::EventKind::kSample && e.kind != core::EventKind::kTransfer) {
             ++result.num_events;
-            last_event_time = now;  // samples only observe: they never extend the run
+            last_event_time = now;  // samples only observe: they never extend the run; a transfer's end matters
+                                    // through the wake it brings
         }
         if (!warmup_snapshot_taken_ && now >= config_.warmup_end) {
             metrics_.snapshot_warmup_counters(counters());
@@ -220,6 +239,12 @@ SimulationResult Simulation::run() {
                     start_step(e.target, now);
                 }
                 break;
+            case core::EventKind::kTransfer:
+                if (armed_transfer_ && *armed_transfer_ == now) {
+                    armed_transfer_.reset();
+                }
+                kv_store_->transfers().advance(now);
+                break;
             case core::EventKind::kSample:
                 sample(now, result.timeseries);
                 if (result.timeseries.size() > kMaxTimeSamples) {  // 2^20 + 1: the last (even) index is kept
@@ -239,6 +264,7 @@ SimulationResult Simulation::run() {
         if (result.stopped_overloaded) {
             break;
         }
+        follow_transfers(now);
         arm_arrival();
     }
     std::int64_t preemptions = 0;

@@ -103,6 +103,9 @@ private:
     void handle_arrivals(core::SimTime now);
     void start_step(std::size_t replica, core::SimTime now);
     void notify_finished(const std::vector<core::RequestId>& ids, core::SimTime now);
+    // Moves the loads' waits that the store's transfers retimed (waking an idle replica whose load now ends
+    // earlier) and arms the tracker's next change.
+    void follow_transfers(core::SimTime now);
     [[nodiscard]] metrics::PrefixCounters counters() const;
     void sample(core::SimTime now, std::vector<TimeSample>& out) const;
 
@@ -115,6 +118,7 @@ private:
     std::vector<std::unique_ptr<engine::Replica>> replicas_;
     core::EventQueue queue_;
     std::optional<core::SimTime> armed_arrival_;
+    std::optional<core::SimTime> armed_transfer_;
     std::vector<ReplicaLoad> loads_;  // reused per arrival; filled only for routers that read loads
     cache::FirstRunHashMemo route_hash_memo_;  // first-run hashes of the prompts the router hashes
     bool warmup_snapshot_taken_ = false;

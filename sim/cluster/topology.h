@@ -3,8 +3,8 @@
 // latency as edges — and the time of a KV transfer between two of them. A transfer follows the lowest-latency path
 // (Dijkstra; ties to the lower vertex index, so the choice is deterministic), or, when that path crosses a NIC, is
 // cut into slices over the NICs nearest each end (Mooncake Transfer Engine); its time is the summed latency plus
-// its bytes over the bottleneck share, each edge's bandwidth (each way) divided fairly among the transfers crossing
-// it the same way when the transfer starts (docs/CLUSTER.md: the share is fixed at admission). Described in a scenario's
+// its bytes over its share of the links it crosses (TransferTracker, transfer_tracker.h: max-min fair shares,
+// recomputed as transfers start and end). Described in a scenario's
 // `cluster.topology:` by a preset (`dgx-h100`, `8xh200-nvlink-ib400`) or a user file; bad input is a ConfigError
 // naming the file and key.
 #pragma once
@@ -120,49 +120,6 @@ public:
 
 private:
     std::map<std::pair<std::size_t, std::size_t>, std::vector<TopologyPath>> paths_;
-};
-
-// Transfers in flight over a topology, for contention: a transfer that starts at `now` over a path gets, on each
-// edge, bandwidth / (1 + transfers still active on that edge the same way at `now`; on a link to a storage node,
-// either way, since a drive's or storage server's throughput is shared by reads and writes); its time is the path latency plus bytes over
-// the smallest such share. Calls must come in non-decreasing `now` (the event loop's clock).
-class TransferTracker {
-public:
-    explicit TransferTracker(const Topology& topology);
-
-    // Starts a transfer and returns its duration; it occupies each edge of the path until now + duration.
-    core::Duration start(const TopologyPath& path, double bytes, core::SimTime now);
-
-    // Starts the slices of one transfer together, `bytes_each` on each path (Topology::rail_paths), and returns the
-    // longest slice's duration. Each slice's share of an edge counts every slice of the batch on that edge beside
-    // the transfers already active there, so equal slices are treated alike; one path is start().
-    core::Duration start_slices(const std::vector<TopologyPath>& paths, double bytes_each, core::SimTime now);
-
-    // Duration a transfer would have if it started now (nothing recorded).
-    [[nodiscard]] core::Duration quote(const TopologyPath& path, double bytes, core::SimTime now) const;
-
-    // Transfers on `edge` at `now`, both ways together; the same one way (`reversed` as in TopologyPath).
-    [[nodiscard]] std::size_t active_on(std::size_t edge, core::SimTime now) const;
-    [[nodiscard]] std::size_t active_on(std::size_t edge, bool reversed, core::SimTime now) const;
-
-private:
-    const Topology& topology_;
-    // The slot of a way across an edge: 2·edge + reversed, or 2·edge both ways for a link to a storage node (the
-    // device's bandwidth is shared by its reads and writes).
-    [[nodiscard]] std::size_t slot(std::size_t edge, bool reversed) const;
-    // (way slot, slices of one batch crossing it)
-    using Batch = std::vector<std::pair<std::size_t, std::size_t>>;
-    // The time of `bytes` over `path` starting at `now`: latency plus bytes over the smallest share, each edge's
-    // bandwidth split among the transfers active on its way and those joining it now (itself alone, or every slice
-    // of `batch` on that way).
-    [[nodiscard]] core::Duration timed(const TopologyPath& path, double bytes, core::SimTime now,
-                                       const Batch* batch) const;
-    // Records `path`'s transfer on each way it crosses until now + d (dropping those ended by `now`).
-    void occupy(const TopologyPath& path, core::SimTime now, core::Duration d);
-
-    // Per slot, the end times of the transfers crossing the edge that way.
-    std::vector<std::vector<core::SimTime>> active_until_;
-    std::vector<bool> both_ways_;  // per edge: a link to a storage node
 };
 
 // Presets: one node of each, repeated `num_nodes` times, the nodes' NICs joined by one switch. A GPU vertex's

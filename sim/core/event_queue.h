@@ -21,7 +21,8 @@ enum class EventPriority : std::uint8_t {
 };
 
 // kWake: an idle replica looks for work again (a host-tier KV load finished).
-enum class EventKind : std::uint8_t { kArrival, kStepEnd, kWake, kSample };
+// kTransfer: a transfer in the cluster's network ends and the others' shares change (cluster::TransferTracker).
+enum class EventKind : std::uint8_t { kArrival, kStepEnd, kWake, kSample, kTransfer };
 
 struct Event {
     SimTime time;

@@ -91,6 +91,11 @@ public:
 
     // When an idle replica must look again (a host-tier load finishes), if ever.
     [[nodiscard]] std::optional<core::SimTime> next_wakeup() const { return scheduler_.next_load_done(); }
+    // A connector load's transfer now ends at `transfer_end` (Scheduler::retime_load); true when the request's
+    // wait got shorter, so an idle replica must wake earlier than it planned.
+    bool retime_load(core::RequestId id, core::SimTime transfer_end) {
+        return scheduler_.retime_load(id, transfer_end);
+    }
 
     [[nodiscard]] std::int64_t num_preemptions() const { return scheduler_.num_preemptions(); }
 

@@ -107,6 +107,9 @@ struct Request {
     std::int64_t num_offload_stored_blocks = 0;
     std::int64_t num_local_hit_tokens = 0;
     core::SimTime load_done;
+    // Async scheduling: how long after its transfer's end the load is reported (the step carrying it starts at the
+    // next schedule(), Scheduler::finish_loads); zero otherwise. Scheduler::retime_load keeps it.
+    core::Duration load_lag;
 
     [[nodiscard]] std::int64_t num_tokens() const { return num_prompt_tokens + num_output_tokens; }
 

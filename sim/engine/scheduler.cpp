@@ -24,6 +24,24 @@ std::optional<core::SimTime> Scheduler::next_load_done() const {
     return t;
 }
 
+bool Scheduler::retime_load(core::RequestId id, core::SimTime transfer_end) {
+    for (auto& p : pending_loads_) {
+        if (p.request->id == id) {
+            p.duration = transfer_end - p.looked_up;  // the transfer started at the lookup
+            return false;                             // a pending load wakes the replica at once anyway
+        }
+    }
+    for (Request* r : loading_) {
+        if (r->id == id) {
+            const core::SimTime done = transfer_end + r->load_lag;
+            const bool earlier = done < r->load_done;
+            r->load_done = done;
+            return earlier;
+        }
+    }
+    return false;
+}
+
 void Scheduler::finish_loads(core::SimTime now) {
     std::vector<Request*> ready;
     std::vector<Request*> still;
@@ -41,6 +59,7 @@ void Scheduler::finish_loads(core::SimTime now) {
     // _update_waiting_for_remote_kv, _update_from_kv_xfer_finished).
     for (const auto& p : pending_loads_) {
         p.request->load_done = now + p.duration;
+        p.request->load_lag = now - p.looked_up;
         loading_.push_back(p.request);
     }
     pending_loads_.clear();
@@ -268,6 +287,7 @@ void Scheduler::schedule(core::SimTime now, StepPlan& plan) {
                     pending_loads_.push_back(PendingLoad{r, now, load});
                 } else {
                     r->load_done = now + load;
+                    r->load_lag = core::Duration::from_ns(0);
                     loading_.push_back(r);
                 }
                 continue;

@@ -71,6 +71,12 @@ public:
     // When the earliest host-tier load finishes (the replica must wake then even if idle).
     [[nodiscard]] std::optional<core::SimTime> next_load_done() const;
 
+    // A connector's load for request `id` now ends at `transfer_end` (the network's shares changed while it ran:
+    // cluster::TransferTracker). Its wait keeps its lag behind the transfer (async scheduling reports it at a
+    // later schedule()). Returns whether the request is loading and now finishes earlier than it did; false for a
+    // request not waiting for a load.
+    bool retime_load(core::RequestId id, core::SimTime transfer_end);
+
     // After the step: the request finished; frees its blocks (vLLM _free_request) and drops it from running.
     // Returns true when the connector delays the free (request_finished): the blocks stay until free_delayed.
     bool finish_request(Request* request);

@@ -144,9 +144,11 @@ TEST_CASE("KV store: a save in flight shares the remote store's link with a load
     // tier and to the store, the latter gpu1 → host1 → sw → store from 99 ms: bottleneck host1–sw 10 GB/s,
     // 12 µs + 10 ms, in flight until 109.012 ms. R2 [A 64] → replica 2 at 100 ms loads A from the store:
     // store → sw → host2 → gpu2, 12 µs. On the store's link B's save is active (a drive's bandwidth is shared by
-    // its reads and writes): 15 / 2 = 7.5 GB/s, below sw–host2's 10: 1e8 / 7.5e9 = 13.333 ms → lands at
-    // 113.345333 ms, then the last token's 4.25 ms step: TTFT 17.595333 ms. Without the save in flight (R1 sent at
-    // 80 ms, its save over by 90.012): 12 µs + 10 ms + 4.25 = 14.262 ms.
+    // its reads and writes): the save has moved 1e7 B at 10 GB/s; now both get 15 / 2 = 7.5 GB/s (below host1–sw's
+    // and sw–host2's 10), so the save's last 9e7 B end at 112 ms. The load has then moved 9e7 B and gets 10 GB/s
+    // alone: its last 1e7 B take 1 ms → lands at 113 ms + 12 µs, then the last token's 4.25 ms step: TTFT
+    // 17.262 ms. (With the share fixed at its start, 7.5 GB/s throughout: 13.345 ms + 4.25 = 17.595 ms.) Without the
+    // save in flight (R1 sent at 80 ms, its save over by 90.012): 12 µs + 10 ms + 4.25 = 14.262 ms.
     FixedCost cost(4, 0.25);
     auto run = [&](double r1_ms) {
         SimulationConfig c = pooled_config(3, KvStoreKind::kLmcache);
@@ -169,7 +171,7 @@ TEST_CASE("KV store: a save in flight shares the remote store's link with a load
     };
     const metrics::Summary busy = run(99);
     REQUIRE(busy.num_requests_finished == 3);
-    CHECK(close(busy.ttft_ms.min, 17.595333));
+    CHECK(close(busy.ttft_ms.min, 17.262));
     const metrics::Summary quiet = run(80);
     CHECK(close(quiet.ttft_ms.min, 14.262));
 }

@@ -196,6 +196,7 @@ RequestSpec MultiTurnBenchWorkload::pop_next_arrival() {
     r.tenant = core::TenantId{static_cast<std::uint32_t>(client)};
     r.arrival = *when;
     r.turn = static_cast<int>(user / 2) + 1;
+    r.session = static_cast<std::uint64_t>(s.conversation) + 1;  // a finite set: no end marker needed
     r.prompt = cv.history;
     r.max_output_tokens = gen.message_tokens[user + 1];  // min_tokens = max_tokens = the dataset's answer length
     r.answer_content = answer_content(r.id);

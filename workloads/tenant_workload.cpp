@@ -188,6 +188,8 @@ RequestSpec TenantWorkload::pop_next_arrival() {
     r.tenant = t.id;
     r.arrival = core::SimTime::from_ns(send_ns);
     r.turn = t.next_turn;
+    r.session = ((static_cast<std::uint64_t>(index) + 1) << 32) | (t.dialogue & 0xffffffffu);
+    r.last_in_session = t.next_turn == config_.turns_per_dialogue;
     const core::ContentRun user{user_message_content(t.id, t.dialogue, t.next_turn),
                                 config_.user_tokens.sample(t.lengths_rng)};
     r.max_output_tokens = config_.answer_tokens.sample(t.lengths_rng);

@@ -28,6 +28,10 @@ struct RequestSpec {
     std::int64_t max_output_tokens = 1;  // the answer length (generation stops there: ignore_eos semantics)
     core::ContentId answer_content{};    // content id of the answer this request generates
     int turn = 0;                        // 1-based turn within a dialogue, 0 if not a dialogue
+    // The conversation it belongs to (one id per dialogue, unique in the run; 0 when the workload has none), as a
+    // chat client keeps one session for a conversation; `last_in_session`: no later request of it will come.
+    std::uint64_t session = 0;
+    bool last_in_session = false;
 };
 
 class Workload {

@@ -427,7 +427,8 @@ void DisaggregatedSimulation::handle_arrivals(core::SimTime now) {
         }
         workloads::RequestSpec spec = workload_.pop_next_arrival();
         std::optional<cache::HashedPrompt> hashed;
-        const std::size_t p = route_arrival(*prefill_router_, prefill_, spec.prompt, spec.tenant, now,
+        const std::size_t p = route_arrival(*prefill_router_, prefill_, spec.prompt,
+                                            RequestOrigin{spec.tenant, spec.session, spec.last_in_session}, now,
                                             config_.prefill_replica.scheduler.block_size, loads, hashed);
         engine::IncomingRequest client{spec.id, now, std::move(spec.prompt), spec.max_output_tokens,
                                        spec.answer_content, spec.turn, {}, std::move(hashed)};

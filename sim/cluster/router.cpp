@@ -8,6 +8,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
@@ -416,19 +417,33 @@ private:
     std::vector<std::int64_t> matched_;  // per replica, reused
 };
 
-// Session affinity (llm-d's session-affinity scorer, which sends a request to the pod that served its session
-// before): a tenant's first request goes to the replica with the fewest waiting + running (ties to the lowest index),
-// and every later one to the same replica, whatever its load. Requests without a tenant (0) are routed by load.
+// Session affinity (llm-d's session-affinity scorer: the response names the pod that served it, in a session token
+// or cookie the client presents again, and that pod scores 1, the others 0). Which requests share a session depends
+// on the client (`session_key`): by default a tenant's (one cookie jar for all its conversations), or one
+// conversation's (workloads::RequestSpec::session; a workload without conversations, a trace, falls back to the
+// tenant). A session's first request goes to the replica with the fewest waiting + running (ties to the lowest
+// index), every later one to the same replica, whatever its load; requests with neither (0) are routed by load. A
+// conversation's entry is dropped with its last request, so the table holds only the live ones (llm-d keeps no
+// table: the token travels with the client).
 class SessionAffinityRouter final : public Router {
 public:
+    explicit SessionAffinityRouter(const RouterOptions& o) : per_conversation_(o.session_per_conversation) {}
+
     [[nodiscard]] bool needs_loads() const override { return true; }
 
     std::size_t route(const RouteRequest& req, const std::vector<ReplicaLoad>& loads) override {
-        const auto tenant = core::to_int(req.tenant);
-        if (tenant != 0) {
-            const auto it = home_.find(tenant);
-            if (it != home_.end()) {
-                return it->second;
+        const bool by_conversation = per_conversation_ && req.session != 0;
+        // Conversation ids and tenant ids are kept apart by the key's top bit.
+        const std::uint64_t key = by_conversation ? (req.session | (std::uint64_t{1} << 63))
+                                                  : static_cast<std::uint64_t>(core::to_int(req.tenant));
+        const bool ends = by_conversation && req.last_in_session;
+        if (key != 0) {
+            if (const auto it = home_.find(key); it != home_.end()) {
+                const std::size_t home = it->second;
+                if (ends) {
+                    home_.erase(it);
+                }
+                return home;
             }
         }
         std::size_t best = 0;
@@ -437,21 +452,22 @@ public:
                 best = i;
             }
         }
-        if (tenant != 0) {
-            home_.emplace(tenant, best);
+        if (key != 0 && !ends) {
+            home_.emplace(key, best);
         }
         return best;
     }
 
 private:
-    std::map<std::uint64_t, std::size_t> home_;  // tenant → its replica (lookups only)
+    bool per_conversation_;
+    std::unordered_map<std::uint64_t, std::size_t> home_;  // session → its replica (lookups only: no iteration)
 };
 
 }  // namespace
 
 RouterOptions parse_router_options(const YamlMap& m) {
     m.allow_only({"prefix_weight", "queue_weight", "kv_utilization_weight", "overlap_weight", "cache_signal_delay",
-                  "prefix_scorer"});
+                  "prefix_scorer", "session_key"});
     RouterOptions o;
     auto weight = [&](const char* key, double& v) {
         v = m.get_or<double>(key, v);
@@ -481,6 +497,13 @@ RouterOptions parse_router_options(const YamlMap& m) {
         m.fail("prefix_scorer", "allowed: approximate (an index of the prompts the router sent to each replica), "
                                 "precise (the replicas' KV events: llm-d's precise-prefix-cache-scorer)");
     }
+    const auto session = m.get_or<std::string>("session_key", "tenant");
+    if (session == "conversation") {
+        o.session_per_conversation = true;
+    } else if (session != "tenant") {
+        m.fail("session_key", "allowed: tenant (a client's one session for all its conversations), conversation (a "
+                              "session per conversation)");
+    }
     return o;
 }
 
@@ -498,8 +521,10 @@ const std::vector<RouterEntry>& router_table() {
          [](const RouterOptions& o) { return std::unique_ptr<Router>(new LlmdRouter(o)); }},
         {"dynamo_kv", "Dynamo's KV router: the lowest overlap_weight x blocks to prefill + active blocks",
          [](const RouterOptions& o) { return std::unique_ptr<Router>(new DynamoKvRouter(o)); }},
-        {"session_affinity", "a tenant's requests to the replica of its first one (chosen by fewest requests)",
-         [](const RouterOptions&) { return std::unique_ptr<Router>(new SessionAffinityRouter()); }},
+        {"session_affinity",
+         "a session's requests (a tenant's; a conversation's with session_key: conversation) to the replica of its "
+         "first one, chosen by fewest requests",
+         [](const RouterOptions& o) { return std::unique_ptr<Router>(new SessionAffinityRouter(o)); }},
     };
     return table;
 }

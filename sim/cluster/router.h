@@ -31,7 +31,16 @@ struct RouteRequest {
     const core::TokenContent& prompt;
     core::SimTime now;
     std::span<const core::BlockHash> block_hashes;
-    core::TenantId tenant{};  // the request's tenant (its user session); 0 when the workload has none
+    core::TenantId tenant{};  // the request's tenant (its user); 0 when the workload has none
+    std::uint64_t session = 0;     // its conversation (workloads::RequestSpec::session); 0: none
+    bool last_in_session = false;  // the conversation's last request
+};
+
+// Who sent a request, as the routers see it (from workloads::RequestSpec).
+struct RequestOrigin {
+    core::TenantId tenant{};
+    std::uint64_t session = 0;
+    bool last_in_session = false;
 };
 
 // Settings of the cache-aware routers (`cluster.router_config:`), value type.
@@ -57,6 +66,11 @@ struct RouterOptions {
     // `prefix_scorer: precise`: llm_d and dynamo_kv read the replicas' KV events (llm-d's
     // precise-prefix-cache-scorer, Dynamo's KvIndexer) instead of the prompts they routed (approximate, the default).
     bool precise_prefix_scorer = false;
+    // `session_key: conversation`: session_affinity keys a request by its conversation (a client that presents a new
+    // session token for each conversation); `tenant` (the default): by its tenant, as a client keeping one cookie
+    // jar for all its conversations (llm-d's cookie-based session affinity; vLLM's multi-turn benchmark keeps one
+    // HTTP session per client).
+    bool session_per_conversation = false;
 };
 
 [[nodiscard]] RouterOptions parse_router_options(const YamlMap& m);

@@ -139,7 +139,8 @@ void Simulation::notify_finished(const std::vector<core::RequestId>& ids, core::
 }
 
 std::size_t route_arrival(Router& router, const std::vector<std::unique_ptr<engine::Replica>>& replicas,
-                          const core::TokenContent& prompt, core::TenantId tenant, core::SimTime now, int block_size,
+                          const core::TokenContent& prompt, const RequestOrigin& origin, core::SimTime now,
+                          int block_size,
                           std::vector<ReplicaLoad>& loads, std::optional<cache::HashedPrompt>& hashed,
                           cache::FirstRunHashMemo* memo) {
     loads.resize(replicas.size());
@@ -151,11 +152,13 @@ std::size_t route_arrival(Router& router, const std::vector<std::unique_ptr<engi
     }
     hashed.reset();
     if (!router.needs_block_hashes()) {
-        return router.route(RouteRequest{prompt, now, {}, tenant}, loads);
+        return router.route(RouteRequest{prompt, now, {}, origin.tenant, origin.session, origin.last_in_session},
+                            loads);
     }
     hashed.emplace(cache::HashedPrompt{{}, cache::BlockHasher(block_size)});
     hashed->hasher.extend(hashed->hashes, prompt, core::total_tokens(prompt), memo);
-    return router.route(RouteRequest{prompt, now, hashed->hashes, tenant}, loads);
+    return router.route(
+        RouteRequest{prompt, now, hashed->hashes, origin.tenant, origin.session, origin.last_in_session}, loads);
 }
 
 void Simulation::handle_arrivals(core::SimTime now) {
@@ -166,7 +169,8 @@ void Simulation::handle_arrivals(core::SimTime now) {
         }
         workloads::RequestSpec spec = workload_.pop_next_arrival();
         std::optional<cache::HashedPrompt> hashed;
-        const std::size_t target = route_arrival(*router_, replicas_, spec.prompt, spec.tenant, now,
+        const std::size_t target = route_arrival(*router_, replicas_, spec.prompt,
+                                                 RequestOrigin{spec.tenant, spec.session, spec.last_in_session}, now,
                                                  config_.replica.scheduler.block_size, loads_, hashed,
                                                  &route_hash_memo_);
         engine::IncomingRequest in{spec.id, now, std::move(spec.prompt), spec.max_output_tokens, spec.answer_content,

@@ -78,7 +78,7 @@ struct SimulationResult {
 // space reused across arrivals; `memo` (optional, at `block_size`) shares first-run hashes between prompts.
 // Shared by Simulation and DisaggregatedSimulation's two pools.
 [[nodiscard]] std::size_t route_arrival(Router& router, const std::vector<std::unique_ptr<engine::Replica>>& replicas,
-                                        const core::TokenContent& prompt, core::TenantId tenant,
+                                        const core::TokenContent& prompt, const RequestOrigin& origin,
                                         core::SimTime now, int block_size, std::vector<ReplicaLoad>& loads,
                                         std::optional<cache::HashedPrompt>& hashed,
                                         cache::FirstRunHashMemo* memo = nullptr);

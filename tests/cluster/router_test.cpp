@@ -2,8 +2,13 @@
 // (prefix cache against queue depth), a stale cache signal (cache_signal_delay), Dynamo's KV router cost.
 #include "sim/cluster/router.h"
 
+#include <yaml-cpp/yaml.h>
+
+#include <string>
 #include <vector>
 
+#include "common/error.h"
+#include "common/yaml_reader.h"
 #include "tests/catch.h"
 
 namespace servesim::cluster {
@@ -186,6 +191,46 @@ TEST_CASE("Router session_affinity: a tenant stays on the replica of its first r
     CHECK(at(8, later) == 0);
     CHECK(at(0, first) == 1);
     CHECK(at(0, later) == 0);
+}
+
+TEST_CASE("Router session_affinity: with session_key conversation, each conversation picks its replica afresh",
+          "[cluster][router]") {
+    // Tenant 7 holds conversation 100 (three turns), then conversation 101. By conversation: 100's first turn sees
+    // loads 2 and 1 → replica 1; its later turns stay there though replica 1 is then the busier (5 against 0), the
+    // last one included; 101's first turn, at the same loads, goes to the least loaded, replica 0. By tenant (the
+    // default) 101 follows the tenant to replica 1.
+    const std::vector<ReplicaLoad> first{{1, 1, 0}, {0, 1, 0}};
+    const std::vector<ReplicaLoad> later{{0, 0, 0}, {1, 4, 0}};
+    auto run = [&](bool per_conversation) {
+        RouterOptions o;
+        o.session_per_conversation = per_conversation;
+        auto r = make_router("session_affinity", o);
+        auto at = [&](std::uint64_t session, bool last, const std::vector<ReplicaLoad>& loads) {
+            return r->route(RouteRequest{kNoContent, at_s(0), {}, core::TenantId{7}, session, last}, loads);
+        };
+        std::vector<std::size_t> picks{at(100, false, first), at(100, false, later), at(100, true, later),
+                                       at(101, false, later)};
+        return picks;
+    };
+    CHECK(run(true) == std::vector<std::size_t>{1, 1, 1, 0});
+    CHECK(run(false) == std::vector<std::size_t>{1, 1, 1, 1});
+}
+
+TEST_CASE("Router options: session_key is tenant or conversation", "[cluster][router]") {
+    auto parse = [](const std::string& yaml) {
+        return parse_router_options(YamlMap(YAML::Load(yaml), "s.yaml", "cluster.router_config"));
+    };
+    CHECK(!parse("{}").session_per_conversation);
+    CHECK(parse("{session_key: conversation}").session_per_conversation);
+    try {
+        (void)parse("{session_key: user}");
+        FAIL("accepted session_key: user");
+    } catch (const ConfigError& e) {
+        const std::string msg = e.what();
+        CHECK(msg.find("s.yaml") != std::string::npos);
+        CHECK(msg.find("session_key") != std::string::npos);
+        CHECK(msg.find("conversation") != std::string::npos);
+    }
 }
 
 }  // namespace

@@ -161,6 +161,36 @@ num_requests: 12
     CHECK(systems.size() == 3);
 }
 
+TEST_CASE("TenantWorkload names each dialogue's session and marks its last turn", "[workloads][tenants]") {
+    // 3 tenants × 2 dialogues × 2 turns: 6 sessions, each with exactly its two turns, the second marked last; no
+    // session id is 0 or shared by two tenants.
+    auto w = make_workload(yaml(R"(
+type: tenants
+tenants: 3
+system_prompt_tokens: 100
+user_tokens: 10
+answer_tokens: 5
+turns_per_dialogue: 2
+arrival: closed_loop
+num_requests: 12
+)"),
+                           9);
+    const auto served = drive(*w, fixed_service);
+    REQUIRE(served.size() == 12);
+    std::map<std::uint64_t, std::vector<RequestSpec>> by_session;
+    for (const auto& s : served) {
+        CHECK(s.spec.session != 0);
+        by_session[s.spec.session].push_back(s.spec);
+    }
+    REQUIRE(by_session.size() == 6);
+    for (const auto& [session, specs] : by_session) {
+        REQUIRE(specs.size() == 2);
+        CHECK(specs[0].tenant == specs[1].tenant);
+        CHECK((specs[0].turn == 1 && !specs[0].last_in_session));
+        CHECK((specs[1].turn == 2 && specs[1].last_in_session));
+    }
+}
+
 TEST_CASE("TenantWorkload puts the shared prefix before every tenant's system prompt", "[workloads][tenants]") {
     auto w = make_workload(yaml(R"(
 type: tenants

@@ -296,7 +296,7 @@ void fields(IO& io, T& r)
     requires std::is_same_v<std::remove_const_t<T>, cluster::RouterOptions>
 {
     io(r.prefix_weight, r.queue_weight, r.kv_utilization_weight, r.overlap_weight, r.cache_signal_delay_s,
-       r.replica_capacity_blocks, r.replica_capacities_blocks, r.precise_prefix_scorer);
+       r.replica_capacity_blocks, r.replica_capacities_blocks, r.precise_prefix_scorer, r.session_per_conversation);
 }
 
 }  // namespace

@@ -42,7 +42,7 @@ struct CodecFieldCounts {
     static constexpr std::size_t kOrderOnlyResult = 9;
     static constexpr std::size_t kExperimentConfig = 27;
     static constexpr std::size_t kKvConnectorSettings = 9;
-    static constexpr std::size_t kRouterOptions = 8;
+    static constexpr std::size_t kRouterOptions = 9;
     static constexpr std::size_t kEngineSettings = 29;
     static constexpr std::size_t kGoodputConfig = 3;
     static constexpr std::size_t kDisaggregationStats = 17;

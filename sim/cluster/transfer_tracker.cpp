@@ -14,6 +14,18 @@ constexpr std::uint32_t kNoGroup = 0xffffffffu;
 std::uint64_t owner_key(const TransferOwner& o) {
     return (static_cast<std::uint64_t>(o.replica) << 40) ^ static_cast<std::uint64_t>(o.request);
 }
+
+// A free slot of `slab` (one released earlier, else a new one at the end).
+template <typename T>
+std::uint32_t take_slot(std::vector<T>& slab, std::vector<std::uint32_t>& released) {
+    if (!released.empty()) {
+        const std::uint32_t i = released.back();
+        released.pop_back();
+        return i;
+    }
+    slab.emplace_back();
+    return static_cast<std::uint32_t>(slab.size() - 1);
+}
 }  // namespace
 
 TransferTracker::TransferTracker(const Topology& topology)
@@ -44,15 +56,8 @@ std::uint32_t TransferTracker::group_of(TransferOwner owner, core::SimTime now) 
     if (const auto it = owned_.find(key); it != owned_.end()) {
         return it->second;
     }
-    std::uint32_t g = 0;
-    if (!free_groups_.empty()) {
-        g = free_groups_.back();
-        free_groups_.pop_back();
-    } else {
-        g = static_cast<std::uint32_t>(groups_.size());
-        groups_.emplace_back();
-    }
-    groups_[g] = Group{owner, next_seq_++, 0, now, now, false, false, true};
+    const std::uint32_t g = take_slot(groups_, free_groups_);
+    groups_[g] = Group{owner, next_seq_++, 0, now, now, false, false};
     owned_.emplace(key, g);
     return g;
 }
@@ -85,15 +90,8 @@ core::Duration TransferTracker::start_slices(std::span<const TopologyPath> paths
             }
             continue;
         }
-        std::uint32_t f = 0;
-        if (!free_flows_.empty()) {
-            f = free_flows_.back();
-            free_flows_.pop_back();
-        } else {
-            f = static_cast<std::uint32_t>(flows_.size());
-            flows_.emplace_back();
-            mark_flow_.push_back(0);
-        }
+        const std::uint32_t f = take_slot(flows_, free_flows_);
+        mark_flow_.resize(flows_.size(), 0);
         Flow& flow = flows_[f];
         flow.ways.clear();
         for (std::size_t i = 0; i < p.edges.size(); ++i) {
@@ -312,7 +310,6 @@ std::vector<TransferRetime> TransferTracker::take_retimed() {
         }
         if (ended) {
             owned_.erase(owner_key(group.owner));
-            group.in_use = false;
             free_groups_.push_back(g);
         }
     }

@@ -92,7 +92,6 @@ private:
         core::SimTime reported;           // the end last reported
         bool has_report = false;
         bool dirty = false;
-        bool in_use = false;
     };
 
     // The slot of a way across an edge: 2·edge + reversed, or 2·edge both ways for a link to a storage node (the

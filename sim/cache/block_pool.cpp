@@ -90,21 +90,24 @@ void BlockPool::touch(std::span<const core::BlockId> blocks) {
 template <typename It>
 void BlockPool::free_in_order(It first, It last, bool unhashed_to_front) {
     std::size_t num_to_front = 0;
+    Block* const entries = blocks_.data();
+    FreeBlockQueue::TailAppender tail(free_block_queue_);
     for (It it = first; it != last; ++it) {
         const core::BlockId id = *it;
         if (id == kNullBlock) {
             continue;
         }
-        Block& block = blocks_[core::to_int(id)];
+        Block& block = entries[core::to_int(id)];
         SERVESIM_CHECK(block.ref_cnt > 0, "freeing block {} with ref_cnt {}", core::to_int(id), block.ref_cnt);
         if (--block.ref_cnt == 0) {
             if (unhashed_to_front && !block.has_hash()) {
                 ++num_to_front;
             } else {
-                free_block_queue_.append_unqueued(id);  // it was held (ref count > 0): not queued (the invariant)
+                tail.add(id);  // it was held (ref count > 0): not queued (the invariant)
             }
         }
     }
+    tail.finish();
     if (num_to_front == 0) {
         return;
     }

@@ -160,6 +160,7 @@ void Scheduler::schedule(core::SimTime now, StepPlan& plan) {
     plan.scheduled.clear();
     plan.preempted.clear();
     plan.num_scheduled_tokens = 0;
+    plan.first_admitted = 0;
     kv_cache_.begin_step();
     if (!loading_.empty() || !pending_loads_.empty()) {
         finish_loads(now);
@@ -223,6 +224,7 @@ void Scheduler::schedule(core::SimTime now, StepPlan& plan) {
     }
 
     // B) waiting requests, only if nothing was preempted this step.
+    plan.first_admitted = plan.scheduled.size();
     if (plan.preempted.empty()) {
         while (!waiting_.empty() && budget > 0) {
             if (static_cast<std::int64_t>(running_.size()) >= config_.max_num_seqs) {

@@ -47,6 +47,9 @@ struct StepPlan {
     std::vector<ScheduledRequest> scheduled;
     std::vector<Request*> preempted;
     std::int64_t num_scheduled_tokens = 0;
+    // scheduled[first_admitted, end) came from the waiting queue in this step; the entries before it were running
+    // already (so scheduled in an earlier step). 0, the default, counts every entry as possibly new.
+    std::size_t first_admitted = 0;
     [[nodiscard]] bool empty() const { return scheduled.empty(); }
 };
 

@@ -35,6 +35,30 @@ SchedulerConfig align_scheduler(std::int64_t budget, int block_size = 528) {
     return s;
 }
 
+// StepPlan::first_admitted (Replica::mark_scheduled marks first-scheduled times only from there) -----------------
+
+TEST_CASE("StepPlan::first_admitted: the running requests come first, the requests admitted this step after them",
+          "[engine]") {
+    // Step 1 admits a and b (both new: first_admitted 0). Step 2: a and b decode (running, entries 0 and 1), c is
+    // admitted after them: first_admitted 2. Step 3: all three run, none admitted: first_admitted 3 = size.
+    Harness h(scheduler_config(8192), full_attention_config(64));
+    Request* a = h.add(1, {{content(1), 20}}, 4);
+    Request* b = h.add(2, {{content(2), 20}}, 4);
+    StepPlan plan = h.step();
+    CHECK(plan.first_admitted == 0);
+    CHECK(plan.scheduled.size() == 2);
+    Request* c = h.add(3, {{content(3), 20}}, 4);
+    plan = h.step();
+    REQUIRE(plan.scheduled.size() == 3);
+    CHECK(plan.first_admitted == 2);
+    CHECK(plan.scheduled[0].request == a);
+    CHECK(plan.scheduled[1].request == b);
+    CHECK(plan.scheduled[2].request == c);
+    plan = h.step();
+    CHECK(plan.scheduled.size() == 3);
+    CHECK(plan.first_admitted == 3);
+}
+
 // §10.4 ----------------------------------------------------------------------------------------------------------
 
 TEST_CASE("Hashing: chained hashes over full blocks only, extended over generated tokens", "[engine][rule4]") {

@@ -75,16 +75,19 @@ void BlockPool::get_new_blocks(std::int64_t n, std::vector<core::BlockId>& out) 
 }
 
 void BlockPool::touch(std::span<const core::BlockId> blocks) {
+    Block* const entries = blocks_.data();
+    FreeBlockQueue::Unlinker queue(free_block_queue_);
     for (const core::BlockId id : blocks) {
         if (id == kNullBlock) {
             continue;
         }
-        Block& block = blocks_[core::to_int(id)];
+        Block& block = entries[core::to_int(id)];
         if (block.ref_cnt == 0) {
-            free_block_queue_.remove_queued(id);  // ref count 0: queued (the invariant)
+            queue.remove(id);  // ref count 0: queued (the invariant)
         }
         ++block.ref_cnt;
     }
+    queue.finish();
 }
 
 template <typename It>

@@ -105,6 +105,34 @@ public:
         std::int64_t num_added_ = 0;
     };
 
+    // remove_queued for blocks one after another (a cache hit's ~190 blocks on a dialogue workload), with the
+    // link array in a register and the count settled once at finish(): the same list, and no per-block
+    // read-modify-write of the count in memory on the loop's critical path. Nothing may read or change the queue
+    // between the first remove and finish().
+    class Unlinker {
+    public:
+        explicit Unlinker(FreeBlockQueue& queue) : queue_(queue), links_(queue.links_.data()) {}
+        Unlinker(const Unlinker&) = delete;
+        Unlinker& operator=(const Unlinker&) = delete;
+        void remove(core::BlockId id) {
+            Links& links = links_[core::to_int(id)];
+            const Links old = links;
+            links_[old.prev].next = old.next;
+            links_[old.next].prev = old.prev;
+            links = Links{};
+            ++num_removed_;
+        }
+        void finish() {
+            queue_.num_free_blocks_ -= num_removed_;
+            num_removed_ = 0;
+        }
+
+    private:
+        FreeBlockQueue& queue_;
+        Links* links_;
+        std::int64_t num_removed_ = 0;
+    };
+
     // Puts a block that is not queued at the head, to be allocated next (vLLM PR #43447: under sparse retention a
     // freed block without a hash is reused before any cached block).
     void prepend(core::BlockId id);

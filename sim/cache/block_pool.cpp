@@ -61,7 +61,7 @@ void BlockPool::get_new_blocks(std::int64_t n, std::vector<core::BlockId>& out) 
     for (const core::BlockId id : popped) {
         Block& block = blocks_[core::to_int(id)];
         if (block.has_hash()) {
-            cached_block_hash_to_block_.pop(block.key(), id);
+            cached_block_hash_to_block_.pop(block.key(), id, key_of());
             if (event_sink_ != nullptr) {
                 event_sink_->block_removed(core::BlockHash{block.hash}, block.group);
             }
@@ -160,7 +160,7 @@ void BlockPool::cache_full_blocks(std::span<const core::BlockId> blocks, std::sp
         SERVESIM_CHECK(group >= 0, "caching block {} in group {}", core::to_int(id), group);
         block.hash = static_cast<std::uint64_t>(block_hashes[static_cast<std::size_t>(i)]);
         block.group = group;
-        cached_block_hash_to_block_.insert(block.key(), id);
+        cached_block_hash_to_block_.insert(block.key(), id, key_of());
         if (event_sink_ != nullptr) {
             event_sink_->block_stored(core::BlockHash{block.hash}, group);
         }
@@ -195,7 +195,7 @@ void BlockPool::check_invariants(std::span<const std::int32_t> num_holders) cons
         if (block.has_hash()) {
             ++num_hashed;
             SERVESIM_CHECK(enable_caching_, "block {} hashed with prefix caching off", i);
-            SERVESIM_CHECK(cached_block_hash_to_block_.contains(block.key(), id), "hashed block {} not indexed", i);
+            SERVESIM_CHECK(cached_block_hash_to_block_.contains(block.key(), id, key_of()), "hashed block {} not indexed", i);
         }
         if (block.ref_cnt > 0) {
             ++num_in_use;

@@ -203,6 +203,11 @@ void Scheduler::schedule(core::SimTime now, StepPlan& plan) {
                 if (it->request == victim) {  // already scheduled this step: its tokens return to the budget
                     budget += it->num_new_tokens;
                     plan.num_scheduled_tokens -= it->num_new_tokens;
+                    // Undo its _update_after_schedule (done as each running request is scheduled, below).
+                    victim->num_computed_tokens -= it->num_new_tokens;
+                    if (it->samples_token) {
+                        --victim->num_output_placeholders;
+                    }
                     plan.scheduled.erase(it);
                     break;
                 }
@@ -216,10 +221,16 @@ void Scheduler::schedule(core::SimTime now, StepPlan& plan) {
         if (!allocated) {
             break;
         }
-        plan.scheduled.push_back(ScheduledRequest{
-            r, n, r->num_computed_tokens, r->num_computed_tokens + n == r->num_tokens() + r->num_output_placeholders});
+        const bool samples_token = r->num_computed_tokens + n == r->num_tokens() + r->num_output_placeholders;
+        plan.scheduled.push_back(ScheduledRequest{r, n, r->num_computed_tokens, samples_token});
         plan.num_scheduled_tokens += n;
         budget -= n;
+        // _update_after_schedule for this request now rather than in a second pass over the plan: nothing later in
+        // this schedule() reads a running request's own counts, except a preemption of it, which undoes this.
+        r->num_computed_tokens += n;
+        if (samples_token) {
+            ++r->num_output_placeholders;
+        }
         ++index;
     }
 
@@ -310,7 +321,9 @@ void Scheduler::schedule(core::SimTime now, StepPlan& plan) {
 
     // _update_after_schedule: the chunks are in flight; a chunk that reaches the end of the sequence will sample a
     // token, which is a placeholder until the step's output comes back (AsyncScheduler._update_after_schedule).
-    for (auto& s : plan.scheduled) {
+    // (The running requests' entries, before first_admitted, were updated as they were scheduled.)
+    for (std::size_t i = plan.first_admitted; i < plan.scheduled.size(); ++i) {
+        ScheduledRequest& s = plan.scheduled[i];
         s.request->num_computed_tokens += s.num_new_tokens;
         if (s.samples_token) {
             ++s.request->num_output_placeholders;

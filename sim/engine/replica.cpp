@@ -61,7 +61,18 @@ BatchShape Replica::batch_shape(const StepPlan& plan, int block_size, bool mamba
     std::int64_t num_decode_seqs = 0;
     std::int64_t decode_context_tokens = 0;
     std::int64_t num_sampled_seqs = 0;
-    for (const auto& sr : plan.scheduled) {
+    std::size_t first = 0;
+    if (plan.running_all_decode && local.count == 0) {
+        // The running requests' entries are all decodes whose sums the scheduler kept (StepPlan::running_all_decode;
+        // without local spans a decode adds nothing else).
+        first = plan.first_admitted;
+        num_tokens = static_cast<std::int64_t>(first);
+        num_decode_seqs = static_cast<std::int64_t>(first);
+        decode_context_tokens = plan.running_decode_context_tokens;
+        num_sampled_seqs = plan.running_num_sampled;
+    }
+    for (std::size_t i = first; i < plan.scheduled.size(); ++i) {
+        const ScheduledRequest& sr = plan.scheduled[i];
         const std::int64_t n = sr.num_new_tokens;
         num_tokens += n;
         const bool decode = n == 1 && sr.num_computed_before >= sr.request->num_prompt_tokens;

@@ -169,6 +169,7 @@ std::int64_t Scheduler::allocate_or_preempt(Request* r, std::int64_t n, StepPlan
                     --victim->num_output_placeholders;
                 }
                 plan.scheduled.erase(it);
+                plan.running_all_decode = false;  // the running sums no longer match the entries
                 break;
             }
         }
@@ -187,6 +188,9 @@ std::int64_t Scheduler::schedule_running(StepPlan& plan, std::int64_t budget) {
     const std::int64_t long_prefill_token_threshold = config_.long_prefill_token_threshold;
     const std::int64_t max_context_tokens = config_.max_model_len - 1;
     const bool mamba_align = config_.mamba_align;
+    bool all_decode = true;
+    std::int64_t decode_context_tokens = 0;
+    std::int64_t num_sampled = 0;
     std::size_t index = 0;
     while (index < running_.size() && budget > 0) {
         Request* r = running_[index];
@@ -224,6 +228,13 @@ std::int64_t Scheduler::schedule_running(StepPlan& plan, std::int64_t budget) {
         plan.scheduled.push_back(ScheduledRequest{r, n, computed, samples_token});
         plan.num_scheduled_tokens += n;
         budget -= n;
+        // batch_shape's decode test and sums for this entry (StepPlan::running_all_decode).
+        if (n == 1 && computed >= r->num_prompt_tokens) {
+            decode_context_tokens += computed + 1;
+            num_sampled += samples_token ? 1 : 0;
+        } else {
+            all_decode = false;
+        }
         // _update_after_schedule for this request now rather than in a second pass over the plan: nothing later in
         // this schedule() reads a running request's own counts, except a preemption of it, which undoes this.
         r->num_computed_tokens = computed + n;
@@ -232,6 +243,10 @@ std::int64_t Scheduler::schedule_running(StepPlan& plan, std::int64_t budget) {
         }
         ++index;
     }
+    // (A preemption above may have cleared plan.running_all_decode already: it stays cleared.)
+    plan.running_all_decode = plan.running_all_decode && all_decode;
+    plan.running_decode_context_tokens = decode_context_tokens;
+    plan.running_num_sampled = num_sampled;
     return budget;
 }
 
@@ -246,6 +261,9 @@ void Scheduler::schedule(core::SimTime now, StepPlan& plan) {
     plan.preempted.clear();
     plan.num_scheduled_tokens = 0;
     plan.first_admitted = 0;
+    plan.running_all_decode = true;  // until schedule_running finds otherwise
+    plan.running_decode_context_tokens = 0;
+    plan.running_num_sampled = 0;
     kv_cache_.begin_step();
     if (!loading_.empty() || !pending_loads_.empty()) {
         finish_loads(now);

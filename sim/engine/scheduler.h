@@ -50,6 +50,13 @@ struct StepPlan {
     // scheduled[first_admitted, end) came from the waiting queue in this step; the entries before it were running
     // already (so scheduled in an earlier step). 0, the default, counts every entry as possibly new.
     std::size_t first_admitted = 0;
+    // When running_all_decode is set, every entry before first_admitted is a single-token decode (n = 1, context
+    // past the prompt), and these are the sums Replica::batch_shape would take over them: Σ (context + 1) and the
+    // number that sample. The scheduler fills them as it schedules the running requests, which it has in hand, so
+    // batch_shape loops only over the admitted ones. Unset (the default, and after any preemption) means no claim.
+    bool running_all_decode = false;
+    std::int64_t running_decode_context_tokens = 0;
+    std::int64_t running_num_sampled = 0;
     [[nodiscard]] bool empty() const { return scheduled.empty(); }
 };
 

@@ -9,7 +9,8 @@ namespace servesim::cache {
 
 BlockHasher::BlockHasher(int block_size_tokens)
     : block_size_tokens_(block_size_tokens),
-      mixed_block_size_(core::mix64(static_cast<std::uint64_t>(block_size_tokens))) {
+      mixed_block_size_(core::mix64(static_cast<std::uint64_t>(block_size_tokens))),
+      next_block_end_tokens_(block_size_tokens) {
     SERVESIM_CHECK(block_size_tokens > 0, "block size must be positive, got {}", block_size_tokens);
 }
 
@@ -122,6 +123,7 @@ void BlockHasher::extend_blocks(std::vector<core::BlockHash>& hashes, const core
         hashes.push_back(core::BlockHash{h});
         ++num_hashed_blocks_;
     }
+    next_block_end_tokens_ = static_cast<std::int64_t>(num_hashed_blocks_ + 1) * block_size;
     if (num_first_run_blocks > 0) {
         memo->record(runs.front().content,
                      std::span<const core::BlockHash>(hashes).first(std::min(num_first_run_blocks, hashes.size())));

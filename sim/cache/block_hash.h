@@ -83,8 +83,9 @@ public:
     // Inline fast path: a call that completes no block (most decode tokens) returns at once.
     void extend(std::vector<core::BlockHash>& hashes, const core::TokenContent& runs, std::int64_t num_tokens,
                 FirstRunHashMemo* memo = nullptr) {
-        if (!hashes.empty() && hashes.size() == num_hashed_blocks_ &&
-            static_cast<std::int64_t>(hashes.size() + 1) * block_size_tokens_ > num_tokens) {
+        // Nothing to hash until the next block is full (every decode step but one in block_size): the cheapest test
+        // first, the block's end kept rather than multiplied out per token.
+        if (num_tokens < next_block_end_tokens_ && hashes.size() == num_hashed_blocks_ && !hashes.empty()) {
             return;
         }
         extend_blocks(hashes, runs, num_tokens, memo);
@@ -105,6 +106,9 @@ private:
     std::size_t run_index_ = 0;
     std::int64_t offset_in_run_ = 0;
     std::size_t num_hashed_blocks_ = 0;
+    // (num_hashed_blocks_ + 1) · block size: where the next block ends. extend_blocks, the one writer of the cursor,
+    // updates it on every way out.
+    std::int64_t next_block_end_tokens_ = 0;
 };
 
 // A prompt's full-block hashes computed once, by a cluster's cache-aware router (sim/cluster/simulation.cpp

@@ -61,7 +61,7 @@ void BlockPool::get_new_blocks(std::int64_t n, std::vector<core::BlockId>& out) 
     for (const core::BlockId id : popped) {
         Block& block = blocks_[core::to_int(id)];
         if (block.has_hash()) {
-            cached_block_hash_to_block_.pop(block.key(), id);
+            cached_block_hash_to_block_.pop(block.key(), id, key_of());
             if (event_sink_ != nullptr) {
                 event_sink_->block_removed(core::BlockHash{block.hash}, block.group);
             }
@@ -75,36 +75,42 @@ void BlockPool::get_new_blocks(std::int64_t n, std::vector<core::BlockId>& out) 
 }
 
 void BlockPool::touch(std::span<const core::BlockId> blocks) {
+    Block* const entries = blocks_.data();
+    FreeBlockQueue::Unlinker queue(free_block_queue_);
     for (const core::BlockId id : blocks) {
         if (id == kNullBlock) {
             continue;
         }
-        Block& block = blocks_[core::to_int(id)];
+        Block& block = entries[core::to_int(id)];
         if (block.ref_cnt == 0) {
-            free_block_queue_.remove_queued(id);  // ref count 0: queued (the invariant)
+            queue.remove(id);  // ref count 0: queued (the invariant)
         }
         ++block.ref_cnt;
     }
+    queue.finish();
 }
 
 template <typename It>
 void BlockPool::free_in_order(It first, It last, bool unhashed_to_front) {
     std::size_t num_to_front = 0;
+    Block* const entries = blocks_.data();
+    FreeBlockQueue::TailAppender tail(free_block_queue_);
     for (It it = first; it != last; ++it) {
         const core::BlockId id = *it;
         if (id == kNullBlock) {
             continue;
         }
-        Block& block = blocks_[core::to_int(id)];
+        Block& block = entries[core::to_int(id)];
         SERVESIM_CHECK(block.ref_cnt > 0, "freeing block {} with ref_cnt {}", core::to_int(id), block.ref_cnt);
         if (--block.ref_cnt == 0) {
             if (unhashed_to_front && !block.has_hash()) {
                 ++num_to_front;
             } else {
-                free_block_queue_.append_unqueued(id);  // it was held (ref count > 0): not queued (the invariant)
+                tail.add(id);  // it was held (ref count > 0): not queued (the invariant)
             }
         }
     }
+    tail.finish();
     if (num_to_front == 0) {
         return;
     }
@@ -154,7 +160,7 @@ void BlockPool::cache_full_blocks(std::span<const core::BlockId> blocks, std::sp
         SERVESIM_CHECK(group >= 0, "caching block {} in group {}", core::to_int(id), group);
         block.hash = static_cast<std::uint64_t>(block_hashes[static_cast<std::size_t>(i)]);
         block.group = group;
-        cached_block_hash_to_block_.insert(block.key(), id);
+        cached_block_hash_to_block_.insert(block.key(), id, key_of());
         if (event_sink_ != nullptr) {
             event_sink_->block_stored(core::BlockHash{block.hash}, group);
         }
@@ -189,7 +195,7 @@ void BlockPool::check_invariants(std::span<const std::int32_t> num_holders) cons
         if (block.has_hash()) {
             ++num_hashed;
             SERVESIM_CHECK(enable_caching_, "block {} hashed with prefix caching off", i);
-            SERVESIM_CHECK(cached_block_hash_to_block_.contains(block.key(), id), "hashed block {} not indexed", i);
+            SERVESIM_CHECK(cached_block_hash_to_block_.contains(block.key(), id, key_of()), "hashed block {} not indexed", i);
         }
         if (block.ref_cnt > 0) {
             ++num_in_use;

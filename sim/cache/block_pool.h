@@ -46,7 +46,7 @@ public:
     // vLLM get_cached_block for one group: a block cached under (hash, group), or nothing. Inline: a prefix lookup
     // calls it once per prompt block.
     [[nodiscard]] std::optional<core::BlockId> get_cached_block(core::BlockHash hash, int group) const {
-        return cached_block_hash_to_block_.get_one_block(BlockHashWithGroupId{hash, group});
+        return cached_block_hash_to_block_.get_one_block(BlockHashWithGroupId{hash, group}, key_of());
     }
 
     // The memory get_cached_block(hash, group) reads first, for the caller to prefetch (PrefixIndex::probe_address).
@@ -144,6 +144,13 @@ private:
         [[nodiscard]] bool has_hash() const { return group != kNotHashed; }
         [[nodiscard]] BlockHashWithGroupId key() const { return BlockHashWithGroupId{core::BlockHash{hash}, group}; }
     };
+
+    // The prefix index keeps no keys: a block's key is its entry here (PrefixIndex, "Layout").
+    struct KeyOf {
+        const Block* entries;
+        [[nodiscard]] BlockHashWithGroupId operator()(std::uint32_t block) const { return entries[block].key(); }
+    };
+    [[nodiscard]] KeyOf key_of() const { return KeyOf{blocks_.data()}; }
 
     bool enable_caching_;
     std::vector<Block> blocks_;  // indexed by BlockId

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstring>
 #include <span>
 
 namespace servesim::cache {
@@ -97,9 +98,15 @@ void FullAttentionManager::free(core::RequestId id) {
             }
             const auto segment = memo_.find(key->hash);
             const std::size_t limit = std::min(segment.size(), list.size() - p);
+            // Usually the whole segment matches (the request's own hits, recorded by its lookup): one memcmp
+            // settles that, the block-by-block walk finds where a partial match ends.
             std::size_t m = 0;
-            while (m < limit && segment[m] == list[p + m]) {
-                ++m;
+            if (limit > 0 && std::memcmp(segment.data(), list.data() + p, limit * sizeof(core::BlockId)) == 0) {
+                m = limit;
+            } else {
+                while (m < limit && segment[m] == list[p + m]) {
+                    ++m;
+                }
             }
             if (m == 0) {
                 record_from = extend ? record_from : p;

@@ -24,6 +24,8 @@ void PrefixIndex::reserve(std::int64_t num_blocks) {
 }
 
 void PrefixIndex::rehash(std::size_t capacity) {
+    SERVESIM_CHECK(capacity <= (std::size_t{1} << 32), "prefix index of {} slots: the tag holds at most 2^32",
+                   capacity);
     std::vector<Slot> old = std::exchange(slots_, std::vector<Slot>(capacity));
     mask_ = capacity - 1;
     shift_ = 64 - std::countr_zero(capacity);
@@ -31,7 +33,7 @@ void PrefixIndex::rehash(std::size_t capacity) {
         if (slot.block == kEmptySlot) {
             continue;
         }
-        std::size_t i = home(BlockHashWithGroupId{core::BlockHash{slot.hash}, slot.group});
+        std::size_t i = home_of_tag(slot.tag);
         while (slots_[i].block != kEmptySlot) {
             i = (i + 1) & mask_;
         }
@@ -39,38 +41,30 @@ void PrefixIndex::rehash(std::size_t capacity) {
     }
 }
 
-bool PrefixIndex::contains(const BlockHashWithGroupId& key, core::BlockId block) const {
-    const Slot* slot = find_slot(key);
-    if (slot == nullptr) {
-        return false;
-    }
-    if ((slot->block & kBlockMask) == core::to_int(block)) {
-        return true;
-    }
-    if ((slot->block & kHasMore) == 0) {
-        return false;
-    }
+bool PrefixIndex::more_contains(const BlockHashWithGroupId& key, core::BlockId block) const {
     const auto& more = more_.at(key);
     return std::find(more.begin(), more.end(), block) != more.end();
 }
 
-void PrefixIndex::insert(const BlockHashWithGroupId& key, core::BlockId block) {
+void PrefixIndex::add_duplicate(Slot& slot, const BlockHashWithGroupId& key, core::BlockId block) {
     SERVESIM_CHECK(core::to_int(block) < kBlockMask, "block {} too large for the prefix index", core::to_int(block));
-    if (Slot* slot = find_slot(key)) {
-        slot->block |= kHasMore;
-        more_[key].push_back(block);
-        ++num_entries_;
-        return;
-    }
+    slot.block |= kHasMore;
+    more_[key].push_back(block);
+    ++num_entries_;
+}
+
+void PrefixIndex::insert_new(const BlockHashWithGroupId& key, core::BlockId block) {
+    SERVESIM_CHECK(core::to_int(block) < kBlockMask, "block {} too large for the prefix index", core::to_int(block));
     // Keep the load at most 1/2 so probe runs stay short.
     if (static_cast<std::size_t>(num_keys_ + 1) * 2 > slots_.size()) {
         rehash(slots_.size() * 2);
     }
-    std::size_t i = home(key);
+    const std::uint64_t x = mixed(key);
+    auto i = static_cast<std::size_t>(x >> shift_);
     while (slots_[i].block != kEmptySlot) {
         i = (i + 1) & mask_;
     }
-    slots_[i] = Slot{static_cast<std::uint64_t>(key.hash), key.group, core::to_int(block)};
+    slots_[i] = Slot{static_cast<std::uint32_t>(x >> 32), core::to_int(block)};
     ++num_keys_;
     ++num_entries_;
 }
@@ -78,7 +72,7 @@ void PrefixIndex::insert(const BlockHashWithGroupId& key, core::BlockId block) {
 void PrefixIndex::erase_slot(std::size_t i) {
     // Backward shift: an entry further along the run moves into the hole unless its home lies in (hole, entry].
     for (std::size_t j = (i + 1) & mask_; slots_[j].block != kEmptySlot; j = (j + 1) & mask_) {
-        const std::size_t k = home(BlockHashWithGroupId{core::BlockHash{slots_[j].hash}, slots_[j].group});
+        const std::size_t k = home_of_tag(slots_[j].tag);
         if (((j - k) & mask_) >= ((j - i) & mask_)) {
             slots_[i] = slots_[j];
             i = j;
@@ -88,8 +82,7 @@ void PrefixIndex::erase_slot(std::size_t i) {
     --num_keys_;
 }
 
-void PrefixIndex::pop(const BlockHashWithGroupId& key, core::BlockId block) {
-    Slot* slot = find_slot(key);
+void PrefixIndex::pop_from(Slot* slot, const BlockHashWithGroupId& key, core::BlockId block) {
     SERVESIM_CHECK(slot != nullptr, "block {} not indexed under hash {:#x} group {}", core::to_int(block),
                    static_cast<std::uint64_t>(key.hash), key.group);
     const bool has_more = (slot->block & kHasMore) != 0;
@@ -97,7 +90,8 @@ void PrefixIndex::pop(const BlockHashWithGroupId& key, core::BlockId block) {
         if (!has_more) {
             erase_slot(static_cast<std::size_t>(slot - slots_.data()));
         } else {
-            // The earliest remaining duplicate becomes the one lookups return.
+            // The earliest remaining duplicate becomes the one lookups return (cached under the same key: the tag
+            // stays).
             const auto it = more_.find(key);
             std::vector<core::BlockId>& more = it->second;
             slot->block = core::to_int(more.front()) | (more.size() > 1 ? kHasMore : 0u);

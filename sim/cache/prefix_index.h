@@ -2,9 +2,13 @@
 // BlockHashToBlockMap). Owns only the map; block states and eviction are the BlockPool's (block_pool.h).
 // No dedupe: several blocks may sit under one key (identical blocks computed concurrently); a lookup returns the
 // earliest inserted that is still there, as vLLM's insertion-ordered dict does.
-// Layout: an open-addressing table (linear probing, backward-shift deletion, load ≤ 1/2) of 16-byte slots holding
-// the key and the first block inline, because a prefix lookup probes it once per prompt block and a node-based map
-// cost a cache miss per probe. Later duplicates, rare, wait in a side map in insertion order. Never iterated.
+// Layout: an open-addressing table (linear probing, backward-shift deletion, load ≤ 1/2) of 8-byte slots: a 32-bit
+// tag (the top half of the key's mix, whose top bits are also the home slot) and the first block. The full key is
+// not stored: the block pool keeps it with the block (a block has a hash iff the index lists it under that key), so
+// a tag match is confirmed by the caller's `key_of(block)`, a read of the pool entry it reads next anyway. Half the
+// 16-byte slots of a key held inline: the table of a 54k-block pool is 1 MiB instead of 2, next to the pool's
+// entries in a core's L2, where the evictions' pops and the new blocks' inserts missed. Later duplicates, rare, wait
+// in a side map in insertion order. Never iterated.
 #pragma once
 
 #include <cstddef>
@@ -30,8 +34,11 @@ class PrefixIndex {
 public:
     PrefixIndex();
 
-    [[nodiscard]] std::optional<core::BlockId> get_one_block(const BlockHashWithGroupId& key) const {
-        const Slot* slot = find_slot(key);
+    // Every operation that compares keys takes `key_of`: block id (uint32) → the BlockHashWithGroupId that block is
+    // cached under (the block pool's entry). It is asked only for blocks the index lists.
+    template <typename KeyOf>
+    [[nodiscard]] std::optional<core::BlockId> get_one_block(const BlockHashWithGroupId& key, const KeyOf& key_of) const {
+        const Slot* slot = find_slot(key, key_of);
         if (slot == nullptr) {
             return std::nullopt;
         }
@@ -41,12 +48,33 @@ public:
     // Where get_one_block(key) starts probing, for __builtin_prefetch: a prefix lookup knows all its keys up front,
     // so it can overlap the table's cache misses instead of taking them one after another. (The prefetch must sit
     // in the caller's body: GCC deems a function holding only a prefetch pure and deletes calls to it.)
-    [[nodiscard]] const void* probe_address(const BlockHashWithGroupId& key) const { return &slots_[home(key)]; }
+    [[nodiscard]] const void* probe_address(const BlockHashWithGroupId& key) const {
+        return &slots_[static_cast<std::size_t>(mixed(key) >> shift_)];
+    }
 
-    [[nodiscard]] bool contains(const BlockHashWithGroupId& key, core::BlockId block) const;
-    void insert(const BlockHashWithGroupId& key, core::BlockId block);
+    template <typename KeyOf>
+    [[nodiscard]] bool contains(const BlockHashWithGroupId& key, core::BlockId block, const KeyOf& key_of) const {
+        const Slot* slot = find_slot(key, key_of);
+        if (slot == nullptr) {
+            return false;
+        }
+        return (slot->block & kBlockMask) == core::to_int(block) ||
+               ((slot->block & kHasMore) != 0 && more_contains(key, block));
+    }
+    // `block` must already be cached under `key` in the pool (key_of(block) == key).
+    template <typename KeyOf>
+    void insert(const BlockHashWithGroupId& key, core::BlockId block, const KeyOf& key_of) {
+        if (Slot* slot = find_slot(key, key_of)) {
+            add_duplicate(*slot, key, block);
+            return;
+        }
+        insert_new(key, block);
+    }
     // Removes `block` from under `key`; it must be there.
-    void pop(const BlockHashWithGroupId& key, core::BlockId block);
+    template <typename KeyOf>
+    void pop(const BlockHashWithGroupId& key, core::BlockId block, const KeyOf& key_of) {
+        pop_from(find_slot(key, key_of), key, block);
+    }
     // Number of (key, block) entries.
     [[nodiscard]] std::int64_t num_entries() const { return num_entries_; }
     // Whether some key holds more than one block (then a lookup's answer is not simply "the block with that hash").
@@ -64,44 +92,53 @@ private:
     // `block` carries the block id in its low 31 bits and kHasMore when later duplicates wait in more_;
     // kEmptySlot marks a free slot (no block id reaches it: insert checks ids < kBlockMask).
     struct Slot {
-        std::uint64_t hash = 0;
-        std::int32_t group = 0;
+        std::uint32_t tag = 0;
         std::uint32_t block = kEmptySlot;
     };
     static constexpr std::uint32_t kEmptySlot = 0xffffffffu;
     static constexpr std::uint32_t kHasMore = 0x80000000u;
     static constexpr std::uint32_t kBlockMask = 0x7fffffffu;
 
-    // Fibonacci hashing on the top bits; the group is folded in first so groups of one hash land apart.
-    [[nodiscard]] std::size_t home(const BlockHashWithGroupId& key) const {
-        const std::uint64_t x = (static_cast<std::uint64_t>(key.hash) ^
-                                 (static_cast<std::uint64_t>(static_cast<std::uint32_t>(key.group)) << 32)) *
-                                0x9e3779b97f4a7c15ULL;
-        return static_cast<std::size_t>(x >> shift_);
+    // Fibonacci hashing: the home slot is the top log2(capacity) bits of the mix, the tag its top 32 bits, so the
+    // home slot of a stored entry is its tag's top bits (rehash and erase_slot need no key). The group is folded in
+    // first so groups of one hash land apart.
+    [[nodiscard]] static std::uint64_t mixed(const BlockHashWithGroupId& key) {
+        return (static_cast<std::uint64_t>(key.hash) ^
+                (static_cast<std::uint64_t>(static_cast<std::uint32_t>(key.group)) << 32)) *
+               0x9e3779b97f4a7c15ULL;
+    }
+    [[nodiscard]] std::size_t home_of_tag(std::uint32_t tag) const {
+        return static_cast<std::size_t>(tag >> (shift_ - 32));
     }
 
-    [[nodiscard]] const Slot* find_slot(const BlockHashWithGroupId& key) const {
-        const auto hash = static_cast<std::uint64_t>(key.hash);
-        for (std::size_t i = home(key);; i = (i + 1) & mask_) {
+    template <typename KeyOf>
+    [[nodiscard]] const Slot* find_slot(const BlockHashWithGroupId& key, const KeyOf& key_of) const {
+        const std::uint64_t x = mixed(key);
+        const auto tag = static_cast<std::uint32_t>(x >> 32);
+        for (auto i = static_cast<std::size_t>(x >> shift_);; i = (i + 1) & mask_) {
             const Slot& slot = slots_[i];
             if (slot.block == kEmptySlot) {
                 return nullptr;
             }
-            if (slot.hash == hash && slot.group == key.group) {
+            if (slot.tag == tag && key_of(slot.block & kBlockMask) == key) {
                 return &slot;
             }
         }
     }
-
-    [[nodiscard]] Slot* find_slot(const BlockHashWithGroupId& key) {
-        return const_cast<Slot*>(std::as_const(*this).find_slot(key));
+    template <typename KeyOf>
+    [[nodiscard]] Slot* find_slot(const BlockHashWithGroupId& key, const KeyOf& key_of) {
+        return const_cast<Slot*>(std::as_const(*this).find_slot(key, key_of));
     }
 
+    [[nodiscard]] bool more_contains(const BlockHashWithGroupId& key, core::BlockId block) const;
+    void add_duplicate(Slot& slot, const BlockHashWithGroupId& key, core::BlockId block);
+    void insert_new(const BlockHashWithGroupId& key, core::BlockId block);
+    void pop_from(Slot* slot, const BlockHashWithGroupId& key, core::BlockId block);
     void rehash(std::size_t capacity);
     // Empties slot i and shifts later entries of its probe run back, so no tombstones are needed.
     void erase_slot(std::size_t i);
 
-    std::vector<Slot> slots_;  // capacity a power of two
+    std::vector<Slot> slots_;  // capacity a power of two, at most 2^32 (the tag holds the home slot)
     std::size_t mask_ = 0;
     int shift_ = 64;
     std::int64_t num_keys_ = 0;

@@ -53,14 +53,32 @@ BatchShape Replica::batch_shape(const StepPlan& plan, int block_size, bool mamba
                                 const LocalAttentionSpans& local) {
     BatchShape s;
     s.num_local_spans = local.count;
-    for (const auto& sr : plan.scheduled) {
+    // The integer sums every sequence adds to are kept in locals and stored once: the shape is the caller's memory,
+    // which the loads through sr.request could alias, so sums kept in it were a load and a store each per sequence
+    // per step. (Integer sums: the order of additions cannot move a bit; the prefill work, a double, is summed in
+    // plan order as before.)
+    std::int64_t num_tokens = 0;
+    std::int64_t num_decode_seqs = 0;
+    std::int64_t decode_context_tokens = 0;
+    std::int64_t num_sampled_seqs = 0;
+    std::size_t first = 0;
+    if (plan.running_all_decode && local.count == 0) {
+        // The running requests' entries are all decodes whose sums the scheduler kept (StepPlan::running_all_decode;
+        // without local spans a decode adds nothing else).
+        first = plan.first_admitted;
+        num_tokens = static_cast<std::int64_t>(first);
+        num_decode_seqs = static_cast<std::int64_t>(first);
+        decode_context_tokens = plan.running_decode_context_tokens;
+        num_sampled_seqs = plan.running_num_sampled;
+    }
+    for (std::size_t i = first; i < plan.scheduled.size(); ++i) {
+        const ScheduledRequest& sr = plan.scheduled[i];
         const std::int64_t n = sr.num_new_tokens;
-        s.num_tokens += n;
-        ++s.num_seqs;
+        num_tokens += n;
         const bool decode = n == 1 && sr.num_computed_before >= sr.request->num_prompt_tokens;
         if (decode) {
-            ++s.num_decode_seqs;
-            s.decode_context_tokens += sr.num_computed_before + 1;
+            ++num_decode_seqs;
+            decode_context_tokens += sr.num_computed_before + 1;
             for (int i = 0; i < local.count; ++i) {
                 s.local[i].decode_context_tokens += local.spans[i].decode_keys(sr.num_computed_before + 1);
             }
@@ -83,18 +101,24 @@ BatchShape Replica::batch_shape(const StepPlan& plan, int block_size, bool mamba
                 ++s.num_snapshots;
             }
         }
-        if (sr.samples_token) {
-            ++s.num_sampled_seqs;
-        }
+        num_sampled_seqs += sr.samples_token ? 1 : 0;
     }
+    s.num_tokens = num_tokens;
+    s.num_seqs = static_cast<std::int64_t>(plan.scheduled.size());
+    s.num_decode_seqs = num_decode_seqs;
+    s.decode_context_tokens = decode_context_tokens;
+    s.num_sampled_seqs = num_sampled_seqs;
     return s;
 }
 
 void Replica::mark_scheduled(const StepPlan& plan, core::SimTime now) {
-    for (const auto& sr : plan.scheduled) {
-        if (!sr.request->scheduled_once) {
-            sr.request->scheduled_once = true;
-            sr.request->first_scheduled = now;  // vLLM's SCHEDULED event: when the scheduler picked it
+    // Only the requests admitted from the waiting queue can be scheduled for the first time: the running ones came
+    // through an earlier plan that this marked (StepPlan::first_admitted).
+    for (std::size_t i = plan.first_admitted; i < plan.scheduled.size(); ++i) {
+        Request* r = plan.scheduled[i].request;
+        if (!r->scheduled_once) {
+            r->scheduled_once = true;
+            r->first_scheduled = now;  // vLLM's SCHEDULED event: when the scheduler picked it
         }
     }
     if (config_.check_invariants) {

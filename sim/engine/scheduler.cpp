@@ -169,6 +169,106 @@ void Scheduler::preempt(Request* victim) {
     waiting_.push_front(victim);
 }
 
+std::int64_t Scheduler::allocate_or_preempt(Request* r, std::int64_t n, StepPlan& plan) {
+    std::int64_t returned = 0;
+    while (true) {
+        if (kv_cache_.allocate_slots(cache_view(*r), n, cache::CacheHit{})) {
+            return returned;
+        }
+        // Preempt the last running request (FCFS: self.running.pop()).
+        Request* victim = running_.back();
+        running_.pop_back();
+        for (auto it = plan.scheduled.begin(); it != plan.scheduled.end(); ++it) {
+            if (it->request == victim) {  // already scheduled this step: its tokens return to the budget
+                returned += it->num_new_tokens;
+                plan.num_scheduled_tokens -= it->num_new_tokens;
+                // Undo its _update_after_schedule (done as each running request is scheduled, in schedule_running).
+                victim->num_computed_tokens -= it->num_new_tokens;
+                if (it->samples_token) {
+                    --victim->num_output_placeholders;
+                }
+                plan.scheduled.erase(it);
+                plan.running_all_decode = false;  // the running sums no longer match the entries
+                break;
+            }
+        }
+        preempt(victim);
+        plan.preempted.push_back(victim);
+        if (victim == r) {
+            return -1 - returned;
+        }
+    }
+}
+
+std::int64_t Scheduler::schedule_running(StepPlan& plan, std::int64_t budget) {
+    // The settings read per request are copied first: the loop's stores to requests could otherwise alias them, and
+    // this loop runs once per running request per step. The allocation (and preemption) is out of line: a running
+    // request needs it once every block_size decode steps (KvRunningSummary answers the others).
+    const std::int64_t long_prefill_token_threshold = config_.long_prefill_token_threshold;
+    const std::int64_t max_context_tokens = config_.max_model_len - 1;
+    const bool mamba_align = config_.mamba_align;
+    bool all_decode = true;
+    std::int64_t decode_context_tokens = 0;
+    std::int64_t num_sampled = 0;
+    std::size_t index = 0;
+    while (index < running_.size() && budget > 0) {
+        Request* r = running_[index];
+        const std::int64_t placeholders = r->num_output_placeholders;
+        const std::int64_t computed = r->num_computed_tokens;
+        const std::int64_t num_tokens = r->num_tokens();
+        if (placeholders > 0 && r->num_output_tokens + placeholders >= r->max_output_tokens) {
+            // Async scheduling: the token in flight is the request's last (max_tokens), so no extra step.
+            ++index;
+            continue;
+        }
+        std::int64_t n = num_tokens + placeholders - computed;
+        if (long_prefill_token_threshold > 0) {
+            n = std::min(n, long_prefill_token_threshold);
+        }
+        n = std::min(n, budget);
+        n = std::min(n, max_context_tokens - computed);
+        if (mamba_align) {  // (the split returns n unchanged otherwise; the test saves a call per request)
+            n = mamba_aligned_split(*r, computed, n);
+        }
+        if (n <= 0) {
+            ++index;
+            continue;
+        }
+        if (!r->kv_summary.running_step_changes_nothing(computed, n, num_tokens)) {
+            const std::int64_t returned = allocate_or_preempt(r, n, plan);
+            if (returned < 0) {
+                budget += -1 - returned;
+                break;  // r itself was preempted
+            }
+            budget += returned;
+        }
+        // (Preempting others changed none of r's counts.)
+        const bool samples_token = computed + n == num_tokens + placeholders;
+        plan.scheduled.push_back(ScheduledRequest{r, n, computed, samples_token});
+        plan.num_scheduled_tokens += n;
+        budget -= n;
+        // batch_shape's decode test and sums for this entry (StepPlan::running_all_decode).
+        if (n == 1 && computed >= r->num_prompt_tokens) {
+            decode_context_tokens += computed + 1;
+            num_sampled += samples_token ? 1 : 0;
+        } else {
+            all_decode = false;
+        }
+        // _update_after_schedule for this request now rather than in a second pass over the plan: nothing later in
+        // this schedule() reads a running request's own counts, except a preemption of it, which undoes this.
+        r->num_computed_tokens = computed + n;
+        if (samples_token) {
+            r->num_output_placeholders = placeholders + 1;
+        }
+        ++index;
+    }
+    // (A preemption above may have cleared plan.running_all_decode already: it stays cleared.)
+    plan.running_all_decode = plan.running_all_decode && all_decode;
+    plan.running_decode_context_tokens = decode_context_tokens;
+    plan.running_num_sampled = num_sampled;
+    return budget;
+}
+
 StepPlan Scheduler::schedule(core::SimTime now) {
     StepPlan plan;
     schedule(now, plan);
@@ -179,6 +279,10 @@ void Scheduler::schedule(core::SimTime now, StepPlan& plan) {
     plan.scheduled.clear();
     plan.preempted.clear();
     plan.num_scheduled_tokens = 0;
+    plan.first_admitted = 0;
+    plan.running_all_decode = true;  // until schedule_running finds otherwise
+    plan.running_decode_context_tokens = 0;
+    plan.running_num_sampled = 0;
     kv_cache_.begin_step();
     if (!loading_.empty() || !pending_loads_.empty()) {
         finish_loads(now);
@@ -186,62 +290,10 @@ void Scheduler::schedule(core::SimTime now, StepPlan& plan) {
     std::int64_t budget = config_.max_num_batched_tokens;
 
     // A) running requests, in admission order. Unscheduled ones simply stay in running_.
-    std::size_t index = 0;
-    while (index < running_.size() && budget > 0) {
-        Request* r = running_[index];
-        if (r->num_output_placeholders > 0 &&
-            r->num_output_tokens + r->num_output_placeholders >= r->max_output_tokens) {
-            // Async scheduling: the token in flight is the request's last (max_tokens), so no extra step.
-            ++index;
-            continue;
-        }
-        std::int64_t n = r->num_tokens() + r->num_output_placeholders - r->num_computed_tokens;
-        if (config_.long_prefill_token_threshold > 0) {
-            n = std::min(n, config_.long_prefill_token_threshold);
-        }
-        n = std::min({n, budget, config_.max_model_len - 1 - r->num_computed_tokens});
-        if (config_.mamba_align) {  // (the split returns n unchanged otherwise; the test saves a call per request)
-            n = mamba_aligned_split(*r, r->num_computed_tokens, n);
-        }
-        if (n <= 0) {
-            ++index;
-            continue;
-        }
-        bool allocated = false;
-        while (true) {
-            if (r->kv_summary.running_step_changes_nothing(r->num_computed_tokens, n, r->num_tokens()) ||
-                kv_cache_.allocate_slots(cache_view(*r), n, cache::CacheHit{})) {
-                allocated = true;
-                break;
-            }
-            // Preempt the last running request (FCFS: self.running.pop()).
-            Request* victim = running_.back();
-            running_.pop_back();
-            for (auto it = plan.scheduled.begin(); it != plan.scheduled.end(); ++it) {
-                if (it->request == victim) {  // already scheduled this step: its tokens return to the budget
-                    budget += it->num_new_tokens;
-                    plan.num_scheduled_tokens -= it->num_new_tokens;
-                    plan.scheduled.erase(it);
-                    break;
-                }
-            }
-            preempt(victim);
-            plan.preempted.push_back(victim);
-            if (victim == r) {
-                break;
-            }
-        }
-        if (!allocated) {
-            break;
-        }
-        plan.scheduled.push_back(ScheduledRequest{
-            r, n, r->num_computed_tokens, r->num_computed_tokens + n == r->num_tokens() + r->num_output_placeholders});
-        plan.num_scheduled_tokens += n;
-        budget -= n;
-        ++index;
-    }
+    budget = schedule_running(plan, budget);
 
     // B) waiting requests, only if nothing was preempted this step.
+    plan.first_admitted = plan.scheduled.size();
     if (plan.preempted.empty()) {
         while (!waiting_.empty() && budget > 0) {
             if (static_cast<std::int64_t>(running_.size()) >= config_.max_num_seqs) {
@@ -328,7 +380,9 @@ void Scheduler::schedule(core::SimTime now, StepPlan& plan) {
 
     // _update_after_schedule: the chunks are in flight; a chunk that reaches the end of the sequence will sample a
     // token, which is a placeholder until the step's output comes back (AsyncScheduler._update_after_schedule).
-    for (auto& s : plan.scheduled) {
+    // (The running requests' entries, before first_admitted, were updated as they were scheduled.)
+    for (std::size_t i = plan.first_admitted; i < plan.scheduled.size(); ++i) {
+        ScheduledRequest& s = plan.scheduled[i];
         s.request->num_computed_tokens += s.num_new_tokens;
         if (s.samples_token) {
             ++s.request->num_output_placeholders;

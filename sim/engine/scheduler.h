@@ -47,6 +47,16 @@ struct StepPlan {
     std::vector<ScheduledRequest> scheduled;
     std::vector<Request*> preempted;
     std::int64_t num_scheduled_tokens = 0;
+    // scheduled[first_admitted, end) came from the waiting queue in this step; the entries before it were running
+    // already (so scheduled in an earlier step). 0, the default, counts every entry as possibly new.
+    std::size_t first_admitted = 0;
+    // When running_all_decode is set, every entry before first_admitted is a single-token decode (n = 1, context
+    // past the prompt), and these are the sums Replica::batch_shape would take over them: Σ (context + 1) and the
+    // number that sample. The scheduler fills them as it schedules the running requests, which it has in hand, so
+    // batch_shape loops only over the admitted ones. Unset (the default, and after any preemption) means no claim.
+    bool running_all_decode = false;
+    std::int64_t running_decode_context_tokens = 0;
+    std::int64_t running_num_sampled = 0;
     [[nodiscard]] bool empty() const { return scheduled.empty(); }
 };
 
@@ -109,6 +119,13 @@ private:
                                                    std::int64_t num_uncached_common_prefix_tokens = 0) const;
 
     void preempt(Request* victim);
+
+    // Part A of schedule(): the running requests in admission order; returns the budget left.
+    std::int64_t schedule_running(StepPlan& plan, std::int64_t budget);
+    // allocate_slots for running request r's n tokens, preempting from the tail of running_ until it fits (vLLM's
+    // loop in schedule()). Returns the tokens preempted entries of this plan give back to the budget, or −1 − that
+    // when r itself was preempted (not scheduled).
+    [[gnu::noinline]] std::int64_t allocate_or_preempt(Request* r, std::int64_t n, StepPlan& plan);
 
     // _update_waiting_for_remote_kv: finished loads cache their blocks and rejoin the head of waiting. Under async
     // scheduling, loads looked up in the previous schedule() start now (their step starts now).

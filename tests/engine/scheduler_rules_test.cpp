@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "sim/cache/kv_cache_manager.h"
+#include "sim/engine/replica.h"
 #include "sim/engine/request.h"
 #include "sim/engine/scheduler.h"
 #include "tests/catch.h"
@@ -33,6 +34,63 @@ SchedulerConfig align_scheduler(std::int64_t budget, int block_size = 528) {
     SchedulerConfig s = scheduler_config(budget, block_size);
     s.mamba_align = true;
     return s;
+}
+
+// StepPlan::first_admitted (Replica::mark_scheduled marks first-scheduled times only from there) -----------------
+
+TEST_CASE("StepPlan::first_admitted: the running requests come first, the requests admitted this step after them",
+          "[engine]") {
+    // Step 1 admits a and b (both new: first_admitted 0). Step 2: a and b decode (running, entries 0 and 1), c is
+    // admitted after them: first_admitted 2. Step 3: all three run, none admitted: first_admitted 3 = size.
+    Harness h(scheduler_config(8192), full_attention_config(64));
+    Request* a = h.add(1, {{content(1), 20}}, 4);
+    Request* b = h.add(2, {{content(2), 20}}, 4);
+    StepPlan plan = h.step();
+    CHECK(plan.first_admitted == 0);
+    CHECK(plan.scheduled.size() == 2);
+    Request* c = h.add(3, {{content(3), 20}}, 4);
+    plan = h.step();
+    REQUIRE(plan.scheduled.size() == 3);
+    CHECK(plan.first_admitted == 2);
+    CHECK(plan.scheduled[0].request == a);
+    CHECK(plan.scheduled[1].request == b);
+    CHECK(plan.scheduled[2].request == c);
+    plan = h.step();
+    CHECK(plan.scheduled.size() == 3);
+    CHECK(plan.first_admitted == 3);
+}
+
+TEST_CASE("StepPlan's running decode sums give batch_shape the shape its own loop gives", "[engine]") {
+    // a and b (20-token prompts, 4 outputs) are admitted in step 1 (prefill chunks: no claim over the admitted part;
+    // the running part is empty, so the flag holds vacuously). Step 2: both decode one token at contexts 20 and 20
+    // (computed before = 20): Σ (context + 1) = 42, both sample. c (20 tokens) is admitted after them as a prefill.
+    Harness h(scheduler_config(8192), full_attention_config(64));
+    h.add(1, {{content(1), 20}}, 4);
+    h.add(2, {{content(2), 20}}, 4);
+    (void)h.step();
+    h.add(3, {{content(3), 20}}, 4);
+    StepPlan plan = h.step();
+    REQUIRE(plan.first_admitted == 2);
+    CHECK(plan.running_all_decode);
+    CHECK(plan.running_decode_context_tokens == 42);
+    CHECK(plan.running_num_sampled == 2);
+    const BatchShape fast = Replica::batch_shape(plan, 16, false);
+    StepPlan unclaimed = plan;
+    unclaimed.running_all_decode = false;
+    const BatchShape slow = Replica::batch_shape(unclaimed, 16, false);
+    // 2 decodes + c's 20-token chunk: 22 tokens, 3 sequences, decode context 42, 3 sampled.
+    CHECK(fast.num_tokens == 22);
+    CHECK(fast.num_seqs == 3);
+    CHECK(fast.num_decode_seqs == 2);
+    CHECK(fast.decode_context_tokens == 42);
+    CHECK(fast.num_sampled_seqs == 3);
+    CHECK(fast.num_prefill_tokens == 20);
+    CHECK(slow.num_tokens == fast.num_tokens);
+    CHECK(slow.num_decode_seqs == fast.num_decode_seqs);
+    CHECK(slow.decode_context_tokens == fast.decode_context_tokens);
+    CHECK(slow.num_sampled_seqs == fast.num_sampled_seqs);
+    CHECK(slow.num_prefill_tokens == fast.num_prefill_tokens);
+    CHECK(slow.prefill_attention_work == fast.prefill_attention_work);
 }
 
 // §10.4 ----------------------------------------------------------------------------------------------------------

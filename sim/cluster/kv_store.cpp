@@ -58,11 +58,17 @@ bool LruBlockTiers::insert(std::size_t tier, std::uint64_t key, std::uint64_t* e
     if (l.size >= capacity_) {  // reuse the least recent block's node
         n = l.head;
         const std::uint32_t next_victim = nodes_[n].next;
+        // The next evictions of this tier start there: the next victim's node was requested by the previous
+        // eviction, so its key is near and its index slot (which that eviction erases) can be requested now, and
+        // the node after it.
+        if (next_victim != kNil) {
+            __builtin_prefetch(index_.probe_address(nodes_[next_victim].key));
+            if (const std::uint32_t after = nodes_[next_victim].next; after != kNil) {
+                __builtin_prefetch(&nodes_[after]);
+            }
+        }
         unlink(n, l);
         index_.erase(nodes_[n].key);
-        if (next_victim != kNil) {  // the next eviction of this tier starts there
-            __builtin_prefetch(&nodes_[next_victim]);
-        }
         if (evicted != nullptr) {
             *evicted = nodes_[n].key;
         }

@@ -279,6 +279,20 @@ void SharedKvStore::prefetch_index(std::size_t replica, std::uint64_t key) const
                                                               : host_tiers_[replica_host_[replica]].probe_address(key));
 }
 
+void SharedKvStore::prefetch_lookup(std::size_t replica, std::span<const core::BlockHash> hashes) const {
+    // The tier is chosen once, not per block as prefetch_index does.
+    if (config_.kind == KvStoreKind::kMooncake) {
+        for (const core::BlockHash h : hashes) {
+            __builtin_prefetch(pool_.probe_address(core::to_int(h)));
+        }
+    } else {
+        const LruBlockTier& local = host_tiers_[replica_host_[replica]];
+        for (const core::BlockHash h : hashes) {
+            __builtin_prefetch(local.probe_address(core::to_int(h)));
+        }
+    }
+}
+
 void SharedKvStore::start_saves(std::size_t replica, std::span<const std::uint64_t> keys, core::SimTime now) {
     // The blocks this step's saves will write, by the rules commit() applies at the step's end: a block some tier
     // holds already is not written again (Mooncake's put of a present key is skipped; LMCache checks its tiers).

@@ -262,11 +262,7 @@ public:
     [[nodiscard]] std::size_t host_of(std::size_t replica) const { return replica_host_[replica]; }
     // A hint that replica `replica` will soon look up `hashes` (a request just routed to it): starts loading the
     // index lines the lookup will probe, so they are near when it runs. Nothing observable changes.
-    void prefetch_lookup(std::size_t replica, std::span<const core::BlockHash> hashes) const {
-        for (const core::BlockHash h : hashes) {
-            prefetch_index(replica, core::to_int(h));
-        }
-    }
+    void prefetch_lookup(std::size_t replica, std::span<const core::BlockHash> hashes) const;
 
 private:
     class View;

@@ -13,68 +13,134 @@ namespace servesim::cluster {
 
 LruBlockTiers::LruBlockTiers(std::size_t num_tiers, std::int64_t capacity_blocks_each)
     : capacity_(capacity_blocks_each), lists_(num_tiers) {
-    SERVESIM_CHECK(num_tiers < kNil, "{} tiers under one LRU index", num_tiers);
+    SERVESIM_CHECK(num_tiers <= 0xffff, "{} tiers under one LRU index", num_tiers);
+    slots_.assign(16, Slot{});
+    if (num_tiers > 1) {
+        tiers_.assign(16, 0);
+    }
+    mask_ = 15;
+    shift_ = 64 - 4;
 }
 
-void LruBlockTiers::unlink(std::uint32_t n, List& l) {
-    Node& x = nodes_[n];
-    (x.prev == kNil ? l.head : nodes_[x.prev].next) = x.next;
-    (x.next == kNil ? l.tail : nodes_[x.next].prev) = x.prev;
+void LruBlockTiers::unlink(std::uint32_t n) {
+    List& l = lists_[tier_at(n)];
+    Slot& x = slots_[n];
+    (x.prev == kNil ? l.head : slots_[x.prev].next) = x.next;
+    (x.next == kNil ? l.tail : slots_[x.next].prev) = x.prev;
     x.prev = x.next = kNil;
     --l.size;
 }
 
-void LruBlockTiers::append(std::uint32_t n, List& l) {
-    Node& x = nodes_[n];
+void LruBlockTiers::append(std::uint32_t n) {
+    List& l = lists_[tier_at(n)];
+    Slot& x = slots_[n];
     x.prev = l.tail;
     x.next = kNil;
-    (l.tail == kNil ? l.head : nodes_[l.tail].next) = n;
+    (l.tail == kNil ? l.head : slots_[l.tail].next) = n;
     l.tail = n;
     ++l.size;
 }
 
+void LruBlockTiers::move_slot(std::uint32_t from, std::uint32_t to) {
+    slots_[to] = slots_[from];
+    if (!tiers_.empty()) {
+        tiers_[to] = tiers_[from];
+    }
+    List& l = lists_[tier_at(to)];
+    const Slot& x = slots_[to];
+    (x.prev == kNil ? l.head : slots_[x.prev].next) = to;
+    (x.next == kNil ? l.tail : slots_[x.next].prev) = to;
+}
+
+void LruBlockTiers::erase_slot(std::uint32_t n) {
+    // Backward shift: pull later entries of the probe run into the hole unless their home lies after it.
+    std::size_t i = n;
+    for (std::size_t j = (i + 1) & mask_; slots_[j].prev != kFree; j = (j + 1) & mask_) {
+        if (((j - home(slots_[j].key)) & mask_) >= ((j - i) & mask_)) {
+            move_slot(static_cast<std::uint32_t>(j), static_cast<std::uint32_t>(i));
+            i = j;
+        }
+    }
+    slots_[i] = Slot{};
+    --size_;
+}
+
+void LruBlockTiers::grow() {
+    // Twice the slots; each list is re-entered from its least recent end, so every tier keeps its order.
+    std::vector<Slot> old = std::move(slots_);
+    const std::size_t n = 2 * old.size();
+    slots_.assign(n, Slot{});
+    if (lists_.size() > 1) {
+        tiers_.assign(n, 0);
+    }
+    mask_ = n - 1;
+    shift_ = 64 - std::countr_zero(n);
+    size_ = 0;
+    for (std::size_t t = 0; t < lists_.size(); ++t) {
+        std::uint32_t at = lists_[t].head;
+        lists_[t] = List{};
+        while (at != kNil) {
+            std::size_t i = home(old[at].key);
+            while (slots_[i].prev != kFree) {
+                i = (i + 1) & mask_;
+            }
+            slots_[i].key = old[at].key;
+            if (!tiers_.empty()) {
+                tiers_[i] = static_cast<std::uint16_t>(t);
+            }
+            append(static_cast<std::uint32_t>(i));
+            ++size_;
+            at = old[at].next;
+        }
+    }
+}
+
 std::size_t LruBlockTiers::touch_find(std::uint64_t key) {
-    const std::uint64_t v = index_.find(key);
-    if (v == kAbsent) {
+    const std::uint32_t n = find_slot(key);
+    if (n == kNil) {
         return npos;
     }
-    const auto n = static_cast<std::uint32_t>(v);
-    const auto tier = static_cast<std::size_t>(v >> 32);
-    List& l = lists_[tier];
-    if (l.tail != n) {
-        unlink(n, l);
-        append(n, l);
+    const std::size_t tier = tier_at(n);
+    if (lists_[tier].tail != n) {
+        unlink(n);
+        append(n);
     }
     return tier;
 }
 
 bool LruBlockTiers::insert(std::size_t tier, std::uint64_t key, std::uint64_t* evicted) {
-    if (capacity_ <= 0 || index_.find(key) != kAbsent) {
+    if (capacity_ <= 0 || find_slot(key) != kNil) {
         return false;
     }
     List& l = lists_[tier];
     bool evicted_one = false;
-    std::uint32_t n = kNil;
-    if (l.size >= capacity_) {  // reuse the least recent block's node
-        n = l.head;
-        const std::uint32_t next_victim = nodes_[n].next;
-        unlink(n, l);
-        index_.erase(nodes_[n].key);
+    if (l.size >= capacity_) {  // the least recent block of this tier goes
+        const std::uint32_t victim = l.head;
+        const std::uint32_t next_victim = slots_[victim].next;
         if (next_victim != kNil) {  // the next eviction of this tier starts there
-            __builtin_prefetch(&nodes_[next_victim]);
+            __builtin_prefetch(&slots_[next_victim]);
         }
         if (evicted != nullptr) {
-            *evicted = nodes_[n].key;
+            *evicted = slots_[victim].key;
         }
+        unlink(victim);
+        erase_slot(victim);
         evicted_one = true;
-    } else {
-        SERVESIM_CHECK(nodes_.size() < kNil, "more than 2^32 blocks in an LRU index");
-        n = static_cast<std::uint32_t>(nodes_.size());
-        nodes_.emplace_back();
     }
-    nodes_[n].key = key;
-    append(n, l);
-    index_.insert(key, (static_cast<std::uint64_t>(tier) << 32) | n);
+    if (2 * (size_ + 1) > slots_.size()) {
+        SERVESIM_CHECK(slots_.size() < (std::size_t{1} << 31), "more than 2^30 blocks in an LRU index");
+        grow();
+    }
+    std::size_t i = home(key);
+    while (slots_[i].prev != kFree) {
+        i = (i + 1) & mask_;
+    }
+    slots_[i].key = key;
+    if (!tiers_.empty()) {
+        tiers_[i] = static_cast<std::uint16_t>(tier);
+    }
+    append(static_cast<std::uint32_t>(i));
+    ++size_;
     return evicted_one;
 }
 
@@ -277,6 +343,20 @@ core::Duration SharedKvStore::start_rank_transfers(std::size_t replica, std::siz
 void SharedKvStore::prefetch_index(std::size_t replica, std::uint64_t key) const {
     __builtin_prefetch(config_.kind == KvStoreKind::kMooncake ? pool_.probe_address(key)
                                                               : host_tiers_[replica_host_[replica]].probe_address(key));
+}
+
+void SharedKvStore::prefetch_lookup(std::size_t replica, std::span<const core::BlockHash> hashes) const {
+    // The tier is chosen once, not per block as prefetch_index does.
+    if (config_.kind == KvStoreKind::kMooncake) {
+        for (const core::BlockHash h : hashes) {
+            __builtin_prefetch(pool_.probe_address(core::to_int(h)));
+        }
+    } else {
+        const LruBlockTier& local = host_tiers_[replica_host_[replica]];
+        for (const core::BlockHash h : hashes) {
+            __builtin_prefetch(local.probe_address(core::to_int(h)));
+        }
+    }
 }
 
 void SharedKvStore::start_saves(std::size_t replica, std::span<const std::uint64_t> keys, core::SimTime now) {

@@ -146,9 +146,13 @@ public:
 
 // Tiers of blocks under one index, each block in at most one tier (Mooncake's pool: one copy of a key over all the
 // hosts' segments): per tier a capacity in blocks and an LRU order, eviction only when inserting into a full tier.
-// The LRU lists are intrusive (indices into one node vector), so nothing allocates once the tiers are full. A node is
-// 16 bytes (four to a cache line, never straddling two) and the index slot holds the node and its tier, so finding
-// a block's tier reads only the slot. Walks over many keys hide the cache misses with prefetch_touch.
+// The LRU links live in the index's own slots (open addressing, linear probing, load at most 1/2, Fibonacci
+// hashing): a slot is the key and the previous and next slots of its tier's list, 16 bytes, four to a cache line;
+// with several tiers a parallel array holds each slot's tier. A touch reads the probed slot, which is also the list
+// node (a separate node vector was a second line per block, and 16 bytes more per block). Backward-shift deletion
+// and growth move slots; a moved slot's neighbours (or its list's ends) are repointed, so no list changes order.
+// Nothing allocates once the tiers are full and the table has grown to them. Walks over many keys hide the cache
+// misses with prefetch_touch.
 class LruBlockTiers {
 public:
     static constexpr std::size_t npos = static_cast<std::size_t>(-1);
@@ -156,22 +160,14 @@ public:
 
     // The tier holding `key`, or npos.
     [[nodiscard]] std::size_t tier_of(std::uint64_t key) const {
-        const std::uint64_t v = index_.find(key);
-        return v == kAbsent ? npos : static_cast<std::size_t>(v >> 32);
+        const std::uint32_t i = find_slot(key);
+        return i == kNil ? npos : tier_at(i);
     }
-    [[nodiscard]] const void* probe_address(std::uint64_t key) const { return index_.probe_address(key); }
-    // Prefetches for a touch of `key` coming later in a walk, in two stages so the second reads only a line the
-    // first fetched: kProbe the index slot, then kNode the node (a walk calls (k[i + 2d], kProbe) and (k[i + d],
-    // kNode) before touching k[i]). A hint only: nothing observable changes. (A third stage for the neighbours a
-    // relink writes cost more instructions than it saved: bench/README.md, "The cluster benchmark".)
+    [[nodiscard]] const void* probe_address(std::uint64_t key) const { return &slots_[home(key)]; }
+    // A prefetch for a touch of `key` coming later in a walk. Both stages request the key's home slot, which holds
+    // its links too (two stages remain for the callers' pipelines). A hint only: nothing observable changes.
     enum class Stage { kProbe, kNode };
-    void prefetch_touch(std::uint64_t key, Stage stage) const {
-        if (stage == Stage::kProbe) {
-            __builtin_prefetch(index_.probe_address(key));
-        } else if (const std::uint64_t v = index_.find(key); v != kAbsent) {
-            __builtin_prefetch(&nodes_[static_cast<std::uint32_t>(v)]);
-        }
-    }
+    void prefetch_touch(std::uint64_t key, Stage /*stage*/) const { __builtin_prefetch(probe_address(key)); }
     // Moves `key` to its tier's most-recent end; nothing when absent.
     void touch(std::uint64_t key) { (void)touch_find(key); }
     // touch(key), returning the tier that holds it (npos when absent): one probe instead of tier_of + touch.
@@ -181,28 +177,50 @@ public:
     // Returns whether a block was evicted.
     bool insert(std::size_t tier, std::uint64_t key, std::uint64_t* evicted = nullptr);
     [[nodiscard]] std::int64_t size(std::size_t tier) const { return lists_[tier].size; }
-    [[nodiscard]] std::int64_t size() const { return static_cast<std::int64_t>(index_.size()); }
+    [[nodiscard]] std::int64_t size() const { return static_cast<std::int64_t>(size_); }
 
 private:
     static constexpr std::uint32_t kNil = 0xffffffffu;
-    static constexpr std::uint64_t kAbsent = ~std::uint64_t{0};  // tiers < 2^32 − 1, so no value is kAbsent
-    struct Node {
+    static constexpr std::uint32_t kFree = 0xfffffffeu;  // a free slot's prev (slot indices stay below it)
+    struct Slot {
         std::uint64_t key = 0;
-        std::uint32_t prev = kNil;
+        std::uint32_t prev = kFree;  // within its tier's list (slot indices; kNil at the head)
         std::uint32_t next = kNil;
     };
-    static_assert(sizeof(Node) == 16);
+    static_assert(sizeof(Slot) == 16);
+    [[nodiscard]] std::size_t tier_at(std::uint32_t n) const { return tiers_.empty() ? 0 : tiers_[n]; }
     struct List {
         std::uint32_t head = kNil;  // least recent
         std::uint32_t tail = kNil;  // most recent
         std::int64_t size = 0;
     };
-    void unlink(std::uint32_t n, List& l);
-    void append(std::uint32_t n, List& l);
+    [[nodiscard]] std::size_t home(std::uint64_t key) const {
+        return static_cast<std::size_t>((key * 0x9e3779b97f4a7c15ULL) >> shift_);
+    }
+    [[nodiscard]] std::uint32_t find_slot(std::uint64_t key) const {
+        for (std::size_t i = home(key);; i = (i + 1) & mask_) {
+            const Slot& s = slots_[i];
+            if (s.prev == kFree) {
+                return kNil;
+            }
+            if (s.key == key) {
+                return static_cast<std::uint32_t>(i);
+            }
+        }
+    }
+    void unlink(std::uint32_t n);
+    void append(std::uint32_t n);
+    // Removes slot n's key (unlinked already) and shifts later entries of its probe run back, repointing their links.
+    void erase_slot(std::uint32_t n);
+    void move_slot(std::uint32_t from, std::uint32_t to);
+    void grow();
 
     std::int64_t capacity_;
-    FlatKeyMap<std::uint64_t, kAbsent> index_;  // key → tier << 32 | node
-    std::vector<Node> nodes_;
+    std::vector<Slot> slots_;
+    std::vector<std::uint16_t> tiers_;  // per slot, its tier; empty with one tier (all are tier 0)
+    std::size_t mask_ = 0;
+    int shift_ = 64;
+    std::size_t size_ = 0;
     std::vector<List> lists_;
 };
 
@@ -263,6 +281,9 @@ public:
     [[nodiscard]] std::size_t host_of(std::size_t replica) const { return replica_host_[replica]; }
     // The transfers in flight (loads and saves): the simulation advances them and moves the loads' waits.
     [[nodiscard]] TransferTracker& transfers() { return tracker_; }
+    // A hint that replica `replica` will soon look up `hashes` (a request just routed to it): starts loading the
+    // index lines the lookup will probe, so they are near when it runs. Nothing observable changes.
+    void prefetch_lookup(std::size_t replica, std::span<const core::BlockHash> hashes) const;
 
 private:
     class View;

@@ -1,9 +1,10 @@
 // Tests of sim/cluster/kv_store.*: whole runs of replicas sharing a KV store over a hand-made topology with a
 // FixedCost model, so each hit, load and first-token time is worked out by hand: a remote hit that saves recompute
 // but waits for its load, the pooled hit rate of a 3-replica toy trace against local-only routing, LMCache's local
-// tier before its remote store, and LRU eviction in a full segment.
+// tier before its remote store, and LRU eviction in a full segment (its order kept while the index moves slots).
 #include "sim/cluster/kv_store.h"
 
+#include <list>
 #include <memory>
 #include <vector>
 
@@ -228,6 +229,55 @@ TEST_CASE("KV store: tiers under one index evict within their own tier", "[clust
     CHECK(t.tier_of(2) == 0);
     CHECK(t.size(0) == 2);
     CHECK(t.size(1) == 1);
+}
+
+TEST_CASE("KV store: the LRU order survives the slots' moves (deletion shifts, growth)", "[cluster][kv_store]") {
+    // Capacity 3, by hand: insert 1, 2, 3 (order 1 2 3); touch 1 (2 3 1); insert 4 evicts 2 (3 1 4); touch 3
+    // (1 4 3); insert 5 evicts 1 (4 3 5); insert 6 evicts 4.
+    LruBlockTiers t(1, 3);
+    std::uint64_t evicted = 0;
+    t.insert(0, 1);
+    t.insert(0, 2);
+    t.insert(0, 3);
+    t.touch(1);
+    CHECK(t.insert(0, 4, &evicted));
+    CHECK(evicted == 2);
+    t.touch(3);
+    CHECK(t.insert(0, 5, &evicted));
+    CHECK(evicted == 1);
+    CHECK(t.insert(0, 6, &evicted));
+    CHECK(evicted == 4);
+    CHECK(t.size() == 3);
+
+    // 5,000 inserts into a tier of 600 (the index grows from 16 slots to 2,048, and every eviction shifts probe
+    // runs back) with a touch of every seventh key still held, against a plain list: each eviction names the key
+    // the list's front holds.
+    LruBlockTiers big(2, 600);
+    std::list<std::uint64_t> order;  // reference LRU of tier 1, least recent first
+    for (std::uint64_t k = 1; k <= 5000; ++k) {
+        const std::uint64_t key = k * 0x9e3779b97f4a7c15ULL;
+        std::uint64_t gone = 0;
+        const bool did_evict = big.insert(1, key, &gone);
+        CHECK(did_evict == (order.size() == 600));
+        if (did_evict) {
+            CHECK(gone == order.front());
+            order.pop_front();
+        }
+        order.push_back(key);
+        if (k % 7 == 0) {
+            const std::uint64_t back = (k - 300) * 0x9e3779b97f4a7c15ULL;
+            if (k > 300 && big.tier_of(back) == 1) {
+                big.touch(back);
+                order.remove(back);
+                order.push_back(back);
+            }
+        }
+    }
+    CHECK(big.size(1) == 600);
+    CHECK(big.size(0) == 0);
+    for (const std::uint64_t key : order) {
+        CHECK(big.tier_of(key) == 1);
+    }
 }
 
 }  // namespace

@@ -335,7 +335,8 @@ core::Duration SharedKvStore::start_rank_transfers(std::size_t replica, std::siz
     for (const std::size_t gpu : gpus) {
         // Over the network, the rank's share is cut into one slice per NIC pair, all in flight at once.
         const auto& slices = to_gpu ? paths_.get(topology_, vertex, gpu) : paths_.get(topology_, gpu, vertex);
-        longest = std::max(longest, tracker_.start_slices(slices, bytes / static_cast<double>(slices.size()), now, owner));
+        longest = std::max(longest,
+                           tracker_.start_slices(slices, bytes / static_cast<double>(slices.size()), now, owner));
     }
     return longest;
 }

@@ -12,10 +12,10 @@
 // eviction per tier (a hit refreshes its blocks), lookup by chained block hash from block 0 in whole blocks
 // (discard_partial_chunks; the connector returns pool hit − local hit), and the load of a hit from where its blocks
 // sit over the topology (TransferTracker: shared links split their bandwidth, rerated as transfers start and end)
-// while the request waits in WAITING_FOR_REMOTE_KVS (vllm/v1/core/sched/scheduler.py); a transfer that crosses the network is split over the
-// NICs nearest each end (Mooncake Transfer Engine's slices, Topology::rail_paths). A store lands at the end of the step that computed its
-// blocks (wait_for_save); its transfers start with that step and occupy the links they cross, without delaying the
-// engine (docs/CLUSTER.md "Store traffic").
+// while the request waits in WAITING_FOR_REMOTE_KVS (vllm/v1/core/sched/scheduler.py); a transfer that crosses the
+// network is split over the NICs nearest each end (Mooncake Transfer Engine's slices, Topology::rail_paths). A store
+// lands at the end of the step that computed its blocks (wait_for_save); its transfers start with that step and
+// occupy the links they cross, without delaying the engine (docs/CLUSTER.md "Store traffic").
 // Full-attention models only (the scenario refuses a hybrid).
 #pragma once
 
@@ -164,10 +164,9 @@ public:
         return i == kNil ? npos : tier_at(i);
     }
     [[nodiscard]] const void* probe_address(std::uint64_t key) const { return &slots_[home(key)]; }
-    // A prefetch for a touch of `key` coming later in a walk. Both stages request the key's home slot, which holds
-    // its links too (two stages remain for the callers' pipelines). A hint only: nothing observable changes.
-    enum class Stage { kProbe, kNode };
-    void prefetch_touch(std::uint64_t key, Stage /*stage*/) const { __builtin_prefetch(probe_address(key)); }
+    // A prefetch for a touch of `key` coming later in a walk: the key's home slot, which holds its links too. A hint
+    // only: nothing observable changes.
+    void prefetch_touch(std::uint64_t key) const { __builtin_prefetch(probe_address(key)); }
     // Moves `key` to its tier's most-recent end; nothing when absent.
     void touch(std::uint64_t key) { (void)touch_find(key); }
     // touch(key), returning the tier that holds it (npos when absent): one probe instead of tier_of + touch.
@@ -233,7 +232,7 @@ public:
     // touch(key), returning whether it is held.
     bool touch_if_held(std::uint64_t key) { return tiers_.touch_find(key) != LruBlockTiers::npos; }
     [[nodiscard]] const void* probe_address(std::uint64_t key) const { return tiers_.probe_address(key); }
-    void prefetch_touch(std::uint64_t key, LruBlockTiers::Stage stage) const { tiers_.prefetch_touch(key, stage); }
+    void prefetch_touch(std::uint64_t key) const { tiers_.prefetch_touch(key); }
     // As LruBlockTiers::insert.
     bool insert(std::uint64_t key, std::uint64_t* evicted = nullptr) { return tiers_.insert(0, key, evicted); }
     [[nodiscard]] std::int64_t size() const { return tiers_.size(); }

@@ -203,8 +203,8 @@ private:
             constexpr std::size_t kAhead = 16;  // prefetch distance, in blocks: the tables miss the cache
             const std::size_t n = p.hashes.size();
             for (std::size_t i = 0; i < n; ++i) {
-                if (i + kAhead < n) {  // the slot holds the LRU links too: one stage
-                    tier.prefetch_touch(core::to_int(p.hashes[i + kAhead]), LruBlockTiers::Stage::kProbe);
+                if (i + kAhead < n) {  // the slot holds the LRU links too
+                    tier.prefetch_touch(core::to_int(p.hashes[i + kAhead]));
                 }
                 const std::uint64_t key = core::to_int(p.hashes[i]);
                 if (tier.touch_if_held(key)) {

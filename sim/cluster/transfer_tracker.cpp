@@ -29,8 +29,7 @@ std::uint32_t take_slot(std::vector<T>& slab, std::vector<std::uint32_t>& releas
 }  // namespace
 
 TransferTracker::TransferTracker(const Topology& topology)
-    : topology_(topology),
-      capacity_(2 * topology.num_links()),
+    : capacity_(2 * topology.num_links()),
       both_ways_(topology.num_links()),
       on_way_(2 * topology.num_links()),
       mark_way_(2 * topology.num_links(), 0),
@@ -78,8 +77,7 @@ core::Duration TransferTracker::start_slices(std::span<const TopologyPath> paths
     advance(now);
     const std::uint32_t g = group_of(owner, now);
     core::Duration longest = core::Duration::from_ns(0);
-    std::vector<std::uint32_t> started;
-    started.reserve(paths.size());
+    started_.clear();
     for (const TopologyPath& p : paths) {
         if (p.edges.empty()) {  // the same vertex: its latency only, on no link
             const core::Duration d = core::Duration::from_s(p.latency_s);
@@ -112,11 +110,11 @@ core::Duration TransferTracker::start_slices(std::span<const TopologyPath> paths
         if (g != kNoGroup) {
             ++groups_[g].alive_flows;
         }
-        started.push_back(f);
+        started_.push_back(f);
     }
-    if (!started.empty()) {
-        rerate(started, now);
-        for (const std::uint32_t f : started) {
+    if (!started_.empty()) {
+        rerate(started_, now);
+        for (const std::uint32_t f : started_) {
             longest = std::max(longest, flows_[f].end - now);
         }
     }
@@ -229,12 +227,10 @@ void TransferTracker::finish(std::uint32_t f) {
 }
 
 void TransferTracker::advance(core::SimTime now) {
-    std::vector<std::uint32_t> ending;
-    std::vector<std::uint32_t> neighbours;
     while (true) {
         // The earliest data end among the flows (ties: all of them at once).
         core::SimTime t = core::SimTime::from_ns(std::numeric_limits<std::int64_t>::max());
-        ending.clear();
+        ending_.clear();
         for (std::uint32_t f = 0; f < flows_.size(); ++f) {
             const Flow& flow = flows_[f];
             if (!flow.alive || flow.data_end > now) {
@@ -242,27 +238,27 @@ void TransferTracker::advance(core::SimTime now) {
             }
             if (flow.data_end < t) {
                 t = flow.data_end;
-                ending.clear();
+                ending_.clear();
             }
             if (flow.data_end == t) {
-                ending.push_back(f);
+                ending_.push_back(f);
             }
         }
-        if (ending.empty()) {
+        if (ending_.empty()) {
             return;
         }
-        neighbours.clear();
-        for (const std::uint32_t f : ending) {
+        neighbours_.clear();
+        for (const std::uint32_t f : ending_) {
             for (const std::uint32_t w : flows_[f].ways) {
                 for (const std::uint32_t o : on_way_[w]) {
-                    neighbours.push_back(o);
+                    neighbours_.push_back(o);
                 }
             }
         }
-        for (const std::uint32_t f : ending) {
+        for (const std::uint32_t f : ending_) {
             finish(f);
         }
-        rerate(neighbours, t);  // the ended flows are no longer alive: only their neighbours are rerated
+        rerate(neighbours_, t);  // the ended flows are no longer alive: only their neighbours are rerated
     }
 }
 

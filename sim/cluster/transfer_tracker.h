@@ -104,7 +104,6 @@ private:
     void mark(std::uint32_t g);
     [[nodiscard]] bool contended(const Flow& f) const;
 
-    const Topology& topology_;
     std::vector<double> capacity_;               // per way slot, bytes/s
     std::vector<bool> both_ways_;                // per edge: a link to a storage node
     std::vector<std::vector<std::uint32_t>> on_way_;  // per way slot: its alive flows
@@ -115,7 +114,11 @@ private:
     std::unordered_map<std::uint64_t, std::uint32_t> owned_;  // (replica, request) → group
     std::vector<std::uint32_t> dirty_groups_;
     std::uint64_t next_seq_ = 0;
-    // scratch for rerate
+    // Scratch, kept so that starting and ending transfers allocate nothing: start_slices' new flows, advance's
+    // ending flows and their neighbours, rerate's component and marks.
+    std::vector<std::uint32_t> started_;
+    std::vector<std::uint32_t> ending_;
+    std::vector<std::uint32_t> neighbours_;
     std::vector<std::uint32_t> comp_;
     std::vector<std::uint32_t> comp_ways_;
     std::vector<std::uint32_t> mark_flow_;

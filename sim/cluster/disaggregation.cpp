@@ -302,20 +302,15 @@ void DisaggregatedSimulation::start_step(std::size_t target, core::SimTime now) 
     }
     if (end) {
         queue_.push(*end, core::EventPriority::kStepEnd, core::EventKind::kStepEnd, static_cast<std::uint32_t>(target));
-    } else if (const auto wake = r.next_wakeup()) {
-        queue_.push(std::max(*wake, now + core::Duration::from_ns(1)), core::EventPriority::kStepEnd,
-                    core::EventKind::kWake, static_cast<std::uint32_t>(target));
+    } else {
+        arm_wake(queue_, r, static_cast<std::uint32_t>(target), now);
     }
 }
 
-void DisaggregatedSimulation::follow_transfers(core::SimTime now) {
-    for (const TransferRetime& t : tracker_.take_retimed()) {
-        engine::Replica& d = *decode_[t.owner.replica];
-        const auto id = static_cast<core::RequestId>(t.owner.request);
-        if (d.retime_load(id, t.end) && !d.step_in_flight()) {
-            queue_.push(std::max(*d.next_wakeup(), now + core::Duration::from_ns(1)), core::EventPriority::kStepEnd,
-                        core::EventKind::kWake, static_cast<std::uint32_t>(prefill_.size() + t.owner.replica));
-        }
+void DisaggregatedSimulation::follow_reads(core::SimTime now) {
+    // The reads' owners are decode replicas (NixlConnector), whose event targets follow the prefill pool's.
+    const auto first_decode = static_cast<std::uint32_t>(prefill_.size());
+    for (const TransferRetime& t : follow_transfers(tracker_, decode_, first_decode, queue_, armed_transfer_, now)) {
         if (!t.ended) {
             continue;
         }
@@ -330,10 +325,6 @@ void DisaggregatedSimulation::follow_transfers(core::SimTime now) {
             decode_local_hit_tokens_ += read.local_hit_tokens;
         }
         all_reads_.push_back(read);
-    }
-    if (const auto next = tracker_.next_change(); next && (!armed_transfer_ || *next < *armed_transfer_)) {
-        armed_transfer_ = std::max(*next, now);
-        queue_.push(*armed_transfer_, core::EventPriority::kStepEnd, core::EventKind::kTransfer);
     }
 }
 
@@ -540,7 +531,7 @@ SimulationResult DisaggregatedSimulation::run() {
                 break;
             }
         }
-        follow_transfers(now);
+        follow_reads(now);
         arm_arrival();
     }
     std::int64_t preemptions = 0;

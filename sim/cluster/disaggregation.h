@@ -189,9 +189,9 @@ private:
     void to_prefill(engine::IncomingRequest client, std::size_t p, core::SimTime now);
     void decode_arrives(const engine::IncomingRequest& in, std::size_t prefill, std::size_t d, core::SimTime now);
     void deliver_due(core::SimTime now);
-    // Moves the decode waits the tracker retimed; a read that ended frees its prefill blocks and is recorded; arms
-    // the tracker's next change.
-    void follow_transfers(core::SimTime now);
+    // cluster::follow_transfers for the decode pool's reads; then a read that ended frees its prefill blocks and is
+    // recorded.
+    void follow_reads(core::SimTime now);
     [[nodiscard]] metrics::PrefixCounters prefill_counters() const;
     [[nodiscard]] engine::Replica& replica(std::size_t target);
 

@@ -107,29 +107,34 @@ void Simulation::start_step(std::size_t replica, core::SimTime now) {
     notify_finished(r.take_rejected(), now);
     if (end) {
         queue_.push(*end, core::EventPriority::kStepEnd, core::EventKind::kStepEnd, static_cast<std::uint32_t>(replica));
-    } else if (const auto wake = r.next_wakeup()) {
-        // Idle with a host-tier load in flight: look again when it lands (at least one step later).
-        queue_.push(std::max(*wake, now + core::Duration::from_ns(1)), core::EventPriority::kStepEnd,
-                    core::EventKind::kWake, static_cast<std::uint32_t>(replica));
+    } else {
+        arm_wake(queue_, r, static_cast<std::uint32_t>(replica), now);  // idle with a load in flight
     }
 }
 
-void Simulation::follow_transfers(core::SimTime now) {
-    if (!kv_store_) {
-        return;
+void arm_wake(core::EventQueue& queue, const engine::Replica& replica, std::uint32_t target, core::SimTime now) {
+    if (const auto wake = replica.next_wakeup()) {
+        queue.push(std::max(*wake, now + core::Duration::from_ns(1)), core::EventPriority::kStepEnd,
+                   core::EventKind::kWake, target);
     }
-    TransferTracker& transfers = kv_store_->transfers();
-    for (const TransferRetime& t : transfers.take_retimed()) {
-        engine::Replica& r = *replicas_[t.owner.replica];
+}
+
+std::vector<TransferRetime> follow_transfers(TransferTracker& transfers,
+                                             const std::vector<std::unique_ptr<engine::Replica>>& replicas,
+                                             std::uint32_t target_offset, core::EventQueue& queue,
+                                             std::optional<core::SimTime>& armed, core::SimTime now) {
+    std::vector<TransferRetime> retimed = transfers.take_retimed();
+    for (const TransferRetime& t : retimed) {
+        engine::Replica& r = *replicas[t.owner.replica];
         if (r.retime_load(static_cast<core::RequestId>(t.owner.request), t.end) && !r.step_in_flight()) {
-            queue_.push(std::max(*r.next_wakeup(), now + core::Duration::from_ns(1)), core::EventPriority::kStepEnd,
-                        core::EventKind::kWake, t.owner.replica);
+            arm_wake(queue, r, target_offset + t.owner.replica, now);
         }
     }
-    if (const auto next = transfers.next_change(); next && (!armed_transfer_ || *next < *armed_transfer_)) {
-        armed_transfer_ = std::max(*next, now);
-        queue_.push(*armed_transfer_, core::EventPriority::kStepEnd, core::EventKind::kTransfer);
+    if (const auto next = transfers.next_change(); next && (!armed || *next < *armed)) {
+        armed = std::max(*next, now);
+        queue.push(*armed, core::EventPriority::kStepEnd, core::EventKind::kTransfer);
     }
+    return retimed;
 }
 
 void Simulation::notify_finished(const std::vector<core::RequestId>& ids, core::SimTime now) {
@@ -271,7 +276,9 @@ SimulationResult Simulation::run() {
         if (result.stopped_overloaded) {
             break;
         }
-        follow_transfers(now);
+        if (kv_store_) {
+            (void)follow_transfers(kv_store_->transfers(), replicas_, 0, queue_, armed_transfer_, now);
+        }
         arm_arrival();
     }
     std::int64_t preemptions = 0;

@@ -90,6 +90,20 @@ struct SimulationResult {
 // that time or earlier is armed already; `armed` holds the armed time. Shared by both simulations' event loops.
 void arm_next_arrival(workloads::Workload& workload, core::EventQueue& queue, std::optional<core::SimTime>& armed);
 
+// An idle replica (event target `target`) waiting for a connector load looks again when the earliest lands, at least
+// 1 ns after `now`: a kWake. Nothing when it waits for none. Shared by both simulations.
+void arm_wake(core::EventQueue& queue, const engine::Replica& replica, std::uint32_t target, core::SimTime now);
+
+// The loads' waits that `transfers` retimed move (Replica::retime_load on `replicas[owner.replica]`); an idle
+// replica whose load now ends sooner is woken then (arm_wake, event target `target_offset` + its index: the decode
+// pool follows the prefill pool in a disaggregated run). Then the tracker's next change is armed as a kTransfer
+// event unless one no later is armed already (`armed`). Returns the retimes, for a caller that also follows the
+// transfers' ends.
+std::vector<TransferRetime> follow_transfers(TransferTracker& transfers,
+                                             const std::vector<std::unique_ptr<engine::Replica>>& replicas,
+                                             std::uint32_t target_offset, core::EventQueue& queue,
+                                             std::optional<core::SimTime>& armed, core::SimTime now);
+
 class Simulation {
 public:
     Simulation(const SimulationConfig& config, const engine::CostModel& cost_model, workloads::Workload& workload,
@@ -103,9 +117,6 @@ private:
     void handle_arrivals(core::SimTime now);
     void start_step(std::size_t replica, core::SimTime now);
     void notify_finished(const std::vector<core::RequestId>& ids, core::SimTime now);
-    // Moves the loads' waits that the store's transfers retimed (waking an idle replica whose load now ends
-    // earlier) and arms the tracker's next change.
-    void follow_transfers(core::SimTime now);
     [[nodiscard]] metrics::PrefixCounters counters() const;
     void sample(core::SimTime now, std::vector<TimeSample>& out) const;
 

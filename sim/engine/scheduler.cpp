@@ -169,18 +169,18 @@ void Scheduler::preempt(Request* victim) {
     waiting_.push_front(victim);
 }
 
-std::int64_t Scheduler::allocate_or_preempt(Request* r, std::int64_t n, StepPlan& plan) {
-    std::int64_t returned = 0;
+Scheduler::RunningAllocation Scheduler::allocate_or_preempt(Request* r, std::int64_t n, StepPlan& plan) {
+    RunningAllocation a;
     while (true) {
         if (kv_cache_.allocate_slots(cache_view(*r), n, cache::CacheHit{})) {
-            return returned;
+            return a;
         }
         // Preempt the last running request (FCFS: self.running.pop()).
         Request* victim = running_.back();
         running_.pop_back();
         for (auto it = plan.scheduled.begin(); it != plan.scheduled.end(); ++it) {
             if (it->request == victim) {  // already scheduled this step: its tokens return to the budget
-                returned += it->num_new_tokens;
+                a.returned_tokens += it->num_new_tokens;
                 plan.num_scheduled_tokens -= it->num_new_tokens;
                 // Undo its _update_after_schedule (done as each running request is scheduled, in schedule_running).
                 victim->num_computed_tokens -= it->num_new_tokens;
@@ -195,7 +195,8 @@ std::int64_t Scheduler::allocate_or_preempt(Request* r, std::int64_t n, StepPlan
         preempt(victim);
         plan.preempted.push_back(victim);
         if (victim == r) {
-            return -1 - returned;
+            a.preempted_self = true;
+            return a;
         }
     }
 }
@@ -235,12 +236,11 @@ std::int64_t Scheduler::schedule_running(StepPlan& plan, std::int64_t budget) {
             continue;
         }
         if (!r->kv_summary.running_step_changes_nothing(computed, n, num_tokens)) {
-            const std::int64_t returned = allocate_or_preempt(r, n, plan);
-            if (returned < 0) {
-                budget += -1 - returned;
-                break;  // r itself was preempted
+            const RunningAllocation a = allocate_or_preempt(r, n, plan);
+            budget += a.returned_tokens;
+            if (a.preempted_self) {
+                break;
             }
-            budget += returned;
         }
         // (Preempting others changed none of r's counts.)
         const bool samples_token = computed + n == num_tokens + placeholders;

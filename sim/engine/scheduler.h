@@ -123,9 +123,13 @@ private:
     // Part A of schedule(): the running requests in admission order; returns the budget left.
     std::int64_t schedule_running(StepPlan& plan, std::int64_t budget);
     // allocate_slots for running request r's n tokens, preempting from the tail of running_ until it fits (vLLM's
-    // loop in schedule()). Returns the tokens preempted entries of this plan give back to the budget, or −1 − that
-    // when r itself was preempted (not scheduled).
-    [[gnu::noinline]] std::int64_t allocate_or_preempt(Request* r, std::int64_t n, StepPlan& plan);
+    // loop in schedule()): the tokens preempted entries of this plan give back to the budget, and whether r itself
+    // was preempted (not scheduled).
+    struct RunningAllocation {
+        std::int64_t returned_tokens = 0;
+        bool preempted_self = false;
+    };
+    [[gnu::noinline]] RunningAllocation allocate_or_preempt(Request* r, std::int64_t n, StepPlan& plan);
 
     // _update_waiting_for_remote_kv: finished loads cache their blocks and rejoin the head of waiting. Under async
     // scheduling, loads looked up in the previous schedule() start now (their step starts now).

@@ -14,92 +14,33 @@ namespace servesim::cluster {
 LruBlockTiers::LruBlockTiers(std::size_t num_tiers, std::int64_t capacity_blocks_each)
     : capacity_(capacity_blocks_each), lists_(num_tiers) {
     SERVESIM_CHECK(num_tiers <= 0xffff, "{} tiers under one LRU index", num_tiers);
-    slots_.assign(16, Slot{});
-    if (num_tiers > 1) {
-        tiers_.assign(16, 0);
-    }
-    mask_ = 15;
-    shift_ = 64 - 4;
 }
 
 void LruBlockTiers::unlink(std::uint32_t n) {
     List& l = lists_[tier_at(n)];
-    Slot& x = slots_[n];
-    (x.prev == kNil ? l.head : slots_[x.prev].next) = x.next;
-    (x.next == kNil ? l.tail : slots_[x.next].prev) = x.prev;
+    Node& x = nodes_[n];
+    (x.prev == kNil ? l.head : nodes_[x.prev].next) = x.next;
+    (x.next == kNil ? l.tail : nodes_[x.next].prev) = x.prev;
     x.prev = x.next = kNil;
     --l.size;
 }
 
 void LruBlockTiers::append(std::uint32_t n) {
     List& l = lists_[tier_at(n)];
-    Slot& x = slots_[n];
+    Node& x = nodes_[n];
     x.prev = l.tail;
     x.next = kNil;
-    (l.tail == kNil ? l.head : slots_[l.tail].next) = n;
+    (l.tail == kNil ? l.head : nodes_[l.tail].next) = n;
     l.tail = n;
     ++l.size;
 }
 
-void LruBlockTiers::move_slot(std::uint32_t from, std::uint32_t to) {
-    slots_[to] = slots_[from];
-    if (!tiers_.empty()) {
-        tiers_[to] = tiers_[from];
-    }
-    List& l = lists_[tier_at(to)];
-    const Slot& x = slots_[to];
-    (x.prev == kNil ? l.head : slots_[x.prev].next) = to;
-    (x.next == kNil ? l.tail : slots_[x.next].prev) = to;
-}
-
-void LruBlockTiers::erase_slot(std::uint32_t n) {
-    // Backward shift: pull later entries of the probe run into the hole unless their home lies after it.
-    std::size_t i = n;
-    for (std::size_t j = (i + 1) & mask_; slots_[j].prev != kFree; j = (j + 1) & mask_) {
-        if (((j - home(slots_[j].key)) & mask_) >= ((j - i) & mask_)) {
-            move_slot(static_cast<std::uint32_t>(j), static_cast<std::uint32_t>(i));
-            i = j;
-        }
-    }
-    slots_[i] = Slot{};
-    --size_;
-}
-
-void LruBlockTiers::grow() {
-    // Twice the slots; each list is re-entered from its least recent end, so every tier keeps its order.
-    std::vector<Slot> old = std::move(slots_);
-    const std::size_t n = 2 * old.size();
-    slots_.assign(n, Slot{});
-    if (lists_.size() > 1) {
-        tiers_.assign(n, 0);
-    }
-    mask_ = n - 1;
-    shift_ = 64 - std::countr_zero(n);
-    size_ = 0;
-    for (std::size_t t = 0; t < lists_.size(); ++t) {
-        std::uint32_t at = lists_[t].head;
-        lists_[t] = List{};
-        while (at != kNil) {
-            std::size_t i = home(old[at].key);
-            while (slots_[i].prev != kFree) {
-                i = (i + 1) & mask_;
-            }
-            slots_[i].key = old[at].key;
-            if (!tiers_.empty()) {
-                tiers_[i] = static_cast<std::uint16_t>(t);
-            }
-            append(static_cast<std::uint32_t>(i));
-            ++size_;
-            at = old[at].next;
-        }
-    }
-}
-
-std::size_t LruBlockTiers::touch_find(std::uint64_t key) {
-    const std::uint32_t n = find_slot(key);
+std::size_t LruBlockTiers::touch_find(std::uint64_t key, Cursor& at) {
+    const std::uint32_t n = find_node(key, at);
     if (n == kNil) {
         return npos;
     }
+    at.node = n;
     const std::size_t tier = tier_at(n);
     if (lists_[tier].tail != n) {
         unlink(n);
@@ -108,39 +49,43 @@ std::size_t LruBlockTiers::touch_find(std::uint64_t key) {
     return tier;
 }
 
-bool LruBlockTiers::insert(std::size_t tier, std::uint64_t key, std::uint64_t* evicted) {
-    if (capacity_ <= 0 || find_slot(key) != kNil) {
+bool LruBlockTiers::insert(std::size_t tier, std::uint64_t key, std::uint64_t* evicted, Cursor* at) {
+    if (capacity_ <= 0 || index_.find(key) != kNil) {
         return false;
     }
     List& l = lists_[tier];
+    std::uint32_t n = kNil;
     bool evicted_one = false;
-    if (l.size >= capacity_) {  // the least recent block of this tier goes
-        const std::uint32_t victim = l.head;
-        const std::uint32_t next_victim = slots_[victim].next;
-        if (next_victim != kNil) {  // the next eviction of this tier starts there
-            __builtin_prefetch(&slots_[next_victim]);
-        }
+    if (l.size >= capacity_) {  // the least recent block of this tier goes; the new one takes its node
+        n = l.head;
+        const std::uint64_t victim = nodes_[n].key;
         if (evicted != nullptr) {
-            *evicted = slots_[victim].key;
+            *evicted = victim;
         }
-        unlink(victim);
-        erase_slot(victim);
+        unlink(n);
+        index_.erase(victim);
+        if (l.head != kNil) {  // the next eviction of this tier starts there: its index slot, and the node after it
+            const Node& next = nodes_[l.head];
+            __builtin_prefetch(index_.probe_address(next.key));
+            if (next.next != kNil) {
+                __builtin_prefetch(&nodes_[next.next]);
+            }
+        }
         evicted_one = true;
+    } else {
+        SERVESIM_CHECK(nodes_.size() < kNil - 1, "more than 2^32 - 2 blocks in an LRU index");
+        n = static_cast<std::uint32_t>(nodes_.size());
+        nodes_.emplace_back();
+        if (lists_.size() > 1) {
+            node_tiers_.push_back(static_cast<std::uint16_t>(tier));
+        }
     }
-    if (2 * (size_ + 1) > slots_.size()) {
-        SERVESIM_CHECK(slots_.size() < (std::size_t{1} << 31), "more than 2^30 blocks in an LRU index");
-        grow();
+    nodes_[n].key = key;
+    index_.insert(key, n);
+    append(n);
+    if (at != nullptr) {
+        at->node = n;
     }
-    std::size_t i = home(key);
-    while (slots_[i].prev != kFree) {
-        i = (i + 1) & mask_;
-    }
-    slots_[i].key = key;
-    if (!tiers_.empty()) {
-        tiers_[i] = static_cast<std::uint16_t>(tier);
-    }
-    append(static_cast<std::uint32_t>(i));
-    ++size_;
     return evicted_one;
 }
 
@@ -279,19 +224,28 @@ std::int64_t SharedKvStore::lookup(std::size_t replica, std::span<const core::Bl
     const std::int64_t local_blocks = local_hit_tokens / b;
     std::int64_t hit = 0;
     constexpr std::int64_t kAhead = 8;  // prefetch distance, in blocks: the tiers' tables miss the cache
+    // The walk's place in each tier it reads (LruBlockTiers::Cursor): a prompt's blocks are mostly consecutive nodes.
+    LruBlockTiers::Cursor in_pool;
+    LruBlockTiers::Cursor in_local;
+    LruBlockTiers::Cursor in_remote;
     for (; hit < max_blocks; ++hit) {
         if (hit + kAhead < max_blocks) {
-            prefetch_index(replica, core::to_int(hashes[static_cast<std::size_t>(hit + kAhead)]));
+            const std::uint64_t ahead = core::to_int(hashes[static_cast<std::size_t>(hit + kAhead)]);
+            if (config_.kind == KvStoreKind::kMooncake) {
+                pool_.prefetch_walk(ahead, kAhead, in_pool);
+            } else {
+                host_tiers_[replica_host_[replica]].prefetch_walk(ahead, kAhead, in_local);
+            }
         }
         const std::uint64_t key = core::to_int(hashes[static_cast<std::size_t>(hit)]);
         // A hit refreshes the block in the tier it is read from (LMCache: the local tier first, then the remote).
         std::size_t w = kNone;
         if (config_.kind == KvStoreKind::kMooncake) {
-            const std::size_t h = pool_.touch_find(key);  // one copy in the pool: at most one segment holds it
+            const std::size_t h = pool_.touch_find(key, in_pool);  // one copy in the pool: at most one segment holds it
             w = h == LruBlockTiers::npos ? kNone : h;
-        } else if (host_tiers_[replica_host_[replica]].touch_if_held(key)) {
+        } else if (host_tiers_[replica_host_[replica]].touch_if_held(key, in_local)) {
             w = replica_host_[replica];
-        } else if (remote_.touch_if_held(key)) {
+        } else if (remote_.touch_if_held(key, in_remote)) {
             w = kRemote;
         }
         if (w == kNone) {
@@ -346,20 +300,6 @@ void SharedKvStore::prefetch_index(std::size_t replica, std::uint64_t key) const
                                                               : host_tiers_[replica_host_[replica]].probe_address(key));
 }
 
-void SharedKvStore::prefetch_lookup(std::size_t replica, std::span<const core::BlockHash> hashes) const {
-    // The tier is chosen once, not per block as prefetch_index does.
-    if (config_.kind == KvStoreKind::kMooncake) {
-        for (const core::BlockHash h : hashes) {
-            __builtin_prefetch(pool_.probe_address(core::to_int(h)));
-        }
-    } else {
-        const LruBlockTier& local = host_tiers_[replica_host_[replica]];
-        for (const core::BlockHash h : hashes) {
-            __builtin_prefetch(local.probe_address(core::to_int(h)));
-        }
-    }
-}
-
 void SharedKvStore::start_saves(std::size_t replica, std::span<const std::uint64_t> keys, core::SimTime now) {
     // The blocks this step's saves will write, by the rules commit() applies at the step's end: a block some tier
     // holds already is not written again (Mooncake's put of a present key is skipped; LMCache checks its tiers).
@@ -368,7 +308,7 @@ void SharedKvStore::start_saves(std::size_t replica, std::span<const std::uint64
     const std::size_t own = replica_host_[replica];
     for (const std::uint64_t key : keys) {
         if (config_.kind == KvStoreKind::kMooncake) {
-            to_host += pool_.tier_of(key) == LruBlockTiers::npos ? 1 : 0;
+            to_host += pool_.contains(key) ? 0 : 1;
         } else {
             to_host += host_tiers_[own].contains(key) ? 0 : 1;
             to_remote += config_.remote_capacity_blocks > 0 && !remote_.contains(key) ? 1 : 0;

@@ -146,95 +146,114 @@ public:
 
 // Tiers of blocks under one index, each block in at most one tier (Mooncake's pool: one copy of a key over all the
 // hosts' segments): per tier a capacity in blocks and an LRU order, eviction only when inserting into a full tier.
-// The LRU links live in the index's own slots (open addressing, linear probing, load at most 1/2, Fibonacci
-// hashing): a slot is the key and the previous and next slots of its tier's list, 16 bytes, four to a cache line;
-// with several tiers a parallel array holds each slot's tier. A touch reads the probed slot, which is also the list
-// node (a separate node vector was a second line per block, and 16 bytes more per block). Backward-shift deletion
-// and growth move slots; a moved slot's neighbours (or its list's ends) are repointed, so no list changes order.
-// Nothing allocates once the tiers are full and the table has grown to them. Walks over many keys hide the cache
-// misses with prefetch_touch.
+// Each block is a node (its key and the previous and next nodes of its tier's list, 16 bytes) in one vector, in the
+// order the nodes were made; an index (BlockKeyMap) maps the key to its node. A node is never freed: an insert into a
+// full tier takes over its victim's node, and otherwise appends one. So the blocks inserted together (a step's
+// saves, a routed prompt) sit in consecutive nodes, and so do the blocks that replace a run evicted together. The
+// walks follow that: a walk remembers the node of the block it touched last (Cursor) and looks for the next block
+// in the node after it before probing the index, which on a chain of consecutive nodes turns a random read per
+// block (the index's slot) into a sequential one (bench/README.md, "Fourth round"). The list relinks a touch does
+// are then on neighbouring nodes too. With several tiers a parallel array holds each node's tier. Only the node
+// order is new: which blocks a tier holds and its LRU order are those of any LRU.
 class LruBlockTiers {
 public:
     static constexpr std::size_t npos = static_cast<std::size_t>(-1);
+    // Where a walk over a chain of blocks stands: the node of the block it touched or inserted last.
+    struct Cursor {
+        std::uint32_t node = 0xffffffffu;
+    };
     LruBlockTiers(std::size_t num_tiers, std::int64_t capacity_blocks_each);
 
     // The tier holding `key`, or npos.
     [[nodiscard]] std::size_t tier_of(std::uint64_t key) const {
-        const std::uint32_t i = find_slot(key);
-        return i == kNil ? npos : tier_at(i);
+        const std::uint32_t n = index_.find(key);
+        return n == kNil ? npos : tier_at(n);
     }
-    [[nodiscard]] const void* probe_address(std::uint64_t key) const { return &slots_[home(key)]; }
-    // A prefetch for a touch of `key` coming later in a walk: the key's home slot, which holds its links too. A hint
-    // only: nothing observable changes.
+    [[nodiscard]] bool contains(std::uint64_t key) const { return index_.find(key) != kNil; }
+    [[nodiscard]] const void* probe_address(std::uint64_t key) const { return index_.probe_address(key); }
+    // A prefetch for a touch of `key` coming later in a walk: the key's home slot in the index. A hint only: nothing
+    // observable changes.
     void prefetch_touch(std::uint64_t key) const { __builtin_prefetch(probe_address(key)); }
+    // A prefetch for a walk at `at` that will touch `key` `distance` blocks later: when the node that many places on
+    // does not hold it (the chain breaks before), the key's index slot is requested, which the walk will probe.
+    void prefetch_walk(std::uint64_t key, std::size_t distance, const Cursor& at) const {
+        const std::size_t guess = static_cast<std::size_t>(at.node + 1) + distance;
+        if (guess >= nodes_.size() || nodes_[guess].key != key) {
+            __builtin_prefetch(probe_address(key));
+        }
+    }
     // Moves `key` to its tier's most-recent end; nothing when absent.
-    void touch(std::uint64_t key) { (void)touch_find(key); }
+    void touch(std::uint64_t key) {
+        Cursor at;
+        (void)touch_find(key, at);
+    }
     // touch(key), returning the tier that holds it (npos when absent): one probe instead of tier_of + touch.
-    std::size_t touch_find(std::uint64_t key);
+    std::size_t touch_find(std::uint64_t key) {
+        Cursor at;
+        return touch_find(key, at);
+    }
+    // touch_find(key) in a walk: the node after `at` is tried first; `at` moves to the key's node when it is held.
+    std::size_t touch_find(std::uint64_t key, Cursor& at);
     // Inserts an absent `key` at `tier`'s most-recent end, first evicting that tier's least recent block when it is
     // full (that key is written to *evicted when given). Nothing when the key is held somewhere or the capacity is 0.
-    // Returns whether a block was evicted.
-    bool insert(std::size_t tier, std::uint64_t key, std::uint64_t* evicted = nullptr);
+    // Returns whether a block was evicted. `at`, when given, moves to the key's node when it is inserted.
+    bool insert(std::size_t tier, std::uint64_t key, std::uint64_t* evicted = nullptr, Cursor* at = nullptr);
     [[nodiscard]] std::int64_t size(std::size_t tier) const { return lists_[tier].size; }
-    [[nodiscard]] std::int64_t size() const { return static_cast<std::int64_t>(size_); }
+    [[nodiscard]] std::int64_t size() const { return static_cast<std::int64_t>(nodes_.size()); }
 
 private:
-    static constexpr std::uint32_t kNil = 0xffffffffu;
-    static constexpr std::uint32_t kFree = 0xfffffffeu;  // a free slot's prev (slot indices stay below it)
-    struct Slot {
+    static constexpr std::uint32_t kNil = BlockKeyMap::npos;
+    struct Node {
         std::uint64_t key = 0;
-        std::uint32_t prev = kFree;  // within its tier's list (slot indices; kNil at the head)
+        std::uint32_t prev = kNil;  // within its tier's list (node indices; kNil at the ends)
         std::uint32_t next = kNil;
     };
-    static_assert(sizeof(Slot) == 16);
-    [[nodiscard]] std::size_t tier_at(std::uint32_t n) const { return tiers_.empty() ? 0 : tiers_[n]; }
+    static_assert(sizeof(Node) == 16);
     struct List {
         std::uint32_t head = kNil;  // least recent
         std::uint32_t tail = kNil;  // most recent
         std::int64_t size = 0;
     };
-    [[nodiscard]] std::size_t home(std::uint64_t key) const {
-        return static_cast<std::size_t>((key * 0x9e3779b97f4a7c15ULL) >> shift_);
-    }
-    [[nodiscard]] std::uint32_t find_slot(std::uint64_t key) const {
-        for (std::size_t i = home(key);; i = (i + 1) & mask_) {
-            const Slot& s = slots_[i];
-            if (s.prev == kFree) {
-                return kNil;
-            }
-            if (s.key == key) {
-                return static_cast<std::uint32_t>(i);
-            }
+    [[nodiscard]] std::size_t tier_at(std::uint32_t n) const { return node_tiers_.empty() ? 0 : node_tiers_[n]; }
+    // The node holding `key` (kNil: none), the one after `at` tried first. Every node holds a key (none is ever
+    // freed) and no two hold the same, so a node whose key matches is the key's node.
+    [[nodiscard]] std::uint32_t find_node(std::uint64_t key, const Cursor& at) const {
+        const std::uint32_t guess = at.node + 1;  // kNil + 1 wraps to node 0: a valid guess too
+        if (guess < nodes_.size() && nodes_[guess].key == key) {
+            return guess;
         }
+        return index_.find(key);
     }
     void unlink(std::uint32_t n);
     void append(std::uint32_t n);
-    // Removes slot n's key (unlinked already) and shifts later entries of its probe run back, repointing their links.
-    void erase_slot(std::uint32_t n);
-    void move_slot(std::uint32_t from, std::uint32_t to);
-    void grow();
 
     std::int64_t capacity_;
-    std::vector<Slot> slots_;
-    std::vector<std::uint16_t> tiers_;  // per slot, its tier; empty with one tier (all are tier 0)
-    std::size_t mask_ = 0;
-    int shift_ = 64;
-    std::size_t size_ = 0;
+    BlockKeyMap index_;                      // key → node
+    std::vector<Node> nodes_;
+    std::vector<std::uint16_t> node_tiers_;  // per node, its tier; empty with one tier (all are tier 0)
     std::vector<List> lists_;
 };
 
 // One tier: capacity in blocks, LRU order (front = least recent), eviction only when inserting into a full tier.
 class LruBlockTier {
 public:
+    using Cursor = LruBlockTiers::Cursor;
     explicit LruBlockTier(std::int64_t capacity_blocks) : tiers_(1, capacity_blocks) {}
-    [[nodiscard]] bool contains(std::uint64_t key) const { return tiers_.tier_of(key) != LruBlockTiers::npos; }
+    [[nodiscard]] bool contains(std::uint64_t key) const { return tiers_.contains(key); }
     void touch(std::uint64_t key) { tiers_.touch(key); }
     // touch(key), returning whether it is held.
     bool touch_if_held(std::uint64_t key) { return tiers_.touch_find(key) != LruBlockTiers::npos; }
+    // The same in a walk (LruBlockTiers::touch_find with a cursor).
+    bool touch_if_held(std::uint64_t key, Cursor& at) { return tiers_.touch_find(key, at) != LruBlockTiers::npos; }
     [[nodiscard]] const void* probe_address(std::uint64_t key) const { return tiers_.probe_address(key); }
     void prefetch_touch(std::uint64_t key) const { tiers_.prefetch_touch(key); }
+    void prefetch_walk(std::uint64_t key, std::size_t distance, const Cursor& at) const {
+        tiers_.prefetch_walk(key, distance, at);
+    }
     // As LruBlockTiers::insert.
-    bool insert(std::uint64_t key, std::uint64_t* evicted = nullptr) { return tiers_.insert(0, key, evicted); }
+    bool insert(std::uint64_t key, std::uint64_t* evicted = nullptr, Cursor* at = nullptr) {
+        return tiers_.insert(0, key, evicted, at);
+    }
     [[nodiscard]] std::int64_t size() const { return tiers_.size(); }
 
 private:
@@ -280,9 +299,6 @@ public:
     [[nodiscard]] std::size_t host_of(std::size_t replica) const { return replica_host_[replica]; }
     // The transfers in flight (loads and saves): the simulation advances them and moves the loads' waits.
     [[nodiscard]] TransferTracker& transfers() { return tracker_; }
-    // A hint that replica `replica` will soon look up `hashes` (a request just routed to it): starts loading the
-    // index lines the lookup will probe, so they are near when it runs. Nothing observable changes.
-    void prefetch_lookup(std::size_t replica, std::span<const core::BlockHash> hashes) const;
 
 private:
     class View;

@@ -202,16 +202,17 @@ private:
             LruBlockTier& tier = tiers_[p.replica];
             constexpr std::size_t kAhead = 16;  // prefetch distance, in blocks: the tables miss the cache
             const std::size_t n = p.hashes.size();
+            LruBlockTier::Cursor at;  // the walk's place in the LRU's nodes (a routed prompt's are mostly in a row)
             for (std::size_t i = 0; i < n; ++i) {
-                if (i + kAhead < n) {  // the slot holds the LRU links too
-                    tier.prefetch_touch(core::to_int(p.hashes[i + kAhead]));
+                if (i + kAhead < n) {  // the index slot, unless the chain of nodes goes on to it
+                    tier.prefetch_walk(core::to_int(p.hashes[i + kAhead]), kAhead, at);
                 }
                 const std::uint64_t key = core::to_int(p.hashes[i]);
-                if (tier.touch_if_held(key)) {
+                if (tier.touch_if_held(key, at)) {
                     continue;
                 }
                 std::uint64_t evicted = 0;
-                if (tier.insert(key, &evicted)) {
+                if (tier.insert(key, &evicted, &at)) {
                     sets_->release(evicted, p.replica);
                 }
                 sets_->hold(key, p.replica);

@@ -178,9 +178,6 @@ void Simulation::handle_arrivals(core::SimTime now) {
                                                  RequestOrigin{spec.tenant, spec.session, spec.last_in_session}, now,
                                                  config_.replica.scheduler.block_size, loads_, hashed,
                                                  &route_hash_memo_);
-        if (kv_store_ && hashed) {
-            kv_store_->prefetch_lookup(target, hashed->hashes);
-        }
         engine::IncomingRequest in{spec.id, now, std::move(spec.prompt), spec.max_output_tokens, spec.answer_content,
                                    spec.turn, {}, std::move(hashed)};
         if (!replicas_[target]->add_request(std::move(in))) {

@@ -231,7 +231,45 @@ TEST_CASE("KV store: tiers under one index evict within their own tier", "[clust
     CHECK(t.size(1) == 1);
 }
 
-TEST_CASE("KV store: the LRU order survives the slots' moves (deletion shifts, growth)", "[cluster][kv_store]") {
+TEST_CASE("KV store: a walk's cursor finds chained and scattered blocks alike", "[cluster][kv_store]") {
+    // Capacity 4, by hand. Inserts 1, 2, 3, 4 take nodes 0-3 (order 1 2 3 4). A walk touches 3, 4 (nodes 2, 3 in a
+    // row: the second is found as the node after the first), then 1 (node 0, back to the index), then 9 (absent):
+    // order 2 3 4 1, the cursor on node 0. Inserting 5 evicts 2 and takes its node 1; 6 evicts 3 (node 2). A walk
+    // of 1, 5, 6 (nodes 0, 1, 2: each the node after the last) gives order 4 1 5 6, so 7 evicts 4, then 8 evicts 1.
+    LruBlockTier t(4);
+    for (std::uint64_t k = 1; k <= 4; ++k) {
+        t.insert(k);
+    }
+    LruBlockTier::Cursor at;
+    CHECK(t.touch_if_held(3, at));
+    CHECK(at.node == 2);
+    CHECK(t.touch_if_held(4, at));
+    CHECK(at.node == 3);
+    CHECK(t.touch_if_held(1, at));
+    CHECK(at.node == 0);
+    CHECK_FALSE(t.touch_if_held(9, at));
+    CHECK(at.node == 0);
+    std::uint64_t evicted = 0;
+    LruBlockTier::Cursor put;
+    CHECK(t.insert(5, &evicted, &put));
+    CHECK(evicted == 2);
+    CHECK(put.node == 1);
+    CHECK(t.insert(6, &evicted, &put));
+    CHECK(evicted == 3);
+    CHECK(put.node == 2);
+    LruBlockTier::Cursor walk;
+    CHECK(t.touch_if_held(1, walk));
+    CHECK(t.touch_if_held(5, walk));
+    CHECK(t.touch_if_held(6, walk));
+    CHECK(walk.node == 2);
+    CHECK(t.insert(7, &evicted));
+    CHECK(evicted == 4);
+    CHECK(t.insert(8, &evicted));
+    CHECK(evicted == 1);
+    CHECK(t.size() == 4);
+}
+
+TEST_CASE("KV store: the LRU order survives the index's moves (deletion shifts, growth)", "[cluster][kv_store]") {
     // Capacity 3, by hand: insert 1, 2, 3 (order 1 2 3); touch 1 (2 3 1); insert 4 evicts 2 (3 1 4); touch 3
     // (1 4 3); insert 5 evicts 1 (4 3 5); insert 6 evicts 4.
     LruBlockTiers t(1, 3);

@@ -50,7 +50,13 @@ std::size_t LruBlockTiers::touch_find(std::uint64_t key, Cursor& at) {
 }
 
 bool LruBlockTiers::insert(std::size_t tier, std::uint64_t key, std::uint64_t* evicted, Cursor* at) {
-    if (capacity_ <= 0 || index_.find(key) != kNil) {
+    if (capacity_ <= 0) {
+        return false;
+    }
+    if (const std::uint32_t held = at != nullptr ? find_node(key, *at) : index_.find(key); held != kNil) {
+        if (at != nullptr) {
+            at->node = held;
+        }
         return false;
     }
     List& l = lists_[tier];
@@ -135,11 +141,12 @@ public:
 
     void on_step_end() override {
         constexpr std::size_t kAhead = 16;  // prefetch distance, in blocks: each put first probes a cold index line
+        SaveCursor at;
         for (std::size_t i = 0; i < in_step_.size(); ++i) {
             if (i + kAhead < in_step_.size()) {
-                store_.prefetch_index(replica_, in_step_[i + kAhead]);
+                store_.prefetch_save(replica_, in_step_[i + kAhead], kAhead, at);
             }
-            store_.commit(replica_, in_step_[i]);
+            store_.commit(replica_, in_step_[i], at);
         }
         in_step_.clear();
     }
@@ -295,9 +302,13 @@ core::Duration SharedKvStore::start_rank_transfers(std::size_t replica, std::siz
     return longest;
 }
 
-void SharedKvStore::prefetch_index(std::size_t replica, std::uint64_t key) const {
-    __builtin_prefetch(config_.kind == KvStoreKind::kMooncake ? pool_.probe_address(key)
-                                                              : host_tiers_[replica_host_[replica]].probe_address(key));
+void SharedKvStore::prefetch_save(std::size_t replica, std::uint64_t key, std::size_t distance,
+                                  const SaveCursor& at) const {
+    if (config_.kind == KvStoreKind::kMooncake) {
+        pool_.prefetch_walk(key, distance, at.pool);
+    } else {
+        host_tiers_[replica_host_[replica]].prefetch_walk(key, distance, at.local);
+    }
 }
 
 void SharedKvStore::start_saves(std::size_t replica, std::span<const std::uint64_t> keys, core::SimTime now) {
@@ -306,12 +317,18 @@ void SharedKvStore::start_saves(std::size_t replica, std::span<const std::uint64
     std::int64_t to_host = 0;
     std::int64_t to_remote = 0;
     const std::size_t own = replica_host_[replica];
-    for (const std::uint64_t key : keys) {
+    constexpr std::size_t kAhead = 16;  // prefetch distance, in blocks: where the chain of nodes breaks, a cold probe
+    SaveCursor at;
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+        if (i + kAhead < keys.size()) {
+            prefetch_save(replica, keys[i + kAhead], kAhead, at);
+        }
+        const std::uint64_t key = keys[i];
         if (config_.kind == KvStoreKind::kMooncake) {
-            to_host += pool_.contains(key) ? 0 : 1;
+            to_host += pool_.contains(key, at.pool) ? 0 : 1;
         } else {
-            to_host += host_tiers_[own].contains(key) ? 0 : 1;
-            to_remote += config_.remote_capacity_blocks > 0 && !remote_.contains(key) ? 1 : 0;
+            to_host += host_tiers_[own].contains(key, at.local) ? 0 : 1;
+            to_remote += config_.remote_capacity_blocks > 0 && !remote_.contains(key, at.remote) ? 1 : 0;
         }
     }
     // Each tensor-parallel rank writes its share of every block from its GPU, over the topology like a load, the
@@ -324,14 +341,15 @@ void SharedKvStore::start_saves(std::size_t replica, std::span<const std::uint64
     }
 }
 
-void SharedKvStore::commit(std::size_t replica, std::uint64_t key) {
+void SharedKvStore::commit(std::size_t replica, std::uint64_t key, SaveCursor& at) {
     if (config_.kind == KvStoreKind::kMooncake) {
-        pool_.insert(replica_host_[replica], key);  // one copy in the pool: a put of a present key is skipped
+        // One copy in the pool: a put of a present key is skipped.
+        pool_.insert(replica_host_[replica], key, nullptr, &at.pool);
         return;
     }
     // LMCache: the local CPU tier and the remote store both keep a copy.
-    host_tiers_[replica_host_[replica]].insert(key);
-    remote_.insert(key);
+    host_tiers_[replica_host_[replica]].insert(key, nullptr, &at.local);
+    remote_.insert(key, nullptr, &at.remote);
 }
 
 KvConnectorSettings parse_kv_connector(const YamlMap& m) {

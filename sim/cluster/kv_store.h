@@ -170,6 +170,15 @@ public:
         return n == kNil ? npos : tier_at(n);
     }
     [[nodiscard]] bool contains(std::uint64_t key) const { return index_.find(key) != kNil; }
+    // contains(key) in a walk: the node after `at` is tried first; `at` moves to the key's node when it is held.
+    [[nodiscard]] bool contains(std::uint64_t key, Cursor& at) const {
+        const std::uint32_t n = find_node(key, at);
+        if (n == kNil) {
+            return false;
+        }
+        at.node = n;
+        return true;
+    }
     [[nodiscard]] const void* probe_address(std::uint64_t key) const { return index_.probe_address(key); }
     // A prefetch for a touch of `key` coming later in a walk: the key's home slot in the index. A hint only: nothing
     // observable changes.
@@ -196,7 +205,8 @@ public:
     std::size_t touch_find(std::uint64_t key, Cursor& at);
     // Inserts an absent `key` at `tier`'s most-recent end, first evicting that tier's least recent block when it is
     // full (that key is written to *evicted when given). Nothing when the key is held somewhere or the capacity is 0.
-    // Returns whether a block was evicted. `at`, when given, moves to the key's node when it is inserted.
+    // Returns whether a block was evicted. `at`, when given, is a walk's cursor (the node after it is tried first for
+    // the key) and moves to the key's node, held already or inserted.
     bool insert(std::size_t tier, std::uint64_t key, std::uint64_t* evicted = nullptr, Cursor* at = nullptr);
     [[nodiscard]] std::int64_t size(std::size_t tier) const { return lists_[tier].size; }
     [[nodiscard]] std::int64_t size() const { return static_cast<std::int64_t>(nodes_.size()); }
@@ -240,6 +250,7 @@ public:
     using Cursor = LruBlockTiers::Cursor;
     explicit LruBlockTier(std::int64_t capacity_blocks) : tiers_(1, capacity_blocks) {}
     [[nodiscard]] bool contains(std::uint64_t key) const { return tiers_.contains(key); }
+    [[nodiscard]] bool contains(std::uint64_t key, Cursor& at) const { return tiers_.contains(key, at); }
     void touch(std::uint64_t key) { tiers_.touch(key); }
     // touch(key), returning whether it is held.
     bool touch_if_held(std::uint64_t key) { return tiers_.touch_find(key) != LruBlockTiers::npos; }
@@ -313,10 +324,18 @@ private:
                               TransferOwner owner);
     // The saves of a step launched at `now` start their transfers (they occupy the links they cross until done).
     void start_saves(std::size_t replica, std::span<const std::uint64_t> keys, core::SimTime now);
-    void commit(std::size_t replica, std::uint64_t key);
-    // Starts loading the index line where the tier `replica` reads and writes first (Mooncake's pool, LMCache's local
-    // tier) probes for `key`: lookup and commit walk many keys over cold tables.
-    void prefetch_index(std::size_t replica, std::uint64_t key) const;
+    // Where a walk over the keys of a step's saves stands in each tier it reads (LruBlockTiers::Cursor): a step saves
+    // whole prompts, most of whose blocks the pool holds already in consecutive nodes.
+    struct SaveCursor {
+        LruBlockTiers::Cursor pool;
+        LruBlockTiers::Cursor local;
+        LruBlockTiers::Cursor remote;
+    };
+    void commit(std::size_t replica, std::uint64_t key, SaveCursor& at);
+    // A prefetch for a walk over saves at `at` that will reach `key` `distance` keys later, in the tier `replica`
+    // reads and writes first (Mooncake's pool, LMCache's local tier): its index slot unless the chain of nodes goes on
+    // to it (LruBlockTiers::prefetch_walk).
+    void prefetch_save(std::size_t replica, std::uint64_t key, std::size_t distance, const SaveCursor& at) const;
     // One transfer per tensor-parallel rank of `replica`, each its share of `blocks` blocks between `vertex` and the
     // rank's GPU (towards the GPU for a load, from it for a save), cut into the slices of Topology::rail_paths;
     // returns when the slowest ends.

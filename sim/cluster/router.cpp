@@ -162,12 +162,43 @@ public:
     explicit RoutedPrefixIndex(const RouterOptions& o)
         : options_(o), delay_(core::Duration::from_s(o.cache_signal_delay_s)) {}
 
-    // out[r]: the leading blocks of `hashes` the router believes replica r (< num_replicas) holds at `now`.
+    // out[r]: the leading blocks of `hashes` the router believes replica r (< num_replicas) holds at `now`. Each
+    // replica's LRU is walked from block 0 until it misses a block (the walk of llm-d's LongestPrefixScorer, per
+    // pod). A routed prompt's blocks sit in consecutive nodes of its replica's LRU (LruBlockTiers), so past block 0
+    // a walk reads mostly the next node rather than a random index slot; this replaced one walk over a block →
+    // replicas map (ReplicaBlockSets, still the precise index's), whose every block was a random read, and its upkeep
+    // at each routing's insert and eviction (bench/README.md, "Fourth round").
     void matched(std::span<const core::BlockHash> hashes, core::SimTime now, std::size_t num_replicas,
                  std::vector<std::int64_t>& out) override {
         ensure(num_replicas);
         advance(now);
-        sets_->matched(hashes, out);
+        out.assign(num_replicas, 0);
+        if (hashes.empty()) {
+            return;
+        }
+        const std::uint64_t first = core::to_int(hashes[0]);
+        for (const LruBlockTier& tier : tiers_) {  // block 0's probes, one per replica, overlap
+            tier.prefetch_touch(first);
+        }
+        constexpr std::size_t kAhead = 16;  // prefetch distance, in blocks: where a chain of nodes breaks
+        const std::size_t size = hashes.size();
+        for (std::size_t r = 0; r < num_replicas; ++r) {
+            const LruBlockTier& tier = tiers_[r];
+            LruBlockTier::Cursor at;
+            if (!tier.contains(first, at)) {
+                continue;
+            }
+            std::size_t n = 1;
+            for (; n < size; ++n) {
+                if (n + kAhead < size) {
+                    tier.prefetch_walk(core::to_int(hashes[n + kAhead]), kAhead, at);
+                }
+                if (!tier.contains(core::to_int(hashes[n]), at)) {
+                    break;
+                }
+            }
+            out[r] = static_cast<std::int64_t>(n);
+        }
     }
 
     void routed(std::size_t r, std::span<const core::BlockHash> hashes, core::SimTime now) override {
@@ -184,13 +215,11 @@ private:
 
     // Sizes the index for the cluster (known at the first routing).
     void ensure(std::size_t num_replicas) {
-        if (!sets_) {
-            tiers_.clear();
+        if (tiers_.empty()) {
             for (std::size_t r = 0; r < num_replicas; ++r) {
                 const std::int64_t c = options_.capacity_blocks(r);
                 tiers_.emplace_back(c > 0 ? c : std::int64_t{1} << 40);  // unknown: no bound
             }
-            sets_.emplace(num_replicas);
         }
         SERVESIM_CHECK(tiers_.size() == num_replicas, "the cluster's size changed between routings");
     }
@@ -211,11 +240,7 @@ private:
                 if (tier.touch_if_held(key, at)) {
                     continue;
                 }
-                std::uint64_t evicted = 0;
-                if (tier.insert(key, &evicted, &at)) {
-                    sets_->release(evicted, p.replica);
-                }
-                sets_->hold(key, p.replica);
+                tier.insert(key, nullptr, &at);
             }
             pending_.pop_front();
         }
@@ -224,7 +249,6 @@ private:
     RouterOptions options_;  // each replica's capacity (capacity_blocks)
     core::Duration delay_;
     std::vector<LruBlockTier> tiers_;         // per replica: the routed blocks, LRU
-    std::optional<ReplicaBlockSets> sets_;    // the same, as block → replicas
     std::deque<Pending> pending_;
 };
 

@@ -14,6 +14,31 @@ namespace servesim::cluster {
 LruBlockTiers::LruBlockTiers(std::size_t num_tiers, std::int64_t capacity_blocks_each)
     : capacity_(capacity_blocks_each), lists_(num_tiers) {
     SERVESIM_CHECK(num_tiers <= 0xffff, "{} tiers under one LRU index", num_tiers);
+    const double wanted = 2.0 * static_cast<double>(std::max<std::int64_t>(capacity_, 0)) * static_cast<double>(num_tiers);
+    arena_limit_ = wanted >= static_cast<double>(kFree) ? std::size_t{kFree} : static_cast<std::size_t>(wanted);
+}
+
+std::uint32_t LruBlockTiers::allocate(const Cursor* at) {
+    if (at != nullptr) {
+        const std::size_t after = static_cast<std::size_t>(static_cast<std::uint32_t>(at->node + 1));
+        if (after < nodes_.size() && nodes_[after].prev == kFree) {
+            return static_cast<std::uint32_t>(after);
+        }
+    }
+    if (nodes_.size() < arena_limit_) {
+        nodes_.emplace_back();
+        if (lists_.size() > 1) {
+            node_tiers_.push_back(0);
+        }
+        return static_cast<std::uint32_t>(nodes_.size() - 1);
+    }
+    // At the limit at most half the nodes are live, so the sweep finds a free one.
+    while (nodes_[sweep_].prev != kFree) {
+        sweep_ = sweep_ + 1 == nodes_.size() ? 0 : sweep_ + 1;
+    }
+    const std::size_t n = sweep_;
+    sweep_ = sweep_ + 1 == nodes_.size() ? 0 : sweep_ + 1;
+    return static_cast<std::uint32_t>(n);
 }
 
 void LruBlockTiers::unlink(std::uint32_t n) {
@@ -60,15 +85,16 @@ bool LruBlockTiers::insert(std::size_t tier, std::uint64_t key, std::uint64_t* e
         return false;
     }
     List& l = lists_[tier];
-    std::uint32_t n = kNil;
     bool evicted_one = false;
-    if (l.size >= capacity_) {  // the least recent block of this tier goes; the new one takes its node
-        n = l.head;
-        const std::uint64_t victim = nodes_[n].key;
+    if (l.size >= capacity_) {  // the least recent block of this tier goes; its node is freed
+        const std::uint32_t v = l.head;
+        const std::uint64_t victim = nodes_[v].key;
         if (evicted != nullptr) {
             *evicted = victim;
         }
-        unlink(n);
+        unlink(v);
+        nodes_[v].prev = kFree;
+        --live_;
         index_.erase(victim);
         if (l.head != kNil) {  // the next eviction of this tier starts there: its index slot, and the node after it
             const Node& next = nodes_[l.head];
@@ -78,14 +104,13 @@ bool LruBlockTiers::insert(std::size_t tier, std::uint64_t key, std::uint64_t* e
             }
         }
         evicted_one = true;
-    } else {
-        SERVESIM_CHECK(nodes_.size() < kNil - 1, "more than 2^32 - 2 blocks in an LRU index");
-        n = static_cast<std::uint32_t>(nodes_.size());
-        nodes_.emplace_back();
-        if (lists_.size() > 1) {
-            node_tiers_.push_back(static_cast<std::uint16_t>(tier));
-        }
     }
+    SERVESIM_CHECK(live_ + 1 < kFree, "more than 2^32 - 3 blocks in an LRU index");
+    const std::uint32_t n = allocate(at);
+    if (!node_tiers_.empty()) {
+        node_tiers_[n] = static_cast<std::uint16_t>(tier);
+    }
+    ++live_;
     nodes_[n].key = key;
     index_.insert(key, n);
     append(n);

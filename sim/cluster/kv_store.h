@@ -146,15 +146,18 @@ public:
 
 // Tiers of blocks under one index, each block in at most one tier (Mooncake's pool: one copy of a key over all the
 // hosts' segments): per tier a capacity in blocks and an LRU order, eviction only when inserting into a full tier.
-// Each block is a node (its key and the previous and next nodes of its tier's list, 16 bytes) in one vector, in the
-// order the nodes were made; an index (BlockKeyMap) maps the key to its node. A node is never freed: an insert into a
-// full tier takes over its victim's node, and otherwise appends one. So the blocks inserted together (a step's
-// saves, a routed prompt) sit in consecutive nodes, and so do the blocks that replace a run evicted together. The
-// walks follow that: a walk remembers the node of the block it touched last (Cursor) and looks for the next block
-// in the node after it before probing the index, which on a chain of consecutive nodes turns a random read per
-// block (the index's slot) into a sequential one (bench/README.md, "Fourth round"). The list relinks a touch does
-// are then on neighbouring nodes too. With several tiers a parallel array holds each node's tier. Only the node
-// order is new: which blocks a tier holds and its LRU order are those of any LRU.
+// Each block is a node (its key and the previous and next nodes of its tier's list, 16 bytes) in an arena of up to
+// twice the tiers' capacity; an index (BlockKeyMap) maps the key to its node. An insert given a walk's cursor takes
+// the node after the cursor's when it is free, else a new node below the limit, else the next free node of a sweep
+// over the arena (about half the nodes are free once the tiers are full, and the sweep reaches the oldest regions,
+// emptied first by the LRU). So the blocks inserted together (a step's saves, a routed prompt) sit in consecutive
+// nodes, and stay so while they live. The walks follow that: a walk remembers the node of the block it touched last
+// (Cursor) and looks for the next block in the node after it before probing the index, which on a chain of
+// consecutive nodes turns a random read per block (the index's slot) into a sequential one (bench/README.md,
+// "Fourth round"). The list relinks a touch does are then on neighbouring nodes too. With several tiers a parallel
+// array holds each node's tier. Only where nodes lie is new: which blocks a tier holds and its LRU order are those of
+// any LRU. (Reusing each victim's node for the block that replaced it kept chains in a row at 100k requests of the
+// cluster benchmark, but they frayed as the run went on: 45 s at 1M against 32 s with the sweep.)
 class LruBlockTiers {
 public:
     static constexpr std::size_t npos = static_cast<std::size_t>(-1);
@@ -209,10 +212,11 @@ public:
     // the key) and moves to the key's node, held already or inserted.
     bool insert(std::size_t tier, std::uint64_t key, std::uint64_t* evicted = nullptr, Cursor* at = nullptr);
     [[nodiscard]] std::int64_t size(std::size_t tier) const { return lists_[tier].size; }
-    [[nodiscard]] std::int64_t size() const { return static_cast<std::int64_t>(nodes_.size()); }
+    [[nodiscard]] std::int64_t size() const { return static_cast<std::int64_t>(live_); }
 
 private:
     static constexpr std::uint32_t kNil = BlockKeyMap::npos;
+    static constexpr std::uint32_t kFree = kNil - 1;  // a free node's prev (node indices stay below it)
     struct Node {
         std::uint64_t key = 0;
         std::uint32_t prev = kNil;  // within its tier's list (node indices; kNil at the ends)
@@ -225,21 +229,30 @@ private:
         std::int64_t size = 0;
     };
     [[nodiscard]] std::size_t tier_at(std::uint32_t n) const { return node_tiers_.empty() ? 0 : node_tiers_[n]; }
-    // The node holding `key` (kNil: none), the one after `at` tried first. Every node holds a key (none is ever
-    // freed) and no two hold the same, so a node whose key matches is the key's node.
+    // The node holding `key` (kNil: none), the one after `at` tried first. No two live nodes hold the same key, so a
+    // live node whose key matches is the key's node.
     [[nodiscard]] std::uint32_t find_node(std::uint64_t key, const Cursor& at) const {
         const std::uint32_t guess = at.node + 1;  // kNil + 1 wraps to node 0: a valid guess too
-        if (guess < nodes_.size() && nodes_[guess].key == key) {
+        if (guess < nodes_.size() && nodes_[guess].key == key && nodes_[guess].prev != kFree) {
             return guess;
         }
         return index_.find(key);
     }
     void unlink(std::uint32_t n);
     void append(std::uint32_t n);
+    // A node for a key inserted after the one at `at` (nullptr: none): the node after `at` when it is free, else a
+    // new one while the arena is below its limit, else the next free node from the sweep.
+    std::uint32_t allocate(const Cursor* at);
 
     std::int64_t capacity_;
     BlockKeyMap index_;                      // key → node
+    // The nodes, live and free. Up to twice the tiers' capacity (arena_limit_), so that about half are free once the
+    // tiers are full: a run of inserts then takes a run of consecutive free nodes (a chain of blocks stays in a row)
+    // instead of its victims' nodes, wherever those lay.
     std::vector<Node> nodes_;
+    std::size_t arena_limit_ = 0;
+    std::size_t live_ = 0;
+    std::size_t sweep_ = 0;  // where the search for a free node goes on
     std::vector<std::uint16_t> node_tiers_;  // per node, its tier; empty with one tier (all are tier 0)
     std::vector<List> lists_;
 };

@@ -232,10 +232,13 @@ TEST_CASE("KV store: tiers under one index evict within their own tier", "[clust
 }
 
 TEST_CASE("KV store: a walk's cursor finds chained and scattered blocks alike", "[cluster][kv_store]") {
-    // Capacity 4, by hand. Inserts 1, 2, 3, 4 take nodes 0-3 (order 1 2 3 4). A walk touches 3, 4 (nodes 2, 3 in a
-    // row: the second is found as the node after the first), then 1 (node 0, back to the index), then 9 (absent):
-    // order 2 3 4 1, the cursor on node 0. Inserting 5 evicts 2 and takes its node 1; 6 evicts 3 (node 2). A walk
-    // of 1, 5, 6 (nodes 0, 1, 2: each the node after the last) gives order 4 1 5 6, so 7 evicts 4, then 8 evicts 1.
+    // Capacity 4 (an arena of up to 8 nodes), by hand. Inserts 1, 2, 3, 4 take nodes 0-3 (order 1 2 3 4). A walk
+    // touches 3, 4 (nodes 2, 3 in a row: the second is found as the node after the first), then 1 (node 0, back to
+    // the index), then 9 (absent): order 2 3 4 1, the cursor on node 0. Inserting 5 evicts 2 (node 1 is freed) and,
+    // below the arena's limit, takes a new node 4; 6 evicts 3 (node 2 freed) and takes node 5, the one after 5's. A
+    // walk of 1, 5, 6 (node 0, node 4 through the index since node 1 is free, node 5 as the next) gives order
+    // 4 1 5 6, so 7 evicts 4 (node 3 freed) and 8 evicts 1 (node 0 freed); they take nodes 6 and 7, the arena is at
+    // its limit (order 5 6 7 8).
     LruBlockTier t(4);
     for (std::uint64_t k = 1; k <= 4; ++k) {
         t.insert(k);
@@ -253,19 +256,37 @@ TEST_CASE("KV store: a walk's cursor finds chained and scattered blocks alike", 
     LruBlockTier::Cursor put;
     CHECK(t.insert(5, &evicted, &put));
     CHECK(evicted == 2);
-    CHECK(put.node == 1);
+    CHECK(put.node == 4);
     CHECK(t.insert(6, &evicted, &put));
     CHECK(evicted == 3);
-    CHECK(put.node == 2);
+    CHECK(put.node == 5);
     LruBlockTier::Cursor walk;
     CHECK(t.touch_if_held(1, walk));
     CHECK(t.touch_if_held(5, walk));
+    CHECK(walk.node == 4);
     CHECK(t.touch_if_held(6, walk));
-    CHECK(walk.node == 2);
+    CHECK(walk.node == 5);
     CHECK(t.insert(7, &evicted));
     CHECK(evicted == 4);
     CHECK(t.insert(8, &evicted));
     CHECK(evicted == 1);
+    CHECK(t.size() == 4);
+    // At the limit. A touch of 6 gives order 5 7 8 6. After 6's node (5) comes 7's (6), live, so 9 (evicting 5, node
+    // 4 freed) takes the sweep's first free node, 0. After 9's node 0 comes node 1, free: 10 (evicting 7, node 6
+    // freed) takes it (order 8 6 9 10).
+    LruBlockTier::Cursor after_six;
+    CHECK(t.touch_if_held(6, after_six));
+    CHECK(after_six.node == 5);
+    CHECK(t.insert(9, &evicted, &after_six));
+    CHECK(evicted == 5);
+    CHECK(after_six.node == 0);
+    CHECK(t.insert(10, &evicted, &after_six));
+    CHECK(evicted == 7);
+    CHECK(after_six.node == 1);
+    CHECK(t.contains(6));
+    CHECK(t.contains(8));
+    CHECK(t.contains(9));
+    CHECK(t.contains(10));
     CHECK(t.size() == 4);
 }
 

@@ -290,6 +290,65 @@ TEST_CASE("KV store: a walk's cursor finds chained and scattered blocks alike", 
     CHECK(t.size() == 4);
 }
 
+TEST_CASE("KV store: walks with cursors keep the same LRU order as a plain list", "[cluster][kv_store]") {
+    // Two tiers of 50 blocks (an arena of up to 200 nodes, so the sweep and the free-node reuse both run), against
+    // one std::list per tier. 4,000 walks of chains: each picks a tier and a chain start among 120 (so chains
+    // overlap and get evicted), walks 1-12 consecutive keys with one cursor, touching the held ones and inserting
+    // the others, as the pool's lookup and puts do; a key already in the other tier stays there. Every eviction
+    // must name its list's front, and at the end each list must match its tier, in order (checked by evicting all).
+    LruBlockTiers t(2, 50);
+    std::list<std::uint64_t> order[2];
+    std::uint64_t seed = 12345;
+    auto next = [&](std::uint64_t n) {
+        seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+        return (seed >> 33) % n;
+    };
+    auto where = [&](std::uint64_t key) -> int {
+        for (int i = 0; i < 2; ++i) {
+            for (const std::uint64_t k : order[i]) {
+                if (k == key) {
+                    return i;
+                }
+            }
+        }
+        return -1;
+    };
+    for (int w = 0; w < 4000; ++w) {
+        const std::size_t tier = next(2);
+        const std::uint64_t start = next(120) * 16;
+        const std::uint64_t len = 1 + next(12);
+        LruBlockTiers::Cursor at;
+        for (std::uint64_t k = start; k < start + len; ++k) {
+            const std::uint64_t key = (k + 1) * 0x9e3779b97f4a7c15ULL;
+            const int held = where(key);
+            const std::size_t found = t.touch_find(key, at);
+            CHECK(found == (held < 0 ? LruBlockTiers::npos : static_cast<std::size_t>(held)));
+            if (held >= 0) {
+                order[held].remove(key);
+                order[held].push_back(key);
+                continue;
+            }
+            std::uint64_t gone = 0;
+            const bool did_evict = t.insert(tier, key, &gone, &at);
+            CHECK(did_evict == (order[tier].size() == 50));
+            if (did_evict) {
+                CHECK(gone == order[tier].front());
+                order[tier].pop_front();
+            }
+            order[tier].push_back(key);
+        }
+    }
+    for (std::size_t tier = 0; tier < 2; ++tier) {
+        CHECK(t.size(tier) == static_cast<std::int64_t>(order[tier].size()));
+        // Fresh keys push the tier's blocks out in its LRU order.
+        for (const std::uint64_t key : order[tier]) {
+            std::uint64_t gone = 0;
+            CHECK(t.insert(tier, ~key, &gone));
+            CHECK(gone == key);
+        }
+    }
+}
+
 TEST_CASE("KV store: the LRU order survives the index's moves (deletion shifts, growth)", "[cluster][kv_store]") {
     // Capacity 3, by hand: insert 1, 2, 3 (order 1 2 3); touch 1 (2 3 1); insert 4 evicts 2 (3 1 4); touch 3
     // (1 4 3); insert 5 evicts 1 (4 3 5); insert 6 evicts 4.

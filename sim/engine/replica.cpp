@@ -205,6 +205,10 @@ std::vector<core::RequestId> Replica::end_step(core::SimTime now) {
         connector_->on_step_end();
     }
     std::vector<core::RequestId> finished;
+    // The step's inter-token gaps, in plan order, go to the metrics as runs of equal gaps (on_token_gaps: the same
+    // samples in the same order as one on_token_gap per token; nothing else in this loop reads or writes them).
+    core::Duration run_gap{};
+    std::int64_t run_count = 0;
     for (const auto& sr : plan.scheduled) {
         Request* r = sr.request;
         // A request preempted while this step ran (async scheduling) still gets the token the step computed.
@@ -215,8 +219,16 @@ std::vector<core::RequestId> Replica::end_step(core::SimTime now) {
         if (r->num_output_tokens == 1) {
             r->first_token = now;
         } else {
-            metrics_.on_token_gap(r->arrival, now - r->last_token);
-            r->max_token_gap = std::max(r->max_token_gap, now - r->last_token);
+            const core::Duration gap = now - r->last_token;
+            if (metrics_.measured(r->arrival)) {
+                if (gap != run_gap) {
+                    metrics_.on_token_gaps(run_gap, run_count);
+                    run_gap = gap;
+                    run_count = 0;
+                }
+                ++run_count;
+            }
+            r->max_token_gap = std::max(r->max_token_gap, gap);
         }
         r->last_token = now;
         if (r->is_finished()) {
@@ -246,6 +258,7 @@ std::vector<core::RequestId> Replica::end_step(core::SimTime now) {
             requests_.erase(owned);
         }
     }
+    metrics_.on_token_gaps(run_gap, run_count);
     if (config_.check_invariants) {
         kv_cache_->check_invariants();
     }

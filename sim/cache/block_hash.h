@@ -92,6 +92,8 @@ public:
     }
 
     [[nodiscard]] int block_size_tokens() const { return block_size_tokens_; }
+    // Where the next block ends, in tokens: below it (with the list this hasher last extended) extend returns at once.
+    [[nodiscard]] std::int64_t next_block_end_tokens() const { return next_block_end_tokens_; }
 
     // Where hashing stands, for TurnHashHandoff::give (cursor().num_hashed_blocks = the hash list's length).
     [[nodiscard]] HashCursor cursor() const { return HashCursor{run_index_, offset_in_run_, num_hashed_blocks_}; }

@@ -33,6 +33,11 @@ public:
         return i < num_blocks_ && links_[i].prev != kNotQueued;
     }
 
+    // The block popleft returns next (the tail sentinel's id, num_blocks + 1, when the queue is empty), and the
+    // memory its removal reads, for a caller to prefetch ahead of the pop.
+    [[nodiscard]] std::uint32_t head_id() const { return links_[head()].next; }
+    [[nodiscard]] const void* links_address(std::uint32_t i) const { return &links_[i]; }
+
     // Removes and returns the head (the LRU block). The queue must not be empty. (Inline, as remove and append: the
     // pool calls them once per block it allocates, hits or frees.)
     [[nodiscard]] core::BlockId popleft() {

@@ -63,6 +63,12 @@ public:
     [[nodiscard]] int num_groups() const { return static_cast<int>(managers_.size()); }
     // Every group is full attention (no sliding window, no Mamba): nothing is ever skipped or capped.
     [[nodiscard]] bool all_full_attention() const { return all_full_attention_; }
+    // The manager of the only group when the pool has one group and it is full attention (the running requests'
+    // one-pass allocation, SingleTypeKvCacheManager::extend_running, applies); nullptr otherwise.
+    [[nodiscard]] SingleTypeKvCacheManager* sole_full_attention_manager() {
+        return all_full_attention_ && managers_.size() == 1 ? managers_.front().get() : nullptr;
+    }
+
     // The hash block size: every group's block size (Mamba kNone groups excepted).
     [[nodiscard]] int hash_block_size_tokens() const { return hash_block_size_tokens_; }
     [[nodiscard]] const BlockDivider& hash_blocks_of() const { return hash_blocks_of_; }

@@ -151,8 +151,36 @@ bool KvCacheManager::allocate_attention_slots(const CacheRequest& req, std::int6
             num_tokens_to_cache < req.kv_summary->uncached_from_tokens) {
             return true;  // the summary of the block lists says so (KvRunningSummary)
         }
-        if (coordinator.running_step_changes_nothing(req.id, req.kv_slot_hint, num_tokens_need_slot,
-                                                     num_tokens_to_cache)) {
+        if (SingleTypeKvCacheManager* manager = coordinator.sole_full_attention_manager();
+            manager != nullptr && !delay_cache_blocks) {
+            // One full-attention group: remove_skipped_blocks frees nothing and there are no hits, so what is left
+            // of the steps below is the fit test, allocate_new_blocks and cache_blocks of that group, done in one
+            // pass over its list (the ~1 allocation in block_size decode steps of every running request).
+            const std::int64_t block_size = coordinator.hash_block_size_tokens();
+            const std::int64_t cached_tokens = coordinator.hash_blocks_of().div(num_tokens_to_cache) * block_size;
+            const auto hashes = hashes_of(req);
+            SERVESIM_CHECK(static_cast<std::int64_t>(hashes.size()) >= cached_tokens / block_size,
+                           "request {} has {} block hashes but caches {} tokens", core::to_int(req.id),
+                           hashes.size(), num_tokens_to_cache);
+            const auto ext =
+                manager->extend_running(req.id, req.kv_slot_hint, num_tokens_need_slot, cached_tokens, hashes);
+            if (ext.outcome == SingleTypeKvCacheManager::RunningExtension::kDoesNotFit) {
+                return false;
+            }
+            if (ext.outcome == SingleTypeKvCacheManager::RunningExtension::kDone) {
+                // update_summary's figures, from the one list.
+                if (req.kv_summary != nullptr && !impl_->state_cache) {
+                    req.kv_summary->slot_tokens = ext.num_blocks * block_size;
+                    req.kv_summary->uncached_from_tokens = impl_->enable_caching
+                                                               ? (ext.num_cached_blocks + 1) * block_size
+                                                               : std::numeric_limits<std::int64_t>::max();
+                } else if (req.kv_summary != nullptr) {
+                    *req.kv_summary = KvRunningSummary{};
+                }
+                return true;
+            }
+        } else if (coordinator.running_step_changes_nothing(req.id, req.kv_slot_hint, num_tokens_need_slot,
+                                                            num_tokens_to_cache)) {
             return true;
         }
     }

@@ -139,6 +139,45 @@ public:
                                                      req->num_cached_blocks};
     }
 
+    // allocate_slots for a running request (no new hits, no tokens skipped: a full-attention group) in a pool of
+    // this one group, as one pass over its list instead of the coordinator's fan-out: vLLM
+    // KVCacheManager.allocate_slots counts num_blocks_to_allocate = cdiv(num_tokens, B) − len(req_blocks), fails
+    // when that exceeds the free blocks, else takes them from the free-queue head (allocate_new_blocks) and caches
+    // the full blocks up to num_cached_tokens (cache_blocks; a multiple of B, 0 when nothing is cached). Effects
+    // and order are those of get_num_blocks_to_allocate, allocate_new_blocks and cache_blocks called in turn.
+    // kNotHeld: the request holds no list here, nothing changed (the general path creates it).
+    struct RunningExtension {
+        enum Outcome { kNotHeld, kDoesNotFit, kDone } outcome = kNotHeld;
+        std::int64_t num_blocks = 0;         // the list's length afterwards (kDone)
+        std::int64_t num_cached_blocks = 0;  // its cached blocks afterwards (kDone)
+    };
+    [[nodiscard]] RunningExtension extend_running(core::RequestId id, std::uint32_t* slot_hint,
+                                                  std::int64_t num_tokens, std::int64_t num_cached_tokens,
+                                                  std::span<const core::BlockHash> block_hashes) {
+        RequestBlocks* req = slot_hint != nullptr ? const_cast<RequestBlocks*>(find_hinted(id, *slot_hint)) : find(id);
+        RunningExtension out;
+        if (req == nullptr) {
+            return out;
+        }
+        const std::int64_t num_new_blocks = blocks_of_.cdiv(num_tokens) - static_cast<std::int64_t>(req->blocks.size());
+        if (num_new_blocks > 0) {
+            if (num_new_blocks > block_pool_.num_free_blocks()) {
+                out.outcome = RunningExtension::kDoesNotFit;
+                return out;
+            }
+            block_pool_.get_new_blocks(num_new_blocks, req->blocks);
+        }
+        const std::int64_t num_full_blocks = blocks_of_.div(num_cached_tokens);
+        if (req->num_cached_blocks < num_full_blocks) {
+            block_pool_.cache_full_blocks(req->blocks, block_hashes, req->num_cached_blocks, num_full_blocks,
+                                          group_index_);
+            req->num_cached_blocks = num_full_blocks;
+        }
+        out.outcome = RunningExtension::kDone;
+        out.num_blocks = static_cast<std::int64_t>(req->blocks.size());
+        out.num_cached_blocks = req->num_cached_blocks;
+        return out;
+    }
     [[nodiscard]] int group_index() const { return group_index_; }
     [[nodiscard]] int block_size_tokens() const { return block_size_tokens_; }
     // The request's block list (null blocks included); empty when it holds none.

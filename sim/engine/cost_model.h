@@ -147,6 +147,19 @@ struct StepCost {
         return gemm_ms + lm_head_ms + attn_prefill_ms + attn_decode_ms + gdn_ms + snapshot_ms + overhead_ms + comm_ms;
     }
 
+    // Whether out_of_range_term() is empty (the same tests: a NaN fails both bounds), without building its table
+    // of names: every step asks, and only a failing step needs the message.
+    [[nodiscard]] bool all_in_range() const {
+        constexpr double limit_ms = kMaxDurationS * 1e3;
+        for (const double ms : {gemm_ms, lm_head_ms, attn_prefill_ms, attn_decode_ms, gdn_ms, snapshot_ms,
+                                overhead_ms, comm_ms}) {
+            if (!(ms >= -limit_ms && ms <= limit_ms)) {
+                return false;
+            }
+        }
+        return total_ms() <= limit_ms;
+    }
+
     // The first term that is NaN, infinite, negative beyond rounding, or whose step passes the simulated clock's
     // range (kMaxDurationS, common/clock_range.h), as "name = value"; empty when the step is usable. A profile
     // coefficient like 1e300 or a NaN gives such a term: it is reported, never floored to 1 ns.

@@ -127,19 +127,20 @@ void Replica::mark_scheduled(const StepPlan& plan, core::SimTime now) {
 }
 
 std::optional<core::SimTime> Replica::try_start_step(core::SimTime now) {
-    if (in_flight_) {
+    if (in_flight_ != kNoPlan) {
         return std::nullopt;
     }
-    StepPlan plan;
-    if (next_) {
+    int index = kNoPlan;
+    if (next_ != kNoPlan) {
         // Async scheduling: this step was scheduled while the previous one ran.
-        plan = std::move(*next_);
-        next_.reset();
+        index = next_;
+        next_ = kNoPlan;
     } else {
         if (!scheduler_.has_work()) {
             return std::nullopt;
         }
-        plan = std::move(spare_plan_);
+        index = spare_plan();
+        StepPlan& plan = plans_[static_cast<std::size_t>(index)];
         scheduler_.schedule(now, plan);
         while (plan.empty() && scheduler_.num_running() == 0 && scheduler_.num_waiting() > 0 &&
                !scheduler_.next_load_done() && delayed_free_.empty()) {
@@ -157,16 +158,17 @@ std::optional<core::SimTime> Replica::try_start_step(core::SimTime now) {
         }
         mark_scheduled(plan, now);
         if (plan.empty()) {
-            spare_plan_ = std::move(plan);
             return std::nullopt;  // nothing fits now; a finish or an arrival will wake the replica
         }
     }
+    const StepPlan& plan = plans_[static_cast<std::size_t>(index)];
     const BatchShape shape =
         batch_shape(plan, config_.scheduler.block_size, config_.scheduler.mamba_align, local_spans_);
     StepCost cost = cost_model_.step_cost(shape);
     // A hybrid state pool (policies other than vllm) copies out the snapshots its policy admitted this step.
     cost.snapshot_ms += config_.state_copy_ms * static_cast<double>(kv_cache_->take_state_snapshots_scheduled());
-    if (const std::string bad = cost.out_of_range_term(); !bad.empty()) {
+    if (!cost.all_in_range()) {
+        const std::string bad = cost.out_of_range_term();
         throw ConfigError(fmt::format("{}: a step of {} tokens ({} sequences) costs {}: NaN, infinite or beyond the "
                                       "simulated clock's range (a step must take 0 to {:.0e} s); check the cost "
                                       "model's coefficients",
@@ -177,7 +179,7 @@ std::optional<core::SimTime> Replica::try_start_step(core::SimTime now) {
     metrics_.on_step(now, plan.num_scheduled_tokens, static_cast<std::int64_t>(scheduler_.num_waiting()),
                      kv_cache_->usage());
     ++num_steps_;
-    in_flight_ = std::move(plan);
+    in_flight_ = index;
     if (connector_ != nullptr) {
         connector_->on_step_start(now);
     }
@@ -185,26 +187,30 @@ std::optional<core::SimTime> Replica::try_start_step(core::SimTime now) {
         // EngineCore.step_with_batch_queue with two batches in flight: the next step is scheduled as soon as this
         // one is launched, with placeholders for the tokens it will sample; requests arriving from now on wait for
         // the step after it.
-        StepPlan following = std::move(spare_plan_);
+        const int following_index = spare_plan();
+        StepPlan& following = plans_[static_cast<std::size_t>(following_index)];
         scheduler_.schedule(now, following);
         mark_scheduled(following, now);
-        if (following.empty()) {
-            spare_plan_ = std::move(following);
-        } else {
-            next_ = std::move(following);
+        if (!following.empty()) {
+            next_ = following_index;
         }
     }
     return now + cost.duration();
 }
 
 std::vector<core::RequestId> Replica::end_step(core::SimTime now) {
-    SERVESIM_CHECK(in_flight_.has_value(), "end_step without a step in flight at {} ns", now.ns());
-    StepPlan plan = std::move(*in_flight_);
-    in_flight_.reset();
+    SERVESIM_CHECK(in_flight_ != kNoPlan, "end_step without a step in flight at {} ns", now.ns());
+    // The plan stays where it is (nothing in this function schedules) and is the spare once the step is over.
+    const StepPlan& plan = plans_[static_cast<std::size_t>(in_flight_)];
+    in_flight_ = kNoPlan;
     if (connector_ != nullptr) {
         connector_->on_step_end();
     }
     std::vector<core::RequestId> finished;
+    // The step's inter-token gaps, in plan order, go to the metrics as runs of equal gaps (on_token_gaps: the same
+    // samples in the same order as one on_token_gap per token; nothing else in this loop reads or writes them).
+    core::Duration run_gap{};
+    std::int64_t run_count = 0;
     for (const auto& sr : plan.scheduled) {
         Request* r = sr.request;
         // A request preempted while this step ran (async scheduling) still gets the token the step computed.
@@ -215,8 +221,16 @@ std::vector<core::RequestId> Replica::end_step(core::SimTime now) {
         if (r->num_output_tokens == 1) {
             r->first_token = now;
         } else {
-            metrics_.on_token_gap(r->arrival, now - r->last_token);
-            r->max_token_gap = std::max(r->max_token_gap, now - r->last_token);
+            const core::Duration gap = now - r->last_token;
+            if (metrics_.measured(r->arrival)) {
+                if (gap != run_gap) {
+                    metrics_.on_token_gaps(run_gap, run_count);
+                    run_gap = gap;
+                    run_count = 0;
+                }
+                ++run_count;
+            }
+            r->max_token_gap = std::max(r->max_token_gap, gap);
         }
         r->last_token = now;
         if (r->is_finished()) {
@@ -246,10 +260,10 @@ std::vector<core::RequestId> Replica::end_step(core::SimTime now) {
             requests_.erase(owned);
         }
     }
+    metrics_.on_token_gaps(run_gap, run_count);
     if (config_.check_invariants) {
         kv_cache_->check_invariants();
     }
-    spare_plan_ = std::move(plan);
     return finished;
 }
 

@@ -5,6 +5,7 @@
 // and a request that arrives during a step joins the one after next. A token streams at the end of its step.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -70,7 +71,7 @@ public:
     // Requests dropped by try_start_step because they can never fit; the caller tells the workload.
     [[nodiscard]] std::vector<core::RequestId> take_rejected() { return std::exchange(rejected_, {}); }
 
-    [[nodiscard]] bool step_in_flight() const { return in_flight_.has_value(); }
+    [[nodiscard]] bool step_in_flight() const { return in_flight_ != kNoPlan; }
 
     [[nodiscard]] std::size_t num_waiting() const { return scheduler_.num_waiting(); }
 
@@ -133,9 +134,21 @@ private:
     // First-run block hashes shared by this replica's requests, and finished turns' hashes for their next turn.
     cache::FirstRunHashMemo own_hash_memo_;
     cache::FirstRunHashMemo* hash_memo_ = &own_hash_memo_;  // or one shared with a router (share_hash_memo)
-    std::optional<StepPlan> in_flight_;
-    std::optional<StepPlan> next_;  // async scheduling: the step scheduled while in_flight_ runs
-    StepPlan spare_plan_;  // the last finished step's plan, handed back to the scheduler to reuse its vectors
+    // The step plans, reused step after step so their vectors keep their capacity: at most one in flight, one
+    // scheduled next (async scheduling: while the one in flight runs) and one being filled. Held by index rather
+    // than moved between optional members: a step used to move each plan three or four times.
+    static constexpr int kNoPlan = -1;
+    std::array<StepPlan, 3> plans_;
+    int in_flight_ = kNoPlan;
+    int next_ = kNoPlan;  // async scheduling: the step scheduled while in_flight_ runs
+    // A plan neither in flight nor scheduled next, for the scheduler to fill.
+    [[nodiscard]] int spare_plan() const {
+        int i = 0;
+        while (i == in_flight_ || i == next_) {
+            ++i;
+        }
+        return i;
+    }
     std::int64_t num_steps_ = 0;
     std::int64_t num_rejected_unfit_ = 0;
     std::vector<core::RequestId> rejected_;

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "common/error.h"
@@ -61,6 +62,7 @@ struct Request {
                 block_hashes.reserve(num_blocks + kSpareHashBlocks);
             }
         }
+        note_hash_cursor();
     }
 
     static constexpr std::int64_t kMaxReservedAnswerTokens = 1 << 16;
@@ -85,6 +87,11 @@ struct Request {
     // prefill chunk stops so a Mamba state is cached there; 0 = none. Set only where the version keeps it.
     std::int64_t shared_prefix_boundary = 0;
     bool hash_blocks = true;  // false: block_hashes stays empty (nothing reads it)
+    // append_output_token's shortcut past the hasher: the token count from which BlockHasher::extend may hash a
+    // block. Its next block end while block_hashes is the list it last extended and not empty (extend's own early
+    // return, tested here with one comparison per token), 0 otherwise (always call), never without hashing. Set
+    // after every hashing call; nothing else writes block_hashes or the hasher (the cache and the connector read).
+    std::int64_t next_hash_at_tokens = 0;
     // The KV cache managers' slot for this request's block lists (cache::CacheRequest::kv_slot_hint), a lookup
     // shortcut the cache keeps current; no output depends on it.
     mutable std::uint32_t kv_slot_hint = 0xffffffffu;
@@ -122,12 +129,25 @@ struct Request {
         }
         ++num_output_tokens;
         ++content.back().length_tokens;
-        refresh_block_hashes();
+        if (num_tokens() >= next_hash_at_tokens) {
+            refresh_block_hashes();
+        }
     }
 
     void refresh_block_hashes() {
         if (hash_blocks) {
             hasher.extend(block_hashes, content, num_tokens());
+        }
+        note_hash_cursor();
+    }
+
+    void note_hash_cursor() {
+        if (!hash_blocks) {
+            next_hash_at_tokens = std::numeric_limits<std::int64_t>::max();
+        } else if (block_hashes.size() == hasher.cursor().num_hashed_blocks && !block_hashes.empty()) {
+            next_hash_at_tokens = hasher.next_block_end_tokens();
+        } else {
+            next_hash_at_tokens = 0;
         }
     }
 };

@@ -202,18 +202,33 @@ Scheduler::RunningAllocation Scheduler::allocate_or_preempt(Request* r, std::int
 }
 
 std::int64_t Scheduler::schedule_running(StepPlan& plan, std::int64_t budget) {
-    // The settings read per request are copied first: the loop's stores to requests could otherwise alias them, and
-    // this loop runs once per running request per step. The allocation (and preemption) is out of line: a running
-    // request needs it once every block_size decode steps (KvRunningSummary answers the others).
+    // Without a long-prefill threshold and Mamba alignment (the usual settings) the per-request steps that read them
+    // are compiled out: this loop runs once per running request per step.
+    if (config_.long_prefill_token_threshold <= 0 && !config_.mamba_align) {
+        return schedule_running_as<true>(plan, budget);
+    }
+    return schedule_running_as<false>(plan, budget);
+}
+
+template <bool kPlainSettings>
+std::int64_t Scheduler::schedule_running_as(StepPlan& plan, std::int64_t budget) {
+    // The settings read per request are copied first: the loop's stores to requests could otherwise alias them. The
+    // allocation (and preemption) is out of line: a running request needs it once every block_size decode steps
+    // (KvRunningSummary answers the others). The running list and the plan's token count are kept in locals,
+    // refreshed only after allocate_or_preempt, the one call that changes them: every store through a pointer (a
+    // request's counts, an entry) would otherwise force their reload.
     const std::int64_t long_prefill_token_threshold = config_.long_prefill_token_threshold;
     const std::int64_t max_context_tokens = config_.max_model_len - 1;
-    const bool mamba_align = config_.mamba_align;
     bool all_decode = true;
     std::int64_t decode_context_tokens = 0;
     std::int64_t num_sampled = 0;
+    std::int64_t num_scheduled_tokens = plan.num_scheduled_tokens;
+    std::vector<ScheduledRequest>& scheduled = plan.scheduled;
+    Request* const* running = running_.data();
+    std::size_t num_running = running_.size();
     std::size_t index = 0;
-    while (index < running_.size() && budget > 0) {
-        Request* r = running_[index];
+    while (index < num_running && budget > 0) {
+        Request* r = running[index];
         const std::int64_t placeholders = r->num_output_placeholders;
         const std::int64_t computed = r->num_computed_tokens;
         const std::int64_t num_tokens = r->num_tokens();
@@ -223,12 +238,12 @@ std::int64_t Scheduler::schedule_running(StepPlan& plan, std::int64_t budget) {
             continue;
         }
         std::int64_t n = num_tokens + placeholders - computed;
-        if (long_prefill_token_threshold > 0) {
+        if (!kPlainSettings && long_prefill_token_threshold > 0) {
             n = std::min(n, long_prefill_token_threshold);
         }
         n = std::min(n, budget);
         n = std::min(n, max_context_tokens - computed);
-        if (mamba_align) {  // (the split returns n unchanged otherwise; the test saves a call per request)
+        if (!kPlainSettings && config_.mamba_align) {  // (the split returns n unchanged otherwise)
             n = mamba_aligned_split(*r, computed, n);
         }
         if (n <= 0) {
@@ -236,7 +251,11 @@ std::int64_t Scheduler::schedule_running(StepPlan& plan, std::int64_t budget) {
             continue;
         }
         if (!r->kv_summary.running_step_changes_nothing(computed, n, num_tokens)) {
+            plan.num_scheduled_tokens = num_scheduled_tokens;
             const RunningAllocation a = allocate_or_preempt(r, n, plan);
+            num_scheduled_tokens = plan.num_scheduled_tokens;
+            running = running_.data();
+            num_running = running_.size();
             budget += a.returned_tokens;
             if (a.preempted_self) {
                 break;
@@ -244,8 +263,8 @@ std::int64_t Scheduler::schedule_running(StepPlan& plan, std::int64_t budget) {
         }
         // (Preempting others changed none of r's counts.)
         const bool samples_token = computed + n == num_tokens + placeholders;
-        plan.scheduled.push_back(ScheduledRequest{r, n, computed, samples_token});
-        plan.num_scheduled_tokens += n;
+        scheduled.push_back(ScheduledRequest{r, n, computed, samples_token});
+        num_scheduled_tokens += n;
         budget -= n;
         // batch_shape's decode test and sums for this entry (StepPlan::running_all_decode).
         if (n == 1 && computed >= r->num_prompt_tokens) {
@@ -262,6 +281,7 @@ std::int64_t Scheduler::schedule_running(StepPlan& plan, std::int64_t budget) {
         }
         ++index;
     }
+    plan.num_scheduled_tokens = num_scheduled_tokens;
     // (A preemption above may have cleared plan.running_all_decode already: it stays cleared.)
     plan.running_all_decode = plan.running_all_decode && all_decode;
     plan.running_decode_context_tokens = decode_context_tokens;

@@ -122,6 +122,9 @@ private:
 
     // Part A of schedule(): the running requests in admission order; returns the budget left.
     std::int64_t schedule_running(StepPlan& plan, std::int64_t budget);
+    // schedule_running's loop; kPlainSettings: no long-prefill threshold and no Mamba alignment.
+    template <bool kPlainSettings>
+    std::int64_t schedule_running_as(StepPlan& plan, std::int64_t budget);
     // allocate_slots for running request r's n tokens, preempting from the tail of running_ until it fits (vLLM's
     // loop in schedule()): the tokens preempted entries of this plan give back to the budget, and whether r itself
     // was preempted (not scheduled).

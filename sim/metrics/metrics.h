@@ -152,6 +152,27 @@ public:
         }
     }
 
+    // `count` streamed tokens of measured requests, all with gap `gap`: the same as `count` on_token_gap calls in a
+    // row for measured arrivals (the caller tests measured()). The replica sends a step's gaps as runs of equal
+    // values: every request that also sampled in the step before sees the same gap, so one call stands for ~20
+    // tokens and the gap's conversion to ms is done once.
+    void on_token_gaps(core::Duration gap, std::int64_t count) {
+        if (count <= 0) {
+            return;
+        }
+        const double ms = gap.ms();
+        if (exact_percentiles_) {
+            append_samples(itl_ms_, ms, count);
+        } else {
+            itl_sketch_.add(ms, count);
+        }
+        if (keep_records_) {
+            for (std::int64_t i = 0; i < count; ++i) {
+                itl_moments_.add(ms);
+            }
+        }
+    }
+
     struct FinishedRequest {
         core::SimTime arrival;
         core::SimTime first_scheduled;

@@ -56,6 +56,18 @@ inline void append_sample(std::vector<SampleRun>& runs, double value) {
     }
 }
 
+// `count` samples equal to `value`: the same runs as `count` append_sample calls.
+inline void append_samples(std::vector<SampleRun>& runs, double value, std::int64_t count) {
+    if (count <= 0) {
+        return;
+    }
+    if (!runs.empty() && runs.back().value == value) {
+        runs.back().count += count;
+    } else {
+        runs.push_back(SampleRun{value, count});
+    }
+}
+
 // Empty input gives all zeros and count 0 (reported as such, never NaN). Sums in sorted order: deterministic.
 // Sorts `values` in place (no copy: the end-of-run summary of a long exact run does not double its memory).
 [[nodiscard]] inline Distribution summarize_values_in_place(std::vector<double>& values) {

@@ -314,6 +314,34 @@ TEST_CASE("A running request's summary answers the decode steps that change noth
     CHECK(m.num_free_blocks() == 19);
 }
 
+TEST_CASE("A running request's one-pass allocation fails without a change, then takes the head and evicts its hash",
+          "[cache]") {
+    // 4 blocks, 3 usable, B = 16 (one full-attention group: SingleTypeKvCacheManager::extend_running). a: 32
+    // tokens -> blocks [1, 2], both cached; b: 16 tokens -> [3], cached; no block is free. a's token 33 needs
+    // cdiv(33, 16) − 2 = 1 block > 0 free: allocate_slots fails and a still holds [1, 2], b [3]. b finishes (block
+    // 3 free, still cached under b's hash): a's token 33 now takes block 3 from the head, evicting b's hash (one
+    // eviction, nothing cached left but a's 2 blocks), and caches nothing new (33 tokens: 2 full blocks).
+    KvCacheManager m(testing::full_attention_config(4, kB));
+    TestRequest a(0, {{content(1), 32}}, kB);
+    TestRequest b(1, {{content(2), 16}}, kB);
+    REQUIRE(admit(m, a) == 0);
+    REQUIRE(admit(m, b) == 0);
+    CHECK(m.num_free_blocks() == 0);
+    CHECK(m.num_cached_blocks_per_group()[0] == 3);
+    a.append_output(content(9), 1);
+    CHECK_FALSE(m.allocate_slots(a.view(), 1, CacheHit{}));
+    m.check_invariants();
+    CHECK(m.get_block_ids(a.id)[0] == ids({1, 2}));
+    CHECK(m.get_block_ids(b.id)[0] == ids({3}));
+    release(m, b);
+    CHECK(m.get_all_free_blocks() == ids({3}));
+    REQUIRE(m.allocate_slots(a.view(), 1, CacheHit{}));
+    m.check_invariants();
+    CHECK(m.get_block_ids(a.id)[0] == ids({1, 2, 3}));
+    CHECK(m.num_free_blocks() == 0);
+    CHECK(m.num_cached_blocks_per_group()[0] == 2);
+}
+
 }  // namespace
 }  // namespace servesim::cache
 

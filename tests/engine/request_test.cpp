@@ -28,6 +28,26 @@ TEST_CASE("Request: with hashing on, every full block of prompt and answer is ha
     CHECK(r.block_hashes.size() == 3);
 }
 
+TEST_CASE("Request: the hasher is called only from the next block end, and hashes as a fresh hasher does",
+          "[engine][request]") {
+    // 40 prompt tokens, block 16: 2 blocks hashed, the next ends at 48 tokens, so tokens 41..47 skip the hasher
+    // and token 48 (8th answer token) hashes block 2; then the mark is 64. Without hashing it never calls.
+    Request r = make(true);
+    CHECK(r.next_hash_at_tokens == 48);
+    for (int i = 0; i < 7; ++i) {
+        r.append_output_token();
+        CHECK(r.block_hashes.size() == 2);
+    }
+    r.append_output_token();
+    CHECK(r.num_tokens() == 48);
+    CHECK(r.block_hashes.size() == 3);
+    CHECK(r.next_hash_at_tokens == 64);
+    std::vector<core::BlockHash> fresh;
+    cache::BlockHasher(16).extend(fresh, r.content, r.num_tokens());
+    CHECK(fresh == r.block_hashes);
+    CHECK(make(false).next_hash_at_tokens == std::numeric_limits<std::int64_t>::max());
+}
+
 TEST_CASE("Request: with hashing off, no hash is computed nor recorded in the memo", "[engine][request]") {
     cache::FirstRunHashMemo memo(16);
     Request r = make(false, &memo);

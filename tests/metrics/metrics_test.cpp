@@ -46,6 +46,42 @@ TEST_CASE("Percentiles interpolate linearly between closest ranks (numpy 'linear
     CHECK(close(one.p99, 7));
 }
 
+TEST_CASE("A run of equal token gaps is the same samples as one on_token_gap per token", "[metrics]") {
+    // Gaps 4.5, 4.5, 4.5, 12.25, 4.5 ms: by token, or as runs (4.5 ×3, 12.25 ×1, 4.5 ×1; a run of 0 is nothing).
+    // Exact: sorted [4.5, 4.5, 4.5, 4.5, 12.25], p50 = 4.5, p90 at rank 3.6 = 4.5 + 0.6 · 7.75 = 9.15, mean 30.25/5
+    // = 6.05; with request records the running moments see the same five values (mean 6.05). The sketch and the
+    // exact lists agree field by field between the two ways.
+    for (const bool exact : {true, false}) {
+        MetricsCollector by_token(core::SimTime{}, exact, /*keep_request_records=*/true);
+        MetricsCollector by_run(core::SimTime{}, exact, /*keep_request_records=*/true);
+        for (const double ms : {4.5, 4.5, 4.5, 12.25, 4.5}) {
+            by_token.on_token_gap(at_ms(0), core::Duration::from_ms(ms));
+        }
+        by_run.on_token_gaps(core::Duration::from_ms(4.5), 3);
+        by_run.on_token_gaps(core::Duration::from_ms(12.25), 1);
+        by_run.on_token_gaps(core::Duration::from_ms(7), 0);
+        by_run.on_token_gaps(core::Duration::from_ms(4.5), 1);
+        const Summary a = by_token.summarize({}, 0, at_ms(1));
+        const Summary b = by_run.summarize({}, 0, at_ms(1));
+        CHECK(b.itl_ms.count == 5);
+        CHECK(a.itl_ms.count == b.itl_ms.count);
+        CHECK(a.itl_ms.p50 == b.itl_ms.p50);
+        CHECK(a.itl_ms.p90 == b.itl_ms.p90);
+        CHECK(a.itl_ms.mean == b.itl_ms.mean);
+        CHECK(a.itl_ms.max == b.itl_ms.max);
+        CHECK(a.itl_moments.count == 5);
+        CHECK(b.itl_moments.count == 5);
+        CHECK(a.itl_moments.mean == b.itl_moments.mean);
+        CHECK(a.itl_moments.m2 == b.itl_moments.m2);
+        CHECK(close(b.itl_moments.mean, 6.05));
+        if (exact) {
+            CHECK(close(b.itl_ms.p50, 4.5));
+            CHECK(close(b.itl_ms.p90, 9.15));
+            CHECK(close(b.itl_ms.mean, 6.05));
+        }
+    }
+}
+
 TEST_CASE("TTFT, ITL, E2E and TPOT follow vllm bench serve's definitions", "[metrics]") {
     // Request 1: sent 0, tokens at 12, 24.25, 28.75 (3 outputs). Request 2: sent 5, tokens at 24.25, 28.75.
     //   TTFT = first − send: 12, 19.25.  E2E = last − send: 28.75, 23.75.

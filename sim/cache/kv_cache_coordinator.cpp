@@ -97,13 +97,20 @@ std::span<const core::BlockId> KvCacheCoordinator::group_hit(const CacheHit& hit
 CacheHit KvCacheCoordinator::find_longest_cache_hit(std::span<const core::BlockHash> block_hashes,
                                                     std::int64_t max_cache_hit_length) const {
     CacheHit hit;
-    hit.blocks_per_group.resize(managers_.size());
+    find_longest_cache_hit(block_hashes, max_cache_hit_length, hit);
+    return hit;
+}
+
+void KvCacheCoordinator::find_longest_cache_hit(std::span<const core::BlockHash> block_hashes,
+                                                std::int64_t max_cache_hit_length, CacheHit& hit) const {
+    reset_hit(hit, managers_.size());
     if (!enable_caching_ || max_cache_hit_length <= 0) {
-        return hit;
+        return;
     }
     const bool is_simple_hybrid =
         spec_groups_.size() == 2 && spec_groups_.front().kind == KvGroupKind::kFullAttention;
-    std::vector<bool> looked_up(spec_groups_.size(), false);
+    std::vector<char>& looked_up = looked_up_;
+    looked_up.assign(spec_groups_.size(), 0);
     std::int64_t hit_length = max_cache_hit_length;
     std::int64_t longest_hit_length = 0;  // the longest hit a single spec found (vLLM longest_hit_length)
     while (true) {
@@ -119,7 +126,7 @@ CacheHit KvCacheCoordinator::find_longest_cache_hit(std::span<const core::BlockH
             const std::int64_t num_blocks = spec.manager->find_longest_cache_hit(block_hashes, curr_hit_length,
                                                                                  spec.group_indices,
                                                                                  hit.blocks_per_group);
-            looked_up[s] = true;
+            looked_up[s] = 1;
             curr_hit_length = num_blocks * block_size;
             longest_hit_length = std::max(longest_hit_length, curr_hit_length);
         }
@@ -144,7 +151,6 @@ CacheHit KvCacheCoordinator::find_longest_cache_hit(std::span<const core::BlockH
         // PR #37898: what some group (full attention, looked up first) has cached beyond the common hit.
         hit.num_uncached_common_prefix_tokens = std::max<std::int64_t>(longest_hit_length - hit_length, 0);
     }
-    return hit;
 }
 
 std::int64_t KvCacheCoordinator::get_num_blocks_to_allocate(core::RequestId id, std::int64_t num_tokens,

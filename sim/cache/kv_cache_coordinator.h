@@ -28,6 +28,10 @@ public:
     // Returns an empty hit when prefix caching is off.
     [[nodiscard]] CacheHit find_longest_cache_hit(std::span<const core::BlockHash> block_hashes,
                                                   std::int64_t max_cache_hit_length) const;
+    // The same lookup written into `hit`, whose vectors keep their capacity (the scheduler's one hit, reused for
+    // every admission: two allocations per lookup otherwise). Every field of `hit` is overwritten.
+    void find_longest_cache_hit(std::span<const core::BlockHash> block_hashes, std::int64_t max_cache_hit_length,
+                                CacheHit& hit) const;
 
     [[nodiscard]] std::int64_t get_num_blocks_to_allocate(core::RequestId id, std::int64_t num_tokens,
                                                           const CacheHit& hit, std::int64_t total_computed_tokens,
@@ -93,6 +97,7 @@ private:
     BlockPool block_pool_;
     std::vector<std::unique_ptr<SingleTypeKvCacheManager>> managers_;  // indexed by group
     std::vector<SpecGroup> spec_groups_;                               // full attention first
+    mutable std::vector<char> looked_up_;  // find_longest_cache_hit's per-spec flags, kept for their capacity
 };
 
 }  // namespace servesim::cache

@@ -55,12 +55,17 @@ KvCacheManager::KvCacheManager(const KvCacheConfig& config) : impl_(std::make_un
 KvCacheManager::~KvCacheManager() = default;
 
 CacheHit KvCacheManager::get_computed_blocks(const CacheRequest& req) {
+    CacheHit hit;
+    get_computed_blocks(req, hit);
+    return hit;
+}
+
+void KvCacheManager::get_computed_blocks(const CacheRequest& req, CacheHit& hit) {
     SERVESIM_CHECK(req.num_computed_tokens == 0, "lookup for request {} with {} computed tokens (waiting requests only)",
                    core::to_int(req.id), req.num_computed_tokens);
     if (!impl_->enable_caching) {
-        CacheHit hit;
-        hit.blocks_per_group.resize(static_cast<std::size_t>(impl_->coordinator.num_groups()));
-        return hit;
+        reset_hit(hit, static_cast<std::size_t>(impl_->coordinator.num_groups()));
+        return;
     }
     // The last token is always recomputed to get its logits: at most num_tokens − 1 tokens can hit.
     const std::int64_t max_cache_hit_length = req.num_tokens - 1;
@@ -70,7 +75,7 @@ CacheHit KvCacheManager::get_computed_blocks(const CacheRequest& req) {
                                                                     block_size,
                    "request {} has {} block hashes for {} tokens at block size {}", core::to_int(req.id),
                    hashes.size(), req.num_tokens, block_size);
-    CacheHit hit = impl_->coordinator.find_longest_cache_hit(hashes, max_cache_hit_length);
+    impl_->coordinator.find_longest_cache_hit(hashes, max_cache_hit_length, hit);
     hit.pool_evictions_at_lookup = impl_->coordinator.block_pool().num_evictions();
     if (HybridStateCache* states = impl_->state_cache.get()) {
         // The hit ends where a state exists: the deepest snapshot not beyond the attention hit (the tokens between
@@ -93,7 +98,6 @@ CacheHit KvCacheManager::get_computed_blocks(const CacheRequest& req) {
         s.queries += req.num_tokens;
         s.hits += hit.num_tokens;
     }
-    return hit;
 }
 
 // Token layout of one allocation (vLLM allocate_slots):

@@ -134,6 +134,18 @@ struct CacheHit {
     std::uint64_t pool_evictions_at_lookup = kUnknownEvictions;
 };
 
+// Makes `hit` what a default CacheHit with `num_groups` empty group lists is, keeping the lists' capacity (a hit
+// reused across lookups; every reader treats an empty list and an absent one alike).
+inline void reset_hit(CacheHit& hit, std::size_t num_groups) {
+    hit.num_tokens = 0;
+    hit.num_uncached_common_prefix_tokens = 0;
+    hit.pool_evictions_at_lookup = CacheHit::kUnknownEvictions;
+    hit.blocks_per_group.resize(num_groups);
+    for (auto& blocks : hit.blocks_per_group) {
+        blocks.clear();
+    }
+}
+
 class HybridStateCache;
 
 class KvEventSink;  // block_pool.h
@@ -149,6 +161,8 @@ public:
     // num_computed_tokens == 0, capped at num_tokens − 1, stopping at the first miss; hybrid rule of §2.6. Records
     // requests/queries/hits (or the preempted_* fields). Returns an empty hit when caching is off (nothing recorded).
     [[nodiscard]] CacheHit get_computed_blocks(const CacheRequest& req);
+    // The same, written into `hit` (reset first, its vectors' capacity kept): the scheduler's reused hit.
+    void get_computed_blocks(const CacheRequest& req, CacheHit& hit);
 
     // vLLM allocate_slots: give slots for num_new_tokens after the computed tokens and the hit, plus lookahead
     // slots. Counts the blocks needed (new + evictable hit blocks) and returns false, changing nothing, if they do

@@ -320,15 +320,18 @@ void Scheduler::schedule(core::SimTime now, StepPlan& plan) {
                 break;
             }
             Request* r = waiting_.front();
-            cache::CacheHit hit;
+            // One hit reused for every admission (its group lists keep their capacity); reset as a default hit.
+            cache::CacheHit& hit = hit_scratch_;
             if (r->num_computed_tokens == 0) {
-                hit = kv_cache_.get_computed_blocks(cache_view(*r));  // counted here, before the allocation check
+                kv_cache_.get_computed_blocks(cache_view(*r), hit);  // counted here, before the allocation check
                 // PR #47782: the junction is kept on the request (hit + the uncached common prefix, block-aligned).
                 const std::int64_t u = hit.num_uncached_common_prefix_tokens;
                 r->shared_prefix_boundary =
                     config_.vllm_version.shared_prefix_boundary_on_request() && u >= config_.block_size
                         ? hit.num_tokens + u / config_.block_size * config_.block_size
                         : 0;
+            } else {
+                cache::reset_hit(hit, hit.blocks_per_group.size());
             }
             // Connector lookup after the local one (OffloadingConnectorScheduler.get_num_new_matched_tokens).
             std::int64_t external = 0;

@@ -109,6 +109,7 @@ public:
     [[nodiscard]] const SchedulerConfig& config() const { return config_; }
 
 private:
+    cache::CacheHit hit_scratch_;  // schedule()'s admission lookup, reused (reset_hit) for its capacity
     [[nodiscard]] cache::CacheRequest cache_view(const Request& r) const;
 
     // _mamba_block_aligned_split; returns the adjusted token count (0 = do not schedule this step). Also applies

@@ -38,13 +38,23 @@ bool Replica::add_request(IncomingRequest in) {
     // Hashes are read by the prefix cache and by the CPU-offload connector only (vLLM EngineCore builds its block
     // hasher under the same condition).
     const bool hash_blocks = config_.kv_cache.enable_prefix_caching || connector_ != nullptr;
-    auto request = std::make_unique<Request>(in.id, std::move(in.prompt), in.max_output_tokens, in.answer_content,
-                                             in.arrival, config_.scheduler.block_size, hash_memo_, hash_blocks,
-                                             in.hashed_prompt ? &*in.hashed_prompt : nullptr);
-    Request* raw = request.get();
-    raw->turn = in.turn;
-    raw->client_delay = in.client_delay;
-    requests_.emplace(core::to_int(in.id), std::move(request));
+    Request fresh(in.id, std::move(in.prompt), in.max_output_tokens, in.answer_content, in.arrival,
+                  config_.scheduler.block_size, hash_memo_, hash_blocks, in.hashed_prompt ? &*in.hashed_prompt : nullptr);
+    fresh.turn = in.turn;
+    fresh.client_delay = in.client_delay;
+    Request* raw = nullptr;
+    if (spare_request_nodes_.empty()) {
+        auto request = std::make_unique<Request>(std::move(fresh));
+        raw = request.get();
+        requests_.emplace(core::to_int(in.id), std::move(request));
+    } else {
+        auto node = std::move(spare_request_nodes_.back());
+        spare_request_nodes_.pop_back();
+        node.key() = core::to_int(in.id);
+        *node.mapped() = std::move(fresh);  // every field, as a new Request would have it
+        raw = node.mapped().get();
+        requests_.insert(std::move(node));
+    }
     scheduler_.add_request(raw);
     return true;
 }
@@ -198,7 +208,7 @@ std::optional<core::SimTime> Replica::try_start_step(core::SimTime now) {
     return now + cost.duration();
 }
 
-std::vector<core::RequestId> Replica::end_step(core::SimTime now) {
+const std::vector<core::RequestId>& Replica::end_step(core::SimTime now) {
     SERVESIM_CHECK(in_flight_ != kNoPlan, "end_step without a step in flight at {} ns", now.ns());
     // The plan stays where it is (nothing in this function schedules) and is the spare once the step is over.
     const StepPlan& plan = plans_[static_cast<std::size_t>(in_flight_)];
@@ -206,7 +216,8 @@ std::vector<core::RequestId> Replica::end_step(core::SimTime now) {
     if (connector_ != nullptr) {
         connector_->on_step_end();
     }
-    std::vector<core::RequestId> finished;
+    std::vector<core::RequestId>& finished = finished_;
+    finished.clear();
     // The step's inter-token gaps, in plan order, go to the metrics as runs of equal gaps (on_token_gaps: the same
     // samples in the same order as one on_token_gap per token; nothing else in this loop reads or writes them).
     core::Duration run_gap{};
@@ -257,7 +268,11 @@ std::vector<core::RequestId> Replica::end_step(core::SimTime now) {
                 // hash function, turn_hash_handoff.h); nothing reads them here after finish_request.
                 hash_memo_->turns().give(std::move(r->content), std::move(r->block_hashes), r->hasher.cursor());
             }
-            requests_.erase(owned);
+            if (delay_free) {
+                requests_.erase(owned);
+            } else {
+                spare_request_nodes_.push_back(requests_.extract(owned));
+            }
         }
     }
     metrics_.on_token_gaps(run_gap, run_count);

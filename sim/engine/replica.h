@@ -65,8 +65,9 @@ public:
     // Starts a step at `now` if none is in flight and there is work; returns when it ends.
     [[nodiscard]] std::optional<core::SimTime> try_start_step(core::SimTime now);
 
-    // Ends the step in flight: streams sampled tokens, finishes requests. Returns the ids finished.
-    std::vector<core::RequestId> end_step(core::SimTime now);
+    // Ends the step in flight: streams sampled tokens, finishes requests. Returns the ids finished (a list the
+    // replica keeps for its capacity: valid until the next end_step).
+    const std::vector<core::RequestId>& end_step(core::SimTime now);
 
     // Requests dropped by try_start_step because they can never fit; the caller tells the workload.
     [[nodiscard]] std::vector<core::RequestId> take_rejected() { return std::exchange(rejected_, {}); }
@@ -131,6 +132,11 @@ private:
     Scheduler scheduler_;
     std::unordered_map<std::uint64_t, std::unique_ptr<Request>> requests_;  // lookup only, never iterated for output
     std::unordered_map<std::uint64_t, std::unique_ptr<Request>> delayed_free_;  // finished, blocks still held
+    // Finished requests' map nodes, each still owning its Request, taken again by add_request: a request then costs
+    // neither a Request nor a node allocation (two of its ~3 per request). Nothing reads a finished Request: the
+    // scheduler let go of it in finish_request, and add_request overwrites every field.
+    std::vector<decltype(requests_)::node_type> spare_request_nodes_;
+    std::vector<core::RequestId> finished_;  // end_step's answer, reused
     // First-run block hashes shared by this replica's requests, and finished turns' hashes for their next turn.
     cache::FirstRunHashMemo own_hash_memo_;
     cache::FirstRunHashMemo* hash_memo_ = &own_hash_memo_;  // or one shared with a router (share_hash_memo)

@@ -150,6 +150,42 @@ TEST_CASE("A hit block evicted between the lookup and allocate_slots is refused"
     CHECK_THROWS_AS(m.allocate_slots(req1.view(), 16, hit), InvariantError);
 }
 
+TEST_CASE("A reused CacheHit reads as a fresh lookup's", "[cache]") {
+    // The scheduler keeps one CacheHit for every admission (get_computed_blocks(req, hit)). req0 (64 tokens) ->
+    // blocks [1..4], freed: queue [5..10, 4, 3, 2, 1]. A 80-token twin hits 64 tokens, blocks [1, 2, 3, 4]; the same
+    // hit then filled for a 40-token twin must hold 32 tokens, blocks [1, 2] (cap 39 -> 2 blocks), and for an
+    // unrelated prompt nothing, with the lookup's eviction count, as the value-returning form gives.
+    KvCacheManager m(testing::full_attention_config(11, kB));
+    TestRequest req0(0, {{content(1), 64}}, kB);
+    REQUIRE(admit(m, req0) == 0);
+    release(m, req0);
+    TestRequest long_twin(1, {{content(1), 80}}, kB);
+    TestRequest short_twin(2, {{content(1), 40}}, kB);
+    TestRequest other(3, {{content(2), 40}}, kB);
+    CacheHit hit;
+    m.get_computed_blocks(long_twin.view(), hit);
+    CHECK(hit.num_tokens == 64);
+    REQUIRE(hit.blocks_per_group.size() == 1);
+    CHECK(hit.blocks_per_group[0] == ids({1, 2, 3, 4}));
+    m.get_computed_blocks(short_twin.view(), hit);
+    const CacheHit fresh = m.get_computed_blocks(short_twin.view());
+    CHECK(hit.num_tokens == 32);
+    CHECK(hit.blocks_per_group[0] == ids({1, 2}));
+    CHECK(hit.blocks_per_group == fresh.blocks_per_group);
+    CHECK(hit.pool_evictions_at_lookup == fresh.pool_evictions_at_lookup);
+    m.get_computed_blocks(other.view(), hit);
+    CHECK(hit.num_tokens == 0);
+    CHECK(hit.num_uncached_common_prefix_tokens == 0);
+    REQUIRE(hit.blocks_per_group.size() == 1);
+    CHECK(hit.blocks_per_group[0].empty());
+    // reset_hit: what the scheduler does for a request that needs no lookup.
+    m.get_computed_blocks(long_twin.view(), hit);
+    reset_hit(hit, 1);
+    CHECK(hit.num_tokens == 0);
+    CHECK(hit.blocks_per_group[0].empty());
+    CHECK(hit.pool_evictions_at_lookup == CacheHit::kUnknownEvictions);
+}
+
 TEST_CASE("A failed allocation's lookup is counted again when the request is retried", "[cache]") {
     // Pool of 4 usable blocks; a 48-token prompt cached, then held by a running twin so that a third request
     // (hit 32, needs 1 block) finds no free block. Two failed attempts and one success: 3 records.

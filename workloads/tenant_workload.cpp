@@ -197,7 +197,10 @@ RequestSpec TenantWorkload::pop_next_arrival() {
     if (user.length_tokens > 0) {
         t.history.push_back(user);
     }
-    r.prompt = t.history;
+    // One spare run: the engine's Request appends the answer to its content (engine/request.h), which would
+    // otherwise reallocate an exact-size copy once per request.
+    r.prompt.reserve(t.history.size() + 1);
+    r.prompt.assign(t.history.begin(), t.history.end());
     if (t.next_turn < config_.turns_per_dialogue) {
         t.history.push_back({r.answer_content, r.max_output_tokens});  // exactly what this request generates
         ++t.next_turn;

@@ -43,6 +43,17 @@ ReachableBoundaries boundaries_of(const CacheRequest& req) {
     return {req.num_prompt_tokens - 1, req.shared_prefix_boundary};
 }
 
+// The summary of a plain full-attention request holding `blocks_held` blocks of which `cached_blocks` are cached
+// (update_summary, and the running requests' one-pass allocation).
+KvRunningSummary running_summary(std::int64_t blocks_held, std::int64_t cached_blocks, std::int64_t block_size,
+                                 bool enable_caching) {
+    KvRunningSummary s;
+    s.slot_tokens = blocks_held * block_size;
+    s.uncached_from_tokens =
+        enable_caching ? (cached_blocks + 1) * block_size : std::numeric_limits<std::int64_t>::max();
+    return s;
+}
+
 bool has_hit_blocks(const CacheHit& hit) {
     return std::any_of(hit.blocks_per_group.begin(), hit.blocks_per_group.end(),
                        [](const auto& blocks) { return !blocks.empty(); });
@@ -173,13 +184,10 @@ bool KvCacheManager::allocate_attention_slots(const CacheRequest& req, std::int6
             }
             if (ext.outcome == SingleTypeKvCacheManager::RunningExtension::kDone) {
                 // update_summary's figures, from the one list.
-                if (req.kv_summary != nullptr && !impl_->state_cache) {
-                    req.kv_summary->slot_tokens = ext.num_blocks * block_size;
-                    req.kv_summary->uncached_from_tokens = impl_->enable_caching
-                                                               ? (ext.num_cached_blocks + 1) * block_size
-                                                               : std::numeric_limits<std::int64_t>::max();
-                } else if (req.kv_summary != nullptr) {
-                    *req.kv_summary = KvRunningSummary{};
+                if (req.kv_summary != nullptr) {
+                    *req.kv_summary = impl_->state_cache ? KvRunningSummary{}
+                                                         : running_summary(ext.num_blocks, ext.num_cached_blocks,
+                                                                           block_size, impl_->enable_caching);
                 }
                 return true;
             }
@@ -277,10 +285,8 @@ void KvCacheManager::update_summary(const CacheRequest& req) const {
     if (!held) {
         return;
     }
-    const std::int64_t block_size = coordinator.hash_block_size_tokens();
-    req.kv_summary->slot_tokens = held->first * block_size;
-    req.kv_summary->uncached_from_tokens =
-        impl_->enable_caching ? (held->second + 1) * block_size : std::numeric_limits<std::int64_t>::max();
+    *req.kv_summary = running_summary(held->first, held->second, coordinator.hash_block_size_tokens(),
+                                      impl_->enable_caching);
 }
 
 void KvCacheManager::free(core::RequestId id) {

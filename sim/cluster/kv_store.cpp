@@ -166,10 +166,10 @@ public:
 
     void on_step_end() override {
         constexpr std::size_t kAhead = 16;  // prefetch distance, in blocks: each put first probes a cold index line
-        SaveCursor at;
+        WalkCursor at;
         for (std::size_t i = 0; i < in_step_.size(); ++i) {
             if (i + kAhead < in_step_.size()) {
-                store_.prefetch_save(replica_, in_step_[i + kAhead], kAhead, at);
+                store_.prefetch_walk(replica_, in_step_[i + kAhead], kAhead, at);
             }
             store_.commit(replica_, in_step_[i], at);
         }
@@ -256,28 +256,20 @@ std::int64_t SharedKvStore::lookup(std::size_t replica, std::span<const core::Bl
     const std::int64_t local_blocks = local_hit_tokens / b;
     std::int64_t hit = 0;
     constexpr std::int64_t kAhead = 8;  // prefetch distance, in blocks: the tiers' tables miss the cache
-    // The walk's place in each tier it reads (LruBlockTiers::Cursor): a prompt's blocks are mostly consecutive nodes.
-    LruBlockTiers::Cursor in_pool;
-    LruBlockTiers::Cursor in_local;
-    LruBlockTiers::Cursor in_remote;
+    WalkCursor at;
     for (; hit < max_blocks; ++hit) {
         if (hit + kAhead < max_blocks) {
-            const std::uint64_t ahead = core::to_int(hashes[static_cast<std::size_t>(hit + kAhead)]);
-            if (config_.kind == KvStoreKind::kMooncake) {
-                pool_.prefetch_walk(ahead, kAhead, in_pool);
-            } else {
-                host_tiers_[replica_host_[replica]].prefetch_walk(ahead, kAhead, in_local);
-            }
+            prefetch_walk(replica, core::to_int(hashes[static_cast<std::size_t>(hit + kAhead)]), kAhead, at);
         }
         const std::uint64_t key = core::to_int(hashes[static_cast<std::size_t>(hit)]);
         // A hit refreshes the block in the tier it is read from (LMCache: the local tier first, then the remote).
         std::size_t w = kNone;
         if (config_.kind == KvStoreKind::kMooncake) {
-            const std::size_t h = pool_.touch_find(key, in_pool);  // one copy in the pool: at most one segment holds it
+            const std::size_t h = pool_.touch_find(key, at.pool);  // one copy in the pool: at most one segment holds it
             w = h == LruBlockTiers::npos ? kNone : h;
-        } else if (host_tiers_[replica_host_[replica]].touch_if_held(key, in_local)) {
+        } else if (host_tiers_[replica_host_[replica]].touch_if_held(key, at.local)) {
             w = replica_host_[replica];
-        } else if (remote_.touch_if_held(key, in_remote)) {
+        } else if (remote_.touch_if_held(key, at.remote)) {
             w = kRemote;
         }
         if (w == kNone) {
@@ -327,8 +319,8 @@ core::Duration SharedKvStore::start_rank_transfers(std::size_t replica, std::siz
     return longest;
 }
 
-void SharedKvStore::prefetch_save(std::size_t replica, std::uint64_t key, std::size_t distance,
-                                  const SaveCursor& at) const {
+void SharedKvStore::prefetch_walk(std::size_t replica, std::uint64_t key, std::size_t distance,
+                                  const WalkCursor& at) const {
     if (config_.kind == KvStoreKind::kMooncake) {
         pool_.prefetch_walk(key, distance, at.pool);
     } else {
@@ -343,10 +335,10 @@ void SharedKvStore::start_saves(std::size_t replica, std::span<const std::uint64
     std::int64_t to_remote = 0;
     const std::size_t own = replica_host_[replica];
     constexpr std::size_t kAhead = 16;  // prefetch distance, in blocks: where the chain of nodes breaks, a cold probe
-    SaveCursor at;
+    WalkCursor at;
     for (std::size_t i = 0; i < keys.size(); ++i) {
         if (i + kAhead < keys.size()) {
-            prefetch_save(replica, keys[i + kAhead], kAhead, at);
+            prefetch_walk(replica, keys[i + kAhead], kAhead, at);
         }
         const std::uint64_t key = keys[i];
         if (config_.kind == KvStoreKind::kMooncake) {
@@ -366,7 +358,7 @@ void SharedKvStore::start_saves(std::size_t replica, std::span<const std::uint64
     }
 }
 
-void SharedKvStore::commit(std::size_t replica, std::uint64_t key, SaveCursor& at) {
+void SharedKvStore::commit(std::size_t replica, std::uint64_t key, WalkCursor& at) {
     if (config_.kind == KvStoreKind::kMooncake) {
         // One copy in the pool: a put of a present key is skipped.
         pool_.insert(replica_host_[replica], key, nullptr, &at.pool);

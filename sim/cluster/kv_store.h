@@ -337,18 +337,18 @@ private:
                               TransferOwner owner);
     // The saves of a step launched at `now` start their transfers (they occupy the links they cross until done).
     void start_saves(std::size_t replica, std::span<const std::uint64_t> keys, core::SimTime now);
-    // Where a walk over the keys of a step's saves stands in each tier it reads (LruBlockTiers::Cursor): a step saves
-    // whole prompts, most of whose blocks the pool holds already in consecutive nodes.
-    struct SaveCursor {
+    // Where a walk over many keys (a lookup, a step's saves) stands in each tier it reads (LruBlockTiers::Cursor): a
+    // prompt's blocks, looked up or saved, mostly sit in consecutive nodes.
+    struct WalkCursor {
         LruBlockTiers::Cursor pool;
         LruBlockTiers::Cursor local;
         LruBlockTiers::Cursor remote;
     };
-    void commit(std::size_t replica, std::uint64_t key, SaveCursor& at);
-    // A prefetch for a walk over saves at `at` that will reach `key` `distance` keys later, in the tier `replica`
-    // reads and writes first (Mooncake's pool, LMCache's local tier): its index slot unless the chain of nodes goes on
-    // to it (LruBlockTiers::prefetch_walk).
-    void prefetch_save(std::size_t replica, std::uint64_t key, std::size_t distance, const SaveCursor& at) const;
+    void commit(std::size_t replica, std::uint64_t key, WalkCursor& at);
+    // A prefetch for a walk at `at` that will reach `key` `distance` keys later, in the tier `replica` reads and
+    // writes first (Mooncake's pool, LMCache's local tier): its index slot unless the chain of nodes goes on to it
+    // (LruBlockTiers::prefetch_walk).
+    void prefetch_walk(std::size_t replica, std::uint64_t key, std::size_t distance, const WalkCursor& at) const;
     // One transfer per tensor-parallel rank of `replica`, each its share of `blocks` blocks between `vertex` and the
     // rank's GPU (towards the GPU for a load, from it for a save), cut into the slices of Topology::rail_paths;
     // returns when the slowest ends.

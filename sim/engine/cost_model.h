@@ -147,17 +147,16 @@ struct StepCost {
         return gemm_ms + lm_head_ms + attn_prefill_ms + attn_decode_ms + gdn_ms + snapshot_ms + overhead_ms + comm_ms;
     }
 
-    // Whether out_of_range_term() is empty (the same tests: a NaN fails both bounds), without building its table
-    // of names: every step asks, and only a failing step needs the message.
+    // Whether out_of_range_term() is empty, without building its table of names: every step asks, and only a
+    // failing step needs the message.
     [[nodiscard]] bool all_in_range() const {
-        constexpr double limit_ms = kMaxDurationS * 1e3;
         for (const double ms : {gemm_ms, lm_head_ms, attn_prefill_ms, attn_decode_ms, gdn_ms, snapshot_ms,
                                 overhead_ms, comm_ms}) {
-            if (!(ms >= -limit_ms && ms <= limit_ms)) {
+            if (!term_in_range(ms)) {
                 return false;
             }
         }
-        return total_ms() <= limit_ms;
+        return total_in_range(total_ms());
     }
 
     // The first term that is NaN, infinite, negative beyond rounding, or whose step passes the simulated clock's
@@ -169,16 +168,23 @@ struct StepCost {
             {"attn_decode", attn_decode_ms}, {"gdn", gdn_ms},   {"snapshot", snapshot_ms},
             {"overhead", overhead_ms}, {"comm", comm_ms}};
         for (const auto& [name, ms] : terms) {
-            if (!std::isfinite(ms) || ms > kMaxDurationS * 1e3 || ms < -kMaxDurationS * 1e3) {
+            if (!term_in_range(ms)) {
                 return fmt::format("{} = {:g} ms", name, ms);
             }
         }
         const double total = total_ms();
-        if (!(total <= kMaxDurationS * 1e3)) {
+        if (!total_in_range(total)) {
             return fmt::format("total = {:g} ms", total);
         }
         return {};
     }
+
+    // The tests of all_in_range and out_of_range_term: a term is finite and within ±kMaxDurationS (a NaN fails both
+    // bounds), the total at most kMaxDurationS.
+    [[nodiscard]] static bool term_in_range(double ms) {
+        return ms >= -kMaxDurationS * 1e3 && ms <= kMaxDurationS * 1e3;
+    }
+    [[nodiscard]] static bool total_in_range(double ms) { return ms <= kMaxDurationS * 1e3; }
 
     // The one place cost-model milliseconds become simulated time: at least 1 ns so every step advances the clock.
     [[nodiscard]] core::Duration duration() const {

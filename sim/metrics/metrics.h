@@ -134,21 +134,10 @@ public:
     void on_rejected(core::SimTime arrival, RejectReason reason, std::int64_t prompt_tokens,
                      std::int64_t max_output_tokens);
 
-    // One streamed token's gap (inline: called once per generated token).
+    // One streamed token's gap.
     void on_token_gap(core::SimTime arrival, core::Duration gap) {
-        if (!measured(arrival)) {
-            return;
-        }
-        if (exact_percentiles_) {
-            append_sample(itl_ms_, gap.ms());
-        } else {
-            itl_sketch_.add(gap.ms());
-        }
-        if (keep_records_) {
-            // Only the vllm-bench result reads the running moments (its mean and std of the pooled ITLs), and it
-            // is written only by runs that keep request records. Skipped otherwise: Welford's update divides by
-            // the count once per token, a dependency chain that was ~3 % of a long agentic run.
-            itl_moments_.add(gap.ms());
+        if (measured(arrival)) {
+            on_token_gaps(gap, 1);
         }
     }
 
@@ -167,6 +156,9 @@ public:
             itl_sketch_.add(ms, count);
         }
         if (keep_records_) {
+            // Only the vllm-bench result reads the running moments (its mean and std of the pooled ITLs), and it
+            // is written only by runs that keep request records. Skipped otherwise: Welford's update divides by
+            // the count once per token, a dependency chain that was ~3 % of a long agentic run.
             for (std::int64_t i = 0; i < count; ++i) {
                 itl_moments_.add(ms);
             }

@@ -46,17 +46,9 @@ struct SampleRun {
     std::int64_t count = 0;
 };
 
-// Appends one sample, extending the last run when it has the same value: every request decoding through a step sees
-// the same inter-token gap, so pooled ITLs shrink ~batch-size-fold and sorting them no longer weighs on a run.
-inline void append_sample(std::vector<SampleRun>& runs, double value) {
-    if (!runs.empty() && runs.back().value == value) {
-        ++runs.back().count;
-    } else {
-        runs.push_back(SampleRun{value, 1});
-    }
-}
-
-// `count` samples equal to `value`: the same runs as `count` append_sample calls.
+// Appends `count` samples equal to `value`, extending the last run when it has the same value: every request decoding
+// through a step sees the same inter-token gap, so pooled ITLs shrink ~batch-size-fold and sorting them no longer
+// weighs on a run.
 inline void append_samples(std::vector<SampleRun>& runs, double value, std::int64_t count) {
     if (count <= 0) {
         return;
@@ -67,6 +59,9 @@ inline void append_samples(std::vector<SampleRun>& runs, double value, std::int6
         runs.push_back(SampleRun{value, count});
     }
 }
+
+// One sample.
+inline void append_sample(std::vector<SampleRun>& runs, double value) { append_samples(runs, value, 1); }
 
 // Empty input gives all zeros and count 0 (reported as such, never NaN). Sums in sorted order: deterministic.
 // Sorts `values` in place (no copy: the end-of-run summary of a long exact run does not double its memory).

@@ -70,6 +70,23 @@ TEST_CASE("GPU names match case-insensitively with or without brand and spaces",
     CHECK(sc::find_gpu("l40s").name == "L40S");
 }
 
+TEST_CASE("find_gpu gives the catalog's entry for every name and alias, whichever way it finds it", "[calibration]") {
+    // "H200" is its file's name (calibration/gpus/H200.yaml): only that file is read. "H200 SXM" is an alias, "H100"
+    // names no file (the catalog's H100-SXM.yaml has it as an alias): both go through the whole catalog. Either way
+    // the spec is the catalog's, field for field.
+    for (const auto& g : sc::gpu_catalog()) {
+        INFO(g.file);
+        CHECK(sc::find_gpu(g.name) == g);
+        for (const auto& a : g.aliases) {
+            INFO(a);
+            CHECK(sc::find_gpu(a) == g);
+        }
+    }
+    CHECK(sc::find_gpu("h200").file == "calibration/gpus/H200.yaml");
+    CHECK(sc::find_gpu("H200 SXM").file == "calibration/gpus/H200.yaml");
+    CHECK(sc::find_gpu("H100").file == "calibration/gpus/H100-SXM.yaml");
+}
+
 TEST_CASE("An unknown GPU is an error listing the known names", "[calibration]") {
     const auto msg = error_of("TPU v5");
     CHECK(msg.find("TPU v5") != std::string::npos);

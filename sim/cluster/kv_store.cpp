@@ -160,8 +160,10 @@ public:
     void on_step_start(core::SimTime now) override {
         const std::size_t first = in_step_.size();
         in_step_.insert(in_step_.end(), queued_.begin(), queued_.end());
+        in_step_found_.resize(in_step_.size());
         queued_.clear();
-        store_.start_saves(replica_, std::span<const std::uint64_t>(in_step_).subspan(first), now);
+        store_.start_saves(replica_, std::span<const std::uint64_t>(in_step_).subspan(first), now,
+                           std::span<LruBlockTiers::Cursor>(in_step_found_).subspan(first));
     }
 
     void on_step_end() override {
@@ -169,11 +171,12 @@ public:
         WalkCursor at;
         for (std::size_t i = 0; i < in_step_.size(); ++i) {
             if (i + kAhead < in_step_.size()) {
-                store_.prefetch_walk(replica_, in_step_[i + kAhead], kAhead, at);
+                store_.prefetch_put(replica_, in_step_[i + kAhead], in_step_found_[i + kAhead], kAhead, at);
             }
-            store_.commit(replica_, in_step_[i], at);
+            store_.commit(replica_, in_step_[i], in_step_found_[i], at);
         }
         in_step_.clear();
+        in_step_found_.clear();
     }
 
     const cache::ExternalCacheStats& stats() const override { return stats_; }
@@ -186,6 +189,7 @@ private:
     std::vector<Source> last_sources_;
     std::vector<std::uint64_t> queued_;
     std::vector<std::uint64_t> in_step_;
+    std::vector<LruBlockTiers::Cursor> in_step_found_;  // per in_step_ key: where start_saves found it
     cache::ExternalCacheStats stats_;
 };
 
@@ -328,7 +332,19 @@ void SharedKvStore::prefetch_walk(std::size_t replica, std::uint64_t key, std::s
     }
 }
 
-void SharedKvStore::start_saves(std::size_t replica, std::span<const std::uint64_t> keys, core::SimTime now) {
+void SharedKvStore::prefetch_put(std::size_t replica, std::uint64_t key, const LruBlockTiers::Cursor& found,
+                                 std::size_t distance, const WalkCursor& at) const {
+    if (found.node == LruBlockTiers::Cursor{}.node) {
+        prefetch_walk(replica, key, distance, at);
+    } else if (config_.kind == KvStoreKind::kMooncake) {
+        pool_.prefetch_node(found);
+    } else {
+        host_tiers_[replica_host_[replica]].prefetch_node(found);
+    }
+}
+
+void SharedKvStore::start_saves(std::size_t replica, std::span<const std::uint64_t> keys, core::SimTime now,
+                                std::span<LruBlockTiers::Cursor> found) {
     // The blocks this step's saves will write, by the rules commit() applies at the step's end: a block some tier
     // holds already is not written again (Mooncake's put of a present key is skipped; LMCache checks its tiers).
     std::int64_t to_host = 0;
@@ -341,10 +357,19 @@ void SharedKvStore::start_saves(std::size_t replica, std::span<const std::uint64
             prefetch_walk(replica, keys[i + kAhead], kAhead, at);
         }
         const std::uint64_t key = keys[i];
+        found[i] = LruBlockTiers::Cursor{};
         if (config_.kind == KvStoreKind::kMooncake) {
-            to_host += pool_.contains(key, at.pool) ? 0 : 1;
+            if (pool_.contains(key, at.pool)) {
+                found[i] = at.pool;
+            } else {
+                ++to_host;
+            }
         } else {
-            to_host += host_tiers_[own].contains(key, at.local) ? 0 : 1;
+            if (host_tiers_[own].contains(key, at.local)) {
+                found[i] = at.local;
+            } else {
+                ++to_host;
+            }
             to_remote += config_.remote_capacity_blocks > 0 && !remote_.contains(key, at.remote) ? 1 : 0;
         }
     }
@@ -358,14 +383,24 @@ void SharedKvStore::start_saves(std::size_t replica, std::span<const std::uint64
     }
 }
 
-void SharedKvStore::commit(std::size_t replica, std::uint64_t key, WalkCursor& at) {
+void SharedKvStore::commit(std::size_t replica, std::uint64_t key, const LruBlockTiers::Cursor& found,
+                           WalkCursor& at) {
     if (config_.kind == KvStoreKind::kMooncake) {
         // One copy in the pool: a put of a present key is skipped.
-        pool_.insert(replica_host_[replica], key, nullptr, &at.pool);
+        if (pool_.holds_at(key, found)) {
+            at.pool = found;
+        } else {
+            pool_.insert(replica_host_[replica], key, nullptr, &at.pool);
+        }
         return;
     }
     // LMCache: the local CPU tier and the remote store both keep a copy.
-    host_tiers_[replica_host_[replica]].insert(key, nullptr, &at.local);
+    LruBlockTier& local = host_tiers_[replica_host_[replica]];
+    if (local.holds_at(key, found)) {
+        at.local = found;
+    } else {
+        local.insert(key, nullptr, &at.local);
+    }
     remote_.insert(key, nullptr, &at.remote);
 }
 

@@ -290,6 +290,39 @@ TEST_CASE("KV store: a walk's cursor finds chained and scattered blocks alike", 
     CHECK(t.size() == 4);
 }
 
+TEST_CASE("KV store: a node found earlier answers for its key only while the key is still there",
+          "[cluster][kv_store]") {
+    // Capacity 2 (an arena of up to 4 nodes), by hand, as a step's saves checked at its launch and put at its end.
+    // Inserts 1, 2 take nodes 0, 1; a check finds 2 in node 1, and node 1 holds 2 (a put of 2 is skipped). Inserting
+    // 3 (node 2) and 4 (node 3) evicts 1 then 2: node 1 is free, so it no longer holds 2 (the put probes the index,
+    // which has no 2). Inserting 5 evicts 3 and, at the arena's limit, the sweep gives it node 0; inserting 2 again
+    // evicts 4 and takes node 1, the next free: node 1 holds 2 again and a cursor on it answers yes, while a cursor on
+    // node 0 (key 5) answers no for 2. A cursor on no node, or past the arena, answers no.
+    LruBlockTier t(2);
+    t.insert(1);
+    t.insert(2);
+    LruBlockTier::Cursor found;
+    CHECK(t.contains(2, found));
+    CHECK(found.node == 1);
+    CHECK(t.holds_at(2, found));
+    CHECK_FALSE(t.holds_at(1, found));
+    t.insert(3);
+    std::uint64_t evicted = 0;
+    CHECK(t.insert(4, &evicted));
+    CHECK(evicted == 2);
+    CHECK_FALSE(t.holds_at(2, found));
+    CHECK_FALSE(t.contains(2));
+    CHECK(t.insert(5, &evicted));
+    CHECK(evicted == 3);
+    CHECK(t.insert(2, &evicted));
+    CHECK(evicted == 4);
+    CHECK(t.holds_at(2, found));
+    CHECK_FALSE(t.holds_at(2, LruBlockTier::Cursor{0}));
+    CHECK(t.holds_at(5, LruBlockTier::Cursor{0}));
+    CHECK_FALSE(t.holds_at(2, LruBlockTier::Cursor{}));
+    CHECK_FALSE(t.holds_at(2, LruBlockTier::Cursor{7}));
+}
+
 TEST_CASE("KV store: walks with cursors keep the same LRU order as a plain list", "[cluster][kv_store]") {
     // Two tiers of 50 blocks (an arena of up to 200 nodes, so the sweep and the free-node reuse both run), against
     // one std::list per tier. 4,000 walks of chains: each picks a tier and a chain start among 120 (so chains

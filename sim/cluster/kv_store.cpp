@@ -74,6 +74,41 @@ std::size_t LruBlockTiers::touch_find(std::uint64_t key, Cursor& at) {
     return tier;
 }
 
+std::size_t LruBlockTiers::touch_find(std::uint64_t key, TouchWalk& walk) {
+    const std::uint32_t n = find_node(key, walk.at);
+    if (n == kNil) {
+        return npos;
+    }
+    if (walk.run_first == kNil || nodes_[walk.at.node].next != n) {  // not next in the list: a new run
+        end_touches(walk);
+        walk.run_first = n;
+    }
+    walk.at.node = n;
+    return tier_at(n);
+}
+
+void LruBlockTiers::end_touches(TouchWalk& walk) {
+    if (walk.run_first == kNil) {
+        return;
+    }
+    const std::uint32_t s = walk.run_first;
+    const std::uint32_t e = walk.at.node;
+    walk.run_first = kNil;
+    List& l = lists_[tier_at(s)];
+    if (l.tail == e) {  // the run ends the list already
+        return;
+    }
+    Node& first = nodes_[s];
+    Node& last = nodes_[e];
+    // Cut [s, e] out (e is not the tail, so a node follows it), then hang it after the tail (not in the run).
+    (first.prev == kNil ? l.head : nodes_[first.prev].next) = last.next;
+    nodes_[last.next].prev = first.prev;
+    nodes_[l.tail].next = s;
+    first.prev = l.tail;
+    last.next = kNil;
+    l.tail = e;
+}
+
 bool LruBlockTiers::insert(std::size_t tier, std::uint64_t key, std::uint64_t* evicted, Cursor* at) {
     if (capacity_ <= 0) {
         return false;
@@ -261,6 +296,10 @@ std::int64_t SharedKvStore::lookup(std::size_t replica, std::span<const core::Bl
     std::int64_t hit = 0;
     constexpr std::int64_t kAhead = 8;  // prefetch distance, in blocks: the tiers' tables miss the cache
     WalkCursor at;
+    // The hits' refreshes, deferred per run of blocks that follow one another in their tier's list (TouchWalk).
+    LruBlockTiers::TouchWalk pool_walk;
+    LruBlockTiers::TouchWalk local_walk;
+    LruBlockTiers::TouchWalk remote_walk;
     for (; hit < max_blocks; ++hit) {
         if (hit + kAhead < max_blocks) {
             prefetch_walk(replica, core::to_int(hashes[static_cast<std::size_t>(hit + kAhead)]), kAhead, at);
@@ -269,11 +308,14 @@ std::int64_t SharedKvStore::lookup(std::size_t replica, std::span<const core::Bl
         // A hit refreshes the block in the tier it is read from (LMCache: the local tier first, then the remote).
         std::size_t w = kNone;
         if (config_.kind == KvStoreKind::kMooncake) {
-            const std::size_t h = pool_.touch_find(key, at.pool);  // one copy in the pool: at most one segment holds it
+            const std::size_t h = pool_.touch_find(key, pool_walk);  // one copy in the pool: at most one segment holds it
+            at.pool = pool_walk.at;
             w = h == LruBlockTiers::npos ? kNone : h;
-        } else if (host_tiers_[replica_host_[replica]].touch_if_held(key, at.local)) {
+        } else if (host_tiers_[replica_host_[replica]].touch_if_held(key, local_walk)) {
+            at.local = local_walk.at;
             w = replica_host_[replica];
-        } else if (remote_.touch_if_held(key, at.remote)) {
+        } else if (remote_.touch_if_held(key, remote_walk)) {
+            at.remote = remote_walk.at;
             w = kRemote;
         }
         if (w == kNone) {
@@ -286,6 +328,12 @@ std::int64_t SharedKvStore::lookup(std::size_t replica, std::span<const core::Bl
             }
             ++sources.back().blocks;
         }
+    }
+    if (config_.kind == KvStoreKind::kMooncake) {
+        pool_.end_touches(pool_walk);
+    } else {
+        host_tiers_[replica_host_[replica]].end_touches(local_walk);
+        remote_.end_touches(remote_walk);
     }
     if (hit <= local_blocks) {
         sources.clear();

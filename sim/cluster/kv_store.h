@@ -218,6 +218,21 @@ public:
     }
     // touch_find(key) in a walk: the node after `at` is tried first; `at` moves to the key's node when it is held.
     std::size_t touch_find(std::uint64_t key, Cursor& at);
+    // A walk that touches blocks in turn (the pool's lookup, the router's index update) with the moves to the
+    // most-recent end deferred: the blocks touched last that follow one another in their tier's list (a run) are
+    // moved together when the run ends. Touching x then y one at a time, where y comes right after x in the list,
+    // leaves ... x y at the end, which is the run [x, y] moved as one, so the order is that of the single touches
+    // (vLLM's and Mooncake's LRU semantics unchanged) for one relink per run instead of one per block. A prompt's
+    // blocks, touched or put in order before, mostly follow one another in the list.
+    struct TouchWalk {
+        Cursor at;                       // the node touched last: the run's last node when one is pending
+        std::uint32_t run_first = 0xffffffffu;  // the pending run's first node (none: 0xffffffff)
+    };
+    // touch_find(key) in a deferred walk. The run must be ended (end_touches) before anything else reads or changes
+    // the tiers' order: an insert, an eviction, another walk.
+    std::size_t touch_find(std::uint64_t key, TouchWalk& walk);
+    // Moves the walk's pending run, if any, to its tier's most-recent end.
+    void end_touches(TouchWalk& walk);
     // Inserts an absent `key` at `tier`'s most-recent end, first evicting that tier's least recent block when it is
     // full (that key is written to *evicted when given). Nothing when the key is held somewhere or the capacity is 0.
     // Returns whether a block was evicted. `at`, when given, is a walk's cursor (the node after it is tried first for
@@ -283,6 +298,12 @@ public:
     bool touch_if_held(std::uint64_t key) { return tiers_.touch_find(key) != LruBlockTiers::npos; }
     // The same in a walk (LruBlockTiers::touch_find with a cursor).
     bool touch_if_held(std::uint64_t key, Cursor& at) { return tiers_.touch_find(key, at) != LruBlockTiers::npos; }
+    // The same in a deferred walk (LruBlockTiers::TouchWalk), ended by end_touches.
+    using TouchWalk = LruBlockTiers::TouchWalk;
+    bool touch_if_held(std::uint64_t key, TouchWalk& walk) {
+        return tiers_.touch_find(key, walk) != LruBlockTiers::npos;
+    }
+    void end_touches(TouchWalk& walk) { tiers_.end_touches(walk); }
     [[nodiscard]] const void* probe_address(std::uint64_t key) const { return tiers_.probe_address(key); }
     void prefetch_touch(std::uint64_t key) const { tiers_.prefetch_touch(key); }
     void prefetch_walk(std::uint64_t key, std::size_t distance, const Cursor& at) const {

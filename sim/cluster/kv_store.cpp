@@ -74,6 +74,41 @@ std::size_t LruBlockTiers::touch_find(std::uint64_t key, Cursor& at) {
     return tier;
 }
 
+std::size_t LruBlockTiers::touch_find(std::uint64_t key, TouchWalk& walk) {
+    const std::uint32_t n = find_node(key, walk.at);
+    if (n == kNil) {
+        return npos;
+    }
+    if (walk.run_first == kNil || nodes_[walk.at.node].next != n) {  // not next in the list: a new run
+        end_touches(walk);
+        walk.run_first = n;
+    }
+    walk.at.node = n;
+    return tier_at(n);
+}
+
+void LruBlockTiers::end_touches(TouchWalk& walk) {
+    if (walk.run_first == kNil) {
+        return;
+    }
+    const std::uint32_t s = walk.run_first;
+    const std::uint32_t e = walk.at.node;
+    walk.run_first = kNil;
+    List& l = lists_[tier_at(s)];
+    if (l.tail == e) {  // the run ends the list already
+        return;
+    }
+    Node& first = nodes_[s];
+    Node& last = nodes_[e];
+    // Cut [s, e] out (e is not the tail, so a node follows it), then hang it after the tail (not in the run).
+    (first.prev == kNil ? l.head : nodes_[first.prev].next) = last.next;
+    nodes_[last.next].prev = first.prev;
+    nodes_[l.tail].next = s;
+    first.prev = l.tail;
+    last.next = kNil;
+    l.tail = e;
+}
+
 bool LruBlockTiers::insert(std::size_t tier, std::uint64_t key, std::uint64_t* evicted, Cursor* at) {
     if (capacity_ <= 0) {
         return false;
@@ -160,8 +195,10 @@ public:
     void on_step_start(core::SimTime now) override {
         const std::size_t first = in_step_.size();
         in_step_.insert(in_step_.end(), queued_.begin(), queued_.end());
+        in_step_found_.resize(in_step_.size());
         queued_.clear();
-        store_.start_saves(replica_, std::span<const std::uint64_t>(in_step_).subspan(first), now);
+        store_.start_saves(replica_, std::span<const std::uint64_t>(in_step_).subspan(first), now,
+                           std::span<LruBlockTiers::Cursor>(in_step_found_).subspan(first));
     }
 
     void on_step_end() override {
@@ -169,11 +206,12 @@ public:
         WalkCursor at;
         for (std::size_t i = 0; i < in_step_.size(); ++i) {
             if (i + kAhead < in_step_.size()) {
-                store_.prefetch_walk(replica_, in_step_[i + kAhead], kAhead, at);
+                store_.prefetch_put(replica_, in_step_[i + kAhead], in_step_found_[i + kAhead], kAhead, at);
             }
-            store_.commit(replica_, in_step_[i], at);
+            store_.commit(replica_, in_step_[i], in_step_found_[i], at);
         }
         in_step_.clear();
+        in_step_found_.clear();
     }
 
     const cache::ExternalCacheStats& stats() const override { return stats_; }
@@ -186,6 +224,7 @@ private:
     std::vector<Source> last_sources_;
     std::vector<std::uint64_t> queued_;
     std::vector<std::uint64_t> in_step_;
+    std::vector<LruBlockTiers::Cursor> in_step_found_;  // per in_step_ key: where start_saves found it
     cache::ExternalCacheStats stats_;
 };
 
@@ -257,6 +296,10 @@ std::int64_t SharedKvStore::lookup(std::size_t replica, std::span<const core::Bl
     std::int64_t hit = 0;
     constexpr std::int64_t kAhead = 8;  // prefetch distance, in blocks: the tiers' tables miss the cache
     WalkCursor at;
+    // The hits' refreshes, deferred per run of blocks that follow one another in their tier's list (TouchWalk).
+    LruBlockTiers::TouchWalk pool_walk;
+    LruBlockTiers::TouchWalk local_walk;
+    LruBlockTiers::TouchWalk remote_walk;
     for (; hit < max_blocks; ++hit) {
         if (hit + kAhead < max_blocks) {
             prefetch_walk(replica, core::to_int(hashes[static_cast<std::size_t>(hit + kAhead)]), kAhead, at);
@@ -265,11 +308,14 @@ std::int64_t SharedKvStore::lookup(std::size_t replica, std::span<const core::Bl
         // A hit refreshes the block in the tier it is read from (LMCache: the local tier first, then the remote).
         std::size_t w = kNone;
         if (config_.kind == KvStoreKind::kMooncake) {
-            const std::size_t h = pool_.touch_find(key, at.pool);  // one copy in the pool: at most one segment holds it
+            const std::size_t h = pool_.touch_find(key, pool_walk);  // one copy in the pool: at most one segment holds it
+            at.pool = pool_walk.at;
             w = h == LruBlockTiers::npos ? kNone : h;
-        } else if (host_tiers_[replica_host_[replica]].touch_if_held(key, at.local)) {
+        } else if (host_tiers_[replica_host_[replica]].touch_if_held(key, local_walk)) {
+            at.local = local_walk.at;
             w = replica_host_[replica];
-        } else if (remote_.touch_if_held(key, at.remote)) {
+        } else if (remote_.touch_if_held(key, remote_walk)) {
+            at.remote = remote_walk.at;
             w = kRemote;
         }
         if (w == kNone) {
@@ -282,6 +328,12 @@ std::int64_t SharedKvStore::lookup(std::size_t replica, std::span<const core::Bl
             }
             ++sources.back().blocks;
         }
+    }
+    if (config_.kind == KvStoreKind::kMooncake) {
+        pool_.end_touches(pool_walk);
+    } else {
+        host_tiers_[replica_host_[replica]].end_touches(local_walk);
+        remote_.end_touches(remote_walk);
     }
     if (hit <= local_blocks) {
         sources.clear();
@@ -328,7 +380,19 @@ void SharedKvStore::prefetch_walk(std::size_t replica, std::uint64_t key, std::s
     }
 }
 
-void SharedKvStore::start_saves(std::size_t replica, std::span<const std::uint64_t> keys, core::SimTime now) {
+void SharedKvStore::prefetch_put(std::size_t replica, std::uint64_t key, const LruBlockTiers::Cursor& found,
+                                 std::size_t distance, const WalkCursor& at) const {
+    if (found.node == LruBlockTiers::Cursor{}.node) {
+        prefetch_walk(replica, key, distance, at);
+    } else if (config_.kind == KvStoreKind::kMooncake) {
+        pool_.prefetch_node(found);
+    } else {
+        host_tiers_[replica_host_[replica]].prefetch_node(found);
+    }
+}
+
+void SharedKvStore::start_saves(std::size_t replica, std::span<const std::uint64_t> keys, core::SimTime now,
+                                std::span<LruBlockTiers::Cursor> found) {
     // The blocks this step's saves will write, by the rules commit() applies at the step's end: a block some tier
     // holds already is not written again (Mooncake's put of a present key is skipped; LMCache checks its tiers).
     std::int64_t to_host = 0;
@@ -341,10 +405,19 @@ void SharedKvStore::start_saves(std::size_t replica, std::span<const std::uint64
             prefetch_walk(replica, keys[i + kAhead], kAhead, at);
         }
         const std::uint64_t key = keys[i];
+        found[i] = LruBlockTiers::Cursor{};
         if (config_.kind == KvStoreKind::kMooncake) {
-            to_host += pool_.contains(key, at.pool) ? 0 : 1;
+            if (pool_.contains(key, at.pool)) {
+                found[i] = at.pool;
+            } else {
+                ++to_host;
+            }
         } else {
-            to_host += host_tiers_[own].contains(key, at.local) ? 0 : 1;
+            if (host_tiers_[own].contains(key, at.local)) {
+                found[i] = at.local;
+            } else {
+                ++to_host;
+            }
             to_remote += config_.remote_capacity_blocks > 0 && !remote_.contains(key, at.remote) ? 1 : 0;
         }
     }
@@ -358,14 +431,24 @@ void SharedKvStore::start_saves(std::size_t replica, std::span<const std::uint64
     }
 }
 
-void SharedKvStore::commit(std::size_t replica, std::uint64_t key, WalkCursor& at) {
+void SharedKvStore::commit(std::size_t replica, std::uint64_t key, const LruBlockTiers::Cursor& found,
+                           WalkCursor& at) {
     if (config_.kind == KvStoreKind::kMooncake) {
         // One copy in the pool: a put of a present key is skipped.
-        pool_.insert(replica_host_[replica], key, nullptr, &at.pool);
+        if (pool_.holds_at(key, found)) {
+            at.pool = found;
+        } else {
+            pool_.insert(replica_host_[replica], key, nullptr, &at.pool);
+        }
         return;
     }
     // LMCache: the local CPU tier and the remote store both keep a copy.
-    host_tiers_[replica_host_[replica]].insert(key, nullptr, &at.local);
+    LruBlockTier& local = host_tiers_[replica_host_[replica]];
+    if (local.holds_at(key, found)) {
+        at.local = found;
+    } else {
+        local.insert(key, nullptr, &at.local);
+    }
     remote_.insert(key, nullptr, &at.remote);
 }
 

@@ -182,6 +182,18 @@ public:
         at.node = n;
         return true;
     }
+    // Whether `key` is still in the node a walk found it in earlier (`at`, from contains or touch_find): since then it
+    // may have been evicted, its node freed or given to another key. No two live nodes hold the same key, so a yes is
+    // what contains(key) would answer, without the index probe; a no says nothing (the key may sit elsewhere).
+    [[nodiscard]] bool holds_at(std::uint64_t key, const Cursor& at) const {
+        return at.node < nodes_.size() && nodes_[at.node].key == key && nodes_[at.node].prev != kFree;
+    }
+    // A prefetch for a holds_at(·, at) coming later: the node's line. A hint only: nothing observable changes.
+    void prefetch_node(const Cursor& at) const {
+        if (at.node < nodes_.size()) {
+            __builtin_prefetch(&nodes_[at.node]);
+        }
+    }
     [[nodiscard]] const void* probe_address(std::uint64_t key) const { return index_.probe_address(key); }
     // A prefetch for a touch of `key` coming later in a walk: the key's home slot in the index. A hint only: nothing
     // observable changes.
@@ -206,6 +218,21 @@ public:
     }
     // touch_find(key) in a walk: the node after `at` is tried first; `at` moves to the key's node when it is held.
     std::size_t touch_find(std::uint64_t key, Cursor& at);
+    // A walk that touches blocks in turn (the pool's lookup, the router's index update) with the moves to the
+    // most-recent end deferred: the blocks touched last that follow one another in their tier's list (a run) are
+    // moved together when the run ends. Touching x then y one at a time, where y comes right after x in the list,
+    // leaves ... x y at the end, which is the run [x, y] moved as one, so the order is that of the single touches
+    // (vLLM's and Mooncake's LRU semantics unchanged) for one relink per run instead of one per block. A prompt's
+    // blocks, touched or put in order before, mostly follow one another in the list.
+    struct TouchWalk {
+        Cursor at;                       // the node touched last: the run's last node when one is pending
+        std::uint32_t run_first = 0xffffffffu;  // the pending run's first node (none: 0xffffffff)
+    };
+    // touch_find(key) in a deferred walk. The run must be ended (end_touches) before anything else reads or changes
+    // the tiers' order: an insert, an eviction, another walk.
+    std::size_t touch_find(std::uint64_t key, TouchWalk& walk);
+    // Moves the walk's pending run, if any, to its tier's most-recent end.
+    void end_touches(TouchWalk& walk);
     // Inserts an absent `key` at `tier`'s most-recent end, first evicting that tier's least recent block when it is
     // full (that key is written to *evicted when given). Nothing when the key is held somewhere or the capacity is 0.
     // Returns whether a block was evicted. `at`, when given, is a walk's cursor (the node after it is tried first for
@@ -264,11 +291,19 @@ public:
     explicit LruBlockTier(std::int64_t capacity_blocks) : tiers_(1, capacity_blocks) {}
     [[nodiscard]] bool contains(std::uint64_t key) const { return tiers_.contains(key); }
     [[nodiscard]] bool contains(std::uint64_t key, Cursor& at) const { return tiers_.contains(key, at); }
+    [[nodiscard]] bool holds_at(std::uint64_t key, const Cursor& at) const { return tiers_.holds_at(key, at); }
+    void prefetch_node(const Cursor& at) const { tiers_.prefetch_node(at); }
     void touch(std::uint64_t key) { tiers_.touch(key); }
     // touch(key), returning whether it is held.
     bool touch_if_held(std::uint64_t key) { return tiers_.touch_find(key) != LruBlockTiers::npos; }
     // The same in a walk (LruBlockTiers::touch_find with a cursor).
     bool touch_if_held(std::uint64_t key, Cursor& at) { return tiers_.touch_find(key, at) != LruBlockTiers::npos; }
+    // The same in a deferred walk (LruBlockTiers::TouchWalk), ended by end_touches.
+    using TouchWalk = LruBlockTiers::TouchWalk;
+    bool touch_if_held(std::uint64_t key, TouchWalk& walk) {
+        return tiers_.touch_find(key, walk) != LruBlockTiers::npos;
+    }
+    void end_touches(TouchWalk& walk) { tiers_.end_touches(walk); }
     [[nodiscard]] const void* probe_address(std::uint64_t key) const { return tiers_.probe_address(key); }
     void prefetch_touch(std::uint64_t key) const { tiers_.prefetch_touch(key); }
     void prefetch_walk(std::uint64_t key, std::size_t distance, const Cursor& at) const {
@@ -336,7 +371,10 @@ private:
     core::Duration start_load(std::size_t replica, const std::vector<Source>& sources, core::SimTime now,
                               TransferOwner owner);
     // The saves of a step launched at `now` start their transfers (they occupy the links they cross until done).
-    void start_saves(std::size_t replica, std::span<const std::uint64_t> keys, core::SimTime now);
+    // found[i]: where keys[i] was found in the tier `replica` writes first (Mooncake's pool, LMCache's local tier), or
+    // a cursor on no node; the puts at the step's end check there first (commit).
+    void start_saves(std::size_t replica, std::span<const std::uint64_t> keys, core::SimTime now,
+                     std::span<LruBlockTiers::Cursor> found);
     // Where a walk over many keys (a lookup, a step's saves) stands in each tier it reads (LruBlockTiers::Cursor): a
     // prompt's blocks, looked up or saved, mostly sit in consecutive nodes.
     struct WalkCursor {
@@ -344,7 +382,14 @@ private:
         LruBlockTiers::Cursor local;
         LruBlockTiers::Cursor remote;
     };
-    void commit(std::size_t replica, std::uint64_t key, WalkCursor& at);
+    // The put of `key` at its step's end. `found`: where start_saves found it in the first tier (or no node). A key
+    // still there is held, and a put of a held key changes nothing (Mooncake skips it; LMCache's tier insert of a
+    // held key is no touch), so only the cursor moves; otherwise the put probes as usual.
+    void commit(std::size_t replica, std::uint64_t key, const LruBlockTiers::Cursor& found, WalkCursor& at);
+    // A prefetch for the put of `key`, `distance` keys after the walk at `at`: the node start_saves found it in, or
+    // else as prefetch_walk.
+    void prefetch_put(std::size_t replica, std::uint64_t key, const LruBlockTiers::Cursor& found, std::size_t distance,
+                      const WalkCursor& at) const;
     // A prefetch for a walk at `at` that will reach `key` `distance` keys later, in the tier `replica` reads and
     // writes first (Mooncake's pool, LMCache's local tier): its index slot unless the chain of nodes goes on to it
     // (LruBlockTiers::prefetch_walk).

@@ -231,17 +231,21 @@ private:
             LruBlockTier& tier = tiers_[p.replica];
             constexpr std::size_t kAhead = 16;  // prefetch distance, in blocks: the tables miss the cache
             const std::size_t n = p.hashes.size();
-            LruBlockTier::Cursor at;  // the walk's place in the LRU's nodes (a routed prompt's are mostly in a row)
+            // The walk's place in the LRU's nodes (a routed prompt's are mostly in a row); its touches are moved to
+            // the most-recent end a run at a time (LruBlockTiers::TouchWalk), the run ended before each insert.
+            LruBlockTier::TouchWalk walk;
             for (std::size_t i = 0; i < n; ++i) {
                 if (i + kAhead < n) {  // the index slot, unless the chain of nodes goes on to it
-                    tier.prefetch_walk(core::to_int(p.hashes[i + kAhead]), kAhead, at);
+                    tier.prefetch_walk(core::to_int(p.hashes[i + kAhead]), kAhead, walk.at);
                 }
                 const std::uint64_t key = core::to_int(p.hashes[i]);
-                if (tier.touch_if_held(key, at)) {
+                if (tier.touch_if_held(key, walk)) {
                     continue;
                 }
-                tier.insert(key, nullptr, &at);
+                tier.end_touches(walk);
+                tier.insert(key, nullptr, &walk.at);
             }
+            tier.end_touches(walk);
             pending_.pop_front();
         }
     }

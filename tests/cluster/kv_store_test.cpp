@@ -4,6 +4,7 @@
 // tier before its remote store, and LRU eviction in a full segment (its order kept while the index moves slots).
 #include "sim/cluster/kv_store.h"
 
+#include <initializer_list>
 #include <list>
 #include <memory>
 #include <vector>
@@ -290,6 +291,70 @@ TEST_CASE("KV store: a walk's cursor finds chained and scattered blocks alike", 
     CHECK(t.size() == 4);
 }
 
+TEST_CASE("KV store: a node found earlier answers for its key only while the key is still there",
+          "[cluster][kv_store]") {
+    // Capacity 2 (an arena of up to 4 nodes), by hand, as a step's saves checked at its launch and put at its end.
+    // Inserts 1, 2 take nodes 0, 1; a check finds 2 in node 1, and node 1 holds 2 (a put of 2 is skipped). Inserting
+    // 3 (node 2) and 4 (node 3) evicts 1 then 2: node 1 is free, so it no longer holds 2 (the put probes the index,
+    // which has no 2). Inserting 5 evicts 3 and, at the arena's limit, the sweep gives it node 0; inserting 2 again
+    // evicts 4 and takes node 1, the next free: node 1 holds 2 again and a cursor on it answers yes, while a cursor on
+    // node 0 (key 5) answers no for 2. A cursor on no node, or past the arena, answers no.
+    LruBlockTier t(2);
+    t.insert(1);
+    t.insert(2);
+    LruBlockTier::Cursor found;
+    CHECK(t.contains(2, found));
+    CHECK(found.node == 1);
+    CHECK(t.holds_at(2, found));
+    CHECK_FALSE(t.holds_at(1, found));
+    t.insert(3);
+    std::uint64_t evicted = 0;
+    CHECK(t.insert(4, &evicted));
+    CHECK(evicted == 2);
+    CHECK_FALSE(t.holds_at(2, found));
+    CHECK_FALSE(t.contains(2));
+    CHECK(t.insert(5, &evicted));
+    CHECK(evicted == 3);
+    CHECK(t.insert(2, &evicted));
+    CHECK(evicted == 4);
+    CHECK(t.holds_at(2, found));
+    CHECK_FALSE(t.holds_at(2, LruBlockTier::Cursor{0}));
+    CHECK(t.holds_at(5, LruBlockTier::Cursor{0}));
+    CHECK_FALSE(t.holds_at(2, LruBlockTier::Cursor{}));
+    CHECK_FALSE(t.holds_at(2, LruBlockTier::Cursor{7}));
+}
+
+TEST_CASE("KV store: a walk's deferred touches leave the order of single touches", "[cluster][kv_store]") {
+    // Capacity 6, by hand. Inserts 1..6 (order 1 2 3 4 5 6). A deferred walk touches 2, 3, 4 (each right after the
+    // last in the list: one run), then 1 (not after 4: the run [2, 4] goes to the end, order 1 5 6 2 3 4, and 1 starts
+    // a run), then 9 (absent), and ends: 1 goes to the end, order 5 6 2 3 4 1, as six single touches give. A walk
+    // touching 4 then 1 (the list's last two) moves nothing. Inserting 7, 8, 9, 10, 11, 12 then evicts 5, 6, 2, 3, 4,
+    // 1 in that order.
+    LruBlockTier t(6);
+    for (std::uint64_t k = 1; k <= 6; ++k) {
+        t.insert(k);
+    }
+    LruBlockTier::TouchWalk walk;
+    CHECK(t.touch_if_held(2, walk));
+    CHECK(t.touch_if_held(3, walk));
+    CHECK(t.touch_if_held(4, walk));
+    CHECK(walk.run_first == 1);  // 2's node
+    CHECK(walk.at.node == 3);    // 4's node
+    CHECK(t.touch_if_held(1, walk));
+    CHECK(walk.run_first == 0);
+    CHECK_FALSE(t.touch_if_held(9, walk));
+    t.end_touches(walk);
+    LruBlockTier::TouchWalk tail;
+    CHECK(t.touch_if_held(4, tail));
+    CHECK(t.touch_if_held(1, tail));
+    t.end_touches(tail);
+    std::uint64_t evicted = 0;
+    for (const std::uint64_t expected : std::initializer_list<std::uint64_t>{5, 6, 2, 3, 4, 1}) {
+        CHECK(t.insert(100 + expected, &evicted));
+        CHECK(evicted == expected);
+    }
+}
+
 TEST_CASE("KV store: walks with cursors keep the same LRU order as a plain list", "[cluster][kv_store]") {
     // Two tiers of 50 blocks (an arena of up to 200 nodes, so the sweep and the free-node reuse both run), against
     // one std::list per tier. 4,000 walks of chains: each picks a tier and a chain start among 120 (so chains
@@ -318,10 +383,21 @@ TEST_CASE("KV store: walks with cursors keep the same LRU order as a plain list"
         const std::uint64_t start = next(120) * 16;
         const std::uint64_t len = 1 + next(12);
         LruBlockTiers::Cursor at;
+        LruBlockTiers::TouchWalk deferred;  // every other walk defers its touches (ended before each insert)
+        const bool defer = w % 2 == 1;
         for (std::uint64_t k = start; k < start + len; ++k) {
             const std::uint64_t key = (k + 1) * 0x9e3779b97f4a7c15ULL;
             const int held = where(key);
-            const std::size_t found = t.touch_find(key, at);
+            if (defer) {
+                deferred.at = at;
+            }
+            const std::size_t found = defer ? t.touch_find(key, deferred) : t.touch_find(key, at);
+            if (defer) {
+                at = deferred.at;
+                if (held < 0) {
+                    t.end_touches(deferred);
+                }
+            }
             CHECK(found == (held < 0 ? LruBlockTiers::npos : static_cast<std::size_t>(held)));
             if (held >= 0) {
                 order[held].remove(key);
@@ -336,6 +412,9 @@ TEST_CASE("KV store: walks with cursors keep the same LRU order as a plain list"
                 order[tier].pop_front();
             }
             order[tier].push_back(key);
+        }
+        if (defer) {
+            t.end_touches(deferred);
         }
     }
     for (std::size_t tier = 0; tier < 2; ++tier) {

@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <cstddef>
-#include <cstring>
 #include <span>
 
 namespace servesim::cache {
@@ -97,17 +96,9 @@ void FullAttentionManager::free(core::RequestId id) {
                 return SingleTypeKvCacheManager::free(id);
             }
             const auto segment = memo_.find(key->hash);
-            const std::size_t limit = std::min(segment.size(), list.size() - p);
-            // Usually the whole segment matches (the request's own hits, recorded by its lookup): one memcmp
-            // settles that, the block-by-block walk finds where a partial match ends.
-            std::size_t m = 0;
-            if (limit > 0 && std::memcmp(segment.data(), list.data() + p, limit * sizeof(core::BlockId)) == 0) {
-                m = limit;
-            } else {
-                while (m < limit && segment[m] == list[p + m]) {
-                    ++m;
-                }
-            }
+            // The request's own hits, recorded by its lookup, match a whole segment; a segment of another dialogue
+            // of the tenant matches its system prompt, then differs.
+            const std::size_t m = leading_blocks_in_common(segment, list.subspan(p));
             if (m == 0) {
                 record_from = extend ? record_from : p;
                 break;

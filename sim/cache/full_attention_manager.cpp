@@ -5,6 +5,8 @@
 #include <cstddef>
 #include <span>
 
+#include "common/error.h"
+
 namespace servesim::cache {
 
 std::int64_t FullAttentionManager::find_longest_cache_hit(std::span<const core::BlockHash> block_hashes,
@@ -78,6 +80,12 @@ std::int64_t FullAttentionManager::find_longest_cache_hit(std::span<const core::
         }
     }
     return n;
+}
+
+void FullAttentionManager::check_request(const RequestBlocks& req) const {
+    SERVESIM_CHECK(std::find(req.blocks.begin(), req.blocks.end(), kNullBlock) == req.blocks.end(),
+                   "group {} request {}: a null block in a full-attention list", group_index_,
+                   core::to_int(req.id));
 }
 
 void FullAttentionManager::free(core::RequestId id) {

@@ -176,6 +176,7 @@ void BlockPool::cache_full_blocks(std::span<const core::BlockId> blocks, std::sp
         __builtin_prefetch(cached_block_hash_to_block_.probe_address(
             BlockHashWithGroupId{block_hashes[static_cast<std::size_t>(i)], group}));
     }
+    SERVESIM_CHECK(group >= 0, "caching blocks in group {}", group);
     for (std::int64_t i = num_cached_blocks; i < num_full_blocks; ++i) {
         const core::BlockId id = blocks[static_cast<std::size_t>(i)];
         if (id == kNullBlock) {
@@ -183,10 +184,10 @@ void BlockPool::cache_full_blocks(std::span<const core::BlockId> blocks, std::sp
         }
         Block& block = blocks_[core::to_int(id)];
         SERVESIM_CHECK(!block.has_hash(), "block {} (position {}) is already cached", core::to_int(id), i);
-        SERVESIM_CHECK(group >= 0, "caching block {} in group {}", core::to_int(id), group);
-        block.hash = static_cast<std::uint64_t>(block_hashes[static_cast<std::size_t>(i)]);
+        const core::BlockHash hash = block_hashes[static_cast<std::size_t>(i)];
+        block.hash = static_cast<std::uint64_t>(hash);
         block.group = group;
-        cached_block_hash_to_block_.insert(block.key(), id, key_of());
+        cached_block_hash_to_block_.insert(BlockHashWithGroupId{hash, group}, id, key_of());
         if (event_sink_ != nullptr) {
             event_sink_->block_stored(core::BlockHash{block.hash}, group);
         }

@@ -83,11 +83,20 @@ void BlockPool::get_new_blocks(std::int64_t n, std::vector<core::BlockId>& out) 
     }
 }
 
-void BlockPool::touch(std::span<const core::BlockId> blocks) {
+void BlockPool::touch(std::span<const core::BlockId> blocks, bool holds_no_null) {
+    if (holds_no_null) {
+        touch_blocks<false>(blocks);
+    } else {
+        touch_blocks<true>(blocks);
+    }
+}
+
+template <bool kSkipNull>
+void BlockPool::touch_blocks(std::span<const core::BlockId> blocks) {
     Block* const entries = blocks_.data();
     FreeBlockQueue::Unlinker queue(free_block_queue_);
     for (const core::BlockId id : blocks) {
-        if (id == kNullBlock) {
+        if (kSkipNull && id == kNullBlock) {
             continue;
         }
         Block& block = entries[core::to_int(id)];
@@ -99,19 +108,22 @@ void BlockPool::touch(std::span<const core::BlockId> blocks) {
     queue.finish();
 }
 
-template <typename It>
+template <bool kSkipNull, typename It>
 void BlockPool::free_in_order(It first, It last, bool unhashed_to_front) {
     std::size_t num_to_front = 0;
     Block* const entries = blocks_.data();
     FreeBlockQueue::TailAppender tail(free_block_queue_);
     for (It it = first; it != last; ++it) {
         const core::BlockId id = *it;
-        if (id == kNullBlock) {
+        if (kSkipNull && id == kNullBlock) {
             continue;
         }
         Block& block = entries[core::to_int(id)];
-        SERVESIM_CHECK(block.ref_cnt > 0, "freeing block {} with ref_cnt {}", core::to_int(id), block.ref_cnt);
-        if (--block.ref_cnt == 0) {
+        // The count's check rides on the decrement's own test: only a count that reaches 0 or below is looked at.
+        const std::int32_t ref_cnt = block.ref_cnt - 1;
+        block.ref_cnt = ref_cnt;
+        if (ref_cnt <= 0) {
+            SERVESIM_CHECK(ref_cnt == 0, "freeing block {} with ref_cnt {}", core::to_int(id), ref_cnt + 1);
             if (unhashed_to_front && !block.has_hash()) {
                 ++num_to_front;
             } else {
@@ -138,11 +150,16 @@ void BlockPool::free_in_order(It first, It last, bool unhashed_to_front) {
 }
 
 void BlockPool::free_blocks(std::span<const core::BlockId> ordered_blocks, bool unhashed_to_front) {
-    free_in_order(ordered_blocks.begin(), ordered_blocks.end(), unhashed_to_front);
+    free_in_order<true>(ordered_blocks.begin(), ordered_blocks.end(), unhashed_to_front);
 }
 
-void BlockPool::free_blocks_tail_first(std::span<const core::BlockId> blocks, bool unhashed_to_front) {
-    free_in_order(blocks.rbegin(), blocks.rend(), unhashed_to_front);
+void BlockPool::free_blocks_tail_first(std::span<const core::BlockId> blocks, bool unhashed_to_front,
+                                       bool holds_no_null) {
+    if (holds_no_null) {
+        free_in_order<false>(blocks.rbegin(), blocks.rend(), unhashed_to_front);
+    } else {
+        free_in_order<true>(blocks.rbegin(), blocks.rend(), unhashed_to_front);
+    }
 }
 
 void BlockPool::cache_full_blocks(std::span<const core::BlockId> blocks, std::span<const core::BlockHash> block_hashes,
@@ -159,6 +176,7 @@ void BlockPool::cache_full_blocks(std::span<const core::BlockId> blocks, std::sp
         __builtin_prefetch(cached_block_hash_to_block_.probe_address(
             BlockHashWithGroupId{block_hashes[static_cast<std::size_t>(i)], group}));
     }
+    SERVESIM_CHECK(group >= 0, "caching blocks in group {}", group);
     for (std::int64_t i = num_cached_blocks; i < num_full_blocks; ++i) {
         const core::BlockId id = blocks[static_cast<std::size_t>(i)];
         if (id == kNullBlock) {
@@ -166,10 +184,10 @@ void BlockPool::cache_full_blocks(std::span<const core::BlockId> blocks, std::sp
         }
         Block& block = blocks_[core::to_int(id)];
         SERVESIM_CHECK(!block.has_hash(), "block {} (position {}) is already cached", core::to_int(id), i);
-        SERVESIM_CHECK(group >= 0, "caching block {} in group {}", core::to_int(id), group);
-        block.hash = static_cast<std::uint64_t>(block_hashes[static_cast<std::size_t>(i)]);
+        const core::BlockHash hash = block_hashes[static_cast<std::size_t>(i)];
+        block.hash = static_cast<std::uint64_t>(hash);
         block.group = group;
-        cached_block_hash_to_block_.insert(block.key(), id, key_of());
+        cached_block_hash_to_block_.insert(BlockHashWithGroupId{hash, group}, id, key_of());
         if (event_sink_ != nullptr) {
             event_sink_->block_stored(core::BlockHash{block.hash}, group);
         }

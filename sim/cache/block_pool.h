@@ -63,16 +63,18 @@ public:
     // its hash here (lazy LRU eviction, vLLM _maybe_evict_cached_block). n must not exceed num_free_blocks().
     void get_new_blocks(std::int64_t n, std::vector<core::BlockId>& out);
 
-    // A cache hit takes a reference: a ref-0 block leaves the free queue wherever it is. Null blocks are skipped.
-    void touch(std::span<const core::BlockId> blocks);
+    // A cache hit takes a reference: a ref-0 block leaves the free queue wherever it is. Null blocks are skipped;
+    // holds_no_null: the caller's list has none (a full-attention list never does), so the test is left out.
+    void touch(std::span<const core::BlockId> blocks, bool holds_no_null = false);
 
     // Drops one reference per block; blocks reaching 0 are appended to the free-queue tail in the given order.
     // Null blocks are skipped. With unhashed_to_front (sparse retention, vLLM PR #43447) a block reaching 0 without
     // a hash goes to the head instead, the first of them in `ordered_blocks` ending up first.
     void free_blocks(std::span<const core::BlockId> ordered_blocks, bool unhashed_to_front = false);
     // free_blocks of `blocks` in reverse order (a request's list, tail first: vLLM SingleTypeKVCacheManager.free
-    // passes reversed(req_blocks)), without building the reversed list.
-    void free_blocks_tail_first(std::span<const core::BlockId> blocks, bool unhashed_to_front = false);
+    // passes reversed(req_blocks)), without building the reversed list. holds_no_null as for touch.
+    void free_blocks_tail_first(std::span<const core::BlockId> blocks, bool unhashed_to_front = false,
+                                bool holds_no_null = false);
 
     // Gives blocks[num_cached_blocks, num_full_blocks) of a request the hashes block_hashes[i] in `group`
     // and indexes them (null blocks skipped). The blocks must not be hashed yet.
@@ -132,7 +134,12 @@ public:
     void check_invariants(std::span<const std::int32_t> num_holders) const;
 
 private:
-    template <typename It>
+    // kSkipNull false: the list holds no null block (touch's and free's per-block test left out). The pool's
+    // block 0 is never queued, so a null block reaching these loops unskipped would corrupt the queue; the
+    // managers that pass holds_no_null check their lists in check_invariants (FullAttentionManager).
+    template <bool kSkipNull>
+    void touch_blocks(std::span<const core::BlockId> blocks);
+    template <bool kSkipNull, typename It>
     void free_in_order(It first, It last, bool unhashed_to_front);
 
     // 16 bytes, flat, so the per-block array stays cache-friendly: a hit touches one entry per prompt block.

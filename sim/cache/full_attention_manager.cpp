@@ -3,8 +3,9 @@
 
 #include <algorithm>
 #include <cstddef>
-#include <cstring>
 #include <span>
+
+#include "common/error.h"
 
 namespace servesim::cache {
 
@@ -81,6 +82,12 @@ std::int64_t FullAttentionManager::find_longest_cache_hit(std::span<const core::
     return n;
 }
 
+void FullAttentionManager::check_request(const RequestBlocks& req) const {
+    SERVESIM_CHECK(std::find(req.blocks.begin(), req.blocks.end(), kNullBlock) == req.blocks.end(),
+                   "group {} request {}: a null block in a full-attention list", group_index_,
+                   core::to_int(req.id));
+}
+
 void FullAttentionManager::free(core::RequestId id) {
     const auto held = blocks_held_and_cached(id, nullptr);
     if (held.has_value() && held->second > 0) {
@@ -97,17 +104,9 @@ void FullAttentionManager::free(core::RequestId id) {
                 return SingleTypeKvCacheManager::free(id);
             }
             const auto segment = memo_.find(key->hash);
-            const std::size_t limit = std::min(segment.size(), list.size() - p);
-            // Usually the whole segment matches (the request's own hits, recorded by its lookup): one memcmp
-            // settles that, the block-by-block walk finds where a partial match ends.
-            std::size_t m = 0;
-            if (limit > 0 && std::memcmp(segment.data(), list.data() + p, limit * sizeof(core::BlockId)) == 0) {
-                m = limit;
-            } else {
-                while (m < limit && segment[m] == list[p + m]) {
-                    ++m;
-                }
-            }
+            // The request's own hits, recorded by its lookup, match a whole segment; a segment of another dialogue
+            // of the tenant matches its system prompt, then differs.
+            const std::size_t m = leading_blocks_in_common(segment, list.subspan(p));
             if (m == 0) {
                 record_from = extend ? record_from : p;
                 break;

@@ -22,6 +22,12 @@ public:
     // Remembers the request's cached blocks in the memo (its next turn will look them up), then frees as the base.
     void free(core::RequestId id) override;
 
+protected:
+    // Nothing is ever skipped in full attention: a list holds hit blocks (the prefix index never lists the null
+    // block, which is never hashed) and blocks from the free queue (where the null block never is).
+    [[nodiscard]] bool lists_may_hold_null_blocks() const override { return false; }
+    void check_request(const RequestBlocks& req) const override;
+
 private:
     // Blocks earlier single-group lookups found; a cache of the probes, never of the answer (hit_chain_memo.h).
     mutable HitChainMemo memo_;

@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/error.h"
 #include "sim/core/content.h"
 #include "sim/core/ids.h"
 
@@ -62,18 +63,48 @@ public:
                ((slot->block & kHasMore) != 0 && more_contains(key, block));
     }
     // `block` must already be cached under `key` in the pool (key_of(block) == key).
+    // One probe: a search for an absent key ends at the first empty slot of its run, which is where insert_new
+    // would put it, so when no growth is due the search's empty slot takes the new key (the same table as a search
+    // followed by insert_new).
     template <typename KeyOf>
     void insert(const BlockHashWithGroupId& key, core::BlockId block, const KeyOf& key_of) {
-        if (Slot* slot = find_slot(key, key_of)) {
-            add_duplicate(*slot, key, block);
+        if (static_cast<std::size_t>(num_keys_ + 1) * 2 > slots_.size()) {
+            if (Slot* slot = find_slot(key, key_of)) {
+                add_duplicate(*slot, key, block);
+                return;
+            }
+            insert_new(key, block);
             return;
         }
-        insert_new(key, block);
+        const std::uint64_t x = mixed(key);
+        const auto tag = static_cast<std::uint32_t>(x >> 32);
+        for (auto i = static_cast<std::size_t>(x >> shift_);; i = (i + 1) & mask_) {
+            Slot& slot = slots_[i];
+            if (slot.block == kEmptySlot) {
+                SERVESIM_CHECK(core::to_int(block) < kBlockMask, "block {} too large for the prefix index",
+                               core::to_int(block));
+                slot = Slot{tag, core::to_int(block)};
+                ++num_keys_;
+                ++num_entries_;
+                return;
+            }
+            if (slot.tag == tag && key_of(slot.block & kBlockMask) == key) {
+                add_duplicate(slot, key, block);
+                return;
+            }
+        }
     }
-    // Removes `block` from under `key`; it must be there.
+    // Removes `block` from under `key`; it must be there. The usual case, the key's only block (no duplicates
+    // waiting: the kHasMore bit clear), empties its slot here; the others go through pop_from.
     template <typename KeyOf>
     void pop(const BlockHashWithGroupId& key, core::BlockId block, const KeyOf& key_of) {
-        pop_from(find_slot(key, key_of), key, block);
+        Slot* slot = find_slot(key, key_of);
+        if (slot != nullptr && slot->block == core::to_int(block)) {
+            erase_slot(static_cast<std::size_t>(slot - slots_.data()));
+            --num_entries_;
+            return;
+        }
+        pop_from(slot, key, block);
     }
     // Number of (key, block) entries.
     [[nodiscard]] std::int64_t num_entries() const { return num_entries_; }

@@ -178,7 +178,7 @@ void SingleTypeKvCacheManager::allocate_new_computed_blocks(core::RequestId id,
     const auto num_skipped_hits = static_cast<std::size_t>(
         std::min<std::int64_t>(num_skipped_blocks, static_cast<std::int64_t>(new_computed_blocks.size())));
     const auto kept = new_computed_blocks.subspan(num_skipped_hits);
-    block_pool_.touch(kept);
+    block_pool_.touch(kept, /*holds_no_null=*/!lists_may_hold_null_blocks());
     req.blocks.assign(static_cast<std::size_t>(num_skipped_blocks), kNullBlock);
     req.blocks.insert(req.blocks.end(), kept.begin(), kept.end());
     // Hit blocks (and skipped nulls) are already cached.
@@ -221,7 +221,8 @@ void SingleTypeKvCacheManager::free(core::RequestId id) {
     }
     RequestBlocks& req = slots_[slot];
     // Reverse order: the request's tail blocks reach the free-queue tail first and are evicted first.
-    block_pool_.free_blocks_tail_first(req.blocks, unhashed_blocks_to_front());
+    block_pool_.free_blocks_tail_first(req.blocks, unhashed_blocks_to_front(),
+                                       /*holds_no_null=*/!lists_may_hold_null_blocks());
     req.blocks.clear();
     req.in_use = false;
     free_slots_.push_back(slot);

@@ -187,5 +187,48 @@ TEST_CASE("Evicting an early chain block makes the later cached blocks unreachab
     CHECK(hit[0].empty());
 }
 
+TEST_CASE("BlockPool touch and tail-first free of lists without null blocks match the null-skipping loops",
+          "[cache]") {
+    // Two pools, 9 blocks (8 usable), the same operations; pool b is told its lists hold no null block.
+    // Take [1,2,3,4] (queue [5,6,7,8]); free [1,2,3,4] tail first: queue [5,6,7,8,4,3,2,1]. Touch [3,4] (ref 1 each,
+    // out of the queue: [5,6,7,8,2,1]), and again [4] (ref 2, queue unchanged). Free tail first [3,4]: 4 drops to 1,
+    // 3 to 0 and rejoins: [5,6,7,8,2,1,3]. Free [4]: [5,6,7,8,2,1,3,4].
+    BlockPool a(9, true);
+    BlockPool b(9, true);
+    std::vector<core::BlockId> got_a;
+    std::vector<core::BlockId> got_b;
+    a.get_new_blocks(4, got_a);
+    b.get_new_blocks(4, got_b);
+    a.free_blocks_tail_first(got_a);
+    b.free_blocks_tail_first(got_b, false, /*holds_no_null=*/true);
+    CHECK(order(a) == std::vector<std::uint32_t>{5, 6, 7, 8, 4, 3, 2, 1});
+    CHECK(order(b) == order(a));
+    const std::vector<core::BlockId> hit{core::BlockId{3}, core::BlockId{4}};
+    const std::vector<core::BlockId> four{core::BlockId{4}};
+    a.touch(hit);
+    b.touch(hit, /*holds_no_null=*/true);
+    a.touch(four);
+    b.touch(four, /*holds_no_null=*/true);
+    CHECK(order(b) == std::vector<std::uint32_t>{5, 6, 7, 8, 2, 1});
+    CHECK(b.ref_cnt(core::BlockId{3}) == 1);
+    CHECK(b.ref_cnt(core::BlockId{4}) == 2);
+    std::vector<std::int32_t> holders(9, 0);
+    holders[3] = 1;
+    holders[4] = 2;
+    check(a, holders);
+    check(b, holders);
+    a.free_blocks_tail_first(hit);
+    b.free_blocks_tail_first(hit, false, /*holds_no_null=*/true);
+    CHECK(order(b) == std::vector<std::uint32_t>{5, 6, 7, 8, 2, 1, 3});
+    CHECK(order(b) == order(a));
+    a.free_blocks_tail_first(four);
+    b.free_blocks_tail_first(four, false, /*holds_no_null=*/true);
+    CHECK(order(b) == std::vector<std::uint32_t>{5, 6, 7, 8, 2, 1, 3, 4});
+    CHECK(order(b) == order(a));
+    check(b, std::vector<std::int32_t>(9, 0));
+    // A block freed once too often is still caught.
+    CHECK_THROWS_AS(b.free_blocks_tail_first(four, false, /*holds_no_null=*/true), InvariantError);
+}
+
 }  // namespace
 }  // namespace servesim::cache

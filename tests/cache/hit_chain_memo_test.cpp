@@ -110,5 +110,30 @@ TEST_CASE("The memo holds at most kMaxBlocks block ids", "[cache]") {
     CHECK(memo.num_blocks() == 2);
 }
 
+TEST_CASE("leading_blocks_in_common: every length and first difference, in groups of 16, pairs and one", "[cache]") {
+    // a = 1..40. For each length n ≤ 40 and each position d < n where b differs (b[d] = 1000), the answer is d; with
+    // no difference it is n. Worked cases: n = 40, d = 33: two groups of 16 match (32 ids), then the pair (32, 33)
+    // differs in its second id, so 32 + 1 = 33. n = 17, d = 16: one group (16), then the single last id differs: 16.
+    // Shorter b: min(|a|, |b|) bounds the answer (a = 1..40, b = 1..5: 5).
+    std::vector<core::BlockId> a;
+    for (std::uint32_t v = 1; v <= 40; ++v) {
+        a.push_back(core::BlockId{v});
+    }
+    for (std::size_t n = 0; n <= a.size(); ++n) {
+        const std::span<const core::BlockId> an(a.data(), n);
+        REQUIRE(leading_blocks_in_common(an, an) == n);
+        for (std::size_t d = 0; d < n; ++d) {
+            std::vector<core::BlockId> b(a.begin(), a.begin() + static_cast<std::ptrdiff_t>(n));
+            b[d] = core::BlockId{1000};
+            REQUIRE(leading_blocks_in_common(an, b) == d);
+            REQUIRE(leading_blocks_in_common(b, an) == d);
+        }
+    }
+    std::vector<core::BlockId> b40(a);
+    b40[33] = core::BlockId{0};
+    CHECK(leading_blocks_in_common(a, b40) == 33);
+    CHECK(leading_blocks_in_common(a, std::span<const core::BlockId>(a.data(), 5)) == 5);
+}
+
 }  // namespace
 }  // namespace servesim::cache

@@ -100,5 +100,38 @@ TEST_CASE("PrefixIndex: duplicates answer in insertion order; growth and deletio
     CHECK(lookup(index, keys, BlockHashWithGroupId{core::BlockHash{1001}, 2}) == std::nullopt);
 }
 
+TEST_CASE("PrefixIndex: one-probe insert finds a duplicate past a colliding key; pops of lone keys and duplicates",
+          "[cache]") {
+    // Reserved for 8 keys, so no insert below grows the table and each takes the one-probe path. k1 and k2 share a
+    // tag and home slot (see above), so k2 sits after k1 in one run; a second block under k1 must join k1's slot as a
+    // duplicate, not take the empty slot after k2. Entries: k1 → [0, 2], k2 → [1]: 3 entries over 2 keys.
+    // pop(k1, 0): k1 has a duplicate waiting, so block 2 moves up (pop_from). pop(k2, 1): k2's lone block, its slot
+    // emptied at once. pop(k1, 2): likewise; the index is empty.
+    const std::uint64_t inv = inverse_of_golden();
+    const BlockHashWithGroupId k1{core::BlockHash{12345}, 0};
+    const BlockHashWithGroupId k2{core::BlockHash{12345 + inv}, 0};
+    Keys keys;
+    keys.of_block = {k1, k2, k1};
+    PrefixIndex index;
+    index.reserve(8);
+    index.insert(k1, core::BlockId{0}, keys);
+    index.insert(k2, core::BlockId{1}, keys);
+    index.insert(k1, core::BlockId{2}, keys);
+    CHECK(index.num_entries() == 3);
+    CHECK(index.has_duplicates());
+    CHECK(lookup(index, keys, k1) == 0u);
+    CHECK(lookup(index, keys, k2) == 1u);
+    CHECK(index.contains(k1, core::BlockId{2}, keys));
+    index.pop(k1, core::BlockId{0}, keys);
+    CHECK(lookup(index, keys, k1) == 2u);
+    CHECK_FALSE(index.has_duplicates());
+    index.pop(k2, core::BlockId{1}, keys);
+    CHECK(lookup(index, keys, k2) == std::nullopt);
+    CHECK(lookup(index, keys, k1) == 2u);
+    index.pop(k1, core::BlockId{2}, keys);
+    CHECK(lookup(index, keys, k1) == std::nullopt);
+    CHECK(index.num_entries() == 0);
+}
+
 }  // namespace
 }  // namespace servesim::cache

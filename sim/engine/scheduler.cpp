@@ -224,7 +224,10 @@ std::int64_t Scheduler::schedule_running_as(StepPlan& plan, std::int64_t budget)
     bool all_decode = true;
     std::int64_t decode_context_tokens = 0;
     std::int64_t num_sampled = 0;
-    std::int64_t num_scheduled_tokens = plan.num_scheduled_tokens;
+    // Every entry moves n tokens from the budget to the plan, and a preemption in allocate_or_preempt moves its
+    // victim's tokens back: budget + plan.num_scheduled_tokens stays this sum, so the plan's count is derived from
+    // the budget where it is read (one register less in the loop).
+    const std::int64_t budget_and_scheduled = budget + plan.num_scheduled_tokens;
     ScheduledList& scheduled = plan.scheduled;
     scheduled.reserve(scheduled.size() + running_.size());
     ScheduledRequest* out = scheduled.end();
@@ -257,13 +260,12 @@ std::int64_t Scheduler::schedule_running_as(StepPlan& plan, std::int64_t budget)
         if (!r->kv_summary.running_step_changes_nothing(computed, n, num_tokens)) {
             // allocate_or_preempt reads and edits the plan (a preempted victim's entry is erased) and running_.
             scheduled.set_size_within_capacity(static_cast<std::size_t>(out - scheduled.begin()));
-            plan.num_scheduled_tokens = num_scheduled_tokens;
+            plan.num_scheduled_tokens = budget_and_scheduled - budget;
             const RunningAllocation a = allocate_or_preempt(r, n, plan);
-            num_scheduled_tokens = plan.num_scheduled_tokens;
             out = scheduled.end();
             running = running_.data();
             num_running = running_.size();
-            budget += a.returned_tokens;
+            budget += a.returned_tokens;  // = budget_and_scheduled - plan.num_scheduled_tokens
             if (a.preempted_self) {
                 break;
             }
@@ -271,7 +273,6 @@ std::int64_t Scheduler::schedule_running_as(StepPlan& plan, std::int64_t budget)
         // (Preempting others changed none of r's counts.)
         const bool samples_token = computed + n == num_tokens + placeholders;
         *out++ = ScheduledRequest{r, n, computed, samples_token};
-        num_scheduled_tokens += n;
         budget -= n;
         // batch_shape's decode test and sums for this entry (StepPlan::running_all_decode).
         if (n == 1 && computed >= r->num_prompt_tokens) {
@@ -289,7 +290,7 @@ std::int64_t Scheduler::schedule_running_as(StepPlan& plan, std::int64_t budget)
         ++index;
     }
     scheduled.set_size_within_capacity(static_cast<std::size_t>(out - scheduled.begin()));
-    plan.num_scheduled_tokens = num_scheduled_tokens;
+    plan.num_scheduled_tokens = budget_and_scheduled - budget;
     // (A preemption above may have cleared plan.running_all_decode already: it stays cleared.)
     plan.running_all_decode = plan.running_all_decode && all_decode;
     plan.running_decode_context_tokens = decode_context_tokens;

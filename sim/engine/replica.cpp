@@ -218,8 +218,15 @@ const std::vector<core::RequestId>& Replica::end_step(core::SimTime now) {
     }
     std::vector<core::RequestId>& finished = finished_;
     finished.clear();
+    // Two passes: the tokens first, then the requests that finished, in plan order. Nothing in the token pass reads
+    // what a finish changes (the scheduler's lists and the KV cache, the finish metrics, the turn handoff, the
+    // request map), and a request has one entry per plan, so the effects are those of one pass; the token pass then
+    // makes no call but on a new gap run or a completed block, and keeps its state in registers.
+    std::vector<Request*>& finishing = finishing_;
+    finishing.clear();
     // The step's inter-token gaps, in plan order, go to the metrics as runs of equal gaps (on_token_gaps: the same
     // samples in the same order as one on_token_gap per token; nothing else in this loop reads or writes them).
+    const core::SimTime warmup_end = metrics_.warmup_end();  // MetricsCollector::measured, read once
     core::Duration run_gap{};
     std::int64_t run_count = 0;
     for (const auto& sr : plan.scheduled) {
@@ -233,7 +240,7 @@ const std::vector<core::RequestId>& Replica::end_step(core::SimTime now) {
             r->first_token = now;
         } else {
             const core::Duration gap = now - r->last_token;
-            if (metrics_.measured(r->arrival)) {
+            if (r->arrival >= warmup_end) {
                 if (gap != run_gap) {
                     metrics_.on_token_gaps(run_gap, run_count);
                     run_gap = gap;
@@ -245,37 +252,40 @@ const std::vector<core::RequestId>& Replica::end_step(core::SimTime now) {
         }
         r->last_token = now;
         if (r->is_finished()) {
-            const bool delay_free = scheduler_.finish_request(r);
-            metrics::MetricsCollector::FinishedRequest f;
-            f.arrival = r->arrival;
-            f.first_scheduled = r->first_scheduled;
-            f.first_token = r->first_token + r->client_delay;
-            f.finish = now + r->client_delay;
-            f.prompt_tokens = r->num_prompt_tokens;
-            f.output_tokens = r->num_output_tokens;
-            f.cached_prompt_tokens = r->num_cached_prompt_tokens;
-            f.max_token_gap = r->max_token_gap;
-            f.num_preemptions = r->num_preemptions;
-            f.replica = config_.index;
-            f.turn = r->turn;
-            metrics_.on_finished(f);
-            finished.push_back(r->id);
-            const auto owned = requests_.find(core::to_int(r->id));
-            if (delay_free) {  // the connector sends its KV first (finished_sending)
-                delayed_free_.emplace(owned->first, std::move(owned->second));
-            } else if (r->hash_blocks && !r->content.empty()) {
-                // Its hashes start its dialogue's next turn, whose prompt opens with this content (a memo of the
-                // hash function, turn_hash_handoff.h); nothing reads them here after finish_request.
-                hash_memo_->turns().give(std::move(r->content), std::move(r->block_hashes), r->hasher.cursor());
-            }
-            if (delay_free) {
-                requests_.erase(owned);
-            } else {
-                spare_request_nodes_.push_back(requests_.extract(owned));
-            }
+            finishing.push_back(r);
         }
     }
     metrics_.on_token_gaps(run_gap, run_count);
+    for (Request* r : finishing) {
+        const bool delay_free = scheduler_.finish_request(r);
+        metrics::MetricsCollector::FinishedRequest f;
+        f.arrival = r->arrival;
+        f.first_scheduled = r->first_scheduled;
+        f.first_token = r->first_token + r->client_delay;
+        f.finish = now + r->client_delay;
+        f.prompt_tokens = r->num_prompt_tokens;
+        f.output_tokens = r->num_output_tokens;
+        f.cached_prompt_tokens = r->num_cached_prompt_tokens;
+        f.max_token_gap = r->max_token_gap;
+        f.num_preemptions = r->num_preemptions;
+        f.replica = config_.index;
+        f.turn = r->turn;
+        metrics_.on_finished(f);
+        finished.push_back(r->id);
+        const auto owned = requests_.find(core::to_int(r->id));
+        if (delay_free) {  // the connector sends its KV first (finished_sending)
+            delayed_free_.emplace(owned->first, std::move(owned->second));
+        } else if (r->hash_blocks && !r->content.empty()) {
+            // Its hashes start its dialogue's next turn, whose prompt opens with this content (a memo of the
+            // hash function, turn_hash_handoff.h); nothing reads them here after finish_request.
+            hash_memo_->turns().give(std::move(r->content), std::move(r->block_hashes), r->hasher.cursor());
+        }
+        if (delay_free) {
+            requests_.erase(owned);
+        } else {
+            spare_request_nodes_.push_back(requests_.extract(owned));
+        }
+    }
     if (config_.check_invariants) {
         kv_cache_->check_invariants();
     }

@@ -137,6 +137,7 @@ private:
     // scheduler let go of it in finish_request, and add_request overwrites every field.
     std::vector<decltype(requests_)::node_type> spare_request_nodes_;
     std::vector<core::RequestId> finished_;  // end_step's answer, reused
+    std::vector<Request*> finishing_;        // end_step's finished requests between its two passes, reused
     // First-run block hashes shared by this replica's requests, and finished turns' hashes for their next turn.
     cache::FirstRunHashMemo own_hash_memo_;
     cache::FirstRunHashMemo* hash_memo_ = &own_hash_memo_;  // or one shared with a router (share_hash_memo)

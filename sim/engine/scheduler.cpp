@@ -214,16 +214,23 @@ template <bool kPlainSettings>
 std::int64_t Scheduler::schedule_running_as(StepPlan& plan, std::int64_t budget) {
     // The settings read per request are copied first: the loop's stores to requests could otherwise alias them. The
     // allocation (and preemption) is out of line: a running request needs it once every block_size decode steps
-    // (KvRunningSummary answers the others). The running list and the plan's token count are kept in locals,
-    // refreshed only after allocate_or_preempt, the one call that changes them: every store through a pointer (a
-    // request's counts, an entry) would otherwise force their reload.
+    // (KvRunningSummary answers the others). The running list, the plan's token count and the next entry's slot are
+    // kept in locals, refreshed only after allocate_or_preempt, the one call that changes them: every store through
+    // a pointer (a request's counts, an entry) would otherwise force their reload. Every running request gets at
+    // most one entry, so the slots are reserved once and the entries are written through that pointer
+    // (ScheduledList) rather than push_back, which tests the capacity each time.
     const std::int64_t long_prefill_token_threshold = config_.long_prefill_token_threshold;
     const std::int64_t max_context_tokens = config_.max_model_len - 1;
     bool all_decode = true;
     std::int64_t decode_context_tokens = 0;
     std::int64_t num_sampled = 0;
-    std::int64_t num_scheduled_tokens = plan.num_scheduled_tokens;
-    std::vector<ScheduledRequest>& scheduled = plan.scheduled;
+    // Every entry moves n tokens from the budget to the plan, and a preemption in allocate_or_preempt moves its
+    // victim's tokens back: budget + plan.num_scheduled_tokens stays this sum, so the plan's count is derived from
+    // the budget where it is read (one register less in the loop).
+    const std::int64_t budget_and_scheduled = budget + plan.num_scheduled_tokens;
+    ScheduledList& scheduled = plan.scheduled;
+    scheduled.reserve(scheduled.size() + running_.size());
+    ScheduledRequest* out = scheduled.end();
     Request* const* running = running_.data();
     std::size_t num_running = running_.size();
     std::size_t index = 0;
@@ -251,20 +258,21 @@ std::int64_t Scheduler::schedule_running_as(StepPlan& plan, std::int64_t budget)
             continue;
         }
         if (!r->kv_summary.running_step_changes_nothing(computed, n, num_tokens)) {
-            plan.num_scheduled_tokens = num_scheduled_tokens;
+            // allocate_or_preempt reads and edits the plan (a preempted victim's entry is erased) and running_.
+            scheduled.set_size_within_capacity(static_cast<std::size_t>(out - scheduled.begin()));
+            plan.num_scheduled_tokens = budget_and_scheduled - budget;
             const RunningAllocation a = allocate_or_preempt(r, n, plan);
-            num_scheduled_tokens = plan.num_scheduled_tokens;
+            out = scheduled.end();
             running = running_.data();
             num_running = running_.size();
-            budget += a.returned_tokens;
+            budget += a.returned_tokens;  // = budget_and_scheduled - plan.num_scheduled_tokens
             if (a.preempted_self) {
                 break;
             }
         }
         // (Preempting others changed none of r's counts.)
         const bool samples_token = computed + n == num_tokens + placeholders;
-        scheduled.push_back(ScheduledRequest{r, n, computed, samples_token});
-        num_scheduled_tokens += n;
+        *out++ = ScheduledRequest{r, n, computed, samples_token};
         budget -= n;
         // batch_shape's decode test and sums for this entry (StepPlan::running_all_decode).
         if (n == 1 && computed >= r->num_prompt_tokens) {
@@ -281,7 +289,8 @@ std::int64_t Scheduler::schedule_running_as(StepPlan& plan, std::int64_t budget)
         }
         ++index;
     }
-    plan.num_scheduled_tokens = num_scheduled_tokens;
+    scheduled.set_size_within_capacity(static_cast<std::size_t>(out - scheduled.begin()));
+    plan.num_scheduled_tokens = budget_and_scheduled - budget;
     // (A preemption above may have cleared plan.running_all_decode already: it stays cleared.)
     plan.running_all_decode = plan.running_all_decode && all_decode;
     plan.running_decode_context_tokens = decode_context_tokens;

@@ -33,23 +33,13 @@ double time_add_chain(std::uint64_t& sink) {
     asm volatile("" : "+r"(step));
     const double start = thread_cpu_seconds();
     for (std::int64_t i = 0; i < kIterations; ++i) {
-        // Eight adds, each reading the one before (x is an in/out operand of each barrier).
-        asm volatile("" : "+r"(x));
-        x += step;
-        asm volatile("" : "+r"(x));
-        x += step;
-        asm volatile("" : "+r"(x));
-        x += step;
-        asm volatile("" : "+r"(x));
-        x += step;
-        asm volatile("" : "+r"(x));
-        x += step;
-        asm volatile("" : "+r"(x));
-        x += step;
-        asm volatile("" : "+r"(x));
-        x += step;
-        asm volatile("" : "+r"(x));
-        x += step;
+        // kAddsPerIteration adds, each reading the one before (x is an in/out operand of each barrier), unrolled
+        // so that no inner branch paces the chain.
+#pragma GCC unroll 8
+        for (std::int64_t k = 0; k < kAddsPerIteration; ++k) {
+            asm volatile("" : "+r"(x));
+            x += step;
+        }
     }
     const double seconds = thread_cpu_seconds() - start;
     sink = x;

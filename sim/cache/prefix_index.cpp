@@ -54,7 +54,6 @@ void PrefixIndex::add_duplicate(Slot& slot, const BlockHashWithGroupId& key, cor
 }
 
 void PrefixIndex::insert_new(const BlockHashWithGroupId& key, core::BlockId block) {
-    SERVESIM_CHECK(core::to_int(block) < kBlockMask, "block {} too large for the prefix index", core::to_int(block));
     // Keep the load at most 1/2 so probe runs stay short.
     if (static_cast<std::size_t>(num_keys_ + 1) * 2 > slots_.size()) {
         rehash(slots_.size() * 2);
@@ -64,7 +63,12 @@ void PrefixIndex::insert_new(const BlockHashWithGroupId& key, core::BlockId bloc
     while (slots_[i].block != kEmptySlot) {
         i = (i + 1) & mask_;
     }
-    slots_[i] = Slot{static_cast<std::uint32_t>(x >> 32), core::to_int(block)};
+    occupy(slots_[i], static_cast<std::uint32_t>(x >> 32), block);
+}
+
+void PrefixIndex::occupy(Slot& slot, std::uint32_t tag, core::BlockId block) {
+    SERVESIM_CHECK(core::to_int(block) < kBlockMask, "block {} too large for the prefix index", core::to_int(block));
+    slot = Slot{tag, core::to_int(block)};
     ++num_keys_;
     ++num_entries_;
 }

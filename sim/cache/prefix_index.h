@@ -18,7 +18,6 @@
 #include <utility>
 #include <vector>
 
-#include "common/error.h"
 #include "sim/core/content.h"
 #include "sim/core/ids.h"
 
@@ -64,8 +63,8 @@ public:
     }
     // `block` must already be cached under `key` in the pool (key_of(block) == key).
     // One probe: a search for an absent key ends at the first empty slot of its run, which is where insert_new
-    // would put it, so when no growth is due the search's empty slot takes the new key (the same table as a search
-    // followed by insert_new).
+    // would put it, so when no growth is due that slot takes the new key (the same table as a search followed by
+    // insert_new).
     template <typename KeyOf>
     void insert(const BlockHashWithGroupId& key, core::BlockId block, const KeyOf& key_of) {
         if (static_cast<std::size_t>(num_keys_ + 1) * 2 > slots_.size()) {
@@ -76,22 +75,12 @@ public:
             insert_new(key, block);
             return;
         }
-        const std::uint64_t x = mixed(key);
-        const auto tag = static_cast<std::uint32_t>(x >> 32);
-        for (auto i = static_cast<std::size_t>(x >> shift_);; i = (i + 1) & mask_) {
-            Slot& slot = slots_[i];
-            if (slot.block == kEmptySlot) {
-                SERVESIM_CHECK(core::to_int(block) < kBlockMask, "block {} too large for the prefix index",
-                               core::to_int(block));
-                slot = Slot{tag, core::to_int(block)};
-                ++num_keys_;
-                ++num_entries_;
-                return;
-            }
-            if (slot.tag == tag && key_of(slot.block & kBlockMask) == key) {
-                add_duplicate(slot, key, block);
-                return;
-            }
+        const ProbeEnd end = probe(key, key_of);
+        Slot& slot = slots_[end.index];
+        if (slot.block == kEmptySlot) {
+            occupy(slot, end.tag, block);
+        } else {
+            add_duplicate(slot, key, block);
         }
     }
     // Removes `block` from under `key`; it must be there. The usual case, the key's only block (no duplicates
@@ -142,19 +131,26 @@ private:
         return static_cast<std::size_t>(tag >> (shift_ - 32));
     }
 
+    // Where a probe for `key` stops: the slot holding it, or the first empty slot of its run (where it would go).
+    struct ProbeEnd {
+        std::size_t index;
+        std::uint32_t tag;  // the key's
+    };
     template <typename KeyOf>
-    [[nodiscard]] const Slot* find_slot(const BlockHashWithGroupId& key, const KeyOf& key_of) const {
+    [[nodiscard]] ProbeEnd probe(const BlockHashWithGroupId& key, const KeyOf& key_of) const {
         const std::uint64_t x = mixed(key);
         const auto tag = static_cast<std::uint32_t>(x >> 32);
         for (auto i = static_cast<std::size_t>(x >> shift_);; i = (i + 1) & mask_) {
             const Slot& slot = slots_[i];
-            if (slot.block == kEmptySlot) {
-                return nullptr;
-            }
-            if (slot.tag == tag && key_of(slot.block & kBlockMask) == key) {
-                return &slot;
+            if (slot.block == kEmptySlot || (slot.tag == tag && key_of(slot.block & kBlockMask) == key)) {
+                return ProbeEnd{i, tag};
             }
         }
+    }
+    template <typename KeyOf>
+    [[nodiscard]] const Slot* find_slot(const BlockHashWithGroupId& key, const KeyOf& key_of) const {
+        const Slot& slot = slots_[probe(key, key_of).index];
+        return slot.block == kEmptySlot ? nullptr : &slot;
     }
     template <typename KeyOf>
     [[nodiscard]] Slot* find_slot(const BlockHashWithGroupId& key, const KeyOf& key_of) {
@@ -164,6 +160,8 @@ private:
     [[nodiscard]] bool more_contains(const BlockHashWithGroupId& key, core::BlockId block) const;
     void add_duplicate(Slot& slot, const BlockHashWithGroupId& key, core::BlockId block);
     void insert_new(const BlockHashWithGroupId& key, core::BlockId block);
+    // An empty slot takes a new key (its tag) with its one block.
+    void occupy(Slot& slot, std::uint32_t tag, core::BlockId block);
     void pop_from(Slot* slot, const BlockHashWithGroupId& key, core::BlockId block);
     void rehash(std::size_t capacity);
     // Empties slot i and shifts later entries of its probe run back, so no tombstones are needed.

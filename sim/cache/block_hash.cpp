@@ -52,6 +52,30 @@ void FirstRunHashMemo::record(core::ContentId c, std::span<const core::BlockHash
 
 void BlockHasher::extend_blocks(std::vector<core::BlockHash>& hashes, const core::TokenContent& runs,
                                 std::int64_t num_tokens, FirstRunHashMemo* memo) {
+    // A decode step that completes a block (vLLM Request.append_output_token_ids → update_block_hashes): exactly one
+    // more block, lying entirely inside the last run (the answer) from the cursor on. extend_runs would take one
+    // piece (that run's content, the cursor's offset, a whole block) and reach the same hash and cursor; here
+    // without its loop, its checks and its memo branches. A block that crosses into the answer, or a cursor left
+    // at the end of an earlier run (a prompt ending on a block boundary), takes the general routine.
+    const std::int64_t block_size = block_size_tokens_;
+    if (!hashes.empty() && hashes.size() == num_hashed_blocks_ && num_tokens >= next_block_end_tokens_ &&
+        num_tokens < next_block_end_tokens_ + block_size && run_index_ + 1 == runs.size() &&
+        offset_in_run_ + block_size <= runs.back().length_tokens) {
+        std::uint64_t h = static_cast<std::uint64_t>(hashes.back());
+        h = core::hash_combine(h, static_cast<std::uint64_t>(runs.back().content));
+        h = core::hash_combine(h, static_cast<std::uint64_t>(offset_in_run_));
+        h = core::hash_combine_mixed(h, mixed_block_size_);
+        hashes.push_back(core::BlockHash{h});
+        offset_in_run_ += block_size;
+        ++num_hashed_blocks_;
+        next_block_end_tokens_ += block_size;
+        return;
+    }
+    extend_runs(hashes, runs, num_tokens, memo);
+}
+
+void BlockHasher::extend_runs(std::vector<core::BlockHash>& hashes, const core::TokenContent& runs,
+                              std::int64_t num_tokens, FirstRunHashMemo* memo) {
     // Blocks entirely inside the first run (when starting from 0 with a memo): their hashes depend only on its content.
     std::size_t num_first_run_blocks = 0;
     if (hashes.empty()) {

@@ -99,8 +99,12 @@ public:
     [[nodiscard]] HashCursor cursor() const { return HashCursor{run_index_, offset_in_run_, num_hashed_blocks_}; }
 
 private:
+    // Tries the decode step's case, then hashes through the general routine (extend_runs).
     void extend_blocks(std::vector<core::BlockHash>& hashes, const core::TokenContent& runs, std::int64_t num_tokens,
                        FirstRunHashMemo* memo);
+    // The general routine: any number of blocks, pieces across runs, the restart from 0 with the memo.
+    void extend_runs(std::vector<core::BlockHash>& hashes, const core::TokenContent& runs, std::int64_t num_tokens,
+                     FirstRunHashMemo* memo);
 
     int block_size_tokens_;
     std::uint64_t mixed_block_size_;  // mix64(block size): most pieces span a whole block
@@ -108,8 +112,8 @@ private:
     std::size_t run_index_ = 0;
     std::int64_t offset_in_run_ = 0;
     std::size_t num_hashed_blocks_ = 0;
-    // (num_hashed_blocks_ + 1) · block size: where the next block ends. extend_blocks, the one writer of the cursor,
-    // updates it on every way out.
+    // (num_hashed_blocks_ + 1) · block size: where the next block ends. extend_blocks and extend_runs, the only
+    // writers of the cursor, keep it on every way out (extend_blocks' one-block case relies on it).
     std::int64_t next_block_end_tokens_ = 0;
 };
 

@@ -74,6 +74,61 @@ TEST_CASE("BlockHasher extended incrementally equals hashing from scratch", "[ca
     }
 }
 
+TEST_CASE("BlockHasher's one-block decode case gives the general routine's hashes", "[cache]") {
+    // Block size 4. Prompt runs (1, 6) (2, 6): 12 tokens, blocks 0–2 hashed in one call (the general routine):
+    // block 0 = piece (1, 0, 4), block 1 = (1, 4, 2) (2, 0, 2), block 2 = (2, 2, 4). The cursor stays at run 1's
+    // end, a block boundary that is also a run boundary. The answer run 3 then grows one token at a time (a decode
+    // step each): at 16 tokens block 3 = (3, 0, 4), with the cursor still in the run before the answer (the general
+    // routine steps over it); at 20 tokens block 4 = (3, 4, 4), at 24 block 5 = (3, 8, 4): one block inside the last
+    // run each (the one-block case).
+    // A piece (c, o, l) mixes c, o and l into the hash, in that order.
+    const auto piece = [](std::uint64_t h, std::uint64_t content, std::uint64_t offset, std::uint64_t length) {
+        return core::hash_combine(core::hash_combine(core::hash_combine(h, content), offset), length);
+    };
+    const std::uint64_t b0 = piece(BlockHasher::kNoneHashSeed, 1, 0, 4);
+    const std::uint64_t block1 = piece(piece(b0, 1, 4, 2), 2, 0, 2);  // (1, 4, 2) then (2, 0, 2)
+    const std::uint64_t block2 = piece(block1, 2, 2, 4);
+    const std::uint64_t block3 = piece(block2, 3, 0, 4);
+    const std::uint64_t block4 = piece(block3, 3, 4, 4);
+    const std::uint64_t block5 = piece(block4, 3, 8, 4);
+
+    core::TokenContent runs{run(1, 6), run(2, 6), run(3, 0)};
+    BlockHasher hasher(4);
+    std::vector<core::BlockHash> hashes;
+    hasher.extend(hashes, runs, 12);
+    REQUIRE(hashes.size() == 3);
+    for (int token = 0; token < 13; ++token) {  // answer tokens 1..13: 25 tokens, 6 blocks
+        ++runs.back().length_tokens;
+        hasher.extend(hashes, runs, core::total_tokens(runs));
+    }
+    const std::vector<core::BlockHash> expected{core::BlockHash{b0},     core::BlockHash{block1},
+                                                core::BlockHash{block2}, core::BlockHash{block3},
+                                                core::BlockHash{block4}, core::BlockHash{block5}};
+    CHECK(hashes == expected);
+    CHECK(hashes == hash_all(runs, 4));
+    // The cursor is where the general routine leaves it: 24 tokens hashed, offset 12 of run 2 (the answer).
+    CHECK(hasher.cursor().run_index == 2);
+    CHECK(hasher.cursor().offset_in_run == 12);
+    CHECK(hasher.cursor().num_hashed_blocks == 6);
+    CHECK(hasher.next_block_end_tokens() == 28);
+
+    // Every prompt length from 1 to 40 and block sizes 1, 4, 16: a decode token at a time equals one pass.
+    for (const int block_size : {1, 4, 16}) {
+        for (std::int64_t prompt = 1; prompt <= 40; ++prompt) {
+            core::TokenContent r{run(5, prompt), run(6, 0)};
+            BlockHasher h(block_size);
+            std::vector<core::BlockHash> got;
+            h.extend(got, r, prompt);
+            for (int token = 0; token < 3 * block_size + 5; ++token) {
+                ++r.back().length_tokens;
+                h.extend(got, r, core::total_tokens(r));
+            }
+            INFO("block size " << block_size << " prompt " << prompt);
+            CHECK(got == hash_all(r, block_size));
+        }
+    }
+}
+
 TEST_CASE("FirstRunHashMemo gives the hashes computed without it", "[cache]") {
     // Block size 4. Request A opens with run 1 of 10 tokens: blocks 0, 1 lie inside it (memo records 2 hashes).
     // B shares run 1 but diverges at token 10; C opens with run 1 cut to 6 tokens (1 block inside); D opens with an

@@ -23,6 +23,11 @@ std::optional<LocalAttentionSpan> local_attention_span(const models::AttentionMi
 
 namespace {
 
+// A roofline's time in ms: the slower of its FLOPs at f_rate and its bytes at b_rate.
+double roof_ms(double f, double f_rate, double bytes, double b_rate) {
+    return 1e3 * std::max(f / f_rate, bytes / b_rate);
+}
+
 // What a Mamba layer's kernels between its in_proj and out_proj GEMMs (which linear_flops_per_token already
 // counts) cost per token, as vLLM runs them (vllm/model_executor/layers/mamba/mamba_mixer2.py, mamba_mixer.py).
 struct MambaScanWork {
@@ -202,6 +207,15 @@ RooflineCostModel::RooflineCostModel(const models::ModelSpec& model, models::DTy
     }
     kv_bytes_per_token_ -= local_kv_bytes;
     comm_ = make_tensor_parallel_comm(model, tp, params_.interconnect_bytes_per_s, params_.allreduce_latency_ms);
+    // Last, once every figure token_terms reads is set.
+    if (params_.max_cudagraph_tokens > 0) {
+        token_terms_by_capture_size_.resize(static_cast<std::size_t>(params_.max_cudagraph_tokens) + 1);
+        for (std::int64_t n = 1; n <= params_.max_cudagraph_tokens; ++n) {
+            if (cudagraph_padded_tokens(n, params_.max_cudagraph_tokens) == n) {
+                token_terms_by_capture_size_[static_cast<std::size_t>(n)] = KnownTokenTerms{token_terms(n), true};
+            }
+        }
+    }
 }
 
 std::int64_t RooflineCostModel::cudagraph_padded_tokens(std::int64_t n, int max_cudagraph_tokens) {
@@ -220,17 +234,9 @@ std::int64_t RooflineCostModel::cudagraph_padded_tokens(std::int64_t n, int max_
     return std::min<std::int64_t>((n + 15) / 16 * 16, max_cudagraph_tokens);
 }
 
-StepCost RooflineCostModel::step_cost(const BatchShape& s) const {
+RooflineCostModel::TokenTerms RooflineCostModel::token_terms(std::int64_t tokens) const {
     const double flops = params_.peak_flops_per_s;
     const double bw = params_.memory_bandwidth_bytes_per_s * params_.bandwidth_efficiency;
-    auto roof_ms = [](double f, double f_rate, double bytes, double b_rate) {
-        return 1e3 * std::max(f / f_rate, bytes / b_rate);
-    };
-    StepCost c;
-    // Every batch up to the largest capture size runs padded to the next capture size: decode-only batches replay
-    // FULL graphs, mixed ones PIECEWISE graphs (CudagraphDispatcher.dispatch, v1/cudagraph_dispatcher.py; default
-    // cudagraph_mode FULL_AND_PIECEWISE). Attention runs on the real tokens either way.
-    const std::int64_t tokens = cudagraph_padded_tokens(s.num_tokens, params_.max_cudagraph_tokens);
     const double b = models::dtype_bytes(model_.dtype);
     const std::int64_t all_weight_bytes =
         (dense_weight_bytes_per_step_ >= 0 && tokens > 0) ? dense_weight_bytes_per_step_
@@ -247,7 +253,25 @@ StepCost RooflineCostModel::step_cost(const BatchShape& s) const {
         gemm_flops += w.flops_ep - w.flops_tp;
         gemm_bytes += w.weight_bytes_ep - w.weight_bytes_tp;
     }
-    c.gemm_ms = roof_ms(gemm_flops, flops * params_.gemm_efficiency, gemm_bytes, bw);
+    TokenTerms t;
+    t.gemm_ms = roof_ms(gemm_flops, flops * params_.gemm_efficiency, gemm_bytes, bw);
+    t.comm_ms = comm_.step_ms(tokens);
+    return t;
+}
+
+StepCost RooflineCostModel::step_cost(const BatchShape& s) const {
+    const double flops = params_.peak_flops_per_s;
+    const double bw = params_.memory_bandwidth_bytes_per_s * params_.bandwidth_efficiency;
+    StepCost c;
+    // Every batch up to the largest capture size runs padded to the next capture size: decode-only batches replay
+    // FULL graphs, mixed ones PIECEWISE graphs (CudagraphDispatcher.dispatch, v1/cudagraph_dispatcher.py; default
+    // cudagraph_mode FULL_AND_PIECEWISE). Attention runs on the real tokens either way.
+    const std::int64_t tokens = cudagraph_padded_tokens(s.num_tokens, params_.max_cudagraph_tokens);
+    const bool tabled = tokens > 0 && static_cast<std::uint64_t>(tokens) < token_terms_by_capture_size_.size() &&
+                        token_terms_by_capture_size_[static_cast<std::size_t>(tokens)].known;
+    const TokenTerms t =
+        tabled ? token_terms_by_capture_size_[static_cast<std::size_t>(tokens)].terms : token_terms(tokens);
+    c.gemm_ms = t.gemm_ms;
     if (s.num_sampled_seqs > 0) {
         c.lm_head_ms = roof_ms(lm_head_flops_per_seq_ * static_cast<double>(s.num_sampled_seqs),
                                flops * params_.gemm_efficiency,
@@ -300,7 +324,7 @@ StepCost RooflineCostModel::step_cost(const BatchShape& s) const {
         c.snapshot_ms = 1e3 * state_bytes_per_seq_ * static_cast<double>(s.num_snapshots) / bw;
     }
     c.overhead_ms = params_.step_overhead_ms + params_.per_seq_overhead_ms * static_cast<double>(s.num_seqs);
-    c.comm_ms = comm_.step_ms(tokens);
+    c.comm_ms = t.comm_ms;
     return c;
 }
 

@@ -9,6 +9,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "models/model_spec.h"
 #include "models/weight_footprint.h"
@@ -69,6 +70,15 @@ public:
     // runs the graph of the next size ≥ n (n above max runs eagerly, unpadded).
     [[nodiscard]] static std::int64_t cudagraph_padded_tokens(std::int64_t n, int max_cudagraph_tokens);
 
+    // The terms of a step that depend only on its (padded) token count: the GEMMs with their weight and activation
+    // traffic, and the tensor-parallel all-reduces. Computed on each call; step_cost reads them from a table filled
+    // with this function for the capture sizes, so a step's figures are the ones computed here, to the bit.
+    struct TokenTerms {
+        double gemm_ms = 0;
+        double comm_ms = 0;
+    };
+    [[nodiscard]] TokenTerms token_terms(std::int64_t tokens) const;
+
 private:
     RooflineParams params_;
     std::string model_name_;
@@ -101,6 +111,13 @@ private:
     // counted at the bf16-equivalent cost of their kernel (fp8 FLOPs · peak / fp8 rate, ...).
     std::optional<models::WeightFootprint> footprint_;
     std::string kernels_;  // what describe() says about the quantized GEMMs
+    // token_terms(n) at index n for each CUDA-graph capture size n ≤ max_cudagraph_tokens (known), which is what
+    // every batch of up to that many tokens is padded to: a pure function of n, computed once instead of per step.
+    struct KnownTokenTerms {
+        TokenTerms terms;
+        bool known = false;
+    };
+    std::vector<KnownTokenTerms> token_terms_by_capture_size_;
 };
 
 }  // namespace servesim::engine

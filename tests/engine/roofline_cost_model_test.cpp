@@ -1,8 +1,11 @@
 // Tests of sim/engine/roofline_cost_model.*: the cost model owns what it reads, so the ModelSpec it was built from
-// may move or die (app::PreparedExperiment is moved into a vector after its cost model is built).
+// may move or die (app::PreparedExperiment is moved into a vector after its cost model is built); the token-count
+// terms a step reads from the capture-size table are those token_terms computes.
 #include "sim/engine/roofline_cost_model.h"
 
+#include <cstdint>
 #include <optional>
+#include <string>
 
 #include "models/model_registry.h"
 #include "tests/catch.h"
@@ -28,6 +31,47 @@ TEST_CASE("RooflineCostModel does not keep a reference to the caller's ModelSpec
     CHECK(cost.step_cost(decode).total_ms() == before);
     spec.reset();
     CHECK(cost.step_cost(decode).total_ms() == before);
+}
+
+TEST_CASE("RooflineCostModel's step terms by token count are token_terms' to the bit", "[engine]") {
+    // max_cudagraph_tokens 40: capture sizes 1, 2, 4, 8, 16, 24, 32, 40 come from the table; 3 tokens run as 4 and
+    // 33 as 40 (table), 41 runs eager and unpadded (computed), 0 tokens (no step) is computed too. A dense model
+    // (Qwen3-4B: weight bytes fixed) and a MoE one (Qwen3-235B-A22B: the experts read grow with the count), at TP 1
+    // and at TP 2 (the all-reduces then cost something).
+    for (const std::string name : {"Qwen3-4B", "Qwen3-235B-A22B"}) {
+        for (const int tp : {1, 2}) {
+            const models::ModelSpec spec = models::resolve_model(name);
+            RooflineParams params;
+            params.peak_flops_per_s = 989e12;
+            params.memory_bandwidth_bytes_per_s = 4.8e12;
+            params.max_cudagraph_tokens = 40;
+            params.tensor_parallel_size = tp;
+            params.interconnect_bytes_per_s = 450e9;
+            const RooflineCostModel cost(spec, spec.dtype, params);
+            for (std::int64_t n = 0; n <= 100; ++n) {
+                BatchShape shape;
+                shape.num_tokens = n;
+                shape.num_decode_seqs = n;
+                shape.num_seqs = n;
+                shape.decode_context_tokens = n * 1000;
+                const std::int64_t padded = RooflineCostModel::cudagraph_padded_tokens(n, 40);
+                const RooflineCostModel::TokenTerms direct = cost.token_terms(padded);
+                const StepCost c = cost.step_cost(shape);
+                INFO(name << " TP " << tp << " tokens " << n);
+                CHECK(c.gemm_ms == direct.gemm_ms);  // exact: the same function of the same count
+                CHECK(c.comm_ms == direct.comm_ms);
+                if (n > 0) {
+                    CHECK((tp > 1) == (c.comm_ms > 0));
+                }
+            }
+            CHECK(RooflineCostModel::cudagraph_padded_tokens(3, 40) == 4);
+            CHECK(RooflineCostModel::cudagraph_padded_tokens(33, 40) == 40);
+            CHECK(RooflineCostModel::cudagraph_padded_tokens(41, 40) == 41);
+            // More tokens never cost less GEMM time: 40 (a full graph) ≥ 24 ≥ 1.
+            CHECK(cost.token_terms(40).gemm_ms >= cost.token_terms(24).gemm_ms);
+            CHECK(cost.token_terms(24).gemm_ms >= cost.token_terms(1).gemm_ms);
+        }
+    }
 }
 
 }  // namespace

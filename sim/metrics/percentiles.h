@@ -219,7 +219,8 @@ private:
                                                  boost::histogram::axis::option::none_t>;
     using Bins = decltype(boost::histogram::make_histogram_with(std::vector<std::uint64_t>(), Axis(1, 1.0, 2.0)));
 
-    // Bins the pending run.
+    // Bins the pending run. The common sample (positive, on the axis, the counts allocated) is binned here; zeros,
+    // values off the axis and the first positive sample go to flush_rare, out of line, so this path stays small.
     void flush() {
         const double value = pending_value_;
         const std::int64_t count = pending_count_;
@@ -236,6 +237,16 @@ private:
         }
         n_ += static_cast<std::size_t>(count);
         add_to_sum(value * static_cast<double>(count));
+        // On the axis implies neither zero nor NaN: the tests flush_rare makes first cannot hold here.
+        if (value >= kLowest && value < kHighest && bins_) {
+            bin(value, count);
+            return;
+        }
+        flush_rare(value, count);
+    }
+
+    // flush's other cases, in its order: zeros, values off the axis, then the first positive sample (allocates).
+    [[gnu::noinline]] void flush_rare(double value, std::int64_t count) {
         if (value == 0) {
             zeros_ += static_cast<std::size_t>(count);
             return;
@@ -248,6 +259,10 @@ private:
             bins_.emplace(boost::histogram::make_histogram_with(std::vector<std::uint64_t>(),
                                                                 Axis(kNumBins, kLowest, kHighest)));
         }
+        bin(value, count);
+    }
+
+    void bin(double value, std::int64_t count) {
         bins_->at(std::clamp(bins_->axis().index(value), 0, static_cast<int>(kNumBins) - 1)) +=
             static_cast<std::uint64_t>(count);
     }

@@ -96,6 +96,32 @@ TEST_CASE("QuantileSketch: zeros, off-axis values and one sample are exact", "[m
     CHECK(d.count == 1);
 }
 
+TEST_CASE("QuantileSketch: zeros, off-axis and binned samples in any order give one summary", "[metrics][sketch]") {
+    // flush bins a positive on-axis sample inline once the counts exist and sends the rest (zeros, off-axis values,
+    // the first positive sample) out of line; every rotation of this list takes those paths in another order.
+    // 9 samples; sorted: −1, 0, 0, 0.5, 4, 4, 4, 4, 2e11. p50 is rank (9 − 1) · 0.5 = 4: a 4 (binned, ±0.1 %);
+    // p90 is rank 7.2: 4 + 0.2 · (2e11 − 4) ≈ 4e10 (2e11 is off the axis, exact); min −1 and max 2e11 exact.
+    const std::vector<double> values{0.0, 0.0, -1.0, 2e11, 4.0, 4.0, 4.0, 4.0, 0.5};
+    std::vector<Distribution> summaries;
+    for (std::size_t r = 0; r < values.size(); ++r) {
+        QuantileSketch sketch;
+        for (std::size_t i = 0; i < values.size(); ++i) {
+            sketch.add(values[(i + r) % values.size()]);
+        }
+        summaries.push_back(sketch.summarize());
+    }
+    for (const Distribution& d : summaries) {
+        CHECK(d.count == 9);
+        CHECK(d.min == -1.0);
+        CHECK(d.max == 2e11);
+        CHECK(within_bound(d.p50, 4.0));
+        CHECK(within_bound(d.p90, 4.0 + 0.2 * (2e11 - 4.0)));
+        CHECK(d.p50 == summaries.front().p50);
+        CHECK(d.p90 == summaries.front().p90);
+        CHECK(d.p99 == summaries.front().p99);
+    }
+}
+
 TEST_CASE("QuantileSketch: the bound holds at every bin, on a log-uniform sweep of the axis", "[metrics][sketch]") {
     // Single values spread log-uniformly from 1 ns to 10^9 ms: each is alone in its summary, so p50 is its bin's
     // midpoint clamped to itself — exact; pairs (v, v·1.0004) in one sketch make p50 the midpoint of two values in

@@ -215,6 +215,10 @@ RooflineCostModel::RooflineCostModel(const models::ModelSpec& model, models::DTy
                 token_terms_by_capture_size_[static_cast<std::size_t>(n)] = KnownTokenTerms{token_terms(n), true};
             }
         }
+        lm_head_ms_by_seqs_.resize(static_cast<std::size_t>(params_.max_cudagraph_tokens) + 1);
+        for (std::int64_t n = 1; n <= params_.max_cudagraph_tokens; ++n) {
+            lm_head_ms_by_seqs_[static_cast<std::size_t>(n)] = lm_head_ms(n);
+        }
     }
 }
 
@@ -259,6 +263,13 @@ RooflineCostModel::TokenTerms RooflineCostModel::token_terms(std::int64_t tokens
     return t;
 }
 
+double RooflineCostModel::lm_head_ms(std::int64_t num_sampled_seqs) const {
+    const double flops = params_.peak_flops_per_s;
+    const double bw = params_.memory_bandwidth_bytes_per_s * params_.bandwidth_efficiency;
+    return roof_ms(lm_head_flops_per_seq_ * static_cast<double>(num_sampled_seqs), flops * params_.gemm_efficiency,
+                   lm_head_bytes_ + 4.0 * num_sampled_seqs * model_.vocab_size, bw);
+}
+
 StepCost RooflineCostModel::step_cost(const BatchShape& s) const {
     const double flops = params_.peak_flops_per_s;
     const double bw = params_.memory_bandwidth_bytes_per_s * params_.bandwidth_efficiency;
@@ -273,9 +284,9 @@ StepCost RooflineCostModel::step_cost(const BatchShape& s) const {
         tabled ? token_terms_by_capture_size_[static_cast<std::size_t>(tokens)].terms : token_terms(tokens);
     c.gemm_ms = t.gemm_ms;
     if (s.num_sampled_seqs > 0) {
-        c.lm_head_ms = roof_ms(lm_head_flops_per_seq_ * static_cast<double>(s.num_sampled_seqs),
-                               flops * params_.gemm_efficiency,
-                               lm_head_bytes_ + 4.0 * s.num_sampled_seqs * model_.vocab_size, bw);
+        c.lm_head_ms = static_cast<std::uint64_t>(s.num_sampled_seqs) < lm_head_ms_by_seqs_.size()
+                           ? lm_head_ms_by_seqs_[static_cast<std::size_t>(s.num_sampled_seqs)]
+                           : lm_head_ms(s.num_sampled_seqs);
     }
     // A shape without its local work (num_local_spans differs) costs the local layers at the full context.
     const bool capped = s.num_local_spans == groups_.local.count;

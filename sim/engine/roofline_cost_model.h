@@ -78,6 +78,9 @@ public:
         double comm_ms = 0;
     };
     [[nodiscard]] TokenTerms token_terms(std::int64_t tokens) const;
+    // The lm_head term of a step sampling num_sampled_seqs sequences (> 0): computed on each call, and read by
+    // step_cost from a table filled with it for 1..max_cudagraph_tokens sequences, so the same figure to the bit.
+    [[nodiscard]] double lm_head_ms(std::int64_t num_sampled_seqs) const;
 
 private:
     RooflineParams params_;
@@ -118,6 +121,8 @@ private:
         bool known = false;
     };
     std::vector<KnownTokenTerms> token_terms_by_capture_size_;
+    // lm_head_ms(n) at index n for 1 ≤ n ≤ max_cudagraph_tokens (index 0 unused): a pure function of n.
+    std::vector<double> lm_head_ms_by_seqs_;
 };
 
 }  // namespace servesim::engine

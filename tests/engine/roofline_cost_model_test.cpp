@@ -33,7 +33,7 @@ TEST_CASE("RooflineCostModel does not keep a reference to the caller's ModelSpec
     CHECK(cost.step_cost(decode).total_ms() == before);
 }
 
-TEST_CASE("RooflineCostModel's step terms by token count are token_terms' to the bit", "[engine]") {
+TEST_CASE("RooflineCostModel's tabled step terms are token_terms' and lm_head_ms' to the bit", "[engine]") {
     // max_cudagraph_tokens 40: capture sizes 1, 2, 4, 8, 16, 24, 32, 40 come from the table; 3 tokens run as 4 and
     // 33 as 40 (table), 41 runs eager and unpadded (computed), 0 tokens (no step) is computed too. A dense model
     // (Qwen3-4B: weight bytes fixed) and a MoE one (Qwen3-235B-A22B: the experts read grow with the count), at TP 1
@@ -54,12 +54,15 @@ TEST_CASE("RooflineCostModel's step terms by token count are token_terms' to the
                 shape.num_decode_seqs = n;
                 shape.num_seqs = n;
                 shape.decode_context_tokens = n * 1000;
+                shape.num_sampled_seqs = n;
                 const std::int64_t padded = RooflineCostModel::cudagraph_padded_tokens(n, 40);
                 const RooflineCostModel::TokenTerms direct = cost.token_terms(padded);
                 const StepCost c = cost.step_cost(shape);
                 INFO(name << " TP " << tp << " tokens " << n);
                 CHECK(c.gemm_ms == direct.gemm_ms);  // exact: the same function of the same count
                 CHECK(c.comm_ms == direct.comm_ms);
+                // lm_head: from the table for 1..40 sampled sequences, computed above; none sampled, no term.
+                CHECK(c.lm_head_ms == (n > 0 ? cost.lm_head_ms(n) : 0.0));
                 if (n > 0) {
                     CHECK((tp > 1) == (c.comm_ms > 0));
                 }

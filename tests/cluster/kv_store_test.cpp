@@ -232,6 +232,52 @@ TEST_CASE("KV store: tiers under one index evict within their own tier", "[clust
     CHECK(t.size(1) == 1);
 }
 
+TEST_CASE("KV store: each tier takes its nodes from its own region of the arena", "[cluster][kv_store]") {
+    // Two tiers of 3 blocks: each region is twice that, 6 nodes, rounded up to 8 in index space, so tier 0 uses
+    // nodes 0-5 and tier 1 nodes 8-13 (a node's tier is its index >> 3). By hand: 1 into tier 0 takes node 0; 11 into
+    // tier 1 after it does not take node 1 (tier 0's region) but 8; 12 after 11 takes 9; 2 into tier 0 after 12 takes
+    // 1. Then 13, 14, 15, 16 into tier 1 (no cursor): 13 takes 10; 14 evicts 11 (node 8 freed) and takes 11; 15
+    // evicts 12 (node 9 freed), takes 12; 16 evicts 13 (node 10 freed), takes 13: the region is at its limit. 17
+    // evicts 14 (node 11 freed) and the region's sweep, from its start, gives node 8; 18 after 17 evicts 15 (node 12
+    // freed) and takes node 9, the free one after 8. Tier 0 keeps 1 and 2 throughout.
+    LruBlockTiers t(2, 3);
+    LruBlockTiers::Cursor at;
+    t.insert(0, 1, nullptr, &at);
+    CHECK(at.node == 0);
+    t.insert(1, 11, nullptr, &at);
+    CHECK(at.node == 8);
+    t.insert(1, 12, nullptr, &at);
+    CHECK(at.node == 9);
+    t.insert(0, 2, nullptr, &at);
+    CHECK(at.node == 1);
+    CHECK(t.tier_of(1) == 0);
+    CHECK(t.tier_of(2) == 0);
+    CHECK(t.tier_of(11) == 1);
+    CHECK(t.tier_of(12) == 1);
+    std::uint64_t evicted = 0;
+    const std::uint32_t nodes[] = {10, 11, 12, 13};
+    for (std::uint64_t k = 13; k <= 16; ++k) {
+        LruBlockTiers::Cursor put;
+        CHECK(t.insert(1, k, &evicted, &put) == (k >= 14));
+        CHECK(put.node == nodes[k - 13]);
+        if (k >= 14) {
+            CHECK(evicted == k - 3);
+        }
+    }
+    LruBlockTiers::Cursor put;
+    CHECK(t.insert(1, 17, &evicted, &put));
+    CHECK(evicted == 14);
+    CHECK(put.node == 8);
+    CHECK(t.insert(1, 18, &evicted, &put));
+    CHECK(evicted == 15);
+    CHECK(put.node == 9);
+    CHECK(t.tier_of(17) == 1);
+    CHECK(t.tier_of(18) == 1);
+    CHECK(t.tier_of(1) == 0);
+    CHECK(t.size(0) == 2);
+    CHECK(t.size(1) == 3);
+}
+
 TEST_CASE("KV store: a walk's cursor finds chained and scattered blocks alike", "[cluster][kv_store]") {
     // Capacity 4 (an arena of up to 8 nodes), by hand. Inserts 1, 2, 3, 4 take nodes 0-3 (order 1 2 3 4). A walk
     // touches 3, 4 (nodes 2, 3 in a row: the second is found as the node after the first), then 1 (node 0, back to

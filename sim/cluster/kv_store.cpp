@@ -92,7 +92,7 @@ std::size_t LruBlockTiers::touch_find(std::uint64_t key, Cursor& at) {
     return tier;
 }
 
-std::size_t LruBlockTiers::touch_find(std::uint64_t key, TouchWalk& walk) {
+std::size_t LruBlockTiers::touch_find_general(std::uint64_t key, TouchWalk& walk) {
     const std::uint32_t n = find_node(key, walk.at);
     if (n == kNil) {
         return npos;

@@ -229,8 +229,18 @@ public:
         std::uint32_t run_first = 0xffffffffu;  // the pending run's first node (none: 0xffffffff)
     };
     // touch_find(key) in a deferred walk. The run must be ended (end_touches) before anything else reads or changes
-    // the tiers' order: an insert, an eviction, another walk.
-    std::size_t touch_find(std::uint64_t key, TouchWalk& walk);
+    // the tiers' order: an insert, an eviction, another walk. Inline for the common case, a run going on: the key is
+    // in the node after the run's last, which is also next in the list (what the general case finds first, and then
+    // it only moves the cursor); the rest is touch_find_general.
+    std::size_t touch_find(std::uint64_t key, TouchWalk& walk) {
+        const std::uint32_t guess = walk.at.node + 1;
+        if (walk.run_first != kNil && guess < nodes_.size() && nodes_[guess].key == key &&
+            nodes_[guess].prev != kFree && nodes_[walk.at.node].next == guess) {
+            walk.at.node = guess;
+            return tier_at(guess);
+        }
+        return touch_find_general(key, walk);
+    }
     // Moves the walk's pending run, if any, to its tier's most-recent end.
     void end_touches(TouchWalk& walk);
     // Inserts an absent `key` at `tier`'s most-recent end, first evicting that tier's least recent block when it is
@@ -273,6 +283,7 @@ private:
         }
         return index_.find(key);
     }
+    std::size_t touch_find_general(std::uint64_t key, TouchWalk& walk);
     void unlink(std::uint32_t n);
     void append(std::uint32_t n);
     // A node of `tier`'s region for a key inserted after the one at `at` (nullptr: none): the node after `at` when it

@@ -401,6 +401,36 @@ TEST_CASE("KV store: a walk's deferred touches leave the order of single touches
     }
 }
 
+TEST_CASE("KV store: a deferred walk goes on with its run only when the next node is also next in the list",
+          "[cluster][kv_store]") {
+    // Capacity 4, by hand: the inline case of touch_find (the key in the node after the run's last) must also be the
+    // next in the list. Inserts 1, 2, 3 take nodes 0, 1, 2 (order 1 2 3); a single touch of 2 gives order 1 3 2. A
+    // deferred walk touches 1 (node 0, a run starts), then 2: node 1 follows node 0 and holds 2, but 1's next in the
+    // list is 3, so the run [1] is moved (order 3 2 1) and 2 starts its own; then 3: node 2 follows node 1, but 2's
+    // next in the list is 1, so [2] is moved (order 3 1 2) and 3 starts a run, moved at the end: order 1 2 3, as three
+    // single touches of 1, 2, 3 give. Inserting 5 fills the tier; 101, 102, 103 then evict 1, 2, 3.
+    LruBlockTier t(4);
+    for (std::uint64_t k = 1; k <= 3; ++k) {
+        t.insert(k);
+    }
+    t.touch(2);
+    LruBlockTier::TouchWalk walk;
+    CHECK(t.touch_if_held(1, walk));
+    CHECK(walk.run_first == 0);
+    CHECK(t.touch_if_held(2, walk));
+    CHECK(walk.run_first == 1);
+    CHECK(walk.at.node == 1);
+    CHECK(t.touch_if_held(3, walk));
+    CHECK(walk.run_first == 2);
+    t.end_touches(walk);
+    std::uint64_t evicted = 0;
+    CHECK_FALSE(t.insert(5, &evicted));
+    for (const std::uint64_t expected : std::initializer_list<std::uint64_t>{1, 2, 3}) {
+        CHECK(t.insert(100 + expected, &evicted));
+        CHECK(evicted == expected);
+    }
+}
+
 TEST_CASE("KV store: walks with cursors keep the same LRU order as a plain list", "[cluster][kv_store]") {
     // Two tiers of 50 blocks (an arena of up to 200 nodes, so the sweep and the free-node reuse both run), against
     // one std::list per tier. 4,000 walks of chains: each picks a tier and a chain start among 120 (so chains

@@ -137,6 +137,13 @@ bool LruBlockTiers::insert(std::size_t tier, std::uint64_t key, std::uint64_t* e
         }
         return false;
     }
+    return insert_absent(tier, key, evicted, at);
+}
+
+bool LruBlockTiers::insert_absent(std::size_t tier, std::uint64_t key, std::uint64_t* evicted, Cursor* at) {
+    if (capacity_ <= 0) {
+        return false;
+    }
     List& l = lists_[tier];
     bool evicted_one = false;
     if (l.size >= capacity_) {  // the least recent block of this tier goes; its node is freed

@@ -248,6 +248,9 @@ public:
     // Returns whether a block was evicted. `at`, when given, is a walk's cursor (the node after it is tried first for
     // the key) and moves to the key's node, held already or inserted.
     bool insert(std::size_t tier, std::uint64_t key, std::uint64_t* evicted = nullptr, Cursor* at = nullptr);
+    // insert() of a key the caller has just found absent (a touch or contains that missed, nothing inserted since):
+    // the same without the probe that would find it absent again.
+    bool insert_absent(std::size_t tier, std::uint64_t key, std::uint64_t* evicted = nullptr, Cursor* at = nullptr);
     [[nodiscard]] std::int64_t size(std::size_t tier) const { return lists_[tier].size; }
     [[nodiscard]] std::int64_t size() const { return static_cast<std::int64_t>(live_); }
 
@@ -327,9 +330,12 @@ public:
     void prefetch_walk(std::uint64_t key, std::size_t distance, const Cursor& at) const {
         tiers_.prefetch_walk(key, distance, at);
     }
-    // As LruBlockTiers::insert.
+    // As LruBlockTiers::insert and insert_absent.
     bool insert(std::uint64_t key, std::uint64_t* evicted = nullptr, Cursor* at = nullptr) {
         return tiers_.insert(0, key, evicted, at);
+    }
+    bool insert_absent(std::uint64_t key, std::uint64_t* evicted = nullptr, Cursor* at = nullptr) {
+        return tiers_.insert_absent(0, key, evicted, at);
     }
     [[nodiscard]] std::int64_t size() const { return tiers_.size(); }
 

@@ -431,6 +431,34 @@ TEST_CASE("KV store: a deferred walk goes on with its run only when the next nod
     }
 }
 
+TEST_CASE("KV store: an insert of a key just found absent skips the probe and does what insert does",
+          "[cluster][kv_store]") {
+    // Capacity 2 (an arena of up to 4 nodes), by hand, as the router's index update: a deferred walk misses a key,
+    // ends its run and inserts the key. 1 and 2 take nodes 0 and 1 (order 1 2). A walk touches 1 (order 2 1 once the
+    // run ends), misses 3, ends the run and inserts 3 without the second probe: 3 evicts 2 (the least recent) and
+    // takes node 1, just freed and the one after the cursor's (1's node 0), the cursor on it; order 1 3. A miss of 4
+    // then evicts 1 and takes a new node, 2.
+    LruBlockTier t(2);
+    t.insert_absent(1);
+    t.insert_absent(2);
+    LruBlockTier::TouchWalk walk;
+    CHECK(t.touch_if_held(1, walk));
+    CHECK_FALSE(t.touch_if_held(3, walk));
+    t.end_touches(walk);
+    std::uint64_t evicted = 0;
+    CHECK(t.insert_absent(3, &evicted, &walk.at));
+    CHECK(evicted == 2);
+    CHECK(walk.at.node == 1);
+    CHECK_FALSE(t.touch_if_held(4, walk));
+    t.end_touches(walk);
+    CHECK(t.insert_absent(4, &evicted, &walk.at));
+    CHECK(evicted == 1);
+    CHECK(walk.at.node == 2);
+    CHECK(t.contains(3));
+    CHECK(t.contains(4));
+    CHECK(t.size() == 2);
+}
+
 TEST_CASE("KV store: walks with cursors keep the same LRU order as a plain list", "[cluster][kv_store]") {
     // Two tiers of 50 blocks (an arena of up to 200 nodes, so the sweep and the free-node reuse both run), against
     // one std::list per tier. 4,000 walks of chains: each picks a tier and a chain start among 120 (so chains

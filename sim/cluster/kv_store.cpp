@@ -16,7 +16,8 @@ LruBlockTiers::LruBlockTiers(std::size_t num_tiers, std::int64_t capacity_blocks
     SERVESIM_CHECK(num_tiers <= 0xffff, "{} tiers under one LRU index", num_tiers);
     // Each tier's region: twice its capacity, below kFree over all the regions.
     const double wanted = 2.0 * static_cast<double>(std::max<std::int64_t>(capacity_, 0));
-    std::uint64_t limit = wanted >= static_cast<double>(kFree) ? std::uint64_t{kFree} : static_cast<std::uint64_t>(wanted);
+    std::uint64_t limit =
+        wanted >= static_cast<double>(kFree) ? std::uint64_t{kFree} : static_cast<std::uint64_t>(wanted);
     if (num_tiers > 1) {
         region_shift_ = std::max(1, static_cast<int>(std::bit_width(limit - (limit > 0 ? 1 : 0))));
         while ((static_cast<std::uint64_t>(num_tiers) << region_shift_) > kFree) {

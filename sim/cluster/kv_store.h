@@ -156,8 +156,9 @@ public:
 // consecutive nodes turns a random read per block (the index's slot) into a sequential one (bench/README.md,
 // "Fourth round"). The list relinks a touch does are then on neighbouring nodes too. Each tier allocates in its own
 // region of the arena (tier t: nodes from t << region_shift_), so a node's tier is its index shifted, not a second
-// array's line. Only where nodes lie is new: which blocks a tier holds and its LRU order are those of any LRU. (Reusing each victim's node for the block that replaced it kept chains in a row at 100k requests of the
-// cluster benchmark, but they frayed as the run went on: 45 s at 1M against 32 s with the sweep.)
+// array's line. Only where nodes lie is new: which blocks a tier holds and its LRU order are those of any LRU.
+// (Reusing each victim's node for the block that replaced it kept chains in a row at 100k requests of the cluster
+// benchmark, but they frayed as the run went on: 45 s at 1M against 32 s with the sweep.)
 class LruBlockTiers {
 public:
     static constexpr std::size_t npos = static_cast<std::size_t>(-1);

@@ -14,31 +14,50 @@ namespace servesim::cluster {
 LruBlockTiers::LruBlockTiers(std::size_t num_tiers, std::int64_t capacity_blocks_each)
     : capacity_(capacity_blocks_each), lists_(num_tiers) {
     SERVESIM_CHECK(num_tiers <= 0xffff, "{} tiers under one LRU index", num_tiers);
-    const double wanted = 2.0 * static_cast<double>(std::max<std::int64_t>(capacity_, 0)) * static_cast<double>(num_tiers);
-    arena_limit_ = wanted >= static_cast<double>(kFree) ? std::size_t{kFree} : static_cast<std::size_t>(wanted);
+    // Each tier's region: twice its capacity, below kFree over all the regions.
+    const double wanted = 2.0 * static_cast<double>(std::max<std::int64_t>(capacity_, 0));
+    std::uint64_t limit =
+        wanted >= static_cast<double>(kFree) ? std::uint64_t{kFree} : static_cast<std::uint64_t>(wanted);
+    if (num_tiers > 1) {
+        region_shift_ = std::max(1, static_cast<int>(std::bit_width(limit - (limit > 0 ? 1 : 0))));
+        while ((static_cast<std::uint64_t>(num_tiers) << region_shift_) > kFree) {
+            --region_shift_;
+        }
+        limit = std::min(limit, std::uint64_t{1} << region_shift_);
+        // At most capacity_ nodes of a tier are live, so a region above that always has a free node for the sweep.
+        SERVESIM_CHECK(capacity_ <= 0 || limit > static_cast<std::uint64_t>(capacity_),
+                       "{} tiers of {} blocks under one LRU index", num_tiers, capacity_);
+    }
+    for (std::size_t t = 0; t < num_tiers; ++t) {
+        List& l = lists_[t];
+        l.begin = l.end = l.sweep = static_cast<std::uint32_t>(num_tiers > 1 ? t << region_shift_ : 0);
+        l.limit = static_cast<std::uint32_t>(l.begin + limit);
+    }
 }
 
-std::uint32_t LruBlockTiers::allocate(const Cursor* at) {
+std::uint32_t LruBlockTiers::allocate(std::size_t tier, const Cursor* at) {
+    List& l = lists_[tier];
     if (at != nullptr) {
-        const std::size_t after = static_cast<std::size_t>(static_cast<std::uint32_t>(at->node + 1));
-        if (after < nodes_.size() && nodes_[after].prev == kFree) {
-            return static_cast<std::uint32_t>(after);
+        // In the region's used part (unsigned: a node below begin wraps high).
+        const std::uint32_t after = at->node + 1;
+        if (after - l.begin < l.end - l.begin && nodes_[after].prev == kFree) {
+            return after;
         }
     }
-    if (nodes_.size() < arena_limit_) {
-        nodes_.emplace_back();
-        if (lists_.size() > 1) {
-            node_tiers_.push_back(0);
+    if (l.end < l.limit) {
+        const std::uint32_t n = l.end++;
+        if (n >= nodes_.size()) {
+            nodes_.resize(static_cast<std::size_t>(n) + 1);  // free nodes up to n (other regions' unused ends)
         }
-        return static_cast<std::uint32_t>(nodes_.size() - 1);
+        return n;
     }
-    // At the limit at most half the nodes are live, so the sweep finds a free one.
-    while (nodes_[sweep_].prev != kFree) {
-        sweep_ = sweep_ + 1 == nodes_.size() ? 0 : sweep_ + 1;
+    // At the limit at most half the region's nodes are live, so the sweep finds a free one.
+    while (nodes_[l.sweep].prev != kFree) {
+        l.sweep = l.sweep + 1 == l.end ? l.begin : l.sweep + 1;
     }
-    const std::size_t n = sweep_;
-    sweep_ = sweep_ + 1 == nodes_.size() ? 0 : sweep_ + 1;
-    return static_cast<std::uint32_t>(n);
+    const std::uint32_t n = l.sweep;
+    l.sweep = l.sweep + 1 == l.end ? l.begin : l.sweep + 1;
+    return n;
 }
 
 void LruBlockTiers::unlink(std::uint32_t n) {
@@ -74,7 +93,7 @@ std::size_t LruBlockTiers::touch_find(std::uint64_t key, Cursor& at) {
     return tier;
 }
 
-std::size_t LruBlockTiers::touch_find(std::uint64_t key, TouchWalk& walk) {
+std::size_t LruBlockTiers::touch_find_general(std::uint64_t key, TouchWalk& walk) {
     const std::uint32_t n = find_node(key, walk.at);
     if (n == kNil) {
         return npos;
@@ -119,6 +138,13 @@ bool LruBlockTiers::insert(std::size_t tier, std::uint64_t key, std::uint64_t* e
         }
         return false;
     }
+    return insert_absent(tier, key, evicted, at);
+}
+
+bool LruBlockTiers::insert_absent(std::size_t tier, std::uint64_t key, std::uint64_t* evicted, Cursor* at) {
+    if (capacity_ <= 0) {
+        return false;
+    }
     List& l = lists_[tier];
     bool evicted_one = false;
     if (l.size >= capacity_) {  // the least recent block of this tier goes; its node is freed
@@ -141,10 +167,7 @@ bool LruBlockTiers::insert(std::size_t tier, std::uint64_t key, std::uint64_t* e
         evicted_one = true;
     }
     SERVESIM_CHECK(live_ + 1 < kFree, "more than 2^32 - 3 blocks in an LRU index");
-    const std::uint32_t n = allocate(at);
-    if (!node_tiers_.empty()) {
-        node_tiers_[n] = static_cast<std::uint16_t>(tier);
-    }
+    const std::uint32_t n = allocate(tier, at);
     ++live_;
     nodes_[n].key = key;
     index_.insert(key, n);

@@ -154,10 +154,11 @@ public:
 // nodes, and stay so while they live. The walks follow that: a walk remembers the node of the block it touched last
 // (Cursor) and looks for the next block in the node after it before probing the index, which on a chain of
 // consecutive nodes turns a random read per block (the index's slot) into a sequential one (bench/README.md,
-// "Fourth round"). The list relinks a touch does are then on neighbouring nodes too. With several tiers a parallel
-// array holds each node's tier. Only where nodes lie is new: which blocks a tier holds and its LRU order are those of
-// any LRU. (Reusing each victim's node for the block that replaced it kept chains in a row at 100k requests of the
-// cluster benchmark, but they frayed as the run went on: 45 s at 1M against 32 s with the sweep.)
+// "Fourth round"). The list relinks a touch does are then on neighbouring nodes too. Each tier allocates in its own
+// region of the arena (tier t: nodes from t << region_shift_), so a node's tier is its index shifted, not a second
+// array's line. Only where nodes lie is new: which blocks a tier holds and its LRU order are those of any LRU.
+// (Reusing each victim's node for the block that replaced it kept chains in a row at 100k requests of the cluster
+// benchmark, but they frayed as the run went on: 45 s at 1M against 32 s with the sweep.)
 class LruBlockTiers {
 public:
     static constexpr std::size_t npos = static_cast<std::size_t>(-1);
@@ -229,8 +230,18 @@ public:
         std::uint32_t run_first = 0xffffffffu;  // the pending run's first node (none: 0xffffffff)
     };
     // touch_find(key) in a deferred walk. The run must be ended (end_touches) before anything else reads or changes
-    // the tiers' order: an insert, an eviction, another walk.
-    std::size_t touch_find(std::uint64_t key, TouchWalk& walk);
+    // the tiers' order: an insert, an eviction, another walk. Inline for the common case, a run going on: the key is
+    // in the node after the run's last, which is also next in the list (what the general case finds first, and then
+    // it only moves the cursor); the rest is touch_find_general.
+    std::size_t touch_find(std::uint64_t key, TouchWalk& walk) {
+        const std::uint32_t guess = walk.at.node + 1;
+        if (walk.run_first != kNil && guess < nodes_.size() && nodes_[guess].key == key &&
+            nodes_[guess].prev != kFree && nodes_[walk.at.node].next == guess) {
+            walk.at.node = guess;
+            return tier_at(guess);
+        }
+        return touch_find_general(key, walk);
+    }
     // Moves the walk's pending run, if any, to its tier's most-recent end.
     void end_touches(TouchWalk& walk);
     // Inserts an absent `key` at `tier`'s most-recent end, first evicting that tier's least recent block when it is
@@ -238,6 +249,9 @@ public:
     // Returns whether a block was evicted. `at`, when given, is a walk's cursor (the node after it is tried first for
     // the key) and moves to the key's node, held already or inserted.
     bool insert(std::size_t tier, std::uint64_t key, std::uint64_t* evicted = nullptr, Cursor* at = nullptr);
+    // insert() of a key the caller has just found absent (a touch or contains that missed, nothing inserted since):
+    // the same without the probe that would find it absent again.
+    bool insert_absent(std::size_t tier, std::uint64_t key, std::uint64_t* evicted = nullptr, Cursor* at = nullptr);
     [[nodiscard]] std::int64_t size(std::size_t tier) const { return lists_[tier].size; }
     [[nodiscard]] std::int64_t size() const { return static_cast<std::int64_t>(live_); }
 
@@ -246,16 +260,24 @@ private:
     static constexpr std::uint32_t kFree = kNil - 1;  // a free node's prev (node indices stay below it)
     struct Node {
         std::uint64_t key = 0;
-        std::uint32_t prev = kNil;  // within its tier's list (node indices; kNil at the ends)
+        std::uint32_t prev = kFree;  // within its tier's list (node indices; kNil at the ends); kFree: a free node
         std::uint32_t next = kNil;
     };
     static_assert(sizeof(Node) == 16);
+    // A tier: its LRU list and its region of the arena, [begin, limit): nodes below `end` have been used, the sweep
+    // goes round [begin, end).
     struct List {
         std::uint32_t head = kNil;  // least recent
         std::uint32_t tail = kNil;  // most recent
         std::int64_t size = 0;
+        std::uint32_t begin = 0;
+        std::uint32_t end = 0;
+        std::uint32_t limit = 0;
+        std::uint32_t sweep = 0;
     };
-    [[nodiscard]] std::size_t tier_at(std::uint32_t n) const { return node_tiers_.empty() ? 0 : node_tiers_[n]; }
+    [[nodiscard]] std::size_t tier_at(std::uint32_t n) const {
+        return static_cast<std::size_t>(static_cast<std::uint64_t>(n) >> region_shift_);
+    }
     // The node holding `key` (kNil: none), the one after `at` tried first. No two live nodes hold the same key, so a
     // live node whose key matches is the key's node.
     [[nodiscard]] std::uint32_t find_node(std::uint64_t key, const Cursor& at) const {
@@ -265,22 +287,22 @@ private:
         }
         return index_.find(key);
     }
+    std::size_t touch_find_general(std::uint64_t key, TouchWalk& walk);
     void unlink(std::uint32_t n);
     void append(std::uint32_t n);
-    // A node for a key inserted after the one at `at` (nullptr: none): the node after `at` when it is free, else a
-    // new one while the arena is below its limit, else the next free node from the sweep.
-    std::uint32_t allocate(const Cursor* at);
+    // A node of `tier`'s region for a key inserted after the one at `at` (nullptr: none): the node after `at` when it
+    // is a free node of the region, else a new one while the region is below its limit, else the next free node from
+    // the region's sweep.
+    std::uint32_t allocate(std::size_t tier, const Cursor* at);
 
     std::int64_t capacity_;
     BlockKeyMap index_;                      // key → node
-    // The nodes, live and free. Up to twice the tiers' capacity (arena_limit_), so that about half are free once the
-    // tiers are full: a run of inserts then takes a run of consecutive free nodes (a chain of blocks stays in a row)
-    // instead of its victims' nodes, wherever those lay.
+    // The nodes, live and free. Per tier up to twice its capacity (List::limit), so that about half are free once
+    // the tier is full: a run of inserts then takes a run of consecutive free nodes (a chain of blocks stays in a
+    // row) instead of its victims' nodes, wherever those lay. The unused end of a region holds free nodes.
     std::vector<Node> nodes_;
-    std::size_t arena_limit_ = 0;
     std::size_t live_ = 0;
-    std::size_t sweep_ = 0;  // where the search for a free node goes on
-    std::vector<std::uint16_t> node_tiers_;  // per node, its tier; empty with one tier (all are tier 0)
+    int region_shift_ = 32;  // tier t's nodes start at t << region_shift_ (one tier: all nodes are tier 0's)
     std::vector<List> lists_;
 };
 
@@ -309,9 +331,12 @@ public:
     void prefetch_walk(std::uint64_t key, std::size_t distance, const Cursor& at) const {
         tiers_.prefetch_walk(key, distance, at);
     }
-    // As LruBlockTiers::insert.
+    // As LruBlockTiers::insert and insert_absent.
     bool insert(std::uint64_t key, std::uint64_t* evicted = nullptr, Cursor* at = nullptr) {
         return tiers_.insert(0, key, evicted, at);
+    }
+    bool insert_absent(std::uint64_t key, std::uint64_t* evicted = nullptr, Cursor* at = nullptr) {
+        return tiers_.insert_absent(0, key, evicted, at);
     }
     [[nodiscard]] std::int64_t size() const { return tiers_.size(); }
 

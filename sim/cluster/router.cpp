@@ -242,8 +242,8 @@ private:
                 if (tier.touch_if_held(key, walk)) {
                     continue;
                 }
-                tier.end_touches(walk);
-                tier.insert(key, nullptr, &walk.at);
+                tier.end_touches(walk);  // moves a run; holds no key more or less
+                tier.insert_absent(key, nullptr, &walk.at);
             }
             tier.end_touches(walk);
             pending_.pop_front();

@@ -232,6 +232,52 @@ TEST_CASE("KV store: tiers under one index evict within their own tier", "[clust
     CHECK(t.size(1) == 1);
 }
 
+TEST_CASE("KV store: each tier takes its nodes from its own region of the arena", "[cluster][kv_store]") {
+    // Two tiers of 3 blocks: each region is twice that, 6 nodes, rounded up to 8 in index space, so tier 0 uses
+    // nodes 0-5 and tier 1 nodes 8-13 (a node's tier is its index >> 3). By hand: 1 into tier 0 takes node 0; 11 into
+    // tier 1 after it does not take node 1 (tier 0's region) but 8; 12 after 11 takes 9; 2 into tier 0 after 12 takes
+    // 1. Then 13, 14, 15, 16 into tier 1 (no cursor): 13 takes 10; 14 evicts 11 (node 8 freed) and takes 11; 15
+    // evicts 12 (node 9 freed), takes 12; 16 evicts 13 (node 10 freed), takes 13: the region is at its limit. 17
+    // evicts 14 (node 11 freed) and the region's sweep, from its start, gives node 8; 18 after 17 evicts 15 (node 12
+    // freed) and takes node 9, the free one after 8. Tier 0 keeps 1 and 2 throughout.
+    LruBlockTiers t(2, 3);
+    LruBlockTiers::Cursor at;
+    t.insert(0, 1, nullptr, &at);
+    CHECK(at.node == 0);
+    t.insert(1, 11, nullptr, &at);
+    CHECK(at.node == 8);
+    t.insert(1, 12, nullptr, &at);
+    CHECK(at.node == 9);
+    t.insert(0, 2, nullptr, &at);
+    CHECK(at.node == 1);
+    CHECK(t.tier_of(1) == 0);
+    CHECK(t.tier_of(2) == 0);
+    CHECK(t.tier_of(11) == 1);
+    CHECK(t.tier_of(12) == 1);
+    std::uint64_t evicted = 0;
+    const std::uint32_t nodes[] = {10, 11, 12, 13};
+    for (std::uint64_t k = 13; k <= 16; ++k) {
+        LruBlockTiers::Cursor put;
+        CHECK(t.insert(1, k, &evicted, &put) == (k >= 14));
+        CHECK(put.node == nodes[k - 13]);
+        if (k >= 14) {
+            CHECK(evicted == k - 3);
+        }
+    }
+    LruBlockTiers::Cursor put;
+    CHECK(t.insert(1, 17, &evicted, &put));
+    CHECK(evicted == 14);
+    CHECK(put.node == 8);
+    CHECK(t.insert(1, 18, &evicted, &put));
+    CHECK(evicted == 15);
+    CHECK(put.node == 9);
+    CHECK(t.tier_of(17) == 1);
+    CHECK(t.tier_of(18) == 1);
+    CHECK(t.tier_of(1) == 0);
+    CHECK(t.size(0) == 2);
+    CHECK(t.size(1) == 3);
+}
+
 TEST_CASE("KV store: a walk's cursor finds chained and scattered blocks alike", "[cluster][kv_store]") {
     // Capacity 4 (an arena of up to 8 nodes), by hand. Inserts 1, 2, 3, 4 take nodes 0-3 (order 1 2 3 4). A walk
     // touches 3, 4 (nodes 2, 3 in a row: the second is found as the node after the first), then 1 (node 0, back to
@@ -353,6 +399,64 @@ TEST_CASE("KV store: a walk's deferred touches leave the order of single touches
         CHECK(t.insert(100 + expected, &evicted));
         CHECK(evicted == expected);
     }
+}
+
+TEST_CASE("KV store: a deferred walk goes on with its run only when the next node is also next in the list",
+          "[cluster][kv_store]") {
+    // Capacity 4, by hand: the inline case of touch_find (the key in the node after the run's last) must also be the
+    // next in the list. Inserts 1, 2, 3 take nodes 0, 1, 2 (order 1 2 3); a single touch of 2 gives order 1 3 2. A
+    // deferred walk touches 1 (node 0, a run starts), then 2: node 1 follows node 0 and holds 2, but 1's next in the
+    // list is 3, so the run [1] is moved (order 3 2 1) and 2 starts its own; then 3: node 2 follows node 1, but 2's
+    // next in the list is 1, so [2] is moved (order 3 1 2) and 3 starts a run, moved at the end: order 1 2 3, as three
+    // single touches of 1, 2, 3 give. Inserting 5 fills the tier; 101, 102, 103 then evict 1, 2, 3.
+    LruBlockTier t(4);
+    for (std::uint64_t k = 1; k <= 3; ++k) {
+        t.insert(k);
+    }
+    t.touch(2);
+    LruBlockTier::TouchWalk walk;
+    CHECK(t.touch_if_held(1, walk));
+    CHECK(walk.run_first == 0);
+    CHECK(t.touch_if_held(2, walk));
+    CHECK(walk.run_first == 1);
+    CHECK(walk.at.node == 1);
+    CHECK(t.touch_if_held(3, walk));
+    CHECK(walk.run_first == 2);
+    t.end_touches(walk);
+    std::uint64_t evicted = 0;
+    CHECK_FALSE(t.insert(5, &evicted));
+    for (const std::uint64_t expected : std::initializer_list<std::uint64_t>{1, 2, 3}) {
+        CHECK(t.insert(100 + expected, &evicted));
+        CHECK(evicted == expected);
+    }
+}
+
+TEST_CASE("KV store: an insert of a key just found absent skips the probe and does what insert does",
+          "[cluster][kv_store]") {
+    // Capacity 2 (an arena of up to 4 nodes), by hand, as the router's index update: a deferred walk misses a key,
+    // ends its run and inserts the key. 1 and 2 take nodes 0 and 1 (order 1 2). A walk touches 1 (order 2 1 once the
+    // run ends), misses 3, ends the run and inserts 3 without the second probe: 3 evicts 2 (the least recent) and
+    // takes node 1, just freed and the one after the cursor's (1's node 0), the cursor on it; order 1 3. A miss of 4
+    // then evicts 1 and takes a new node, 2.
+    LruBlockTier t(2);
+    t.insert_absent(1);
+    t.insert_absent(2);
+    LruBlockTier::TouchWalk walk;
+    CHECK(t.touch_if_held(1, walk));
+    CHECK_FALSE(t.touch_if_held(3, walk));
+    t.end_touches(walk);
+    std::uint64_t evicted = 0;
+    CHECK(t.insert_absent(3, &evicted, &walk.at));
+    CHECK(evicted == 2);
+    CHECK(walk.at.node == 1);
+    CHECK_FALSE(t.touch_if_held(4, walk));
+    t.end_touches(walk);
+    CHECK(t.insert_absent(4, &evicted, &walk.at));
+    CHECK(evicted == 1);
+    CHECK(walk.at.node == 2);
+    CHECK(t.contains(3));
+    CHECK(t.contains(4));
+    CHECK(t.size() == 2);
 }
 
 TEST_CASE("KV store: walks with cursors keep the same LRU order as a plain list", "[cluster][kv_store]") {

@@ -209,15 +209,15 @@ RooflineCostModel::RooflineCostModel(const models::ModelSpec& model, models::DTy
     comm_ = make_tensor_parallel_comm(model, tp, params_.interconnect_bytes_per_s, params_.allreduce_latency_ms);
     // Last, once every figure token_terms reads is set.
     if (params_.max_cudagraph_tokens > 0) {
-        token_terms_by_capture_size_.resize(static_cast<std::size_t>(params_.max_cudagraph_tokens) + 1);
+        const auto size = static_cast<std::size_t>(params_.max_cudagraph_tokens) + 1;
+        token_terms_by_capture_size_.resize(size);
+        lm_head_ms_by_seqs_.resize(size);
         for (std::int64_t n = 1; n <= params_.max_cudagraph_tokens; ++n) {
+            const auto i = static_cast<std::size_t>(n);
             if (cudagraph_padded_tokens(n, params_.max_cudagraph_tokens) == n) {
-                token_terms_by_capture_size_[static_cast<std::size_t>(n)] = KnownTokenTerms{token_terms(n), true};
+                token_terms_by_capture_size_[i] = KnownTokenTerms{token_terms(n), true};
             }
-        }
-        lm_head_ms_by_seqs_.resize(static_cast<std::size_t>(params_.max_cudagraph_tokens) + 1);
-        for (std::int64_t n = 1; n <= params_.max_cudagraph_tokens; ++n) {
-            lm_head_ms_by_seqs_[static_cast<std::size_t>(n)] = lm_head_ms(n);
+            lm_head_ms_by_seqs_[i] = lm_head_ms(n);
         }
     }
 }

@@ -227,7 +227,13 @@ public:
     void on_step_end() override {
         constexpr std::size_t kAhead = 16;  // prefetch distance, in blocks: each put first probes a cold index line
         WalkCursor at;
+        const std::span<const std::uint64_t> keys(in_step_);
+        const std::span<const LruBlockTiers::Cursor> found(in_step_found_);
         for (std::size_t i = 0; i < in_step_.size(); ++i) {
+            i += store_.commit_held_run(keys.subspan(i), found.subspan(i), kAhead, at);  // puts that are skips
+            if (i == in_step_.size()) {
+                break;
+            }
             if (i + kAhead < in_step_.size()) {
                 store_.prefetch_put(replica_, in_step_[i + kAhead], in_step_found_[i + kAhead], kAhead, at);
             }
@@ -323,7 +329,33 @@ std::int64_t SharedKvStore::lookup(std::size_t replica, std::span<const core::Bl
     LruBlockTiers::TouchWalk pool_walk;
     LruBlockTiers::TouchWalk local_walk;
     LruBlockTiers::TouchWalk remote_walk;
+    const auto count_source = [&](std::size_t w, std::int64_t first, std::int64_t end) {
+        // Blocks [first, end) found in tier w; those past the local hit are loaded from it.
+        first = std::max(first, local_blocks);
+        if (end <= first) {
+            return;
+        }
+        const std::size_t vertex = w == kRemote ? config_.remote_vertex : hosts_[w];
+        if (sources.empty() || sources.back().vertex != vertex) {
+            sources.push_back(Source{vertex, 0});
+        }
+        sources.back().blocks += end - first;
+    };
     for (; hit < max_blocks; ++hit) {
+        if (config_.kind == KvStoreKind::kMooncake) {
+            // The pending run goes on in one loop (LruBlockTiers::touch_run); the key after it is looked up alone.
+            const auto k = static_cast<std::int64_t>(pool_.touch_run(
+                hashes.subspan(static_cast<std::size_t>(hit), static_cast<std::size_t>(max_blocks - hit)),
+                static_cast<std::size_t>(kAhead), pool_walk));
+            if (k > 0) {
+                at.pool = pool_walk.at;
+                count_source(pool_.tier_at(pool_walk.at), hit, hit + k);
+                hit += k;
+                if (hit == max_blocks) {
+                    break;
+                }
+            }
+        }
         if (hit + kAhead < max_blocks) {
             prefetch_walk(replica, core::to_int(hashes[static_cast<std::size_t>(hit + kAhead)]), kAhead, at);
         }
@@ -344,13 +376,7 @@ std::int64_t SharedKvStore::lookup(std::size_t replica, std::span<const core::Bl
         if (w == kNone) {
             break;
         }
-        if (hit >= local_blocks) {
-            const std::size_t vertex = w == kRemote ? config_.remote_vertex : hosts_[w];
-            if (sources.empty() || sources.back().vertex != vertex) {
-                sources.push_back(Source{vertex, 0});
-            }
-            ++sources.back().blocks;
-        }
+        count_source(w, hit, hit + 1);
     }
     if (config_.kind == KvStoreKind::kMooncake) {
         pool_.end_touches(pool_walk);
@@ -424,6 +450,19 @@ void SharedKvStore::start_saves(std::size_t replica, std::span<const std::uint64
     constexpr std::size_t kAhead = 16;  // prefetch distance, in blocks: where the chain of nodes breaks, a cold probe
     WalkCursor at;
     for (std::size_t i = 0; i < keys.size(); ++i) {
+        if (config_.kind == KvStoreKind::kMooncake) {
+            // A stretch of keys in consecutive nodes in one loop (LruBlockTiers::contains_run): each is held, in
+            // the node after the one before.
+            const std::uint32_t before = at.pool.node;
+            const std::size_t k = pool_.contains_run(keys.subspan(i), kAhead, at.pool);
+            for (std::size_t j = 0; j < k; ++j) {
+                found[i + j] = LruBlockTiers::Cursor{static_cast<std::uint32_t>(before + 1 + j)};
+            }
+            i += k;
+            if (i == keys.size()) {
+                break;
+            }
+        }
         if (i + kAhead < keys.size()) {
             prefetch_walk(replica, keys[i + kAhead], kAhead, at);
         }
@@ -452,6 +491,12 @@ void SharedKvStore::start_saves(std::size_t replica, std::span<const std::uint64
     if (to_remote > 0) {
         (void)start_rank_transfers(replica, config_.remote_vertex, to_remote, /*to_gpu=*/false, now, TransferOwner{});
     }
+}
+
+std::size_t SharedKvStore::commit_held_run(std::span<const std::uint64_t> keys,
+                                           std::span<const LruBlockTiers::Cursor> found, std::size_t distance,
+                                           WalkCursor& at) const {
+    return config_.kind == KvStoreKind::kMooncake ? pool_.held_run(keys, found, distance, at.pool) : 0;
 }
 
 void SharedKvStore::commit(std::size_t replica, std::uint64_t key, const LruBlockTiers::Cursor& found,

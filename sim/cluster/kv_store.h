@@ -35,6 +35,7 @@
 #include "sim/cache/kv_connector.h"
 #include "sim/cluster/topology.h"
 #include "sim/cluster/transfer_tracker.h"
+#include "sim/core/ids.h"
 
 namespace servesim::cluster {
 
@@ -244,6 +245,127 @@ public:
     }
     // Moves the walk's pending run, if any, to its tier's most-recent end.
     void end_touches(TouchWalk& walk);
+
+    // The walks' common case as one loop. A prompt's blocks, put or routed together, sit in consecutive nodes (see
+    // above), so a walk mostly finds key i + 1 in the node after key i's; these loops go along such a stretch and
+    // stop at the first key that is elsewhere or absent, which the caller then looks up as one key. Each key of the
+    // stretch is what the one-key call would find, in the same node, so which keys are held, their order and every
+    // output are unchanged; the loop only drops the per-key call, bounds and member reloads (bench/README.md,
+    // "Seventh round"). Both issue prefetch_walk's hint for the key `distance` places on (distance 0: none).
+    //
+    // How many leading keys[i] are held in the nodes after `at`'s, in order (what contains(keys[i], at) finds one by
+    // one); `at` moves to the last one's node.
+    template <typename Key>
+    std::size_t contains_run(std::span<const Key> keys, std::size_t distance, Cursor& at) const {
+        const std::uint32_t first = at.node + 1;  // kNil + 1 wraps to node 0, as in find_node
+        if (first >= nodes_.size()) {
+            return 0;
+        }
+        const Node* p = nodes_.data() + first;
+        const Key* k = keys.data();
+        const std::size_t m = std::min(keys.size(), nodes_.size() - first);  // keys with a node to compare
+        std::size_t i = 0;
+        if (distance != 0 && m > distance) {  // while the hint's node exists
+            // After a hint the keys up to the foreseen break lie in another stretch, which the nodes after this one
+            // cannot predict: their hints (a wasted index line each) wait until the loop reaches it.
+            std::size_t quiet = 0;
+            for (const std::size_t stop = m - distance; i < stop; ++i) {
+                if (i >= quiet && p[i + distance].key != key_value(k[i + distance])) {
+                    __builtin_prefetch(probe_address(key_value(k[i + distance])));
+                    quiet = i + distance;
+                }
+                if (p[i].key != key_value(k[i]) || p[i].prev == kFree) {
+                    return finish_run(i, first, at);
+                }
+            }
+        }
+        for (; i < m; ++i) {
+            if (p[i].key != key_value(k[i]) || p[i].prev == kFree) {
+                break;
+            }
+        }
+        return finish_run(i, first, at);
+    }
+    // How many leading keys[i] continue the walk's pending run (what touch_find(keys[i], walk) finds one by one on
+    // its inline path: the node after the run's last, next in its list); `walk.at` moves to the last one's node. 0
+    // when no run is pending. The keys found all sit in the run's tier (a list links nodes of one tier).
+    template <typename Key>
+    std::size_t touch_run(std::span<const Key> keys, std::size_t distance, TouchWalk& walk) const {
+        if (walk.run_first == kNil) {
+            return 0;
+        }
+        // Node c + 1 + i is the candidate for keys[i]; a live node's next is a live node of its list (or kNil), so
+        // next == c + 1 + i says it is live (and exists).
+        const std::uint32_t c = walk.at.node;
+        const Node* p = nodes_.data() + c;  // p[i]: the node before keys[i]'s candidate
+        const Key* k = keys.data();
+        const std::size_t n = keys.size();
+        const std::size_t num_after = nodes_.size() - c - 1;  // nodes after c (c is live)
+        std::size_t i = 0;
+        if (distance != 0 && n > distance && num_after > distance) {  // while the hint's node exists
+            std::size_t quiet = 0;
+            for (const std::size_t stop = std::min(n, num_after) - distance; i < stop; ++i) {
+                if (i >= quiet && p[i + 1 + distance].key != key_value(k[i + distance])) {
+                    __builtin_prefetch(probe_address(key_value(k[i + distance])));
+                    quiet = i + distance;
+                }
+                if (p[i].next != c + 1 + i || p[i + 1].key != key_value(k[i])) {
+                    walk.at.node = static_cast<std::uint32_t>(c + i);
+                    return i;
+                }
+            }
+        }
+        for (; i < n; ++i) {
+            if (p[i].next != c + 1 + i || p[i + 1].key != key_value(k[i])) {
+                break;
+            }
+        }
+        walk.at.node = static_cast<std::uint32_t>(c + i);
+        return i;
+    }
+    // How many leading keys[i] are still held in the nodes found[i] a walk found them in earlier (what holds_at
+    // answers one by one); `at` moves to the last one's node. The hint, for the key `distance` places on: its node's
+    // line when it was found, else prefetch_walk's.
+    template <typename Key>
+    std::size_t held_run(std::span<const Key> keys, std::span<const Cursor> found, std::size_t distance,
+                         Cursor& at) const {
+        const Node* nodes = nodes_.data();
+        const std::size_t num_nodes = nodes_.size();
+        const Key* k = keys.data();
+        const Cursor* f = found.data();
+        const std::size_t n = keys.size();
+        std::size_t i = 0;
+        if (distance != 0 && n > distance) {
+            for (const std::size_t stop = n - distance; i < stop; ++i) {
+                // Found nodes mostly follow one another (their lines stream in); a jump is requested ahead, and a
+                // key found nowhere gets prefetch_walk's hint.
+                const std::uint32_t ahead = f[i + distance].node;
+                if (ahead != f[i + distance - 1].node + 1) {
+                    if (ahead == kNil) {
+                        hint(nodes, num_nodes, static_cast<std::size_t>(at.node + 1) + distance,
+                             key_value(k[i + distance]));
+                    } else if (ahead < num_nodes) {
+                        __builtin_prefetch(&nodes[ahead]);
+                    }
+                }
+                const std::uint32_t node = f[i].node;
+                if (node >= num_nodes || nodes[node].key != key_value(k[i]) || nodes[node].prev == kFree) {
+                    return i;
+                }
+                at.node = node;
+            }
+        }
+        for (; i < n; ++i) {
+            const std::uint32_t node = f[i].node;
+            if (node >= num_nodes || nodes[node].key != key_value(k[i]) || nodes[node].prev == kFree) {
+                break;
+            }
+            at.node = node;
+        }
+        return i;
+    }
+    // The tier of the node a walk stands on (a cursor on a live node).
+    [[nodiscard]] std::size_t tier_at(const Cursor& at) const { return tier_at(at.node); }
     // Inserts an absent `key` at `tier`'s most-recent end, first evicting that tier's least recent block when it is
     // full (that key is written to *evicted when given). Nothing when the key is held somewhere or the capacity is 0.
     // Returns whether a block was evicted. `at`, when given, is a walk's cursor (the node after it is tried first for
@@ -288,6 +410,21 @@ private:
         return index_.find(key);
     }
     std::size_t touch_find_general(std::uint64_t key, TouchWalk& walk);
+    [[nodiscard]] static std::uint64_t key_value(std::uint64_t key) { return key; }
+    [[nodiscard]] static std::uint64_t key_value(core::BlockHash key) { return core::to_int(key); }
+    // prefetch_walk's hint on raw pointers: node `guess` not holding `key` means the walk will probe its index slot.
+    void hint(const Node* nodes, std::size_t num_nodes, std::size_t guess, std::uint64_t key) const {
+        if (guess >= num_nodes || nodes[guess].key != key) {
+            __builtin_prefetch(probe_address(key));
+        }
+    }
+    // contains_run's end: `found` keys matched from node `first` on.
+    static std::size_t finish_run(std::size_t found, std::uint32_t first, Cursor& at) {
+        if (found > 0) {
+            at.node = static_cast<std::uint32_t>(first + found - 1);
+        }
+        return found;
+    }
     void unlink(std::uint32_t n);
     void append(std::uint32_t n);
     // A node of `tier`'s region for a key inserted after the one at `at` (nullptr: none): the node after `at` when it
@@ -326,6 +463,20 @@ public:
         return tiers_.touch_find(key, walk) != LruBlockTiers::npos;
     }
     void end_touches(TouchWalk& walk) { tiers_.end_touches(walk); }
+    // As LruBlockTiers::contains_run, touch_run and held_run.
+    template <typename Key>
+    std::size_t contains_run(std::span<const Key> keys, std::size_t distance, Cursor& at) const {
+        return tiers_.contains_run(keys, distance, at);
+    }
+    template <typename Key>
+    std::size_t touch_run(std::span<const Key> keys, std::size_t distance, TouchWalk& walk) const {
+        return tiers_.touch_run(keys, distance, walk);
+    }
+    template <typename Key>
+    std::size_t held_run(std::span<const Key> keys, std::span<const Cursor> found, std::size_t distance,
+                         Cursor& at) const {
+        return tiers_.held_run(keys, found, distance, at);
+    }
     [[nodiscard]] const void* probe_address(std::uint64_t key) const { return tiers_.probe_address(key); }
     void prefetch_touch(std::uint64_t key) const { tiers_.prefetch_touch(key); }
     void prefetch_walk(std::uint64_t key, std::size_t distance, const Cursor& at) const {
@@ -411,6 +562,10 @@ private:
     // still there is held, and a put of a held key changes nothing (Mooncake skips it; LMCache's tier insert of a
     // held key is no touch), so only the cursor moves; otherwise the put probes as usual.
     void commit(std::size_t replica, std::uint64_t key, const LruBlockTiers::Cursor& found, WalkCursor& at);
+    // commit() of the leading keys still held where start_saves found them (Mooncake's pool: LruBlockTiers::held_run,
+    // each put a skip that only moves the cursor), in one loop; how many. 0 for LMCache (each put writes a copy).
+    std::size_t commit_held_run(std::span<const std::uint64_t> keys, std::span<const LruBlockTiers::Cursor> found,
+                                std::size_t distance, WalkCursor& at) const;
     // A prefetch for the put of `key`, `distance` keys after the walk at `at`: the node start_saves found it in, or
     // else as prefetch_walk.
     void prefetch_put(std::size_t replica, std::uint64_t key, const LruBlockTiers::Cursor& found, std::size_t distance,

@@ -188,14 +188,20 @@ public:
             if (!tier.contains(first, at)) {
                 continue;
             }
+            // Stretches of consecutive nodes in one loop (contains_run), the key after each looked up alone.
             std::size_t n = 1;
-            for (; n < size; ++n) {
+            while (n < size) {
+                n += tier.contains_run(hashes.subspan(n), kAhead, at);
+                if (n == size) {
+                    break;
+                }
                 if (n + kAhead < size) {
                     tier.prefetch_walk(core::to_int(hashes[n + kAhead]), kAhead, at);
                 }
                 if (!tier.contains(core::to_int(hashes[n]), at)) {
                     break;
                 }
+                ++n;
             }
             out[r] = static_cast<std::int64_t>(n);
         }
@@ -234,11 +240,18 @@ private:
             // The walk's place in the LRU's nodes (a routed prompt's are mostly in a row); its touches are moved to
             // the most-recent end a run at a time (LruBlockTiers::TouchWalk), the run ended before each insert.
             LruBlockTier::TouchWalk walk;
-            for (std::size_t i = 0; i < n; ++i) {
-                if (i + kAhead < n) {  // the index slot, unless the chain of nodes goes on to it
-                    tier.prefetch_walk(core::to_int(p.hashes[i + kAhead]), kAhead, walk.at);
+            const std::span<const core::BlockHash> hashes(p.hashes);
+            std::size_t i = 0;
+            while (i < n) {
+                i += tier.touch_run(hashes.subspan(i), kAhead, walk);  // the pending run goes on (one loop)
+                if (i == n) {
+                    break;
                 }
-                const std::uint64_t key = core::to_int(p.hashes[i]);
+                if (i + kAhead < n) {  // the index slot, unless the chain of nodes goes on to it
+                    tier.prefetch_walk(core::to_int(hashes[i + kAhead]), kAhead, walk.at);
+                }
+                const std::uint64_t key = core::to_int(hashes[i]);
+                ++i;
                 if (tier.touch_if_held(key, walk)) {
                     continue;
                 }

@@ -7,6 +7,7 @@
 #include <initializer_list>
 #include <list>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "sim/cluster/router.h"
@@ -529,6 +530,166 @@ TEST_CASE("KV store: walks with cursors keep the same LRU order as a plain list"
             CHECK(t.insert(tier, ~key, &gone));
             CHECK(gone == key);
         }
+    }
+}
+
+TEST_CASE("KV store: a contains run follows consecutive nodes and stops where the chain leaves them",
+          "[cluster][kv_store]") {
+    // One tier of 8 (an arena of up to 16 nodes), by hand. Inserts 1..5 take nodes 0..4; a walk from no node (its next
+    // node is node 0) over keys 1 2 3 9 4 finds 1, 2, 3 in nodes 0, 1, 2 and stops at 9 (node 3 holds 4): 3 keys, the
+    // cursor on node 2. From there over 4 5 6: 4 and 5 in nodes 3 and 4, 6 absent: 2 keys, cursor on node 4. The hint
+    // distance changes nothing found. Six more inserts (10..15) fill the tier and evict 1, 2, 3, the least recent; node 2
+    // is then free (still with 3 in it), and a run over 3 4 from node 1 finds nothing (contains(3) is false too).
+    LruBlockTier t(8);
+    for (std::uint64_t k = 1; k <= 5; ++k) {
+        t.insert(k);
+    }
+    for (const std::size_t distance : {std::size_t{0}, std::size_t{2}}) {
+        const std::vector<std::uint64_t> a = {1, 2, 3, 9, 4};
+        LruBlockTier::Cursor at;
+        CHECK(t.contains_run(std::span<const std::uint64_t>(a), distance, at) == 3);
+        CHECK(at.node == 2);
+        const std::vector<std::uint64_t> b = {4, 5, 6};
+        CHECK(t.contains_run(std::span<const std::uint64_t>(b), distance, at) == 2);
+        CHECK(at.node == 4);
+    }
+    std::uint64_t evicted = 0;
+    for (std::uint64_t k = 10; k < 16; ++k) {
+        t.insert(k, &evicted);
+    }
+    CHECK(evicted == 3);
+    LruBlockTier::Cursor at{1};
+    const std::vector<std::uint64_t> c = {3, 4};
+    CHECK(t.contains_run(std::span<const std::uint64_t>(c), 0, at) == 0);
+    CHECK(at.node == 1);
+    CHECK_FALSE(t.contains(3));
+}
+
+TEST_CASE("KV store: a touch run goes on only while the next node is also next in the list", "[cluster][kv_store]") {
+    // One tier of 8, by hand. Inserts 1..4 take nodes 0..3 (list 1 2 3 4); a single touch of 3 gives 1 2 4 3. No run is
+    // pending at a walk's start, so a touch run finds nothing; the one-key touch of 1 starts the run [node 0]. The run
+    // then takes 2 (node 1 follows node 0 in the arena and the list) and stops at 3: node 2 holds 3, but 2's next in
+    // the list is 4. Count 1, cursor on node 1. The one-key touch of 3 ends [1 2] (list 4 3 1 2) and starts [3]; a run
+    // over 4 then fails (3's next is 1), so 4 is touched alone, ending [3]: list 1 2 3 4 once the walk ends, as four
+    // single touches of 1, 2, 3, 4 leave it. Fresh keys then evict 1, 2, 3, 4 in turn.
+    LruBlockTier t(4);
+    for (std::uint64_t k = 1; k <= 4; ++k) {
+        t.insert(k);
+    }
+    t.touch(3);
+    const std::vector<std::uint64_t> keys = {1, 2, 3, 4};
+    const std::span<const std::uint64_t> all(keys);
+    LruBlockTier::TouchWalk walk;
+    CHECK(t.touch_run(all, 2, walk) == 0);
+    CHECK(t.touch_if_held(1, walk));
+    CHECK(t.touch_run(all.subspan(1), 2, walk) == 1);
+    CHECK(walk.at.node == 1);
+    CHECK(t.touch_if_held(3, walk));
+    CHECK(t.touch_run(all.subspan(3), 2, walk) == 0);
+    CHECK(t.touch_if_held(4, walk));
+    t.end_touches(walk);
+    std::uint64_t evicted = 0;
+    for (const std::uint64_t expected : std::initializer_list<std::uint64_t>{1, 2, 3, 4}) {
+        CHECK(t.insert(100 + expected, &evicted));
+        CHECK(evicted == expected);
+    }
+}
+
+TEST_CASE("KV store: a held run checks each key in the node it was found in", "[cluster][kv_store]") {
+    // One tier of 3 (an arena of up to 6 nodes), by hand. Inserts 1, 2, 3 take nodes 0, 1, 2; found = nodes 0, 1, 2
+    // and "nowhere" for 7. All three are held: a run over 1 2 3 7 counts 3 and ends on node 2 (7 was found nowhere).
+    // Insert 4 evicts 1 (node 0 freed; 4 takes node 3): the run over 1 2 now stops at once, and from 2 it counts
+    // 2 (2 and 3), the cursor on node 2.
+    LruBlockTier t(3);
+    for (std::uint64_t k = 1; k <= 3; ++k) {
+        t.insert(k);
+    }
+    const std::vector<std::uint64_t> keys = {1, 2, 3, 7};
+    const std::vector<LruBlockTier::Cursor> found = {{0}, {1}, {2}, {}};
+    LruBlockTier::Cursor at;
+    CHECK(t.held_run(std::span<const std::uint64_t>(keys), std::span<const LruBlockTier::Cursor>(found), 1, at) == 3);
+    CHECK(at.node == 2);
+    std::uint64_t evicted = 0;
+    CHECK(t.insert(4, &evicted));
+    CHECK(evicted == 1);
+    LruBlockTier::Cursor again;
+    CHECK(t.held_run(std::span<const std::uint64_t>(keys), std::span<const LruBlockTier::Cursor>(found), 0, again) ==
+          0);
+    CHECK(t.held_run(std::span<const std::uint64_t>(keys).subspan(1, 2),
+                     std::span<const LruBlockTier::Cursor>(found).subspan(1, 2), 0, again) == 2);
+    CHECK(again.node == 2);
+}
+
+TEST_CASE("KV store: run loops find, touch and order exactly as one-key calls do", "[cluster][kv_store]") {
+    // Two copies of one tier of 40 blocks driven by the same 3,000 random walks over overlapping chains (as the
+    // router's index and the pool see prompts): copy A with the one-key calls only, copy B with the run loops and a
+    // one-key call where a run stops. Every walk must give both the same count of leading held keys (contains), the
+    // same cursor, the same touch results and the same evictions; at the end both evict in the same order.
+    LruBlockTier a(40);
+    LruBlockTier b(40);
+    std::uint64_t seed = 777;
+    auto next = [&](std::uint64_t n) {
+        seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+        return (seed >> 33) % n;
+    };
+    for (int w = 0; w < 3000; ++w) {
+        const std::uint64_t start = next(60) * 8 + next(3);
+        const std::size_t len = 1 + next(20);
+        std::vector<std::uint64_t> keys;
+        for (std::uint64_t k = start; k < start + len; ++k) {
+            keys.push_back((k + 1) * 0x9e3779b97f4a7c15ULL);
+        }
+        const std::span<const std::uint64_t> all(keys);
+        const std::size_t distance = next(4) * 4;
+        // contains: leading held keys.
+        LruBlockTier::Cursor ca;
+        std::size_t na = 0;
+        while (na < len && a.contains(keys[na], ca)) {
+            ++na;
+        }
+        LruBlockTier::Cursor cb;
+        std::size_t nb = 0;
+        while (nb < len) {
+            nb += b.contains_run(all.subspan(nb), distance, cb);
+            if (nb == len || !b.contains(keys[nb], cb)) {
+                break;
+            }
+            ++nb;
+        }
+        CHECK(na == nb);
+        CHECK(ca.node == cb.node);
+        // A deferred touch walk, inserting what is absent (the router's index update).
+        LruBlockTier::TouchWalk wa;
+        LruBlockTier::TouchWalk wb;
+        std::size_t i = 0;
+        while (i < len) {
+            i += b.touch_run(all.subspan(i), distance, wb);
+            if (i == len) {
+                break;
+            }
+            if (!b.touch_if_held(keys[i], wb)) {
+                b.end_touches(wb);
+                b.insert_absent(keys[i], nullptr, &wb.at);
+            }
+            ++i;
+        }
+        b.end_touches(wb);
+        for (const std::uint64_t key : keys) {
+            if (a.touch_if_held(key, wa)) {
+                continue;
+            }
+            a.end_touches(wa);
+            a.insert_absent(key, nullptr, &wa.at);
+        }
+        a.end_touches(wa);
+        CHECK(wa.at.node == wb.at.node);
+        CHECK(a.size() == b.size());
+    }
+    std::uint64_t gone_a = 0;
+    std::uint64_t gone_b = 0;
+    for (std::uint64_t k = 0; k < 40; ++k) {
+        CHECK(a.insert(~k, &gone_a) == b.insert(~k, &gone_b));
+        CHECK(gone_a == gone_b);
     }
 }
 

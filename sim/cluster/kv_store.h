@@ -93,10 +93,22 @@ public:
         slots_[i] = Slot{key, value};
         ++size_;
     }
+    // erase(old_key) then insert(new_key, value), without insert's growth check (the size is back to what it was).
+    void replace(std::uint64_t old_key, std::uint64_t new_key, V value) {
+        erase(old_key);
+        std::size_t i = home(new_key);
+        while (slots_[i].value != kEmpty) {
+            i = (i + 1) & mask_;
+        }
+        slots_[i] = Slot{new_key, value};
+        ++size_;
+    }
     // `key` must be present.
     void erase(std::uint64_t key) {
+        // No free slot lies between a present key's home and its slot, so the first slot holding `key` is its own
+        // (a free slot's key is not read as a match before it).
         std::size_t i = home(key);
-        while (slots_[i].key != key || slots_[i].value == kEmpty) {
+        while (slots_[i].key != key) {
             i = (i + 1) & mask_;
         }
         // Backward shift: pull later entries of the probe run into the hole unless their home lies after it.
@@ -290,10 +302,18 @@ private:
     std::size_t touch_find_general(std::uint64_t key, TouchWalk& walk);
     void unlink(std::uint32_t n);
     void append(std::uint32_t n);
-    // A node of `tier`'s region for a key inserted after the one at `at` (nullptr: none): the node after `at` when it
-    // is a free node of the region, else a new one while the region is below its limit, else the next free node from
+    // insert_absent into tier `l`, capacity > 0.
+    bool put_absent(List& l, std::uint64_t key, std::uint64_t* evicted, Cursor* at);
+    // Node n (free, of `l`'s region) takes `key` at `l`'s most-recent end; `at`, when given, moves to it.
+    void link_new(List& l, std::uint32_t n, std::uint64_t key, Cursor* at);
+    // A node of `l`'s region for a key inserted after the one at `at` (nullptr: none): the node after `at` when it is
+    // a free node of the region, else a new one while the region is below its limit, else the next free node from
     // the region's sweep.
-    std::uint32_t allocate(std::size_t tier, const Cursor* at);
+    std::uint32_t allocate(List& l, const Cursor* at);
+    // nodes_ grown to hold node n (a region's new node past the end).
+    [[gnu::noinline]] void grow_nodes(std::uint32_t n);
+    // The next free node of `l`'s region from its sweep (the region is at its limit).
+    [[gnu::noinline]] std::uint32_t sweep(List& l);
 
     std::int64_t capacity_;
     BlockKeyMap index_;                      // key → node
@@ -303,6 +323,7 @@ private:
     std::vector<Node> nodes_;
     std::size_t live_ = 0;
     int region_shift_ = 32;  // tier t's nodes start at t << region_shift_ (one tier: all nodes are tier 0's)
+    std::uint32_t arena_limit_ = 0;  // the last region's limit: no node is allocated at or above it
     std::vector<List> lists_;
 };
 

@@ -241,8 +241,17 @@ public:
 
     void store(std::span<const core::BlockHash> hashes, std::int64_t first_block, std::int64_t end_block,
                std::int64_t, std::int64_t, std::int64_t) override {
-        for (std::int64_t i = first_block; i < end_block; ++i) {
-            queued_.push_back(core::to_int(hashes[static_cast<std::size_t>(i)]));
+        if (end_block <= first_block) {
+            return;
+        }
+        // One resize for the range, then plain stores: a push_back per key checked the capacity each time.
+        const std::size_t old_size = queued_.size();
+        const std::size_t count = static_cast<std::size_t>(end_block - first_block);
+        queued_.resize(old_size + count);
+        std::uint64_t* out = queued_.data() + old_size;
+        const core::BlockHash* in = hashes.data() + first_block;
+        for (std::size_t i = 0; i < count; ++i) {
+            out[i] = core::to_int(in[i]);
         }
     }
 

@@ -36,7 +36,7 @@ LruBlockTiers::LruBlockTiers(std::size_t num_tiers, std::int64_t capacity_blocks
     }
 }
 
-std::uint32_t LruBlockTiers::allocate(List& l, const Cursor* at) {
+inline std::uint32_t LruBlockTiers::allocate(List& l, const Cursor* at) {
     if (at != nullptr) {
         // In the region's used part (unsigned: a node below begin wraps high).
         const std::uint32_t after = at->node + 1;

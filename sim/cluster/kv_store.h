@@ -83,7 +83,7 @@ public:
     [[nodiscard]] const void* probe_address(std::uint64_t key) const { return &slots_[home(key)]; }
     // `key` must be absent and `value` not kEmpty.
     void insert(std::uint64_t key, V value) {
-        if (2 * (size_ + 1) > slots_.size()) {
+        if (size_ >= max_size_) {  // load at most 1/2
             rehash(2 * slots_.size());
         }
         std::size_t i = home(key);
@@ -136,6 +136,7 @@ private:
         slots_.assign(num_slots, Slot{});
         mask_ = num_slots - 1;
         shift_ = 64 - std::countr_zero(num_slots);
+        max_size_ = num_slots / 2;
         size_ = 0;
         for (const Slot& s : old) {
             if (s.value != kEmpty) {
@@ -148,6 +149,7 @@ private:
     std::size_t mask_ = 0;
     int shift_ = 64;
     std::size_t size_ = 0;
+    std::size_t max_size_ = 0;  // half the slots: an insert at this size grows the table first
 };
 
 // Block key → a 32-bit index (npos: absent).
@@ -303,13 +305,13 @@ private:
     void unlink(std::uint32_t n);
     void append(std::uint32_t n);
     // insert_absent into tier `l`, capacity > 0.
-    bool put_absent(List& l, std::uint64_t key, std::uint64_t* evicted, Cursor* at);
+    [[gnu::always_inline]] bool put_absent(List& l, std::uint64_t key, std::uint64_t* evicted, Cursor* at);
     // Node n (free, of `l`'s region) takes `key` at `l`'s most-recent end; `at`, when given, moves to it.
-    void link_new(List& l, std::uint32_t n, std::uint64_t key, Cursor* at);
+    [[gnu::always_inline]] void link_new(List& l, std::uint32_t n, std::uint64_t key, Cursor* at);
     // A node of `l`'s region for a key inserted after the one at `at` (nullptr: none): the node after `at` when it is
     // a free node of the region, else a new one while the region is below its limit, else the next free node from
     // the region's sweep.
-    std::uint32_t allocate(List& l, const Cursor* at);
+    [[gnu::always_inline]] std::uint32_t allocate(List& l, const Cursor* at);
     // nodes_ grown to hold node n (a region's new node past the end).
     [[gnu::noinline]] void grow_nodes(std::uint32_t n);
     // The next free node of `l`'s region from its sweep (the region is at its limit).

@@ -32,11 +32,11 @@ LruBlockTiers::LruBlockTiers(std::size_t num_tiers, std::int64_t capacity_blocks
         List& l = lists_[t];
         l.begin = l.end = l.sweep = static_cast<std::uint32_t>(num_tiers > 1 ? t << region_shift_ : 0);
         l.limit = static_cast<std::uint32_t>(l.begin + limit);
+        arena_limit_ = l.limit;
     }
 }
 
-std::uint32_t LruBlockTiers::allocate(std::size_t tier, const Cursor* at) {
-    List& l = lists_[tier];
+inline std::uint32_t LruBlockTiers::allocate(List& l, const Cursor* at) {
     if (at != nullptr) {
         // In the region's used part (unsigned: a node below begin wraps high).
         const std::uint32_t after = at->node + 1;
@@ -47,17 +47,30 @@ std::uint32_t LruBlockTiers::allocate(std::size_t tier, const Cursor* at) {
     if (l.end < l.limit) {
         const std::uint32_t n = l.end++;
         if (n >= nodes_.size()) {
-            nodes_.resize(static_cast<std::size_t>(n) + 1);  // free nodes up to n (other regions' unused ends)
+            grow_nodes(n);
         }
         return n;
     }
+    return sweep(l);
+}
+
+void LruBlockTiers::grow_nodes(std::uint32_t n) {
+    // Free nodes up to n at least (other regions' unused ends), and up to the storage already reserved: growing a
+    // node at a time cost a call per insert while the regions fill. Nodes past n are free and unused (no region's
+    // `end` reaches them), so nothing reads them but as free.
+    const std::size_t reserved = std::min<std::size_t>(nodes_.capacity(), arena_limit_);
+    nodes_.resize(std::max(static_cast<std::size_t>(n) + 1, reserved));
+}
+
+std::uint32_t LruBlockTiers::sweep(List& l) {
     // At the limit at most half the region's nodes are live, so the sweep finds a free one.
-    while (nodes_[l.sweep].prev != kFree) {
-        l.sweep = l.sweep + 1 == l.end ? l.begin : l.sweep + 1;
+    const Node* const nodes = nodes_.data();
+    std::uint32_t s = l.sweep;
+    while (nodes[s].prev != kFree) {
+        s = s + 1 == l.end ? l.begin : s + 1;
     }
-    const std::uint32_t n = l.sweep;
-    l.sweep = l.sweep + 1 == l.end ? l.begin : l.sweep + 1;
-    return n;
+    l.sweep = s + 1 == l.end ? l.begin : s + 1;
+    return s;
 }
 
 void LruBlockTiers::unlink(std::uint32_t n) {
@@ -138,44 +151,65 @@ bool LruBlockTiers::insert(std::size_t tier, std::uint64_t key, std::uint64_t* e
         }
         return false;
     }
-    return insert_absent(tier, key, evicted, at);
+    return put_absent(lists_[tier], key, evicted, at);
 }
 
 bool LruBlockTiers::insert_absent(std::size_t tier, std::uint64_t key, std::uint64_t* evicted, Cursor* at) {
     if (capacity_ <= 0) {
         return false;
     }
-    List& l = lists_[tier];
-    bool evicted_one = false;
+    return put_absent(lists_[tier], key, evicted, at);
+}
+
+inline bool LruBlockTiers::put_absent(List& l, std::uint64_t key, std::uint64_t* evicted, Cursor* at) {
     if (l.size >= capacity_) {  // the least recent block of this tier goes; its node is freed
+        // unlink(head): a head has no previous node, and its list is `l`.
+        Node* const nodes = nodes_.data();
         const std::uint32_t v = l.head;
-        const std::uint64_t victim = nodes_[v].key;
+        Node& x = nodes[v];
+        const std::uint64_t victim = x.key;
         if (evicted != nullptr) {
             *evicted = victim;
         }
-        unlink(v);
-        nodes_[v].prev = kFree;
-        --live_;
-        index_.erase(victim);
-        if (l.head != kNil) {  // the next eviction of this tier starts there: its index slot, and the node after it
-            const Node& next = nodes_[l.head];
-            __builtin_prefetch(index_.probe_address(next.key));
-            if (next.next != kNil) {
-                __builtin_prefetch(&nodes_[next.next]);
+        const std::uint32_t next = x.next;
+        l.head = next;
+        (next == kNil ? l.tail : nodes[next].prev) = kNil;
+        x.prev = kFree;
+        x.next = kNil;
+        --l.size;
+        if (next != kNil) {  // the next eviction of this tier starts there: its index slot, and the node after it
+            __builtin_prefetch(index_.probe_address(nodes[next].key));
+            if (nodes[next].next != kNil) {
+                __builtin_prefetch(&nodes[nodes[next].next]);
             }
         }
-        evicted_one = true;
+        // live_ is unchanged (one out, one in), so it stays below kFree as the last insert that raised it checked.
+        const std::uint32_t n = allocate(l, at);
+        index_.replace(victim, key, n);
+        link_new(l, n, key, at);
+        return true;
     }
     SERVESIM_CHECK(live_ + 1 < kFree, "more than 2^32 - 3 blocks in an LRU index");
-    const std::uint32_t n = allocate(tier, at);
+    const std::uint32_t n = allocate(l, at);
     ++live_;
-    nodes_[n].key = key;
     index_.insert(key, n);
-    append(n);
+    link_new(l, n, key, at);
+    return false;
+}
+
+inline void LruBlockTiers::link_new(List& l, std::uint32_t n, std::uint64_t key, Cursor* at) {
+    // append(n) for a node of `l`, holding `key`.
+    Node* const nodes = nodes_.data();
+    Node& x = nodes[n];
+    x.key = key;
+    x.prev = l.tail;
+    x.next = kNil;
+    (l.tail == kNil ? l.head : nodes[l.tail].next) = n;
+    l.tail = n;
+    ++l.size;
     if (at != nullptr) {
         at->node = n;
     }
-    return evicted_one;
 }
 
 // A replica's connector: lookups and loads go to the store; stores are queued and land two step ends later.
@@ -207,8 +241,17 @@ public:
 
     void store(std::span<const core::BlockHash> hashes, std::int64_t first_block, std::int64_t end_block,
                std::int64_t, std::int64_t, std::int64_t) override {
-        for (std::int64_t i = first_block; i < end_block; ++i) {
-            queued_.push_back(core::to_int(hashes[static_cast<std::size_t>(i)]));
+        if (end_block <= first_block) {
+            return;
+        }
+        // One resize for the range, then plain stores: a push_back per key checked the capacity each time.
+        const std::size_t old_size = queued_.size();
+        const std::size_t count = static_cast<std::size_t>(end_block - first_block);
+        queued_.resize(old_size + count);
+        std::uint64_t* out = queued_.data() + old_size;
+        const core::BlockHash* in = hashes.data() + first_block;
+        for (std::size_t i = 0; i < count; ++i) {
+            out[i] = core::to_int(in[i]);
         }
     }
 

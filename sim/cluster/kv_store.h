@@ -84,7 +84,7 @@ public:
     [[nodiscard]] const void* probe_address(std::uint64_t key) const { return &slots_[home(key)]; }
     // `key` must be absent and `value` not kEmpty.
     void insert(std::uint64_t key, V value) {
-        if (2 * (size_ + 1) > slots_.size()) {
+        if (size_ >= max_size_) {  // load at most 1/2
             rehash(2 * slots_.size());
         }
         std::size_t i = home(key);
@@ -94,10 +94,22 @@ public:
         slots_[i] = Slot{key, value};
         ++size_;
     }
+    // erase(old_key) then insert(new_key, value), without insert's growth check (the size is back to what it was).
+    void replace(std::uint64_t old_key, std::uint64_t new_key, V value) {
+        erase(old_key);
+        std::size_t i = home(new_key);
+        while (slots_[i].value != kEmpty) {
+            i = (i + 1) & mask_;
+        }
+        slots_[i] = Slot{new_key, value};
+        ++size_;
+    }
     // `key` must be present.
     void erase(std::uint64_t key) {
+        // No free slot lies between a present key's home and its slot, so the first slot holding `key` is its own
+        // (a free slot's key is not read as a match before it).
         std::size_t i = home(key);
-        while (slots_[i].key != key || slots_[i].value == kEmpty) {
+        while (slots_[i].key != key) {
             i = (i + 1) & mask_;
         }
         // Backward shift: pull later entries of the probe run into the hole unless their home lies after it.
@@ -125,6 +137,7 @@ private:
         slots_.assign(num_slots, Slot{});
         mask_ = num_slots - 1;
         shift_ = 64 - std::countr_zero(num_slots);
+        max_size_ = num_slots / 2;
         size_ = 0;
         for (const Slot& s : old) {
             if (s.value != kEmpty) {
@@ -137,6 +150,7 @@ private:
     std::size_t mask_ = 0;
     int shift_ = 64;
     std::size_t size_ = 0;
+    std::size_t max_size_ = 0;  // half the slots: an insert at this size grows the table first
 };
 
 // Block key → a 32-bit index (npos: absent).
@@ -427,10 +441,18 @@ private:
     }
     void unlink(std::uint32_t n);
     void append(std::uint32_t n);
-    // A node of `tier`'s region for a key inserted after the one at `at` (nullptr: none): the node after `at` when it
-    // is a free node of the region, else a new one while the region is below its limit, else the next free node from
+    // insert_absent into tier `l`, capacity > 0.
+    [[gnu::always_inline]] bool put_absent(List& l, std::uint64_t key, std::uint64_t* evicted, Cursor* at);
+    // Node n (free, of `l`'s region) takes `key` at `l`'s most-recent end; `at`, when given, moves to it.
+    [[gnu::always_inline]] void link_new(List& l, std::uint32_t n, std::uint64_t key, Cursor* at);
+    // A node of `l`'s region for a key inserted after the one at `at` (nullptr: none): the node after `at` when it is
+    // a free node of the region, else a new one while the region is below its limit, else the next free node from
     // the region's sweep.
-    std::uint32_t allocate(std::size_t tier, const Cursor* at);
+    [[gnu::always_inline]] std::uint32_t allocate(List& l, const Cursor* at);
+    // nodes_ grown to hold node n (a region's new node past the end).
+    [[gnu::noinline]] void grow_nodes(std::uint32_t n);
+    // The next free node of `l`'s region from its sweep (the region is at its limit).
+    [[gnu::noinline]] std::uint32_t sweep(List& l);
 
     std::int64_t capacity_;
     BlockKeyMap index_;                      // key → node
@@ -440,6 +462,7 @@ private:
     std::vector<Node> nodes_;
     std::size_t live_ = 0;
     int region_shift_ = 32;  // tier t's nodes start at t << region_shift_ (one tier: all nodes are tier 0's)
+    std::uint32_t arena_limit_ = 0;  // the last region's limit: no node is allocated at or above it
     std::vector<List> lists_;
 };
 

@@ -78,12 +78,20 @@ void Scheduler::finish_loads(core::SimTime now) {
 void Scheduler::store_to_offload(const StepPlan& plan) {
     const std::int64_t b = config_.block_size;
     const cache::CpuOffloadConfig& oc = offload_->config();
+    const bool prompt_only = oc.offload_prompt_only;
     for (const auto& s : plan.scheduled) {
         Request* r = s.request;
         std::int64_t computed = std::min(r->num_computed_tokens, r->num_tokens());
-        if (oc.offload_prompt_only) {
+        if (prompt_only) {
             // _build_store_jobs (PR #43797): num_offloadable_tokens = min(·, num_prompt_tokens).
             computed = std::min(computed, r->num_prompt_tokens);
+        }
+        // Most entries (decode steps inside a block) store nothing: computed lies strictly inside the block after
+        // those stored, so no block became full past them (end_block <= stored) and the chunk did not end on a
+        // boundary (no snapshot; in `all` mode the snapshots are those blocks, none). A test without the divisions.
+        if (const std::int64_t stored_tokens = r->num_offload_stored_blocks * b;
+            computed > stored_tokens && computed < stored_tokens + b) {
+            continue;
         }
         const std::int64_t end_block = std::min<std::int64_t>(computed / b, static_cast<std::int64_t>(r->block_hashes.size()));
         // State snapshots: `all` mode has one state block per block boundary of the chunk, all stored; otherwise

@@ -742,5 +742,104 @@ TEST_CASE("KV store: the LRU order survives the index's moves (deletion shifts, 
     }
 }
 
+TEST_CASE("KV store: an eviction frees the head before the insert takes a node", "[cluster][kv_store]") {
+    // One tier of 2, inserts given a cursor. 1 -> node 0 and 2 -> node 1 (new nodes of the region, in order). 3 with
+    // the cursor on no node: the tier is full, so 1 (the head, node 0) is evicted first; the node after the cursor
+    // (no node + 1 wraps to node 0) is then a used, free node, so 3 takes node 0, and the index maps 3 there and no
+    // longer knows 1. Then 4 after 3 (node 0): 2 is evicted (node 1 freed), and node 1, after the cursor, is taken.
+    // Capacity 1: each insert evicts the only block, which is head and tail at once; the list is rebuilt each time.
+    LruBlockTier t(2);
+    LruBlockTier::Cursor at;
+    t.insert(1, nullptr, &at);
+    CHECK(at.node == 0);
+    t.insert(2, nullptr, &at);
+    CHECK(at.node == 1);
+    std::uint64_t evicted = 0;
+    at = LruBlockTier::Cursor{};
+    CHECK(t.insert(3, &evicted, &at));
+    CHECK(evicted == 1);
+    CHECK(at.node == 0);
+    CHECK(t.holds_at(3, LruBlockTier::Cursor{0}));
+    CHECK_FALSE(t.contains(1));
+    CHECK(t.insert(4, &evicted, &at));
+    CHECK(evicted == 2);
+    CHECK(at.node == 1);
+    CHECK(t.contains(3));
+    CHECK(t.contains(4));
+    CHECK(t.size() == 2);
+    t.touch(3);  // order 4 3: the next eviction takes 4
+    CHECK(t.insert_absent(5, &evicted));
+    CHECK(evicted == 4);
+
+    LruBlockTier one(1);
+    CHECK_FALSE(one.insert(7, &evicted));
+    CHECK(one.insert(8, &evicted));
+    CHECK(evicted == 7);
+    CHECK(one.insert(9, &evicted));
+    CHECK(evicted == 8);
+    CHECK(one.contains(9));
+    CHECK_FALSE(one.contains(8));
+    CHECK(one.size() == 1);
+}
+
+TEST_CASE("KV store: nodes grown ahead of a region's end are free and not taken after a cursor",
+          "[cluster][kv_store]") {
+    // One tier of 8 (a region of 16 nodes). The arena grows up to the storage it has reserved, so nodes past the
+    // region's end may exist (with libstdc++'s doubling, 8 nodes once the sixth is used); they must read as free
+    // (holds_at no, even for key 0, a free node's key) and an insert after a cursor must not take one. 1..6 -> nodes
+    // 0..5; 7 with a cursor on node 6 (past the end, 6) -> node 6, the region's next new node, not 7; 8 after it ->
+    // node 7; 9 evicts 1 (node 0 freed) and, the node after the cursor (8) being past the end, takes new node 8.
+    LruBlockTier t(8);
+    LruBlockTier::Cursor at;
+    for (std::uint64_t k = 1; k <= 6; ++k) {
+        t.insert(k, nullptr, &at);
+        CHECK(at.node == k - 1);
+    }
+    for (std::uint32_t n = 6; n < 16; ++n) {
+        CHECK_FALSE(t.holds_at(0, LruBlockTier::Cursor{n}));
+    }
+    at = LruBlockTier::Cursor{6};
+    t.insert(7, nullptr, &at);
+    CHECK(at.node == 6);
+    t.insert(8, nullptr, &at);
+    CHECK(at.node == 7);
+    CHECK(t.holds_at(7, LruBlockTier::Cursor{6}));
+    CHECK(t.holds_at(8, LruBlockTier::Cursor{7}));
+    std::uint64_t evicted = 0;
+    CHECK(t.insert(9, &evicted, &at));
+    CHECK(evicted == 1);
+    CHECK(at.node == 8);
+    CHECK(t.size() == 8);
+}
+
+TEST_CASE("KV store: the flat key map's replace erases one key and inserts another", "[cluster][kv_store]") {
+    // Keys 0 (a free slot's key too), 1, 2 with values 10, 11, 12. replace(0, 5, 15): 0 is gone, 5 maps to 15, the
+    // size stays 3; replace(5, 0, 20) puts 0 back. Nine keys into the first 16 slots: the ninth insert grows the
+    // table (load at most 1/2), and all nine stay.
+    BlockKeyMap m;
+    m.insert(0, 10);
+    m.insert(1, 11);
+    m.insert(2, 12);
+    m.replace(0, 5, 15);
+    CHECK(m.find(0) == BlockKeyMap::npos);
+    CHECK(m.find(5) == 15);
+    CHECK(m.find(1) == 11);
+    CHECK(m.find(2) == 12);
+    CHECK(m.size() == 3);
+    m.replace(5, 0, 20);
+    CHECK(m.find(5) == BlockKeyMap::npos);
+    CHECK(m.find(0) == 20);
+    m.erase(0);
+    CHECK(m.find(0) == BlockKeyMap::npos);
+    CHECK(m.size() == 2);
+    for (std::uint32_t k = 3; k < 10; ++k) {
+        m.insert(k, 10 + k);
+    }
+    CHECK(m.size() == 9);
+    for (std::uint32_t k = 1; k < 10; ++k) {
+        CHECK(m.find(k) == 10 + k);
+    }
+}
+
 }  // namespace
 }  // namespace servesim::cluster

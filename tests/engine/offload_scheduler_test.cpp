@@ -1,6 +1,7 @@
 // The scheduler with a host KV tier: a host hit parks the request (WAITING_FOR_REMOTE_KVS) for at least one step,
 // then it resumes with the loaded tokens computed (vllm-v1-behaviour.md §6.2, checklist §10 item 16).
 #include <memory>
+#include <vector>
 
 #include "sim/cache/cpu_offload.h"
 #include "tests/catch.h"
@@ -173,4 +174,66 @@ TEST_CASE("Offload: Mamba all mode stores a state snapshot at every block of the
     REQUIRE(host_units_after(72, 1, oc) == 8);
     oc.state_at_every_block = false;
     REQUIRE(host_units_after(72, 1, oc) == 4);
+}
+
+namespace {
+
+// A connector that finds nothing and records each store the scheduler asks for.
+class StoreRecorder final : public cache::KvConnector {
+public:
+    struct Store {
+        std::int64_t first, end, snapshot_first, snapshot_end;
+        bool operator==(const Store&) const = default;
+    };
+    explicit StoreRecorder(const cache::CpuOffloadConfig& rules) : rules_(rules) {}
+    std::int64_t lookup(std::span<const core::BlockHash>, std::int64_t, std::int64_t) override { return 0; }
+    core::Duration start_load(std::int64_t, core::SimTime) override { return core::Duration::from_ns(0); }
+    void record(std::int64_t, std::int64_t, std::int64_t) override {}
+    void store(std::span<const core::BlockHash>, std::int64_t first, std::int64_t end, std::int64_t snapshot_first,
+               std::int64_t snapshot_end, std::int64_t) override {
+        stores.push_back(Store{first, end, snapshot_first, snapshot_end});
+    }
+    void on_step_end() override {}
+    const cache::ExternalCacheStats& stats() const override { return stats_; }
+    const cache::CpuOffloadConfig& config() const override { return rules_; }
+
+    std::vector<Store> stores;
+
+private:
+    cache::CpuOffloadConfig rules_;
+    cache::ExternalCacheStats stats_;
+};
+
+}  // namespace
+
+TEST_CASE("Offload: steps that fill no block past those stored and end off a boundary store nothing",
+          "[engine][offload]") {
+    // B = 16, a 40-token prompt in chunks of 24 then 16, 10 output tokens, the default (align) snapshot rule. Step 1
+    // computes 24 tokens: block 0 is full -> store [0, 1), no snapshot (24 is off the grid). Step 2 computes 40:
+    // block 1 -> [1, 2). Decode steps 3..11 compute 41..49 tokens: 41..47 lie inside block 2 (stored 2 blocks, so
+    // between 32 and 48), nothing; 48 (step 10) fills block 2 and ends on the grid -> [2, 3) with snapshot [2, 3);
+    // 49 nothing. Three stores in all.
+    cache::CpuOffloadConfig oc;
+    oc.block_size_tokens = 16;
+    StoreRecorder recorder(oc);
+    cache::KvCacheManager kv(full_attention_config(40));
+    Scheduler s(scheduler_config(24), kv, &recorder);
+    Request r(core::RequestId{1}, core::TokenContent{{core::ContentId{5}, 40}}, 10, core::ContentId{77},
+              core::SimTime::zero(), 16);
+    s.add_request(&r);
+    int steps = 0;
+    for (; steps < 100 && r.status != RequestStatus::kFinished; ++steps) {
+        const StepPlan& plan = s.schedule(core::SimTime::from_s(0.01 * steps));
+        for (const auto& sr : plan.scheduled) {
+            if (sr.samples_token && sr.request->status == RequestStatus::kRunning) {
+                sr.request->append_output_token();
+                if (sr.request->is_finished()) {
+                    s.finish_request(sr.request);
+                }
+            }
+        }
+    }
+    CHECK(steps == 11);
+    using Store = StoreRecorder::Store;
+    CHECK(recorder.stores == std::vector<Store>{{0, 1, -1, -1}, {1, 2, -1, -1}, {2, 3, 2, 3}});
 }

@@ -275,30 +275,16 @@ public:
         if (first >= nodes_.size()) {
             return 0;
         }
-        const Node* p = nodes_.data() + first;
+        const Node* p = nodes_.data() + first;  // p[i]: keys[i]'s candidate
         const Key* k = keys.data();
-        const std::size_t m = std::min(keys.size(), nodes_.size() - first);  // keys with a node to compare
-        std::size_t i = 0;
-        if (distance != 0 && m > distance) {  // while the hint's node exists
-            // After a hint the keys up to the foreseen break lie in another stretch, which the nodes after this one
-            // cannot predict: their hints (a wasted index line each) wait until the loop reaches it.
-            std::size_t quiet = 0;
-            for (const std::size_t stop = m - distance; i < stop; ++i) {
-                if (i >= quiet && p[i + distance].key != key_value(k[i + distance])) {
-                    __builtin_prefetch(probe_address(key_value(k[i + distance])));
-                    quiet = i + distance;
-                }
-                if (p[i].key != key_value(k[i]) || p[i].prev == kFree) {
-                    return finish_run(i, first, at);
-                }
-            }
+        const std::size_t found = run_loop(
+            std::min(keys.size(), nodes_.size() - first), distance,
+            [&](std::size_t i) { return p[i].key == key_value(k[i]) && p[i].prev != kFree; },
+            [&](std::size_t i) { return p[i].key == key_value(k[i]); }, [&](std::size_t i) { return key_value(k[i]); });
+        if (found > 0) {
+            at.node = static_cast<std::uint32_t>(first + found - 1);
         }
-        for (; i < m; ++i) {
-            if (p[i].key != key_value(k[i]) || p[i].prev == kFree) {
-                break;
-            }
-        }
-        return finish_run(i, first, at);
+        return found;
     }
     // How many leading keys[i] continue the walk's pending run (what touch_find(keys[i], walk) finds one by one on
     // its inline path: the node after the run's last, next in its list); `walk.at` moves to the last one's node. 0
@@ -308,34 +294,18 @@ public:
         if (walk.run_first == kNil) {
             return 0;
         }
-        // Node c + 1 + i is the candidate for keys[i]; a live node's next is a live node of its list (or kNil), so
+        // Node c + 1 + i is keys[i]'s candidate; a live node's next is a live node of its list (or kNil), so
         // next == c + 1 + i says it is live (and exists).
         const std::uint32_t c = walk.at.node;
         const Node* p = nodes_.data() + c;  // p[i]: the node before keys[i]'s candidate
         const Key* k = keys.data();
-        const std::size_t n = keys.size();
-        const std::size_t num_after = nodes_.size() - c - 1;  // nodes after c (c is live)
-        std::size_t i = 0;
-        if (distance != 0 && n > distance && num_after > distance) {  // while the hint's node exists
-            std::size_t quiet = 0;
-            for (const std::size_t stop = std::min(n, num_after) - distance; i < stop; ++i) {
-                if (i >= quiet && p[i + 1 + distance].key != key_value(k[i + distance])) {
-                    __builtin_prefetch(probe_address(key_value(k[i + distance])));
-                    quiet = i + distance;
-                }
-                if (p[i].next != c + 1 + i || p[i + 1].key != key_value(k[i])) {
-                    walk.at.node = static_cast<std::uint32_t>(c + i);
-                    return i;
-                }
-            }
-        }
-        for (; i < n; ++i) {
-            if (p[i].next != c + 1 + i || p[i + 1].key != key_value(k[i])) {
-                break;
-            }
-        }
-        walk.at.node = static_cast<std::uint32_t>(c + i);
-        return i;
+        const std::size_t found = run_loop(
+            std::min(keys.size(), nodes_.size() - c - 1), distance,
+            [&](std::size_t i) { return p[i].next == c + 1 + i && p[i + 1].key == key_value(k[i]); },
+            [&](std::size_t i) { return p[i + 1].key == key_value(k[i]); },
+            [&](std::size_t i) { return key_value(k[i]); });
+        walk.at.node = static_cast<std::uint32_t>(c + found);
+        return found;
     }
     // How many leading keys[i] are still held in the nodes found[i] a walk found them in earlier (what holds_at
     // answers one by one); `at` moves to the last one's node. The hint, for the key `distance` places on: its node's
@@ -348,33 +318,49 @@ public:
         const Key* k = keys.data();
         const Cursor* f = found.data();
         const std::size_t n = keys.size();
-        std::size_t i = 0;
-        if (distance != 0 && n > distance) {
-            for (const std::size_t stop = n - distance; i < stop; ++i) {
-                // Found nodes mostly follow one another (their lines stream in); a jump is requested ahead, and a
-                // key found nowhere gets prefetch_walk's hint.
-                const std::uint32_t ahead = f[i + distance].node;
-                if (ahead != f[i + distance - 1].node + 1) {
-                    if (ahead == kNil) {
-                        hint(nodes, num_nodes, static_cast<std::size_t>(at.node + 1) + distance,
-                             key_value(k[i + distance]));
-                    } else if (ahead < num_nodes) {
-                        __builtin_prefetch(&nodes[ahead]);
-                    }
-                }
-                const std::uint32_t node = f[i].node;
-                if (node >= num_nodes || nodes[node].key != key_value(k[i]) || nodes[node].prev == kFree) {
-                    return i;
-                }
-                at.node = node;
-            }
-        }
-        for (; i < n; ++i) {
+        const auto held = [&](std::size_t i) {
             const std::uint32_t node = f[i].node;
-            if (node >= num_nodes || nodes[node].key != key_value(k[i]) || nodes[node].prev == kFree) {
-                break;
+            return node < num_nodes && nodes[node].key == key_value(k[i]) && nodes[node].prev != kFree;
+        };
+        // Found nodes mostly follow one another (their lines stream in): four places a round, the four `distance` on
+        // are looked at only when they do not (a jump's node is requested ahead, a key found nowhere gets
+        // prefetch_walk's hint).
+        const auto hint_round = [&](std::size_t pos) {
+            if (f[pos + 3].node == f[pos - 1].node + 4) {
+                return;
             }
-            at.node = node;
+            for (std::size_t j = pos; j < pos + 4; ++j) {
+                const std::uint32_t ahead = f[j].node;
+                if (ahead == f[j - 1].node + 1) {
+                    continue;
+                }
+                if (ahead == kNil) {
+                    hint(nodes, num_nodes, static_cast<std::size_t>(at.node + 1) + distance, key_value(k[j]));
+                } else if (ahead < num_nodes) {
+                    __builtin_prefetch(&nodes[ahead]);
+                }
+            }
+        };
+        std::size_t i = 0;
+        for (; i + 4 <= n; i += 4) {
+            if (distance != 0 && i + distance + 3 < n) {
+                hint_round(i + distance);
+            }
+            for (std::size_t j = i; j < i + 4; ++j) {
+                if (!held(j)) {
+                    if (j > 0) {
+                        at.node = f[j - 1].node;
+                    }
+                    return j;
+                }
+            }
+            at.node = f[i + 3].node;
+        }
+        while (i < n && held(i)) {
+            ++i;
+        }
+        if (i > 0) {
+            at.node = f[i - 1].node;
         }
         return i;
     }
@@ -432,12 +418,43 @@ private:
             __builtin_prefetch(probe_address(key));
         }
     }
-    // contains_run's end: `found` keys matched from node `first` on.
-    static std::size_t finish_run(std::size_t found, std::uint32_t first, Cursor& at) {
-        if (found > 0) {
-            at.node = static_cast<std::uint32_t>(first + found - 1);
+    // The loop contains_run and touch_run share: how many leading positions i < limit pass `ok` (key i is in its
+    // candidate node and the run may go on there). Its hint: while no break is foreseen, every fourth position it
+    // compares the candidate `distance` + 3 places on (`same`: the key is there, the part of `ok` that predicts); a
+    // difference means the stretch ends by then, so the first differing of those four has its index slot requested
+    // (`key_at`), which the walk will probe once the run stops there. One hint per call: the keys after a break lie in
+    // another stretch, which these nodes cannot predict. Four positions a round, so the loop tests its bound and the
+    // hint a quarter as often.
+    template <typename Ok, typename Same, typename KeyAt>
+    std::size_t run_loop(std::size_t limit, std::size_t distance, Ok ok, Same same, KeyAt key_at) const {
+        std::size_t i = 0;
+        bool hinted = distance == 0;
+        for (; i + 4 <= limit; i += 4) {
+            if (!hinted && i + distance + 3 < limit && !same(i + distance + 3)) {
+                std::size_t b = i + distance;
+                while (same(b)) {
+                    ++b;
+                }
+                __builtin_prefetch(probe_address(key_at(b)));
+                hinted = true;
+            }
+            if (!ok(i)) {
+                return i;
+            }
+            if (!ok(i + 1)) {
+                return i + 1;
+            }
+            if (!ok(i + 2)) {
+                return i + 2;
+            }
+            if (!ok(i + 3)) {
+                return i + 3;
+            }
         }
-        return found;
+        while (i < limit && ok(i)) {
+            ++i;
+        }
+        return i;
     }
     void unlink(std::uint32_t n);
     void append(std::uint32_t n);

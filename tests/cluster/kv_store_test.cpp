@@ -538,8 +538,8 @@ TEST_CASE("KV store: a contains run follows consecutive nodes and stops where th
     // One tier of 8 (an arena of up to 16 nodes), by hand. Inserts 1..5 take nodes 0..4; a walk from no node (its next
     // node is node 0) over keys 1 2 3 9 4 finds 1, 2, 3 in nodes 0, 1, 2 and stops at 9 (node 3 holds 4): 3 keys, the
     // cursor on node 2. From there over 4 5 6: 4 and 5 in nodes 3 and 4, 6 absent: 2 keys, cursor on node 4. The hint
-    // distance changes nothing found. Six more inserts (10..15) fill the tier and evict 1, 2, 3, the least recent; node 2
-    // is then free (still with 3 in it), and a run over 3 4 from node 1 finds nothing (contains(3) is false too).
+    // distance changes nothing found. Six more inserts (10..15) fill the tier and evict 1, 2, 3, the least recent;
+    // node 2 is then free (still with 3 in it), and a run over 3 4 from node 1 finds nothing (contains(3) is false).
     LruBlockTier t(8);
     for (std::uint64_t k = 1; k <= 5; ++k) {
         t.insert(k);

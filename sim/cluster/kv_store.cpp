@@ -32,7 +32,6 @@ LruBlockTiers::LruBlockTiers(std::size_t num_tiers, std::int64_t capacity_blocks
         List& l = lists_[t];
         l.begin = l.end = l.sweep = static_cast<std::uint32_t>(num_tiers > 1 ? t << region_shift_ : 0);
         l.limit = static_cast<std::uint32_t>(l.begin + limit);
-        arena_limit_ = l.limit;
     }
 }
 
@@ -58,7 +57,8 @@ void LruBlockTiers::grow_nodes(std::uint32_t n) {
     // Free nodes up to n at least (other regions' unused ends), and up to the storage already reserved: growing a
     // node at a time cost a call per insert while the regions fill. Nodes past n are free and unused (no region's
     // `end` reaches them), so nothing reads them but as free.
-    const std::size_t reserved = std::min<std::size_t>(nodes_.capacity(), arena_limit_);
+    // The last region's limit bounds every node (a region exists: n belongs to one).
+    const std::size_t reserved = std::min<std::size_t>(nodes_.capacity(), lists_.back().limit);
     nodes_.resize(std::max(static_cast<std::size_t>(n) + 1, reserved));
 }
 

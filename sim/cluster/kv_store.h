@@ -335,7 +335,7 @@ public:
                     continue;
                 }
                 if (ahead == kNil) {
-                    hint(nodes, num_nodes, static_cast<std::size_t>(at.node + 1) + distance, key_value(k[j]));
+                    prefetch_walk(key_value(k[j]), distance, at);
                 } else if (ahead < num_nodes) {
                     __builtin_prefetch(&nodes[ahead]);
                 }
@@ -412,12 +412,6 @@ private:
     std::size_t touch_find_general(std::uint64_t key, TouchWalk& walk);
     [[nodiscard]] static std::uint64_t key_value(std::uint64_t key) { return key; }
     [[nodiscard]] static std::uint64_t key_value(core::BlockHash key) { return core::to_int(key); }
-    // prefetch_walk's hint on raw pointers: node `guess` not holding `key` means the walk will probe its index slot.
-    void hint(const Node* nodes, std::size_t num_nodes, std::size_t guess, std::uint64_t key) const {
-        if (guess >= num_nodes || nodes[guess].key != key) {
-            __builtin_prefetch(probe_address(key));
-        }
-    }
     // The loop contains_run and touch_run share: how many leading positions i < limit pass `ok` (key i is in its
     // candidate node and the run may go on there). Its hint: while no break is foreseen, every fourth position it
     // compares the candidate `distance` + 3 places on (`same`: the key is there, the part of `ok` that predicts); a
@@ -479,7 +473,6 @@ private:
     std::vector<Node> nodes_;
     std::size_t live_ = 0;
     int region_shift_ = 32;  // tier t's nodes start at t << region_shift_ (one tier: all nodes are tier 0's)
-    std::uint32_t arena_limit_ = 0;  // the last region's limit: no node is allocated at or above it
     std::vector<List> lists_;
 };
 

@@ -7,7 +7,6 @@ namespace servesim::cache {
 
 BlockPool::BlockPool(std::int64_t num_gpu_blocks, bool enable_caching)
     : enable_caching_(enable_caching),
-      blocks_(static_cast<std::size_t>(num_gpu_blocks > 0 ? num_gpu_blocks : 0)),
       free_block_queue_(num_gpu_blocks > 0 ? num_gpu_blocks : 0) {
     SERVESIM_CHECK(num_gpu_blocks >= 2, "need at least 2 blocks (block 0 is the null block), got {}",
                    num_gpu_blocks);
@@ -42,24 +41,21 @@ bool BlockPool::get_cached_blocks(core::BlockHash hash, std::span<const int> gro
 void BlockPool::get_new_blocks(std::int64_t n, std::vector<core::BlockId>& out) {
     SERVESIM_CHECK(n <= num_free_blocks(), "cannot get {} blocks, only {} free", n, num_free_blocks());
     // Dequeue all n first (eviction only touches the index, never the queue, so the order of effects is unchanged),
-    // then prefetch: the queue head holds the coldest blocks, so their entries and index slots are cache misses
-    // that overlap when issued together rather than one block after another.
+    // then prefetch: the queue head holds the coldest blocks, so their index slots are cache misses that overlap
+    // when issued together rather than one block after another (the pops have read their entries already).
     const std::size_t first = out.size();
     for (std::int64_t i = 0; i < n; ++i) {
         out.push_back(free_block_queue_.popleft());
     }
     const std::span<const core::BlockId> popped(out.data() + first, static_cast<std::size_t>(n));
     for (const core::BlockId id : popped) {
-        __builtin_prefetch(&blocks_[core::to_int(id)]);
-    }
-    for (const core::BlockId id : popped) {
-        const Block& block = blocks_[core::to_int(id)];
+        const Block& block = entry(id);
         if (block.has_hash()) {
             __builtin_prefetch(cached_block_hash_to_block_.probe_address(block.key()));
         }
     }
     for (const core::BlockId id : popped) {
-        Block& block = blocks_[core::to_int(id)];
+        Block& block = entry(id);
         if (block.has_hash()) {
             cached_block_hash_to_block_.pop(block.key(), id, key_of());
             if (event_sink_ != nullptr) {
@@ -72,15 +68,12 @@ void BlockPool::get_new_blocks(std::int64_t n, std::vector<core::BlockId>& out) 
         SERVESIM_CHECK(block.ref_cnt == 0, "free block {} has ref_cnt {}", core::to_int(id), block.ref_cnt);
         block.ref_cnt = 1;
     }
-    // The next pop starts at the new head, whose queue links and entry are the coldest memory in the pool (freed
+    // The next pop starts at the new head, whose entry (links included) is the coldest memory in the pool (freed
     // longest ago), and each pop's successor is known only from the links it reads: a chain of misses, one per
-    // block. The first link of the next call's chain is known now; it is requested here, so the next call (often
-    // a running request's one block a few steps later) starts from cache. A hint only.
-    const std::uint32_t next = free_block_queue_.head_id();
-    __builtin_prefetch(free_block_queue_.links_address(next));
-    if (next < blocks_.size()) {
-        __builtin_prefetch(&blocks_[next]);
-    }
+    // block. The first entry of the next call's chain is known now; it is requested here, so the next call (often
+    // a running request's one block a few steps later) starts from cache. A hint only (the id may be the tail
+    // sentinel's, an entry too).
+    __builtin_prefetch(&free_block_queue_.entries()[free_block_queue_.head_id()]);
 }
 
 void BlockPool::touch(std::span<const core::BlockId> blocks, bool holds_no_null) {
@@ -93,8 +86,8 @@ void BlockPool::touch(std::span<const core::BlockId> blocks, bool holds_no_null)
 
 template <bool kSkipNull>
 void BlockPool::touch_blocks(std::span<const core::BlockId> blocks) {
-    Block* const entries = blocks_.data();
-    FreeBlockQueue::Unlinker queue(free_block_queue_);
+    Block* const entries = free_block_queue_.entries();
+    BasicFreeBlockQueue<Block>::Unlinker queue(free_block_queue_);
     for (const core::BlockId id : blocks) {
         if (kSkipNull && id == kNullBlock) {
             continue;
@@ -111,8 +104,8 @@ void BlockPool::touch_blocks(std::span<const core::BlockId> blocks) {
 template <bool kSkipNull, typename It>
 void BlockPool::free_in_order(It first, It last, bool unhashed_to_front) {
     std::size_t num_to_front = 0;
-    Block* const entries = blocks_.data();
-    FreeBlockQueue::TailAppender tail(free_block_queue_);
+    Block* const entries = free_block_queue_.entries();
+    BasicFreeBlockQueue<Block>::TailAppender tail(free_block_queue_);
     for (It it = first; it != last; ++it) {
         const core::BlockId id = *it;
         if (kSkipNull && id == kNullBlock) {
@@ -142,7 +135,7 @@ void BlockPool::free_in_order(It first, It last, bool unhashed_to_front) {
         if (id == kNullBlock) {
             continue;
         }
-        const Block& block = blocks_[core::to_int(id)];
+        const Block& block = entry(id);
         if (block.ref_cnt == 0 && !block.has_hash() && !free_block_queue_.contains(id)) {
             free_block_queue_.prepend(id);
         }
@@ -182,7 +175,7 @@ void BlockPool::cache_full_blocks(std::span<const core::BlockId> blocks, std::sp
         if (id == kNullBlock) {
             continue;
         }
-        Block& block = blocks_[core::to_int(id)];
+        Block& block = entry(id);
         SERVESIM_CHECK(!block.has_hash(), "block {} (position {}) is already cached", core::to_int(id), i);
         const core::BlockHash hash = block_hashes[static_cast<std::size_t>(i)];
         block.hash = static_cast<std::uint64_t>(hash);
@@ -203,16 +196,16 @@ void BlockPool::check_invariants(std::span<const std::int32_t> num_holders) cons
     SERVESIM_CHECK(static_cast<std::int64_t>(num_holders.size()) == num_gpu_blocks(), "holders for {} of {} blocks",
                    num_holders.size(), num_gpu_blocks());
     free_block_queue_.check_invariants();
-    const Block& null_block = blocks_[0];
+    const Block& null_block = entry(0);
     SERVESIM_CHECK(!free_block_queue_.contains(kNullBlock) && !null_block.has_hash() && null_block.ref_cnt == 0,
                    "null block is queued, hashed or counted (ref_cnt {})", null_block.ref_cnt);
     std::int64_t num_in_use = 0;
     std::int64_t num_free_cached = 0;
     std::int64_t num_free_plain = 0;
     std::int64_t num_hashed = 0;
-    for (std::size_t i = 1; i < blocks_.size(); ++i) {
-        const Block& block = blocks_[i];
-        const core::BlockId id{static_cast<std::uint32_t>(i)};
+    for (std::uint32_t i = 1; i < num_gpu_blocks(); ++i) {
+        const Block& block = entry(i);
+        const core::BlockId id{i};
         SERVESIM_CHECK(block.ref_cnt == num_holders[i], "block {} has ref_cnt {} but {} holders", i, block.ref_cnt,
                        num_holders[i]);
         SERVESIM_CHECK(block.ref_cnt >= 0, "block {} has negative ref_cnt {}", i, block.ref_cnt);

@@ -84,15 +84,15 @@ public:
     // Where the pool's KV events go (nullptr: none, the default).
     void set_event_sink(KvEventSink* sink) { event_sink_ = sink; }
 
-    [[nodiscard]] std::int64_t num_gpu_blocks() const { return static_cast<std::int64_t>(blocks_.size()); }
+    [[nodiscard]] std::int64_t num_gpu_blocks() const { return free_block_queue_.num_blocks(); }
     [[nodiscard]] std::int64_t num_free_blocks() const { return free_block_queue_.num_free_blocks(); }
     // vLLM get_usage: 1 − free/(num_gpu_blocks − 1); evictable cached blocks count as free.
     [[nodiscard]] double usage() const;
-    [[nodiscard]] std::int32_t ref_cnt(core::BlockId id) const { return blocks_[core::to_int(id)].ref_cnt; }
+    [[nodiscard]] std::int32_t ref_cnt(core::BlockId id) const { return entry(id).ref_cnt; }
     // The memory ref_cnt(id) and block_hash(id) read, for a caller that knows the block early (a hit) to prefetch.
-    [[nodiscard]] const void* block_address(core::BlockId id) const { return &blocks_[core::to_int(id)]; }
+    [[nodiscard]] const void* block_address(core::BlockId id) const { return &entry(id); }
     [[nodiscard]] std::optional<BlockHashWithGroupId> block_hash(core::BlockId id) const {
-        const Block& block = blocks_[core::to_int(id)];
+        const Block& block = entry(id);
         if (!block.has_hash()) {
             return std::nullopt;
         }
@@ -107,7 +107,7 @@ public:
             if (id == core::to_int(kNullBlock)) {
                 continue;
             }
-            const Block& block = blocks_[id];
+            const Block& block = entry(id);
             if (i >= hashes.size() || block.group != group || block.hash != static_cast<std::uint64_t>(hashes[i])) {
                 return i;
             }
@@ -117,7 +117,7 @@ public:
     // Whether block `id` is cached under (hash, group). While !index_has_duplicates(), that is exactly
     // get_cached_block(hash, group) == id (a block has a hash iff the index lists it, one block per key).
     [[nodiscard]] bool is_cached_as(core::BlockId id, core::BlockHash hash, int group) const {
-        const Block& block = blocks_[core::to_int(id)];
+        const Block& block = entry(id);
         return block.group == group && block.hash == static_cast<std::uint64_t>(hash);
     }
     // Cached blocks evicted so far (a popped block losing its hash): the only way a block loses its hash.
@@ -142,26 +142,31 @@ private:
     template <bool kSkipNull, typename It>
     void free_in_order(It first, It last, bool unhashed_to_front);
 
-    // 16 bytes, flat, so the per-block array stays cache-friendly: a hit touches one entry per prompt block.
+    // 24 bytes, flat: a block's key, ref count and free-queue links (vLLM KVCacheBlock: block_hash, ref_cnt,
+    // prev_free_block, next_free_block) in one entry, so a hit, a free or an allocation reads one line per block.
     struct Block {
         static constexpr std::int32_t kNotHashed = -1;
         std::uint64_t hash = 0;
         std::int32_t group = kNotHashed;  // the group the block is cached in; kNotHashed when it has no hash
         std::int32_t ref_cnt = 0;
+        FreeQueueLinks links;  // the free queue's (free_block_queue.h)
         [[nodiscard]] bool has_hash() const { return group != kNotHashed; }
         [[nodiscard]] BlockHashWithGroupId key() const { return BlockHashWithGroupId{core::BlockHash{hash}, group}; }
     };
+    [[nodiscard]] Block& entry(std::uint32_t i) { return free_block_queue_.entry(i); }
+    [[nodiscard]] const Block& entry(std::uint32_t i) const { return free_block_queue_.entry(i); }
+    [[nodiscard]] Block& entry(core::BlockId id) { return entry(core::to_int(id)); }
+    [[nodiscard]] const Block& entry(core::BlockId id) const { return entry(core::to_int(id)); }
 
     // The prefix index keeps no keys: a block's key is its entry here (PrefixIndex, "Layout").
     struct KeyOf {
         const Block* entries;
         [[nodiscard]] BlockHashWithGroupId operator()(std::uint32_t block) const { return entries[block].key(); }
     };
-    [[nodiscard]] KeyOf key_of() const { return KeyOf{blocks_.data()}; }
+    [[nodiscard]] KeyOf key_of() const { return KeyOf{free_block_queue_.entries()}; }
 
     bool enable_caching_;
-    std::vector<Block> blocks_;  // indexed by BlockId
-    FreeBlockQueue free_block_queue_;
+    BasicFreeBlockQueue<Block> free_block_queue_;  // every block's entry, indexed by BlockId, and the LRU order
     PrefixIndex cached_block_hash_to_block_;
     std::uint64_t num_evictions_ = 0;
     KvEventSink* event_sink_ = nullptr;

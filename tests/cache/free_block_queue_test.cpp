@@ -110,5 +110,35 @@ TEST_CASE("FreeBlockQueue refuses a double append or removing an absent block", 
     CHECK(threw);
 }
 
+// The block pool's entries carry its own fields beside the links (vLLM KVCacheBlock holds ref_cnt and the hash beside
+// prev/next_free_block): the queue must order the entries by their links alone and never write the other fields.
+TEST_CASE("BasicFreeBlockQueue keeps its owner's fields in each entry untouched", "[cache]") {
+    struct Entry {
+        std::uint64_t payload = 0;
+        FreeQueueLinks links;
+    };
+    BasicFreeBlockQueue<Entry> q(5);
+    for (std::uint32_t i = 0; i < 5; ++i) {
+        q.entry(i).payload = 100 + i;
+    }
+    // By hand: 0 1 2 3 4; pop 0; remove 3; append 0; prepend 3: 3 1 2 4 0.
+    CHECK(core::to_int(q.popleft()) == 0);
+    q.remove(core::BlockId{3});
+    q.append(core::BlockId{0});
+    q.prepend(core::BlockId{3});
+    q.check_invariants();
+    std::vector<std::uint32_t> got;
+    for (const auto b : q.get_all_free_blocks()) {
+        got.push_back(core::to_int(b));
+    }
+    CHECK(got == std::vector<std::uint32_t>{3, 1, 2, 4, 0});
+    for (std::uint32_t i = 0; i < 5; ++i) {
+        CHECK(q.entry(i).payload == 100 + i);
+    }
+    CHECK(q.head_id() == 3);
+    CHECK(q.num_blocks() == 5);
+    CHECK(q.num_free_blocks() == 5);
+}
+
 }  // namespace
 }  // namespace servesim::cache

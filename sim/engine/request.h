@@ -24,7 +24,7 @@ namespace servesim::engine {
 // kWaitingForRemoteKvs: blocks allocated, KV loading from the host tier (vLLM RequestStatus.WAITING_FOR_REMOTE_KVS).
 enum class RequestStatus { kWaiting, kWaitingForRemoteKvs, kRunning, kPreempted, kFinished };
 
-struct Request {
+struct alignas(64) Request {
     // `hash_memo` (optional, the replica's) shares first-run block hashes between requests and hands a finished
     // turn's hashes to its dialogue's next turn (block_hash.h, turn_hash_handoff.h).
     // `hash_blocks` false: no block hashes are ever computed (no prefix caching and no connector to read them).
@@ -33,13 +33,13 @@ struct Request {
     Request(core::RequestId id_, core::TokenContent prompt, std::int64_t max_output_tokens_, core::ContentId answer,
             core::SimTime arrival_, int hash_block_size, cache::FirstRunHashMemo* hash_memo = nullptr,
             bool hash_blocks_ = true, cache::HashedPrompt* hashed = nullptr)
-        : id(id_),
+        : max_output_tokens(max_output_tokens_),
+          id(id_),
           content(std::move(prompt)),
-          num_prompt_tokens(core::total_tokens(content)),
-          max_output_tokens(max_output_tokens_),
+          arrival(arrival_),
           hash_blocks(hash_blocks_),
-          hasher(hash_block_size),
-          arrival(arrival_) {
+          hasher(hash_block_size) {
+        num_prompt_tokens = core::total_tokens(content);
         content.push_back(core::ContentRun{answer, 0});
         if (hash_blocks) {
             if (hashed != nullptr) {
@@ -68,8 +68,9 @@ struct Request {
     static constexpr std::int64_t kMaxReservedAnswerTokens = 1 << 16;
     static constexpr std::size_t kSpareHashBlocks = 32;
 
-    core::RequestId id;
-    core::TokenContent content;  // prompt runs, then the answer run (length = num_output_tokens)
+    // Layout: a decode step reads and writes a running request in the scheduler's loop and in end_step's token pass;
+    // the fields those two read come first, in the object's first two cache lines (the object is line-aligned), so
+    // a step costs a request two lines however many replicas interleave their steps. Nothing depends on the order.
     std::int64_t num_prompt_tokens = 0;
     std::int64_t max_output_tokens = 1;
     std::int64_t num_output_tokens = 0;
@@ -77,7 +78,26 @@ struct Request {
     // Tokens scheduled to be sampled whose value has not come back yet (vLLM num_output_placeholders, async
     // scheduling): the next step can schedule the request's decode before its previous token arrives.
     std::int64_t num_output_placeholders = 0;
+    // append_output_token's shortcut past the hasher: the token count from which BlockHasher::extend may hash a
+    // block. Its next block end while block_hashes is the list it last extended and not empty (extend's own early
+    // return, tested here with one comparison per token), 0 otherwise (always call), never without hashing. Set
+    // after every hashing call; nothing else writes block_hashes or the hasher (the cache and the connector read).
+    std::int64_t next_hash_at_tokens = 0;
+    // The cache's summary of this request's block lists for running steps (cache::KvRunningSummary); a lookup
+    // shortcut the cache keeps current; no output depends on it.
+    mutable cache::KvRunningSummary kv_summary;
+    // (second line)
+    core::RequestId id;
     RequestStatus status = RequestStatus::kWaiting;
+    core::TokenContent content;  // prompt runs, then the answer run (length = num_output_tokens)
+    core::SimTime arrival;
+    core::SimTime last_token;
+    core::Duration max_token_gap;  // longest gap between consecutive output tokens so far (per-request ITL max)
+    // CPU offload and connectors (sim/cache/cpu_offload.h): blocks already handed to the host tier (read every step
+    // by Scheduler::store_to_offload).
+    std::int64_t num_offload_stored_blocks = 0;
+    // (the rest: set-up, finish metrics and the other paths)
+    core::SimTime first_token;
     int num_preemptions = 0;
     int turn = 0;  // 1-based turn within a dialogue, 0 if none (workloads::RequestSpec::turn), for metrics only
     // How much later the client sees each token than the engine makes it (a proxy relaying the stream,
@@ -87,31 +107,19 @@ struct Request {
     // prefill chunk stops so a Mamba state is cached there; 0 = none. Set only where the version keeps it.
     std::int64_t shared_prefix_boundary = 0;
     bool hash_blocks = true;  // false: block_hashes stays empty (nothing reads it)
-    // append_output_token's shortcut past the hasher: the token count from which BlockHasher::extend may hash a
-    // block. Its next block end while block_hashes is the list it last extended and not empty (extend's own early
-    // return, tested here with one comparison per token), 0 otherwise (always call), never without hashing. Set
-    // after every hashing call; nothing else writes block_hashes or the hasher (the cache and the connector read).
-    std::int64_t next_hash_at_tokens = 0;
     // The KV cache managers' slot for this request's block lists (cache::CacheRequest::kv_slot_hint), a lookup
     // shortcut the cache keeps current; no output depends on it.
     mutable std::uint32_t kv_slot_hint = 0xffffffffu;
-    // The cache's summary of this request's block lists for running steps (cache::KvRunningSummary); likewise.
-    mutable cache::KvRunningSummary kv_summary;
     std::vector<core::BlockHash> block_hashes;
     cache::BlockHasher hasher;
 
     // Timestamps and per-request figures for metrics.
-    core::SimTime arrival;
     core::SimTime first_scheduled;
-    core::SimTime first_token;
-    core::SimTime last_token;
-    core::Duration max_token_gap;  // longest gap between consecutive output tokens so far (per-request ITL max)
     bool scheduled_once = false;
     std::int64_t num_cached_prompt_tokens = 0;  // vLLM prompt_tokens_cached: last lookup before the first token
     std::int64_t num_external_cached_tokens = 0;
 
-    // CPU offload (sim/cache/cpu_offload.h): blocks already handed to the host tier, the pending load.
-    std::int64_t num_offload_stored_blocks = 0;
+    // CPU offload: the pending load.
     std::int64_t num_local_hit_tokens = 0;
     core::SimTime load_done;
     // Async scheduling: how long after its transfer's end the load is reported (the step carrying it starts at the

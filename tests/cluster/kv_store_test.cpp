@@ -565,6 +565,47 @@ TEST_CASE("KV store: a contains run follows consecutive nodes and stops where th
     CHECK_FALSE(t.contains(3));
 }
 
+TEST_CASE("KV store: a block whose key is a free node's key is found only while it is held", "[cluster][kv_store]") {
+    // A node's key alone says it is live, except for the key a free node holds (all ones); a block hash may be that
+    // key too, and then the node's links decide. One tier of 2 (an arena of up to 4 nodes), by hand. K (all ones)
+    // takes node 0 and 5 node 1: K is held, in node 0, and a contains run from no node over K 5 counts 2 (nodes 0, 1).
+    // Inserting 6 evicts K, the least recent (node 0 freed, its key all ones again), and 6 takes new node 2. Node 0
+    // now holds K's key but is free: contains(K) with or without a cursor, holds_at(K, node 0), a contains run and a
+    // held run over K all say no. Inserting K after no node (the node after it is node 0, free) evicts 5 and takes
+    // node 0: K is held there again, and a held run over K at node 0 counts 1.
+    constexpr std::uint64_t K = ~std::uint64_t{0};
+    LruBlockTier t(2);
+    t.insert(K);
+    t.insert(5);
+    CHECK(t.contains(K));
+    CHECK(t.holds_at(K, LruBlockTier::Cursor{0}));
+    const std::vector<std::uint64_t> both = {K, 5};
+    LruBlockTier::Cursor at;
+    CHECK(t.contains_run(std::span<const std::uint64_t>(both), 0, at) == 2);
+    CHECK(at.node == 1);
+    std::uint64_t evicted = 0;
+    CHECK(t.insert(6, &evicted));
+    CHECK(evicted == K);
+    const std::vector<std::uint64_t> k_only = {K};
+    const std::vector<LruBlockTier::Cursor> in_node_0 = {{0}};
+    LruBlockTier::Cursor none;
+    CHECK_FALSE(t.contains(K));
+    CHECK_FALSE(t.contains(K, none));
+    CHECK_FALSE(t.holds_at(K, LruBlockTier::Cursor{0}));
+    CHECK(t.contains_run(std::span<const std::uint64_t>(k_only), 0, none) == 0);
+    CHECK(t.held_run(std::span<const std::uint64_t>(k_only), std::span<const LruBlockTier::Cursor>(in_node_0), 0,
+                     none) == 0);
+    LruBlockTier::Cursor put;
+    CHECK(t.insert(K, &evicted, &put));
+    CHECK(evicted == 5);
+    CHECK(put.node == 0);
+    CHECK(t.contains(K));
+    LruBlockTier::Cursor walk;
+    CHECK(t.held_run(std::span<const std::uint64_t>(k_only), std::span<const LruBlockTier::Cursor>(in_node_0), 0,
+                     walk) == 1);
+    CHECK(walk.node == 0);
+}
+
 TEST_CASE("KV store: a touch run goes on only while the next node is also next in the list", "[cluster][kv_store]") {
     // One tier of 8, by hand. Inserts 1..4 take nodes 0..3 (list 1 2 3 4); a single touch of 3 gives 1 2 4 3. No run is
     // pending at a walk's start, so a touch run finds nothing; the one-key touch of 1 starts the run [node 0]. The run

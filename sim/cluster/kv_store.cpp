@@ -11,6 +11,21 @@
 
 namespace servesim::cluster {
 
+void NodeKeyIndex::rehash(std::size_t num_slots) {
+    SERVESIM_CHECK(num_slots <= (std::size_t{1} << 32), "an LRU index of {} slots (at most 2^32)", num_slots);
+    std::vector<Slot> old = std::move(slots_);
+    slots_.assign(num_slots, Slot{});
+    mask_ = num_slots - 1;
+    shift_ = 32 - std::countr_zero(num_slots);
+    max_size_ = num_slots / 2;
+    size_ = 0;
+    for (const Slot& s : old) {
+        if (s.node != npos) {
+            put(s.tag, s.node);
+        }
+    }
+}
+
 LruBlockTiers::LruBlockTiers(std::size_t num_tiers, std::int64_t capacity_blocks_each)
     : capacity_(capacity_blocks_each), lists_(num_tiers) {
     SERVESIM_CHECK(num_tiers <= 0xffff, "{} tiers under one LRU index", num_tiers);
@@ -148,7 +163,8 @@ bool LruBlockTiers::insert(std::size_t tier, std::uint64_t key, std::uint64_t* e
     if (capacity_ <= 0) {
         return false;
     }
-    if (const std::uint32_t held = at != nullptr ? find_node(key, *at) : index_.find(key); held != kNil) {
+    if (const std::uint32_t held = at != nullptr ? find_node(key, *at) : index_.find(key, keys_.data());
+        held != kNil) {
         if (at != nullptr) {
             at->node = held;
         }
@@ -191,7 +207,7 @@ inline bool LruBlockTiers::put_absent(List& l, std::uint64_t key, std::uint64_t*
         }
         // live_ is unchanged (one out, one in), so it stays below kFree as the last insert that raised it checked.
         const std::uint32_t n = allocate(l, at);
-        index_.replace(victim, key, n);
+        index_.replace(victim, v, key, n);
         link_new(l, n, key, at);
         return true;
     }

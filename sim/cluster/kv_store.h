@@ -159,10 +159,93 @@ public:
     static constexpr std::uint32_t npos = 0xffffffffu;
 };
 
+// The LRU tiers' index: block key → node, for keys whose node holds them (LruBlockTiers's key array). A slot is 8
+// bytes, the node and a 32-bit tag of the key (the high half of its Fibonacci hash), not the 16 of a FlatKeyMap slot
+// (an 8-byte key and a 4-byte value, padded): half the memory, so a probe run crosses a cache line half as often and
+// the table is half the lines (the pool's 2^20 slots: 8 MiB instead of 16; bench/README.md, "Cluster memory
+// traffic"). A tag that matches is confirmed against the node's key, which a walk that finds a key reads next anyway;
+// a key that is absent is mostly told by its tag alone. The home slot is the tag's top bits (as FlatKeyMap's: the
+// same hash, the same slots), so erase's backward shift and the growth need no key. Linear probing, load at most 1/2.
+class NodeKeyIndex {
+public:
+    static constexpr std::uint32_t npos = 0xffffffffu;
+    NodeKeyIndex() { rehash(16); }
+    // The node holding `key` (npos: none); node_keys[n] is node n's key.
+    [[nodiscard]] std::uint32_t find(std::uint64_t key, const std::uint64_t* node_keys) const {
+        const std::uint32_t t = tag(key);
+        for (std::size_t i = home(t);; i = (i + 1) & mask_) {
+            const Slot s = slots_[i];
+            if (s.node == npos || (s.tag == t && node_keys[s.node] == key)) {
+                return s.node;
+            }
+        }
+    }
+    // Where find(key) starts probing, for __builtin_prefetch.
+    [[nodiscard]] const void* probe_address(std::uint64_t key) const { return &slots_[home(tag(key))]; }
+    // `key` must be absent and `node` not npos.
+    void insert(std::uint64_t key, std::uint32_t node) {
+        if (size_ >= max_size_) {  // load at most 1/2
+            rehash(2 * slots_.size());
+        }
+        put(tag(key), node);
+    }
+    // erase(old_key, old_node) then insert(new_key, new_node), without insert's growth check (the size is back to
+    // what it was).
+    void replace(std::uint64_t old_key, std::uint32_t old_node, std::uint64_t new_key, std::uint32_t new_node) {
+        erase(old_key, old_node);
+        put(tag(new_key), new_node);
+    }
+    // `key` must be present, in `node` (the slot is found by its node: each node is in one slot at most).
+    void erase(std::uint64_t key, std::uint32_t node) {
+        std::size_t i = home(tag(key));
+        while (slots_[i].node != node) {
+            i = (i + 1) & mask_;
+        }
+        // Backward shift: pull later entries of the probe run into the hole unless their home lies after it.
+        for (std::size_t j = (i + 1) & mask_; slots_[j].node != npos; j = (j + 1) & mask_) {
+            if (((j - home(slots_[j].tag)) & mask_) >= ((j - i) & mask_)) {
+                slots_[i] = slots_[j];
+                i = j;
+            }
+        }
+        slots_[i] = Slot{};
+        --size_;
+    }
+    [[nodiscard]] std::size_t size() const { return size_; }
+    [[nodiscard]] std::size_t num_slots() const { return slots_.size(); }
+
+private:
+    struct Slot {
+        std::uint32_t tag = 0;
+        std::uint32_t node = npos;
+    };
+    static_assert(sizeof(Slot) == 8);
+    [[nodiscard]] static std::uint32_t tag(std::uint64_t key) {
+        return static_cast<std::uint32_t>((key * 0x9e3779b97f4a7c15ULL) >> 32);
+    }
+    [[nodiscard]] std::size_t home(std::uint32_t t) const { return static_cast<std::size_t>(t >> shift_); }
+    void put(std::uint32_t t, std::uint32_t node) {
+        std::size_t i = home(t);
+        while (slots_[i].node != npos) {
+            i = (i + 1) & mask_;
+        }
+        slots_[i] = Slot{t, node};
+        ++size_;
+    }
+    // The table regrown to num_slots (a power of two, at most 2^32: the home is the tag's top bits).
+    void rehash(std::size_t num_slots);
+
+    std::vector<Slot> slots_;
+    std::size_t mask_ = 0;
+    int shift_ = 32;
+    std::size_t size_ = 0;
+    std::size_t max_size_ = 0;  // half the slots: an insert at this size grows the table first
+};
+
 // Tiers of blocks under one index, each block in at most one tier (Mooncake's pool: one copy of a key over all the
 // hosts' segments): per tier a capacity in blocks and an LRU order, eviction only when inserting into a full tier. Each
 // block is a node (its key, and the previous and next nodes of its tier's list: 16 bytes, in two arrays) in an arena of
-// up to twice the tiers' capacity; an index (BlockKeyMap) maps the key to its node. An insert given a walk's cursor
+// up to twice the tiers' capacity; an index (NodeKeyIndex) maps the key to its node. An insert given a walk's cursor
 // takes the node after the cursor's when it is free, else a new node below the limit, else the next free node of a
 // sweep over the arena (about half the nodes are free once the tiers are full, and the sweep reaches the oldest
 // regions, emptied first by the LRU). So the blocks inserted together (a step's saves, a routed prompt) sit in
@@ -185,10 +268,10 @@ public:
 
     // The tier holding `key`, or npos.
     [[nodiscard]] std::size_t tier_of(std::uint64_t key) const {
-        const std::uint32_t n = index_.find(key);
+        const std::uint32_t n = index_.find(key, keys_.data());
         return n == kNil ? npos : tier_at(n);
     }
-    [[nodiscard]] bool contains(std::uint64_t key) const { return index_.find(key) != kNil; }
+    [[nodiscard]] bool contains(std::uint64_t key) const { return index_.find(key, keys_.data()) != kNil; }
     // contains(key) in a walk: the node after `at` is tried first; `at` moves to the key's node when it is held.
     [[nodiscard]] bool contains(std::uint64_t key, Cursor& at) const {
         const std::uint32_t n = find_node(key, at);
@@ -380,7 +463,7 @@ public:
     [[nodiscard]] std::int64_t size() const { return static_cast<std::int64_t>(live_); }
 
 private:
-    static constexpr std::uint32_t kNil = BlockKeyMap::npos;
+    static constexpr std::uint32_t kNil = NodeKeyIndex::npos;
     static constexpr std::uint32_t kFree = kNil - 1;  // a free node's prev (node indices stay below it)
     // A free node's key, so that a key compare alone says a node is live unless the key sought is this one (a
     // block hash may be; then the node's prev decides).
@@ -422,7 +505,7 @@ private:
         if (guess < keys_.size() && holds(guess, key)) {
             return guess;
         }
-        return index_.find(key);
+        return index_.find(key, keys_.data());
     }
     std::size_t touch_find_general(std::uint64_t key, TouchWalk& walk);
     [[nodiscard]] static std::uint64_t key_value(std::uint64_t key) { return key; }
@@ -481,7 +564,7 @@ private:
     [[gnu::noinline]] std::uint32_t sweep(List& l);
 
     std::int64_t capacity_;
-    BlockKeyMap index_;                      // key → node
+    NodeKeyIndex index_;                     // key → node
     // The nodes, live and free. Per tier up to twice its capacity (List::limit), so that about half are free once
     // the tier is full: a run of inserts then takes a run of consecutive free nodes (a chain of blocks stays in a
     // row) instead of its victims' nodes, wherever those lay. The unused end of a region holds free nodes.

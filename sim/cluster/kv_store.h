@@ -51,9 +51,9 @@ struct KvStoreConfig {
 };
 
 // An open-addressing hash map from a block key (a chained block hash) to a value, `kEmpty` marking a free slot (never
-// stored): linear probing, backward-shift deletion, load at most 1/2, Fibonacci hashing. The store's and the
-// routers' indexes probe it once per prompt block, so a node-based map's cache miss per probe dominated a cluster run
-// (bench/README.md, "The cluster benchmark").
+// stored): linear probing, backward-shift deletion, load at most 1/2, Fibonacci hashing. The precise router index
+// (ReplicaBlockSets) probes it once per prompt block, so a node-based map's cache miss per probe dominated a cluster
+// run (bench/README.md, "The cluster benchmark"); the LRU tiers' index is NodeKeyIndex, with half-size slots.
 template <typename V, V kEmpty>
 class FlatKeyMap {
 public:
@@ -153,7 +153,7 @@ private:
     std::size_t max_size_ = 0;  // half the slots: an insert at this size grows the table first
 };
 
-// Block key → a 32-bit index (npos: absent).
+// Block key → a 32-bit index (npos: absent). (The LRU tiers' index was this map until NodeKeyIndex below.)
 class BlockKeyMap : public FlatKeyMap<std::uint32_t, 0xffffffffu> {
 public:
     static constexpr std::uint32_t npos = 0xffffffffu;

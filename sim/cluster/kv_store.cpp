@@ -11,6 +11,21 @@
 
 namespace servesim::cluster {
 
+void NodeKeyIndex::rehash(std::size_t num_slots) {
+    SERVESIM_CHECK(num_slots <= (std::size_t{1} << 32), "an LRU index of {} slots (at most 2^32)", num_slots);
+    std::vector<Slot> old = std::move(slots_);
+    slots_.assign(num_slots, Slot{});
+    mask_ = num_slots - 1;
+    shift_ = 32 - std::countr_zero(num_slots);
+    max_size_ = num_slots / 2;
+    size_ = 0;
+    for (const Slot& s : old) {
+        if (s.node != npos) {
+            put(s.tag, s.node);
+        }
+    }
+}
+
 LruBlockTiers::LruBlockTiers(std::size_t num_tiers, std::int64_t capacity_blocks_each)
     : capacity_(capacity_blocks_each), lists_(num_tiers) {
     SERVESIM_CHECK(num_tiers <= 0xffff, "{} tiers under one LRU index", num_tiers);
@@ -39,13 +54,13 @@ inline std::uint32_t LruBlockTiers::allocate(List& l, const Cursor* at) {
     if (at != nullptr) {
         // In the region's used part (unsigned: a node below begin wraps high).
         const std::uint32_t after = at->node + 1;
-        if (after - l.begin < l.end - l.begin && nodes_[after].prev == kFree) {
+        if (after - l.begin < l.end - l.begin && links_[after].prev == kFree) {
             return after;
         }
     }
     if (l.end < l.limit) {
         const std::uint32_t n = l.end++;
-        if (n >= nodes_.size()) {
+        if (n >= keys_.size()) {
             grow_nodes(n);
         }
         return n;
@@ -58,15 +73,18 @@ void LruBlockTiers::grow_nodes(std::uint32_t n) {
     // node at a time cost a call per insert while the regions fill. Nodes past n are free and unused (no region's
     // `end` reaches them), so nothing reads them but as free.
     // The last region's limit bounds every node (a region exists: n belongs to one).
-    const std::size_t reserved = std::min<std::size_t>(nodes_.capacity(), lists_.back().limit);
-    nodes_.resize(std::max(static_cast<std::size_t>(n) + 1, reserved));
+    const std::size_t reserved =
+        std::min<std::size_t>(std::min(keys_.capacity(), links_.capacity()), lists_.back().limit);
+    const std::size_t size = std::max(static_cast<std::size_t>(n) + 1, reserved);
+    keys_.resize(size, kFreeKey);
+    links_.resize(size);
 }
 
 std::uint32_t LruBlockTiers::sweep(List& l) {
     // At the limit at most half the region's nodes are live, so the sweep finds a free one.
-    const Node* const nodes = nodes_.data();
+    const Link* const links = links_.data();
     std::uint32_t s = l.sweep;
-    while (nodes[s].prev != kFree) {
+    while (links[s].prev != kFree) {
         s = s + 1 == l.end ? l.begin : s + 1;
     }
     l.sweep = s + 1 == l.end ? l.begin : s + 1;
@@ -75,19 +93,19 @@ std::uint32_t LruBlockTiers::sweep(List& l) {
 
 void LruBlockTiers::unlink(std::uint32_t n) {
     List& l = lists_[tier_at(n)];
-    Node& x = nodes_[n];
-    (x.prev == kNil ? l.head : nodes_[x.prev].next) = x.next;
-    (x.next == kNil ? l.tail : nodes_[x.next].prev) = x.prev;
+    Link& x = links_[n];
+    (x.prev == kNil ? l.head : links_[x.prev].next) = x.next;
+    (x.next == kNil ? l.tail : links_[x.next].prev) = x.prev;
     x.prev = x.next = kNil;
     --l.size;
 }
 
 void LruBlockTiers::append(std::uint32_t n) {
     List& l = lists_[tier_at(n)];
-    Node& x = nodes_[n];
+    Link& x = links_[n];
     x.prev = l.tail;
     x.next = kNil;
-    (l.tail == kNil ? l.head : nodes_[l.tail].next) = n;
+    (l.tail == kNil ? l.head : links_[l.tail].next) = n;
     l.tail = n;
     ++l.size;
 }
@@ -111,7 +129,7 @@ std::size_t LruBlockTiers::touch_find_general(std::uint64_t key, TouchWalk& walk
     if (n == kNil) {
         return npos;
     }
-    if (walk.run_first == kNil || nodes_[walk.at.node].next != n) {  // not next in the list: a new run
+    if (walk.run_first == kNil || links_[walk.at.node].next != n) {  // not next in the list: a new run
         end_touches(walk);
         walk.run_first = n;
     }
@@ -130,12 +148,12 @@ void LruBlockTiers::end_touches(TouchWalk& walk) {
     if (l.tail == e) {  // the run ends the list already
         return;
     }
-    Node& first = nodes_[s];
-    Node& last = nodes_[e];
+    Link& first = links_[s];
+    Link& last = links_[e];
     // Cut [s, e] out (e is not the tail, so a node follows it), then hang it after the tail (not in the run).
-    (first.prev == kNil ? l.head : nodes_[first.prev].next) = last.next;
-    nodes_[last.next].prev = first.prev;
-    nodes_[l.tail].next = s;
+    (first.prev == kNil ? l.head : links_[first.prev].next) = last.next;
+    links_[last.next].prev = first.prev;
+    links_[l.tail].next = s;
     first.prev = l.tail;
     last.next = kNil;
     l.tail = e;
@@ -145,7 +163,8 @@ bool LruBlockTiers::insert(std::size_t tier, std::uint64_t key, std::uint64_t* e
     if (capacity_ <= 0) {
         return false;
     }
-    if (const std::uint32_t held = at != nullptr ? find_node(key, *at) : index_.find(key); held != kNil) {
+    if (const std::uint32_t held = at != nullptr ? find_node(key, *at) : index_.find(key, keys_.data());
+        held != kNil) {
         if (at != nullptr) {
             at->node = held;
         }
@@ -164,28 +183,31 @@ bool LruBlockTiers::insert_absent(std::size_t tier, std::uint64_t key, std::uint
 inline bool LruBlockTiers::put_absent(List& l, std::uint64_t key, std::uint64_t* evicted, Cursor* at) {
     if (l.size >= capacity_) {  // the least recent block of this tier goes; its node is freed
         // unlink(head): a head has no previous node, and its list is `l`.
-        Node* const nodes = nodes_.data();
+        std::uint64_t* const node_keys = keys_.data();
+        Link* const links = links_.data();
         const std::uint32_t v = l.head;
-        Node& x = nodes[v];
-        const std::uint64_t victim = x.key;
+        Link& x = links[v];
+        const std::uint64_t victim = node_keys[v];
         if (evicted != nullptr) {
             *evicted = victim;
         }
         const std::uint32_t next = x.next;
         l.head = next;
-        (next == kNil ? l.tail : nodes[next].prev) = kNil;
+        (next == kNil ? l.tail : links[next].prev) = kNil;
         x.prev = kFree;
         x.next = kNil;
+        node_keys[v] = kFreeKey;
         --l.size;
         if (next != kNil) {  // the next eviction of this tier starts there: its index slot, and the node after it
-            __builtin_prefetch(index_.probe_address(nodes[next].key));
-            if (nodes[next].next != kNil) {
-                __builtin_prefetch(&nodes[nodes[next].next]);
+            __builtin_prefetch(index_.probe_address(node_keys[next]));
+            if (const std::uint32_t after = links[next].next; after != kNil) {
+                __builtin_prefetch(&links[after]);
+                __builtin_prefetch(&node_keys[after]);
             }
         }
         // live_ is unchanged (one out, one in), so it stays below kFree as the last insert that raised it checked.
         const std::uint32_t n = allocate(l, at);
-        index_.replace(victim, key, n);
+        index_.replace(victim, v, key, n);
         link_new(l, n, key, at);
         return true;
     }
@@ -199,12 +221,12 @@ inline bool LruBlockTiers::put_absent(List& l, std::uint64_t key, std::uint64_t*
 
 inline void LruBlockTiers::link_new(List& l, std::uint32_t n, std::uint64_t key, Cursor* at) {
     // append(n) for a node of `l`, holding `key`.
-    Node* const nodes = nodes_.data();
-    Node& x = nodes[n];
-    x.key = key;
+    Link* const links = links_.data();
+    Link& x = links[n];
+    keys_[n] = key;
     x.prev = l.tail;
     x.next = kNil;
-    (l.tail == kNil ? l.head : nodes[l.tail].next) = n;
+    (l.tail == kNil ? l.head : links[l.tail].next) = n;
     l.tail = n;
     ++l.size;
     if (at != nullptr) {

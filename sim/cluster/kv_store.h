@@ -51,9 +51,9 @@ struct KvStoreConfig {
 };
 
 // An open-addressing hash map from a block key (a chained block hash) to a value, `kEmpty` marking a free slot (never
-// stored): linear probing, backward-shift deletion, load at most 1/2, Fibonacci hashing. The store's and the
-// routers' indexes probe it once per prompt block, so a node-based map's cache miss per probe dominated a cluster run
-// (bench/README.md, "The cluster benchmark").
+// stored): linear probing, backward-shift deletion, load at most 1/2, Fibonacci hashing. The precise router index
+// (ReplicaBlockSets) probes it once per prompt block, so a node-based map's cache miss per probe dominated a cluster
+// run (bench/README.md, "The cluster benchmark"); the LRU tiers' index is NodeKeyIndex, with half-size slots.
 template <typename V, V kEmpty>
 class FlatKeyMap {
 public:
@@ -153,25 +153,108 @@ private:
     std::size_t max_size_ = 0;  // half the slots: an insert at this size grows the table first
 };
 
-// Block key → a 32-bit index (npos: absent).
+// Block key → a 32-bit index (npos: absent). (The LRU tiers' index was this map until NodeKeyIndex below.)
 class BlockKeyMap : public FlatKeyMap<std::uint32_t, 0xffffffffu> {
 public:
     static constexpr std::uint32_t npos = 0xffffffffu;
 };
 
+// The LRU tiers' index: block key → node, for keys whose node holds them (LruBlockTiers's key array). A slot is 8
+// bytes, the node and a 32-bit tag of the key (the high half of its Fibonacci hash), not the 16 of a FlatKeyMap slot
+// (an 8-byte key and a 4-byte value, padded): half the memory, so a probe run crosses a cache line half as often and
+// the table is half the lines (the pool's 2^20 slots: 8 MiB instead of 16; bench/README.md, "Cluster memory
+// traffic"). A tag that matches is confirmed against the node's key, which a walk that finds a key reads next anyway;
+// a key that is absent is mostly told by its tag alone. The home slot is the tag's top bits (as FlatKeyMap's: the
+// same hash, the same slots), so erase's backward shift and the growth need no key. Linear probing, load at most 1/2.
+class NodeKeyIndex {
+public:
+    static constexpr std::uint32_t npos = 0xffffffffu;
+    NodeKeyIndex() { rehash(16); }
+    // The node holding `key` (npos: none); node_keys[n] is node n's key.
+    [[nodiscard]] std::uint32_t find(std::uint64_t key, const std::uint64_t* node_keys) const {
+        const std::uint32_t t = tag(key);
+        for (std::size_t i = home(t);; i = (i + 1) & mask_) {
+            const Slot s = slots_[i];
+            if (s.node == npos || (s.tag == t && node_keys[s.node] == key)) {
+                return s.node;
+            }
+        }
+    }
+    // Where find(key) starts probing, for __builtin_prefetch.
+    [[nodiscard]] const void* probe_address(std::uint64_t key) const { return &slots_[home(tag(key))]; }
+    // `key` must be absent and `node` not npos.
+    void insert(std::uint64_t key, std::uint32_t node) {
+        if (size_ >= max_size_) {  // load at most 1/2
+            rehash(2 * slots_.size());
+        }
+        put(tag(key), node);
+    }
+    // erase(old_key, old_node) then insert(new_key, new_node), without insert's growth check (the size is back to
+    // what it was).
+    void replace(std::uint64_t old_key, std::uint32_t old_node, std::uint64_t new_key, std::uint32_t new_node) {
+        erase(old_key, old_node);
+        put(tag(new_key), new_node);
+    }
+    // `key` must be present, in `node` (the slot is found by its node: each node is in one slot at most).
+    void erase(std::uint64_t key, std::uint32_t node) {
+        std::size_t i = home(tag(key));
+        while (slots_[i].node != node) {
+            i = (i + 1) & mask_;
+        }
+        // Backward shift: pull later entries of the probe run into the hole unless their home lies after it.
+        for (std::size_t j = (i + 1) & mask_; slots_[j].node != npos; j = (j + 1) & mask_) {
+            if (((j - home(slots_[j].tag)) & mask_) >= ((j - i) & mask_)) {
+                slots_[i] = slots_[j];
+                i = j;
+            }
+        }
+        slots_[i] = Slot{};
+        --size_;
+    }
+    [[nodiscard]] std::size_t size() const { return size_; }
+    [[nodiscard]] std::size_t num_slots() const { return slots_.size(); }
+
+private:
+    struct Slot {
+        std::uint32_t tag = 0;
+        std::uint32_t node = npos;
+    };
+    static_assert(sizeof(Slot) == 8);
+    [[nodiscard]] static std::uint32_t tag(std::uint64_t key) {
+        return static_cast<std::uint32_t>((key * 0x9e3779b97f4a7c15ULL) >> 32);
+    }
+    [[nodiscard]] std::size_t home(std::uint32_t t) const { return static_cast<std::size_t>(t >> shift_); }
+    void put(std::uint32_t t, std::uint32_t node) {
+        std::size_t i = home(t);
+        while (slots_[i].node != npos) {
+            i = (i + 1) & mask_;
+        }
+        slots_[i] = Slot{t, node};
+        ++size_;
+    }
+    // The table regrown to num_slots (a power of two, at most 2^32: the home is the tag's top bits).
+    void rehash(std::size_t num_slots);
+
+    std::vector<Slot> slots_;
+    std::size_t mask_ = 0;
+    int shift_ = 32;
+    std::size_t size_ = 0;
+    std::size_t max_size_ = 0;  // half the slots: an insert at this size grows the table first
+};
+
 // Tiers of blocks under one index, each block in at most one tier (Mooncake's pool: one copy of a key over all the
-// hosts' segments): per tier a capacity in blocks and an LRU order, eviction only when inserting into a full tier.
-// Each block is a node (its key and the previous and next nodes of its tier's list, 16 bytes) in an arena of up to
-// twice the tiers' capacity; an index (BlockKeyMap) maps the key to its node. An insert given a walk's cursor takes
-// the node after the cursor's when it is free, else a new node below the limit, else the next free node of a sweep
-// over the arena (about half the nodes are free once the tiers are full, and the sweep reaches the oldest regions,
-// emptied first by the LRU). So the blocks inserted together (a step's saves, a routed prompt) sit in consecutive
-// nodes, and stay so while they live. The walks follow that: a walk remembers the node of the block it touched last
-// (Cursor) and looks for the next block in the node after it before probing the index, which on a chain of
-// consecutive nodes turns a random read per block (the index's slot) into a sequential one (bench/README.md,
-// "Fourth round"). The list relinks a touch does are then on neighbouring nodes too. Each tier allocates in its own
-// region of the arena (tier t: nodes from t << region_shift_), so a node's tier is its index shifted, not a second
-// array's line. Only where nodes lie is new: which blocks a tier holds and its LRU order are those of any LRU.
+// hosts' segments): per tier a capacity in blocks and an LRU order, eviction only when inserting into a full tier. Each
+// block is a node (its key, and the previous and next nodes of its tier's list: 16 bytes, in two arrays) in an arena of
+// up to twice the tiers' capacity; an index (NodeKeyIndex) maps the key to its node. An insert given a walk's cursor
+// takes the node after the cursor's when it is free, else a new node below the limit, else the next free node of a
+// sweep over the arena (about half the nodes are free once the tiers are full, and the sweep reaches the oldest
+// regions, emptied first by the LRU). So the blocks inserted together (a step's saves, a routed prompt) sit in
+// consecutive nodes, and stay so while they live. The walks follow that: a walk remembers the node of the block it
+// touched last (Cursor) and looks for the next block in the node after it before probing the index, which on a chain of
+// consecutive nodes turns a random read per block (the index's slot) into a sequential one (bench/README.md, "Fourth
+// round"). The list relinks a touch does are then on neighbouring nodes too. Each tier allocates in its own region of
+// the arena (tier t: nodes from t << region_shift_), so a node's tier is its index shifted, not a second array's line.
+// Only where nodes lie is new: which blocks a tier holds and its LRU order are those of any LRU.
 // (Reusing each victim's node for the block that replaced it kept chains in a row at 100k requests of the cluster
 // benchmark, but they frayed as the run went on: 45 s at 1M against 32 s with the sweep.)
 class LruBlockTiers {
@@ -185,10 +268,10 @@ public:
 
     // The tier holding `key`, or npos.
     [[nodiscard]] std::size_t tier_of(std::uint64_t key) const {
-        const std::uint32_t n = index_.find(key);
+        const std::uint32_t n = index_.find(key, keys_.data());
         return n == kNil ? npos : tier_at(n);
     }
-    [[nodiscard]] bool contains(std::uint64_t key) const { return index_.find(key) != kNil; }
+    [[nodiscard]] bool contains(std::uint64_t key) const { return index_.find(key, keys_.data()) != kNil; }
     // contains(key) in a walk: the node after `at` is tried first; `at` moves to the key's node when it is held.
     [[nodiscard]] bool contains(std::uint64_t key, Cursor& at) const {
         const std::uint32_t n = find_node(key, at);
@@ -202,12 +285,12 @@ public:
     // may have been evicted, its node freed or given to another key. No two live nodes hold the same key, so a yes is
     // what contains(key) would answer, without the index probe; a no says nothing (the key may sit elsewhere).
     [[nodiscard]] bool holds_at(std::uint64_t key, const Cursor& at) const {
-        return at.node < nodes_.size() && nodes_[at.node].key == key && nodes_[at.node].prev != kFree;
+        return at.node < keys_.size() && holds(at.node, key);
     }
     // A prefetch for a holds_at(·, at) coming later: the node's line. A hint only: nothing observable changes.
     void prefetch_node(const Cursor& at) const {
-        if (at.node < nodes_.size()) {
-            __builtin_prefetch(&nodes_[at.node]);
+        if (at.node < keys_.size()) {
+            __builtin_prefetch(&keys_[at.node]);
         }
     }
     [[nodiscard]] const void* probe_address(std::uint64_t key) const { return index_.probe_address(key); }
@@ -218,7 +301,7 @@ public:
     // does not hold it (the chain breaks before), the key's index slot is requested, which the walk will probe.
     void prefetch_walk(std::uint64_t key, std::size_t distance, const Cursor& at) const {
         const std::size_t guess = static_cast<std::size_t>(at.node + 1) + distance;
-        if (guess >= nodes_.size() || nodes_[guess].key != key) {
+        if (guess >= keys_.size() || keys_[guess] != key) {
             __builtin_prefetch(probe_address(key));
         }
     }
@@ -250,8 +333,9 @@ public:
     // it only moves the cursor); the rest is touch_find_general.
     std::size_t touch_find(std::uint64_t key, TouchWalk& walk) {
         const std::uint32_t guess = walk.at.node + 1;
-        if (walk.run_first != kNil && guess < nodes_.size() && nodes_[guess].key == key &&
-            nodes_[guess].prev != kFree && nodes_[walk.at.node].next == guess) {
+        // (next == guess says guess is live: a live node's next is a live node of its list.)
+        if (walk.run_first != kNil && guess < keys_.size() && keys_[guess] == key &&
+            links_[walk.at.node].next == guess) {
             walk.at.node = guess;
             return tier_at(guess);
         }
@@ -272,15 +356,15 @@ public:
     template <typename Key>
     std::size_t contains_run(std::span<const Key> keys, std::size_t distance, Cursor& at) const {
         const std::uint32_t first = at.node + 1;  // kNil + 1 wraps to node 0, as in find_node
-        if (first >= nodes_.size()) {
+        if (first >= keys_.size()) {
             return 0;
         }
-        const Node* p = nodes_.data() + first;  // p[i]: keys[i]'s candidate
+        const std::uint64_t* p = keys_.data() + first;  // p[i]: keys[i]'s candidate's key
         const Key* k = keys.data();
         const std::size_t found = run_loop(
-            std::min(keys.size(), nodes_.size() - first), distance,
-            [&](std::size_t i) { return p[i].key == key_value(k[i]) && p[i].prev != kFree; },
-            [&](std::size_t i) { return p[i].key == key_value(k[i]); }, [&](std::size_t i) { return key_value(k[i]); });
+            std::min(keys.size(), keys_.size() - first), distance,
+            [&](std::size_t i) { return p[i] == key_value(k[i]) && live_if_free_key(first + i, p[i]); },
+            [&](std::size_t i) { return p[i] == key_value(k[i]); }, [&](std::size_t i) { return key_value(k[i]); });
         if (found > 0) {
             at.node = static_cast<std::uint32_t>(first + found - 1);
         }
@@ -297,12 +381,13 @@ public:
         // Node c + 1 + i is keys[i]'s candidate; a live node's next is a live node of its list (or kNil), so
         // next == c + 1 + i says it is live (and exists).
         const std::uint32_t c = walk.at.node;
-        const Node* p = nodes_.data() + c;  // p[i]: the node before keys[i]'s candidate
+        const Link* p = links_.data() + c;           // p[i]: the node before keys[i]'s candidate
+        const std::uint64_t* q = keys_.data() + c + 1;  // q[i]: the candidate's key
         const Key* k = keys.data();
         const std::size_t found = run_loop(
-            std::min(keys.size(), nodes_.size() - c - 1), distance,
-            [&](std::size_t i) { return p[i].next == c + 1 + i && p[i + 1].key == key_value(k[i]); },
-            [&](std::size_t i) { return p[i + 1].key == key_value(k[i]); },
+            std::min(keys.size(), keys_.size() - c - 1), distance,
+            [&](std::size_t i) { return p[i].next == c + 1 + i && q[i] == key_value(k[i]); },
+            [&](std::size_t i) { return q[i] == key_value(k[i]); },
             [&](std::size_t i) { return key_value(k[i]); });
         walk.at.node = static_cast<std::uint32_t>(c + found);
         return found;
@@ -313,14 +398,14 @@ public:
     template <typename Key>
     std::size_t held_run(std::span<const Key> keys, std::span<const Cursor> found, std::size_t distance,
                          Cursor& at) const {
-        const Node* nodes = nodes_.data();
-        const std::size_t num_nodes = nodes_.size();
+        const std::uint64_t* node_keys = keys_.data();
+        const std::size_t num_nodes = keys_.size();
         const Key* k = keys.data();
         const Cursor* f = found.data();
         const std::size_t n = keys.size();
         const auto held = [&](std::size_t i) {
             const std::uint32_t node = f[i].node;
-            return node < num_nodes && nodes[node].key == key_value(k[i]) && nodes[node].prev != kFree;
+            return node < num_nodes && node_keys[node] == key_value(k[i]) && live_if_free_key(node, node_keys[node]);
         };
         // Found nodes mostly follow one another (their lines stream in): four places a round, the four `distance` on
         // are looked at only when they do not (a jump's node is requested ahead, a key found nowhere gets
@@ -337,7 +422,7 @@ public:
                 if (ahead == kNil) {
                     prefetch_walk(key_value(k[j]), distance, at);
                 } else if (ahead < num_nodes) {
-                    __builtin_prefetch(&nodes[ahead]);
+                    __builtin_prefetch(&node_keys[ahead]);
                 }
             }
         };
@@ -378,14 +463,27 @@ public:
     [[nodiscard]] std::int64_t size() const { return static_cast<std::int64_t>(live_); }
 
 private:
-    static constexpr std::uint32_t kNil = BlockKeyMap::npos;
+    static constexpr std::uint32_t kNil = NodeKeyIndex::npos;
     static constexpr std::uint32_t kFree = kNil - 1;  // a free node's prev (node indices stay below it)
-    struct Node {
-        std::uint64_t key = 0;
-        std::uint32_t prev = kFree;  // within its tier's list (node indices; kNil at the ends); kFree: a free node
+    // A free node's key, so that a key compare alone says a node is live unless the key sought is this one (a
+    // block hash may be; then the node's prev decides).
+    static constexpr std::uint64_t kFreeKey = ~std::uint64_t{0};
+    // A node's place in its tier's list: the previous and next nodes (node indices; kNil at the ends); prev kFree:
+    // a free node.
+    struct Link {
+        std::uint32_t prev = kFree;
         std::uint32_t next = kNil;
     };
-    static_assert(sizeof(Node) == 16);
+    static_assert(sizeof(Link) == 8);
+    // Whether node n, whose key is `key`, is live: yes unless the key is kFreeKey (a free node's key); then its
+    // prev says.
+    [[nodiscard]] bool live_if_free_key(std::uint32_t n, std::uint64_t key) const {
+        return key != kFreeKey || links_[n].prev != kFree;
+    }
+    // Whether node n (< the node count) is live and holds `key`.
+    [[nodiscard]] bool holds(std::uint32_t n, std::uint64_t key) const {
+        return keys_[n] == key && live_if_free_key(n, key);
+    }
     // A tier: its LRU list and its region of the arena, [begin, limit): nodes below `end` have been used, the sweep
     // goes round [begin, end).
     struct List {
@@ -404,10 +502,10 @@ private:
     // live node whose key matches is the key's node.
     [[nodiscard]] std::uint32_t find_node(std::uint64_t key, const Cursor& at) const {
         const std::uint32_t guess = at.node + 1;  // kNil + 1 wraps to node 0: a valid guess too
-        if (guess < nodes_.size() && nodes_[guess].key == key && nodes_[guess].prev != kFree) {
+        if (guess < keys_.size() && holds(guess, key)) {
             return guess;
         }
-        return index_.find(key);
+        return index_.find(key, keys_.data());
     }
     std::size_t touch_find_general(std::uint64_t key, TouchWalk& walk);
     [[nodiscard]] static std::uint64_t key_value(std::uint64_t key) { return key; }
@@ -460,17 +558,21 @@ private:
     // a free node of the region, else a new one while the region is below its limit, else the next free node from
     // the region's sweep.
     [[gnu::always_inline]] std::uint32_t allocate(List& l, const Cursor* at);
-    // nodes_ grown to hold node n (a region's new node past the end).
+    // The nodes grown to hold node n (a region's new node past the end).
     [[gnu::noinline]] void grow_nodes(std::uint32_t n);
     // The next free node of `l`'s region from its sweep (the region is at its limit).
     [[gnu::noinline]] std::uint32_t sweep(List& l);
 
     std::int64_t capacity_;
-    BlockKeyMap index_;                      // key → node
+    NodeKeyIndex index_;                     // key → node
     // The nodes, live and free. Per tier up to twice its capacity (List::limit), so that about half are free once
     // the tier is full: a run of inserts then takes a run of consecutive free nodes (a chain of blocks stays in a
     // row) instead of its victims' nodes, wherever those lay. The unused end of a region holds free nodes.
-    std::vector<Node> nodes_;
+    // A node is its key (keys_) and its links (links_), in two arrays: the walks that only ask whether a node holds
+    // a key (contains_run, held_run, the hints) read the keys alone, eight nodes a cache line instead of four
+    // (bench/README.md, "Cluster memory traffic"); a free node's key is kFreeKey.
+    std::vector<std::uint64_t> keys_;
+    std::vector<Link> links_;
     std::size_t live_ = 0;
     int region_shift_ = 32;  // tier t's nodes start at t << region_shift_ (one tier: all nodes are tier 0's)
     std::vector<List> lists_;

@@ -6,7 +6,9 @@
 
 #include <initializer_list>
 #include <list>
+#include <map>
 #include <memory>
+#include <random>
 #include <span>
 #include <vector>
 
@@ -213,6 +215,75 @@ TEST_CASE("KV store: the flat key map keeps every key through inserts, erases an
     }
     CHECK(kept == 666);
     CHECK(m.size() == 666);
+}
+
+TEST_CASE("KV store: the node key index tells keys of one tag apart by their node's key", "[cluster][kv_store]") {
+    // A slot keeps a 32-bit tag, the high half of key · C (C = 0x9e3779b97f4a7c15, mod 2^64), and its node. With
+    // C' = C^-1 mod 2^64, key 0 (0 · C = 0) and keys C' and 2C' (products 1 and 2) all have tag 0, so home slot 0 of
+    // the 16-slot table. By hand: 0 in node 0 and C' in node 1 fill slots 0 and 1. find(C') meets tag 0 in slot 0,
+    // whose node's key is 0, and goes on to slot 1: node 1. find(2C') meets two tags 0 and stops at empty slot 2:
+    // npos. Erasing 0 (node 0) shifts C' back to slot 0 (its home); replace(C', node 1, 2C', node 2) leaves 2C' alone.
+    constexpr std::uint64_t C = 0x9e3779b97f4a7c15ULL;
+    std::uint64_t inv = C;  // Newton's iteration for the inverse of an odd number mod 2^64: 6 rounds double the bits
+    for (int i = 0; i < 6; ++i) {
+        inv *= 2 - C * inv;
+    }
+    REQUIRE(inv * C == 1);
+    const std::vector<std::uint64_t> node_keys = {0, inv, 2 * inv};
+    NodeKeyIndex m;
+    CHECK(m.num_slots() == 16);
+    CHECK(m.probe_address(0) == m.probe_address(inv));
+    CHECK(m.probe_address(inv) == m.probe_address(2 * inv));
+    m.insert(0, 0);
+    m.insert(inv, 1);
+    CHECK(m.find(0, node_keys.data()) == 0);
+    CHECK(m.find(inv, node_keys.data()) == 1);
+    CHECK(m.find(2 * inv, node_keys.data()) == NodeKeyIndex::npos);
+    m.erase(0, 0);
+    CHECK(m.size() == 1);
+    CHECK(m.find(0, node_keys.data()) == NodeKeyIndex::npos);
+    CHECK(m.find(inv, node_keys.data()) == 1);
+    m.replace(inv, 1, 2 * inv, 2);
+    CHECK(m.size() == 1);
+    CHECK(m.find(inv, node_keys.data()) == NodeKeyIndex::npos);
+    CHECK(m.find(2 * inv, node_keys.data()) == 2);
+}
+
+TEST_CASE("KV store: the node key index keeps every key through inserts, erases and growth", "[cluster][kv_store]") {
+    // 20,000 random operations on keys from a small range (so tags and homes collide often) against std::map: a key's
+    // node is the next free number; erase and replace name the node the map holds. Growth from 16 slots to 2^k with the
+    // load at most 1/2.
+    NodeKeyIndex m;
+    std::map<std::uint64_t, std::uint32_t> ref;
+    std::vector<std::uint64_t> node_keys;
+    std::mt19937_64 rng(7);
+    for (int op = 0; op < 20000; ++op) {
+        const std::uint64_t key = rng() % 3000;
+        const auto it = ref.find(key);
+        if (it == ref.end()) {
+            const auto node = static_cast<std::uint32_t>(node_keys.size());
+            node_keys.push_back(key);
+            if (!ref.empty() && rng() % 2 == 0) {  // replace a present key
+                const auto victim = ref.begin();
+                m.replace(victim->first, victim->second, key, node);
+                ref.erase(victim);
+            } else {
+                m.insert(key, node);
+            }
+            ref[key] = node;
+        } else if (rng() % 2 == 0) {
+            m.erase(key, it->second);
+            ref.erase(it);
+        }
+        CHECK(m.size() == ref.size());
+        CHECK(2 * m.size() <= m.num_slots());
+        const std::uint64_t probe = rng() % 3000;
+        const auto p = ref.find(probe);
+        CHECK(m.find(probe, node_keys.data()) == (p == ref.end() ? NodeKeyIndex::npos : p->second));
+    }
+    for (const auto& [key, node] : ref) {
+        CHECK(m.find(key, node_keys.data()) == node);
+    }
 }
 
 TEST_CASE("KV store: tiers under one index evict within their own tier", "[cluster][kv_store]") {
@@ -563,6 +634,47 @@ TEST_CASE("KV store: a contains run follows consecutive nodes and stops where th
     CHECK(t.contains_run(std::span<const std::uint64_t>(c), 0, at) == 0);
     CHECK(at.node == 1);
     CHECK_FALSE(t.contains(3));
+}
+
+TEST_CASE("KV store: a block whose key is a free node's key is found only while it is held", "[cluster][kv_store]") {
+    // A node's key alone says it is live, except for the key a free node holds (all ones); a block hash may be that
+    // key too, and then the node's links decide. One tier of 2 (an arena of up to 4 nodes), by hand. K (all ones)
+    // takes node 0 and 5 node 1: K is held, in node 0, and a contains run from no node over K 5 counts 2 (nodes 0, 1).
+    // Inserting 6 evicts K, the least recent (node 0 freed, its key all ones again), and 6 takes new node 2. Node 0
+    // now holds K's key but is free: contains(K) with or without a cursor, holds_at(K, node 0), a contains run and a
+    // held run over K all say no. Inserting K after no node (the node after it is node 0, free) evicts 5 and takes
+    // node 0: K is held there again, and a held run over K at node 0 counts 1.
+    constexpr std::uint64_t K = ~std::uint64_t{0};
+    LruBlockTier t(2);
+    t.insert(K);
+    t.insert(5);
+    CHECK(t.contains(K));
+    CHECK(t.holds_at(K, LruBlockTier::Cursor{0}));
+    const std::vector<std::uint64_t> both = {K, 5};
+    LruBlockTier::Cursor at;
+    CHECK(t.contains_run(std::span<const std::uint64_t>(both), 0, at) == 2);
+    CHECK(at.node == 1);
+    std::uint64_t evicted = 0;
+    CHECK(t.insert(6, &evicted));
+    CHECK(evicted == K);
+    const std::vector<std::uint64_t> k_only = {K};
+    const std::vector<LruBlockTier::Cursor> in_node_0 = {{0}};
+    LruBlockTier::Cursor none;
+    CHECK_FALSE(t.contains(K));
+    CHECK_FALSE(t.contains(K, none));
+    CHECK_FALSE(t.holds_at(K, LruBlockTier::Cursor{0}));
+    CHECK(t.contains_run(std::span<const std::uint64_t>(k_only), 0, none) == 0);
+    CHECK(t.held_run(std::span<const std::uint64_t>(k_only), std::span<const LruBlockTier::Cursor>(in_node_0), 0,
+                     none) == 0);
+    LruBlockTier::Cursor put;
+    CHECK(t.insert(K, &evicted, &put));
+    CHECK(evicted == 5);
+    CHECK(put.node == 0);
+    CHECK(t.contains(K));
+    LruBlockTier::Cursor walk;
+    CHECK(t.held_run(std::span<const std::uint64_t>(k_only), std::span<const LruBlockTier::Cursor>(in_node_0), 0,
+                     walk) == 1);
+    CHECK(walk.node == 0);
 }
 
 TEST_CASE("KV store: a touch run goes on only while the next node is also next in the list", "[cluster][kv_store]") {

@@ -94,16 +94,6 @@ public:
         slots_[i] = Slot{key, value};
         ++size_;
     }
-    // erase(old_key) then insert(new_key, value), without insert's growth check (the size is back to what it was).
-    void replace(std::uint64_t old_key, std::uint64_t new_key, V value) {
-        erase(old_key);
-        std::size_t i = home(new_key);
-        while (slots_[i].value != kEmpty) {
-            i = (i + 1) & mask_;
-        }
-        slots_[i] = Slot{new_key, value};
-        ++size_;
-    }
     // `key` must be present.
     void erase(std::uint64_t key) {
         // No free slot lies between a present key's home and its slot, so the first slot holding `key` is its own
@@ -151,12 +141,6 @@ private:
     int shift_ = 64;
     std::size_t size_ = 0;
     std::size_t max_size_ = 0;  // half the slots: an insert at this size grows the table first
-};
-
-// Block key → a 32-bit index (npos: absent). (The LRU tiers' index was this map until NodeKeyIndex below.)
-class BlockKeyMap : public FlatKeyMap<std::uint32_t, 0xffffffffu> {
-public:
-    static constexpr std::uint32_t npos = 0xffffffffu;
 };
 
 // The LRU tiers' index: block key → node, for keys whose node holds them (LruBlockTiers's key array). A slot is 8

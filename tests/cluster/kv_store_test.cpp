@@ -20,6 +20,9 @@
 namespace servesim::cluster {
 namespace {
 
+// The flat key map's empty value in these tests (a 32-bit index map, as the router keeps 64-bit masks).
+constexpr std::uint32_t kNoValue = 0xffffffffu;
+
 using engine::testing::close;
 using engine::testing::content;
 using engine::testing::FixedCost;
@@ -196,7 +199,7 @@ TEST_CASE("KV store: a full segment evicts its least recently used block", "[clu
 TEST_CASE("KV store: the flat key map keeps every key through inserts, erases and growth", "[cluster][kv_store]") {
     // 1,000 keys inserted (the table grows from 16 slots to 4,096), every third erased, then all looked up: the
     // erased ones are gone, the others keep their values; erasing moves later keys of a probe run back.
-    BlockKeyMap m;
+    FlatKeyMap<std::uint32_t, kNoValue> m;
     for (std::uint32_t i = 0; i < 1000; ++i) {
         m.insert(std::uint64_t{i} * 0x10001ULL, i);
     }
@@ -207,7 +210,7 @@ TEST_CASE("KV store: the flat key map keeps every key through inserts, erases an
     for (std::uint32_t i = 0; i < 1000; ++i) {
         const std::uint32_t v = m.find(std::uint64_t{i} * 0x10001ULL);
         if (i % 3 == 0) {
-            CHECK(v == BlockKeyMap::npos);
+            CHECK(v == kNoValue);
         } else {
             CHECK(v == i);
             ++kept;
@@ -924,25 +927,27 @@ TEST_CASE("KV store: nodes grown ahead of a region's end are free and not taken 
     CHECK(t.size() == 8);
 }
 
-TEST_CASE("KV store: the flat key map's replace erases one key and inserts another", "[cluster][kv_store]") {
-    // Keys 0 (a free slot's key too), 1, 2 with values 10, 11, 12. replace(0, 5, 15): 0 is gone, 5 maps to 15, the
-    // size stays 3; replace(5, 0, 20) puts 0 back. Nine keys into the first 16 slots: the ninth insert grows the
+TEST_CASE("KV store: the flat key map erases and inserts key 0, a free slot's key too", "[cluster][kv_store]") {
+    // Keys 0 (a free slot's key too), 1, 2 with values 10, 11, 12. Erase 0 and insert 5 → 15: 0 is gone, 5 maps to
+    // 15, the size stays 3; erase 5 and insert 0 → 20 puts 0 back. Nine keys into the first 16 slots: the ninth insert grows the
     // table (load at most 1/2), and all nine stay.
-    BlockKeyMap m;
+    FlatKeyMap<std::uint32_t, kNoValue> m;
     m.insert(0, 10);
     m.insert(1, 11);
     m.insert(2, 12);
-    m.replace(0, 5, 15);
-    CHECK(m.find(0) == BlockKeyMap::npos);
+    m.erase(0);
+    m.insert(5, 15);
+    CHECK(m.find(0) == kNoValue);
     CHECK(m.find(5) == 15);
     CHECK(m.find(1) == 11);
     CHECK(m.find(2) == 12);
     CHECK(m.size() == 3);
-    m.replace(5, 0, 20);
-    CHECK(m.find(5) == BlockKeyMap::npos);
+    m.erase(5);
+    m.insert(0, 20);
+    CHECK(m.find(5) == kNoValue);
     CHECK(m.find(0) == 20);
     m.erase(0);
-    CHECK(m.find(0) == BlockKeyMap::npos);
+    CHECK(m.find(0) == kNoValue);
     CHECK(m.size() == 2);
     for (std::uint32_t k = 3; k < 10; ++k) {
         m.insert(k, 10 + k);

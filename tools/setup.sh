@@ -22,6 +22,25 @@ fi
 
 if [ "${1:-}" != "--no-build" ]; then
   build="${SERVESIM_BUILD_DIR:-build}"
-  cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release >&2
+  pgo=()
+  # The profile-guided build (docs/BUILD.md): an instrumented simulator in $build/pgo-instrumented runs
+  # tools/pgo_train.sh, then $build is compiled with its counts. SERVESIM_PGO=0 skips it (a plain Release build);
+  # so does a compiler other than GCC 12 or later.
+  gcc_major=$(echo | c++ -dM -E - 2>/dev/null | awk '/#define __clang__/ { clang = 1 } /#define __GNUC__ / { v = $3 }
+                                                     END { print clang ? 0 : v + 0 }')
+  if [ "${SERVESIM_PGO:-1}" != 0 ] && [ "${gcc_major:-0}" -ge 12 ]; then
+    mkdir -p "$build"
+    profile="$(cd "$build" && pwd)/pgo-profile"
+    rm -rf "$profile"
+    cmake -S . -B "$build/pgo-instrumented" -DCMAKE_BUILD_TYPE=Release -DSERVESIM_BUILD_TESTS=OFF \
+      -DSERVESIM_PGO=GENERATE -DSERVESIM_PGO_DIR="$profile" >&2
+    cmake --build "$build/pgo-instrumented" --target servesim -j "$(nproc)" >&2
+    echo "setup: training the profile-guided build (tools/pgo_train.sh)" >&2
+    tools/pgo_train.sh "$build/pgo-instrumented/tools/servesim" >&2
+    pgo=(-DSERVESIM_PGO=USE -DSERVESIM_PGO_DIR="$profile")
+  else
+    pgo=(-DSERVESIM_PGO=OFF)
+  fi
+  cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release "${pgo[@]}" >&2
   cmake --build "$build" -j "$(nproc)" >&2
 fi

@@ -21,6 +21,7 @@
 #include "calibration/runner/calibrate.h"
 #include "calibration/runner/exec_calibrate.h"
 #include "common/error.h"
+#include "common/heap_huge_pages.h"
 #include "models/hf_config.h"
 #include "models/model_registry.h"
 #include "models/quantization_config.h"
@@ -711,6 +712,7 @@ class SilenceStdoutUnlessRoot {
 }  // namespace
 
 int main(int argc, char** argv) {
+    servesim::prepare_heap_for_huge_pages();  // before anything allocates much (common/heap_huge_pages.h)
     // Under mpirun or srun every rank runs this same command; rank 0 farms the runs out and alone writes the outputs
     // (tools/mpi/mpi_executor.h, docs/MPI.md). Otherwise, or without MPI at build time, one process runs them.
 #ifdef SERVESIM_WITH_MPI

@@ -208,7 +208,13 @@ SimulationResult Simulation::run() {
     if (config_.sample_interval.ns() > 0) {
         queue_.push(queue_.now(), core::EventPriority::kObserve, core::EventKind::kSample);
     }
+    heap_pages_.advise();  // what the set-up allocated
+    std::uint32_t until_advice = 0;
     while (!queue_.empty()) {
+        if (++until_advice == 4096) {  // the heap grows rarely (a 256 MiB margin): a look every 4096 events
+            until_advice = 0;
+            heap_pages_.advise();
+        }
         if (queue_.peek().time > config_.max_time) {
             result.hit_max_time = true;
             break;

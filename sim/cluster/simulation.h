@@ -9,6 +9,7 @@
 #include <optional>
 #include <vector>
 
+#include "common/heap_huge_pages.h"
 #include "sim/cache/hybrid_state_cache.h"
 #include "sim/cache/block_hash.h"
 #include "sim/cluster/disaggregation_stats.h"
@@ -134,6 +135,7 @@ private:
     cache::FirstRunHashMemo route_hash_memo_;  // first-run hashes of the prompts the router hashes
     bool warmup_snapshot_taken_ = false;
     std::int64_t preemptions_at_warmup_ = 0;
+    HeapHugePages heap_pages_;  // advised as the heap grows (common/heap_huge_pages.h)
 };
 
 }  // namespace servesim::cluster

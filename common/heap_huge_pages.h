@@ -10,18 +10,20 @@
 //     top, so the heap grows rarely and in large steps; then the heap, margin included, is advised.
 //   HeapHugePages::advise(), from the run loop: advises the heap again when it has grown (a compare when it has not).
 // Only speed depends on this, never a result; where the kernel gives no huge page the memory is 4 KiB pages.
-// Threads' own arenas (a sweep's workers) are not covered. Measured in bench/README.md, "Huge pages".
+// Threads' own arenas (a sweep's workers) are not covered. Measured in bench/README.md, "Huge pages and a
+// profile-guided build".
 #pragma once
 
 #include <cstdint>
-#include <cstdlib>  // on glibc, defines __GLIBC__ (features.h) for the test below
+#include <cstdlib>  // on glibc, defines __GLIBC__ (features.h), tested below
 
 #if defined(__linux__) && defined(__GLIBC__)
 #include <malloc.h>
 #include <sys/mman.h>
 #include <unistd.h>
 #define SERVESIM_HEAP_HUGE_PAGES 1
-// The end of the program's data and BSS, the linker's symbol `end` (end(3)), under a name of our own: the heap lies above it.
+// The end of the program's data and BSS, the linker's symbol `end` (end(3)), under a name of our own: the heap
+// lies above it.
 extern char servesim_data_end asm("end");
 #endif
 
@@ -39,7 +41,8 @@ public:
         constexpr std::uintptr_t kPage = 4096;
         // From the data's end on the first call (the gap up to the heap is unmapped: madvise skips it and says
         // ENOMEM, which changes nothing).
-        const std::uintptr_t from = advised_to_ != 0 ? advised_to_ : reinterpret_cast<std::uintptr_t>(&servesim_data_end);
+        const std::uintptr_t from =
+            advised_to_ != 0 ? advised_to_ : reinterpret_cast<std::uintptr_t>(&servesim_data_end);
         const std::uintptr_t first = (from + kPage - 1) & ~(kPage - 1);
         if (top > first) {
             (void)madvise(reinterpret_cast<void*>(first), top - first, MADV_HUGEPAGE);  // a hint

@@ -25,9 +25,9 @@ if [ "${1:-}" != "--no-build" ]; then
   pgo=()
   # The profile-guided build (docs/BUILD.md): an instrumented simulator in $build/pgo-instrumented runs
   # tools/pgo_train.sh, then $build is compiled with its counts. SERVESIM_PGO=0 skips it (a plain Release build);
-  # so does a compiler other than GCC 12 or later.
-  gcc_major=$(echo | c++ -dM -E - 2>/dev/null | awk '/#define __clang__/ { clang = 1 } /#define __GNUC__ / { v = $3 }
-                                                     END { print clang ? 0 : v + 0 }')
+  # so does a compiler other than GCC 12 or later (CMake's, $CXX or c++).
+  gcc_major=$(echo | "${CXX:-c++}" -x c++ -dM -E - 2>/dev/null |
+    awk '/#define __clang__/ { clang = 1 } /#define __GNUC__ / { v = $3 } END { print clang ? 0 : v + 0 }')
   if [ "${SERVESIM_PGO:-1}" != 0 ] && [ "${gcc_major:-0}" -ge 12 ]; then
     mkdir -p "$build"
     profile="$(cd "$build" && pwd)/pgo-profile"

@@ -36,6 +36,13 @@ public:
     virtual void store(std::span<const core::BlockHash> block_hashes, std::int64_t first_block,
                        std::int64_t end_block, std::int64_t snapshot_first, std::int64_t snapshot_end,
                        std::int64_t num_hit_blocks) = 0;
+    // store() of request `id`'s blocks (the scheduler's call): a connector that remembers what its lookup of the
+    // request found overrides it (sim/cluster/kv_store.h: blocks the lookup has just found need no second probe).
+    virtual void store_request(core::RequestId /*id*/, std::span<const core::BlockHash> block_hashes,
+                               std::int64_t first_block, std::int64_t end_block, std::int64_t snapshot_first,
+                               std::int64_t snapshot_end, std::int64_t num_hit_blocks) {
+        store(block_hashes, first_block, end_block, snapshot_first, snapshot_end, num_hit_blocks);
+    }
 
     // A step of the owning engine is launched at `now` (its stores were queued by the schedule() that built it: a
     // connector saves them while the step runs, KVConnectorBase_V1.save_kv_layer), and ends.

@@ -120,6 +120,7 @@ std::size_t LruBlockTiers::touch_find(std::uint64_t key, Cursor& at) {
     if (lists_[tier].tail != n) {
         unlink(n);
         append(n);
+        ++lists_[tier].shifts;
     }
     return tier;
 }
@@ -132,8 +133,10 @@ std::size_t LruBlockTiers::touch_find_general(std::uint64_t key, TouchWalk& walk
     if (walk.run_first == kNil || links_[walk.at.node].next != n) {  // not next in the list: a new run
         end_touches(walk);
         walk.run_first = n;
+        walk.run_len = 0;
     }
     walk.at.node = n;
+    ++walk.run_len;
     return tier_at(n);
 }
 
@@ -148,6 +151,7 @@ void LruBlockTiers::end_touches(TouchWalk& walk) {
     if (l.tail == e) {  // the run ends the list already
         return;
     }
+    l.shifts += walk.run_len;
     Link& first = links_[s];
     Link& last = links_[e];
     // Cut [s, e] out (e is not the tail, so a node follows it), then hang it after the tail (not in the run).
@@ -198,6 +202,7 @@ inline bool LruBlockTiers::put_absent(List& l, std::uint64_t key, std::uint64_t*
         x.next = kNil;
         node_keys[v] = kFreeKey;
         --l.size;
+        ++l.shifts;
         if (next != kNil) {  // the next eviction of this tier starts there: its index slot, and the node after it
             __builtin_prefetch(index_.probe_address(node_keys[next]));
             if (const std::uint32_t after = links[next].next; after != kNil) {
@@ -244,6 +249,23 @@ public:
                         std::int64_t num_tokens) override {
         return store_.lookup(replica_, hashes, local_hit_tokens, num_tokens, last_sources_);
     }
+    // The scheduler's lookup of a request: what it proves held is kept for the request's first saves.
+    std::int64_t lookup_request(core::RequestId id, std::span<const core::BlockHash> hashes,
+                                std::int64_t local_hit_tokens, std::int64_t num_tokens) override {
+        HeldPrefix held;
+        const std::int64_t external =
+            store_.lookup(replica_, hashes, local_hit_tokens, num_tokens, last_sources_, &held);
+        if (held.blocks > 0) {
+            held_[core::to_int(id)] = held;
+        } else {
+            held_.erase(core::to_int(id));
+        }
+        return external;
+    }
+    bool request_finished(core::RequestId id) override {
+        held_.erase(core::to_int(id));
+        return false;
+    }
 
     core::Duration start_load(std::int64_t, core::SimTime now) override {
         return store_.start_load(replica_, last_sources_, now, TransferOwner{});
@@ -276,6 +298,31 @@ public:
             out[i] = core::to_int(in[i]);
         }
     }
+    // store() of a request's blocks; those its last lookup proved held are marked (HeldRange), for start_saves and
+    // on_step_end to skip while the proof lasts. The proof is dropped once the request's saves pass its blocks.
+    void store_request(core::RequestId id, std::span<const core::BlockHash> hashes, std::int64_t first_block,
+                       std::int64_t end_block, std::int64_t snapshot_first, std::int64_t snapshot_end,
+                       std::int64_t num_hit_blocks) override {
+        const std::size_t base = queued_.size();
+        store(hashes, first_block, end_block, snapshot_first, snapshot_end, num_hit_blocks);
+        const auto it = held_.find(core::to_int(id));
+        if (it == held_.end()) {
+            return;
+        }
+        const HeldPrefix& prefix = it->second;
+        const std::int64_t end = std::min(end_block, prefix.blocks);
+        if (end > first_block) {
+            HeldRange range;
+            range.begin = base;
+            range.end = base + static_cast<std::size_t>(end - first_block);
+            range.last = end == prefix.blocks ? prefix.last : LruBlockTiers::Cursor{};
+            range.prefix = prefix;
+            queued_held_.push_back(range);
+        }
+        if (end_block >= prefix.blocks) {
+            held_.erase(it);
+        }
+    }
 
     // The stores scheduled for a step are saved while it runs and complete with it (KVConnectorBase_V1
     // .wait_for_save, called at the end of the forward: LMCache and Mooncake Store save there), so a block is
@@ -286,7 +333,13 @@ public:
         in_step_found_.resize(in_step_.size());
         queued_.clear();
         store_.start_saves(replica_, std::span<const std::uint64_t>(in_step_).subspan(first), now,
-                           std::span<LruBlockTiers::Cursor>(in_step_found_).subspan(first));
+                           std::span<LruBlockTiers::Cursor>(in_step_found_).subspan(first), queued_held_);
+        for (HeldRange& range : queued_held_) {  // from here on, indices into in_step_
+            range.begin += first;
+            range.end += first;
+            in_step_held_.push_back(range);
+        }
+        queued_held_.clear();
     }
 
     void on_step_end() override {
@@ -294,18 +347,35 @@ public:
         WalkCursor at;
         const std::span<const std::uint64_t> keys(in_step_);
         const std::span<const LruBlockTiers::Cursor> found(in_step_found_);
+        const std::span<const HeldRange> held(in_step_held_);
+        std::size_t next_held = 0;
         for (std::size_t i = 0; i < in_step_.size(); ++i) {
-            i += store_.commit_held_run(keys.subspan(i), found.subspan(i), kAhead, at);  // puts that are skips
-            if (i == in_step_.size()) {
-                break;
+            if (next_held < held.size() && i == held[next_held].begin) {
+                const HeldRange& range = held[next_held++];
+                if (store_.still_held(range.prefix)) {  // every put a skip; only the cursor moves
+                    if (range.last.node != LruBlockTiers::Cursor{}.node) {
+                        at.pool = range.last;
+                    }
+                    i = range.end - 1;
+                    continue;
+                }
+                // Otherwise put as any other key: found[i] is no node, so commit probes.
             }
-            if (i + kAhead < in_step_.size()) {
+            const std::size_t stop = next_held < held.size() ? held[next_held].begin : in_step_.size();
+            i += store_.commit_held_run(keys.subspan(i, stop - i), found.subspan(i, stop - i), kAhead,
+                                        at);  // puts that are skips
+            if (i == stop) {
+                --i;  // the loop's step brings it back to `stop`: a held range, or the end
+                continue;
+            }
+            if (i + kAhead < stop) {
                 store_.prefetch_put(replica_, in_step_[i + kAhead], in_step_found_[i + kAhead], kAhead, at);
             }
             store_.commit(replica_, in_step_[i], in_step_found_[i], at);
         }
         in_step_.clear();
         in_step_found_.clear();
+        in_step_held_.clear();
     }
 
     const cache::ExternalCacheStats& stats() const override { return stats_; }
@@ -319,6 +389,9 @@ private:
     std::vector<std::uint64_t> queued_;
     std::vector<std::uint64_t> in_step_;
     std::vector<LruBlockTiers::Cursor> in_step_found_;  // per in_step_ key: where start_saves found it
+    std::vector<HeldRange> queued_held_;   // ranges of queued_ a lookup proved held
+    std::vector<HeldRange> in_step_held_;  // the same for in_step_
+    std::unordered_map<std::uint64_t, HeldPrefix> held_;  // per request looked up, until its saves pass the prefix
     cache::ExternalCacheStats stats_;
 };
 
@@ -378,10 +451,37 @@ std::size_t SharedKvStore::where(std::size_t replica, std::uint64_t key) const {
     return remote_.contains(key) ? kRemote : kNone;
 }
 
+bool SharedKvStore::still_held(const HeldPrefix& h) const {
+    for (std::size_t g = 0; g < h.num_guards; ++g) {
+        if (!pool_.guard_holds(h.guards[g])) {
+            return false;
+        }
+    }
+    return true;
+}
+
 std::int64_t SharedKvStore::lookup(std::size_t replica, std::span<const core::BlockHash> hashes,
                                    std::int64_t local_hit_tokens, std::int64_t num_tokens,
-                                   std::vector<Source>& sources) {
+                                   std::vector<Source>& sources, HeldPrefix* held) {
     sources.clear();
+    if (held != nullptr) {
+        *held = HeldPrefix{};
+    }
+    // The hits per tier of the pool, for the guards of `held` (kMaxTiers + 1 tiers: too many).
+    std::array<std::pair<std::size_t, std::int64_t>, HeldPrefix::kMaxTiers> tier_hits{};
+    std::size_t num_tiers_hit = 0;
+    const auto count_tier = [&](std::size_t tier, std::int64_t k) {
+        for (std::size_t t = 0; t < num_tiers_hit && t < tier_hits.size(); ++t) {
+            if (tier_hits[t].first == tier) {
+                tier_hits[t].second += k;
+                return;
+            }
+        }
+        if (num_tiers_hit < tier_hits.size()) {
+            tier_hits[num_tiers_hit] = {tier, k};
+        }
+        ++num_tiers_hit;
+    };
     const std::int64_t b = config_.block_size_tokens;
     // get_num_new_matched_tokens: the store is asked for the whole request in whole blocks (discard_partial_chunks)
     // from block 0, and returns hit − num_computed_tokens (mooncake/store/scheduler.py; LMCache the same).
@@ -415,6 +515,7 @@ std::int64_t SharedKvStore::lookup(std::size_t replica, std::span<const core::Bl
             if (k > 0) {
                 at.pool = pool_walk.at;
                 count_source(pool_.tier_at(pool_walk.at), hit, hit + k);
+                count_tier(pool_.tier_at(pool_walk.at), k);
                 hit += k;
                 if (hit == max_blocks) {
                     break;
@@ -442,9 +543,23 @@ std::int64_t SharedKvStore::lookup(std::size_t replica, std::span<const core::Bl
             break;
         }
         count_source(w, hit, hit + 1);
+        if (config_.kind == KvStoreKind::kMooncake) {
+            count_tier(w, 1);
+        }
     }
     if (config_.kind == KvStoreKind::kMooncake) {
         pool_.end_touches(pool_walk);
+        // Every hit is now at its tier's most-recent end, after the tier's other blocks.
+        if (held != nullptr) {
+            if (hit > 0 && num_tiers_hit <= HeldPrefix::kMaxTiers) {
+                held->blocks = hit;
+                held->last = pool_walk.at;
+                held->num_guards = num_tiers_hit;
+                for (std::size_t t = 0; t < num_tiers_hit; ++t) {
+                    held->guards[t] = pool_.guard_tail(tier_hits[t].first, tier_hits[t].second);
+                }
+            }
+        }
     } else {
         host_tiers_[replica_host_[replica]].end_touches(local_walk);
         remote_.end_touches(remote_walk);
@@ -506,7 +621,7 @@ void SharedKvStore::prefetch_put(std::size_t replica, std::uint64_t key, const L
 }
 
 void SharedKvStore::start_saves(std::size_t replica, std::span<const std::uint64_t> keys, core::SimTime now,
-                                std::span<LruBlockTiers::Cursor> found) {
+                                std::span<LruBlockTiers::Cursor> found, std::span<const HeldRange> held) {
     // The blocks this step's saves will write, by the rules commit() applies at the step's end: a block some tier
     // holds already is not written again (Mooncake's put of a present key is skipped; LMCache checks its tiers).
     std::int64_t to_host = 0;
@@ -514,21 +629,37 @@ void SharedKvStore::start_saves(std::size_t replica, std::span<const std::uint64
     const std::size_t own = replica_host_[replica];
     constexpr std::size_t kAhead = 16;  // prefetch distance, in blocks: where the chain of nodes breaks, a cold probe
     WalkCursor at;
+    std::size_t next_held = 0;
     for (std::size_t i = 0; i < keys.size(); ++i) {
+        if (next_held < held.size() && i == held[next_held].begin) {
+            const HeldRange& range = held[next_held++];
+            if (still_held(range.prefix)) {  // held, as contains() would find: no probe, no transfer
+                std::fill(found.begin() + static_cast<std::ptrdiff_t>(range.begin),
+                          found.begin() + static_cast<std::ptrdiff_t>(range.end), LruBlockTiers::Cursor{});
+                if (range.last.node != LruBlockTiers::Cursor{}.node) {
+                    at.pool = range.last;
+                }
+                i = range.end - 1;
+                continue;
+            }
+        }
+        // The keys up to the next held range (a hint looks no further).
+        const std::size_t stop = next_held < held.size() ? held[next_held].begin : keys.size();
         if (config_.kind == KvStoreKind::kMooncake) {
             // A stretch of keys in consecutive nodes in one loop (LruBlockTiers::contains_run): each is held, in
             // the node after the one before.
             const std::uint32_t before = at.pool.node;
-            const std::size_t k = pool_.contains_run(keys.subspan(i), kAhead, at.pool);
+            const std::size_t k = pool_.contains_run(keys.subspan(i, stop - i), kAhead, at.pool);
             for (std::size_t j = 0; j < k; ++j) {
                 found[i + j] = LruBlockTiers::Cursor{static_cast<std::uint32_t>(before + 1 + j)};
             }
             i += k;
-            if (i == keys.size()) {
-                break;
+            if (i == stop) {
+                --i;  // the loop's step brings it back to `stop`: a held range, or the end
+                continue;
             }
         }
-        if (i + kAhead < keys.size()) {
+        if (i + kAhead < stop) {
             prefetch_walk(replica, keys[i + kAhead], kAhead, at);
         }
         const std::uint64_t key = keys[i];

@@ -19,6 +19,7 @@
 // Full-attention models only (the scenario refuses a hybrid).
 #pragma once
 
+#include <array>
 #include <bit>
 #include <cstdint>
 #include <map>
@@ -310,6 +311,7 @@ public:
     struct TouchWalk {
         Cursor at;                       // the node touched last: the run's last node when one is pending
         std::uint32_t run_first = 0xffffffffu;  // the pending run's first node (none: 0xffffffff)
+        std::uint32_t run_len = 0;              // the pending run's nodes (what end_touches moves)
     };
     // touch_find(key) in a deferred walk. The run must be ended (end_touches) before anything else reads or changes
     // the tiers' order: an insert, an eviction, another walk. Inline for the common case, a run going on: the key is
@@ -321,12 +323,32 @@ public:
         if (walk.run_first != kNil && guess < keys_.size() && keys_[guess] == key &&
             links_[walk.at.node].next == guess) {
             walk.at.node = guess;
+            ++walk.run_len;
             return tier_at(guess);
         }
         return touch_find_general(key, walk);
     }
     // Moves the walk's pending run, if any, to its tier's most-recent end.
     void end_touches(TouchWalk& walk);
+
+    // A proof, without reading the nodes, that blocks at a tier's most-recent end are still held. A tier counts its
+    // shifts: each eviction, and each node a touch moves to the most-recent end. Each shift brings any other node at
+    // most one place nearer the least-recent end (an insert adds a node behind it); a node is evicted only from that
+    // end. So the `count` nodes at a tier's most-recent end when the guard is taken, with `ahead` = size − count
+    // nodes before them, are all still held while at most `ahead` shifts have happened since (SharedKvStore uses it
+    // for the blocks a lookup has just touched: their saves need no probe, docs/CLUSTER.md "Store traffic").
+    struct TailGuard {
+        std::size_t tier = 0;
+        std::uint64_t shifts = 0;  // the tier's shifts when the guard was taken
+        std::int64_t ahead = 0;    // nodes of the tier before the guarded ones
+    };
+    [[nodiscard]] TailGuard guard_tail(std::size_t tier, std::int64_t count) const {
+        const List& l = lists_[tier];
+        return TailGuard{tier, l.shifts, l.size - count};
+    }
+    [[nodiscard]] bool guard_holds(const TailGuard& g) const {
+        return lists_[g.tier].shifts - g.shifts <= static_cast<std::uint64_t>(g.ahead);
+    }
 
     // The walks' common case as one loop. A prompt's blocks, put or routed together, sit in consecutive nodes (see
     // above), so a walk mostly finds key i + 1 in the node after key i's; these loops go along such a stretch and
@@ -374,6 +396,7 @@ public:
             [&](std::size_t i) { return q[i] == key_value(k[i]); },
             [&](std::size_t i) { return key_value(k[i]); });
         walk.at.node = static_cast<std::uint32_t>(c + found);
+        walk.run_len += static_cast<std::uint32_t>(found);
         return found;
     }
     // How many leading keys[i] are still held in the nodes found[i] a walk found them in earlier (what holds_at
@@ -478,6 +501,7 @@ private:
         std::uint32_t end = 0;
         std::uint32_t limit = 0;
         std::uint32_t sweep = 0;
+        std::uint64_t shifts = 0;  // evictions and nodes moved to the most-recent end so far (TailGuard)
     };
     [[nodiscard]] std::size_t tier_at(std::uint32_t n) const {
         return static_cast<std::size_t>(static_cast<std::uint64_t>(n) >> region_shift_);
@@ -661,15 +685,39 @@ private:
         std::int64_t blocks = 0;
     };
 
+    // The prompt blocks [0, blocks) a Mooncake lookup found in the pool, which it touched, so they end their tiers'
+    // lists: while every guard holds (LruBlockTiers::TailGuard) they are all still held, and a save of one is a
+    // skipped put, known without a probe. blocks 0: nothing known (LMCache, a miss at block 0, hits in more tiers
+    // than kMaxTiers).
+    struct HeldPrefix {
+        static constexpr std::size_t kMaxTiers = 4;
+        std::int64_t blocks = 0;
+        LruBlockTiers::Cursor last;  // the node of block blocks − 1
+        std::array<LruBlockTiers::TailGuard, kMaxTiers> guards{};
+        std::size_t num_guards = 0;
+    };
+    // Keys [begin, end) of a step's saves that are blocks of a HeldPrefix; `last`: the node of the key before end when
+    // it is the prefix's last block, else no node.
+    struct HeldRange {
+        std::size_t begin = 0;
+        std::size_t end = 0;
+        LruBlockTiers::Cursor last;
+        HeldPrefix prefix;  // its guards
+    };
+    [[nodiscard]] bool still_held(const HeldPrefix& h) const;
+
+    // get_num_new_matched_tokens. `held`, when given, receives what the lookup proves held (HeldPrefix).
     std::int64_t lookup(std::size_t replica, std::span<const core::BlockHash> hashes, std::int64_t local_hit_tokens,
-                        std::int64_t num_tokens, std::vector<Source>& sources);
+                        std::int64_t num_tokens, std::vector<Source>& sources, HeldPrefix* held = nullptr);
     core::Duration start_load(std::size_t replica, const std::vector<Source>& sources, core::SimTime now,
                               TransferOwner owner);
     // The saves of a step launched at `now` start their transfers (they occupy the links they cross until done).
     // found[i]: where keys[i] was found in the tier `replica` writes first (Mooncake's pool, LMCache's local tier), or
     // a cursor on no node; the puts at the step's end check there first (commit).
+    // held: ranges of keys (ascending, disjoint) whose blocks a lookup found (HeldRange); while still_held they are
+    // counted as held without a probe, and their found[i] is no node.
     void start_saves(std::size_t replica, std::span<const std::uint64_t> keys, core::SimTime now,
-                     std::span<LruBlockTiers::Cursor> found);
+                     std::span<LruBlockTiers::Cursor> found, std::span<const HeldRange> held);
     // Where a walk over many keys (a lookup, a step's saves) stands in each tier it reads (LruBlockTiers::Cursor): a
     // prompt's blocks, looked up or saved, mostly sit in consecutive nodes.
     struct WalkCursor {

@@ -107,8 +107,8 @@ void Scheduler::store_to_offload(const StepPlan& plan) {
         }
         if (end_block > r->num_offload_stored_blocks || snapshot_end > snapshot_first) {
             const std::int64_t hit_blocks = (r->num_cached_prompt_tokens + r->num_external_cached_tokens) / b;
-            offload_->store(r->block_hashes, r->num_offload_stored_blocks, end_block, snapshot_first, snapshot_end,
-                            hit_blocks);
+            offload_->store_request(r->id, r->block_hashes, r->num_offload_stored_blocks, end_block, snapshot_first,
+                                    snapshot_end, hit_blocks);
             r->num_offload_stored_blocks = std::max(r->num_offload_stored_blocks, end_block);
         }
     }

@@ -958,5 +958,147 @@ TEST_CASE("KV store: the flat key map erases and inserts key 0, a free slot's ke
     }
 }
 
+TEST_CASE("KV store: a tail guard holds while fewer shifts than the blocks ahead have happened", "[cluster][kv_store]") {
+    // One tier of 5, by hand. Inserts 1..5: order 1 2 3 4 5, no shifts yet (inserts add behind). A walk touches 2 and
+    // 3 (one run, moved to the end: 2 shifts), order 1 4 5 2 3. The guard of those two: shifts 2, 3 blocks ahead.
+    // Inserts 101, 104, 105 evict 1, 4, 5 (shifts 3, 4, 5: 3 since the guard, not more than 3 ahead): it holds, and 2
+    // and 3 are still there (order 2 3 101 104 105). Insert 200 evicts 2: 4 shifts since, the guard no longer holds.
+    LruBlockTiers t(1, 5);
+    for (std::uint64_t k = 1; k <= 5; ++k) {
+        t.insert(0, k);
+    }
+    LruBlockTiers::TouchWalk walk;
+    CHECK(t.touch_find(2, walk) == 0);
+    CHECK(t.touch_find(3, walk) == 0);
+    CHECK(walk.run_len == 2);
+    t.end_touches(walk);
+    const LruBlockTiers::TailGuard g = t.guard_tail(0, 2);
+    CHECK(g.shifts == 2);
+    CHECK(g.ahead == 3);
+    std::uint64_t evicted = 0;
+    for (const std::uint64_t expected : std::initializer_list<std::uint64_t>{1, 4, 5}) {
+        CHECK(t.insert(0, 100 + expected, &evicted));
+        CHECK(evicted == expected);
+        CHECK(t.guard_holds(g));
+    }
+    CHECK(t.contains(2));
+    CHECK(t.contains(3));
+    CHECK(t.insert(0, 200, &evicted));
+    CHECK(evicted == 2);
+    CHECK_FALSE(t.guard_holds(g));
+}
+
+TEST_CASE("KV store: a touch that moves a block ahead of a guarded one counts as a shift", "[cluster][kv_store]") {
+    // One tier of 5, by hand, as above up to the guard of 2 and 3 (order 1 4 5 2 3; 3 ahead). A touch of 3, the list's
+    // last block, moves nothing and is no shift. Touches of 1, 4, 5 move each to the end (order 2 3 1 4 5): 3 shifts,
+    // the guard holds, and 2 is now the least recent. Insert 6 evicts it: 4 shifts, the guard no longer holds.
+    LruBlockTiers t(1, 5);
+    for (std::uint64_t k = 1; k <= 5; ++k) {
+        t.insert(0, k);
+    }
+    LruBlockTiers::TouchWalk walk;
+    CHECK(t.touch_find(2, walk) == 0);
+    CHECK(t.touch_find(3, walk) == 0);
+    t.end_touches(walk);
+    const LruBlockTiers::TailGuard g = t.guard_tail(0, 2);
+    t.touch(3);
+    for (const std::uint64_t k : {1, 4, 5}) {
+        t.touch(k);
+    }
+    CHECK(t.guard_holds(g));
+    std::uint64_t evicted = 0;
+    CHECK(t.insert(0, 6, &evicted));
+    CHECK(evicted == 2);
+    CHECK_FALSE(t.guard_holds(g));
+}
+
+TEST_CASE("KV store: every block under a guard that holds is still held", "[cluster][kv_store]") {
+    // Two tiers of 12 under one index, driven by 4,000 random operations: walks over overlapping chains that touch
+    // what they find (runs and single touches, deferred) and insert what they miss, single touches, and inserts. After
+    // each walk, a guard per tier over the blocks the walk touched there (they end their tiers' lists); after every
+    // operation, each guard that holds must find all of its blocks still held. Guards are also seen to hold for a while
+    // and to lapse (the test would pass vacuously otherwise).
+    LruBlockTiers t(2, 12);
+    std::uint64_t seed = 4242;
+    auto next = [&](std::uint64_t n) {
+        seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+        return (seed >> 33) % n;
+    };
+    struct Guarded {
+        LruBlockTiers::TailGuard guard;
+        std::vector<std::uint64_t> keys;
+    };
+    std::vector<Guarded> guards;
+    std::size_t checks_held = 0;
+    std::size_t lapsed = 0;
+    const auto check_guards = [&]() {
+        for (auto it = guards.begin(); it != guards.end();) {
+            if (!t.guard_holds(it->guard)) {
+                ++lapsed;
+                it = guards.erase(it);
+                continue;
+            }
+            for (const std::uint64_t key : it->keys) {
+                CHECK(t.contains(key));
+            }
+            ++checks_held;
+            ++it;
+        }
+    };
+    for (int op = 0; op < 4000; ++op) {
+        const std::uint64_t kind = next(4);
+        if (kind <= 1) {
+            const std::uint64_t start = next(40);
+            const std::size_t len = 1 + next(8);
+            std::vector<std::uint64_t> keys;
+            for (std::uint64_t k = start; k < start + len; ++k) {
+                keys.push_back((k + 1) * 0x9e3779b97f4a7c15ULL);
+            }
+            const std::span<const std::uint64_t> all(keys);
+            LruBlockTiers::TouchWalk walk;
+            std::vector<std::uint64_t> touched[2];
+            std::size_t i = 0;
+            while (i < len) {
+                const std::size_t k = t.touch_run(all.subspan(i), 0, walk);
+                for (std::size_t j = 0; j < k; ++j) {
+                    touched[t.tier_at(walk.at)].push_back(keys[i + j]);
+                }
+                i += k;
+                if (i == len) {
+                    break;
+                }
+                const std::size_t tier = t.touch_find(keys[i], walk);
+                if (tier != LruBlockTiers::npos) {
+                    touched[tier].push_back(keys[i]);
+                    ++i;
+                    continue;
+                }
+                if (kind == 0) {  // a lookup: stops at the first miss
+                    break;
+                }
+                t.end_touches(walk);  // the router's update: inserts the miss
+                t.insert_absent(next(2), keys[i], nullptr, &walk.at);
+                ++i;
+            }
+            t.end_touches(walk);
+            if (kind == 0) {
+                for (std::size_t tier = 0; tier < 2; ++tier) {
+                    if (!touched[tier].empty()) {
+                        guards.push_back(Guarded{
+                            t.guard_tail(tier, static_cast<std::int64_t>(touched[tier].size())), touched[tier]});
+                    }
+                }
+            }
+        } else if (kind == 2) {
+            t.touch((next(48) + 1) * 0x9e3779b97f4a7c15ULL);
+        } else {
+            t.insert(next(2), (next(48) + 1) * 0x9e3779b97f4a7c15ULL);
+        }
+        check_guards();
+    }
+    CHECK(checks_held > 1000);
+    CHECK(lapsed > 100);
+}
+
 }  // namespace
 }  // namespace servesim::cluster

@@ -958,12 +958,9 @@ TEST_CASE("KV store: the flat key map erases and inserts key 0, a free slot's ke
     }
 }
 
-TEST_CASE("KV store: a tail guard holds while fewer shifts than the blocks ahead have happened", "[cluster][kv_store]") {
-    // One tier of 5, by hand. Inserts 1..5: order 1 2 3 4 5, no shifts yet (inserts add behind). A walk touches 2 and
-    // 3 (one run, moved to the end: 2 shifts), order 1 4 5 2 3. The guard of those two: shifts 2, 3 blocks ahead.
-    // Inserts 101, 104, 105 evict 1, 4, 5 (shifts 3, 4, 5: 3 since the guard, not more than 3 ahead): it holds, and 2
-    // and 3 are still there (order 2 3 101 104 105). Insert 200 evicts 2: 4 shifts since, the guard no longer holds.
-    LruBlockTiers t(1, 5);
+// One tier of 5 holding 1..5 (order 1 2 3 4 5, no shifts: inserts add behind), then a walk touching 2 and 3 (one
+// run, moved to the end: 2 shifts), order 1 4 5 2 3; returns the guard of those two: shifts 2, 3 blocks ahead.
+LruBlockTiers::TailGuard guard_two_touched(LruBlockTiers& t) {
     for (std::uint64_t k = 1; k <= 5; ++k) {
         t.insert(0, k);
     }
@@ -975,6 +972,15 @@ TEST_CASE("KV store: a tail guard holds while fewer shifts than the blocks ahead
     const LruBlockTiers::TailGuard g = t.guard_tail(0, 2);
     CHECK(g.shifts == 2);
     CHECK(g.ahead == 3);
+    return g;
+}
+
+TEST_CASE("KV store: a tail guard holds while fewer shifts than the blocks ahead have happened", "[cluster][kv_store]") {
+    // By hand, from guard_two_touched (order 1 4 5 2 3, 3 ahead). Inserts 101, 104, 105 evict 1, 4, 5 (shifts 3, 4,
+    // 5: 3 since the guard, not more than 3 ahead): it holds, and 2 and 3 are still there (order 2 3 101 104 105).
+    // Insert 200 evicts 2: 4 shifts since, the guard no longer holds.
+    LruBlockTiers t(1, 5);
+    const LruBlockTiers::TailGuard g = guard_two_touched(t);
     std::uint64_t evicted = 0;
     for (const std::uint64_t expected : std::initializer_list<std::uint64_t>{1, 4, 5}) {
         CHECK(t.insert(0, 100 + expected, &evicted));
@@ -989,22 +995,17 @@ TEST_CASE("KV store: a tail guard holds while fewer shifts than the blocks ahead
 }
 
 TEST_CASE("KV store: a touch that moves a block ahead of a guarded one counts as a shift", "[cluster][kv_store]") {
-    // One tier of 5, by hand, as above up to the guard of 2 and 3 (order 1 4 5 2 3; 3 ahead). A touch of 3, the list's
-    // last block, moves nothing and is no shift. Touches of 1, 4, 5 move each to the end (order 2 3 1 4 5): 3 shifts,
-    // the guard holds, and 2 is now the least recent. Insert 6 evicts it: 4 shifts, the guard no longer holds.
+    // By hand, from guard_two_touched (order 1 4 5 2 3, 3 ahead). A touch of 3, the list's last block, moves nothing
+    // and is no shift (still 2). Touches of 1, 4, 5 move each to the end (order 2 3 1 4 5): 3 shifts, the guard holds,
+    // and 2 is now the least recent. Insert 6 evicts it: 4 shifts, the guard no longer holds.
     LruBlockTiers t(1, 5);
-    for (std::uint64_t k = 1; k <= 5; ++k) {
-        t.insert(0, k);
-    }
-    LruBlockTiers::TouchWalk walk;
-    CHECK(t.touch_find(2, walk) == 0);
-    CHECK(t.touch_find(3, walk) == 0);
-    t.end_touches(walk);
-    const LruBlockTiers::TailGuard g = t.guard_tail(0, 2);
+    const LruBlockTiers::TailGuard g = guard_two_touched(t);
     t.touch(3);
+    CHECK(t.guard_tail(0, 0).shifts == 2);
     for (const std::uint64_t k : {1, 4, 5}) {
         t.touch(k);
     }
+    CHECK(t.guard_tail(0, 0).shifts == 5);
     CHECK(t.guard_holds(g));
     std::uint64_t evicted = 0;
     CHECK(t.insert(0, 6, &evicted));

@@ -347,21 +347,15 @@ public:
         WalkCursor at;
         const std::span<const std::uint64_t> keys(in_step_);
         const std::span<const LruBlockTiers::Cursor> found(in_step_found_);
-        const std::span<const HeldRange> held(in_step_held_);
-        std::size_t next_held = 0;
+        HeldRangeWalk held(store_, in_step_held_, in_step_.size());
         for (std::size_t i = 0; i < in_step_.size(); ++i) {
-            if (next_held < held.size() && i == held[next_held].begin) {
-                const HeldRange& range = held[next_held++];
-                if (store_.still_held(range.prefix)) {  // every put a skip; only the cursor moves
-                    if (range.last.node != LruBlockTiers::Cursor{}.node) {
-                        at.pool = range.last;
-                    }
-                    i = range.end - 1;
-                    continue;
-                }
-                // Otherwise put as any other key: found[i] is no node, so commit probes.
+            // Held keys: every put a skip, only the cursor moves. A lapsed range is put as any keys (its found[i] is
+            // no node, so commit probes).
+            if (const std::size_t past = held.skip(i, at.pool); past != i) {
+                i = past - 1;
+                continue;
             }
-            const std::size_t stop = next_held < held.size() ? held[next_held].begin : in_step_.size();
+            const std::size_t stop = held.stop();
             i += store_.commit_held_run(keys.subspan(i, stop - i), found.subspan(i, stop - i), kAhead,
                                         at);  // puts that are skips
             if (i == stop) {
@@ -629,22 +623,17 @@ void SharedKvStore::start_saves(std::size_t replica, std::span<const std::uint64
     const std::size_t own = replica_host_[replica];
     constexpr std::size_t kAhead = 16;  // prefetch distance, in blocks: where the chain of nodes breaks, a cold probe
     WalkCursor at;
-    std::size_t next_held = 0;
+    HeldRangeWalk held_ranges(*this, held, keys.size());
     for (std::size_t i = 0; i < keys.size(); ++i) {
-        if (next_held < held.size() && i == held[next_held].begin) {
-            const HeldRange& range = held[next_held++];
-            if (still_held(range.prefix)) {  // held, as contains() would find: no probe, no transfer
-                std::fill(found.begin() + static_cast<std::ptrdiff_t>(range.begin),
-                          found.begin() + static_cast<std::ptrdiff_t>(range.end), LruBlockTiers::Cursor{});
-                if (range.last.node != LruBlockTiers::Cursor{}.node) {
-                    at.pool = range.last;
-                }
-                i = range.end - 1;
-                continue;
-            }
+        if (const std::size_t past = held_ranges.skip(i, at.pool); past != i) {
+            // Held, as contains() would find: no probe, no transfer.
+            std::fill(found.begin() + static_cast<std::ptrdiff_t>(i), found.begin() + static_cast<std::ptrdiff_t>(past),
+                      LruBlockTiers::Cursor{});
+            i = past - 1;
+            continue;
         }
         // The keys up to the next held range (a hint looks no further).
-        const std::size_t stop = next_held < held.size() ? held[next_held].begin : keys.size();
+        const std::size_t stop = held_ranges.stop();
         if (config_.kind == KvStoreKind::kMooncake) {
             // A stretch of keys in consecutive nodes in one loop (LruBlockTiers::contains_run): each is held, in
             // the node after the one before.

@@ -705,6 +705,36 @@ private:
         HeldPrefix prefix;  // its guards
     };
     [[nodiscard]] bool still_held(const HeldPrefix& h) const;
+    // A walk over a step's saves that passes the held ranges still proved held; start_saves and the step end's puts
+    // share it. Positions must be visited in order, each range's begin among them.
+    class HeldRangeWalk {
+    public:
+        HeldRangeWalk(const SharedKvStore& store, std::span<const HeldRange> held, std::size_t size)
+            : store_(store), held_(held), size_(size) {}
+        // Where the walk goes on from position i: past a range beginning at i that is still held (`at` then moves to
+        // its last node when known), else i itself (a range that lapsed is walked as any keys).
+        std::size_t skip(std::size_t i, LruBlockTiers::Cursor& at) {
+            if (next_ == held_.size() || i != held_[next_].begin) {
+                return i;
+            }
+            const HeldRange& range = held_[next_++];
+            if (!store_.still_held(range.prefix)) {
+                return i;
+            }
+            if (range.last.node != LruBlockTiers::Cursor{}.node) {
+                at = range.last;
+            }
+            return range.end;
+        }
+        // Where a stretch walked from the current position ends: the next held range, or the end.
+        [[nodiscard]] std::size_t stop() const { return next_ < held_.size() ? held_[next_].begin : size_; }
+
+    private:
+        const SharedKvStore& store_;
+        std::span<const HeldRange> held_;
+        std::size_t size_;
+        std::size_t next_ = 0;
+    };
 
     // get_num_new_matched_tokens. `held`, when given, receives what the lookup proves held (HeldPrefix).
     std::int64_t lookup(std::size_t replica, std::span<const core::BlockHash> hashes, std::int64_t local_hit_tokens,

@@ -975,7 +975,8 @@ LruBlockTiers::TailGuard guard_two_touched(LruBlockTiers& t) {
     return g;
 }
 
-TEST_CASE("KV store: a tail guard holds while fewer shifts than the blocks ahead have happened", "[cluster][kv_store]") {
+TEST_CASE("KV store: a tail guard holds while fewer shifts than the blocks ahead have happened",
+          "[cluster][kv_store]") {
     // By hand, from guard_two_touched (order 1 4 5 2 3, 3 ahead). Inserts 101, 104, 105 evict 1, 4, 5 (shifts 3, 4,
     // 5: 3 since the guard, not more than 3 ahead): it holds, and 2 and 3 are still there (order 2 3 101 104 105).
     // Insert 200 evicts 2: 4 shifts since, the guard no longer holds.

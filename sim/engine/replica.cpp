@@ -275,10 +275,10 @@ const std::vector<core::RequestId>& Replica::end_step(core::SimTime now) {
         const auto owned = requests_.find(core::to_int(r->id));
         if (delay_free) {  // the connector sends its KV first (finished_sending)
             delayed_free_.emplace(owned->first, std::move(owned->second));
-        } else if (r->hash_blocks && !r->content.empty()) {
+        } else if (r->hash_blocks && !r->content_runs_.empty()) {
             // Its hashes start its dialogue's next turn, whose prompt opens with this content (a memo of the
             // hash function, turn_hash_handoff.h); nothing reads them here after finish_request.
-            hash_memo_->turns().give(std::move(r->content), std::move(r->block_hashes), r->hasher.cursor());
+            hash_memo_->turns().give(r->take_content(), std::move(r->block_hashes), r->hasher.cursor());
         }
         if (delay_free) {
             requests_.erase(owned);

@@ -35,12 +35,12 @@ struct alignas(64) Request {
             bool hash_blocks_ = true, cache::HashedPrompt* hashed = nullptr)
         : max_output_tokens(max_output_tokens_),
           id(id_),
-          content(std::move(prompt)),
+          content_runs_(std::move(prompt)),
           arrival(arrival_),
           hash_blocks(hash_blocks_),
           hasher(hash_block_size) {
-        num_prompt_tokens = core::total_tokens(content);
-        content.push_back(core::ContentRun{answer, 0});
+        num_prompt_tokens = core::total_tokens(content_runs_);
+        content_runs_.push_back(core::ContentRun{answer, 0});
         if (hash_blocks) {
             if (hashed != nullptr) {
                 SERVESIM_CHECK(hashed->hasher.block_size_tokens() == hash_block_size,
@@ -48,9 +48,9 @@ struct alignas(64) Request {
                                hash_block_size);
                 block_hashes = std::move(hashed->hashes);
                 hasher = hashed->hasher;
-                hasher.extend(block_hashes, content, num_tokens());  // the answer run is empty: nothing new
+                hasher.extend(block_hashes, content(), num_tokens());  // the answer run is empty: nothing new
             } else {
-                hasher.extend(block_hashes, content, num_tokens(), hash_memo);
+                hasher.extend(block_hashes, content(), num_tokens(), hash_memo);
             }
             // Room for every full block of prompt + answer, so the answer's blocks never move the list, and some
             // more: the list is handed to the dialogue's next turn at finish (turn_hash_handoff.h), which then
@@ -89,7 +89,9 @@ struct alignas(64) Request {
     // (second line)
     core::RequestId id;
     RequestStatus status = RequestStatus::kWaiting;
-    core::TokenContent content;  // prompt runs, then the answer run (length = num_output_tokens)
+    // The prompt runs, then the answer run, read through content() (below). The answer run's length is written there,
+    // from num_output_tokens, not by every sampled token: a decode step then writes no third cache line per request.
+    mutable core::TokenContent content_runs_;
     core::SimTime arrival;
     core::SimTime last_token;
     core::Duration max_token_gap;  // longest gap between consecutive output tokens so far (per-request ITL max)
@@ -128,6 +130,17 @@ struct alignas(64) Request {
 
     [[nodiscard]] std::int64_t num_tokens() const { return num_prompt_tokens + num_output_tokens; }
 
+    // The token content: prompt runs, then the answer run, whose length is num_output_tokens.
+    [[nodiscard]] const core::TokenContent& content() const {
+        content_runs_.back().length_tokens = num_output_tokens;
+        return content_runs_;
+    }
+    // content(), moved out (the request is finished: its dialogue's next turn takes it, turn_hash_handoff.h).
+    [[nodiscard]] core::TokenContent take_content() {
+        (void)content();
+        return std::move(content_runs_);
+    }
+
     [[nodiscard]] bool is_finished() const { return num_output_tokens >= max_output_tokens; }
 
     // Appends one sampled token to the answer run and hashes any block it completes.
@@ -135,8 +148,7 @@ struct alignas(64) Request {
         if (num_output_placeholders > 0) {
             --num_output_placeholders;  // AsyncScheduler._update_request: the token replaces its placeholder
         }
-        ++num_output_tokens;
-        ++content.back().length_tokens;
+        ++num_output_tokens;  // (the answer run's length follows in content())
         if (num_tokens() >= next_hash_at_tokens) {
             refresh_block_hashes();
         }
@@ -144,7 +156,7 @@ struct alignas(64) Request {
 
     void refresh_block_hashes() {
         if (hash_blocks) {
-            hasher.extend(block_hashes, content, num_tokens());
+            hasher.extend(block_hashes, content(), num_tokens());
         }
         note_hash_cursor();
     }

@@ -130,7 +130,7 @@ cache::CacheRequest Scheduler::cache_view(const Request& r) const {
     v.kv_slot_hint = &r.kv_slot_hint;
     v.kv_summary = &r.kv_summary;
     v.shared_prefix_boundary = r.shared_prefix_boundary;
-    v.content = &r.content;  // token-granular hybrid state policies (docs/HYBRID-POLICIES.md)
+    v.content = &r.content();  // token-granular hybrid state policies (docs/HYBRID-POLICIES.md)
     return v;
 }
 

@@ -43,7 +43,7 @@ TEST_CASE("Request: the hasher is called only from the next block end, and hashe
     CHECK(r.block_hashes.size() == 3);
     CHECK(r.next_hash_at_tokens == 64);
     std::vector<core::BlockHash> fresh;
-    cache::BlockHasher(16).extend(fresh, r.content, r.num_tokens());
+    cache::BlockHasher(16).extend(fresh, r.content(), r.num_tokens());
     CHECK(fresh == r.block_hashes);
     CHECK(make(false).next_hash_at_tokens == std::numeric_limits<std::int64_t>::max());
 }

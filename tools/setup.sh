@@ -41,6 +41,12 @@ if [ "${1:-}" != "--no-build" ]; then
   else
     pgo=(-DSERVESIM_PGO=OFF)
   fi
-  cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release "${pgo[@]}" >&2
+  # Link-time optimisation of the servesim executable (docs/BUILD.md "Link-time optimisation"), with GCC;
+  # SERVESIM_LTO=0 leaves it out.
+  lto=(-DSERVESIM_LTO=OFF)
+  if [ "${SERVESIM_LTO:-1}" != 0 ] && [ "${gcc_major:-0}" -ge 12 ]; then
+    lto=(-DSERVESIM_LTO=ON)
+  fi
+  cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release "${pgo[@]}" "${lto[@]}" >&2
   cmake --build "$build" -j "$(nproc)" >&2
 fi

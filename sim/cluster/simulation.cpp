@@ -289,6 +289,7 @@ SimulationResult Simulation::run() {
         preemptions += r->num_preemptions();
         result.num_unfinished += static_cast<std::int64_t>(r->num_requests());
         result.total_cost += r->total_cost();
+        result.num_cohort_tokens += r->num_cohort_tokens();
         if (const cache::HybridStateCache* states = r->kv_cache().hybrid_state_cache()) {
             if (!result.hybrid_state) {
                 result.hybrid_state.emplace();

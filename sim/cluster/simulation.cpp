@@ -289,7 +289,6 @@ SimulationResult Simulation::run() {
         preemptions += r->num_preemptions();
         result.num_unfinished += static_cast<std::int64_t>(r->num_requests());
         result.total_cost += r->total_cost();
-        result.num_cohort_tokens += r->num_cohort_tokens();
         if (const cache::HybridStateCache* states = r->kv_cache().hybrid_state_cache()) {
             if (!result.hybrid_state) {
                 result.hybrid_state.emplace();
@@ -311,6 +310,14 @@ SimulationResult Simulation::run() {
     }
     result.summary = metrics_.summarize(counters(), preemptions - preemptions_at_warmup_, last_event_time);
     return result;
+}
+
+std::int64_t Simulation::num_cohort_tokens() const {
+    std::int64_t n = 0;
+    for (const auto& r : replicas_) {
+        n += r->num_cohort_tokens();
+    }
+    return n;
 }
 
 }  // namespace servesim::cluster

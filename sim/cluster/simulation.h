@@ -64,9 +64,6 @@ struct SimulationResult {
     engine::StepCost total_cost;       // summed over replicas (ms)
     std::int64_t num_events = 0;
     std::int64_t num_unfinished = 0;   // requests still in a replica when the run stopped
-    // Tokens the replicas' decode cohorts stepped without visiting the request (engine::DecodeCohort); a
-    // diagnostic of the simulator's speed, in no output.
-    std::int64_t num_cohort_tokens = 0;
     bool hit_max_time = false;
     bool stopped_overloaded = false;  // stop_when_waiting_exceeds was reached
     // Summed over replicas when a hybrid policy keeps a state pool (cache::HybridStateCache); unset otherwise.
@@ -114,6 +111,10 @@ public:
                std::unique_ptr<Router> router);
 
     SimulationResult run();
+
+    // Tokens the replicas' decode cohorts sampled (engine::DecodeCohort): a diagnostic of the simulator's speed, in
+    // no output (and so not in SimulationResult, which the result codec carries whole).
+    [[nodiscard]] std::int64_t num_cohort_tokens() const;
 
 private:
     void arm_arrival();

@@ -128,8 +128,12 @@ TEST_CASE("DecodeCohort::write_back: without a plan in flight every plan since t
 // Whole runs with the cohort and without it: every request record and every latency sample must be the same.
 // Sketched percentiles (the default) sum value × count per run of equal gaps, so their means also pin where the runs
 // break; the pooled moments (kept with the records) pin the samples' order.
-cluster::SimulationResult run(const cluster::SimulationConfig& base, bool cohort, const std::string& workload_yaml,
-                              std::uint64_t seed) {
+struct Run {
+    cluster::SimulationResult result;
+    std::int64_t num_cohort_tokens = 0;
+};
+
+Run run(const cluster::SimulationConfig& base, bool cohort, const std::string& workload_yaml, std::uint64_t seed) {
     cluster::SimulationConfig c = base;
     c.replica.decode_cohort = cohort;
     c.keep_request_records = true;
@@ -137,7 +141,9 @@ cluster::SimulationResult run(const cluster::SimulationConfig& base, bool cohort
     auto workload = workloads::make_workload(YamlMap(node, "test", "workload"), seed);
     testing::FixedCost cost(2, 0.013);
     cluster::Simulation sim(c, cost, *workload, cluster::make_router("round_robin"));
-    return sim.run();
+    Run r{sim.run()};
+    r.num_cohort_tokens = sim.num_cohort_tokens();
+    return r;
 }
 
 void check_same(const metrics::Summary& a, const metrics::Summary& b) {
@@ -227,12 +233,12 @@ num_requests: 400
                     sc.replica.check_invariants = true;
                     sc.warmup_end = at_ms(c.warmup_ms);
                     sc.exact_percentiles = seed == 1;
-                    const cluster::SimulationResult off = run(sc, false, *yaml, seed);
-                    const cluster::SimulationResult on = run(sc, true, *yaml, seed);
+                    const Run off = run(sc, false, *yaml, seed);
+                    const Run on = run(sc, true, *yaml, seed);
                     CHECK(off.num_cohort_tokens == 0);
-                    check_same(off.summary, on.summary);
+                    check_same(off.result.summary, on.result.summary);
                     cohort_tokens += on.num_cohort_tokens;
-                    preemptions += on.summary.preemptions;
+                    preemptions += on.result.summary.preemptions;
                 }
             }
         }

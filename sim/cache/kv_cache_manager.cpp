@@ -320,11 +320,6 @@ std::int64_t KvCacheManager::take_state_snapshots_scheduled() {
 
 std::int64_t KvCacheManager::num_free_blocks() const { return impl_->coordinator.block_pool().num_free_blocks(); }
 
-bool KvCacheManager::single_full_attention_group() const {
-    return impl_->state_cache == nullptr && impl_->coordinator.num_groups() == 1 &&
-           impl_->coordinator.all_full_attention();
-}
-
 double KvCacheManager::usage() const { return impl_->coordinator.block_pool().usage(); }
 
 const PrefixCacheStats& KvCacheManager::stats() const { return impl_->stats; }

@@ -192,9 +192,6 @@ public:
     void begin_step();
 
     [[nodiscard]] std::int64_t num_free_blocks() const;
-    // One full-attention group and no state pool: a running request's allocate_slots then needs at most
-    // cdiv(new tokens, block size) blocks and fails only when they exceed num_free_blocks() (engine::DecodeCohort).
-    [[nodiscard]] bool single_full_attention_group() const;
 
     // vLLM kv_cache_usage_perc: 1 − free/(num_gpu_blocks − 1); evictable cached blocks count as free.
     [[nodiscard]] double usage() const;

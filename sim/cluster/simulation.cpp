@@ -312,12 +312,4 @@ SimulationResult Simulation::run() {
     return result;
 }
 
-std::int64_t Simulation::num_cohort_tokens() const {
-    std::int64_t n = 0;
-    for (const auto& r : replicas_) {
-        n += r->num_cohort_tokens();
-    }
-    return n;
-}
-
 }  // namespace servesim::cluster

@@ -112,10 +112,6 @@ public:
 
     SimulationResult run();
 
-    // Tokens the replicas' decode cohorts sampled (engine::DecodeCohort): a diagnostic of the simulator's speed, in
-    // no output (and so not in SimulationResult, which the result codec carries whole).
-    [[nodiscard]] std::int64_t num_cohort_tokens() const;
-
 private:
     void arm_arrival();
     [[nodiscard]] std::int64_t total_waiting() const;

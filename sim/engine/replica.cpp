@@ -16,18 +16,8 @@ Replica::Replica(const ReplicaConfig& config, const CostModel& cost_model, metri
       kv_cache_(std::make_unique<cache::KvCacheManager>(config.kv_cache)),
       offload_(config.offload ? std::make_unique<cache::CpuOffloadManager>(*config.offload) : nullptr),
       connector_(offload_ ? offload_.get() : connector),
-      scheduler_(scheduler_config(), *kv_cache_, connector_),
-      own_hash_memo_(config.scheduler.block_size) {
-    scheduler_.cohort().set_measured_from(metrics_.warmup_end());
-}
-
-SchedulerConfig Replica::scheduler_config() const {
-    SchedulerConfig s = config_.scheduler;
-    s.decode_cohort = config_.decode_cohort && connector_ == nullptr && local_spans_.count == 0 &&
-                      s.long_prefill_token_threshold <= 0 && !s.mamba_align &&
-                      kv_cache_->single_full_attention_group();
-    return s;
-}
+      scheduler_(config.scheduler, *kv_cache_, connector_),
+      own_hash_memo_(config.scheduler.block_size) {}
 
 void Replica::share_hash_memo(cache::FirstRunHashMemo& memo) {
     SERVESIM_CHECK(memo.block_size_tokens() == config_.scheduler.block_size,
@@ -123,12 +113,11 @@ BatchShape Replica::batch_shape(const StepPlan& plan, int block_size, bool mamba
         }
         num_sampled_seqs += sr.samples_token ? 1 : 0;
     }
-    // The decode cohort's members: single-token decodes that sample (the cohort is off with local spans).
-    s.num_tokens = num_tokens + plan.cohort_size;
-    s.num_seqs = static_cast<std::int64_t>(plan.scheduled.size()) + plan.cohort_size;
-    s.num_decode_seqs = num_decode_seqs + plan.cohort_size;
-    s.decode_context_tokens = decode_context_tokens + plan.cohort_decode_context_tokens;
-    s.num_sampled_seqs = num_sampled_seqs + plan.cohort_size;
+    s.num_tokens = num_tokens;
+    s.num_seqs = static_cast<std::int64_t>(plan.scheduled.size());
+    s.num_decode_seqs = num_decode_seqs;
+    s.decode_context_tokens = decode_context_tokens;
+    s.num_sampled_seqs = num_sampled_seqs;
     return s;
 }
 
@@ -201,7 +190,6 @@ std::optional<core::SimTime> Replica::try_start_step(core::SimTime now) {
                      kv_cache_->usage());
     ++num_steps_;
     in_flight_ = index;
-    scheduler_.cohort().launched(plan.seq);
     if (connector_ != nullptr) {
         connector_->on_step_start(now);
     }
@@ -241,44 +229,8 @@ const std::vector<core::RequestId>& Replica::end_step(core::SimTime now) {
     const core::SimTime warmup_end = metrics_.warmup_end();  // MetricsCollector::measured, read once
     core::Duration run_gap{};
     std::int64_t run_count = 0;
-    DecodeCohort& cohort = scheduler_.cohort();
-    // The decode cohort's members (decode_cohort.h) sampled in the running part of the plan, each with the gap since
-    // the last step's end. Their samples go in their places: before an entry, those counted before it
-    // (ScheduledRequest::cohort_measured_before); the rest after the running entries.
-    const core::Duration cohort_gap = now - cohort.last_end();
-    std::int64_t cohort_measured_done = 0;
-    const auto add_cohort_samples_up_to = [&](std::int64_t k) {
-        if (k > cohort_measured_done) {
-            if (cohort_gap != run_gap) {
-                metrics_.on_token_gaps(run_gap, run_count);
-                run_gap = cohort_gap;
-                run_count = 0;
-            }
-            run_count += k - cohort_measured_done;
-            cohort_measured_done = k;
-        }
-    };
-    if (plan.cohort_size > 0) {
-        // Members that left while this plan ran: its token is theirs, appended here (their samples are counted
-        // among the members').
-        for (Request* r : cohort.late_leavers()) {
-            r->append_output_token();
-            const core::Duration gap = now - r->last_token;
-            SERVESIM_CHECK(gap == cohort_gap && !r->is_finished() && r->num_output_tokens > 1,
-                           "decode cohort: request {} left with gap {} ns against the step's {} ns",
-                           core::to_int(r->id), gap.ns(), cohort_gap.ns());
-            r->max_token_gap = std::max(r->max_token_gap, gap);
-            r->last_token = now;
-        }
-        cohort.late_leavers().clear();
-    }
-    const std::size_t first_admitted = plan.first_admitted;
-    for (std::size_t i = 0; i < plan.scheduled.size(); ++i) {
-        const ScheduledRequest& sr = plan.scheduled[i];
+    for (const auto& sr : plan.scheduled) {
         Request* r = sr.request;
-        if (plan.cohort_measured > 0) {
-            add_cohort_samples_up_to(i < first_admitted ? sr.cohort_measured_before : plan.cohort_measured);
-        }
         // A request preempted while this step ran (async scheduling) still gets the token the step computed.
         if (!sr.samples_token || r->status == RequestStatus::kFinished) {
             continue;
@@ -303,10 +255,7 @@ const std::vector<core::RequestId>& Replica::end_step(core::SimTime now) {
             finishing.push_back(r);
         }
     }
-    add_cohort_samples_up_to(plan.cohort_measured);
     metrics_.on_token_gaps(run_gap, run_count);
-    cohort.ended(plan.seq, now, plan.cohort_size > 0);
-    num_cohort_tokens_ += plan.cohort_size;
     for (Request* r : finishing) {
         const bool delay_free = scheduler_.finish_request(r);
         metrics::MetricsCollector::FinishedRequest f;

@@ -33,9 +33,6 @@ struct ReplicaConfig {
     // Time to copy one state snapshot into a separate state pool (kv_cache.hybrid_state set): read and write of the
     // state bytes at the GPU's memory bandwidth. Unused by vllm's shared pool, whose snapshots the cost model prices.
     double state_copy_ms = 0;
-    // Step steady decoders as one cohort where that is exact (decode_cohort.h; Replica::cohort_applies). Off only
-    // to compare against the one-by-one path (tests).
-    bool decode_cohort = true;
 };
 
 // A request as it arrives at a replica.
@@ -112,8 +109,6 @@ public:
     [[nodiscard]] std::size_t num_delayed_free() const { return delayed_free_.size(); }
 
     [[nodiscard]] std::int64_t num_steps() const { return num_steps_; }
-    // Tokens of steps that ended, sampled by members of the decode cohort (a diagnostic; decode_cohort.h).
-    [[nodiscard]] std::int64_t num_cohort_tokens() const { return num_cohort_tokens_; }
 
     [[nodiscard]] std::int64_t num_rejected_unfit() const { return num_rejected_unfit_; }
 
@@ -126,10 +121,6 @@ public:
 
 private:
     void mark_scheduled(const StepPlan& plan, core::SimTime now);
-    // The scheduler's settings, with the decode cohort on where it reproduces the one-by-one steps exactly: one
-    // full-attention group without a state pool, no connector or host tier, no local attention spans in the cost
-    // model (their decode work is per sequence), no long-prefill threshold and no Mamba alignment.
-    [[nodiscard]] SchedulerConfig scheduler_config() const;
 
     ReplicaConfig config_;
     const CostModel& cost_model_;
@@ -166,7 +157,6 @@ private:
         return i;
     }
     std::int64_t num_steps_ = 0;
-    std::int64_t num_cohort_tokens_ = 0;
     std::int64_t num_rejected_unfit_ = 0;
     std::vector<core::RequestId> rejected_;
     StepCost total_cost_;

@@ -35,8 +35,8 @@ struct alignas(64) Request {
             bool hash_blocks_ = true, cache::HashedPrompt* hashed = nullptr)
         : max_output_tokens(max_output_tokens_),
           id(id_),
-          arrival(arrival_),
           content_runs_(std::move(prompt)),
+          arrival(arrival_),
           hash_blocks(hash_blocks_),
           hasher(hash_block_size) {
         num_prompt_tokens = core::total_tokens(content_runs_);
@@ -70,8 +70,7 @@ struct alignas(64) Request {
 
     // Layout: a decode step reads and writes a running request in the scheduler's loop and in end_step's token pass;
     // the fields those two read come first, in the object's first two cache lines (the object is line-aligned), so
-    // a step costs a request two lines however many replicas interleave their steps; a member of the decode cohort
-    // costs the second line alone (its leave plan and arrival). Nothing depends on the order.
+    // a step costs a request two lines however many replicas interleave their steps. Nothing depends on the order.
     std::int64_t num_prompt_tokens = 0;
     std::int64_t max_output_tokens = 1;
     std::int64_t num_output_tokens = 0;
@@ -90,23 +89,15 @@ struct alignas(64) Request {
     // (second line)
     core::RequestId id;
     RequestStatus status = RequestStatus::kWaiting;
+    // The prompt runs, then the answer run, read through content() (below). The answer run's length is written there,
+    // from num_output_tokens, not by every sampled token: a decode step then writes no third cache line per request.
+    mutable core::TokenContent content_runs_;
     core::SimTime arrival;
     core::SimTime last_token;
     core::Duration max_token_gap;  // longest gap between consecutive output tokens so far (per-request ITL max)
-    // The decode cohort (decode_cohort.h). cohort_key: 0 for a request outside it; for a member, 2 · the plan whose
-    // schedule writes it back (Scheduler's plan numbers, from 1) + 1 if its ITL samples count, so the scheduler's
-    // visit of a member reads one field. cohort_join_seq: a member's first plan in it. While a member, the
-    // request's counts and token times are those it had when it joined. cohort_retry_seq: outside it, the first
-    // plan at which joining is worth asking again (a hint: joining changes no output).
-    std::int64_t cohort_key = 0;
-    std::int64_t cohort_join_seq = 0;
-    std::int64_t cohort_retry_seq = 0;
     // CPU offload and connectors (sim/cache/cpu_offload.h): blocks already handed to the host tier (read every step
     // by Scheduler::store_to_offload).
     std::int64_t num_offload_stored_blocks = 0;
-    // The prompt runs, then the answer run, read through content() (below). The answer run's length is written there,
-    // from num_output_tokens, not by every sampled token: a decode step then writes no further cache line.
-    mutable core::TokenContent content_runs_;
     // (the rest: set-up, finish metrics and the other paths)
     core::SimTime first_token;
     int num_preemptions = 0;

@@ -168,11 +168,7 @@ std::int64_t Scheduler::mamba_aligned_split(const Request& r, std::int64_t compu
 
 void Scheduler::preempt(Request* victim) {
     // _preempt_request: free every block (reverse order, cached ones stay evictable), recompute from 0 later,
-    // prepended to waiting. A member of the decode cohort leaves first (the victim is never one already visited in
-    // this plan: it is the running list's last, behind the request that needs the blocks).
-    if (DecodeCohort::is_member(*victim)) {
-        cohort_.write_back(*victim, seq_);
-    }
+    // prepended to waiting.
     kv_cache_.free(cache_view(*victim));
     victim->num_computed_tokens = 0;
     victim->status = RequestStatus::kPreempted;
@@ -216,16 +212,13 @@ Scheduler::RunningAllocation Scheduler::allocate_or_preempt(Request* r, std::int
 std::int64_t Scheduler::schedule_running(StepPlan& plan, std::int64_t budget) {
     // Without a long-prefill threshold and Mamba alignment (the usual settings) the per-request steps that read them
     // are compiled out: this loop runs once per running request per step.
-    if (config_.decode_cohort) {
-        return schedule_running_as<true, true>(plan, budget);
-    }
     if (config_.long_prefill_token_threshold <= 0 && !config_.mamba_align) {
-        return schedule_running_as<true, false>(plan, budget);
+        return schedule_running_as<true>(plan, budget);
     }
-    return schedule_running_as<false, false>(plan, budget);
+    return schedule_running_as<false>(plan, budget);
 }
 
-template <bool kPlainSettings, bool kCohort>
+template <bool kPlainSettings>
 std::int64_t Scheduler::schedule_running_as(StepPlan& plan, std::int64_t budget) {
     // The settings read per request are copied first: the loop's stores to requests could otherwise alias them. The
     // allocation (and preemption) is out of line: a running request needs it once every block_size decode steps
@@ -249,25 +242,8 @@ std::int64_t Scheduler::schedule_running_as(StepPlan& plan, std::int64_t budget)
     Request* const* running = running_.data();
     std::size_t num_running = running_.size();
     std::size_t index = 0;
-    // The decode cohort: this plan's number, and the members so far whose ITL samples count.
-    const std::int64_t seq = plan.seq;
-    const std::int64_t stay_key = DecodeCohort::stay_key(seq);
-    std::int32_t cohort_measured = 0;
     while (index < num_running && budget > 0) {
         Request* r = running[index];
-        if constexpr (kCohort) {
-            const std::int64_t key = r->cohort_key;
-            if (key > stay_key) {
-                // A member: its token for this plan, in its place (no entry; DecodeCohort counts its state).
-                --budget;
-                cohort_measured += static_cast<std::int32_t>(key & 1);
-                ++index;
-                continue;
-            }
-            if (key != 0) {
-                cohort_.write_back(*r, seq);  // due to leave: scheduled one by one from this plan on
-            }
-        }
         const std::int64_t placeholders = r->num_output_placeholders;
         const std::int64_t computed = r->num_computed_tokens;
         const std::int64_t num_tokens = r->num_tokens();
@@ -301,24 +277,10 @@ std::int64_t Scheduler::schedule_running_as(StepPlan& plan, std::int64_t budget)
             if (a.preempted_self) {
                 break;
             }
-        } else if constexpr (kCohort) {
-            // A steady decode that sampled in the plan before joins from this plan on, if it stays long enough.
-            if (n == 1 && r->cohort_retry_seq <= seq && computed >= r->num_prompt_tokens &&
-                computed + 1 == num_tokens + placeholders && cohort_.sampled_in_previous_plan(*r)) {
-                const std::int64_t leave = DecodeCohort::leave_seq(*r, seq, config_.max_model_len);
-                if (leave >= seq + DecodeCohort::kMinPlans) {
-                    cohort_.join(*r, seq, leave);
-                    --budget;
-                    cohort_measured += static_cast<std::int32_t>(r->cohort_key & 1);
-                    ++index;
-                    continue;
-                }
-                r->cohort_retry_seq = leave + 1;  // past the step that is not plain
-            }
         }
         // (Preempting others changed none of r's counts.)
         const bool samples_token = computed + n == num_tokens + placeholders;
-        *out++ = ScheduledRequest{r, n, computed, samples_token, cohort_measured};
+        *out++ = ScheduledRequest{r, n, computed, samples_token};
         budget -= n;
         // batch_shape's decode test and sums for this entry (StepPlan::running_all_decode).
         if (n == 1 && computed >= r->num_prompt_tokens) {
@@ -337,19 +299,6 @@ std::int64_t Scheduler::schedule_running_as(StepPlan& plan, std::int64_t budget)
     }
     scheduled.set_size_within_capacity(static_cast<std::size_t>(out - scheduled.begin()));
     plan.num_scheduled_tokens = budget_and_scheduled - budget;
-    if constexpr (kCohort) {
-        // The budget ran out: members not reached are not in this plan, so they leave now.
-        for (; index < num_running; ++index) {
-            if (DecodeCohort::is_member(*running[index])) {
-                cohort_.write_back(*running[index], seq);
-            }
-        }
-        plan.cohort_size = cohort_.size();
-        plan.cohort_measured = cohort_.num_measured();
-        plan.cohort_decode_context_tokens = cohort_.decode_context_tokens(seq);
-        SERVESIM_CHECK(plan.cohort_measured == cohort_measured, "decode cohort: {} measured members, {} visited",
-                       plan.cohort_measured, cohort_measured);
-    }
     // (A preemption above may have cleared plan.running_all_decode already: it stays cleared.)
     plan.running_all_decode = plan.running_all_decode && all_decode;
     plan.running_decode_context_tokens = decode_context_tokens;
@@ -371,10 +320,6 @@ void Scheduler::schedule(core::SimTime now, StepPlan& plan) {
     plan.running_all_decode = true;  // until schedule_running finds otherwise
     plan.running_decode_context_tokens = 0;
     plan.running_num_sampled = 0;
-    plan.seq = ++seq_;
-    plan.cohort_size = 0;
-    plan.cohort_measured = 0;
-    plan.cohort_decode_context_tokens = 0;
     kv_cache_.begin_step();
     if (!loading_.empty() || !pending_loads_.empty()) {
         finish_loads(now);
@@ -504,8 +449,6 @@ bool Scheduler::finish_request(Request* request) {
     if (!delay_free) {
         kv_cache_.free(cache_view(*request));
     }
-    SERVESIM_CHECK(!DecodeCohort::is_member(*request), "request {} finished inside the decode cohort",
-                   core::to_int(request->id));
     const auto it = std::find(running_.begin(), running_.end(), request);
     if (it != running_.end()) {
         running_.erase(it);

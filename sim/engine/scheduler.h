@@ -17,7 +17,6 @@
 #include "sim/cache/cpu_offload.h"
 #include "sim/cache/kv_cache_manager.h"
 #include "sim/core/vllm_version.h"
-#include "sim/engine/decode_cohort.h"
 #include "sim/engine/request.h"
 
 namespace servesim::engine {
@@ -36,9 +35,6 @@ struct SchedulerConfig {
     // Async scheduling (the replica schedules step k+1 while step k runs): a host-tier load is promoted one
     // schedule() later than without it (see finish_loads).
     bool async_scheduling = false;
-    // Step steady decoders as one cohort (decode_cohort.h). The replica turns it on only where that is exact (one
-    // full-attention group, no connector, no long-prefill threshold or Mamba alignment, no local attention spans).
-    bool decode_cohort = false;
 };
 
 // One request's share of a step.
@@ -47,8 +43,6 @@ struct ScheduledRequest {
     std::int64_t num_new_tokens = 0;
     std::int64_t num_computed_before = 0;  // context already in the KV cache before this chunk (hit included)
     bool samples_token = false;            // the chunk reaches the end of the sequence: a token is sampled
-    // Decode cohort members before this entry in the running order whose ITL samples count (StepPlan::cohort_*).
-    std::int32_t cohort_measured_before = 0;
 };
 
 // A step's entries: a vector whose slots past size() are already constructed, so the running-request pass reserves
@@ -135,15 +129,7 @@ struct StepPlan {
     bool running_all_decode = false;
     std::int64_t running_decode_context_tokens = 0;
     std::int64_t running_num_sampled = 0;
-    // The schedule() call that made this plan, counted from 1 per scheduler (DecodeCohort's plan numbers).
-    std::int64_t seq = 0;
-    // The decode cohort's members in this plan (decode_cohort.h): single-token decodes that sample, in the running
-    // part of the plan among the entries before first_admitted (ScheduledRequest::cohort_measured_before places
-    // them) but without entries of their own; their tokens are in num_scheduled_tokens.
-    std::int64_t cohort_size = 0;
-    std::int64_t cohort_measured = 0;               // those whose ITL samples count (arrived after the warm-up)
-    std::int64_t cohort_decode_context_tokens = 0;  // Σ (context + 1) over them
-    [[nodiscard]] bool empty() const { return scheduled.empty() && cohort_size == 0; }
+    [[nodiscard]] bool empty() const { return scheduled.empty(); }
 };
 
 class Scheduler {
@@ -194,9 +180,6 @@ public:
 
     [[nodiscard]] const SchedulerConfig& config() const { return config_; }
 
-    // The decode cohort (used only when config().decode_cohort): the replica reports steps launched and ended.
-    [[nodiscard]] DecodeCohort& cohort() { return cohort_; }
-
 private:
     cache::CacheHit hit_scratch_;  // schedule()'s admission lookup, reused (reset_hit) for its capacity
     [[nodiscard]] cache::CacheRequest cache_view(const Request& r) const;
@@ -212,9 +195,8 @@ private:
 
     // Part A of schedule(): the running requests in admission order; returns the budget left.
     std::int64_t schedule_running(StepPlan& plan, std::int64_t budget);
-    // schedule_running's loop; kPlainSettings: no long-prefill threshold and no Mamba alignment; kCohort: with the
-    // decode cohort (whose settings are plain).
-    template <bool kPlainSettings, bool kCohort>
+    // schedule_running's loop; kPlainSettings: no long-prefill threshold and no Mamba alignment.
+    template <bool kPlainSettings>
     std::int64_t schedule_running_as(StepPlan& plan, std::int64_t budget);
     // allocate_slots for running request r's n tokens, preempting from the tail of running_ until it fits (vLLM's
     // loop in schedule()): the tokens preempted entries of this plan give back to the budget, and whether r itself
@@ -246,8 +228,6 @@ private:
     std::vector<PendingLoad> pending_loads_;
     cache::KvConnector* offload_ = nullptr;
     std::int64_t num_preemptions_ = 0;
-    std::int64_t seq_ = 0;  // schedule() calls so far (StepPlan::seq)
-    DecodeCohort cohort_;
 };
 
 }  // namespace servesim::engine

@@ -5,14 +5,18 @@
 
 namespace servesim::cache {
 
+namespace {
+// Blocks at the queue's head whose keys get_new_blocks requests for the next pops.
+constexpr std::uint32_t kPrefetchedHeadBlocks = 8;
+}  // namespace
+
 BlockPool::BlockPool(std::int64_t num_gpu_blocks, bool enable_caching)
     : enable_caching_(enable_caching),
-      free_block_queue_(num_gpu_blocks > 0 ? num_gpu_blocks : 0) {
+      entries_(static_cast<std::size_t>(num_gpu_blocks > 0 ? num_gpu_blocks : 0)),
+      segments_(num_gpu_blocks >= 2 ? num_gpu_blocks : 2) {
     SERVESIM_CHECK(num_gpu_blocks >= 2, "need at least 2 blocks (block 0 is the null block), got {}",
                    num_gpu_blocks);
-    // As vLLM: block 0 is popped at start-up as the permanent null block.
-    const core::BlockId null_block = free_block_queue_.popleft();
-    SERVESIM_CHECK(null_block == kNullBlock, "first popped block is {}", core::to_int(null_block));
+    // As vLLM, block 0 is the permanent null block: BlockSegments never queues it.
     if (enable_caching) {
         cached_block_hash_to_block_.reserve(num_gpu_blocks);
     }
@@ -39,15 +43,15 @@ bool BlockPool::get_cached_blocks(core::BlockHash hash, std::span<const int> gro
 }
 
 void BlockPool::get_new_blocks(std::int64_t n, std::vector<core::BlockId>& out) {
-    SERVESIM_CHECK(n <= num_free_blocks(), "cannot get {} blocks, only {} free", n, num_free_blocks());
     // Dequeue all n first (eviction only touches the index, never the queue, so the order of effects is unchanged),
     // then prefetch: the queue head holds the coldest blocks, so their index slots are cache misses that overlap
-    // when issued together rather than one block after another (the pops have read their entries already).
+    // when issued together rather than one block after another.
     const std::size_t first = out.size();
-    for (std::int64_t i = 0; i < n; ++i) {
-        out.push_back(free_block_queue_.popleft());
+    segments_.pop_into(n, out);
+    const std::span<const core::BlockId> popped(out.data() + first, out.size() - first);
+    for (const core::BlockId id : popped) {
+        __builtin_prefetch(&entry(id));
     }
-    const std::span<const core::BlockId> popped(out.data() + first, static_cast<std::size_t>(n));
     for (const core::BlockId id : popped) {
         const Block& block = entry(id);
         if (block.has_hash()) {
@@ -65,67 +69,31 @@ void BlockPool::get_new_blocks(std::int64_t n, std::vector<core::BlockId>& out) 
             block.group = Block::kNotHashed;
             ++num_evictions_;
         }
-        SERVESIM_CHECK(block.ref_cnt == 0, "free block {} has ref_cnt {}", core::to_int(id), block.ref_cnt);
-        block.ref_cnt = 1;
     }
-    // The next pop starts at the new head, whose entry (links included) is the coldest memory in the pool (freed
-    // longest ago), and each pop's successor is known only from the links it reads: a chain of misses, one per
-    // block. The first entry of the next call's chain is known now; it is requested here, so the next call (often
-    // a running request's one block a few steps later) starts from cache. A hint only (the id may be the tail
-    // sentinel's, an entry too).
-    __builtin_prefetch(&free_block_queue_.entries()[free_block_queue_.head_id()]);
-}
-
-void BlockPool::touch(std::span<const core::BlockId> blocks, bool holds_no_null) {
-    if (holds_no_null) {
-        touch_blocks<false>(blocks);
-    } else {
-        touch_blocks<true>(blocks);
+    // The next pops' blocks are known now (the head segment's last ids): their keys, the coldest memory in the pool
+    // (freed longest ago), are requested here so the next calls (a running request's one block a few steps later,
+    // a prefill's few) start from cache. A hint only.
+    for (const core::BlockId id : segments_.head_blocks(kPrefetchedHeadBlocks)) {
+        __builtin_prefetch(&entry(id));
     }
 }
 
-template <bool kSkipNull>
-void BlockPool::touch_blocks(std::span<const core::BlockId> blocks) {
-    Block* const entries = free_block_queue_.entries();
-    BasicFreeBlockQueue<Block>::Unlinker queue(free_block_queue_);
-    for (const core::BlockId id : blocks) {
-        if (kSkipNull && id == kNullBlock) {
-            continue;
-        }
-        Block& block = entries[core::to_int(id)];
-        if (block.ref_cnt == 0) {
-            queue.remove(id);  // ref count 0: queued (the invariant)
-        }
-        ++block.ref_cnt;
-    }
-    queue.finish();
-}
+void BlockPool::touch(std::span<const core::BlockId> blocks) { segments_.touch(blocks); }
 
-template <bool kSkipNull, typename It>
-void BlockPool::free_in_order(It first, It last, bool unhashed_to_front) {
-    std::size_t num_to_front = 0;
-    Block* const entries = free_block_queue_.entries();
-    BasicFreeBlockQueue<Block>::TailAppender tail(free_block_queue_);
+template <typename It>
+void BlockPool::free_one_by_one(It first, It last, bool unhashed_to_front) {
+    bool any_to_front = false;
     for (It it = first; it != last; ++it) {
         const core::BlockId id = *it;
-        if (kSkipNull && id == kNullBlock) {
+        if (id == kNullBlock) {
             continue;
         }
-        Block& block = entries[core::to_int(id)];
-        // The count's check rides on the decrement's own test: only a count that reaches 0 or below is looked at.
-        const std::int32_t ref_cnt = block.ref_cnt - 1;
-        block.ref_cnt = ref_cnt;
-        if (ref_cnt <= 0) {
-            SERVESIM_CHECK(ref_cnt == 0, "freeing block {} with ref_cnt {}", core::to_int(id), ref_cnt + 1);
-            if (unhashed_to_front && !block.has_hash()) {
-                ++num_to_front;
-            } else {
-                tail.add(id);  // it was held (ref count > 0): not queued (the invariant)
-            }
+        const bool to_front = unhashed_to_front && !entry(id).has_hash();
+        if (segments_.drop_ref(id, /*append=*/!to_front) && to_front) {
+            any_to_front = true;  // reached 0 without a hash: prepended below
         }
     }
-    tail.finish();
-    if (num_to_front == 0) {
+    if (!any_to_front) {
         return;
     }
     // Prepended last to first, so the first of them in the freeing order is the head.
@@ -135,23 +103,21 @@ void BlockPool::free_in_order(It first, It last, bool unhashed_to_front) {
         if (id == kNullBlock) {
             continue;
         }
-        const Block& block = entry(id);
-        if (block.ref_cnt == 0 && !block.has_hash() && !free_block_queue_.contains(id)) {
-            free_block_queue_.prepend(id);
+        if (segments_.ref_cnt(id) == 0 && !entry(id).has_hash() && !segments_.is_queued(id)) {
+            segments_.prepend(id);
         }
     }
 }
 
 void BlockPool::free_blocks(std::span<const core::BlockId> ordered_blocks, bool unhashed_to_front) {
-    free_in_order<true>(ordered_blocks.begin(), ordered_blocks.end(), unhashed_to_front);
+    free_one_by_one(ordered_blocks.begin(), ordered_blocks.end(), unhashed_to_front);
 }
 
-void BlockPool::free_blocks_tail_first(std::span<const core::BlockId> blocks, bool unhashed_to_front,
-                                       bool holds_no_null) {
-    if (holds_no_null) {
-        free_in_order<false>(blocks.rbegin(), blocks.rend(), unhashed_to_front);
+void BlockPool::free_blocks_tail_first(std::span<const core::BlockId> blocks, bool unhashed_to_front) {
+    if (unhashed_to_front) {
+        free_one_by_one(blocks.rbegin(), blocks.rend(), true);
     } else {
-        free_in_order<true>(blocks.rbegin(), blocks.rend(), unhashed_to_front);
+        segments_.free_tail_first(blocks);
     }
 }
 
@@ -195,10 +161,8 @@ double BlockPool::usage() const {
 void BlockPool::check_invariants(std::span<const std::int32_t> num_holders) const {
     SERVESIM_CHECK(static_cast<std::int64_t>(num_holders.size()) == num_gpu_blocks(), "holders for {} of {} blocks",
                    num_holders.size(), num_gpu_blocks());
-    free_block_queue_.check_invariants();
-    const Block& null_block = entry(0);
-    SERVESIM_CHECK(!free_block_queue_.contains(kNullBlock) && !null_block.has_hash() && null_block.ref_cnt == 0,
-                   "null block is queued, hashed or counted (ref_cnt {})", null_block.ref_cnt);
+    segments_.check_invariants(num_holders);
+    SERVESIM_CHECK(!segments_.is_queued(kNullBlock) && !entry(0).has_hash(), "null block is queued or hashed");
     std::int64_t num_in_use = 0;
     std::int64_t num_free_cached = 0;
     std::int64_t num_free_plain = 0;
@@ -206,18 +170,15 @@ void BlockPool::check_invariants(std::span<const std::int32_t> num_holders) cons
     for (std::uint32_t i = 1; i < num_gpu_blocks(); ++i) {
         const Block& block = entry(i);
         const core::BlockId id{i};
-        SERVESIM_CHECK(block.ref_cnt == num_holders[i], "block {} has ref_cnt {} but {} holders", i, block.ref_cnt,
-                       num_holders[i]);
-        SERVESIM_CHECK(block.ref_cnt >= 0, "block {} has negative ref_cnt {}", i, block.ref_cnt);
-        const bool queued = free_block_queue_.contains(id);
-        SERVESIM_CHECK(queued == (block.ref_cnt == 0), "block {} with ref_cnt {} is {}queued", i, block.ref_cnt,
+        const bool queued = segments_.is_queued(id);
+        SERVESIM_CHECK(queued == (ref_cnt(id) == 0), "block {} with ref_cnt {} is {}queued", i, ref_cnt(id),
                        queued ? "" : "not ");
         if (block.has_hash()) {
             ++num_hashed;
             SERVESIM_CHECK(enable_caching_, "block {} hashed with prefix caching off", i);
             SERVESIM_CHECK(cached_block_hash_to_block_.contains(block.key(), id, key_of()), "hashed block {} not indexed", i);
         }
-        if (block.ref_cnt > 0) {
+        if (!queued) {
             ++num_in_use;
         } else if (block.has_hash()) {
             ++num_free_cached;

@@ -1,7 +1,9 @@
 // BlockPool: every KV cache block of one replica, shared by all KV cache groups (vLLM block_pool.py BlockPool):
 // ref counts, the optional hash of each block and the prefix index, allocation (get_new_blocks), cache hits (touch),
 // freeing (free_blocks) and caching (cache_full_blocks). It does not know requests: the per-group managers
-// (single_type_kv_cache_manager.h) hold the block lists and decide the order blocks are freed in.
+// (single_type_kv_cache_manager.h) hold the block lists and decide the order blocks are freed in. The ref counts and
+// the free queue are kept per segment of blocks, with vLLM's per-block values and order (block_segments.h,
+// docs/BLOCK-SEGMENTS.md); the pool keeps each block's hash and the prefix index.
 //
 // INVARIANT (checked by check_invariants() after every operation in tests):
 //   Block 0 is vLLM's null block: a placeholder in block tables (skipped sliding-window / Mamba positions), never
@@ -20,7 +22,7 @@
 #include <span>
 #include <vector>
 
-#include "sim/cache/free_block_queue.h"
+#include "sim/cache/block_segments.h"
 #include "sim/cache/prefix_index.h"
 #include "sim/core/ids.h"
 
@@ -63,18 +65,18 @@ public:
     // its hash here (lazy LRU eviction, vLLM _maybe_evict_cached_block). n must not exceed num_free_blocks().
     void get_new_blocks(std::int64_t n, std::vector<core::BlockId>& out);
 
-    // A cache hit takes a reference: a ref-0 block leaves the free queue wherever it is. Null blocks are skipped;
-    // holds_no_null: the caller's list has none (a full-attention list never does), so the test is left out.
-    void touch(std::span<const core::BlockId> blocks, bool holds_no_null = false);
+    // A cache hit takes a reference: a ref-0 block leaves the free queue wherever it is. Null blocks are skipped.
+    // A list is taken segment by segment (block_segments.h), so a hit on a freed chain costs per segment, not per
+    // block.
+    void touch(std::span<const core::BlockId> blocks);
 
     // Drops one reference per block; blocks reaching 0 are appended to the free-queue tail in the given order.
     // Null blocks are skipped. With unhashed_to_front (sparse retention, vLLM PR #43447) a block reaching 0 without
     // a hash goes to the head instead, the first of them in `ordered_blocks` ending up first.
     void free_blocks(std::span<const core::BlockId> ordered_blocks, bool unhashed_to_front = false);
     // free_blocks of `blocks` in reverse order (a request's list, tail first: vLLM SingleTypeKVCacheManager.free
-    // passes reversed(req_blocks)), without building the reversed list. holds_no_null as for touch.
-    void free_blocks_tail_first(std::span<const core::BlockId> blocks, bool unhashed_to_front = false,
-                                bool holds_no_null = false);
+    // passes reversed(req_blocks)), without building the reversed list; segment by segment, as touch.
+    void free_blocks_tail_first(std::span<const core::BlockId> blocks, bool unhashed_to_front = false);
 
     // Gives blocks[num_cached_blocks, num_full_blocks) of a request the hashes block_hashes[i] in `group`
     // and indexes them (null blocks skipped). The blocks must not be hashed yet.
@@ -84,12 +86,16 @@ public:
     // Where the pool's KV events go (nullptr: none, the default).
     void set_event_sink(KvEventSink* sink) { event_sink_ = sink; }
 
-    [[nodiscard]] std::int64_t num_gpu_blocks() const { return free_block_queue_.num_blocks(); }
-    [[nodiscard]] std::int64_t num_free_blocks() const { return free_block_queue_.num_free_blocks(); }
+    [[nodiscard]] std::int64_t num_gpu_blocks() const { return segments_.num_blocks(); }
+    [[nodiscard]] std::int64_t num_free_blocks() const { return segments_.num_free_blocks(); }
     // vLLM get_usage: 1 − free/(num_gpu_blocks − 1); evictable cached blocks count as free.
     [[nodiscard]] double usage() const;
-    [[nodiscard]] std::int32_t ref_cnt(core::BlockId id) const { return entry(id).ref_cnt; }
-    // The memory ref_cnt(id) and block_hash(id) read, for a caller that knows the block early (a hit) to prefetch.
+    [[nodiscard]] std::int32_t ref_cnt(core::BlockId id) const { return segments_.ref_cnt(id); }
+    // How many of `blocks` are free (ref count 0, queued): the evictable blocks of a hit. Null blocks are not.
+    [[nodiscard]] std::int64_t num_free_among(std::span<const core::BlockId> blocks) const {
+        return segments_.num_queued_among(blocks);
+    }
+    // The memory block_hash(id) and is_cached_as read, for a caller that knows the block early (a hit) to prefetch.
     [[nodiscard]] const void* block_address(core::BlockId id) const { return &entry(id); }
     [[nodiscard]] std::optional<BlockHashWithGroupId> block_hash(core::BlockId id) const {
         const Block& block = entry(id);
@@ -123,38 +129,32 @@ public:
     // Cached blocks evicted so far (a popped block losing its hash): the only way a block loses its hash.
     [[nodiscard]] std::uint64_t num_evictions() const { return num_evictions_; }
     [[nodiscard]] bool index_has_duplicates() const { return cached_block_hash_to_block_.has_duplicates(); }
-    [[nodiscard]] bool is_free(core::BlockId id) const { return free_block_queue_.contains(id); }
+    [[nodiscard]] bool is_free(core::BlockId id) const { return segments_.is_queued(id); }
     [[nodiscard]] bool enable_caching() const { return enable_caching_; }
     // Head to tail: the order blocks will be allocated (evicted) in.
     [[nodiscard]] std::vector<core::BlockId> get_all_free_blocks() const {
-        return free_block_queue_.get_all_free_blocks();
+        return segments_.get_all_free_blocks();
     }
 
     // Re-derives the invariant above; num_holders[b] = number of requests holding block b, per the managers.
     void check_invariants(std::span<const std::int32_t> num_holders) const;
 
 private:
-    // kSkipNull false: the list holds no null block (touch's and free's per-block test left out). The pool's
-    // block 0 is never queued, so a null block reaching these loops unskipped would corrupt the queue; the
-    // managers that pass holds_no_null check their lists in check_invariants (FullAttentionManager).
-    template <bool kSkipNull>
-    void touch_blocks(std::span<const core::BlockId> blocks);
-    template <bool kSkipNull, typename It>
-    void free_in_order(It first, It last, bool unhashed_to_front);
+    // Frees blocks one at a time in the given order (the per-block path: frees in list order, sparse retention).
+    template <typename It>
+    void free_one_by_one(It first, It last, bool unhashed_to_front);
 
-    // 24 bytes, flat: a block's key, ref count and free-queue links (vLLM KVCacheBlock: block_hash, ref_cnt,
-    // prev_free_block, next_free_block) in one entry, so a hit, a free or an allocation reads one line per block.
+    // 16 bytes: a block's key (vLLM KVCacheBlock.block_hash and the group it is cached in). The ref count and the
+    // free queue are per segment of blocks (block_segments.h).
     struct Block {
         static constexpr std::int32_t kNotHashed = -1;
         std::uint64_t hash = 0;
         std::int32_t group = kNotHashed;  // the group the block is cached in; kNotHashed when it has no hash
-        std::int32_t ref_cnt = 0;
-        FreeQueueLinks links;  // the free queue's (free_block_queue.h)
         [[nodiscard]] bool has_hash() const { return group != kNotHashed; }
         [[nodiscard]] BlockHashWithGroupId key() const { return BlockHashWithGroupId{core::BlockHash{hash}, group}; }
     };
-    [[nodiscard]] Block& entry(std::uint32_t i) { return free_block_queue_.entry(i); }
-    [[nodiscard]] const Block& entry(std::uint32_t i) const { return free_block_queue_.entry(i); }
+    [[nodiscard]] Block& entry(std::uint32_t i) { return entries_[i]; }
+    [[nodiscard]] const Block& entry(std::uint32_t i) const { return entries_[i]; }
     [[nodiscard]] Block& entry(core::BlockId id) { return entry(core::to_int(id)); }
     [[nodiscard]] const Block& entry(core::BlockId id) const { return entry(core::to_int(id)); }
 
@@ -163,10 +163,11 @@ private:
         const Block* entries;
         [[nodiscard]] BlockHashWithGroupId operator()(std::uint32_t block) const { return entries[block].key(); }
     };
-    [[nodiscard]] KeyOf key_of() const { return KeyOf{free_block_queue_.entries()}; }
+    [[nodiscard]] KeyOf key_of() const { return KeyOf{entries_.data()}; }
 
     bool enable_caching_;
-    BasicFreeBlockQueue<Block> free_block_queue_;  // every block's entry, indexed by BlockId, and the LRU order
+    std::vector<Block> entries_;  // every block's key, indexed by BlockId
+    BlockSegments segments_;      // ref counts and the LRU order
     PrefixIndex cached_block_hash_to_block_;
     std::uint64_t num_evictions_ = 0;
     KvEventSink* event_sink_ = nullptr;

@@ -1,8 +1,7 @@
-// FreeBlockQueue: the eviction order of free blocks, nothing else (vLLM kv_cache_utils.FreeKVCacheBlockQueue).
-// Intrusive, as vLLM's: the prev/next links live in each block's own entry (vLLM KVCacheBlock.prev_free_block /
-// next_free_block), so the block pool's entry and its links share one cache line and a hit, a free or an allocation
-// of a block reads one line for both. The queue owns the entries (indexed by BlockId, then a head and a tail
-// sentinel) and their links; the other fields of an entry (ref count, hash) are the block pool's (block_pool.h).
+// FreeBlockQueue: vLLM's free queue block by block (kv_cache_utils.FreeKVCacheBlockQueue), as an intrusive doubly
+// linked list: the prev/next links live in each block's entry (vLLM KVCacheBlock.prev_free_block / next_free_block).
+// The engine's pool keeps the same order per segment of blocks (block_segments.h, docs/BLOCK-SEGMENTS.md); this list
+// is the per-block model the tests hold it to (tests/cache/block_segments_test.cpp, order_only_cache_test.cpp).
 // All operations are O(1) and allocate nothing after construction.
 #pragma once
 

@@ -25,7 +25,6 @@ public:
 protected:
     // Nothing is ever skipped in full attention: a list holds hit blocks (the prefix index never lists the null
     // block, which is never hashed) and blocks from the free queue (where the null block never is).
-    [[nodiscard]] bool lists_may_hold_null_blocks() const override { return false; }
     void check_request(const RequestBlocks& req) const override;
 
 private:

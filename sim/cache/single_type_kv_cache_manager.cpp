@@ -15,11 +15,7 @@ SingleTypeKvCacheManager::SingleTypeKvCacheManager(BlockPool& block_pool, int gr
 }
 
 std::int64_t SingleTypeKvCacheManager::num_evictable_blocks(std::span<const core::BlockId> blocks) const {
-    std::int64_t n = 0;
-    for (const core::BlockId id : blocks) {
-        n += (id != kNullBlock && block_pool_.ref_cnt(id) == 0) ? 1 : 0;
-    }
-    return n;
+    return block_pool_.num_free_among(blocks);
 }
 
 std::uint32_t SingleTypeKvCacheManager::SlotMap::find(core::RequestId id) const {
@@ -178,7 +174,7 @@ void SingleTypeKvCacheManager::allocate_new_computed_blocks(core::RequestId id,
     const auto num_skipped_hits = static_cast<std::size_t>(
         std::min<std::int64_t>(num_skipped_blocks, static_cast<std::int64_t>(new_computed_blocks.size())));
     const auto kept = new_computed_blocks.subspan(num_skipped_hits);
-    block_pool_.touch(kept, /*holds_no_null=*/!lists_may_hold_null_blocks());
+    block_pool_.touch(kept);
     req.blocks.assign(static_cast<std::size_t>(num_skipped_blocks), kNullBlock);
     req.blocks.insert(req.blocks.end(), kept.begin(), kept.end());
     // Hit blocks (and skipped nulls) are already cached.
@@ -221,8 +217,7 @@ void SingleTypeKvCacheManager::free(core::RequestId id) {
     }
     RequestBlocks& req = slots_[slot];
     // Reverse order: the request's tail blocks reach the free-queue tail first and are evicted first.
-    block_pool_.free_blocks_tail_first(req.blocks, unhashed_blocks_to_front(),
-                                       /*holds_no_null=*/!lists_may_hold_null_blocks());
+    block_pool_.free_blocks_tail_first(req.blocks, unhashed_blocks_to_front());
     req.blocks.clear();
     req.in_use = false;
     free_slots_.push_back(slot);

@@ -107,7 +107,7 @@ public:
     virtual void cache_blocks(core::RequestId id, std::span<const core::BlockHash> block_hashes,
                               std::int64_t num_tokens, ReachableBoundaries boundaries = {});
 
-    // Frees the request's blocks in reverse order, so its tail blocks are evicted first (free_block_queue.h).
+    // Frees the request's blocks in reverse order, so its tail blocks are evicted first (block_segments.h).
     virtual void free(core::RequestId id);
 
     // Frees blocks no longer read (outside the sliding window, old Mamba states), replacing them by null blocks.
@@ -200,9 +200,6 @@ protected:
     [[nodiscard]] virtual std::int64_t get_num_skipped_tokens(std::int64_t /*num_computed_tokens*/) const { return 0; }
     // Whether a freed block without a hash goes to the free-queue head (sparse retention, vLLM PR #43447).
     [[nodiscard]] virtual bool unhashed_blocks_to_front() const { return false; }
-    // Whether the request lists may hold null blocks (skipped positions); false lets the pool's touch and free
-    // leave out their per-block null test. An override returning false checks it in check_request.
-    [[nodiscard]] virtual bool lists_may_hold_null_blocks() const { return true; }
     virtual void check_request(const RequestBlocks& /*req*/) const {}
 
     [[nodiscard]] std::int64_t num_evictable_blocks(std::span<const core::BlockId> blocks) const;

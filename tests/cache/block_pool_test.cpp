@@ -200,15 +200,15 @@ TEST_CASE("BlockPool touch and tail-first free of lists without null blocks matc
     a.get_new_blocks(4, got_a);
     b.get_new_blocks(4, got_b);
     a.free_blocks_tail_first(got_a);
-    b.free_blocks_tail_first(got_b, false, /*holds_no_null=*/true);
+    b.free_blocks_tail_first(got_b, false);
     CHECK(order(a) == std::vector<std::uint32_t>{5, 6, 7, 8, 4, 3, 2, 1});
     CHECK(order(b) == order(a));
     const std::vector<core::BlockId> hit{core::BlockId{3}, core::BlockId{4}};
     const std::vector<core::BlockId> four{core::BlockId{4}};
     a.touch(hit);
-    b.touch(hit, /*holds_no_null=*/true);
+    b.touch(hit);
     a.touch(four);
-    b.touch(four, /*holds_no_null=*/true);
+    b.touch(four);
     CHECK(order(b) == std::vector<std::uint32_t>{5, 6, 7, 8, 2, 1});
     CHECK(b.ref_cnt(core::BlockId{3}) == 1);
     CHECK(b.ref_cnt(core::BlockId{4}) == 2);
@@ -218,16 +218,16 @@ TEST_CASE("BlockPool touch and tail-first free of lists without null blocks matc
     check(a, holders);
     check(b, holders);
     a.free_blocks_tail_first(hit);
-    b.free_blocks_tail_first(hit, false, /*holds_no_null=*/true);
+    b.free_blocks_tail_first(hit, false);
     CHECK(order(b) == std::vector<std::uint32_t>{5, 6, 7, 8, 2, 1, 3});
     CHECK(order(b) == order(a));
     a.free_blocks_tail_first(four);
-    b.free_blocks_tail_first(four, false, /*holds_no_null=*/true);
+    b.free_blocks_tail_first(four, false);
     CHECK(order(b) == std::vector<std::uint32_t>{5, 6, 7, 8, 2, 1, 3, 4});
     CHECK(order(b) == order(a));
     check(b, std::vector<std::int32_t>(9, 0));
     // A block freed once too often is still caught.
-    CHECK_THROWS_AS(b.free_blocks_tail_first(four, false, /*holds_no_null=*/true), InvariantError);
+    CHECK_THROWS_AS(b.free_blocks_tail_first(four, false), InvariantError);
 }
 
 }  // namespace

@@ -41,11 +41,9 @@ public:
         SERVESIM_CHECK(num_blocks >= 0 && num_blocks < kNotQueued - 2, "bad number of blocks {}", num_blocks);
         links(head()).next = tail();
         links(tail()).prev = head();
-        TailAppender all(*this);
         for (std::int64_t i = 0; i < num_blocks; ++i) {
-            all.add(core::BlockId{static_cast<std::uint32_t>(i)});
+            append_unqueued(core::BlockId{static_cast<std::uint32_t>(i)});
         }
-        all.finish();
     }
 
     // The entry of block `i` (i < num_blocks), queued or not: its owner's fields live beside the links.
@@ -85,10 +83,7 @@ public:
         SERVESIM_CHECK(!contains(id), "block {} is already in the free queue", i);
         append_unqueued(id);
     }
-    // remove and append without their membership checks, for a caller whose own state already implies them: the
-    // block pool, where a block is queued iff its ref count is 0 (BlockPool::check_invariants re-derives that).
-    // They run once per hit block and per freed block (~400 a request on a dialogue workload), where the checks
-    // were ~6 % of the instructions.
+    // remove and append without their membership checks, for a caller whose own state already implies them.
     void remove_queued(core::BlockId id) {
         FreeQueueLinks& l = links(core::to_int(id));
         links(l.prev).next = l.next;
@@ -104,67 +99,6 @@ public:
         links(tail()).prev = i;
         ++num_free_blocks_;
     }
-    // Appends blocks that are not queued to the tail, one after another, keeping the tail's neighbour in a register
-    // and closing the list once at finish(): the same list as append_unqueued of each block in turn (the tail
-    // sentinel's link and the last block's next are rewritten by every append, so only their final values matter).
-    // A request's freed list (~230 blocks a request on a dialogue workload) enters the queue through one. Nothing
-    // may read or change the queue between the first add and finish().
-    class TailAppender {
-    public:
-        explicit TailAppender(BasicFreeBlockQueue& queue)
-            : queue_(queue), entries_(queue.entries_.data()), tail_(queue.tail()), last_(entries_[tail_].links.prev) {}
-        TailAppender(const TailAppender&) = delete;
-        TailAppender& operator=(const TailAppender&) = delete;
-        void add(core::BlockId id) {
-            const auto i = core::to_int(id);
-            entries_[i].links.prev = last_;
-            entries_[last_].links.next = i;
-            last_ = i;
-            ++num_added_;
-        }
-        void finish() {
-            entries_[last_].links.next = tail_;
-            entries_[tail_].links.prev = last_;
-            queue_.num_free_blocks_ += num_added_;
-            num_added_ = 0;
-        }
-
-    private:
-        BasicFreeBlockQueue& queue_;
-        Entry* entries_;
-        std::uint32_t tail_;
-        std::uint32_t last_;
-        std::int64_t num_added_ = 0;
-    };
-
-    // remove_queued for blocks one after another (a cache hit's ~190 blocks on a dialogue workload), with the
-    // entries in a register and the count settled once at finish(): the same list, and no per-block
-    // read-modify-write of the count in memory on the loop's critical path. Nothing may read or change the queue
-    // between the first remove and finish().
-    class Unlinker {
-    public:
-        explicit Unlinker(BasicFreeBlockQueue& queue) : queue_(queue), entries_(queue.entries_.data()) {}
-        Unlinker(const Unlinker&) = delete;
-        Unlinker& operator=(const Unlinker&) = delete;
-        void remove(core::BlockId id) {
-            FreeQueueLinks& l = entries_[core::to_int(id)].links;
-            const FreeQueueLinks old = l;
-            entries_[old.prev].links.next = old.next;
-            entries_[old.next].links.prev = old.prev;
-            l = FreeQueueLinks{};
-            ++num_removed_;
-        }
-        void finish() {
-            queue_.num_free_blocks_ -= num_removed_;
-            num_removed_ = 0;
-        }
-
-    private:
-        BasicFreeBlockQueue& queue_;
-        Entry* entries_;
-        std::int64_t num_removed_ = 0;
-    };
-
     // Puts a block that is not queued at the head, to be allocated next (vLLM PR #43447: under sparse retention a
     // freed block without a hash is reused before any cached block).
     void prepend(core::BlockId id) {

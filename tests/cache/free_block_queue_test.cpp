@@ -42,55 +42,6 @@ TEST_CASE("FreeBlockQueue removes from the middle and appends to the tail", "[ca
     CHECK(q.num_free_blocks() == 6);
 }
 
-TEST_CASE("FreeBlockQueue's TailAppender builds the list append_unqueued would, block by block", "[cache]") {
-    // Two queues of 8 blocks; 2, 5, 6 and 7 are taken out (held). Then 6, 2, 7 are freed (a request's list, tail
-    // first), through the appender in one and one append_unqueued each in the other; a pop and a further free follow.
-    // By hand: after the removals 0 1 3 4; after the frees 0 1 3 4 6 2 7; popleft gives 0; append 5: 1 3 4 6 2 7 5.
-    FreeBlockQueue a(8);
-    FreeBlockQueue b(8);
-    for (const std::uint32_t i : {2u, 5u, 6u, 7u}) {
-        a.remove(core::BlockId{i});
-        b.remove(core::BlockId{i});
-    }
-    {
-        FreeBlockQueue::TailAppender tail(a);
-        for (const std::uint32_t i : {6u, 2u, 7u}) {
-            tail.add(core::BlockId{i});
-        }
-        tail.finish();
-    }
-    for (const std::uint32_t i : {6u, 2u, 7u}) {
-        b.append_unqueued(core::BlockId{i});
-    }
-    a.check_invariants();
-    CHECK(order(a) == std::vector<std::uint32_t>{0, 1, 3, 4, 6, 2, 7});
-    CHECK(order(a) == order(b));
-    CHECK(a.num_free_blocks() == 7);
-    CHECK(core::to_int(a.popleft()) == 0);
-    a.append(core::BlockId{5});
-    a.check_invariants();
-    CHECK(order(a) == std::vector<std::uint32_t>{1, 3, 4, 6, 2, 7, 5});
-    // An appender that adds nothing leaves the queue as it was; one on an empty queue links from the head sentinel.
-    {
-        FreeBlockQueue::TailAppender tail(a);
-        tail.finish();
-    }
-    a.check_invariants();
-    CHECK(order(a) == std::vector<std::uint32_t>{1, 3, 4, 6, 2, 7, 5});
-    FreeBlockQueue c(3);
-    for (int k = 0; k < 3; ++k) {
-        (void)c.popleft();
-    }
-    {
-        FreeBlockQueue::TailAppender tail(c);
-        tail.add(core::BlockId{2});
-        tail.add(core::BlockId{0});
-        tail.finish();
-    }
-    c.check_invariants();
-    CHECK(order(c) == std::vector<std::uint32_t>{2, 0});
-}
-
 TEST_CASE("FreeBlockQueue refuses a double append or removing an absent block", "[cache]") {
     FreeBlockQueue q(3);
     bool threw = false;

@@ -50,9 +50,6 @@ void BlockPool::get_new_blocks(std::int64_t n, std::vector<core::BlockId>& out) 
     segments_.pop_into(n, out);
     const std::span<const core::BlockId> popped(out.data() + first, out.size() - first);
     for (const core::BlockId id : popped) {
-        __builtin_prefetch(&entry(id));
-    }
-    for (const core::BlockId id : popped) {
         const Block& block = entry(id);
         if (block.has_hash()) {
             __builtin_prefetch(cached_block_hash_to_block_.probe_address(block.key()));

@@ -33,11 +33,9 @@ BlockSegments::BlockSegments(std::int64_t num_blocks) {
     Segment& all = segments_[s];
     all.ids.reserve(n - 1);
     for (std::size_t i = n - 1; i >= 1; --i) {
-        place_[i].segment = s;
-        place_[i].position = static_cast<std::uint32_t>(all.ids.size());
         all.ids.push_back(core::BlockId{static_cast<std::uint32_t>(i)});
     }
-    all.ref_cnt = 0;
+    place_ids(s, 0);
     link_before(s, kSentinel);
     num_free_blocks_ = num_blocks - 1;
 }
@@ -88,6 +86,19 @@ void BlockSegments::unlink(std::uint32_t s) {
     seg.next = kNotLinked;
 }
 
+void BlockSegments::place_ids(std::uint32_t s, std::uint32_t from) {
+    const Segment& seg = segments_[s];
+    for (std::uint32_t i = from; i < seg.end(); ++i) {
+        place_[core::to_int(seg.ids[i])] = Place{s, i};
+    }
+}
+
+std::size_t BlockSegments::run_in_common(std::span<const core::BlockId> blocks, std::uint32_t s,
+                                         std::uint32_t pos) const {
+    const Segment& seg = segments_[s];
+    return leading_blocks_in_common(blocks, std::span<const core::BlockId>(seg.ids.data() + pos, seg.end() - pos));
+}
+
 BlockSegments::Parts BlockSegments::split(std::uint32_t s, std::uint32_t pos) {
     const std::uint32_t t = new_segment();  // (may move segments_: references are taken after)
     Segment& seg = segments_[s];
@@ -99,11 +110,7 @@ BlockSegments::Parts BlockSegments::split(std::uint32_t s, std::uint32_t pos) {
     if (pos - seg.begin <= seg.end() - pos) {
         // The first part moves; in the queue it follows the second (a queued segment's blocks are in reverse order).
         part.ids.assign(seg.ids.begin() + seg.begin, seg.ids.begin() + pos);
-        for (std::uint32_t i = 0; i < part.size(); ++i) {
-            const auto b = core::to_int(part.ids[i]);
-            place_[b].segment = t;
-            place_[b].position = i;
-        }
+        place_ids(t, 0);
         seg.begin = pos;
         if (queued) {
             link_before(t, seg.next);
@@ -114,11 +121,7 @@ BlockSegments::Parts BlockSegments::split(std::uint32_t s, std::uint32_t pos) {
         return Parts{t, s};
     }
     part.ids.assign(seg.ids.begin() + pos, seg.ids.end());
-    for (std::uint32_t i = 0; i < part.size(); ++i) {
-        const auto b = core::to_int(part.ids[i]);
-        place_[b].segment = t;
-        place_[b].position = i;
-    }
+    place_ids(t, 0);
     seg.ids.resize(pos);
     if (queued) {
         link_before(t, s);
@@ -130,9 +133,7 @@ void BlockSegments::compact(std::uint32_t s) {
     Segment& seg = segments_[s];
     seg.ids.erase(seg.ids.begin(), seg.ids.begin() + seg.begin);
     seg.begin = 0;
-    for (std::uint32_t i = 0; i < seg.size(); ++i) {
-        place_[core::to_int(seg.ids[i])].position = i;
-    }
+    place_ids(s, 0);
 }
 
 std::uint32_t BlockSegments::isolate(core::BlockId id) {
@@ -159,14 +160,18 @@ void BlockSegments::take(std::uint32_t s) {
     ++seg.ref_cnt;
 }
 
-void BlockSegments::release(std::uint32_t s) {
+bool BlockSegments::release(std::uint32_t s, bool append) {
     Segment& seg = segments_[s];
     SERVESIM_CHECK(seg.ref_cnt > 0, "freeing block {} with ref_cnt {}", core::to_int(seg.ids[seg.begin]),
                    seg.ref_cnt);
-    if (--seg.ref_cnt == 0) {
+    if (--seg.ref_cnt > 0) {
+        return false;
+    }
+    if (append) {
         link_before(s, kSentinel);
         num_free_blocks_ += seg.size();
     }
+    return true;
 }
 
 void BlockSegments::pop_into(std::int64_t n, std::vector<core::BlockId>& out) {
@@ -188,6 +193,7 @@ void BlockSegments::pop_into(std::int64_t n, std::vector<core::BlockId>& out) {
         segments_[held].ref_cnt = 1;
     }
     num_free_blocks_ -= n;
+    const std::uint32_t first_new = segments_[held].end();
     for (std::int64_t k = 0; k < n; ++k) {
         const std::uint32_t h = segments_[kSentinel].next;
         Segment& head = segments_[h];
@@ -197,13 +203,10 @@ void BlockSegments::pop_into(std::int64_t n, std::vector<core::BlockId>& out) {
             unlink(h);
             recycle(h);
         }
-        Segment& seg = segments_[held];
-        const auto b = core::to_int(id);
-        place_[b].segment = held;
-        place_[b].position = seg.end();
-        seg.ids.push_back(id);
+        segments_[held].ids.push_back(id);
         out.push_back(id);
     }
+    place_ids(held, first_new);
 }
 
 void BlockSegments::touch(std::span<const core::BlockId> blocks) {
@@ -221,8 +224,7 @@ void BlockSegments::touch(std::span<const core::BlockId> blocks) {
             s = split(s, pos).second;
         }
         const Segment& seg = segments_[s];
-        const std::size_t m = leading_blocks_in_common(
-            blocks.subspan(i), std::span<const core::BlockId>(seg.ids.data() + seg.begin, seg.size()));
+        const std::size_t m = run_in_common(blocks.subspan(i), s, seg.begin);
         if (m < seg.size()) {
             s = split(s, seg.begin + static_cast<std::uint32_t>(m)).first;
         }
@@ -261,24 +263,12 @@ void BlockSegments::free_tail_first(std::span<const core::BlockId> blocks) {
         if (m < seg.size()) {
             s = split(s, seg.end() - m).second;
         }
-        release(s);
+        release(s, /*append=*/true);
         i -= m;
     }
 }
 
-bool BlockSegments::drop_ref(core::BlockId id, bool append) {
-    const std::uint32_t s = isolate(id);
-    Segment& seg = segments_[s];
-    SERVESIM_CHECK(seg.ref_cnt > 0, "freeing block {} with ref_cnt {}", core::to_int(id), seg.ref_cnt);
-    if (--seg.ref_cnt > 0) {
-        return false;
-    }
-    if (append) {
-        link_before(s, kSentinel);
-        ++num_free_blocks_;
-    }
-    return true;
-}
+bool BlockSegments::drop_ref(core::BlockId id, bool append) { return release(isolate(id), append); }
 
 void BlockSegments::prepend(core::BlockId id) {
     const auto b = core::to_int(id);
@@ -299,12 +289,9 @@ std::int64_t BlockSegments::num_queued_among(std::span<const core::BlockId> bloc
             ++i;
             continue;
         }
-        const Segment& seg = segments_[place_[b].segment];
-        const std::uint32_t pos = place_[b].position;
-        const std::size_t m = std::max<std::size_t>(
-            1, leading_blocks_in_common(blocks.subspan(i),
-                                        std::span<const core::BlockId>(seg.ids.data() + pos, seg.end() - pos)));
-        n += seg.ref_cnt == 0 ? static_cast<std::int64_t>(m) : 0;
+        const Place at = place_[b];
+        const std::size_t m = std::max<std::size_t>(1, run_in_common(blocks.subspan(i), at.segment, at.position));
+        n += segments_[at.segment].ref_cnt == 0 ? static_cast<std::int64_t>(m) : 0;
         i += m;
     }
     return n;

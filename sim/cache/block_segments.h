@@ -12,8 +12,8 @@
 // A list is matched against the segments by comparing block ids (block_span.h), so the pool's callers keep passing
 // block lists. Where a list covers only part of a segment (a hit ending inside it, a sliding window dropping one
 // block), the segment is split there first, the smaller part moving to a new segment, so a block's count stays its
-// segment's. Splits are O(smaller part) and rare in serving; every block is in exactly one segment, so the memory is
-// O(blocks). Block 0, vLLM's null block, is in no segment: never queued, its count not kept.
+// segment's. Splits are O(smaller part) and rare in serving. Every block is in exactly one segment, so memory does not
+// grow with the run (docs/BLOCK-SEGMENTS.md gives the bound). Block 0, vLLM's null block, is in no segment: never queued, its count not kept.
 #pragma once
 
 #include <algorithm>
@@ -96,12 +96,19 @@ private:
     Parts split(std::uint32_t s, std::uint32_t pos);
     // The segment holding exactly `id` and nothing else, split out of its segment.
     std::uint32_t isolate(core::BlockId id);
-    void take(std::uint32_t s);     // one more reference to every block of s
-    void release(std::uint32_t s);  // one less; at 0, s is appended to the queue's tail
+    void take(std::uint32_t s);  // one more reference to every block of s
+    // One reference less to every block of s; at 0, s is appended to the queue's tail when `append` (otherwise left
+    // out of the queue for the caller to prepend). Returns whether the count reached 0.
+    bool release(std::uint32_t s, bool append);
     std::uint32_t new_segment();
     void recycle(std::uint32_t s);
     void link_before(std::uint32_t s, std::uint32_t next);
     void unlink(std::uint32_t s);
+    // Records where ids[from, end) of segment s are (place_), after they moved there.
+    void place_ids(std::uint32_t s, std::uint32_t from);
+    // How many leading ids of `blocks` continue segment s from absolute position pos.
+    [[nodiscard]] std::size_t run_in_common(std::span<const core::BlockId> blocks, std::uint32_t s,
+                                            std::uint32_t pos) const;
     // Rewrites a segment whose dead prefix (positions before begin) outgrew its blocks, so memory stays O(blocks).
     void compact(std::uint32_t s);
 

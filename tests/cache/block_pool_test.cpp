@@ -8,29 +8,18 @@
 
 #include "common/error.h"
 #include "sim/cache/full_attention_manager.h"
+#include "tests/cache/cache_test_util.h"
 #include "tests/catch.h"
 
 namespace servesim::cache {
 namespace {
 
-std::vector<std::uint32_t> order(const BlockPool& pool) {
-    std::vector<std::uint32_t> out;
-    for (const auto b : pool.get_all_free_blocks()) {
-        out.push_back(core::to_int(b));
-    }
-    return out;
-}
+using testing::hash_chain;
+
+std::vector<std::uint32_t> order(const BlockPool& pool) { return testing::block_numbers(pool.get_all_free_blocks()); }
 
 // Holders as a request-less test sees them: the ref counts it took itself.
 void check(const BlockPool& pool, const std::vector<std::int32_t>& holders) { pool.check_invariants(holders); }
-
-std::vector<core::BlockHash> chain(std::initializer_list<std::uint64_t> values) {
-    std::vector<core::BlockHash> out;
-    for (const auto v : values) {
-        out.push_back(core::BlockHash{v});
-    }
-    return out;
-}
 
 TEST_CASE("BlockPool never hands out the null block: usable blocks = num_gpu_blocks - 1", "[cache]") {
     BlockPool pool(5, true);
@@ -77,8 +66,8 @@ TEST_CASE("BlockPool free_blocks_tail_first frees a request's list tail first, a
         BlockPool pool(7, true);
         std::vector<core::BlockId> got;
         pool.get_new_blocks(6, got);
-        pool.cache_full_blocks(std::span<const core::BlockId>(got).subspan(3, 1), chain({1}), 0, 1, 0);
-        pool.cache_full_blocks(std::span<const core::BlockId>(got).subspan(5, 1), chain({3}), 0, 1, 0);
+        pool.cache_full_blocks(std::span<const core::BlockId>(got).subspan(3, 1), hash_chain({1}), 0, 1, 0);
+        pool.cache_full_blocks(std::span<const core::BlockId>(got).subspan(5, 1), hash_chain({3}), 0, 1, 0);
         pool.free_blocks_tail_first(got, /*unhashed_to_front=*/true);
         check(pool, std::vector<std::int32_t>(7, 0));
         CHECK(order(pool) == std::vector<std::uint32_t>{5, 3, 2, 1, 6, 4});
@@ -86,8 +75,8 @@ TEST_CASE("BlockPool free_blocks_tail_first frees a request's list tail first, a
         BlockPool other(7, true);
         std::vector<core::BlockId> taken;
         other.get_new_blocks(6, taken);
-        other.cache_full_blocks(std::span<const core::BlockId>(taken).subspan(3, 1), chain({1}), 0, 1, 0);
-        other.cache_full_blocks(std::span<const core::BlockId>(taken).subspan(5, 1), chain({3}), 0, 1, 0);
+        other.cache_full_blocks(std::span<const core::BlockId>(taken).subspan(3, 1), hash_chain({1}), 0, 1, 0);
+        other.cache_full_blocks(std::span<const core::BlockId>(taken).subspan(5, 1), hash_chain({3}), 0, 1, 0);
         const std::vector<core::BlockId> reversed{taken.rbegin(), taken.rend()};
         other.free_blocks(reversed, /*unhashed_to_front=*/true);
         CHECK(order(other) == order(pool));
@@ -99,7 +88,7 @@ TEST_CASE("BlockPool evicts a cached block's hash only when the block is popped"
     BlockPool pool(3, true);  // usable blocks 1, 2
     std::vector<core::BlockId> got;
     pool.get_new_blocks(1, got);
-    pool.cache_full_blocks(got, chain({100}), 0, 1, 0);
+    pool.cache_full_blocks(got, hash_chain({100}), 0, 1, 0);
     pool.free_blocks(got);
     check(pool, {0, 0, 0});
     CHECK(order(pool) == std::vector<std::uint32_t>{2, 1});
@@ -117,7 +106,7 @@ TEST_CASE("BlockPool touch takes a ref-0 hit block out of the free queue", "[cac
     BlockPool pool(5, true);
     std::vector<core::BlockId> got;
     pool.get_new_blocks(2, got);  // [1, 2]
-    pool.cache_full_blocks(got, chain({10, 11}), 0, 2, 0);
+    pool.cache_full_blocks(got, hash_chain({10, 11}), 0, 2, 0);
     pool.free_blocks(std::vector<core::BlockId>{got.rbegin(), got.rend()});
     CHECK(order(pool) == std::vector<std::uint32_t>{3, 4, 2, 1});
     const std::vector<core::BlockId> hit{core::BlockId{1}};
@@ -140,8 +129,8 @@ TEST_CASE("BlockPool keeps several blocks under one hash (no dedupe)", "[cache]"
     std::vector<core::BlockId> b;
     pool.get_new_blocks(1, a);
     pool.get_new_blocks(1, b);
-    pool.cache_full_blocks(a, chain({7}), 0, 1, 0);
-    pool.cache_full_blocks(b, chain({7}), 0, 1, 0);
+    pool.cache_full_blocks(a, hash_chain({7}), 0, 1, 0);
+    pool.cache_full_blocks(b, hash_chain({7}), 0, 1, 0);
     check(pool, {0, 1, 1, 0});
     CHECK(pool.get_cached_block(core::BlockHash{7}, 0) == core::BlockId{1});
     pool.free_blocks(a);
@@ -172,7 +161,7 @@ TEST_CASE("Evicting an early chain block makes the later cached blocks unreachab
     FullAttentionManager manager(pool, 0, 16);
     std::vector<core::BlockId> got;
     pool.get_new_blocks(3, got);
-    const auto hashes = chain({1000, 1001, 1002});
+    const auto hashes = hash_chain({1000, 1001, 1002});
     pool.cache_full_blocks(got, hashes, 0, 3, 0);
     pool.free_blocks(got);
     const int groups[] = {0};

@@ -11,28 +11,16 @@
 
 #include "common/error.h"
 #include "sim/cache/free_block_queue.h"
+#include "tests/cache/cache_test_util.h"
 #include "tests/catch.h"
 
 namespace servesim::cache {
 namespace {
 
-std::vector<core::BlockId> ids(std::initializer_list<std::uint32_t> values) {
-    std::vector<core::BlockId> out;
-    for (const auto v : values) {
-        out.push_back(core::BlockId{v});
-    }
-    return out;
-}
+using testing::block_ids;
+using testing::block_numbers;
 
-std::vector<std::uint32_t> order(const std::vector<core::BlockId>& blocks) {
-    std::vector<std::uint32_t> out;
-    for (const auto b : blocks) {
-        out.push_back(core::to_int(b));
-    }
-    return out;
-}
-
-std::vector<std::uint32_t> order(const BlockSegments& s) { return order(s.get_all_free_blocks()); }
+std::vector<std::uint32_t> order(const BlockSegments& s) { return block_numbers(s.get_all_free_blocks()); }
 
 TEST_CASE("BlockSegments starts with blocks 1.. queued in id order; block 0 is the null block", "[cache]") {
     BlockSegments s(6);
@@ -40,7 +28,7 @@ TEST_CASE("BlockSegments starts with blocks 1.. queued in id order; block 0 is t
     CHECK(s.num_free_blocks() == 5);
     CHECK_FALSE(s.is_queued(core::BlockId{0}));
     CHECK(s.ref_cnt(core::BlockId{0}) == 0);
-    CHECK(order(std::vector<core::BlockId>(s.head_blocks(2).begin(), s.head_blocks(2).end())) ==
+    CHECK(block_numbers(s.head_blocks(2)) ==
           std::vector<std::uint32_t>{2, 1});  // the next two pops (1, then 2), in list order
     s.check_invariants(std::vector<std::int32_t>(6, 0));
 }
@@ -53,11 +41,11 @@ TEST_CASE("BlockSegments: a request's blocks, freed tail first and hit again fro
     std::vector<core::BlockId> req;
     s.pop_into(4, req);
     s.pop_into(2, req);
-    CHECK(order(req) == std::vector<std::uint32_t>{1, 2, 3, 4, 5, 6});
+    CHECK(block_numbers(req) == std::vector<std::uint32_t>{1, 2, 3, 4, 5, 6});
     CHECK(order(s) == std::vector<std::uint32_t>{7, 8, 9});
     s.free_tail_first(req);
     CHECK(order(s) == std::vector<std::uint32_t>{7, 8, 9, 6, 5, 4, 3, 2, 1});
-    const auto hit = ids({1, 2, 3, 4});
+    const auto hit = block_ids({1, 2, 3, 4});
     CHECK(s.num_queued_among(hit) == 4);
     s.touch(hit);
     CHECK(order(s) == std::vector<std::uint32_t>{7, 8, 9, 6, 5});
@@ -71,20 +59,20 @@ TEST_CASE("BlockSegments: a request's blocks, freed tail first and hit again fro
     s.check_invariants(holders);
     std::vector<core::BlockId> next = hit;
     s.pop_into(3, next);  // the holder's last block (4) ends its segment and nobody else holds it: 7 8 9 join it
-    CHECK(order(next) == std::vector<std::uint32_t>{1, 2, 3, 4, 7, 8, 9});
+    CHECK(block_numbers(next) == std::vector<std::uint32_t>{1, 2, 3, 4, 7, 8, 9});
     CHECK(order(s) == std::vector<std::uint32_t>{6, 5});
     // The head segment is what the split left queued, 5 6 (list order): the next pop returns 6, then 5.
-    CHECK(order(std::vector<core::BlockId>(s.head_blocks(8).begin(), s.head_blocks(8).end())) ==
+    CHECK(block_numbers(s.head_blocks(8)) ==
           std::vector<std::uint32_t>{5, 6});
     // A second holder of the first two blocks, then the first holder frees: 1 2 stay held, the rest go tail first.
-    s.touch(ids({1, 2}));
+    s.touch(block_ids({1, 2}));
     s.free_tail_first(next);
     CHECK(order(s) == std::vector<std::uint32_t>{6, 5, 9, 8, 7, 4, 3});
     CHECK(s.ref_cnt(core::BlockId{1}) == 1);
     holders.assign(10, 0);
     holders[1] = holders[2] = 1;
     s.check_invariants(holders);
-    s.free_tail_first(ids({1, 2}));
+    s.free_tail_first(block_ids({1, 2}));
     CHECK(order(s) == std::vector<std::uint32_t>{6, 5, 9, 8, 7, 4, 3, 2, 1});
     s.check_invariants(std::vector<std::int32_t>(10, 0));
 }
@@ -106,7 +94,7 @@ TEST_CASE("BlockSegments: per-block frees in list order, at the tail or left for
     holders[3] = holders[5] = 1;
     s.check_invariants(holders);
     // A block with a second holder does not reach 0.
-    s.touch(ids({3}));
+    s.touch(block_ids({3}));
     CHECK_FALSE(s.drop_ref(core::BlockId{3}, true));
     CHECK(s.ref_cnt(core::BlockId{3}) == 1);
 }
@@ -166,7 +154,7 @@ TEST_CASE("BlockSegments keeps the per-block counts and queue order over random 
     std::vector<std::vector<core::BlockId>> finished;  // recent lists, for hits
     const auto check_same = [&] {
         REQUIRE(seg.num_free_blocks() == model.queue.num_free_blocks());
-        REQUIRE(order(seg) == order(model.queue.get_all_free_blocks()));
+        REQUIRE(order(seg) == block_numbers(model.queue.get_all_free_blocks()));
         for (std::uint32_t b = 0; b < kBlocks; ++b) {
             REQUIRE(seg.ref_cnt(core::BlockId{b}) == model.ref[b]);
         }

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -14,6 +16,31 @@
 namespace servesim::cache::testing {
 
 inline core::ContentId content(std::uint64_t c) { return core::ContentId{c}; }
+
+// Block ids from their numbers, and back (a list or a queue compared with a literal).
+inline std::vector<core::BlockId> block_ids(std::initializer_list<std::uint32_t> values) {
+    std::vector<core::BlockId> out;
+    for (const auto v : values) {
+        out.push_back(core::BlockId{v});
+    }
+    return out;
+}
+inline std::vector<std::uint32_t> block_numbers(std::span<const core::BlockId> blocks) {
+    std::vector<std::uint32_t> out;
+    for (const auto b : blocks) {
+        out.push_back(core::to_int(b));
+    }
+    return out;
+}
+
+// Block hashes from their values (a hand-made hash chain).
+inline std::vector<core::BlockHash> hash_chain(std::initializer_list<std::uint64_t> values) {
+    std::vector<core::BlockHash> out;
+    for (const auto v : values) {
+        out.push_back(core::BlockHash{v});
+    }
+    return out;
+}
 
 // A run of n tokens of content c.
 inline core::ContentRun run(std::uint64_t c, std::int64_t n) { return core::ContentRun{core::ContentId{c}, n}; }

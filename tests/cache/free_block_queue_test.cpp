@@ -5,18 +5,13 @@
 #include <vector>
 
 #include "common/error.h"
+#include "tests/cache/cache_test_util.h"
 #include "tests/catch.h"
 
 namespace servesim::cache {
 namespace {
 
-std::vector<std::uint32_t> order(const FreeBlockQueue& q) {
-    std::vector<std::uint32_t> out;
-    for (const auto b : q.get_all_free_blocks()) {
-        out.push_back(core::to_int(b));
-    }
-    return out;
-}
+std::vector<std::uint32_t> order(const FreeBlockQueue& q) { return testing::block_numbers(q.get_all_free_blocks()); }
 
 TEST_CASE("FreeBlockQueue starts in block-id order and pops from the head", "[cache]") {
     FreeBlockQueue q(5);
@@ -78,11 +73,7 @@ TEST_CASE("BasicFreeBlockQueue keeps its owner's fields in each entry untouched"
     q.append(core::BlockId{0});
     q.prepend(core::BlockId{3});
     q.check_invariants();
-    std::vector<std::uint32_t> got;
-    for (const auto b : q.get_all_free_blocks()) {
-        got.push_back(core::to_int(b));
-    }
-    CHECK(got == std::vector<std::uint32_t>{3, 1, 2, 4, 0});
+    CHECK(testing::block_numbers(q.get_all_free_blocks()) == std::vector<std::uint32_t>{3, 1, 2, 4, 0});
     for (std::uint32_t i = 0; i < 5; ++i) {
         CHECK(q.entry(i).payload == 100 + i);
     }

@@ -7,26 +7,14 @@
 
 #include "sim/cache/block_pool.h"
 #include "sim/cache/full_attention_manager.h"
+#include "tests/cache/cache_test_util.h"
 #include "tests/catch.h"
 
 namespace servesim::cache {
 namespace {
 
-std::vector<core::BlockHash> chain(std::initializer_list<std::uint64_t> values) {
-    std::vector<core::BlockHash> out;
-    for (const auto v : values) {
-        out.push_back(core::BlockHash{v});
-    }
-    return out;
-}
-
-std::vector<std::uint32_t> ids(const std::vector<core::BlockId>& blocks) {
-    std::vector<std::uint32_t> out;
-    for (const auto b : blocks) {
-        out.push_back(core::to_int(b));
-    }
-    return out;
-}
+using testing::block_numbers;
+using testing::hash_chain;
 
 TEST_CASE("A remembered block evicted since is not counted: the lookup probes and finds its replacement", "[cache]") {
     // Chain h10 h11 h12 cached in blocks [1,2,3]; the first lookup hits all three and remembers them. Freed tail
@@ -37,21 +25,21 @@ TEST_CASE("A remembered block evicted since is not counted: the lookup probes an
     FullAttentionManager manager(pool, 0, 16);
     std::vector<core::BlockId> got;
     pool.get_new_blocks(3, got);
-    const auto hashes = chain({10, 11, 12});
+    const auto hashes = hash_chain({10, 11, 12});
     pool.cache_full_blocks(got, hashes, 0, 3, 0);
     const int groups[] = {0};
     std::vector<std::vector<core::BlockId>> hit(1);
     REQUIRE(manager.find_longest_cache_hit(hashes, 48, groups, hit) == 3);
-    CHECK(ids(hit[0]) == std::vector<std::uint32_t>{1, 2, 3});
+    CHECK(block_numbers(hit[0]) == std::vector<std::uint32_t>{1, 2, 3});
     const std::vector<core::BlockId> reversed{core::BlockId{3}, core::BlockId{2}, core::BlockId{1}};
     pool.free_blocks(reversed);
     std::vector<core::BlockId> other;
     pool.get_new_blocks(3, other);
-    REQUIRE(ids(other) == std::vector<std::uint32_t>{4, 5, 3});
+    REQUIRE(block_numbers(other) == std::vector<std::uint32_t>{4, 5, 3});
     const std::vector<core::BlockId> recached{core::BlockId{1}, core::BlockId{2}, core::BlockId{5}};
     pool.cache_full_blocks(recached, hashes, 2, 3, 0);
     REQUIRE(manager.find_longest_cache_hit(hashes, 48, groups, hit) == 3);
-    CHECK(ids(hit[0]) == std::vector<std::uint32_t>{1, 2, 5});
+    CHECK(block_numbers(hit[0]) == std::vector<std::uint32_t>{1, 2, 5});
     CHECK(*pool.get_cached_block(hashes[2], 0) == core::BlockId{5});
 }
 
@@ -62,19 +50,19 @@ TEST_CASE("With a duplicate key in the prefix index the memo is bypassed: the ea
     // and so must the lookup.
     BlockPool pool(8, true);
     FullAttentionManager manager(pool, 0, 16);
-    const auto hashes = chain({10, 11});
+    const auto hashes = hash_chain({10, 11});
     manager.allocate_new_blocks(core::RequestId{1}, 32, 32);
     manager.cache_blocks(core::RequestId{1}, hashes, 32);
     manager.allocate_new_blocks(core::RequestId{2}, 32, 32);
     manager.cache_blocks(core::RequestId{2}, hashes, 32);
-    REQUIRE(ids(std::vector<core::BlockId>(manager.blocks(core::RequestId{2}).begin(),
+    REQUIRE(block_numbers(std::vector<core::BlockId>(manager.blocks(core::RequestId{2}).begin(),
                                            manager.blocks(core::RequestId{2}).end())) ==
             std::vector<std::uint32_t>{3, 4});
     manager.free(core::RequestId{2});
     const int groups[] = {0};
     std::vector<std::vector<core::BlockId>> hit(1);
     REQUIRE(manager.find_longest_cache_hit(hashes, 48, groups, hit) == 2);
-    CHECK(ids(hit[0]) == std::vector<std::uint32_t>{1, 2});
+    CHECK(block_numbers(hit[0]) == std::vector<std::uint32_t>{1, 2});
 }
 
 TEST_CASE("A freed request's cached blocks are remembered past its own hit, for its next turn", "[cache]") {
@@ -82,14 +70,14 @@ TEST_CASE("A freed request's cached blocks are remembered past its own hit, for 
     // h13, 64 tokens, at most 4 blocks) finds them without having looked them up before; h13 is not cached: hit 3.
     BlockPool pool(8, true);
     FullAttentionManager manager(pool, 0, 16);
-    const auto hashes = chain({10, 11, 12, 13});
+    const auto hashes = hash_chain({10, 11, 12, 13});
     manager.allocate_new_blocks(core::RequestId{1}, 48, 48);
     manager.cache_blocks(core::RequestId{1}, std::span<const core::BlockHash>(hashes).first(3), 48);
     manager.free(core::RequestId{1});
     const int groups[] = {0};
     std::vector<std::vector<core::BlockId>> hit(1);
     REQUIRE(manager.find_longest_cache_hit(hashes, 64, groups, hit) == 3);
-    CHECK(ids(hit[0]) == std::vector<std::uint32_t>{1, 2, 3});
+    CHECK(block_numbers(hit[0]) == std::vector<std::uint32_t>{1, 2, 3});
 }
 
 TEST_CASE("The memo holds at most kMaxBlocks block ids", "[cache]") {

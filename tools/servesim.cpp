@@ -37,6 +37,7 @@
 #include "tools/app/partial_results.h"
 #include "tools/app/scenario.h"
 #include "tools/plan_command.h"
+#include "tools/validate_command.h"
 #ifdef SERVESIM_WITH_MPI
 #include "tools/mpi/mpi_executor.h"
 #endif
@@ -627,6 +628,9 @@ int dispatch(const std::string& cmd, const std::vector<std::string>& args, app::
         return cli::cmd_plan(static_cast<int>(plan_argv.size()), plan_argv.data(),
                              [](const std::string& out) { return run_plot(out, "plot_plan.py", "plan.json"); },
                              executor);
+    }
+    if (cmd == "validate") {
+        return cli::cmd_validate(args, executor);
     }
     if (cmd == "plot") {
         if (args.size() == 1 && (args[0] == "--help" || args[0] == "-h")) {

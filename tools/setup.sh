@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 
 packages=(build-essential cmake libboost-dev libboost-graph-dev libboost-program-options-dev libeigen3-dev
           libyaml-cpp-dev libfmt-dev catch2 nlohmann-json3-dev libbenchmark-dev python3-matplotlib
-          libopenmpi-dev openmpi-bin)
+          libopenmpi-dev openmpi-bin zlib1g-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

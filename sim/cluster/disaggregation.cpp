@@ -501,6 +501,8 @@ SimulationResult DisaggregatedSimulation::run() {
             case core::EventKind::kStepEnd:
                 end_step(e.target, now);
                 break;
+            case core::EventKind::kEngineArrival:  // no request path in a disaggregated run (docs/REQUEST-PATH.md)
+                break;
             case core::EventKind::kWake:
                 if (!replica(e.target).step_in_flight()) {
                     start_step(e.target, now);

@@ -37,6 +37,10 @@ Simulation::Simulation(const SimulationConfig& config, const engine::CostModel& 
         cache::KvConnector* connector = kv_store_ ? &kv_store_->connector(static_cast<std::size_t>(i)) : nullptr;
         replicas_.push_back(std::make_unique<engine::Replica>(rc, cost_model_, metrics_, connector));
     }
+    if (config_.request_path.enabled()) {
+        api_servers_.assign(replicas_.size(), frontend::ApiServer(config_.request_path));
+        in_transit_.resize(replicas_.size());
+    }
     if (router_->needs_block_hashes()) {  // the router hashes every prompt: finished turns go back to it
         for (const auto& r : replicas_) {
             r->share_hash_memo(route_hash_memo_);
@@ -180,11 +184,23 @@ void Simulation::handle_arrivals(core::SimTime now) {
                                                  &route_hash_memo_);
         engine::IncomingRequest in{spec.id, now, std::move(spec.prompt), spec.max_output_tokens, spec.answer_content,
                                    spec.turn, {}, std::move(hashed)};
-        if (!replicas_[target]->add_request(std::move(in))) {
-            notify_finished({spec.id}, now);  // refused: the client moves on
-        } else if (!replicas_[target]->step_in_flight()) {
-            start_step(target, now);
+        if (api_servers_.empty()) {
+            deliver(target, std::move(in), now);
+            continue;
         }
+        const core::SimTime at_engine = api_servers_[target].admit(now, core::total_tokens(in.prompt));
+        in_transit_[target].emplace_back(at_engine, std::move(in));
+        queue_.push(at_engine, core::EventPriority::kArrival, core::EventKind::kEngineArrival,
+                    static_cast<std::uint32_t>(target));
+    }
+}
+
+void Simulation::deliver(std::size_t target, engine::IncomingRequest in, core::SimTime now) {
+    const core::RequestId id = in.id;
+    if (!replicas_[target]->add_request(std::move(in))) {
+        notify_finished({id}, now);  // refused: the client moves on
+    } else if (!replicas_[target]->step_in_flight()) {
+        start_step(target, now);
     }
 }
 
@@ -245,8 +261,19 @@ SimulationResult Simulation::run() {
                 break;
             case core::EventKind::kStepEnd: {
                 auto& r = *replicas_[e.target];
-                notify_finished(r.end_step(now), now);
+                // The client learns of a finish when its last token arrives (after the request path, if any).
+                const auto& finished = r.end_step(now, api_servers_.empty() ? nullptr : &api_servers_[e.target]);
+                notify_finished(finished, r.last_stream_time());
                 start_step(e.target, now);  // replicas share nothing: only this one can have new room
+                break;
+            }
+            case core::EventKind::kEngineArrival: {
+                auto& transit = in_transit_[e.target];
+                SERVESIM_CHECK(!transit.empty() && transit.front().first == now,
+                               "engine arrival at {} ns without its request", now.ns());
+                engine::IncomingRequest in = std::move(transit.front().second);
+                transit.pop_front();
+                deliver(e.target, std::move(in), now);
                 break;
             }
             case core::EventKind::kWake:

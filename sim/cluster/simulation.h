@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -18,6 +19,7 @@
 #include "sim/cluster/topology.h"
 #include "sim/core/event_queue.h"
 #include "sim/engine/replica.h"
+#include "sim/frontend/api_server.h"
 #include "sim/metrics/metrics.h"
 #include "workloads/workload.h"
 
@@ -46,6 +48,9 @@ struct SimulationConfig {
     // A KV store shared by the replicas (cluster.kv_connector), in the place of each engine's host tier; needs the
     // topology.
     std::optional<KvStoreConfig> kv_store;
+    // The request path between the client and each replica's engine core (its own API server per replica: a
+    // `vllm serve` process each); disabled = requests reach the engine when sent, tokens the client when made.
+    frontend::RequestPathConfig request_path;
 };
 
 // One sample of the cluster's state (sampled every SimulationConfig::sample_interval of simulated time).
@@ -118,6 +123,8 @@ private:
     void handle_arrivals(core::SimTime now);
     void start_step(std::size_t replica, core::SimTime now);
     void notify_finished(const std::vector<core::RequestId>& ids, core::SimTime now);
+    // A routed request reaches replica `target`'s engine at `now` (at once, or after the request path).
+    void deliver(std::size_t target, engine::IncomingRequest in, core::SimTime now);
     [[nodiscard]] metrics::PrefixCounters counters() const;
     void sample(core::SimTime now, std::vector<TimeSample>& out) const;
 
@@ -128,6 +135,10 @@ private:
     metrics::MetricsCollector metrics_;
     std::unique_ptr<SharedKvStore> kv_store_;
     std::vector<std::unique_ptr<engine::Replica>> replicas_;
+    // With a request path: each replica's API server, and the requests it passed on that have not reached the
+    // engine yet, in the order they will (per replica, ApiServer::admit's times do not decrease).
+    std::vector<frontend::ApiServer> api_servers_;
+    std::vector<std::deque<std::pair<core::SimTime, engine::IncomingRequest>>> in_transit_;
     core::EventQueue queue_;
     std::optional<core::SimTime> armed_arrival_;
     std::optional<core::SimTime> armed_transfer_;

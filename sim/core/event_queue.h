@@ -22,7 +22,9 @@ enum class EventPriority : std::uint8_t {
 
 // kWake: an idle replica looks for work again (a host-tier KV load finished).
 // kTransfer: a transfer in the cluster's network ends and the others' shares change (cluster::TransferTracker).
-enum class EventKind : std::uint8_t { kArrival, kStepEnd, kWake, kSample, kTransfer };
+// kEngineArrival: a request that passed the request path (sim/frontend/api_server.h) reaches replica `target`'s
+// engine core.
+enum class EventKind : std::uint8_t { kArrival, kStepEnd, kWake, kSample, kTransfer, kEngineArrival };
 
 struct Event {
     SimTime time;

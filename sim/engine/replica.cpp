@@ -208,10 +208,23 @@ std::optional<core::SimTime> Replica::try_start_step(core::SimTime now) {
     return now + cost.duration();
 }
 
-const std::vector<core::RequestId>& Replica::end_step(core::SimTime now) {
-    SERVESIM_CHECK(in_flight_ != kNoPlan, "end_step without a step in flight at {} ns", now.ns());
+const std::vector<core::RequestId>& Replica::end_step(core::SimTime step_end, frontend::ApiServer* api_server) {
+    SERVESIM_CHECK(in_flight_ != kNoPlan, "end_step without a step in flight at {} ns", step_end.ns());
     // The plan stays where it is (nothing in this function schedules) and is the spare once the step is over.
     const StepPlan& plan = plans_[static_cast<std::size_t>(in_flight_)];
+    // `now` below is when the client has this step's tokens: the step's end, or later through the request path
+    // (one output message, one chunk per sampled token).
+    core::SimTime now = step_end;
+    if (api_server != nullptr) {
+        std::int64_t chunks = 0;
+        for (const auto& sr : plan.scheduled) {
+            chunks += (sr.samples_token && sr.request->status != RequestStatus::kFinished) ? 1 : 0;
+        }
+        if (chunks > 0) {
+            now = api_server->stream(step_end, chunks);
+        }
+    }
+    last_stream_time_ = now;
     in_flight_ = kNoPlan;
     if (connector_ != nullptr) {
         connector_->on_step_end();

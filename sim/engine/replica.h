@@ -18,6 +18,7 @@
 #include "sim/engine/cost_model.h"
 #include "sim/engine/request.h"
 #include "sim/engine/scheduler.h"
+#include "sim/frontend/api_server.h"
 #include "sim/metrics/metrics.h"
 
 namespace servesim::engine {
@@ -66,8 +67,13 @@ public:
     [[nodiscard]] std::optional<core::SimTime> try_start_step(core::SimTime now);
 
     // Ends the step in flight: streams sampled tokens, finishes requests. Returns the ids finished (a list the
-    // replica keeps for its capacity: valid until the next end_step).
-    const std::vector<core::RequestId>& end_step(core::SimTime now);
+    // replica keeps for its capacity: valid until the next end_step). With `api_server` (the request path,
+    // sim/frontend/api_server.h), the step's tokens reach the client when the API server has streamed them
+    // (ApiServer::stream), and that is the time their first token, gaps and finish are recorded at.
+    const std::vector<core::RequestId>& end_step(core::SimTime now, frontend::ApiServer* api_server = nullptr);
+
+    // When the client received the last ended step's tokens (its end, without a request path).
+    [[nodiscard]] core::SimTime last_stream_time() const { return last_stream_time_; }
 
     // Requests dropped by try_start_step because they can never fit; the caller tells the workload.
     [[nodiscard]] std::vector<core::RequestId> take_rejected() { return std::exchange(rejected_, {}); }
@@ -156,6 +162,7 @@ private:
         }
         return i;
     }
+    core::SimTime last_stream_time_;
     std::int64_t num_steps_ = 0;
     std::int64_t num_rejected_unfit_ = 0;
     std::vector<core::RequestId> rejected_;

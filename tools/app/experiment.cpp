@@ -792,6 +792,7 @@ cluster::SimulationConfig simulation_config(const PreparedExperiment& p) {
     sc.exact_percentiles = p.config.exact_percentiles;
     sc.keep_request_records = p.config.keep_request_records || p.config.goodput.any();
     sc.stop_when_waiting_exceeds = p.config.stop_when_waiting_exceeds;
+    sc.request_path = p.config.request_path;
     sc.replica = replica_config(p, p.plan);
     for (const cache::MemoryPlan& plan : p.replica_plans) {  // replicas on GPUs of unequal memory
         sc.replica_configs.push_back(replica_config(p, plan));

@@ -23,6 +23,8 @@
 namespace servesim::app {
 namespace {
 
+frontend::RequestPathConfig parse_request_path(const YamlMap& m);  // below
+
 namespace fs = std::filesystem;
 
 const std::vector<std::string_view> kClusterKeys = {"replicas", "router", "router_config", "topology",
@@ -335,6 +337,9 @@ ExperimentConfig parse_experiment(const YamlMap& m, const std::string& base_dir)
         metrics.allow_only({"exact_percentiles"});
         x.exact_percentiles = metrics.get_or<bool>("exact_percentiles", false);
     }
+    if (m.has("request_path")) {
+        x.request_path = parse_request_path(m);
+    }
     if (m.has("goodput")) {
         // vllm bench serve check_goodput_args: names ttft, tpot, e2el; values in ms, non-negative.
         const YamlMap g = m.map("goodput");
@@ -409,6 +414,40 @@ void check_model_gpu_and_memory(const YamlMap& m, const ExperimentConfig& x) {
     }
 }
 
+
+// `request_path: none` (engine times only), or a mapping that replaces some of the defaults
+// (frontend::default_request_path, docs/REQUEST-PATH.md). Each value a time in the key's unit, 0 to 60,000 ms.
+frontend::RequestPathConfig parse_request_path(const YamlMap& m) {
+    const YAML::Node n = m.raw()["request_path"];
+    if (n.IsScalar()) {
+        if (n.Scalar() == "none") {
+            return frontend::RequestPathConfig{};
+        }
+        if (n.Scalar() == "default") {
+            return frontend::default_request_path();
+        }
+        m.fail("request_path", fmt::format("expected none, default or a mapping of {}, got '{}'",
+                                           "client_ms, handoff_ms, request_cpu_ms, tokenize_us_per_token, "
+                                           "output_message_cpu_ms, chunk_cpu_us", n.Scalar()));
+    }
+    const YamlMap r = m.map("request_path");
+    r.allow_only({"client_ms", "handoff_ms", "request_cpu_ms", "tokenize_us_per_token", "output_message_cpu_ms",
+                  "chunk_cpu_us"});
+    frontend::RequestPathConfig c = frontend::default_request_path();
+    const auto take = [&r](std::string_view key, double& field, double max) {
+        if (r.has(key)) {
+            field = r.get_in_range<double>(key, 0.0, max);
+        }
+    };
+    take("client_ms", c.client_ms, 60000.0);
+    take("handoff_ms", c.handoff_ms, 60000.0);
+    take("request_cpu_ms", c.request_cpu_ms, 60000.0);
+    take("tokenize_us_per_token", c.tokenize_us_per_token, 1e6);
+    take("output_message_cpu_ms", c.output_message_cpu_ms, 60000.0);
+    take("chunk_cpu_us", c.chunk_cpu_us, 6e7);
+    return c;
+}
+
 }  // namespace
 
 const std::vector<std::string_view>& scenario_keys() {
@@ -416,7 +455,7 @@ const std::vector<std::string_view>& scenario_keys() {
                                                        "cost_model", "engine",   "cluster", "workload", "warmup",
                                                        "max_time", "check_invariants", "experiments", "sweep",
                                                        "mode",     "capacity_tokens", "metrics",
-                                                       "goodput", "replicates", "allow_profile_mismatch"};
+                                                       "request_path", "goodput", "replicates", "allow_profile_mismatch"};
     return keys;
 }
 

@@ -19,6 +19,7 @@
 #include "sim/cluster/kv_store.h"
 #include "sim/cluster/router.h"
 #include "sim/cluster/topology.h"
+#include "sim/frontend/api_server.h"
 
 namespace servesim::app {
 
@@ -95,6 +96,9 @@ struct ExperimentConfig {
     double max_time_s = 24 * 3600.0;  // the default stop (docs/OUTPUTS.md); a run that reaches it is truncated
     bool max_time_given = false;      // `max_time` written in the scenario
     GoodputConfig goodput;            // scenario key `goodput: {ttft: 500, tpot: 50, e2el: 2000}` (ms)
+    // Scenario key `request_path`: the API server between the client and the engine core (sim/frontend/api_server.h,
+    // docs/REQUEST-PATH.md); `none` turns it off.
+    frontend::RequestPathConfig request_path = frontend::default_request_path();
     int replicates = 1;               // `replicates: N`: seeds seed, seed+1, …, seed+N−1 of this experiment
     bool allow_profile_mismatch = false;  // accept a profile measured for another model, GPU or TP size
     bool check_invariants = false;

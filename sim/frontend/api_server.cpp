@@ -1,0 +1,50 @@
+// The request path's queues; see api_server.h and docs/REQUEST-PATH.md.
+#include "sim/frontend/api_server.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace servesim::frontend {
+
+core::SimTime ApiServer::admit(core::SimTime send, std::int64_t prompt_tokens) {
+    // The client's half of the network first, then the event loop parses the request, the tokenizer thread encodes
+    // the prompt, and the request crosses to the engine core.
+    const core::SimTime at_server = send + core::Duration::from_ms(config_.client_ms);
+    const core::Duration request = core::Duration::from_ms(config_.request_cpu_ms);
+    const core::SimTime parsed = std::max(at_server, loop_free_) + request;
+    loop_free_ = parsed;
+    loop_busy_ += request;
+    const core::Duration tokenize =
+        core::Duration::from_us(config_.tokenize_us_per_token * static_cast<double>(prompt_tokens));
+    const core::SimTime tokenized = std::max(parsed, tokenizer_free_) + tokenize;
+    tokenizer_free_ = tokenized;
+    tokenizer_busy_ += tokenize;
+    return tokenized + core::Duration::from_ms(config_.handoff_ms);
+}
+
+core::SimTime ApiServer::stream(core::SimTime step_end, std::int64_t num_chunks) {
+    const core::SimTime at_server = step_end + core::Duration::from_ms(config_.handoff_ms);
+    const core::Duration work = core::Duration::from_ms(config_.output_message_cpu_ms) +
+                                core::Duration::from_us(config_.chunk_cpu_us * static_cast<double>(num_chunks));
+    const core::SimTime written = std::max(at_server, loop_free_) + work;
+    loop_free_ = written;
+    loop_busy_ += work;
+    return written + core::Duration::from_ms(config_.client_ms);
+}
+
+RequestPathConfig default_request_path() {
+    return RequestPathConfig{};
+}
+
+std::string describe(const RequestPathConfig& c) {
+    if (!c.enabled()) {
+        return "none";
+    }
+    return fmt::format("client {:g} ms, hand-off {:g} ms, request {:g} ms + {:g} us/prompt token, output {:g} ms + "
+                       "{:g} us/chunk",
+                       c.client_ms, c.handoff_ms, c.request_cpu_ms, c.tokenize_us_per_token, c.output_message_cpu_ms,
+                       c.chunk_cpu_us);
+}
+
+}  // namespace servesim::frontend

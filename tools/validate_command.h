@@ -1,0 +1,15 @@
+// `servesim validate`: the command line of the comparison with real runs (tools/app/validation.h,
+// docs/VALIDATION.md).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "tools/app/executor.h"
+
+namespace servesim::cli {
+
+// args: what follows `validate`. Returns the exit status; throws ConfigError for bad input (exit 2 by the caller).
+int cmd_validate(const std::vector<std::string>& args, app::Executor& executor);
+
+}  // namespace servesim::cli

@@ -509,7 +509,10 @@ MeasuredRun read_requests_jsonl(const std::string& path, const std::string& text
 
 MeasuredRun read_measured_run(const std::string& path, bool engine_from_command_line) {
     std::error_code ec;
-    fs::path p(path);
+    fs::path p = fs::path(path).lexically_normal();
+    if (!p.has_filename() && p.has_parent_path()) {
+        p = p.parent_path();  // "run/" names the folder "run"
+    }
     if (fs::is_directory(p, ec)) {
         if (!fs::exists(p / "experiment.json")) {
             throw ConfigError(path + ": a folder without experiment.json; validate reads a run folder (experiment.json "

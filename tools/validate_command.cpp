@@ -5,6 +5,7 @@
 
 #include <boost/program_options.hpp>
 #include <filesystem>
+#include <algorithm>
 #include <fstream>
 #include <iostream>
 #include <thread>
@@ -65,7 +66,8 @@ int cmd_validate(const std::vector<std::string>& args, app::Executor& executor) 
     };
     po::options_description opts(
         "usage: servesim validate RUN... [options]\n\n"
-        "RUN: a run folder (experiment.json + requests.csv.gz, the load-generator format of the development set), a\n"
+        "RUN: a run folder (experiment.json + requests.csv.gz, the load-generator format of the development set; a\n"
+        "folder of such folders stands for all of them), a\n"
         "`vllm bench serve --save-result --save-detailed` JSON, or a per-request CSV/JSONL (send_s, prompt_tokens,\n"
         "output_tokens, ttft_ms, e2e_ms[, failed][, prefix_id]). Each run's request stream is replayed with its engine\n"
         "settings and every metric it measured is printed beside the prediction (docs/VALIDATION.md).\n\noptions");
@@ -102,6 +104,27 @@ int cmd_validate(const std::vector<std::string>& args, app::Executor& executor) 
     if (!out_dir.empty()) {
         app::check_out_dir(out_dir);
     }
+    // A campaign folder (no experiment.json of its own, run folders below it) stands for its runs, by name.
+    std::vector<std::string> expanded;
+    for (const auto& r : runs) {
+        std::error_code ec;
+        const fs::path p = fs::path(r);
+        if (fs::is_directory(p, ec) && !fs::exists(p / "experiment.json")) {
+            std::vector<std::string> below;
+            for (const auto& entry : fs::directory_iterator(p, ec)) {
+                if (entry.is_directory() && fs::exists(entry.path() / "experiment.json")) {
+                    below.push_back(entry.path().string());
+                }
+            }
+            std::sort(below.begin(), below.end());
+            if (!below.empty()) {
+                expanded.insert(expanded.end(), below.begin(), below.end());
+                continue;
+            }
+        }
+        expanded.push_back(r);
+    }
+    runs = std::move(expanded);
     const bool engine_given = model.has_value() || !scenario.empty();
     // Traces written for per-request inputs live in --out, or in a folder removed at the end.
     fs::path trace_dir;

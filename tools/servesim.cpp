@@ -59,6 +59,8 @@ constexpr const char* kUsage =
     "  plan SCENARIO      max sustainable load, GPUs for a target load, cheapest configuration under SLOs\n"
     "  inspect            vLLM's KV-cache sizing for a model on a GPU (block size, pages, capacity);\n"
     "                     inspect SCENARIO: each replica's topology GPUs, their memory and KV blocks\n"
+    "  validate RUN...    replay real runs (vllm bench serve --save-detailed JSON, per-request CSV/JSONL, run\n"
+    "                     folders) and print each measured metric beside its prediction (docs/VALIDATION.md)\n"
     "  plot OUT_DIR       draw the PNGs of a run's --out folder (latency, hit rate, queue and KV usage)\n"
     "  calibrate          fit a hardware profile: on a GPU (--model M), or from measured timings\n"
     "                     (--from-measurements FILE); see calibration/README.md\n"
@@ -71,6 +73,7 @@ constexpr const char* kCalibrateUsage =
     "usage: servesim calibrate --model M [--out FILE] [--quick] [--log-dir DIR] [--tensor-parallel-size N]\n"
     "                          [--sustain-ms MS] [--device N] [--weight-dtype bf16|fp8|fp8-block]\n"
     "       servesim calibrate --from-measurements FILE [--model M] [--out FILE]\n"
+    "       servesim calibrate --from-measurements RUN... --fit request-path [--out FILE]   (runs as for validate)\n"
     "       servesim calibrate --profile FILE --add-composition FILE [--label L] [--out FILE]\n"
     "       servesim calibrate --profile FILE --refit-points DIR [--out FILE]\n"
     "fits a hardware profile (a cost_model for scenarios); see calibration/README.md\n";
@@ -647,6 +650,9 @@ int dispatch(const std::string& cmd, const std::vector<std::string>& args, app::
         if (std::any_of(args.begin(), args.end(), [](const std::string& a) { return a == "--help" || a == "-h"; })) {
             std::cout << kCalibrateUsage;
             return 0;
+        }
+        if (std::any_of(args.begin(), args.end(), [](const std::string& a) { return a == "--fit"; })) {
+            return cli::cmd_fit_request_path(args, executor);  // a fit that replays measured runs
         }
         calibration::CalibrateOptions options;
         std::string message;

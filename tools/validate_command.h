@@ -12,4 +12,8 @@ namespace servesim::cli {
 // args: what follows `validate`. Returns the exit status; throws ConfigError for bad input (exit 2 by the caller).
 int cmd_validate(const std::vector<std::string>& args, app::Executor& executor);
 
+// `servesim calibrate --from-measurements RUN... --fit request-path`: the request path's end-to-end constant fitted
+// to measured runs (docs/REQUEST-PATH.md). args: what follows `calibrate`.
+int cmd_fit_request_path(const std::vector<std::string>& args, app::Executor& executor);
+
 }  // namespace servesim::cli

@@ -14,6 +14,7 @@
 #include "sim/cache/block_hash.h"
 #include "sim/cluster/disaggregation_stats.h"
 #include "sim/cluster/kv_store.h"
+#include "sim/cluster/request_timeouts.h"
 #include "sim/cluster/router.h"
 #include "sim/cluster/topology.h"
 #include "sim/core/event_queue.h"
@@ -46,6 +47,9 @@ struct SimulationConfig {
     // A KV store shared by the replicas (cluster.kv_connector), in the place of each engine's host tier; needs the
     // topology.
     std::optional<KvStoreConfig> kv_store;
+    // The workload's clients time requests out (workloads::RequestSpec::timeout, workload key `request_timeout`):
+    // the replicas hold each request's token gaps until it finishes (engine::ReplicaConfig::hold_token_gaps).
+    bool request_timeouts = false;
 };
 
 // One sample of the cluster's state (sampled every SimulationConfig::sample_interval of simulated time).
@@ -118,6 +122,10 @@ private:
     void handle_arrivals(core::SimTime now);
     void start_step(std::size_t replica, core::SimTime now);
     void notify_finished(const std::vector<core::RequestId>& ids, core::SimTime now);
+    // The earliest deadline of a request whose client still waits for it, if any.
+    [[nodiscard]] std::optional<core::SimTime> next_timeout();
+    // Every live request whose deadline is `now` is given up: counted, aborted in its replica, its client told.
+    void handle_timeouts(core::SimTime now);
     [[nodiscard]] metrics::PrefixCounters counters() const;
     void sample(core::SimTime now, std::vector<TimeSample>& out) const;
 
@@ -131,6 +139,7 @@ private:
     core::EventQueue queue_;
     std::optional<core::SimTime> armed_arrival_;
     std::optional<core::SimTime> armed_transfer_;
+    RequestTimeouts timeouts_;  // client time-outs, merged with queue_ by run()
     std::vector<ReplicaLoad> loads_;  // reused per arrival; filled only for routers that read loads
     cache::FirstRunHashMemo route_hash_memo_;  // first-run hashes of the prompts the router hashes
     bool warmup_snapshot_taken_ = false;

@@ -1,5 +1,6 @@
 // When a workload stops sending: after `num_requests` requests and/or once the send time passes `duration`
 // (both optional, both counted from t = 0). Shared by every workload type; a warm-up window is the metrics' business.
+// Also the key every type shares for how long its client waits for a request (`request_timeout`).
 #pragma once
 
 #include <cstdint>

@@ -282,7 +282,9 @@ int cmd_run_or_sweep(bool sweep, const std::vector<std::string>& args, app::Exec
     if (vm.count("help")) {
         std::cout << opts << "\n" << app::engine_flags_help();
         if (!sweep) {
-            std::cout << "\n" << bench_opts;
+            std::cout << "\n" << bench_opts
+                      << "  a client time-out has no flag in vllm bench serve (its aiohttp session gives up after 6 h):\n"
+                         "  --set workload.request_timeout=300s (workloads/README.md, docs/CLIENT-TIMEOUTS.md)\n";
         }
         return 0;
     }

@@ -118,6 +118,9 @@ void prepare_replays(const std::vector<std::string>& runs, const ReplayOptions& 
         workload["type"] = "trace";
         workload["format"] = "csv";
         workload["trace"] = run.trace_path;
+        if (run.request_timeout_s) {
+            workload["request_timeout"] = fmt::format("{}s", *run.request_timeout_s);  // the run's client gave up then
+        }
         overrides.push_back({"workload", workload, "validate (the measured request stream)"});
         overrides.push_back({"name", YAML::Node(run.name), "validate"});
         overrides.push_back({"warmup", YAML::Node("0s"), "validate"});

@@ -371,6 +371,7 @@ std::string describe_rate(const BenchServeConfig& c) {
 
 BenchServeConfig parse_bench_serve_workload(const YamlMap& m, std::uint64_t seed) {
     m.allow_only({"type",
+                  "request_timeout",
                   "request_rate",
                   "burstiness",
                   "ramp_up_strategy",
@@ -436,6 +437,7 @@ BenchServeConfig parse_bench_serve_workload(const YamlMap& m, std::uint64_t seed
     if (m.has("max_concurrency")) {
         c.max_concurrency = m.get_in_range<std::int64_t>("max_concurrency", 1, std::int64_t{1} << 40);
     }
+    c.request_timeout = parse_request_timeout(m);
     // At most 1e8 prompts: the client's schedule holds one send time per prompt (800 MB at the cap;
     // docs/INPUT-RANGES.md), ten times the largest run the benchmarks make.
     c.num_prompts =
@@ -607,7 +609,7 @@ std::unique_ptr<Workload> make_bench_serve_workload(const BenchServeConfig& conf
         fmt::format("vllm bench serve, {} × {}, {}", requests.size(), config.dataset_name, describe_rate(config));
     return std::make_unique<OpenLoopWorkload>(
         std::make_unique<ListSource>(std::move(requests), std::move(times), std::move(description)), RequestBounds{},
-        config.max_concurrency);
+        config.max_concurrency, config.request_timeout);
 }
 
 }  // namespace servesim::workloads

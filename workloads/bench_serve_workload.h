@@ -32,6 +32,9 @@ struct BenchServeConfig {
     std::optional<BenchServeRampUp> ramp_up;  // replaces request_rate
     double burstiness = 1.0;                  // gamma shape; +inf: constant gaps
     std::optional<std::int64_t> max_concurrency;
+    // `request_timeout`: the client gives up on a request this long after its send (the tool's aiohttp session has
+    // total = 6 h, endpoint_request_func.py AIOHTTP_TIMEOUT, and no flag for it); none by default.
+    std::optional<core::Duration> request_timeout;
     std::int64_t num_prompts = 1000;
     std::uint64_t seed = 0;  // the tool's --seed (shuffles, oversampling)
     std::string dataset_name = "random";

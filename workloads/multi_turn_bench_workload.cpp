@@ -24,7 +24,7 @@ MultiTurnBenchConfig parse_multi_turn_bench_workload(const YamlMap& m, std::uint
                "`warmup:` (workloads/README.md, multi_turn_bench)");
     }
     m.allow_only({"type", "input_file", "conversations", "num_clients", "max_active_conversations", "max_num_requests",
-                  "max_turns", "request_rate", "conversation_sampling", "no_early_stop", "seed"});
+                  "max_turns", "request_rate", "conversation_sampling", "no_early_stop", "seed", "request_timeout"});
     MultiTurnBenchConfig c;
     if (m.has("input_file") == m.has("conversations")) {
         m.fail("conversations",
@@ -81,6 +81,7 @@ MultiTurnBenchConfig parse_multi_turn_bench_workload(const YamlMap& m, std::uint
     c.random_sampling = sampling == "random";
     c.early_stop = !m.get_or<bool>("no_early_stop", false);
     c.seed = m.has("seed") ? static_cast<std::uint64_t>(m.get_in_range<std::int64_t>("seed", 0, 1LL << 62)) : seed;
+    c.request_timeout = parse_request_timeout(m);
     return c;
 }
 
@@ -200,6 +201,12 @@ RequestSpec MultiTurnBenchWorkload::pop_next_arrival() {
     r.prompt = cv.history;
     r.max_output_tokens = gen.message_tokens[user + 1];  // min_tokens = max_tokens = the dataset's answer length
     r.answer_content = answer_content(r.id);
+    if (config_.request_timeout) {
+        // send_request: a token-based time-out of int(max_tokens × 0.2) s (a TPOT of 200 ms) replaces the base one
+        // when longer.
+        const core::Duration token_based = core::Duration::from_s(static_cast<double>(r.max_output_tokens / 5));
+        r.timeout = std::max(*config_.request_timeout, token_based);
+    }
     cv.history.push_back({r.answer_content, r.max_output_tokens});  // the server's answer replaces the dataset's
     in_flight_.emplace(core::to_int(r.id), s);
     ++num_sent_;
@@ -225,6 +232,22 @@ void MultiTurnBenchWorkload::on_request_finished(core::RequestId id, core::SimTi
         wake_time = now + core::Duration::from_s_capped(cl.sleep_rng.exponential(config_.request_rate_per_s));
     }
     wake(s.client, wake_time);
+}
+
+void MultiTurnBenchWorkload::on_request_timed_out(core::RequestId id, core::SimTime now) {
+    // client_main (max_retries 0, the tool's default): the asyncio TimeoutError counts a failure, drops the
+    // conversation from the active ones and ends the client's loop at once (no sleep); with early stop the first
+    // client out stops the others after their request in flight.
+    const auto it = in_flight_.find(core::to_int(id));
+    SERVESIM_CHECK(it != in_flight_.end(), "request {} timed out but is not in flight", core::to_int(id));
+    const Send s = it->second;
+    in_flight_.erase(it);
+    Client& cl = clients_[s.client];
+    const auto active = std::find(cl.active.begin(), cl.active.end(), s.conversation);
+    if (active != cl.active.end()) {
+        cl.active.erase(active);
+    }
+    exit_client(s.client, now);
 }
 
 bool MultiTurnBenchWorkload::exhausted() const {

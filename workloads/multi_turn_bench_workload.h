@@ -34,6 +34,9 @@ struct MultiTurnBenchConfig {
     bool random_sampling = false;                  // conversation_sampling: random (else round_robin)
     bool early_stop = true;                        // !no_early_stop
     std::uint64_t seed = 0;
+    // `request_timeout` (the tool's --request-timeout-sec, whose own default is 120 s; none here unless set): a
+    // request's time-out is max(it, 0.2 s × its max_tokens), as send_request stretches it.
+    std::optional<core::Duration> request_timeout;
 };
 
 [[nodiscard]] MultiTurnBenchConfig parse_multi_turn_bench_workload(const YamlMap& m, std::uint64_t seed);
@@ -45,6 +48,7 @@ class MultiTurnBenchWorkload final : public Workload {
     std::optional<core::SimTime> next_arrival_time() override;
     RequestSpec pop_next_arrival() override;
     void on_request_finished(core::RequestId id, core::SimTime now) override;
+    void on_request_timed_out(core::RequestId id, core::SimTime now) override;
     bool exhausted() const override;
     std::string describe() const override;
 

@@ -17,8 +17,12 @@ namespace servesim::workloads {
 
 OpenLoopWorkload::OpenLoopWorkload(std::unique_ptr<OpenLoopSource> source,
                                    RequestBounds bounds,
-                                   std::optional<std::int64_t> max_concurrency)
-    : source_(std::move(source)), bounds_(bounds), max_concurrency_(max_concurrency) {
+                                   std::optional<std::int64_t> max_concurrency,
+                                   std::optional<core::Duration> request_timeout)
+    : source_(std::move(source)),
+      bounds_(bounds),
+      max_concurrency_(max_concurrency),
+      request_timeout_(request_timeout) {
     advance();
 }
 
@@ -57,6 +61,7 @@ RequestSpec OpenLoopWorkload::pop_next_arrival() {
     r.prompt = std::move(next_->prompt);
     r.max_output_tokens = next_->max_output_tokens;
     r.answer_content = answer_content(r.id);
+    r.timeout = request_timeout_;
     in_flight_.insert(core::to_int(r.id));
     ++num_sent_;
     advance();
@@ -67,6 +72,12 @@ void OpenLoopWorkload::on_request_finished(core::RequestId id, core::SimTime now
     const auto erased = in_flight_.erase(core::to_int(id));
     SERVESIM_CHECK(erased == 1, "request {} finished but is not in flight", core::to_int(id));
     not_before_ = std::max(not_before_, now);
+}
+
+void OpenLoopWorkload::on_request_timed_out(core::RequestId id, core::SimTime now) {
+    // vllm bench serve: the request function catches the aiohttp time-out and returns a failed output, which leaves
+    // limited_request_func's `async with semaphore` and frees the slot, as a finish does (serve.py).
+    on_request_finished(id, now);
 }
 
 bool OpenLoopWorkload::exhausted() const {
@@ -182,7 +193,7 @@ class TraceSource final : public OpenLoopSource {
 
 SyntheticConfig parse_synthetic_workload(const YamlMap& m) {
     m.allow_only({"type", "arrival", "rate", "burstiness", "prompt_tokens", "output_tokens", "shared_prefix_tokens",
-                  "num_requests", "duration", "max_concurrency"});
+                  "num_requests", "duration", "max_concurrency", "request_timeout"});
     SyntheticConfig c;
     c.arrival = parse_arrival(m, /*allow_infinite_rate=*/true);
     c.prompt_tokens = LengthDistribution::parse(m, "prompt_tokens", 0);
@@ -196,12 +207,13 @@ SyntheticConfig parse_synthetic_workload(const YamlMap& m) {
     }
     c.bounds = parse_request_bounds(m, /*require_one=*/true);
     c.max_concurrency = parse_max_concurrency(m);
+    c.request_timeout = parse_request_timeout(m);
     return c;
 }
 
 std::unique_ptr<Workload> make_synthetic_workload(const SyntheticConfig& config, std::uint64_t seed) {
     return std::make_unique<OpenLoopWorkload>(std::make_unique<SyntheticSource>(config, seed), config.bounds,
-                                              config.max_concurrency);
+                                              config.max_concurrency, config.request_timeout);
 }
 
 std::string resolve_trace_path(const std::string& written, const std::string& scenario_file) {
@@ -220,7 +232,7 @@ std::string resolve_trace_path(const std::string& written, const std::string& sc
 
 TraceConfig parse_trace_workload(const YamlMap& m) {
     m.allow_only({"type", "trace", "format", "time_scale", "limit", "block_tokens", "num_requests", "duration",
-                  "max_concurrency", "max_output_tokens"});
+                  "max_concurrency", "max_output_tokens", "request_timeout"});
     TraceConfig c;
     c.path = resolve_trace_path(m.get<std::string>("trace"), m.file());
     c.format = m.get<std::string>("format");
@@ -252,6 +264,7 @@ TraceConfig parse_trace_workload(const YamlMap& m) {
     }
     c.bounds = parse_request_bounds(m, /*require_one=*/false);
     c.max_concurrency = parse_max_concurrency(m);
+    c.request_timeout = parse_request_timeout(m);
     if (!std::filesystem::exists(c.path)) {
         m.fail("trace", "cannot open trace file '" + c.path + "'");
     }
@@ -275,7 +288,7 @@ std::int64_t check_trace(const TraceConfig& config) {
 
 std::unique_ptr<Workload> make_trace_workload(const TraceConfig& config) {
     return std::make_unique<OpenLoopWorkload>(std::make_unique<TraceSource>(config), config.bounds,
-                                              config.max_concurrency);
+                                              config.max_concurrency, config.request_timeout);
 }
 
 }  // namespace servesim::workloads

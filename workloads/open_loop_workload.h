@@ -37,13 +37,16 @@ class OpenLoopSource {
 
 class OpenLoopWorkload final : public Workload {
   public:
+    // `request_timeout`: every request's RequestSpec::timeout (none: the client waits for ever).
     OpenLoopWorkload(std::unique_ptr<OpenLoopSource> source,
                      RequestBounds bounds,
-                     std::optional<std::int64_t> max_concurrency);
+                     std::optional<std::int64_t> max_concurrency,
+                     std::optional<core::Duration> request_timeout = std::nullopt);
 
     std::optional<core::SimTime> next_arrival_time() override;
     RequestSpec pop_next_arrival() override;
     void on_request_finished(core::RequestId id, core::SimTime now) override;
+    void on_request_timed_out(core::RequestId id, core::SimTime now) override;
     bool exhausted() const override;
     std::string describe() const override;
 
@@ -54,6 +57,7 @@ class OpenLoopWorkload final : public Workload {
     std::unique_ptr<OpenLoopSource> source_;
     RequestBounds bounds_;
     std::optional<std::int64_t> max_concurrency_;
+    std::optional<core::Duration> request_timeout_;
     std::optional<OpenLoopRequest> next_;
     std::int64_t num_sent_ = 0;
     std::unordered_set<std::uint64_t> in_flight_;  // membership only, never iterated
@@ -67,6 +71,7 @@ struct SyntheticConfig {
     std::int64_t shared_prefix_tokens = 0;  // common to all requests, before the unique part
     RequestBounds bounds;
     std::optional<std::int64_t> max_concurrency;
+    std::optional<core::Duration> request_timeout;  // `request_timeout`
 };
 
 [[nodiscard]] SyntheticConfig parse_synthetic_workload(const YamlMap& m);
@@ -83,6 +88,7 @@ struct TraceConfig {
     TraceReaderOptions reader;
     RequestBounds bounds;
     std::optional<std::int64_t> max_concurrency;
+    std::optional<core::Duration> request_timeout;  // `request_timeout`
 };
 
 // `trace:` as written, relative to the scenario file's folder; if no file is there, relative to the working directory.

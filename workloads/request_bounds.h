@@ -1,5 +1,6 @@
 // When a workload stops sending: after `num_requests` requests and/or once the send time passes `duration`
 // (both optional, both counted from t = 0). Shared by every workload type; a warm-up window is the metrics' business.
+// Also the key every type shares for how long its client waits for a request (`request_timeout`).
 #pragma once
 
 #include <cstdint>
@@ -43,6 +44,21 @@ inline void check_rate_range(const YamlMap& m, std::string_view key, double rate
 [[nodiscard]] inline core::Duration parse_duration_key(const YamlMap& m, std::string_view key) {
     const auto text = m.get<std::string>(key);
     return core::Duration::from_s(parse_duration_s(text, m.file(), m.line(key), m.key_path(key)));
+}
+
+// `request_timeout` (workloads/README.md "Client time-outs"): how long a client waits for a request's last token
+// after sending it; absent = no time-out (vllm bench serve's own aiohttp limit is 6 h). Refused unless a duration
+// above 0: a time-out of 0 would fail every request before its first step.
+[[nodiscard]] inline std::optional<core::Duration> parse_request_timeout(const YamlMap& m) {
+    if (!m.has("request_timeout")) {
+        return std::nullopt;
+    }
+    const core::Duration t = parse_duration_key(m, "request_timeout");
+    if (t.ns() <= 0) {
+        m.fail("request_timeout", "must be a duration above 0 (e.g. 300s, 5min), got '" +
+                                      m.get<std::string>("request_timeout") + "'; leave the key out for no time-out");
+    }
+    return t;
 }
 
 // Reads `num_requests` (>= 1) and `duration`; `require_one` demands at least one of them (an endless workload).

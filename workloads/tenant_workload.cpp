@@ -27,7 +27,7 @@ const char* tenant_pacing_name(TenantPacing p) {
 TenantWorkloadConfig parse_tenant_workload(const YamlMap& m) {
     m.allow_only({"type", "tenants", "system_prompt_tokens", "shared_prefix_tokens", "turns_per_dialogue",
                   "user_tokens", "answer_tokens", "think_time", "arrival", "rate", "burstiness", "pacing",
-                  "num_requests", "duration"});
+                  "num_requests", "duration", "request_timeout"});
     TenantWorkloadConfig c;
     c.num_tenants = m.get_in_range<std::int64_t>("tenants", 1, 1'000'000);
     c.system_prompt_tokens = LengthDistribution::parse(m, "system_prompt_tokens", 0);
@@ -63,6 +63,7 @@ TenantWorkloadConfig parse_tenant_workload(const YamlMap& m) {
         }
     }
     c.bounds = parse_request_bounds(m, /*require_one=*/true);
+    c.request_timeout = parse_request_timeout(m);
     return c;
 }
 
@@ -194,6 +195,7 @@ RequestSpec TenantWorkload::pop_next_arrival() {
                                 config_.user_tokens.sample(t.lengths_rng)};
     r.max_output_tokens = config_.answer_tokens.sample(t.lengths_rng);
     r.answer_content = answer_content(r.id);
+    r.timeout = config_.request_timeout;
     if (user.length_tokens > 0) {
         t.history.push_back(user);
     }
@@ -229,6 +231,21 @@ void TenantWorkload::on_request_finished(core::RequestId id, core::SimTime now) 
     } else {
         schedule_next(index, now + config_.think_time);
     }
+}
+
+void TenantWorkload::on_request_timed_out(core::RequestId id, core::SimTime now) {
+    // The answer never came, so the next turn cannot carry it: the tenant abandons the dialogue (a user whose chat
+    // hung starts over) and opens a new one with the same system prompt, paced as after an answer (servesim's own
+    // client; no tool to follow). A timed-out last turn had restarted the dialogue at its send already.
+    const auto it = in_flight_.find(core::to_int(id));
+    SERVESIM_CHECK(it != in_flight_.end(), "request {} timed out but is not in flight", core::to_int(id));
+    Tenant& t = tenants_[it->second];
+    if (t.next_turn != 1) {
+        t.history = t.dialogue_prefix;
+        ++t.dialogue;
+        t.next_turn = 1;
+    }
+    on_request_finished(id, now);
 }
 
 bool TenantWorkload::exhausted() const {

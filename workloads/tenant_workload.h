@@ -49,6 +49,9 @@ struct TenantWorkloadConfig {
     TenantPacing pacing = TenantPacing::kPerTenantStream;
     ArrivalConfig arrival;     // total rate over all tenants
     RequestBounds bounds;
+    // `request_timeout`: a turn not answered this long after its send is given up; the tenant then abandons the
+    // dialogue and starts a new one (workloads/README.md "Client time-outs").
+    std::optional<core::Duration> request_timeout;
 };
 
 [[nodiscard]] TenantWorkloadConfig parse_tenant_workload(const YamlMap& m);
@@ -60,6 +63,7 @@ class TenantWorkload final : public Workload {
     std::optional<core::SimTime> next_arrival_time() override;
     RequestSpec pop_next_arrival() override;
     void on_request_finished(core::RequestId id, core::SimTime now) override;
+    void on_request_timed_out(core::RequestId id, core::SimTime now) override;
     bool exhausted() const override;
     std::string describe() const override;
 

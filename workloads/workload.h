@@ -32,6 +32,9 @@ struct RequestSpec {
     // chat client keeps one session for a conversation; `last_in_session`: no later request of it will come.
     std::uint64_t session = 0;
     bool last_in_session = false;
+    // The client gives up on the request this long after sending it, unless its last token arrived by then
+    // (workload key `request_timeout`, workloads/README.md "Client time-outs"); none: it waits for ever.
+    std::optional<core::Duration> timeout;
 };
 
 class Workload {
@@ -47,6 +50,10 @@ class Workload {
 
     // The request finished (its last token was delivered) at `now`.
     virtual void on_request_finished(core::RequestId id, core::SimTime now) = 0;
+
+    // The client gave up on the request at `now` (RequestSpec::timeout after its send) and moves on as that client
+    // does (workloads/README.md "Client time-outs"). Called instead of on_request_finished, once.
+    virtual void on_request_timed_out(core::RequestId id, core::SimTime now) = 0;
 
     // No request will ever be sent again (no pending request and none can be created by a finish).
     [[nodiscard]] virtual bool exhausted() const = 0;

@@ -417,6 +417,9 @@ void DisaggregatedSimulation::handle_arrivals(core::SimTime now) {
             break;
         }
         workloads::RequestSpec spec = workload_.pop_next_arrival();
+        // Client time-outs are refused with disaggregation before a run starts (tools/app/experiment.cpp).
+        SERVESIM_CHECK(!spec.timeout, "request {} has a client time-out in a disaggregated run",
+                       core::to_int(spec.id));
         std::optional<cache::HashedPrompt> hashed;
         const std::size_t p = route_arrival(*prefill_router_, prefill_, spec.prompt,
                                             RequestOrigin{spec.tenant, spec.session, spec.last_in_session}, now,
@@ -513,6 +516,8 @@ SimulationResult DisaggregatedSimulation::run() {
                     armed_transfer_.reset();
                 }
                 tracker_.advance(now);
+                break;
+            case core::EventKind::kTimeout:  // never queued (cluster::RequestTimeouts); refused here anyway
                 break;
             case core::EventKind::kSample: {
                 TimeSample t;

@@ -34,6 +34,7 @@ Simulation::Simulation(const SimulationConfig& config, const engine::CostModel& 
                                        ? config_.replica
                                        : config_.replica_configs[static_cast<std::size_t>(i)];
         rc.index = i;
+        rc.hold_token_gaps = config_.request_timeouts;
         cache::KvConnector* connector = kv_store_ ? &kv_store_->connector(static_cast<std::size_t>(i)) : nullptr;
         replicas_.push_back(std::make_unique<engine::Replica>(rc, cost_model_, metrics_, connector));
     }
@@ -185,22 +186,56 @@ void Simulation::handle_arrivals(core::SimTime now) {
         engine::IncomingRequest in{spec.id, now, std::move(spec.prompt), spec.max_output_tokens, spec.answer_content,
                                    spec.turn, {}, std::move(hashed)};
         if (api_servers_.empty()) {
-            deliver(target, std::move(in), now);
+            deliver(target, std::move(in), spec.timeout, now);
             continue;
         }
         const core::SimTime at_engine = api_servers_[target].admit(now, core::total_tokens(in.prompt));
-        in_transit_[target].emplace_back(at_engine, std::move(in));
+        in_transit_[target].push_back(InTransit{at_engine, std::move(in), spec.timeout});
         queue_.push(at_engine, core::EventPriority::kArrival, core::EventKind::kEngineArrival,
                     static_cast<std::uint32_t>(target));
     }
 }
 
-void Simulation::deliver(std::size_t target, engine::IncomingRequest in, core::SimTime now) {
+void Simulation::deliver(std::size_t target, engine::IncomingRequest in, std::optional<core::Duration> timeout,
+                         core::SimTime now) {
     const core::RequestId id = in.id;
+    const core::SimTime sent = in.arrival;
     if (!replicas_[target]->add_request(std::move(in))) {
         notify_finished({id}, now);  // refused: the client moves on
-    } else if (!replicas_[target]->step_in_flight()) {
+        return;
+    }
+    if (timeout) {
+        SERVESIM_CHECK(config_.request_timeouts, "request {} has a time-out in a run configured without",
+                       core::to_int(id));
+        // The client's clock runs from its send; a request still on the request path when it runs out is given up
+        // as soon as it reaches the engine.
+        timeouts_.add(std::max(sent + *timeout, now), id, static_cast<std::uint32_t>(target));
+    }
+    if (!replicas_[target]->step_in_flight()) {
         start_step(target, now);
+    }
+}
+
+std::optional<core::SimTime> Simulation::next_timeout() {
+    if (timeouts_.empty()) {
+        return std::nullopt;
+    }
+    return timeouts_.next([this](const RequestTimeouts::Entry& t) {
+        return replicas_[t.replica]->is_live(core::RequestId{t.id});
+    });
+}
+
+void Simulation::handle_timeouts(core::SimTime now) {
+    for (auto next = next_timeout(); next && *next <= now; next = next_timeout()) {
+        const RequestTimeouts::Entry t = timeouts_.pop();
+        engine::Replica& r = *replicas_[t.replica];
+        const core::RequestId id{t.id};
+        if (r.time_out(id)) {
+            workload_.on_request_timed_out(id, now);
+            if (!r.step_in_flight()) {
+                start_step(t.replica, now);  // an idle replica aborted it at once: its blocks may admit another
+            }
+        }
     }
 }
 
@@ -226,16 +261,33 @@ SimulationResult Simulation::run() {
     }
     heap_pages_.advise();  // what the set-up allocated
     std::uint32_t until_advice = 0;
-    while (!queue_.empty()) {
+    while (true) {
+        // A client time-out is an event kept outside the queue (cluster::RequestTimeouts): it runs when its
+        // deadline comes before the queue's next event, or at the same instant after arrivals and step ends.
+        const std::optional<core::SimTime> timeout = next_timeout();
+        const bool timeout_first =
+            timeout && (queue_.empty() || *timeout < queue_.peek().time ||
+                        (*timeout == queue_.peek().time && queue_.peek().priority > core::EventPriority::kTimeout));
+        if (!timeout_first && queue_.empty()) {
+            break;
+        }
         if (++until_advice == 4096) {  // the heap grows rarely (a 256 MiB margin): a look every 4096 events
             until_advice = 0;
             heap_pages_.advise();
         }
-        if (queue_.peek().time > config_.max_time) {
+        if ((timeout_first ? *timeout : queue_.peek().time) > config_.max_time) {
             result.hit_max_time = true;
             break;
         }
-        const core::Event e = queue_.pop();
+        core::Event e;
+        if (timeout_first) {
+            queue_.advance_to(*timeout);
+            e.time = *timeout;
+            e.priority = core::EventPriority::kTimeout;
+            e.kind = core::EventKind::kTimeout;
+        } else {
+            e = queue_.pop();
+        }
         const core::SimTime now = e.time;
         if (e.kind != core::EventKind::kSample && e.kind != core::EventKind::kTransfer) {
             ++result.num_events;
@@ -269,11 +321,11 @@ SimulationResult Simulation::run() {
             }
             case core::EventKind::kEngineArrival: {
                 auto& transit = in_transit_[e.target];
-                SERVESIM_CHECK(!transit.empty() && transit.front().first == now,
+                SERVESIM_CHECK(!transit.empty() && transit.front().at_engine == now,
                                "engine arrival at {} ns without its request", now.ns());
-                engine::IncomingRequest in = std::move(transit.front().second);
+                InTransit t = std::move(transit.front());
                 transit.pop_front();
-                deliver(e.target, std::move(in), now);
+                deliver(e.target, std::move(t.request), t.timeout, now);
                 break;
             }
             case core::EventKind::kWake:
@@ -287,6 +339,9 @@ SimulationResult Simulation::run() {
                 }
                 kv_store_->transfers().advance(now);
                 break;
+            case core::EventKind::kTimeout:
+                handle_timeouts(now);
+                break;
             case core::EventKind::kSample:
                 sample(now, result.timeseries);
                 if (result.timeseries.size() > kMaxTimeSamples) {  // 2^20 + 1: the last (even) index is kept
@@ -298,7 +353,7 @@ SimulationResult Simulation::run() {
                     ts.resize(kept);
                     sample_interval = sample_interval + sample_interval;
                 }
-                if (!queue_.empty()) {  // keep sampling only while something else will happen
+                if (!queue_.empty() || next_timeout()) {  // keep sampling only while something else will happen
                     queue_.push(now + sample_interval, core::EventPriority::kObserve, core::EventKind::kSample);
                 }
                 break;

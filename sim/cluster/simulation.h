@@ -15,6 +15,7 @@
 #include "sim/cache/block_hash.h"
 #include "sim/cluster/disaggregation_stats.h"
 #include "sim/cluster/kv_store.h"
+#include "sim/cluster/request_timeouts.h"
 #include "sim/cluster/router.h"
 #include "sim/cluster/topology.h"
 #include "sim/core/event_queue.h"
@@ -51,6 +52,9 @@ struct SimulationConfig {
     // The request path between the client and each replica's engine core (its own API server per replica: a
     // `vllm serve` process each); disabled = requests reach the engine when sent, tokens the client when made.
     frontend::RequestPathConfig request_path;
+    // The workload's clients time requests out (workloads::RequestSpec::timeout, workload key `request_timeout`):
+    // the replicas hold each request's token gaps until it finishes (engine::ReplicaConfig::hold_token_gaps).
+    bool request_timeouts = false;
 };
 
 // One sample of the cluster's state (sampled every SimulationConfig::sample_interval of simulated time).
@@ -123,8 +127,14 @@ private:
     void handle_arrivals(core::SimTime now);
     void start_step(std::size_t replica, core::SimTime now);
     void notify_finished(const std::vector<core::RequestId>& ids, core::SimTime now);
-    // A routed request reaches replica `target`'s engine at `now` (at once, or after the request path).
-    void deliver(std::size_t target, engine::IncomingRequest in, core::SimTime now);
+    // A routed request reaches replica `target`'s engine at `now` (at once, or after the request path); its client's
+    // time-out, if any, runs from its send.
+    void deliver(std::size_t target, engine::IncomingRequest in, std::optional<core::Duration> timeout,
+                 core::SimTime now);
+    // The earliest deadline of a request whose client still waits for it, if any.
+    [[nodiscard]] std::optional<core::SimTime> next_timeout();
+    // Every live request whose deadline is `now` is given up: counted, aborted in its replica, its client told.
+    void handle_timeouts(core::SimTime now);
     [[nodiscard]] metrics::PrefixCounters counters() const;
     void sample(core::SimTime now, std::vector<TimeSample>& out) const;
 
@@ -138,10 +148,16 @@ private:
     // With a request path: each replica's API server, and the requests it passed on that have not reached the
     // engine yet, in the order they will (per replica, ApiServer::admit's times do not decrease).
     std::vector<frontend::ApiServer> api_servers_;
-    std::vector<std::deque<std::pair<core::SimTime, engine::IncomingRequest>>> in_transit_;
+    struct InTransit {
+        core::SimTime at_engine;
+        engine::IncomingRequest request;
+        std::optional<core::Duration> timeout;
+    };
+    std::vector<std::deque<InTransit>> in_transit_;
     core::EventQueue queue_;
     std::optional<core::SimTime> armed_arrival_;
     std::optional<core::SimTime> armed_transfer_;
+    RequestTimeouts timeouts_;  // client time-outs, merged with queue_ by run()
     std::vector<ReplicaLoad> loads_;  // reused per arrival; filled only for routers that read loads
     cache::FirstRunHashMemo route_hash_memo_;  // first-run hashes of the prompts the router hashes
     bool warmup_snapshot_taken_ = false;

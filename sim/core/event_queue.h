@@ -17,14 +17,19 @@ namespace servesim::core {
 enum class EventPriority : std::uint8_t {
     kArrival = 0,   // a request sent at t joins the waiting queue before a step scheduled at t looks at it
     kStepEnd = 1,   // a step's outputs are emitted, then the next step is scheduled
-    kObserve = 2,   // samplers read state after every change at that time
+    // A client gives up on a request (workloads `request_timeout`): after a step ending at the same instant, so a
+    // request whose last token arrives exactly at its deadline counts as finished.
+    kTimeout = 2,
+    kObserve = 3,   // samplers read state after every change at that time
 };
 
 // kWake: an idle replica looks for work again (a host-tier KV load finished).
 // kTransfer: a transfer in the cluster's network ends and the others' shares change (cluster::TransferTracker).
 // kEngineArrival: a request that passed the request path (sim/frontend/api_server.h) reaches replica `target`'s
 // engine core.
-enum class EventKind : std::uint8_t { kArrival, kStepEnd, kWake, kSample, kTransfer, kEngineArrival };
+// kTimeout: a client's request time-out (cluster::RequestTimeouts); never pushed: the simulation merges its
+// deadlines with the queue (EventQueue::advance_to), so a request that finishes first leaves no event behind.
+enum class EventKind : std::uint8_t { kArrival, kStepEnd, kWake, kSample, kTransfer, kEngineArrival, kTimeout };
 
 struct Event {
     SimTime time;
@@ -57,6 +62,15 @@ public:
     }
 
     [[nodiscard]] SimTime now() const { return now_; }
+
+    // Moves the clock to `time` for an event kept outside the queue (a request time-out), which must come no later
+    // than the queue's next event.
+    void advance_to(SimTime time) {
+        SERVESIM_CHECK(time >= now_, "clock would go back: {} ns < {} ns", time.ns(), now_.ns());
+        SERVESIM_CHECK(heap_.empty() || time <= heap_.top().time, "advance_to {} ns past the next event at {} ns",
+                       time.ns(), heap_.top().time.ns());
+        now_ = time;
+    }
 
 private:
     struct Later {

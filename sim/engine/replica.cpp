@@ -42,6 +42,14 @@ bool Replica::add_request(IncomingRequest in) {
                   config_.scheduler.block_size, hash_memo_, hash_blocks, in.hashed_prompt ? &*in.hashed_prompt : nullptr);
     fresh.turn = in.turn;
     fresh.client_delay = in.client_delay;
+    if (config_.hold_token_gaps) {
+        if (free_gap_slots_.empty()) {
+            free_gap_slots_.push_back(static_cast<std::uint32_t>(gap_buffers_.size()));
+            gap_buffers_.emplace_back();
+        }
+        fresh.gap_slot = free_gap_slots_.back();
+        free_gap_slots_.pop_back();
+    }
     Request* raw = nullptr;
     if (spare_request_nodes_.empty()) {
         auto request = std::make_unique<Request>(std::move(fresh));
@@ -159,6 +167,8 @@ std::optional<core::SimTime> Replica::try_start_step(core::SimTime now) {
             Request* dropped = scheduler_.drop_unschedulable_head();
             // Read everything needed from the request before erasing its owning pointer.
             const core::RequestId dropped_id = dropped->id;
+            SERVESIM_CHECK(!dropped->timed_out, "timed-out request {} still waiting", core::to_int(dropped_id));
+            release_token_gaps(*dropped, /*measure=*/false);
             metrics_.on_rejected(dropped->arrival, metrics::RejectReason::kNeverFitsKvCache,
                                  dropped->num_prompt_tokens, 0);
             ++num_rejected_unfit_;
@@ -240,6 +250,7 @@ const std::vector<core::RequestId>& Replica::end_step(core::SimTime step_end, fr
     // The step's inter-token gaps, in plan order, go to the metrics as runs of equal gaps (on_token_gaps: the same
     // samples in the same order as one on_token_gap per token; nothing else in this loop reads or writes them).
     const core::SimTime warmup_end = metrics_.warmup_end();  // MetricsCollector::measured, read once
+    const bool hold_gaps = config_.hold_token_gaps;           // (Request::timed_out is read only with it)
     core::Duration run_gap{};
     std::int64_t run_count = 0;
     for (const auto& sr : plan.scheduled) {
@@ -253,7 +264,11 @@ const std::vector<core::RequestId>& Replica::end_step(core::SimTime step_end, fr
             r->first_token = now;
         } else {
             const core::Duration gap = now - r->last_token;
-            if (r->arrival >= warmup_end) {
+            if (hold_gaps) {
+                if (r->arrival >= warmup_end && !r->timed_out) {
+                    gap_buffers_[r->gap_slot].push_back(gap);
+                }
+            } else if (r->arrival >= warmup_end) {
                 if (gap != run_gap) {
                     metrics_.on_token_gaps(run_gap, run_count);
                     run_gap = gap;
@@ -271,6 +286,16 @@ const std::vector<core::RequestId>& Replica::end_step(core::SimTime step_end, fr
     metrics_.on_token_gaps(run_gap, run_count);
     for (Request* r : finishing) {
         const bool delay_free = scheduler_.finish_request(r);
+        if (r->timed_out) {
+            // Its last token came after its client gave up, before the abort reached the engine: the engine
+            // finishes it as usual; nothing is measured and nobody is told (the client was told at its time-out).
+            pending_aborts_.erase(std::find(pending_aborts_.begin(), pending_aborts_.end(), r));
+        } else {
+            if (hold_gaps) {
+                release_token_gaps(*r, /*measure=*/true);
+            }
+            finished.push_back(r->id);
+        }
         metrics::MetricsCollector::FinishedRequest f;
         f.arrival = r->arrival;
         f.first_scheduled = r->first_scheduled;
@@ -283,8 +308,9 @@ const std::vector<core::RequestId>& Replica::end_step(core::SimTime step_end, fr
         f.num_preemptions = r->num_preemptions;
         f.replica = config_.index;
         f.turn = r->turn;
-        metrics_.on_finished(f);
-        finished.push_back(r->id);
+        if (!r->timed_out) {
+            metrics_.on_finished(f);
+        }
         const auto owned = requests_.find(core::to_int(r->id));
         if (delay_free) {  // the connector sends its KV first (finished_sending)
             delayed_free_.emplace(owned->first, std::move(owned->second));
@@ -299,10 +325,70 @@ const std::vector<core::RequestId>& Replica::end_step(core::SimTime step_end, fr
             spare_request_nodes_.push_back(requests_.extract(owned));
         }
     }
+    if (!pending_aborts_.empty() || !retiring_.empty()) {
+        apply_aborts();
+    }
     if (config_.check_invariants) {
         kv_cache_->check_invariants();
     }
     return finished;
+}
+
+bool Replica::time_out(core::RequestId id) {
+    const auto it = requests_.find(core::to_int(id));
+    if (it == requests_.end() || it->second->timed_out) {
+        return false;
+    }
+    Request* r = it->second.get();
+    SERVESIM_CHECK(config_.hold_token_gaps, "request {} timed out in a replica that does not hold token gaps",
+                   core::to_int(id));
+    SERVESIM_CHECK(r->client_delay.ns() == 0,
+                   "request {} timed out with a delayed stream (client_delay): not modelled", core::to_int(id));
+    r->timed_out = true;
+    metrics_.on_timed_out(r->arrival);
+    release_token_gaps(*r, /*measure=*/false);
+    pending_aborts_.push_back(r);
+    if (!step_in_flight()) {
+        apply_aborts();  // an idle engine core reads the abort at once
+        if (config_.check_invariants) {
+            kv_cache_->check_invariants();
+        }
+    }
+    return true;
+}
+
+void Replica::apply_aborts() {
+    for (auto& node : retiring_) {
+        spare_request_nodes_.push_back(std::move(node));
+    }
+    retiring_.clear();
+    for (Request* r : pending_aborts_) {
+        scheduler_.abort_request(r);
+        retiring_.push_back(requests_.extract(core::to_int(r->id)));
+    }
+    pending_aborts_.clear();
+}
+
+void Replica::release_token_gaps(Request& r, bool measure) {
+    if (r.gap_slot == Request::kNoGapSlot) {
+        return;
+    }
+    std::vector<core::Duration>& gaps = gap_buffers_[r.gap_slot];
+    if (measure) {
+        // The same samples in the same order as on_token_gap per gap (MetricsCollector::on_token_gaps).
+        std::size_t i = 0;
+        while (i < gaps.size()) {
+            std::size_t j = i + 1;
+            while (j < gaps.size() && gaps[j] == gaps[i]) {
+                ++j;
+            }
+            metrics_.on_token_gaps(gaps[i], static_cast<std::int64_t>(j - i));
+            i = j;
+        }
+    }
+    gaps.clear();
+    free_gap_slots_.push_back(r.gap_slot);
+    r.gap_slot = Request::kNoGapSlot;
 }
 
 bool Replica::finished_sending(core::RequestId id) {

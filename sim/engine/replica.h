@@ -34,6 +34,10 @@ struct ReplicaConfig {
     // Time to copy one state snapshot into a separate state pool (kv_cache.hybrid_state set): read and write of the
     // state bytes at the GPU's memory bandwidth. Unused by vllm's shared pool, whose snapshots the cost model prices.
     double state_copy_ms = 0;
+    // Clients may time requests out (workload `request_timeout`): a request's token gaps are held until it finishes
+    // and dropped if its client gives up first, as vllm bench serve pools only successful requests' ITLs. Off, each
+    // step's gaps go to the metrics at once (no per-request storage).
+    bool hold_token_gaps = false;
 };
 
 // A request as it arrives at a replica.
@@ -74,6 +78,18 @@ public:
 
     // When the client received the last ended step's tokens (its end, without a request path).
     [[nodiscard]] core::SimTime last_stream_time() const { return last_stream_time_; }
+
+    // The client of request `id` gave up at `now` (its time-out): the request is counted as timed out and leaves
+    // every figure; the engine aborts it at once when no step is in flight, else at the end of the step in flight
+    // (vLLM's engine core reads an abort between steps; a step already launched keeps it: its output is dropped).
+    // Returns false, changing nothing, when the request is not here or already finished or timed out.
+    bool time_out(core::RequestId id);
+
+    // Whether request `id` is here and its client still waits for it (neither finished nor timed out).
+    [[nodiscard]] bool is_live(core::RequestId id) const {
+        const auto it = requests_.find(core::to_int(id));
+        return it != requests_.end() && !it->second->timed_out;
+    }
 
     // Requests dropped by try_start_step because they can never fit; the caller tells the workload.
     [[nodiscard]] std::vector<core::RequestId> take_rejected() { return std::exchange(rejected_, {}); }
@@ -127,6 +143,12 @@ public:
 
 private:
     void mark_scheduled(const StepPlan& plan, core::SimTime now);
+    // Aborts the timed-out requests (between steps): out of the scheduler and the request map. A step scheduled
+    // before the abort may still hold one (async scheduling), so its Request is recycled only at the next call.
+    void apply_aborts();
+    // Hands a finished request's held token gaps to the metrics (in order, as runs of equal gaps) and frees its
+    // buffer; with `measure` false they are dropped.
+    void release_token_gaps(Request& r, bool measure);
 
     ReplicaConfig config_;
     const CostModel& cost_model_;
@@ -167,6 +189,13 @@ private:
     std::int64_t num_rejected_unfit_ = 0;
     std::vector<core::RequestId> rejected_;
     StepCost total_cost_;
+    // Client time-outs (time_out): requests to abort at the next step boundary, and those
+    // aborted at the last boundary, whose map nodes return to spare_request_nodes_ at the next one.
+    std::vector<Request*> pending_aborts_;
+    std::vector<decltype(requests_)::node_type> retiring_;
+    // hold_token_gaps: each running request's gaps since its first token (Request::gap_slot), buffers reused.
+    std::vector<std::vector<core::Duration>> gap_buffers_;
+    std::vector<std::uint32_t> free_gap_slots_;
 };
 
 }  // namespace servesim::engine

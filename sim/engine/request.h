@@ -105,6 +105,12 @@ struct alignas(64) Request {
     // How much later the client sees each token than the engine makes it (a proxy relaying the stream,
     // IncomingRequest::client_delay); for metrics only.
     core::Duration client_delay{};
+    // The client gave up on it (Replica::time_out): nothing of it is measured any more, and the engine aborts it at
+    // its next step boundary. Set only in runs with client time-outs.
+    bool timed_out = false;
+    // Its held-back token gaps (Replica's gap buffers, ReplicaConfig::hold_token_gaps); kNoGapSlot when none.
+    static constexpr std::uint32_t kNoGapSlot = 0xffffffffu;
+    std::uint32_t gap_slot = kNoGapSlot;
     // vLLM request.shared_prefix_boundary (PR #47782): the shared-prefix junction found at the last lookup, where a
     // prefill chunk stops so a Mamba state is cached there; 0 = none. Set only where the version keeps it.
     std::int64_t shared_prefix_boundary = 0;

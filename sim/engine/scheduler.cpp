@@ -463,6 +463,36 @@ bool Scheduler::finish_request(Request* request) {
     return delay_free;
 }
 
+void Scheduler::abort_request(Request* request) {
+    if (request->status == RequestStatus::kWaitingForRemoteKvs) {
+        // Loading from the connector (in pending_loads_ or loading_): it leaves at once and its blocks, allocated
+        // for the load but not yet cached (delay_cache_blocks), are freed; the transfer runs on, its end unread
+        // (vLLM ignores a finished_recving of a request it no longer has).
+        const auto p = std::find_if(pending_loads_.begin(), pending_loads_.end(),
+                                    [&](const PendingLoad& l) { return l.request == request; });
+        if (p != pending_loads_.end()) {
+            pending_loads_.erase(p);
+        } else {
+            const auto l = std::find(loading_.begin(), loading_.end(), request);
+            SERVESIM_CHECK(l != loading_.end(), "request {} waits for a load it does not have",
+                           core::to_int(request->id));
+            loading_.erase(l);
+        }
+        if (offload_ != nullptr) {
+            SERVESIM_CHECK(!offload_->request_finished(request->id),
+                           "request {} aborted while its connector holds its blocks (not modelled)",
+                           core::to_int(request->id));
+        }
+        kv_cache_.free(cache_view(*request));
+        request->status = RequestStatus::kFinished;
+        return;
+    }
+    // finish_requests: out of running, else out of waiting; then _free_request, as finish_request does.
+    const bool delay_free = finish_request(request);
+    SERVESIM_CHECK(!delay_free, "request {} aborted while its connector holds its blocks (not modelled)",
+                   core::to_int(request->id));
+}
+
 void Scheduler::free_delayed(Request* request) {
     // _update_from_kv_xfer_finished: finished_sending → _free_blocks.
     kv_cache_.free(cache_view(*request));

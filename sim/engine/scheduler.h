@@ -164,6 +164,12 @@ public:
     bool finish_request(Request* request);
     void free_delayed(Request* request);
 
+    // The client disconnected (vLLM AsyncLLM.abort → EngineCore.abort_requests → Scheduler.finish_requests(ids,
+    // FINISHED_ABORTED)): the request leaves running or waiting and its blocks are freed as at a finish
+    // (_free_request; cached blocks stay in the prefix cache). A request loading KV from a connector
+    // (WAITING_FOR_REMOTE_KVS) leaves its load too. Called between steps (docs/CLIENT-TIMEOUTS.md).
+    void abort_request(Request* request);
+
     // Removes the head of the waiting queue when it can never be scheduled (nothing runs and still it does not
     // fit an otherwise idle cache); the replica counts it as rejected instead of stalling (vLLM would hang).
     Request* drop_unschedulable_head();

@@ -92,6 +92,7 @@ Summary MetricsCollector::summarize(const PrefixCounters& at_end, std::int64_t p
     s.num_requests_sent = sent_;
     s.num_requests_finished = finished_;
     s.num_requests_rejected = rejected_;
+    s.num_requests_timed_out = timed_out_;
     const core::SimTime start = warmup_end_;  // the measured window opens when the warm-up ends (t = 0 without)
     const core::SimTime stop = std::max(end, last_finish_);
     s.duration_s = std::max(0.0, (stop - start).s());

@@ -81,6 +81,9 @@ struct Summary {
     std::int64_t num_requests_sent = 0;      // in the measured window
     std::int64_t num_requests_finished = 0;  // of those, finished before the run ended
     std::int64_t num_requests_rejected = 0;  // longer than max_model_len or than the KV cache
+    // Given up by their client (workload `request_timeout`): in no latency, token or throughput figure, as
+    // vllm bench serve leaves a failed request out of calculate_metrics.
+    std::int64_t num_requests_timed_out = 0;
     double duration_s = 0;                   // measured window: warm-up end → last finish
     // Sending window: warm-up end → the last measured send; and how many measured requests had finished by then
     // (a server that keeps up has finished all but those in flight; one that falls behind has not).
@@ -133,6 +136,15 @@ public:
 
     void on_rejected(core::SimTime arrival, RejectReason reason, std::int64_t prompt_tokens,
                      std::int64_t max_output_tokens);
+
+    // The client gave up on a request sent at `arrival` (workload `request_timeout`). Nothing of it enters a figure
+    // but this count: the replica holds a request's token gaps back until it finishes (Replica, ReplicaConfig::
+    // hold_token_gaps) and drops them here, since the client discards the whole request.
+    void on_timed_out(core::SimTime arrival) {
+        if (measured(arrival)) {
+            ++timed_out_;
+        }
+    }
 
     // One streamed token's gap.
     void on_token_gap(core::SimTime arrival, core::Duration gap) {
@@ -194,6 +206,7 @@ private:
     PrefixCounters at_warmup_;
     std::int64_t sent_ = 0;
     std::int64_t rejected_ = 0;
+    std::int64_t timed_out_ = 0;
     RejectionStats rejections_;
     RunningMoments itl_moments_;
     std::vector<RequestRecord> records_;

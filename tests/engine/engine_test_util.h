@@ -84,11 +84,16 @@ public:
 
     void on_request_finished(core::RequestId id, core::SimTime) override { finished.push_back(id); }
 
+    void on_request_timed_out(core::RequestId id, core::SimTime now) override {
+        timed_out.emplace_back(id, now);
+    }
+
     [[nodiscard]] bool exhausted() const override { return pending_.empty(); }
 
     [[nodiscard]] std::string describe() const override { return "scripted"; }
 
     std::vector<core::RequestId> finished;
+    std::vector<std::pair<core::RequestId, core::SimTime>> timed_out;  // (request, when the client gave up)
 
 private:
     std::deque<workloads::RequestSpec> pending_;

@@ -23,11 +23,13 @@ inline std::string fixture(const std::string& name) {
 
 struct Served {
     RequestSpec spec;
-    core::SimTime finish;
+    core::SimTime finish;     // or when its client gave up
+    bool timed_out = false;  // its RequestSpec::timeout was shorter than its service
 };
 
 // Serves each request in `service(spec)` after its arrival, in time order (a finish before an arrival at the same
-// time), until the workload is exhausted or `max_requests` were sent.
+// time), until the workload is exhausted or `max_requests` were sent. A request whose spec.timeout is shorter than
+// its service times out then instead (on_request_timed_out).
 inline std::vector<Served> drive(Workload& w,
                                  const std::function<core::Duration(const RequestSpec&)>& service,
                                  std::size_t max_requests = 1'000'000) {
@@ -39,15 +41,21 @@ inline std::vector<Served> drive(Workload& w,
         if (!running.empty() && (!next || running.begin()->first <= next->ns())) {
             const auto [t, i] = *running.begin();
             running.erase(running.begin());
-            w.on_request_finished(out[i].spec.id, core::SimTime::from_ns(t));
+            if (out[i].timed_out) {
+                w.on_request_timed_out(out[i].spec.id, core::SimTime::from_ns(t));
+            } else {
+                w.on_request_finished(out[i].spec.id, core::SimTime::from_ns(t));
+            }
             continue;
         }
         if (!next) {
             break;
         }
         RequestSpec spec = w.pop_next_arrival();
-        const core::SimTime finish = spec.arrival + service(spec);
-        out.push_back({std::move(spec), finish});
+        const core::Duration served = service(spec);
+        const bool timed_out = spec.timeout && *spec.timeout < served;
+        const core::SimTime finish = spec.arrival + (timed_out ? *spec.timeout : served);
+        out.push_back({std::move(spec), finish, timed_out});
         running.emplace(finish.ns(), out.size() - 1);
     }
     return out;

@@ -247,6 +247,8 @@ const char* run_status_name(RunStatus s) {
             return "no_requests_measured";
         case RunStatus::kAllRejected:
             return "all_rejected";
+        case RunStatus::kTimedOut:
+            return "timed_out";
     }
     return "ok";
 }
@@ -424,6 +426,15 @@ void assess_result(ExperimentResult& r) {
         r.status = RunStatus::kTruncatedByMaxTime;
         return;
     }
+    if (s.num_requests_timed_out > 0) {
+        r.status = RunStatus::kTimedOut;  // unless overloaded too (below), which says more
+        r.warnings.push_back(fmt::format(
+            "{} of {} requests timed out after {}: their clients gave up (workload.request_timeout), so they are "
+            "in no latency, token or throughput figure; the figures cover the {} that finished",
+            thousands(s.num_requests_timed_out), thousands(s.num_requests_sent),
+            c.workload["request_timeout"] ? c.workload["request_timeout"].Scalar() : std::string("?"),
+            thousands(s.num_requests_finished)));
+    }
     const double t_end = c.warmup_s + s.send_window_s;  // the last measured send
     const double t_mid = (c.warmup_s + t_end) / 2.0;
     const std::int64_t w_end = waiting_at(r.sim.timeseries, t_end);
@@ -469,6 +480,11 @@ std::shared_ptr<const PreparedExperiment> prepare_pool(const ExperimentConfig& c
                                                        const char* name);
 void check_disaggregation(const PreparedExperiment& p);
 }  // namespace
+
+bool workload_times_out(const ExperimentConfig& c) {
+    const YAML::Node& w = c.workload;
+    return w.IsMap() && w["request_timeout"];
+}
 
 const cache::MemoryPlan& replica_plan(const PreparedExperiment& p, std::size_t i) {
     return p.replica_plans.empty() ? p.plan : p.replica_plans[i];
@@ -786,6 +802,7 @@ engine::ReplicaConfig replica_config(const PreparedExperiment& p, const cache::M
 
 cluster::SimulationConfig simulation_config(const PreparedExperiment& p) {
     cluster::SimulationConfig sc;
+    sc.request_timeouts = workload_times_out(p.config);
     sc.num_replicas = p.config.replicas;
     sc.warmup_end = core::SimTime::from_s(p.config.warmup_s);
     sc.max_time = core::SimTime::from_s(p.config.max_time_s);
@@ -849,6 +866,12 @@ void check_disaggregation(const PreparedExperiment& p) {
     if (e.kv_offloading_size_gib) {
         fail("engine.kv_offloading_size", "not with cluster.disaggregation: one KV connector per engine (the "
                                           "NixlConnector)");
+    }
+    if (workload_times_out(p.config)) {
+        YamlMap(p.config.workload, p.config.file, "workload")
+            .fail("request_timeout", "client time-outs are not modelled with cluster.disaggregation (an abort "
+                                     "would have to reach the prefill instance, the KV transfer and the decode "
+                                     "instance through the proxy); leave the key out (docs/CLIENT-TIMEOUTS.md)");
     }
     for (const auto& g : p.plan.groups) {
         if (g.kind != cache::KvGroupKind::kFullAttention) {

@@ -52,10 +52,16 @@ struct PreparedExperiment {
 //   overloaded            every request finished, but the waiting queue was still growing when the last one was
 //                         sent: it grew by at least max(8, 5 % of the requests sent) from the middle of the sending
 //                         window to its end (the figures describe a queue, not the engine's steady state);
+//   timed_out             not overloaded, but clients gave up on some measured requests (workload.request_timeout):
+//                         the figures cover only the requests that finished in time;
 //   ok                    otherwise.
-enum class RunStatus { kOk, kOverloaded, kTruncatedByMaxTime, kNoRequestsMeasured, kAllRejected };
+enum class RunStatus { kOk, kOverloaded, kTruncatedByMaxTime, kNoRequestsMeasured, kAllRejected, kTimedOut };
 
 [[nodiscard]] const char* run_status_name(RunStatus s);
+
+// The workload's clients time requests out (workload key `request_timeout`, any type): the run reports
+// `requests_timed_out` (docs/OUTPUTS.md).
+[[nodiscard]] bool workload_times_out(const ExperimentConfig& config);
 
 struct ExperimentResult {
     ExperimentConfig config;

@@ -249,6 +249,9 @@ std::vector<Field> fields_one(const ExperimentResult& r) {
     out.push_back({"requests_sent", s.num_requests_sent, true});
     out.push_back({"requests_finished", s.num_requests_finished, true});
     out.push_back({"requests_rejected", s.num_requests_rejected, true});
+    if (workload_times_out(r.config)) {  // only where a client can time out, so other runs' columns stay as they were
+        out.push_back({"requests_timed_out", s.num_requests_timed_out, true});
+    }
     out.push_back({"requests_unfinished", r.sim.num_unfinished, true});
     out.push_back({"duration_s", opt(window, s.duration_s), true});
     out.push_back({"prefix_cache_hit_rate", opt(queried, s.prefix_cache_hit_rate), true});
@@ -872,7 +875,8 @@ nlohmann::ordered_json to_vllm_bench(const ExperimentResult& r, const BenchOptio
     auto per_s = [&](double v) { return window ? nlohmann::ordered_json(v / s.duration_s) : nlohmann::ordered_json(); };
     j["duration"] = window ? nlohmann::ordered_json(s.duration_s) : nlohmann::ordered_json();
     j["completed"] = s.num_requests_finished;
-    j["failed"] = s.num_requests_rejected + r.sim.num_unfinished;
+    // A timed-out request is a failed RequestFuncOutput for the tool (its aiohttp time-out, caught).
+    j["failed"] = s.num_requests_rejected + s.num_requests_timed_out + r.sim.num_unfinished;
     j["total_input_tokens"] = input;
     j["total_output_tokens"] = output;
     j["request_throughput"] = per_s(static_cast<double>(s.num_requests_finished));

@@ -260,6 +260,9 @@ private:
         if (s.num_requests_rejected > 0) {
             why.push_back(fmt::format("{} of {} requests rejected", s.num_requests_rejected, s.num_requests_sent));
         }
+        if (s.num_requests_timed_out > 0) {  // workload.request_timeout: clients gave up on them
+            why.push_back(fmt::format("{} of {} requests timed out", s.num_requests_timed_out, s.num_requests_sent));
+        }
         // The backlog at the last send: requests sent but unfinished, less those a server that keeps up would
         // still be running then (Little's law: sent rate × mean time from first schedule to finish). A server that
         // keeps up has a backlog of a few waiting requests; one that falls behind has (1 − served/offered) of all.

@@ -15,7 +15,7 @@ namespace servesim::app {
 
 namespace {
 
-constexpr std::uint32_t kCodecVersion = 1;
+constexpr std::uint32_t kCodecVersion = 2;  // 2: Summary::num_requests_timed_out
 
 class Writer {
 public:
@@ -172,7 +172,8 @@ template <typename IO, typename T>
 void fields(IO& io, T& s)
     requires std::is_same_v<std::remove_const_t<T>, metrics::Summary>
 {
-    io(s.num_requests_sent, s.num_requests_finished, s.num_requests_rejected, s.duration_s, s.send_window_s,
+    io(s.num_requests_sent, s.num_requests_finished, s.num_requests_rejected, s.num_requests_timed_out, s.duration_s,
+       s.send_window_s,
        s.num_finished_at_last_send, s.requested_rps, s.throughput_rps, s.output_tokens_per_s, s.input_tokens_per_s,
        s.prefix_cache_hit_rate, s.external_hit_rate, s.total_hit_rate, s.prefix_cache_queries, s.prefix_cache_hits,
        s.cached_prompt_fraction, s.ttft_ms, s.itl_ms, s.e2e_ms, s.tpot_ms, s.queue_ms, s.exact_percentiles,

@@ -32,7 +32,7 @@ struct CodecFieldCounts {
     static constexpr std::size_t kExperimentResult = 17;  // 14 encoded + config, plan, replicate_runs
     static constexpr std::size_t kSimulationResult = 9;
     static constexpr std::size_t kHybridStateStats = 8;
-    static constexpr std::size_t kSummary = 33;
+    static constexpr std::size_t kSummary = 34;  // with num_requests_timed_out
     static constexpr std::size_t kDistribution = 7;
     static constexpr std::size_t kRequestRecord = 11;
     static constexpr std::size_t kTimeSample = 6;

@@ -103,6 +103,7 @@ TEST_CASE("the codec covers every field of the structs it encodes", "[result-cod
     CHECK(field_count<cluster::RouterOptions>() == C::kRouterOptions);
     CHECK(field_count<EngineSettings>() == C::kEngineSettings);
     CHECK(field_count<GoodputConfig>() == C::kGoodputConfig);
+    CHECK(field_count<frontend::RequestPathConfig>() == C::kRequestPathConfig);
     CHECK(field_count<cluster::DisaggregationStats>() == C::kDisaggregationStats);
     CHECK(field_count<cluster::PoolSettings>() == C::kPoolSettings);
     CHECK(field_count<cluster::DisaggregationSettings>() == C::kDisaggregationSettings);

@@ -13,6 +13,7 @@
 
 #include "common/error.h"
 #include "models/model_derived.h"
+#include "tools/app/validation_band.h"
 
 namespace servesim::app {
 namespace {
@@ -225,6 +226,8 @@ std::vector<Field> fields_one(const ExperimentResult& r) {
     out.push_back({"tensor_parallel_size", static_cast<std::int64_t>(p.tensor_parallel_size)});
     out.push_back({"vllm_version", r.config.engine.vllm_version});
     out.push_back({"cost_model", r.cost_model});
+    out.push_back({"request_path", frontend::describe(r.config.request_path)});
+    out.push_back({"validation", describe_validation(cost_model_kind(r), r.gpu_name)});
     out.push_back({"profile_mismatch", r.profile_mismatch.empty() ? Cell() : Cell(r.profile_mismatch)});
     out.push_back({"workload", r.workload});
     out.push_back({"effective_block_size", static_cast<std::int64_t>(p.block_size)});

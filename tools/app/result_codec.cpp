@@ -15,7 +15,7 @@ namespace servesim::app {
 
 namespace {
 
-constexpr std::uint32_t kCodecVersion = 2;  // 2: Summary::num_requests_timed_out
+constexpr std::uint32_t kCodecVersion = 3;  // 2: Summary::num_requests_timed_out; 3: ExperimentConfig::request_path
 
 class Writer {
 public:
@@ -281,7 +281,14 @@ void fields(IO& io, T& c)
     io(c.file, c.name, c.columns, c.seed, c.model, c.gpu, c.cost_model, c.engine, c.replicas, c.router, c.workload,
        c.warmup_s, c.max_time_s, c.max_time_given, c.goodput, c.replicates, c.allow_profile_mismatch,
        c.check_invariants, c.exact_percentiles, c.keep_request_records, c.stop_when_waiting_exceeds, c.order_only,
-       c.capacity_tokens, c.topology, c.kv_connector, c.router_options, c.disaggregation);
+       c.capacity_tokens, c.topology, c.kv_connector, c.router_options, c.disaggregation, c.request_path);
+}
+
+template <typename IO, typename T>
+void fields(IO& io, T& p)
+    requires std::is_same_v<std::remove_const_t<T>, frontend::RequestPathConfig>
+{
+    io(p.client_ms, p.handoff_ms, p.request_cpu_ms, p.tokenize_us_per_token, p.output_message_cpu_ms, p.chunk_cpu_us);
 }
 
 template <typename IO, typename T>

@@ -40,7 +40,8 @@ struct CodecFieldCounts {
     static constexpr std::size_t kRejectionStats = 4;
     static constexpr std::size_t kRunningMoments = 3;
     static constexpr std::size_t kOrderOnlyResult = 9;
-    static constexpr std::size_t kExperimentConfig = 27;
+    static constexpr std::size_t kExperimentConfig = 28;  // with request_path
+    static constexpr std::size_t kRequestPathConfig = 6;
     static constexpr std::size_t kKvConnectorSettings = 9;
     static constexpr std::size_t kRouterOptions = 9;
     static constexpr std::size_t kEngineSettings = 29;

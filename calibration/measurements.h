@@ -5,6 +5,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,6 +36,9 @@ struct Measurements {
     // in one step. With chunked prefill a P-token prompt took k = ⌈P / budget⌉ steps, each paying the per-step
     // constant: the fit then models ms = k·p0 + p1·P + p2·work.
     std::int64_t max_num_batched_tokens = 0;
+    // Whether the measured stack ran vLLM's async scheduling (key `async_scheduling`; unset = not stated). The host
+    // work fit (fit_host_work) needs step times measured without it, where the host's work adds in full.
+    std::optional<bool> async_scheduling;
     std::vector<PrefillMeasurement> prefill;
     std::vector<DecodeMeasurement> decode;
 };
@@ -50,6 +55,21 @@ struct Measurements {
 // holds every measured point against the profile's composed prediction. Needs ≥ 3 distinct prefill and ≥ 3
 // decode points (ConfigError otherwise).
 [[nodiscard]] HardwareProfile fit_measurements(const Measurements& m, const std::string& file_for_errors);
+
+// The engine-core host work per step that measured decode step times hold beyond a model's prediction
+// (sim/engine/host_work.h, docs/HOST-WORK.md): the residuals ms − predicted_ms(point), where the prediction is the
+// GPU's time plus every host term but these two, fitted as step_us + per_request_us × batch by least squares with
+// both ≥ 0. Needs ≥ 3 decode points at ≥ 2 distinct batch sizes and m.async_scheduling == false (ConfigError naming
+// the file otherwise: with async scheduling the GPU hides the host work, so step times do not show it).
+struct HostWorkFit {
+    double step_us = 0;
+    double per_request_us = 0;
+    int num_points = 0;
+    double rms_residual_ms = 0;  // of the fitted line against the residuals
+};
+[[nodiscard]] HostWorkFit fit_host_work(const Measurements& m,
+                                        const std::function<double(const DecodeMeasurement&)>& predicted_ms,
+                                        const std::string& file_for_errors);
 
 // Composed predictions, the same sums the simulator's cost model makes for these batch shapes.
 // Prefill of one sequence: gemm(T) + attn_prefill(T·(P + T/2)) + lm_head(1) + overhead(1) [+ gdn_prefill(T, ⌈T/64⌉)].

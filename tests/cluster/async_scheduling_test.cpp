@@ -83,10 +83,11 @@ TEST_CASE("Async scheduling: which steps' host work overlaps the GPU, and who en
         c.replica.async_scheduling = async;
         Simulation sim(c, cost, w, make_router("round_robin"));
         (void)sim.run();
-        REQUIRE(cost.shapes.size() == 4);
+        // Synchronously: A [0, 12], then {R0 decode, R1 prefill} and {R0 decode, R1 decode}: 3 steps.
+        REQUIRE(cost.shapes.size() == (async ? 4U : 3U));
         const auto& st = cost.shapes;
         CHECK(st[0].host_overlapped == false);
-        for (std::size_t i = 1; i < 4; ++i) {
+        for (std::size_t i = 1; i < st.size(); ++i) {
             CHECK(st[i].host_overlapped == async);
         }
         CHECK(st[0].num_new_seqs == 1);
@@ -96,6 +97,9 @@ TEST_CASE("Async scheduling: which steps' host work overlaps the GPU, and who en
             CHECK(st[2].num_new_seqs == 1);  // R0's decode and R1's prefill
             CHECK(st[2].num_seqs == 2);
             CHECK(st[3].num_finished_seqs == 1);  // R0, finished at the end of C
+        } else {
+            CHECK(st[1].num_new_seqs == 1);  // R1's prefill beside R0's decode
+            CHECK(st[2].num_finished_seqs == 0);  // R0 finishes at the end of the last step
         }
     }
 }

@@ -95,12 +95,16 @@ const EngineKey kEngineKeys[] = {
     {"enforce_eager", "--enforce-eager", {ValueKind::Bool},
      "no CUDA graphs: every kernel launched from the host, no padding (default off)",
      [](EngineSettings& s, const EngineValue& v) { s.enforce_eager = as_bool(v); }},
+    {"host_work", "", {ValueKind::Bool},
+     "servesim: charge the engine's host work per step (default true); false prices the GPU alone, for synthetic "
+     "servers (docs/HOST-WORK.md)",
+     [](EngineSettings& s, const EngineValue& v) { s.host_work = as_bool(v); }},
     {"host_step_us", "", {ValueKind::Number, 0, 1e6},
-     "servesim: engine-core host work per step in us, fixed part (default 300, a prior to replace with a "
-     "measured value, docs/HOST-WORK.md)",
+     "servesim: engine-core host work per step in us, fixed part (default 300, a prior; calibrate "
+     "--from-measurements --host-work-gpu fits it, docs/HOST-WORK.md)",
      [](EngineSettings& s, const EngineValue& v) { s.host_step_us = as_double(v); }},
     {"host_per_request_us", "", {ValueKind::Number, 0, 1e5},
-     "servesim: engine-core host work per scheduled request in us (default 5, a prior, docs/HOST-WORK.md)",
+     "servesim: engine-core host work per scheduled request in us (default 5, a prior; fitted likewise)",
      [](EngineSettings& s, const EngineValue& v) { s.host_per_request_us = as_double(v); }},
     {"mamba_cache_mode", "--mamba-cache-mode", {ValueKind::MambaMode},
      "hybrid models' Mamba state caching: none, align or all (default: vLLM's for the model)",

@@ -20,6 +20,7 @@
 #include "sim/cache/hybrid_state_plan.h"
 #include "sim/engine/profile_cost_model.h"
 #include "sim/engine/roofline_cost_model.h"
+#include "tools/app/host_work_fit.h"
 #include "tools/app/executor.h"
 #include "tools/app/partial_results.h"
 #include "workloads/open_loop_workload.h"
@@ -700,25 +701,10 @@ PreparedExperiment prepare_experiment_at(const ExperimentConfig& config, int fir
     // unless the engine keys say otherwise (VllmConfig._set_cudagraph_sizes).
     const engine::CudaGraphSizes graphs = cuda_graph_sizes(config, p.plan);
     if (config.cost_model == "roofline") {
-        engine::RooflineParams params;
-        params.gpu_name = p.gpu.name;
-        params.peak_flops_per_s = p.gpu.bf16_dense_flops_per_s;
-        // Quantized GEMMs (docs/QUANTIZATION.md): int8 tensor cores run at the fp8 rate on Ada/Hopper/Blackwell and
-        // at twice bf16 on Ampere (A100 624 vs 312 TOPS), a stated approximation. fp4 tensor cores (Blackwell on) run
-        // at the GPU file's dense fp4 rate (calibration/gpus/*.yaml); without them (0), NVFP4 W4A4 runs the
-        // weight-only Marlin fallback.
-        params.fp8_flops_per_s = p.gpu.fp8_dense_flops_per_s;
-        params.int8_flops_per_s =
-            p.gpu.fp8_dense_flops_per_s > 0 ? p.gpu.fp8_dense_flops_per_s : 2.0 * p.gpu.bf16_dense_flops_per_s;
-        params.fp4_flops_per_s = p.gpu.fp4_dense_flops_per_s;
-        params.memory_bandwidth_bytes_per_s = p.gpu.memory_bandwidth_bytes_per_s;
-        params.gemm_efficiency = p.gpu.gemm_efficiency;
-        params.attention_efficiency = p.gpu.attention_efficiency;
-        params.gdn_efficiency = p.gpu.gdn_efficiency;
-        params.bandwidth_efficiency = p.gpu.bandwidth_efficiency;
+        // The GPU file's figures (host_work_fit.h roofline_params), this replica's parallelism and graphs.
+        engine::RooflineParams params = roofline_params(p.gpu);
         params.tensor_parallel_size = p.plan.tensor_parallel_size;
         params.interconnect_bytes_per_s = tp_link_bytes_per_s;
-        params.allreduce_latency_ms = p.gpu.allreduce_latency_ms;
         params.expert_parallel = expert_parallelism;
         params.max_cudagraph_tokens = static_cast<int>(graphs.max_size());
         params.cudagraph_capture_sizes = graphs.sizes();
@@ -775,9 +761,11 @@ PreparedExperiment prepare_experiment_at(const ExperimentConfig& config, int fir
     // hashed when prefix caching or a KV connector is on (EngineCore builds its block hasher then).
     const bool hashes_prompt_blocks =
         p.plan.enable_prefix_caching || config.engine.kv_offloading_size_gib.has_value() || config.kv_connector;
-    p.cost_model = std::make_unique<engine::HostWorkCostModel>(
-        std::move(p.cost_model), engine::HostWorkModel(host_work_params(config.engine), p.model,
-                                                       p.plan.tensor_parallel_size, graphs, hashes_prompt_blocks));
+    if (config.engine.host_work) {
+        p.cost_model = std::make_unique<engine::HostWorkCostModel>(
+            std::move(p.cost_model), engine::HostWorkModel(host_work_params(config.engine), p.model,
+                                                           p.plan.tensor_parallel_size, graphs, hashes_prompt_blocks));
+    }
     if (config.engine.kv_offloading_size_gib && p.plan.enable_prefix_caching &&
         p.plan.mamba_cache_mode == cache::MambaCacheMode::kAlign && p.plan.mamba_block_size > 0 &&
         !p.plan.vllm_version.offload_supports_mamba_align()) {

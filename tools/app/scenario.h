@@ -47,6 +47,7 @@ struct EngineSettings {
     bool enforce_eager = false;
     // Host work per step (sim/engine/host_work.h), as `servesim calibrate --from-measurements` fits them; unset = the
     // priors of docs/HOST-WORK.md.
+    bool host_work = true;  // false: the GPU cost model alone (synthetic servers)
     std::optional<double> host_step_us;
     std::optional<double> host_per_request_us;
     int tensor_parallel_size = 1;  // GPUs per replica (--tensor-parallel-size)

@@ -56,7 +56,7 @@ public:
         return uniform_decode ? Mode::kFull : Mode::kPiecewise;
     }
 
-    // "eager", "graphs 1…512 (51 sizes)" or "graphs [1, 8] (2 sizes)": for describe().
+    // "eager" or "CUDA graphs up to 512 tokens (51 sizes)".
     [[nodiscard]] std::string describe() const;
 
 private:

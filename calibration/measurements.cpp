@@ -304,11 +304,33 @@ namespace servesim::calibration {
 
 HostWorkFit fit_host_work(const Measurements& m, const std::function<double(const DecodeMeasurement&)>& predicted_ms,
                           const std::string& file) {
-    if (m.async_scheduling.value_or(true)) {
-        throw ConfigError(fmt::format(
-            "{}: async_scheduling: {}; host work is fitted only from step times measured without async scheduling "
-            "(vllm serve --no-async-scheduling), where it adds to every step; with it the GPU hides the host's work",
-            file, m.async_scheduling ? "true" : "not stated"));
+    if (!m.async_scheduling) {
+        throw ConfigError(fmt::format("{}: the host work fit needs `async_scheduling: true` or `false` (whether the "
+                                      "measured vLLM ran async scheduling): it decides what the step times show",
+                                      file));
+    }
+    if (*m.async_scheduling) {
+        // The GPU hides the host's work; what shows is the part that never overlaps.
+        const std::size_t n = m.decode.size();
+        if (n < 3) {
+            throw ConfigError(fmt::format("{}: the host work fit needs at least 3 decode points; got {}", file, n));
+        }
+        std::vector<double> r(n);
+        double sum = 0;
+        for (std::size_t i = 0; i < n; ++i) {
+            r[i] = m.decode[i].ms - predicted_ms(m.decode[i]);
+            sum += r[i];
+        }
+        HostWorkFit f;
+        f.async_scheduling = true;
+        f.exposed_us = std::max(0.0, 1e3 * sum / static_cast<double>(n));
+        double ss = 0;
+        for (const double x : r) {
+            ss += (x - 1e-3 * f.exposed_us) * (x - 1e-3 * f.exposed_us);
+        }
+        f.num_points = static_cast<int>(n);
+        f.rms_residual_ms = std::sqrt(ss / static_cast<double>(n));
+        return f;
     }
     const std::size_t n = m.decode.size();
     double b_min = 0;

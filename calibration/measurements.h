@@ -36,8 +36,8 @@ struct Measurements {
     // in one step. With chunked prefill a P-token prompt took k = ⌈P / budget⌉ steps, each paying the per-step
     // constant: the fit then models ms = k·p0 + p1·P + p2·work.
     std::int64_t max_num_batched_tokens = 0;
-    // Whether the measured stack ran vLLM's async scheduling (key `async_scheduling`; unset = not stated). The host
-    // work fit (fit_host_work) needs step times measured without it, where the host's work adds in full.
+    // Whether the measured stack ran vLLM's async scheduling (key `async_scheduling`; unset = not stated): the host
+    // work fit (fit_host_work) needs to know.
     std::optional<bool> async_scheduling;
     std::vector<PrefillMeasurement> prefill;
     std::vector<DecodeMeasurement> decode;
@@ -57,15 +57,20 @@ struct Measurements {
 [[nodiscard]] HardwareProfile fit_measurements(const Measurements& m, const std::string& file_for_errors);
 
 // The engine-core host work per step that measured decode step times hold beyond a model's prediction
-// (sim/engine/host_work.h, docs/HOST-WORK.md): the residuals ms − predicted_ms(point), where the prediction is the
-// GPU's time plus every host term but these two, fitted as step_us + per_request_us × batch by least squares with
-// both ≥ 0. Needs ≥ 3 decode points at ≥ 2 distinct batch sizes and m.async_scheduling == false (ConfigError naming
-// the file otherwise: with async scheduling the GPU hides the host work, so step times do not show it).
+// (sim/engine/host_work.h, docs/HOST-WORK.md), from the residuals ms − predicted_ms(point):
+// - measured without async scheduling (m.async_scheduling false): every host term adds to the step, and the
+//   residuals over a prediction that has every term but these two are fitted as step_us + per_request_us × batch by
+//   least squares with both ≥ 0 (≥ 3 decode points at ≥ 2 batch sizes);
+// - measured with it (true): the GPU hides the host's work up to the part that never overlaps, so the residuals over
+//   a prediction without that part give exposed_us, their mean (≥ 0; ≥ 3 decode points).
+// ConfigError naming the file when async_scheduling is not stated or the points are too few.
 struct HostWorkFit {
-    double step_us = 0;
-    double per_request_us = 0;
+    bool async_scheduling = false;  // which of the two fits ran
+    double step_us = 0;             // async_scheduling false
+    double per_request_us = 0;      // async_scheduling false
+    double exposed_us = 0;          // async_scheduling true
     int num_points = 0;
-    double rms_residual_ms = 0;  // of the fitted line against the residuals
+    double rms_residual_ms = 0;  // of the fit against the residuals
 };
 [[nodiscard]] HostWorkFit fit_host_work(const Measurements& m,
                                         const std::function<double(const DecodeMeasurement&)>& predicted_ms,

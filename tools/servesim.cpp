@@ -72,7 +72,8 @@ constexpr const char* kCalibrateUsage =
     "                          [--sustain-ms MS] [--device N] [--weight-dtype bf16|fp8|fp8-block]\n"
     "       servesim calibrate --from-measurements FILE [--model M] [--out FILE]\n"
     "       servesim calibrate --from-measurements FILE --host-work-gpu GPU [--model M] [--out FILE]\n"
-    "                     (host_step_us, host_per_request_us from step times measured without async scheduling)\n"
+    "                     (host_step_us, host_per_request_us from steps measured without async scheduling,\n"
+    "                     host_exposed_us from steps measured with it; docs/HOST-WORK.md)\n"
     "       servesim calibrate --profile FILE --add-composition FILE [--label L] [--out FILE]\n"
     "       servesim calibrate --profile FILE --refit-points DIR [--out FILE]\n"
     "fits a hardware profile (a cost_model for scenarios); see calibration/README.md\n";

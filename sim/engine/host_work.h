@@ -26,8 +26,9 @@
 namespace servesim::engine {
 
 // Every figure in µs. Sources in docs/HOST-WORK.md: per_prefill_token_us is measured, launch_us a published figure,
-// the engine-core figures priors (step_us and per_request_us are the engine keys host_step_us, host_per_request_us,
-// which `servesim calibrate --from-measurements FILE --host-work-gpu GPU` fits from measured step times).
+// the engine-core figures priors (step_us, per_request_us and exposed_us are the engine keys host_step_us,
+// host_per_request_us, host_exposed_us, which `servesim calibrate --from-measurements FILE --host-work-gpu GPU` fits
+// from measured step times).
 struct HostWorkParams {
     double step_us = 300;                // fixed per step: schedule(), execute_model's dispatch, update_from_output
     double per_request_us = 5;           // per scheduled request: its scheduler entry, input row, output entry

@@ -106,6 +106,10 @@ const EngineKey kEngineKeys[] = {
     {"host_per_request_us", "", {ValueKind::Number, 0, 1e5},
      "servesim: engine-core host work per scheduled request in us (default 5, a prior; fitted likewise)",
      [](EngineSettings& s, const EngineValue& v) { s.host_per_request_us = as_double(v); }},
+    {"host_exposed_us", "", {ValueKind::Number, 0, 1e5},
+     "servesim: host work per step the GPU never hides (sampled-token copy back and its wait), us (default 30, a "
+     "prior; calibrate --from-measurements --host-work-gpu fits it from async-scheduling step times)",
+     [](EngineSettings& s, const EngineValue& v) { s.host_exposed_us = as_double(v); }},
     {"mamba_cache_mode", "--mamba-cache-mode", {ValueKind::MambaMode},
      "hybrid models' Mamba state caching: none, align or all (default: vLLM's for the model)",
      [](EngineSettings& s, const EngineValue& v) { s.mamba_cache_mode = cache::parse_mamba_cache_mode(as_string(v)); }},

@@ -130,6 +130,9 @@ engine::HostWorkParams host_work_params(const EngineSettings& e) {
     if (e.host_per_request_us) {
         h.per_request_us = *e.host_per_request_us;
     }
+    if (e.host_exposed_us) {
+        h.exposed_us = *e.host_exposed_us;
+    }
     return h;
 }
 

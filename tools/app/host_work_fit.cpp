@@ -39,9 +39,16 @@ calibration::HostWorkFit fit_host_work_on_roofline(const calibration::Measuremen
     const models::ModelSpec model = models::resolve_model(m.model);
     engine::RooflineParams params = roofline_params(calibration::find_gpu(gpu));
     params.max_cudagraph_tokens = 512;
-    engine::HostWorkParams host;  // every prior but the two fitted terms
-    host.step_us = 0;
-    host.per_request_us = 0;
+    // Every prior but the fitted terms: without async scheduling step_us and per_request_us are fitted, with it
+    // exposed_us (the rest is then hidden by the GPU unless the host outlasts it).
+    const bool async = m.async_scheduling.value_or(false);
+    engine::HostWorkParams host;
+    if (async) {
+        host.exposed_us = 0;
+    } else {
+        host.step_us = 0;
+        host.per_request_us = 0;
+    }
     const engine::HostWorkCostModel cost(std::make_unique<engine::RooflineCostModel>(model, model.dtype, params),
                                          engine::HostWorkModel(host, model, 1, engine::CudaGraphSizes(512)));
     return calibration::fit_host_work(
@@ -51,6 +58,7 @@ calibration::HostWorkFit fit_host_work_on_roofline(const calibration::Measuremen
             const auto batch = static_cast<std::int64_t>(d.batch);
             s.num_tokens = s.num_decode_seqs = s.num_seqs = s.num_sampled_seqs = batch;
             s.decode_context_tokens = static_cast<std::int64_t>(d.batch * d.context_tokens);
+            s.host_overlapped = async;
             return cost.step_cost(s).total_ms();
         },
         file);
@@ -67,12 +75,15 @@ int run_host_work_fit(const calibration::CalibrateOptions& o, std::ostream& out,
             m.model = o.model;
         }
         const calibration::HostWorkFit f = fit_host_work_on_roofline(m, o.host_work_gpu, o.from_measurements);
+        const std::string keys =
+            f.async_scheduling
+                ? fmt::format("  host_exposed_us: {:.1f}\n", f.exposed_us)
+                : fmt::format("  host_step_us: {:.1f}\n  host_per_request_us: {:.2f}\n", f.step_us, f.per_request_us);
         const std::string text = fmt::format(
-            "# host work fitted by servesim calibrate --from-measurements {} --host-work-gpu {} ({} on {}):\n"
-            "# {} decode points, RMS residual {:.4f} ms; docs/HOST-WORK.md\n"
-            "engine:\n  host_step_us: {:.1f}\n  host_per_request_us: {:.2f}\n",
-            o.from_measurements, o.host_work_gpu, m.model, o.host_work_gpu, f.num_points, f.rms_residual_ms,
-            f.step_us, f.per_request_us);
+            "# host work fitted by servesim calibrate --from-measurements {} --host-work-gpu {} ({} on {}, async "
+            "scheduling {}):\n# {} decode points, RMS residual {:.4f} ms; docs/HOST-WORK.md\nengine:\n{}",
+            o.from_measurements, o.host_work_gpu, m.model, o.host_work_gpu, f.async_scheduling ? "on" : "off",
+            f.num_points, f.rms_residual_ms, keys);
         if (o.out_path.empty()) {
             out << text;
         } else {

@@ -50,6 +50,7 @@ struct EngineSettings {
     bool host_work = true;  // false: the GPU cost model alone (synthetic servers)
     std::optional<double> host_step_us;
     std::optional<double> host_per_request_us;
+    std::optional<double> host_exposed_us;
     int tensor_parallel_size = 1;  // GPUs per replica (--tensor-parallel-size)
     int pipeline_parallel_size = 1;  // pipeline stages per replica (--pipeline-parallel-size); GPUs = TP × PP
     // --enable-expert-parallel: routed experts spread over TP × DP ranks, DP = cluster.replicas (-dp).

@@ -2,6 +2,8 @@
 // The mapping from two end-to-end fits onto the per-term curves is documented in calibration/measurements.h.
 #include "calibration/measurements.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <fstream>
@@ -89,7 +91,7 @@ Measurements read_csv(const std::string& path) {
 Measurements read_yaml(const std::string& path) {
     const YamlMap top(load_yaml_file(path), path);
     top.allow_only({"servesim_measurements", "gpu", "model", "software", "date", "hybrid", "max_num_batched_tokens",
-                    "prefill", "decode"});
+                    "async_scheduling", "prefill", "decode"});
     if (top.get<int>("servesim_measurements") != 1) {
         top.fail("servesim_measurements", "unsupported version; allowed: 1");
     }
@@ -100,6 +102,9 @@ Measurements read_yaml(const std::string& path) {
     m.date = top.get_or<std::string>("date", "");
     m.hybrid = top.get_or<bool>("hybrid", false);
     m.max_num_batched_tokens = top.get_or<std::int64_t>("max_num_batched_tokens", 0);
+    if (top.has("async_scheduling")) {
+        m.async_scheduling = top.get<bool>("async_scheduling");
+    }
     top.check_range<std::int64_t>("max_num_batched_tokens", m.max_num_batched_tokens, 0, 1LL << 30);
     auto list = [&](const char* key) {
         const YAML::Node n = top.node(key);
@@ -291,6 +296,100 @@ void add_composition_from_file(HardwareProfile& profile, const std::string& path
             {prefix + "decode_B" + number_tag(e.batch) + "_C" + number_tag(e.context_tokens), e.ms,
              predict_decode_ms(profile, e.batch, e.context_tokens)});
     }
+}
+
+}  // namespace servesim::calibration
+
+namespace servesim::calibration {
+
+HostWorkFit fit_host_work(const Measurements& m, const std::function<double(const DecodeMeasurement&)>& predicted_ms,
+                          const std::string& file) {
+    if (!m.async_scheduling) {
+        throw ConfigError(fmt::format("{}: the host work fit needs `async_scheduling: true` or `false` (whether the "
+                                      "measured vLLM ran async scheduling): it decides what the step times show",
+                                      file));
+    }
+    if (*m.async_scheduling) {
+        // The GPU hides the host's work; what shows is the part that never overlaps.
+        const std::size_t n = m.decode.size();
+        if (n < 3) {
+            throw ConfigError(fmt::format("{}: the host work fit needs at least 3 decode points; got {}", file, n));
+        }
+        std::vector<double> r(n);
+        double sum = 0;
+        for (std::size_t i = 0; i < n; ++i) {
+            r[i] = m.decode[i].ms - predicted_ms(m.decode[i]);
+            sum += r[i];
+        }
+        HostWorkFit f;
+        f.async_scheduling = true;
+        f.exposed_us = std::max(0.0, 1e3 * sum / static_cast<double>(n));
+        double ss = 0;
+        for (const double x : r) {
+            ss += (x - 1e-3 * f.exposed_us) * (x - 1e-3 * f.exposed_us);
+        }
+        f.num_points = static_cast<int>(n);
+        f.rms_residual_ms = std::sqrt(ss / static_cast<double>(n));
+        return f;
+    }
+    const std::size_t n = m.decode.size();
+    double b_min = 0;
+    double b_max = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+        b_min = i == 0 ? m.decode[i].batch : std::min(b_min, m.decode[i].batch);
+        b_max = i == 0 ? m.decode[i].batch : std::max(b_max, m.decode[i].batch);
+    }
+    if (n < 3 || !(b_max > b_min)) {
+        throw ConfigError(fmt::format("{}: the host work fit needs at least 3 decode points at 2 or more batch sizes; "
+                                      "got {} point(s)",
+                                      file, n));
+    }
+    // Least squares of r = a + b·batch, then the constraints: b < 0 → the mean with b = 0; a < 0 → through 0.
+    std::vector<double> x(n);
+    std::vector<double> r(n);
+    double sx = 0;
+    double sr = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+        x[i] = m.decode[i].batch;
+        r[i] = m.decode[i].ms - predicted_ms(m.decode[i]);
+        sx += x[i];
+        sr += r[i];
+    }
+    const double mx = sx / static_cast<double>(n);
+    const double mr = sr / static_cast<double>(n);
+    double sxx = 0;
+    double sxr = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+        sxx += (x[i] - mx) * (x[i] - mx);
+        sxr += (x[i] - mx) * (r[i] - mr);
+    }
+    double b = sxr / sxx;
+    double a = mr - b * mx;
+    if (b < 0) {
+        b = 0;
+        a = mr;
+    }
+    if (a < 0) {
+        a = 0;
+        double xx = 0;
+        double xr = 0;
+        for (std::size_t i = 0; i < n; ++i) {
+            xx += x[i] * x[i];
+            xr += x[i] * r[i];
+        }
+        b = std::max(0.0, xr / xx);
+    }
+    double ss = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+        const double e = r[i] - (a + b * x[i]);
+        ss += e * e;
+    }
+    HostWorkFit f;
+    f.step_us = 1e3 * a;
+    f.per_request_us = 1e3 * b;
+    f.num_points = static_cast<int>(n);
+    f.rms_residual_ms = std::sqrt(ss / static_cast<double>(n));
+    return f;
 }
 
 }  // namespace servesim::calibration

@@ -5,6 +5,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,6 +36,9 @@ struct Measurements {
     // in one step. With chunked prefill a P-token prompt took k = ⌈P / budget⌉ steps, each paying the per-step
     // constant: the fit then models ms = k·p0 + p1·P + p2·work.
     std::int64_t max_num_batched_tokens = 0;
+    // Whether the measured stack ran vLLM's async scheduling (key `async_scheduling`; unset = not stated): the host
+    // work fit (fit_host_work) needs to know.
+    std::optional<bool> async_scheduling;
     std::vector<PrefillMeasurement> prefill;
     std::vector<DecodeMeasurement> decode;
 };
@@ -50,6 +55,26 @@ struct Measurements {
 // holds every measured point against the profile's composed prediction. Needs ≥ 3 distinct prefill and ≥ 3
 // decode points (ConfigError otherwise).
 [[nodiscard]] HardwareProfile fit_measurements(const Measurements& m, const std::string& file_for_errors);
+
+// The engine-core host work per step that measured decode step times hold beyond a model's prediction
+// (sim/engine/host_work.h, docs/HOST-WORK.md), from the residuals ms − predicted_ms(point):
+// - measured without async scheduling (m.async_scheduling false): every host term adds to the step, and the
+//   residuals over a prediction that has every term but these two are fitted as step_us + per_request_us × batch by
+//   least squares with both ≥ 0 (≥ 3 decode points at ≥ 2 batch sizes);
+// - measured with it (true): the GPU hides the host's work up to the part that never overlaps, so the residuals over
+//   a prediction without that part give exposed_us, their mean (≥ 0; ≥ 3 decode points).
+// ConfigError naming the file when async_scheduling is not stated or the points are too few.
+struct HostWorkFit {
+    bool async_scheduling = false;  // which of the two fits ran
+    double step_us = 0;             // async_scheduling false
+    double per_request_us = 0;      // async_scheduling false
+    double exposed_us = 0;          // async_scheduling true
+    int num_points = 0;
+    double rms_residual_ms = 0;  // of the fit against the residuals
+};
+[[nodiscard]] HostWorkFit fit_host_work(const Measurements& m,
+                                        const std::function<double(const DecodeMeasurement&)>& predicted_ms,
+                                        const std::string& file_for_errors);
 
 // Composed predictions, the same sums the simulator's cost model makes for these batch shapes.
 // Prefill of one sequence: gemm(T) + attn_prefill(T·(P + T/2)) + lm_head(1) + overhead(1) [+ gdn_prefill(T, ⌈T/64⌉)].

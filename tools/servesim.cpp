@@ -20,6 +20,7 @@
 #include "calibration/gpu_spec.h"
 #include "calibration/runner/calibrate.h"
 #include "calibration/runner/exec_calibrate.h"
+#include "tools/app/host_work_fit.h"
 #include "common/error.h"
 #include "common/heap_huge_pages.h"
 #include "models/hf_config.h"
@@ -74,6 +75,9 @@ constexpr const char* kCalibrateUsage =
     "                          [--sustain-ms MS] [--device N] [--weight-dtype bf16|fp8|fp8-block]\n"
     "       servesim calibrate --from-measurements FILE [--model M] [--out FILE]\n"
     "       servesim calibrate --from-measurements RUN... --fit request-path [--out FILE]   (runs as for validate)\n"
+    "       servesim calibrate --from-measurements FILE --host-work-gpu GPU [--model M] [--out FILE]\n"
+    "                     (host_step_us, host_per_request_us from steps measured without async scheduling,\n"
+    "                     host_exposed_us from steps measured with it; docs/HOST-WORK.md)\n"
     "       servesim calibrate --profile FILE --add-composition FILE [--label L] [--out FILE]\n"
     "       servesim calibrate --profile FILE --refit-points DIR [--out FILE]\n"
     "fits a hardware profile (a cost_model for scenarios); see calibration/README.md\n";
@@ -666,6 +670,9 @@ int dispatch(const std::string& cmd, const std::vector<std::string>& args, app::
             }
             std::cerr << "servesim: error: calibrate: " << message << "\n";
             return 2;
+        }
+        if (!options.host_work_gpu.empty()) {
+            return app::run_host_work_fit(options, std::cout, std::cerr);  // docs/HOST-WORK.md
         }
         // The GPU sweep is servesim-calibrate's (a CUDA build); this binary links no CUDA library.
         return calibration::run_calibrate(

@@ -32,6 +32,9 @@ void emit_profile(const HardwareProfile& p, const CalibrateOptions& o, std::ostr
 
 int run_calibrate(const CalibrateOptions& o, std::ostream& out, std::ostream& log, const GpuSweep& gpu_sweep) {
     try {
+        if (!o.host_work_gpu.empty()) {
+            throw ConfigError("--host-work-gpu fits against servesim's cost models: run it as `servesim calibrate`");
+        }
         if (!o.from_measurements.empty()) {
             Measurements m = read_measurements(o.from_measurements);
             if (!o.model.empty()) {
@@ -112,6 +115,10 @@ bool parse_calibrate_args(const std::vector<std::string>& args, CalibrateOptions
             }
         } else if (a == "--quick") {
             o.quick = true;
+        } else if (a == "--host-work-gpu") {
+            if (!value(o.host_work_gpu)) {
+                return false;
+            }
         } else if (a == "--from-measurements") {
             if (!value(o.from_measurements)) {
                 return false;
@@ -167,7 +174,8 @@ bool parse_calibrate_args(const std::vector<std::string>& args, CalibrateOptions
             message = "unknown argument '" + a +
                       "'; usage: servesim-calibrate --model M [--out FILE] [--quick] [--log-dir DIR] "
                       "[--tensor-parallel-size N] [--sustain-ms MS] [--weight-dtype bf16|fp8|fp8-block] | "
-                      "--from-measurements FILE [--model M] [--out FILE] | --profile FILE --add-composition FILE "
+                      "--from-measurements FILE [--model M] [--host-work-gpu GPU] [--out FILE] | --profile FILE "
+                      "--add-composition FILE "
                       "[--label L] [--out FILE] | --profile FILE --refit-points DIR [--out FILE]";
             return false;
         }

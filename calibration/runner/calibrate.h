@@ -25,6 +25,9 @@ struct CalibrateOptions {
     int tensor_parallel_size = 1;   // sweep one rank's shapes of this TP degree; recorded in the profile
     double sustain_ms = 200;        // continuous load before each timed point (gpu_sweep.h); 0 = burst timing
     std::string refit_points;       // with profile_in: refit its curves from this points directory (no GPU)
+    // With from_measurements: fit the engine's host work per step (engine keys host_step_us, host_per_request_us)
+    // against the roofline of this GPU instead of a profile; run by `servesim calibrate` (tools/app/host_work_fit.h).
+    std::string host_work_gpu;
     std::string weight_dtype = "bf16";  // GPU sweep: bf16, fp8 (W8A8 linear layers, kernels/gemm_fp8.cu) or fp8-block (128×128 weight scales)
 };
 

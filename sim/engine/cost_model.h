@@ -112,6 +112,13 @@ struct BatchShape {
     std::int64_t num_sampled_seqs = 0;       // sequences whose chunk reaches the end: logits computed
     std::int64_t num_snapshots = 0;          // align-mode state snapshot writes
     std::int64_t num_seqs = 0;
+    // Host work (sim/engine/host_work.h): requests entering the persistent batch this step (admitted from the waiting
+    // queue: new or resumed), requests the previous step finished (their freeing and removal run in this step's
+    // cycle), and whether the step was scheduled while the previous one ran (async scheduling: its host work
+    // overlaps the GPU).
+    std::int64_t num_new_seqs = 0;
+    std::int64_t num_finished_seqs = 0;
+    bool host_overlapped = false;
     // Per local span the cost model names (CostModel::local_attention_spans, same order); unused entries stay 0.
     // num_local_spans: how many entries batch_shape filled. A shape that does not carry its model's spans (built
     // without them) has its local layers costed at the full context, the upper bound, instead of at zero keys.
@@ -129,6 +136,7 @@ struct StepCost {
     double snapshot_ms = 0;
     double overhead_ms = 0;
     double comm_ms = 0;  // tensor-parallel all-reduces
+    double host_ms = 0;  // host work the GPU does not hide (HostWorkCostModel, sim/engine/host_work.h)
 
     // Accumulates a step's terms (the per-term totals a run reports).
     StepCost& operator+=(const StepCost& o) {
@@ -140,18 +148,20 @@ struct StepCost {
         snapshot_ms += o.snapshot_ms;
         overhead_ms += o.overhead_ms;
         comm_ms += o.comm_ms;
+        host_ms += o.host_ms;
         return *this;
     }
 
     [[nodiscard]] double total_ms() const {
-        return gemm_ms + lm_head_ms + attn_prefill_ms + attn_decode_ms + gdn_ms + snapshot_ms + overhead_ms + comm_ms;
+        return gemm_ms + lm_head_ms + attn_prefill_ms + attn_decode_ms + gdn_ms + snapshot_ms + overhead_ms + comm_ms +
+               host_ms;
     }
 
     // Whether out_of_range_term() is empty, without building its table of names: every step asks, and only a
     // failing step needs the message.
     [[nodiscard]] bool all_in_range() const {
         for (const double ms : {gemm_ms, lm_head_ms, attn_prefill_ms, attn_decode_ms, gdn_ms, snapshot_ms,
-                                overhead_ms, comm_ms}) {
+                                overhead_ms, comm_ms, host_ms}) {
             if (!term_in_range(ms)) {
                 return false;
             }
@@ -166,7 +176,7 @@ struct StepCost {
         const std::pair<const char*, double> terms[] = {
             {"gemm", gemm_ms},         {"lm_head", lm_head_ms}, {"attn_prefill", attn_prefill_ms},
             {"attn_decode", attn_decode_ms}, {"gdn", gdn_ms},   {"snapshot", snapshot_ms},
-            {"overhead", overhead_ms}, {"comm", comm_ms}};
+            {"overhead", overhead_ms}, {"comm", comm_ms},         {"host", host_ms}};
         for (const auto& [name, ms] : terms) {
             if (!term_in_range(ms)) {
                 return fmt::format("{} = {:g} ms", name, ms);

@@ -9,12 +9,12 @@
 
 namespace servesim::engine {
 
-ProfileCostModel::ProfileCostModel(calibration::HardwareProfile profile, std::string path, int max_cudagraph_tokens,
+ProfileCostModel::ProfileCostModel(calibration::HardwareProfile profile, std::string path, CudaGraphSizes graphs,
                                    double decode_kv_bytes_scale, TensorParallelComm comm,
                                    AttentionLayerGroups attention)
     : profile_(std::move(profile)),
       path_(std::move(path)),
-      max_cudagraph_tokens_(max_cudagraph_tokens),
+      graphs_(std::move(graphs)),
       decode_kv_bytes_scale_(decode_kv_bytes_scale),
       comm_(comm),
       attention_(attention),
@@ -68,7 +68,7 @@ double eval(const calibration::Curve* c, double x0, double x1) {
 StepCost ProfileCostModel::step_cost(const BatchShape& s) const {
     StepCost c;
     // CUDA-graph padding of every batch up to the largest capture size (see RooflineCostModel::step_cost).
-    const std::int64_t tokens = RooflineCostModel::cudagraph_padded_tokens(s.num_tokens, max_cudagraph_tokens_);
+    const std::int64_t tokens = graphs_.padded_tokens(s.num_tokens);
     c.gemm_ms = eval(gemm_, static_cast<double>(tokens));
     if (s.num_sampled_seqs > 0) {
         c.lm_head_ms = eval(lm_head_, static_cast<double>(s.num_sampled_seqs));

@@ -1,12 +1,13 @@
 // ProfileCostModel: step costs from a calibrated hardware profile (calibration/hardware_profile.h): each term of
 // DESIGN §4 is one fitted curve of the batch's natural variable, evaluated and summed. A term is added only when
-// its variable is non-zero (no prefill in the step ⇒ no attn_prefill term). Decode-only batches are padded to vLLM's
-// CUDA-graph sizes for the GEMM term, as in RooflineCostModel. A profile measured for tensor parallelism N holds one
+// its variable is non-zero (no prefill in the step ⇒ no attn_prefill term). Batches are padded to vLLM's CUDA-graph
+// sizes for the GEMM term, as in RooflineCostModel. A profile measured for tensor parallelism N holds one
 // rank's compute; the step adds the all-reduces as RooflineCostModel does (TensorParallelComm).
 #pragma once
 
 #include "calibration/hardware_profile.h"
 #include "sim/engine/cost_model.h"
+#include "sim/engine/cuda_graphs.h"
 #include "sim/engine/tensor_parallel_comm.h"
 
 namespace servesim::engine {
@@ -22,7 +23,10 @@ public:
     // full. The attention curves hold the time of every attention layer at one context (the sweep times one layer
     // and multiplies by the number of attention layers), so with local layers each group's share of the layers is
     // costed at its own keys: full layers at the whole context, sliding-window and chunked layers at the capped one.
-    ProfileCostModel(calibration::HardwareProfile profile, std::string path, int max_cudagraph_tokens = 512,
+    // graphs: the engine's CUDA-graph capture sizes (an int is vLLM's ladder up to it; none: --enforce-eager, no
+    // padding). The profile's curves hold kernel time, so the padding is all this model can honour of the graphs;
+    // launches are HostWorkCostModel's.
+    ProfileCostModel(calibration::HardwareProfile profile, std::string path, CudaGraphSizes graphs = 512,
                      double decode_kv_bytes_scale = 1.0, TensorParallelComm comm = {},
                      AttentionLayerGroups attention = {});
 
@@ -45,7 +49,7 @@ private:
 
     calibration::HardwareProfile profile_;
     std::string path_;
-    int max_cudagraph_tokens_;
+    CudaGraphSizes graphs_;
     double decode_kv_bytes_scale_;
     TensorParallelComm comm_;
     AttentionLayerGroups attention_;

@@ -123,6 +123,9 @@ BatchShape Replica::batch_shape(const StepPlan& plan, int block_size, bool mamba
     }
     s.num_tokens = num_tokens;
     s.num_seqs = static_cast<std::int64_t>(plan.scheduled.size());
+    // Requests admitted from the waiting queue this step (new or resumed) enter the persistent batch.
+    s.num_new_seqs =
+        static_cast<std::int64_t>(plan.scheduled.size() - std::min(plan.first_admitted, plan.scheduled.size()));
     s.num_decode_seqs = num_decode_seqs;
     s.decode_context_tokens = decode_context_tokens;
     s.num_sampled_seqs = num_sampled_seqs;
@@ -149,6 +152,8 @@ std::optional<core::SimTime> Replica::try_start_step(core::SimTime now) {
         return std::nullopt;
     }
     int index = kNoPlan;
+    // Async scheduling: a step scheduled while the previous one ran has its host work overlapped with the GPU.
+    const bool overlapped = next_ != kNoPlan;
     if (next_ != kNoPlan) {
         // Async scheduling: this step was scheduled while the previous one ran.
         index = next_;
@@ -182,8 +187,11 @@ std::optional<core::SimTime> Replica::try_start_step(core::SimTime now) {
         }
     }
     const StepPlan& plan = plans_[static_cast<std::size_t>(index)];
-    const BatchShape shape =
-        batch_shape(plan, config_.scheduler.block_size, config_.scheduler.mamba_align, local_spans_);
+    BatchShape shape = batch_shape(plan, config_.scheduler.block_size, config_.scheduler.mamba_align, local_spans_);
+    shape.host_overlapped = overlapped;
+    // The previous step's finished requests are freed and dropped from the persistent batch in this step's host
+    // cycle (update_from_output, then _update_states of the next execute_model).
+    shape.num_finished_seqs = std::exchange(num_finished_unbilled_, 0);
     StepCost cost = cost_model_.step_cost(shape);
     // A hybrid state pool (policies other than vllm) copies out the snapshots its policy admitted this step.
     cost.snapshot_ms += config_.state_copy_ms * static_cast<double>(kv_cache_->take_state_snapshots_scheduled());
@@ -325,6 +333,7 @@ const std::vector<core::RequestId>& Replica::end_step(core::SimTime step_end, fr
             spare_request_nodes_.push_back(requests_.extract(owned));
         }
     }
+    num_finished_unbilled_ += static_cast<std::int64_t>(finishing.size());
     if (!pending_aborts_.empty() || !retiring_.empty()) {
         apply_aborts();
     }

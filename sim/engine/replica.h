@@ -186,6 +186,9 @@ private:
     }
     core::SimTime last_stream_time_;
     std::int64_t num_steps_ = 0;
+    // Requests finished since the last step started, whose host work (freeing, removal from the batch) the next
+    // step's BatchShape::num_finished_seqs carries.
+    std::int64_t num_finished_unbilled_ = 0;
     std::int64_t num_rejected_unfit_ = 0;
     std::vector<core::RequestId> rejected_;
     StepCost total_cost_;

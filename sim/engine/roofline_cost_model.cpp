@@ -106,9 +106,19 @@ AttentionLayerGroups attention_layer_groups(const models::ModelSpec& model) {
     return g;
 }
 
+CudaGraphSizes RooflineCostModel::capture_sizes(const RooflineParams& params) {
+    if (params.enforce_eager) {
+        return {};
+    }
+    if (!params.cudagraph_capture_sizes.empty()) {
+        return CudaGraphSizes::from_list(params.cudagraph_capture_sizes);
+    }
+    return CudaGraphSizes(params.max_cudagraph_tokens);
+}
+
 RooflineCostModel::RooflineCostModel(const models::ModelSpec& model, models::DType kv_dtype,
                                      const RooflineParams& params)
-    : params_(params), model_name_(model.name), groups_(attention_layer_groups(model)), model_(model) {
+    : params_(params), graphs_(capture_sizes(params)), model_name_(model.name), groups_(attention_layer_groups(model)), model_(model) {
     const double b = models::dtype_bytes(model.dtype);
     const double hv = static_cast<double>(model.hidden_size) * model.vocab_size;
     lm_head_flops_per_seq_ = 2.0 * hv;
@@ -208,16 +218,15 @@ RooflineCostModel::RooflineCostModel(const models::ModelSpec& model, models::DTy
     kv_bytes_per_token_ -= local_kv_bytes;
     comm_ = make_tensor_parallel_comm(model, tp, params_.interconnect_bytes_per_s, params_.allreduce_latency_ms);
     // Last, once every figure token_terms reads is set.
-    if (params_.max_cudagraph_tokens > 0) {
-        const auto size = static_cast<std::size_t>(params_.max_cudagraph_tokens) + 1;
+    if (graphs_.enabled()) {
+        const auto size = static_cast<std::size_t>(graphs_.max_size()) + 1;
         token_terms_by_capture_size_.resize(size);
         lm_head_ms_by_seqs_.resize(size);
-        for (std::int64_t n = 1; n <= params_.max_cudagraph_tokens; ++n) {
-            const auto i = static_cast<std::size_t>(n);
-            if (cudagraph_padded_tokens(n, params_.max_cudagraph_tokens) == n) {
-                token_terms_by_capture_size_[i] = KnownTokenTerms{token_terms(n), true};
-            }
-            lm_head_ms_by_seqs_[i] = lm_head_ms(n);
+        for (const std::int64_t n : graphs_.sizes()) {
+            token_terms_by_capture_size_[static_cast<std::size_t>(n)] = KnownTokenTerms{token_terms(n), true};
+        }
+        for (std::int64_t n = 1; n <= graphs_.max_size(); ++n) {
+            lm_head_ms_by_seqs_[static_cast<std::size_t>(n)] = lm_head_ms(n);
         }
     }
 }
@@ -276,8 +285,9 @@ StepCost RooflineCostModel::step_cost(const BatchShape& s) const {
     StepCost c;
     // Every batch up to the largest capture size runs padded to the next capture size: decode-only batches replay
     // FULL graphs, mixed ones PIECEWISE graphs (CudagraphDispatcher.dispatch, v1/cudagraph_dispatcher.py; default
-    // cudagraph_mode FULL_AND_PIECEWISE). Attention runs on the real tokens either way.
-    const std::int64_t tokens = cudagraph_padded_tokens(s.num_tokens, params_.max_cudagraph_tokens);
+    // cudagraph_mode FULL_AND_PIECEWISE). Attention runs on the real tokens either way. Without graphs
+    // (enforce_eager) nothing is padded.
+    const std::int64_t tokens = graphs_.padded_tokens(s.num_tokens);
     const bool tabled = tokens > 0 && static_cast<std::uint64_t>(tokens) < token_terms_by_capture_size_.size() &&
                         token_terms_by_capture_size_[static_cast<std::size_t>(tokens)].known;
     const TokenTerms t =
@@ -334,7 +344,6 @@ StepCost RooflineCostModel::step_cost(const BatchShape& s) const {
         c.gdn_ms += state_ms;
         c.snapshot_ms = 1e3 * state_bytes_per_seq_ * static_cast<double>(s.num_snapshots) / bw;
     }
-    c.overhead_ms = params_.step_overhead_ms + params_.per_seq_overhead_ms * static_cast<double>(s.num_seqs);
     c.comm_ms = t.comm_ms;
     return c;
 }

@@ -2,9 +2,11 @@
 // max(FLOPs / (peak · efficiency), bytes / (bandwidth · efficiency)) over the model's operations (DESIGN §4):
 // dense GEMMs read the weights once per step (weight-bound at small batch, compute-bound at large), prefill
 // attention is compute-bound in Σ chunk·(context + chunk/2), decode attention reads every context token's KV, GDN
-// reads and writes each sequence's recurrent state. CUDA-graph padding of decode-only batches follows vLLM
-// VllmConfig._set_cudagraph_sizes (vllm-v1-behaviour.md §8). Efficiencies are stated assumptions, replaced by
-// measured curves when a calibrated profile exists.
+// reads and writes each sequence's recurrent state. CUDA-graph padding of batches follows vLLM
+// VllmConfig._set_cudagraph_sizes and CudagraphDispatcher (sim/engine/cuda_graphs.h). Efficiencies are stated
+// assumptions, replaced by measured curves when a calibrated profile exists. The model prices the GPU only: the
+// host's work per step (scheduling, input preparation, launches, output processing) is HostWorkCostModel's
+// (sim/engine/host_work.h), wrapped around it.
 #pragma once
 
 #include <optional>
@@ -14,6 +16,7 @@
 #include "models/model_spec.h"
 #include "models/weight_footprint.h"
 #include "sim/engine/cost_model.h"
+#include "sim/engine/cuda_graphs.h"
 #include "sim/engine/expert_parallel.h"
 #include "sim/engine/tensor_parallel_comm.h"
 
@@ -27,9 +30,12 @@ struct RooflineParams {
     double attention_efficiency = 0.55;     // FlashAttention-2-class prefill kernels
     double gdn_efficiency = 0.25;           // chunked GDN kernels (fla) run far below the tensor-core peak
     double bandwidth_efficiency = 0.85;     // measured copy ≈ 0.9 of datasheet; kernels a little lower
-    double step_overhead_ms = 0.6;          // per forward: launches, sampling, scheduling not hidden by async
-    double per_seq_overhead_ms = 0.004;     // per sequence: input prep, sampler, detokenize
-    int max_cudagraph_tokens = 512;         // min(2·max_num_seqs, 512, max_num_batched_tokens)
+    // CUDA-graph capture sizes: vLLM's ladder up to max_cudagraph_tokens (min(2·max_num_seqs, 512,
+    // max_num_batched_tokens) by default, --max-cudagraph-capture-size), or the explicit cudagraph_capture_sizes
+    // (--cudagraph-capture-sizes) when not empty; enforce_eager (--enforce-eager): no graphs, no padding.
+    int max_cudagraph_tokens = 512;
+    std::vector<std::int64_t> cudagraph_capture_sizes;
+    bool enforce_eager = false;
     // Tensor parallelism: each rank does 1/TP of the FLOPs and reads 1/TP of the weights and of the KV (heads are
     // split; KV heads per rank max(1, total/TP)); every layer adds two all-reduces of the step's hidden states
     // (after attention and after the MLP), a ring costing 2·(TP−1)/TP · bytes / interconnect + a fixed latency
@@ -66,9 +72,14 @@ public:
 
     [[nodiscard]] LocalAttentionSpans local_attention_spans() const override { return groups_.local; }
 
-    // vLLM's CUDA-graph capture sizes: 1, 2, 4, 8…248 step 8, 256…max step 16; a decode-only batch of n tokens
-    // runs the graph of the next size ≥ n (n above max runs eagerly, unpadded).
+    // vLLM's CUDA-graph capture sizes: 1, 2, 4, 8…248 step 8, 256…max step 16; a batch of n tokens runs the graph
+    // of the next size ≥ n (n above max runs eagerly, unpadded). CudaGraphSizes(max) pads the same way.
     [[nodiscard]] static std::int64_t cudagraph_padded_tokens(std::int64_t n, int max_cudagraph_tokens);
+
+    // The capture sizes the params give (cudagraph_capture_sizes, else the ladder to max_cudagraph_tokens; none with
+    // enforce_eager): what step_cost pads to, and what a HostWorkModel of the same engine is built with.
+    [[nodiscard]] static CudaGraphSizes capture_sizes(const RooflineParams& params);
+    [[nodiscard]] const CudaGraphSizes& graphs() const { return graphs_; }
 
     // The terms of a step that depend only on its (padded) token count: the GEMMs with their weight and activation
     // traffic, and the tensor-parallel all-reduces. Computed on each call; step_cost reads them from a table filled
@@ -84,6 +95,7 @@ public:
 
 private:
     RooflineParams params_;
+    CudaGraphSizes graphs_;
     std::string model_name_;
     double linear_flops_per_token_ = 0;   // without the lm_head
     double lm_head_flops_per_seq_ = 0;
@@ -114,14 +126,14 @@ private:
     // counted at the bf16-equivalent cost of their kernel (fp8 FLOPs · peak / fp8 rate, ...).
     std::optional<models::WeightFootprint> footprint_;
     std::string kernels_;  // what describe() says about the quantized GEMMs
-    // token_terms(n) at index n for each CUDA-graph capture size n ≤ max_cudagraph_tokens (known), which is what
-    // every batch of up to that many tokens is padded to: a pure function of n, computed once instead of per step.
+    // token_terms(n) at index n for each CUDA-graph capture size n (known), which is what every batch of up to the
+    // largest size is padded to: a pure function of n, computed once instead of per step.
     struct KnownTokenTerms {
         TokenTerms terms;
         bool known = false;
     };
     std::vector<KnownTokenTerms> token_terms_by_capture_size_;
-    // lm_head_ms(n) at index n for 1 ≤ n ≤ max_cudagraph_tokens (index 0 unused): a pure function of n.
+    // lm_head_ms(n) at index n for 1 ≤ n ≤ the largest capture size (index 0 unused): a pure function of n.
     std::vector<double> lm_head_ms_by_seqs_;
 };
 

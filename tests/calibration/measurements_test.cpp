@@ -2,6 +2,7 @@
 // formats, fitting the curve family to end-to-end timings, and the composed predictions reproducing them.
 #include "calibration/measurements.h"
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -201,4 +202,43 @@ TEST_CASE("run_calibrate --profile P --refit-points DIR refits without a GPU; ba
     REQUIRE(parse_calibrate_args({"--sustain-ms", "150.5", "--tensor-parallel-size", "4"}, good, message));
     CHECK(good.sustain_ms == 150.5);
     CHECK(good.tensor_parallel_size == 4);
+}
+
+TEST_CASE("fit_host_work: step times give the host's fixed and per-request work, or with async its exposed part",
+          "[calibration][host_work]") {
+    // The model predicts 2.0 ms for every point (GPU and the other host terms); measured 2.0 + 0.300 + 0.005·B:
+    // B = 1 → 2.305, 8 → 2.340, 32 → 2.460 ms. The residuals 0.305, 0.340, 0.460 lie on 0.300 + 0.005·B exactly:
+    // step_us 300, per_request_us 5, RMS 0.
+    Measurements m;
+    m.async_scheduling = false;
+    m.decode = {{1, 1000, 2.305}, {8, 1000, 2.340}, {32, 1000, 2.460}};
+    const auto predicted = [](const DecodeMeasurement&) { return 2.0; };
+    const HostWorkFit f = fit_host_work(m, predicted, "m.yaml");
+    CHECK(std::abs(f.step_us - 300.0) < 1e-6);
+    CHECK(std::abs(f.per_request_us - 5.0) < 1e-6);
+    CHECK(f.num_points == 3);
+    CHECK(f.rms_residual_ms < 1e-9);
+    // A slope that comes out negative is held at 0 (the residuals' mean): 0.4, 0.3, 0.2 → 300 µs, 0 per request.
+    m.decode = {{1, 1000, 2.4}, {8, 1000, 2.3}, {32, 1000, 2.2}};
+    const HostWorkFit flat = fit_host_work(m, predicted, "m.yaml");
+    CHECK(std::abs(flat.step_us - 300.0) < 1e-6);
+    CHECK(flat.per_request_us == 0.0);
+    // With async scheduling the GPU hides the rest: the residuals 0.4, 0.3, 0.2 are the exposed part, their mean
+    // 300 µs; RMS √((0.1² + 0 + 0.1²)/3) = 0.0816 ms.
+    m.async_scheduling = true;
+    const HostWorkFit async = fit_host_work(m, predicted, "m.yaml");
+    CHECK(async.async_scheduling);
+    CHECK(std::abs(async.exposed_us - 300.0) < 1e-6);
+    CHECK(std::abs(async.rms_residual_ms - std::sqrt(0.02 / 3)) < 1e-9);
+    // Not stated: refused, naming the file and the key.
+    m.async_scheduling.reset();
+    try {
+        (void)fit_host_work(m, predicted, "m.yaml");
+        FAIL("fitted host work without knowing whether async scheduling ran");
+    } catch (const servesim::ConfigError& e) {
+        CHECK(std::string(e.what()).starts_with("m.yaml: the host work fit needs `async_scheduling: true` or"));
+    }
+    m.async_scheduling = false;
+    m.decode = {{8, 1000, 2.3}, {8, 2000, 2.4}, {8, 3000, 2.5}};  // one batch size: no slope to fit
+    CHECK_THROWS_AS(fit_host_work(m, predicted, "m.yaml"), servesim::ConfigError);
 }

@@ -3,6 +3,7 @@
 // is back, a request arriving during a step joins the step after next, and a request whose last token is in flight
 // is not scheduled again (Scheduler.schedule's max_tokens check).
 #include <cmath>
+#include <vector>
 
 #include "sim/cluster/simulation.h"
 #include "tests/catch.h"
@@ -53,6 +54,54 @@ TEST_CASE("Async scheduling: two hand-timed requests", "[cluster][async]") {
     CHECK(close(s.queue_ms.mean, (0 + 7) / 2.0));  // R1 scheduled at 12 (for the step after B)
     CHECK(close(s.duration_s, 0.03275));
     CHECK(r.num_unfinished == 0);
+}
+
+// FixedCost that records each step's host-work fields (BatchShape::num_new_seqs, num_finished_seqs,
+// host_overlapped) in the order the steps start.
+class RecordingCost : public FixedCost {
+public:
+    using FixedCost::FixedCost;
+    [[nodiscard]] engine::StepCost step_cost(const engine::BatchShape& shape) const override {
+        shapes.push_back(shape);
+        return FixedCost::step_cost(shape);
+    }
+    mutable std::vector<engine::BatchShape> shapes;
+};
+
+TEST_CASE("Async scheduling: which steps' host work overlaps the GPU, and who enters and leaves the batch",
+          "[cluster][async][host_work]") {
+    // The two hand-timed requests above. A = {R0 prefill} is scheduled with nothing running: its host work cannot
+    // overlap (BatchShape::host_overlapped false), and R0 enters the batch. B, C and D are each scheduled while the
+    // step before runs: overlapped. C admits R1 (new 1). R0 finishes at the end of C, so D carries its freeing
+    // (num_finished_seqs 1). Without async scheduling no step overlaps.
+    for (const bool async : {true, false}) {
+        ScriptedWorkload w({spec(0, 0, {{content(1), 32}}, 3), spec(1, 5, {{content(2), 32}}, 2)});
+        RecordingCost cost(4, 0.25);
+        SimulationConfig c;
+        c.replica.scheduler = scheduler_config(8192);
+        c.replica.kv_cache = full_attention_config(64);
+        c.replica.async_scheduling = async;
+        Simulation sim(c, cost, w, make_router("round_robin"));
+        (void)sim.run();
+        // Synchronously: A [0, 12], then {R0 decode, R1 prefill} and {R0 decode, R1 decode}: 3 steps.
+        REQUIRE(cost.shapes.size() == (async ? 4U : 3U));
+        const auto& st = cost.shapes;
+        CHECK(st[0].host_overlapped == false);
+        for (std::size_t i = 1; i < st.size(); ++i) {
+            CHECK(st[i].host_overlapped == async);
+        }
+        CHECK(st[0].num_new_seqs == 1);
+        CHECK(st[0].num_finished_seqs == 0);
+        if (async) {
+            CHECK(st[1].num_new_seqs == 0);  // R0's decode
+            CHECK(st[2].num_new_seqs == 1);  // R0's decode and R1's prefill
+            CHECK(st[2].num_seqs == 2);
+            CHECK(st[3].num_finished_seqs == 1);  // R0, finished at the end of C
+        } else {
+            CHECK(st[1].num_new_seqs == 1);  // R1's prefill beside R0's decode
+            CHECK(st[2].num_finished_seqs == 0);  // R0 finishes at the end of the last step
+        }
+    }
 }
 
 TEST_CASE("Async scheduling: preemption under a tiny pool keeps the block accounting and finishes every request",

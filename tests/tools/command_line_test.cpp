@@ -227,5 +227,57 @@ TEST_CASE("Command line: a value for what a sweep axis or an experiment varies i
     CHECK(ok.experiments[1].engine.max_num_seqs == 8);
 }
 
+TEST_CASE("Command line: CUDA-graph flags as vLLM spells them reach the cost model",
+          "[tools][command_line][cudagraph]") {
+    // --cudagraph-capture-sizes takes vLLM's nargs="+" list; the argument after it that is not a number ends it.
+    const auto decode = [](std::int64_t n) {
+        engine::BatchShape s;
+        s.num_tokens = s.num_decode_seqs = s.num_seqs = s.num_sampled_seqs = n;
+        s.decode_context_tokens = 1000 * n;
+        return s;
+    };
+    const Scenario listed = with_flags({"--cudagraph-capture-sizes", "1", "2", "4", "8", "--max-num-seqs", "16"});
+    REQUIRE(listed.experiments.size() == 1);
+    CHECK(listed.experiments[0].engine.cudagraph_capture_sizes == std::vector<std::int64_t>{1, 2, 4, 8});
+    CHECK(listed.experiments[0].engine.max_num_seqs == 16);
+    const PreparedExperiment p = prepare_experiment(listed.experiments[0]);
+    // A 7-token decode runs the 8-token graph; 9 tokens, above the largest size, run unpadded (the default ladder
+    // would have padded them to 16).
+    CHECK(p.cost_model->step_cost(decode(7)).gemm_ms == p.cost_model->step_cost(decode(8)).gemm_ms);
+    CHECK(p.cost_model->step_cost(decode(9)).gemm_ms < p.cost_model->step_cost(decode(16)).gemm_ms);
+    CHECK(p.cost_model->step_cost(decode(9)).gemm_ms > p.cost_model->step_cost(decode(8)).gemm_ms);
+    // The older spelling and a scenario's YAML list mean the same.
+    CHECK(with_flags({"--cuda-graph-sizes", "1,2,4,8"}).experiments[0].engine.cudagraph_capture_sizes ==
+          std::vector<std::int64_t>{1, 2, 4, 8});
+    const auto with_engine_lines = [](const std::string& lines) {
+        std::string text = kScenario;
+        text.insert(text.find("engine:\n") + 8, lines);
+        return text;
+    };
+    const Scenario file =
+        load_scenario_text(with_engine_lines("  cudagraph_capture_sizes: [8, 1, 4, 2]\n  enforce_eager: false\n"),
+                           "s.yaml", {});
+    CHECK(file.experiments[0].engine.cudagraph_capture_sizes == std::vector<std::int64_t>{8, 1, 4, 2});
+    // --enforce-eager: no padding (7 tokens costed as 7), named in the cost model's description.
+    const PreparedExperiment eager = prepare_experiment(with_flags({"--enforce-eager"}).experiments[0]);
+    CHECK(eager.cost_model->step_cost(decode(7)).gemm_ms < eager.cost_model->step_cost(decode(8)).gemm_ms);
+    CHECK(eager.cost_model->describe().ends_with(", enforce-eager"));
+    // Bad values are refused naming the flag or the key.
+    CHECK(message_of([] { (void)with_flags({"--cudagraph-capture-sizes", "0"}); })
+              .starts_with("command line: --cudagraph-capture-sizes: "));
+    const std::string bad = message_of(
+        [&] { (void)load_scenario_text(with_engine_lines("  cudagraph_capture_sizes: [1, two]\n"), "s.yaml", {}); });
+    INFO(bad);
+    CHECK(bad.find("cudagraph_capture_sizes") != std::string::npos);
+    CHECK(bad.find("'two'") != std::string::npos);
+    const std::string disagree = message_of([] {
+        (void)prepare_experiment(
+            with_flags({"--cudagraph-capture-sizes", "1", "2", "4", "8", "--max-cudagraph-capture-size", "16"})
+                .experiments[0]);
+    });
+    CHECK(disagree.find("engine.max_cudagraph_capture_size (16) must equal the largest of "
+                        "engine.cudagraph_capture_sizes (8)") != std::string::npos);
+}
+
 }  // namespace
 }  // namespace servesim::app

@@ -119,6 +119,13 @@ EngineFlags take_engine_flags(const std::vector<std::string>& args) {
             value = *inline_value;
         } else if (i + 1 < args.size()) {
             value = args[++i];
+            if (key != nullptr && key->spec.kind == ValueKind::SizeList) {
+                // vLLM's nargs="+": the sizes are the following arguments while they are whole numbers.
+                while (i + 1 < args.size() && !args[i + 1].empty() &&
+                       args[i + 1].find_first_not_of("0123456789,") == std::string::npos) {
+                    value += "," + args[++i];
+                }
+            }
         } else {
             fail(name, fmt::format("expects a value: {}", value_forms(key ? key->spec.kind : ValueKind::Int)));
         }
@@ -154,6 +161,7 @@ std::string engine_flags_help() {
                      : k.spec.kind == ValueKind::Bytes || k.spec.kind == ValueKind::GiB     ? " SIZE"
                      : k.spec.kind == ValueKind::Version                                    ? " X.Y"
                      : k.spec.kind == ValueKind::Number                                     ? " X"
+                     : k.spec.kind == ValueKind::SizeList                                   ? " N [N ...]"
                                                                                             : " N";
         }
         line(shown, k.help);

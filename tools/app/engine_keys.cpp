@@ -8,6 +8,7 @@
 #include <array>
 #include <cmath>
 #include <regex>
+#include <sstream>
 
 #include "common/error.h"
 #include "common/yaml_reader.h"
@@ -80,6 +81,35 @@ const EngineKey kEngineKeys[] = {
     {"async_scheduling", "--async-scheduling", {ValueKind::Bool},
      "schedule step n+1 while step n runs (default on since vLLM PR #27614)",
      [](EngineSettings& s, const EngineValue& v) { s.async_scheduling = as_bool(v); }},
+    {"cudagraph_capture_sizes", "--cudagraph-capture-sizes", {ValueKind::SizeList, 1, 1 << 20},
+     "token counts vLLM captures CUDA graphs for (CompilationConfig.cudagraph_capture_sizes); a batch runs padded to "
+     "the next one, above the largest without graphs (default: 1, 2, 4, 8..248 step 8, 256..max step 16)",
+     [](EngineSettings& s, const EngineValue& v) { s.cudagraph_capture_sizes = size_list(as_string(v)); }},
+    {"cuda_graph_sizes", "--cuda-graph-sizes", {ValueKind::SizeList, 1, 1 << 20},
+     "the older spelling of --cudagraph-capture-sizes, deprecated by vLLM PR #26016 (read the same way)",
+     [](EngineSettings& s, const EngineValue& v) { s.cudagraph_capture_sizes = size_list(as_string(v)); }},
+    {"max_cudagraph_capture_size", "--max-cudagraph-capture-size", {ValueKind::Int, 1, 1 << 20},
+     "largest CUDA-graph size: vLLM's default ladder up to it (default min(2 x max_num_seqs, 512, "
+     "max_num_batched_tokens))",
+     [](EngineSettings& s, const EngineValue& v) { s.max_cudagraph_capture_size = as_int(v); }},
+    {"enforce_eager", "--enforce-eager", {ValueKind::Bool},
+     "no CUDA graphs: every kernel launched from the host, no padding (default off)",
+     [](EngineSettings& s, const EngineValue& v) { s.enforce_eager = as_bool(v); }},
+    {"host_work", "", {ValueKind::Bool},
+     "servesim: charge the engine's host work per step (default true); false prices the GPU alone, for synthetic "
+     "servers (docs/HOST-WORK.md)",
+     [](EngineSettings& s, const EngineValue& v) { s.host_work = as_bool(v); }},
+    {"host_step_us", "", {ValueKind::Number, 0, 1e6},
+     "servesim: engine-core host work per step in us, fixed part (default 300, a prior; calibrate "
+     "--from-measurements --host-work-gpu fits it, docs/HOST-WORK.md)",
+     [](EngineSettings& s, const EngineValue& v) { s.host_step_us = as_double(v); }},
+    {"host_per_request_us", "", {ValueKind::Number, 0, 1e5},
+     "servesim: engine-core host work per scheduled request in us (default 5, a prior; fitted likewise)",
+     [](EngineSettings& s, const EngineValue& v) { s.host_per_request_us = as_double(v); }},
+    {"host_exposed_us", "", {ValueKind::Number, 0, 1e5},
+     "servesim: host work per step the GPU never hides (sampled-token copy back and its wait), us (default 30, a "
+     "prior; calibrate --from-measurements --host-work-gpu fits it from async-scheduling step times)",
+     [](EngineSettings& s, const EngineValue& v) { s.host_exposed_us = as_double(v); }},
     {"mamba_cache_mode", "--mamba-cache-mode", {ValueKind::MambaMode},
      "hybrid models' Mamba state caching: none, align or all (default: vLLM's for the model)",
      [](EngineSettings& s, const EngineValue& v) { s.mamba_cache_mode = cache::parse_mamba_cache_mode(as_string(v)); }},
@@ -242,6 +272,16 @@ std::int64_t whole(const ValueSpec& spec, double v, const std::string& text) {
 
 }  // namespace
 
+std::vector<std::int64_t> size_list(const std::string& canonical) {
+    std::vector<std::int64_t> sizes;
+    std::istringstream in(canonical);
+    std::string item;
+    while (std::getline(in, item, ',')) {
+        sizes.push_back(std::stoll(item));
+    }
+    return sizes;
+}
+
 std::span<const EngineKey> engine_keys() { return kEngineKeys; }
 
 const EngineKey* find_engine_key(std::string_view key) {
@@ -281,6 +321,8 @@ std::string_view value_forms(ValueKind kind) {
         case ValueKind::ModelDtype: return "one of auto, half, float16, bfloat16, float, float32";
         case ValueKind::HybridPolicy:
             return "one of vllm, sglang-no-buffer, sglang-extra-buffer, marconi, checkpoint";
+        case ValueKind::SizeList:
+            return "one or more token counts: 1 2 4 8 after the flag, or [1, 2, 4, 8] / \"1,2,4,8\" in a file";
     }
     return "";
 }
@@ -376,6 +418,31 @@ EngineValue parse_value(const ValueSpec& spec, const std::string& raw) {
             }
             return static_cast<std::int64_t>(*v);  // the multiple-of-block check runs with the memory plan
         }
+        case ValueKind::SizeList: {
+            // Commas or blanks between the sizes; brackets around them allowed (a YAML flow list written as text).
+            std::string items = text;
+            if (!items.empty() && items.front() == '[' && items.back() == ']') {
+                items = items.substr(1, items.size() - 2);
+            }
+            std::replace(items.begin(), items.end(), ',', ' ');
+            std::istringstream in(items);
+            std::string item;
+            std::string canonical;
+            const ValueSpec each{ValueKind::Int, spec.lo, spec.hi};
+            while (in >> item) {
+                std::int64_t size = 0;
+                try {
+                    size = std::get<std::int64_t>(parse_value(each, item));
+                } catch (const ConfigError& e) {
+                    throw ConfigError(fmt::format("'{}' in '{}': {}", item, text, e.what()));
+                }
+                canonical += (canonical.empty() ? "" : ",") + std::to_string(size);
+            }
+            if (canonical.empty()) {
+                throw ConfigError(fmt::format("expected {}, got '{}'", value_forms(spec.kind), text));
+            }
+            return canonical;
+        }
         case ValueKind::Quantization:
         case ValueKind::ModelDtype: {
             const auto allowed = spec.kind == ValueKind::Quantization ? models::modelled_quantization_flags()
@@ -404,11 +471,21 @@ EngineSettings parse_engine_settings(const YamlMap& e) {
         if (n.IsNull()) {
             continue;
         }
-        if (!n.IsScalar()) {
+        std::string text;
+        if (n.IsScalar()) {
+            text = n.Scalar();
+        } else if (n.IsSequence() && k.spec.kind == ValueKind::SizeList) {
+            for (const auto& item : n) {
+                if (!item.IsScalar()) {
+                    e.fail(k.key, fmt::format("expected {}", value_forms(k.spec.kind)));
+                }
+                text += (text.empty() ? "" : ",") + item.Scalar();
+            }
+        } else {
             e.fail(k.key, fmt::format("expected {}", value_forms(k.spec.kind)));
         }
         try {
-            k.apply(s, parse_value(k.spec, n.Scalar()));
+            k.apply(s, parse_value(k.spec, text));
         } catch (const ConfigError& err) {
             e.fail(k.key, err.what());
         }

@@ -11,6 +11,7 @@
 #include <string>
 #include <string_view>
 #include <variant>
+#include <vector>
 
 #include "tools/app/scenario.h"
 
@@ -30,6 +31,8 @@ enum class ValueKind {
     Quantization,  // vLLM's --quantization methods servesim models (models/quantization_config.h)
     ModelDtype,    // vLLM's --dtype: auto, half, float16, bfloat16, float, float32
     HybridPolicy,  // a name from cache::hybrid_policies()
+    SizeList,      // token counts, vLLM's nargs="+" list: 1 2 4 8 on the command line, [1, 2, 4, 8] or "1,2,4,8" in a
+                   // file; parsed to the canonical "1,2,4,8" (each a whole number in [lo, hi])
 };
 
 using EngineValue = std::variant<std::int64_t, double, bool, std::string>;
@@ -57,6 +60,9 @@ struct EngineKey {
 // The entry for a scenario key or a vLLM flag ("--max-num-seqs"); nullptr when there is none.
 [[nodiscard]] const EngineKey* find_engine_key(std::string_view key);
 [[nodiscard]] const EngineKey* find_engine_flag(std::string_view flag);
+
+// The sizes of a SizeList value as parse_value returns it ("1,2,4,8").
+[[nodiscard]] std::vector<std::int64_t> size_list(const std::string& canonical);
 
 // Reads `text` as `spec` says. A bad value throws ConfigError whose message says what is allowed, without a location:
 // callers add the file and key, or the flag.

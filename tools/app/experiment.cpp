@@ -14,11 +14,13 @@
 #include "models/model_derived.h"
 #include "models/model_registry.h"
 #include "sim/engine/expert_parallel.h"
+#include "sim/engine/host_work.h"
 #include "sim/engine/pipeline_parallel_cost_model.h"
 #include "models/quantization_config.h"
 #include "sim/cache/hybrid_state_plan.h"
 #include "sim/engine/profile_cost_model.h"
 #include "sim/engine/roofline_cost_model.h"
+#include "tools/app/host_work_fit.h"
 #include "tools/app/executor.h"
 #include "tools/app/partial_results.h"
 #include "workloads/open_loop_workload.h"
@@ -89,7 +91,49 @@ cache::MemoryPlanRequest memory_plan_request(const EngineSettings& e, const cali
     // FusedMoEParallelConfig.make: with --enable-expert-parallel, ep_size = tp_size × dp_size.
     r.expert_parallel_size = e.enable_expert_parallel ? e.tensor_parallel_size * std::max(1, data_parallel_size) : 1;
     r.skip_mm_profiling = e.skip_mm_profiling;
+    if (e.enforce_eager) {
+        r.cudagraph_memory_bytes = 0;  // cudagraph_mode NONE: nothing captured, profile_cudagraph_memory not run
+    }
     return r;
+}
+
+// The engine's CUDA-graph capture sizes from its keys (VllmConfig._set_cudagraph_sizes): none with enforce_eager;
+// the explicit list; vLLM's ladder up to max_cudagraph_capture_size; by default up to min(2·max_num_seqs, 512,
+// max_num_batched_tokens). vLLM refuses a list whose largest size is not the max also given.
+engine::CudaGraphSizes cuda_graph_sizes(const ExperimentConfig& config, const cache::MemoryPlan& plan) {
+    const EngineSettings& e = config.engine;
+    if (e.cudagraph_capture_sizes && e.max_cudagraph_capture_size &&
+        *std::max_element(e.cudagraph_capture_sizes->begin(), e.cudagraph_capture_sizes->end()) !=
+            *e.max_cudagraph_capture_size) {
+        throw ConfigError(fmt::format(
+            "{}: experiment '{}': engine.max_cudagraph_capture_size ({}) must equal the largest of "
+            "engine.cudagraph_capture_sizes ({}) when both are given, as vLLM requires; give one of them",
+            config.file, config.name, *e.max_cudagraph_capture_size,
+            *std::max_element(e.cudagraph_capture_sizes->begin(), e.cudagraph_capture_sizes->end())));
+    }
+    if (e.enforce_eager) {
+        return {};
+    }
+    if (e.cudagraph_capture_sizes) {
+        return engine::CudaGraphSizes::from_list(*e.cudagraph_capture_sizes);
+    }
+    return engine::CudaGraphSizes(static_cast<int>(e.max_cudagraph_capture_size.value_or(
+        std::min<std::int64_t>({2 * plan.max_num_seqs, 512, plan.max_num_batched_tokens}))));
+}
+
+// Host work constants: the priors of docs/HOST-WORK.md, or the values a calibration fitted (engine keys).
+engine::HostWorkParams host_work_params(const EngineSettings& e) {
+    engine::HostWorkParams h;
+    if (e.host_step_us) {
+        h.step_us = *e.host_step_us;
+    }
+    if (e.host_per_request_us) {
+        h.per_request_us = *e.host_per_request_us;
+    }
+    if (e.host_exposed_us) {
+        h.exposed_us = *e.host_exposed_us;
+    }
+    return h;
 }
 
 cache::CpuOffloadConfig offload_config(const EngineSettings& engine, const cache::MemoryPlan& plan,
@@ -672,29 +716,18 @@ PreparedExperiment prepare_experiment_at(const ExperimentConfig& config, int fir
                 p.gpu.file, p.gpu.host_link_kind));
         }
     }
+    // CUDA graphs (sim/engine/cuda_graphs.h): vLLM's ladder up to min(2·max_num_seqs, 512, max_num_batched_tokens)
+    // unless the engine keys say otherwise (VllmConfig._set_cudagraph_sizes).
+    const engine::CudaGraphSizes graphs = cuda_graph_sizes(config, p.plan);
     if (config.cost_model == "roofline") {
-        engine::RooflineParams params;
-        params.gpu_name = p.gpu.name;
-        params.peak_flops_per_s = p.gpu.bf16_dense_flops_per_s;
-        // Quantized GEMMs (docs/QUANTIZATION.md): int8 tensor cores run at the fp8 rate on Ada/Hopper/Blackwell and
-        // at twice bf16 on Ampere (A100 624 vs 312 TOPS), a stated approximation. fp4 tensor cores (Blackwell on) run
-        // at the GPU file's dense fp4 rate (calibration/gpus/*.yaml); without them (0), NVFP4 W4A4 runs the
-        // weight-only Marlin fallback.
-        params.fp8_flops_per_s = p.gpu.fp8_dense_flops_per_s;
-        params.int8_flops_per_s =
-            p.gpu.fp8_dense_flops_per_s > 0 ? p.gpu.fp8_dense_flops_per_s : 2.0 * p.gpu.bf16_dense_flops_per_s;
-        params.fp4_flops_per_s = p.gpu.fp4_dense_flops_per_s;
-        params.memory_bandwidth_bytes_per_s = p.gpu.memory_bandwidth_bytes_per_s;
-        params.gemm_efficiency = p.gpu.gemm_efficiency;
-        params.attention_efficiency = p.gpu.attention_efficiency;
-        params.gdn_efficiency = p.gpu.gdn_efficiency;
-        params.bandwidth_efficiency = p.gpu.bandwidth_efficiency;
+        // The GPU file's figures (host_work_fit.h roofline_params), this replica's parallelism and graphs.
+        engine::RooflineParams params = roofline_params(p.gpu);
         params.tensor_parallel_size = p.plan.tensor_parallel_size;
         params.interconnect_bytes_per_s = tp_link_bytes_per_s;
-        params.allreduce_latency_ms = p.gpu.allreduce_latency_ms;
         params.expert_parallel = expert_parallelism;
-        params.max_cudagraph_tokens = static_cast<int>(
-            std::min<std::int64_t>({2 * p.plan.max_num_seqs, 512, p.plan.max_num_batched_tokens}));
+        params.max_cudagraph_tokens = static_cast<int>(graphs.max_size());
+        params.cudagraph_capture_sizes = graphs.sizes();
+        params.enforce_eager = !graphs.enabled();
         p.cost_model = std::make_unique<engine::RooflineCostModel>(p.model, p.plan.kv_cache_dtype, params);
     } else {
         calibration::HardwareProfile profile =
@@ -716,8 +749,6 @@ PreparedExperiment prepare_experiment_at(const ExperimentConfig& config, int fir
         p.profile_mismatch = with_file([&] { return check_profile_matches(profile, config, p.model, p.gpu); });
         const double kv_scale = static_cast<double>(models::kv_bytes_per_token(p.model, p.plan.kv_cache_dtype)) /
                                 static_cast<double>(models::kv_bytes_per_token(p.model, p.model.dtype));
-        const int graphs = static_cast<int>(
-            std::min<std::int64_t>({2 * p.plan.max_num_seqs, 512, p.plan.max_num_batched_tokens}));
         // A profile holds one rank's compute for its tensor_parallel_size, which must be the engine's (the cost
         // model refuses a mismatch); the all-reduces are added as RooflineCostModel adds them.
         const engine::TensorParallelComm comm =
@@ -744,6 +775,15 @@ PreparedExperiment prepare_experiment_at(const ExperimentConfig& config, int fir
         hop.link_bytes_per_s = pp_link_bytes_per_s;
         hop.latency_ms = p.gpu.allreduce_latency_ms;
         p.cost_model = std::make_unique<engine::PipelineParallelCostModel>(std::move(p.cost_model), hop);
+    }
+    // The engine core's host work per step around whichever GPU model (sim/engine/host_work.h): prompt blocks are
+    // hashed when prefix caching or a KV connector is on (EngineCore builds its block hasher then).
+    const bool hashes_prompt_blocks =
+        p.plan.enable_prefix_caching || config.engine.kv_offloading_size_gib.has_value() || config.kv_connector;
+    if (config.engine.host_work) {
+        p.cost_model = std::make_unique<engine::HostWorkCostModel>(
+            std::move(p.cost_model), engine::HostWorkModel(host_work_params(config.engine), p.model,
+                                                           p.plan.tensor_parallel_size, graphs, hashes_prompt_blocks));
     }
     if (config.engine.kv_offloading_size_gib && p.plan.enable_prefix_caching &&
         p.plan.mamba_cache_mode == cache::MambaCacheMode::kAlign && p.plan.mamba_block_size > 0 &&

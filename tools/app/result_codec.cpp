@@ -193,7 +193,7 @@ void fields(IO& io, T& c)
     requires std::is_same_v<std::remove_const_t<T>, engine::StepCost>
 {
     io(c.gemm_ms, c.lm_head_ms, c.attn_prefill_ms, c.attn_decode_ms, c.gdn_ms, c.snapshot_ms, c.overhead_ms,
-       c.comm_ms);
+       c.comm_ms, c.host_ms);
 }
 
 template <typename IO, typename T>
@@ -271,7 +271,8 @@ void fields(IO& io, T& e)
        e.kv_offloading_size_gib, e.kv_offloading_load_us_per_token, e.offload_prompt_only, e.skip_mm_profiling,
        e.prefix_match_unit, e.pipeline_parallel_size, e.enable_expert_parallel, e.expert_load_imbalance,
        e.quantization, e.dtype, e.hybrid_cache_policy, e.hybrid_state_memory_ratio,
-       e.hybrid_checkpoint_interval_tokens);
+       e.hybrid_checkpoint_interval_tokens, e.cudagraph_capture_sizes, e.max_cudagraph_capture_size,
+       e.enforce_eager, e.host_work, e.host_step_us, e.host_per_request_us, e.host_exposed_us);
 }
 
 template <typename IO, typename T>

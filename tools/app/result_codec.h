@@ -36,7 +36,7 @@ struct CodecFieldCounts {
     static constexpr std::size_t kDistribution = 7;
     static constexpr std::size_t kRequestRecord = 11;
     static constexpr std::size_t kTimeSample = 6;
-    static constexpr std::size_t kStepCost = 8;
+    static constexpr std::size_t kStepCost = 9;
     static constexpr std::size_t kRejectionStats = 4;
     static constexpr std::size_t kRunningMoments = 3;
     static constexpr std::size_t kOrderOnlyResult = 9;
@@ -44,7 +44,7 @@ struct CodecFieldCounts {
     static constexpr std::size_t kRequestPathConfig = 6;
     static constexpr std::size_t kKvConnectorSettings = 9;
     static constexpr std::size_t kRouterOptions = 9;
-    static constexpr std::size_t kEngineSettings = 29;
+    static constexpr std::size_t kEngineSettings = 36;
     static constexpr std::size_t kGoodputConfig = 3;
     static constexpr std::size_t kDisaggregationStats = 17;
     static constexpr std::size_t kPoolSettings = 5;

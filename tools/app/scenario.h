@@ -41,6 +41,17 @@ struct EngineSettings {
     std::int64_t long_prefill_token_threshold = 0;
     bool scheduler_reserve_full_isl = true;
     bool async_scheduling = true;  // vLLM's default since PR #27614
+    // CUDA graphs (sim/engine/cuda_graphs.h): --cudagraph-capture-sizes (or the older --cuda-graph-sizes),
+    // --max-cudagraph-capture-size, --enforce-eager; unset = vLLM's default ladder.
+    std::optional<std::vector<std::int64_t>> cudagraph_capture_sizes;
+    std::optional<std::int64_t> max_cudagraph_capture_size;
+    bool enforce_eager = false;
+    // Host work per step (sim/engine/host_work.h), as `servesim calibrate --from-measurements` fits them; unset = the
+    // priors of docs/HOST-WORK.md.
+    bool host_work = true;  // false: the GPU cost model alone (synthetic servers)
+    std::optional<double> host_step_us;
+    std::optional<double> host_per_request_us;
+    std::optional<double> host_exposed_us;
     int tensor_parallel_size = 1;  // GPUs per replica (--tensor-parallel-size)
     int pipeline_parallel_size = 1;  // pipeline stages per replica (--pipeline-parallel-size); GPUs = TP × PP
     // --enable-expert-parallel: routed experts spread over TP × DP ranks, DP = cluster.replicas (-dp).

@@ -218,26 +218,13 @@ std::optional<core::SimTime> Replica::try_start_step(core::SimTime now) {
     return now + cost.duration();
 }
 
-const std::vector<core::RequestId>& Replica::end_step(core::SimTime now) {
-    SERVESIM_CHECK(in_flight_ != kNoPlan, "end_step without a step in flight at {} ns", now.ns());
-    // The plan stays where it is (nothing in this function schedules) and is the spare once the step is over.
-    const StepPlan& plan = plans_[static_cast<std::size_t>(in_flight_)];
-    in_flight_ = kNoPlan;
-    if (connector_ != nullptr) {
-        connector_->on_step_end();
-    }
-    std::vector<core::RequestId>& finished = finished_;
-    finished.clear();
-    // Two passes: the tokens first, then the requests that finished, in plan order. Nothing in the token pass reads
-    // what a finish changes (the scheduler's lists and the KV cache, the finish metrics, the turn handoff, the
-    // request map), and a request has one entry per plan, so the effects are those of one pass; the token pass then
-    // makes no call but on a new gap run or a completed block, and keeps its state in registers.
-    std::vector<Request*>& finishing = finishing_;
-    finishing.clear();
+template <bool kHoldGaps>
+void Replica::emit_tokens(const StepPlan& plan, core::SimTime now, std::vector<Request*>& finishing) {
     // The step's inter-token gaps, in plan order, go to the metrics as runs of equal gaps (on_token_gaps: the same
     // samples in the same order as one on_token_gap per token; nothing else in this loop reads or writes them).
+    // kHoldGaps (a run with client time-outs): each request's gaps wait in its buffer until it finishes, and a
+    // timed-out request's are not kept (Request::timed_out is read only then).
     const core::SimTime warmup_end = metrics_.warmup_end();  // MetricsCollector::measured, read once
-    const bool hold_gaps = config_.hold_token_gaps;           // (Request::timed_out is read only with it)
     core::Duration run_gap{};
     std::int64_t run_count = 0;
     for (const auto& sr : plan.scheduled) {
@@ -251,7 +238,7 @@ const std::vector<core::RequestId>& Replica::end_step(core::SimTime now) {
             r->first_token = now;
         } else {
             const core::Duration gap = now - r->last_token;
-            if (hold_gaps) {
+            if constexpr (kHoldGaps) {
                 if (r->arrival >= warmup_end && !r->timed_out) {
                     gap_buffers_[r->gap_slot].push_back(gap);
                 }
@@ -271,6 +258,29 @@ const std::vector<core::RequestId>& Replica::end_step(core::SimTime now) {
         }
     }
     metrics_.on_token_gaps(run_gap, run_count);
+}
+
+const std::vector<core::RequestId>& Replica::end_step(core::SimTime now) {
+    SERVESIM_CHECK(in_flight_ != kNoPlan, "end_step without a step in flight at {} ns", now.ns());
+    // The plan stays where it is (nothing in this function schedules) and is the spare once the step is over.
+    const StepPlan& plan = plans_[static_cast<std::size_t>(in_flight_)];
+    in_flight_ = kNoPlan;
+    if (connector_ != nullptr) {
+        connector_->on_step_end();
+    }
+    std::vector<core::RequestId>& finished = finished_;
+    finished.clear();
+    // Two passes: the tokens first, then the requests that finished, in plan order. Nothing in the token pass reads
+    // what a finish changes (the scheduler's lists and the KV cache, the finish metrics, the turn handoff, the
+    // request map), and a request has one entry per plan, so the effects are those of one pass; the token pass then
+    // makes no call but on a new gap run or a completed block, and keeps its state in registers.
+    std::vector<Request*>& finishing = finishing_;
+    finishing.clear();
+    if (config_.hold_token_gaps) {
+        emit_tokens<true>(plan, now, finishing);
+    } else {
+        emit_tokens<false>(plan, now, finishing);
+    }
     for (Request* r : finishing) {
         const bool delay_free = scheduler_.finish_request(r);
         if (r->timed_out) {
@@ -278,7 +288,7 @@ const std::vector<core::RequestId>& Replica::end_step(core::SimTime now) {
             // finishes it as usual; nothing is measured and nobody is told (the client was told at its time-out).
             pending_aborts_.erase(std::find(pending_aborts_.begin(), pending_aborts_.end(), r));
         } else {
-            if (hold_gaps) {
+            if (config_.hold_token_gaps) {
                 release_token_gaps(*r, /*measure=*/true);
             }
             finished.push_back(r->id);

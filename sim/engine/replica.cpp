@@ -226,12 +226,54 @@ std::optional<core::SimTime> Replica::try_start_step(core::SimTime now) {
     return now + cost.duration();
 }
 
+template <bool kHoldGaps>
+void Replica::emit_tokens(const StepPlan& plan, core::SimTime now, std::vector<Request*>& finishing) {
+    // The step's inter-token gaps, in plan order, go to the metrics as runs of equal gaps (on_token_gaps: the same
+    // samples in the same order as one on_token_gap per token; nothing else in this loop reads or writes them).
+    // kHoldGaps (a run with client time-outs): each request's gaps wait in its buffer until it finishes, and a
+    // timed-out request's are not kept (Request::timed_out is read only then).
+    const core::SimTime warmup_end = metrics_.warmup_end();  // MetricsCollector::measured, read once
+    core::Duration run_gap{};
+    std::int64_t run_count = 0;
+    for (const auto& sr : plan.scheduled) {
+        Request* r = sr.request;
+        // A request preempted while this step ran (async scheduling) still gets the token the step computed.
+        if (!sr.samples_token || r->status == RequestStatus::kFinished) {
+            continue;
+        }
+        r->append_output_token();
+        if (r->num_output_tokens == 1) {
+            r->first_token = now;
+        } else {
+            const core::Duration gap = now - r->last_token;
+            if constexpr (kHoldGaps) {
+                if (r->arrival >= warmup_end && !r->timed_out) {
+                    gap_buffers_[r->gap_slot].push_back(gap);
+                }
+            } else if (r->arrival >= warmup_end) {
+                if (gap != run_gap) {
+                    metrics_.on_token_gaps(run_gap, run_count);
+                    run_gap = gap;
+                    run_count = 0;
+                }
+                ++run_count;
+            }
+            r->max_token_gap = std::max(r->max_token_gap, gap);
+        }
+        r->last_token = now;
+        if (r->is_finished()) {
+            finishing.push_back(r);
+        }
+    }
+    metrics_.on_token_gaps(run_gap, run_count);
+}
+
 const std::vector<core::RequestId>& Replica::end_step(core::SimTime step_end, frontend::ApiServer* api_server) {
     SERVESIM_CHECK(in_flight_ != kNoPlan, "end_step without a step in flight at {} ns", step_end.ns());
     // The plan stays where it is (nothing in this function schedules) and is the spare once the step is over.
     const StepPlan& plan = plans_[static_cast<std::size_t>(in_flight_)];
     // `now` below is when the client has this step's tokens: the step's end, or later through the request path
-    // (one output message, one chunk per sampled token).
+    // (one output message, one chunk per sampled token; docs/REQUEST-PATH.md).
     core::SimTime now = step_end;
     if (api_server != nullptr) {
         std::int64_t chunks = 0;
@@ -255,43 +297,11 @@ const std::vector<core::RequestId>& Replica::end_step(core::SimTime step_end, fr
     // makes no call but on a new gap run or a completed block, and keeps its state in registers.
     std::vector<Request*>& finishing = finishing_;
     finishing.clear();
-    // The step's inter-token gaps, in plan order, go to the metrics as runs of equal gaps (on_token_gaps: the same
-    // samples in the same order as one on_token_gap per token; nothing else in this loop reads or writes them).
-    const core::SimTime warmup_end = metrics_.warmup_end();  // MetricsCollector::measured, read once
-    const bool hold_gaps = config_.hold_token_gaps;           // (Request::timed_out is read only with it)
-    core::Duration run_gap{};
-    std::int64_t run_count = 0;
-    for (const auto& sr : plan.scheduled) {
-        Request* r = sr.request;
-        // A request preempted while this step ran (async scheduling) still gets the token the step computed.
-        if (!sr.samples_token || r->status == RequestStatus::kFinished) {
-            continue;
-        }
-        r->append_output_token();
-        if (r->num_output_tokens == 1) {
-            r->first_token = now;
-        } else {
-            const core::Duration gap = now - r->last_token;
-            if (hold_gaps) {
-                if (r->arrival >= warmup_end && !r->timed_out) {
-                    gap_buffers_[r->gap_slot].push_back(gap);
-                }
-            } else if (r->arrival >= warmup_end) {
-                if (gap != run_gap) {
-                    metrics_.on_token_gaps(run_gap, run_count);
-                    run_gap = gap;
-                    run_count = 0;
-                }
-                ++run_count;
-            }
-            r->max_token_gap = std::max(r->max_token_gap, gap);
-        }
-        r->last_token = now;
-        if (r->is_finished()) {
-            finishing.push_back(r);
-        }
+    if (config_.hold_token_gaps) {
+        emit_tokens<true>(plan, now, finishing);
+    } else {
+        emit_tokens<false>(plan, now, finishing);
     }
-    metrics_.on_token_gaps(run_gap, run_count);
     for (Request* r : finishing) {
         const bool delay_free = scheduler_.finish_request(r);
         if (r->timed_out) {
@@ -299,7 +309,7 @@ const std::vector<core::RequestId>& Replica::end_step(core::SimTime step_end, fr
             // finishes it as usual; nothing is measured and nobody is told (the client was told at its time-out).
             pending_aborts_.erase(std::find(pending_aborts_.begin(), pending_aborts_.end(), r));
         } else {
-            if (hold_gaps) {
+            if (config_.hold_token_gaps) {
                 release_token_gaps(*r, /*measure=*/true);
             }
             finished.push_back(r->id);

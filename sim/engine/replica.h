@@ -143,6 +143,9 @@ public:
 
 private:
     void mark_scheduled(const StepPlan& plan, core::SimTime now);
+    // end_step's token pass: appends each sampled token, records the gaps, collects the finished requests.
+    template <bool kHoldGaps>
+    void emit_tokens(const StepPlan& plan, core::SimTime now, std::vector<Request*>& finishing);
     // Aborts the timed-out requests (between steps): out of the scheduler and the request map. A step scheduled
     // before the abort may still hold one (async scheduling), so its Request is recycled only at the next call.
     void apply_aborts();

@@ -1,7 +1,8 @@
 // Client time-outs as a user meets them through the servesim binary (tools/app/output.cpp, experiment.cpp):
 // `requests_timed_out` appears in table, CSV and JSON with the same value when the workload sets request_timeout and
 // not otherwise; the run warns and its status says so; --format vllm-bench counts the time-outs in `failed`; a run
-// without a scenario file takes the key through --set; a bad value is refused naming the key.
+// without a scenario file takes the key through --set; a bad value, a disaggregated run and an order-only replay
+// are refused naming the key.
 #include <nlohmann/json.hpp>
 
 #include <string>
@@ -72,4 +73,12 @@ TEST_CASE("CLI: a bad request_timeout is refused naming the key", "[tools][cli][
     const Ran disaggregated = run("run scenarios/cluster/pd-disagg.yaml --set workload.request_timeout=300s");
     CHECK(disaggregated.status == 2);
     CHECK(contains(disaggregated.output, "client time-outs are not modelled with cluster.disaggregation"));
+    // An order-only replay keeps no client clock, with or without a model's engine.
+    const Ran replay = run("run scenarios/traces/mooncake-capacity.yaml --set workload.request_timeout=10s");
+    CHECK(replay.status == 2);
+    CHECK(contains(replay.output, "'workload.request_timeout': not used in order_only mode"));
+    const Ran engine_replay =
+        run("run scenarios/hybrid-policies/mooncake-order-only.yaml --set workload.request_timeout=10s");
+    CHECK(engine_replay.status == 2);
+    CHECK(contains(engine_replay.output, "workload.request_timeout: not used in order_only mode"));
 }

@@ -198,8 +198,12 @@ using OrderOnlyTraces = std::map<std::string, std::shared_ptr<const cache::Order
 }  // namespace
 
 std::shared_ptr<const cache::OrderOnlyTrace> load_order_only_trace(const ExperimentConfig& config) {
-    const workloads::TraceConfig t =
-        workloads::parse_trace_workload(YamlMap(config.workload, config.file, "workload"));
+    const YamlMap workload(config.workload, config.file, "workload");
+    const workloads::TraceConfig t = workloads::parse_trace_workload(workload);
+    if (t.request_timeout) {
+        workload.fail("request_timeout", "not used in order_only mode: the replay keeps no client clock, so no "
+                                         "request can time out; remove it");
+    }
     cache::OrderOnlyTraceBuilder builder(config.engine.block_size.value_or(16));
     auto reader = workloads::open_trace(t.path, t.format, t.reader);
     while (!t.limit || builder.num_requests() < *t.limit) {
@@ -241,6 +245,10 @@ ExperimentConfig order_only_engine_config(const ExperimentConfig& config) {
     if (config.replicas != 1) {
         throw ConfigError(where + "cluster.replicas: order_only mode replays the trace through one pool; got " +
                           std::to_string(config.replicas));
+    }
+    if (config.workload["request_timeout"]) {
+        throw ConfigError(where + "workload.request_timeout: not used in order_only mode (the replay's clock is not "
+                                  "reported and no request is given up); remove it");
     }
     for (const char* key : {"max_concurrency", "max_output_tokens"}) {
         if (config.workload[key]) {

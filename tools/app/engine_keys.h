@@ -30,6 +30,7 @@ enum class ValueKind {
     Quantization,  // vLLM's --quantization methods servesim models (models/quantization_config.h)
     ModelDtype,    // vLLM's --dtype: auto, half, float16, bfloat16, float, float32
     HybridPolicy,  // a name from cache::hybrid_policies()
+    All2AllBackend,  // vLLM's --all2all-backend values servesim models (engine::parse_all2all_backend)
 };
 
 using EngineValue = std::variant<std::int64_t, double, bool, std::string>;

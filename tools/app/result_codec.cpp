@@ -270,7 +270,7 @@ void fields(IO& io, T& e)
        e.kv_offloading_size_gib, e.kv_offloading_load_us_per_token, e.offload_prompt_only, e.skip_mm_profiling,
        e.prefix_match_unit, e.pipeline_parallel_size, e.enable_expert_parallel, e.expert_load_imbalance,
        e.quantization, e.dtype, e.hybrid_cache_policy, e.hybrid_state_memory_ratio,
-       e.hybrid_checkpoint_interval_tokens);
+       e.hybrid_checkpoint_interval_tokens, e.all2all_backend, e.disable_custom_all_reduce);
 }
 
 template <typename IO, typename T>

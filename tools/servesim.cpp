@@ -66,14 +66,6 @@ constexpr const char* kUsage =
     "options: --version (release, git commit, default vLLM version), --help\n"
     "run `servesim help <command>` or `servesim <command> --help` for a command's options\n";
 
-constexpr const char* kCalibrateUsage =
-    "usage: servesim calibrate --model M [--out FILE] [--quick] [--log-dir DIR] [--tensor-parallel-size N]\n"
-    "                          [--sustain-ms MS] [--device N] [--weight-dtype bf16|fp8|fp8-block]\n"
-    "       servesim calibrate --from-measurements FILE [--model M] [--out FILE]\n"
-    "       servesim calibrate --profile FILE --add-composition FILE [--label L] [--out FILE]\n"
-    "       servesim calibrate --profile FILE --refit-points DIR [--out FILE]\n"
-    "fits a hardware profile (a cost_model for scenarios); see calibration/README.md\n";
-
 // Where the data the binary reads lives: <prefix>/share/servesim after `cmake --install`, else the source tree.
 fs::path data_dir() {
     std::error_code ec;
@@ -641,7 +633,7 @@ int dispatch(const std::string& cmd, const std::vector<std::string>& args, app::
     }
     if (cmd == "calibrate") {
         if (std::any_of(args.begin(), args.end(), [](const std::string& a) { return a == "--help" || a == "-h"; })) {
-            std::cout << kCalibrateUsage;
+            std::cout << calibration::kCalibrateUsage;
             return 0;
         }
         calibration::CalibrateOptions options;
@@ -655,12 +647,14 @@ int dispatch(const std::string& cmd, const std::vector<std::string>& args, app::
             std::cerr << "servesim: error: calibrate: " << message << "\n";
             return 2;
         }
-        // The GPU sweep is servesim-calibrate's (a CUDA build); this binary links no CUDA library.
+        // The GPU sweep is servesim-calibrate's (a CUDA build); this binary links no CUDA library. That program
+        // announces the sweep's duration itself (run_calibrate), so this one does not.
         return calibration::run_calibrate(
             options, std::cout, std::cerr,
             [&](const calibration::CalibrateOptions&, std::ostream&, std::ostream& log) {
                 return calibration::exec_servesim_calibrate(args, log);
-            });
+            },
+            /*announce=*/false);
     }
     if (cmd == "list") {
         return cmd_list();

@@ -43,7 +43,7 @@ struct CodecFieldCounts {
     static constexpr std::size_t kExperimentConfig = 27;
     static constexpr std::size_t kKvConnectorSettings = 9;
     static constexpr std::size_t kRouterOptions = 9;
-    static constexpr std::size_t kEngineSettings = 29;
+    static constexpr std::size_t kEngineSettings = 31;
     static constexpr std::size_t kGoodputConfig = 3;
     static constexpr std::size_t kDisaggregationStats = 17;
     static constexpr std::size_t kPoolSettings = 5;

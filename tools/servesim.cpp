@@ -556,7 +556,8 @@ int cmd_list() {
                                      ? fmt::format("{} {:.0f} GB/s x{}", calibration::interconnect_topology_name(
                                                                              g.interconnect_topology),
                                                    g.interconnect_bytes_per_s / 1e9, g.interconnect_domain_gpus)
-                                     : fmt::format("pcie {:.0f} GB/s", g.interconnect_bytes_per_s / 1e9);
+                                     : fmt::format("pcie {:.0f} GB/s{}", g.interconnect_bytes_per_s / 1e9,
+                                                   g.interconnect_peer_to_peer ? "" : ", no P2P");
         std::cout << fmt::format("  {:<13} {:>6.1f} GiB  {:>6.0f} GB/s  {:>6.0f} TFLOP/s bf16  fp8 {:>5}  fp4 {:>5}  "
                                  "{:<26} {}\n",
                                  g.name, g.memory_bytes / (1024.0 * 1024.0 * 1024.0),

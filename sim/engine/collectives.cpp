@@ -132,7 +132,7 @@ CollectiveLink collective_link_for_group(const calibration::GpuSpec& gpu, int nu
                                       gpu.interconnect_bytes_per_s};
             }
             // The NVLink / xGMI domain is the node: a larger group spans nodes and its ring crosses the network.
-            return CollectiveLink{LinkKind::kNetwork, gpu.network_bytes_per_s};
+            return CollectiveLink{LinkKind::kNetwork, gpu.network_bytes_per_s, gpu.interconnect_domain_gpus};
     }
     return CollectiveLink{};
 }
@@ -144,19 +144,30 @@ CollectiveCostModel::CollectiveCostModel(CollectiveLink link, int ranks, bool cu
     }
     bus_bytes_per_s_ = link_.link_bytes_per_s * bus_share(link_.kind, ranks_);
     const StepLatency s = nccl_step_latency(link_.kind);
-    step_latency_ll_ms_ = s.ll_us * kUsToMs;
-    step_latency_simple_ms_ = s.simple_us * kUsToMs;
+    inter_latency_ll_ms_ = step_latency_ll_ms_ = s.ll_us * kUsToMs;
+    inter_latency_simple_ms_ = step_latency_simple_ms_ = s.simple_us * kUsToMs;
+    if (link_.kind == LinkKind::kNetwork && link_.gpus_per_node > 1) {
+        // Several GPUs per node: NCCL's ring latency is (steps − inter-node steps) · NVLink's + inter-node steps ·
+        // the network's (tuning.cc); the bandwidth is the NICs'.
+        nodes_ = (ranks_ + link_.gpus_per_node - 1) / link_.gpus_per_node;
+        const StepLatency intra = nccl_step_latency(LinkKind::kNvlinkSwitch);
+        step_latency_ll_ms_ = intra.ll_us * kUsToMs;
+        step_latency_simple_ms_ = intra.simple_us * kUsToMs;
+    } else if (link_.kind == LinkKind::kNetwork) {
+        nodes_ = ranks_;
+    }
     const bool supported_size = ranks_ == 2 || ranks_ == 4 || ranks_ == 6 || ranks_ == 8;
     const bool fully_connected = link_.kind == LinkKind::kNvlinkSwitch || link_.kind == LinkKind::kXgmiMesh;
     const bool peer_to_peer = link_.kind != LinkKind::kPcieHost && link_.kind != LinkKind::kNetwork;
     custom_all_reduce_ = custom_all_reduce && supported_size && peer_to_peer && (ranks_ == 2 || fully_connected);
 }
 
-double CollectiveCostModel::nccl_ring_ms(int steps, double bus_bytes, double ll_share) const {
-    const double ll = kNcclBaseLlUs * kUsToMs + steps * step_latency_ll_ms_ +
-                      1e3 * bus_bytes / (bus_bytes_per_s_ * ll_share);
-    const double simple =
-        kNcclBaseSimpleUs * kUsToMs + steps * step_latency_simple_ms_ + 1e3 * bus_bytes / bus_bytes_per_s_;
+double CollectiveCostModel::nccl_ring_ms(int steps, int inter_steps, double bus_bytes, double ll_share) const {
+    const int intra_steps = steps - inter_steps;
+    const double ll = kNcclBaseLlUs * kUsToMs + intra_steps * step_latency_ll_ms_ +
+                      inter_steps * inter_latency_ll_ms_ + 1e3 * bus_bytes / (bus_bytes_per_s_ * ll_share);
+    const double simple = kNcclBaseSimpleUs * kUsToMs + intra_steps * step_latency_simple_ms_ +
+                          inter_steps * inter_latency_simple_ms_ + 1e3 * bus_bytes / bus_bytes_per_s_;
     return std::min(ll, simple);
 }
 
@@ -189,7 +200,7 @@ double CollectiveCostModel::nccl_all_reduce_ms(double bytes) const {
         return 0.0;
     }
     const double n = ranks_;
-    return nccl_ring_ms(2 * (ranks_ - 1), 2.0 * (n - 1.0) / n * bytes, kLlShareAllReduce);
+    return nccl_ring_ms(2 * (ranks_ - 1), 2 * (nodes_ - 1), 2.0 * (n - 1.0) / n * bytes, kLlShareAllReduce);
 }
 
 double CollectiveCostModel::all_reduce_ms(double bytes) const {
@@ -201,7 +212,7 @@ double CollectiveCostModel::all_gather_ms(double total_bytes) const {
         return 0.0;
     }
     const double n = ranks_;
-    return nccl_ring_ms(ranks_ - 1, (n - 1.0) / n * total_bytes, kLlShareOther);
+    return nccl_ring_ms(ranks_ - 1, nodes_ - 1, (n - 1.0) / n * total_bytes, kLlShareOther);
 }
 
 double CollectiveCostModel::reduce_scatter_ms(double total_bytes) const {
@@ -214,14 +225,14 @@ double CollectiveCostModel::all_to_all_ms(double bytes_per_rank) const {
     }
     // Every peer at once (NCCL groups the n−1 sends and receives): one step, (n−1)/n of the buffer leaves the rank.
     const double n = ranks_;
-    return nccl_ring_ms(1, (n - 1.0) / n * bytes_per_rank, kLlShareOther);
+    return nccl_ring_ms(1, link_.kind == LinkKind::kNetwork ? 1 : 0, (n - 1.0) / n * bytes_per_rank, kLlShareOther);
 }
 
 double CollectiveCostModel::send_ms(double bytes) const {
     if (ranks_ <= 1 || !(bus_bytes_per_s_ > 0) || bytes <= 0) {
         return 0.0;
     }
-    return nccl_ring_ms(1, bytes, kLlShareOther);
+    return nccl_ring_ms(1, link_.kind == LinkKind::kNetwork ? 1 : 0, bytes, kLlShareOther);  // a send on a network link crosses it
 }
 
 std::string CollectiveCostModel::describe() const {

@@ -35,6 +35,9 @@ enum class LinkKind {
 struct CollectiveLink {
     LinkKind kind = LinkKind::kNvlinkSwitch;
     double link_bytes_per_s = 0;  // 0 = no link (a group of one GPU, or not modelled)
+    // kNetwork only: GPUs per node, joined inside the node by NVLink; 0 = one GPU per node. NCCL's ring then crosses
+    // the network on 2·(nodes − 1) of an all-reduce's steps (nodes − 1 of a gather/scatter's) and NVLink on the rest.
+    int gpus_per_node = 0;
 };
 
 // The link a group of `num_gpus` GPUs of this kind uses: the NVLink domain when the group fits in it; beyond it PCIe
@@ -74,16 +77,19 @@ public:
     [[nodiscard]] std::string describe() const;
 
 private:
-    // NCCL ring collective with `steps` steps moving `bus_bytes` per rank, the faster of LL and Simple, in ms;
-    // `ll_share` is the share of the bus bandwidth the LL protocol reaches for this collective.
-    [[nodiscard]] double nccl_ring_ms(int steps, double bus_bytes, double ll_share) const;
+    // NCCL ring collective with `steps` steps, `inter_steps` of them across nodes, moving `bus_bytes` per rank, the
+    // faster of LL and Simple, in ms; `ll_share` is the share of the bus bandwidth LL reaches for this collective.
+    [[nodiscard]] double nccl_ring_ms(int steps, int inter_steps, double bus_bytes, double ll_share) const;
 
     CollectiveLink link_;
     int ranks_ = 1;
     bool custom_all_reduce_ = false;  // enabled and possible on this link and rank count
     double bus_bytes_per_s_ = 0;
-    double step_latency_ll_ms_ = 0;
+    int nodes_ = 1;                    // > 1 only for a network link with gpus_per_node
+    double step_latency_ll_ms_ = 0;    // per step inside a node (the link's own kind, NVLink beside a network)
     double step_latency_simple_ms_ = 0;
+    double inter_latency_ll_ms_ = 0;   // per step across nodes
+    double inter_latency_simple_ms_ = 0;
 };
 
 }  // namespace servesim::engine

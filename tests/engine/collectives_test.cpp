@@ -93,6 +93,21 @@ TEST_CASE("vLLM's custom all-reduce: one-shot, two-shot, and NCCL from 8 MiB", "
     CHECK(CollectiveCostModel(CollectiveLink{LinkKind::kPcieP2p, 32e9}, 2).uses_custom_all_reduce(4096));
 }
 
+TEST_CASE("Collectives across nodes: NCCL's ring crosses the network on the node boundaries only", "[engine][comm]") {
+    // TP 16 on H100 SXM nodes of 8: NDR NIC 50 GB/s (bus 46 GB/s), 2 nodes. An all-reduce of 1 MiB: 30 steps, 2 of
+    // them across the network. 2·15/16 · 1,048,576 = 1,966,080 B on the bus. Simple: 8.4 + 28 · 3.4 (NVLink) + 2 · 14.0
+    // (network) = 131.6 µs + 1,966,080 / 46e9 s = 42.741 µs → 174.341 µs (LL: 28.8 + 170.96 = 199.76 µs). No custom
+    // all-reduce across nodes.
+    const CollectiveLink net = collective_link_for_group(calibration::find_gpu("H100"), 16);
+    CHECK(net.gpus_per_node == 8);
+    const CollectiveCostModel c(net, 16);
+    CHECK_FALSE(c.uses_custom_all_reduce(1024 * 1024.0));
+    CHECK(near(c.all_reduce_ms(1024 * 1024.0), 0.174341, 1e-6));
+    // A pipeline send over that link crosses the network: Simple 8.4 + 14.0 µs + 1 MiB / 46e9 s = 45.195 µs; LL 6.6 +
+    // 2.7 + 1,048,576 / 15.333e9 s = 77.686 µs.
+    CHECK(near(CollectiveCostModel(net, 2).send_ms(1024 * 1024.0), 0.0451951, 1e-7));
+}
+
 TEST_CASE("A GPU group's link comes from its GPU file", "[engine][comm]") {
     using calibration::find_gpu;
     // H100 SXM: NVSwitch inside the 8-GPU node, the 400 Gb/s NIC (50 GB/s) beyond it.

@@ -65,6 +65,10 @@ std::vector<GpuSpec> make_catalog() {
         GpuSpec g = parse_gpu_spec(std::string(e.yaml), std::string(e.file));
         std::vector<std::string> names = g.aliases;
         names.push_back(g.name);
+        const std::string driver = normalise(g.device_name);
+        if (std::none_of(names.begin(), names.end(), [&](const std::string& n) { return normalise(n) == driver; })) {
+            names.push_back(g.device_name);  // the driver's name resolves too, so it must be unique as well
+        }
         for (const auto& n : names) {
             const auto [it, fresh] = seen.emplace(normalise(n), g.file);
             if (!fresh) {
@@ -88,12 +92,15 @@ const char* interconnect_topology_name(InterconnectTopology t) {
     return "pcie";
 }
 
-double GpuSpec::group_bytes_per_s(int num_gpus) const {
-    if (interconnect_domain_gpus == 0 || num_gpus <= interconnect_domain_gpus) {
-        return interconnect_bytes_per_s;
+bool GpuSpec::answers_to(std::string_view text) const {
+    const std::string wanted = normalise(text);
+    if (wanted.empty()) {
+        return false;
     }
-    // Beyond the domain: PCIe when the host link is PCIe; behind NVLink-C2C the next hop is the network (unmodelled).
-    return host_link_kind == "pcie" ? host_link_bytes_per_s : 0.0;
+    if (normalise(name) == wanted || normalise(device_name) == wanted) {
+        return true;
+    }
+    return std::any_of(aliases.begin(), aliases.end(), [&](const std::string& a) { return normalise(a) == wanted; });
 }
 
 GpuSpec parse_gpu_spec(const std::string& text, const std::string& file) {
@@ -159,7 +166,12 @@ GpuSpec parse_gpu_spec(const std::string& text, const std::string& file) {
     g.host_link_bytes_per_s = host.get_in_range<double>("bandwidth_gb_per_s", 1, 10000) * kGB;
 
     const YamlMap ic = m.map("interconnect");
-    ic.allow_only({"topology", "bandwidth_gb_per_s", "domain_gpus", "allreduce_latency_ms"});
+    if (ic.has("allreduce_latency_ms")) {
+        ic.fail("allreduce_latency_ms",
+                "is no longer read: collectives are costed per link kind, message size and rank count "
+                "(sim/engine/collectives.h, docs/PARALLELISM.md \"Collectives\"); remove the key");
+    }
+    ic.allow_only({"topology", "bandwidth_gb_per_s", "domain_gpus", "peer_to_peer", "network_gb_per_s"});
     const std::string topology = ic.get<std::string>("topology");
     const auto* t = std::find_if(std::begin(kTopologies), std::end(kTopologies),
                                  [&](const TopologyName& n) { return topology == n.name; });
@@ -179,8 +191,22 @@ GpuSpec parse_gpu_spec(const std::string& text, const std::string& file) {
     } else {
         g.interconnect_domain_gpus = ic.get_in_range<int>("domain_gpus", 2, 100000);
     }
-    if (ic.has("allreduce_latency_ms")) {
-        g.allreduce_latency_ms = ic.get_in_range<double>("allreduce_latency_ms", 0.0, 10.0);
+    // Peer-to-peer matters where GPUs meet over PCIe: PCIe-only cards, and bridged pairs beyond their pair.
+    if (ic.has("peer_to_peer")) {
+        if (g.interconnect_topology != InterconnectTopology::kPcie &&
+            g.interconnect_topology != InterconnectTopology::kNvlinkBridge) {
+            ic.fail("peer_to_peer", "only for topology: pcie or nvlink_bridge (GPUs that meet over PCIe)");
+        }
+        g.interconnect_peer_to_peer = ic.get<bool>("peer_to_peer");
+    }
+    // The network between nodes: only where the NVLink / xGMI domain is the node (larger groups cross nodes).
+    if (ic.has("network_gb_per_s")) {
+        if (g.interconnect_topology != InterconnectTopology::kNvlinkSwitch &&
+            g.interconnect_topology != InterconnectTopology::kXgmiMesh) {
+            ic.fail("network_gb_per_s",
+                    "only for topology: nvlink_switch or xgmi_mesh (groups beyond the domain cross nodes)");
+        }
+        g.network_bytes_per_s = ic.get_in_range<double>("network_gb_per_s", 1, 10000) * kGB;
     }
 
     if (m.has("roofline")) {
@@ -263,20 +289,13 @@ GpuSpec find_gpu(std::string_view name) {
         }
     }
     for (const auto& g : gpu_catalog()) {
-        if (wanted.empty()) {
-            break;
-        }
-        if (normalise(g.name) == wanted) {
+        if (g.answers_to(name)) {
             return g;
-        }
-        for (const auto& a : g.aliases) {
-            if (normalise(a) == wanted) {
-                return g;
-            }
         }
     }
     throw ConfigError("unknown GPU '" + std::string(name) + "'; known GPUs: " + gpu_names() +
-                      " (or a GPU file by path: --gpu my_gpu.yaml, docs/GPUS.md)");
+                      " (each also by its aliases and by the name its driver reports, see `servesim list`; or a "
+                      "GPU file by path: --gpu my_gpu.yaml, docs/GPUS.md)");
 }
 
 }  // namespace servesim::calibration

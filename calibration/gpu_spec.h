@@ -45,7 +45,10 @@ struct GpuSpec {
     double interconnect_bytes_per_s = 0;      // GPU-to-GPU for tensor parallelism, one direction (NVLink, else PCIe)
     InterconnectTopology interconnect_topology = InterconnectTopology::kPcie;
     int interconnect_domain_gpus = 0;         // GPUs reached at interconnect_bytes_per_s; 0 = any number (PCIe)
-    double allreduce_latency_ms = 0.01;       // per all-reduce (NCCL launch + sync), a stated assumption
+    // Whether GPUs that meet over PCIe reach each other peer-to-peer (false: through host memory, as on GeForce
+    // cards); decides vLLM's custom all-reduce and the PCIe bus bandwidth (sim/engine/collectives.h).
+    bool interconnect_peer_to_peer = true;
+    double network_bytes_per_s = 0;           // per GPU to other nodes (its NIC), one direction; 0 = not given
     // Roofline efficiencies (fractions of the datasheet peaks a kernel reaches); defaults are
     // engine::RooflineParams's, which a test keeps equal.
     double gemm_efficiency = 0.72;
@@ -55,10 +58,9 @@ struct GpuSpec {
     std::optional<double> usd_per_gpu_hour;   // the planner's default price; none = give one with --prices
     bool operator==(const GpuSpec&) const = default;
 
-    // The GPU-to-GPU bandwidth a group of `num_gpus` sees: the interconnect inside its domain, else the PCIe host link
-    // (a group larger than the NVLink domain crosses PCIe, whose slowest hop bounds a ring); 0 when the group is
-    // larger than the domain and the host link is not PCIe (the GPUs would meet over the network: not modelled).
-    [[nodiscard]] double group_bytes_per_s(int num_gpus) const;
+    // True when `name` is this GPU's name, one of its aliases or its device_name (as the driver reports it: what a
+    // calibrated profile's `gpu:` holds), compared as find_gpu compares names.
+    [[nodiscard]] bool answers_to(std::string_view name) const;
 };
 
 // Reads one GPU file's text. Every key is checked: a missing required key, an unknown key, a value of the wrong type
@@ -71,9 +73,10 @@ struct GpuSpec {
 // Every built-in GPU (calibration/gpus/*.yaml), in file-name order.
 [[nodiscard]] const std::vector<GpuSpec>& gpu_catalog();
 
-// A built-in GPU by name or alias: case-insensitive, ignoring spaces, '-' and '_', and an "nvidia"/"geforce"/"rtx"
-// prefix: "h200", "RTX 3090", "rtx3090", "3090", "a100-80gb", "H100 SXM". A value ending in .yaml/.yml is a user
-// GPU file, read by path. Unknown → ConfigError listing the known names.
+// A built-in GPU by name, alias or device_name (the driver's name, "NVIDIA H100 80GB HBM3"): case-insensitive,
+// ignoring spaces, '-' and '_', and an "nvidia"/"geforce"/"rtx" prefix: "h200", "RTX 3090", "rtx3090", "3090",
+// "a100-80gb", "H100 SXM". A value ending in .yaml/.yml is a user GPU file, read by path. Unknown → ConfigError listing
+// the known names.
 [[nodiscard]] GpuSpec find_gpu(std::string_view name);
 
 // True when `name` names a GPU file rather than a catalog entry (ends in .yaml or .yml).

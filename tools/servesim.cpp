@@ -70,18 +70,6 @@ constexpr const char* kUsage =
     "options: --version (release, git commit, default vLLM version), --help\n"
     "run `servesim help <command>` or `servesim <command> --help` for a command's options\n";
 
-constexpr const char* kCalibrateUsage =
-    "usage: servesim calibrate --model M [--out FILE] [--quick] [--log-dir DIR] [--tensor-parallel-size N]\n"
-    "                          [--sustain-ms MS] [--device N] [--weight-dtype bf16|fp8|fp8-block]\n"
-    "       servesim calibrate --from-measurements FILE [--model M] [--out FILE]\n"
-    "       servesim calibrate --from-measurements RUN... --fit request-path [--out FILE]   (runs as for validate)\n"
-    "       servesim calibrate --from-measurements FILE --host-work-gpu GPU [--model M] [--out FILE]\n"
-    "                     (host_step_us, host_per_request_us from steps measured without async scheduling,\n"
-    "                     host_exposed_us from steps measured with it; docs/HOST-WORK.md)\n"
-    "       servesim calibrate --profile FILE --add-composition FILE [--label L] [--out FILE]\n"
-    "       servesim calibrate --profile FILE --refit-points DIR [--out FILE]\n"
-    "fits a hardware profile (a cost_model for scenarios); see calibration/README.md\n";
-
 // Where the data the binary reads lives: <prefix>/share/servesim after `cmake --install`, else the source tree.
 fs::path data_dir() {
     std::error_code ec;
@@ -574,7 +562,8 @@ int cmd_list() {
                                      ? fmt::format("{} {:.0f} GB/s x{}", calibration::interconnect_topology_name(
                                                                              g.interconnect_topology),
                                                    g.interconnect_bytes_per_s / 1e9, g.interconnect_domain_gpus)
-                                     : fmt::format("pcie {:.0f} GB/s", g.interconnect_bytes_per_s / 1e9);
+                                     : fmt::format("pcie {:.0f} GB/s{}", g.interconnect_bytes_per_s / 1e9,
+                                                   g.interconnect_peer_to_peer ? "" : ", no P2P");
         std::cout << fmt::format("  {:<13} {:>6.1f} GiB  {:>6.0f} GB/s  {:>6.0f} TFLOP/s bf16  fp8 {:>5}  fp4 {:>5}  "
                                  "{:<26} {}\n",
                                  g.name, g.memory_bytes / (1024.0 * 1024.0 * 1024.0),
@@ -654,7 +643,7 @@ int dispatch(const std::string& cmd, const std::vector<std::string>& args, app::
     }
     if (cmd == "calibrate") {
         if (std::any_of(args.begin(), args.end(), [](const std::string& a) { return a == "--help" || a == "-h"; })) {
-            std::cout << kCalibrateUsage;
+            std::cout << calibration::kCalibrateUsage;
             return 0;
         }
         if (std::any_of(args.begin(), args.end(), [](const std::string& a) { return a == "--fit"; })) {
@@ -679,7 +668,8 @@ int dispatch(const std::string& cmd, const std::vector<std::string>& args, app::
             options, std::cout, std::cerr,
             [&](const calibration::CalibrateOptions&, std::ostream&, std::ostream& log) {
                 return calibration::exec_servesim_calibrate(args, log);
-            });
+            },
+            /*announce=*/false);
     }
     if (cmd == "list") {
         return cmd_list();

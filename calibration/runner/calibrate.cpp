@@ -2,6 +2,8 @@
 // measurement fit, the composition merge, the refit, or the GPU sweep its caller hands in. CUDA-free.
 #include "calibration/runner/calibrate.h"
 
+#include <fmt/format.h>
+
 #include <charconv>
 #include <iostream>
 #include <limits>
@@ -12,8 +14,10 @@
 
 #include "calibration/hardware_profile.h"
 #include "calibration/measurements.h"
+#include "calibration/runner/sweep_plan.h"
 #include "calibration/sweep_fit.h"
 #include "common/error.h"
+#include "models/model_registry.h"
 
 namespace servesim::calibration {
 
@@ -30,7 +34,19 @@ void emit_profile(const HardwareProfile& p, const CalibrateOptions& o, std::ostr
     }
 }
 
-int run_calibrate(const CalibrateOptions& o, std::ostream& out, std::ostream& log, const GpuSweep& gpu_sweep) {
+void announce_sweep(const CalibrateOptions& o, std::ostream& log) {
+    const SweepEstimate e = estimate_sweep(models::resolve_model(o.model), o);
+    log << fmt::format(
+        "servesim-calibrate: {}{}: the GPU sweep takes about {:.0f} s ({:.1f} min): {} timed measurements ({}) of "
+        "{:.2f} s each ({:.0f} ms of sustained load, --sustain-ms, then ~150 ms of timed replays: the sweep's timing "
+        "policy); start-up and the fits add a few seconds\n",
+        o.model, o.quick ? " (quick)" : "", e.seconds, e.seconds / 60.0, e.timed_measurements, e.breakdown,
+        e.per_measurement_s, o.sustain_ms);
+    log.flush();
+}
+
+int run_calibrate(const CalibrateOptions& o, std::ostream& out, std::ostream& log, const GpuSweep& gpu_sweep,
+                  bool announce) {
     try {
         if (!o.host_work_gpu.empty()) {
             throw ConfigError("--host-work-gpu fits against servesim's cost models: run it as `servesim calibrate`");
@@ -68,6 +84,9 @@ int run_calibrate(const CalibrateOptions& o, std::ostream& out, std::ostream& lo
             throw ConfigError("--model is required (a preset name or a config.json path)");
         }
         if (gpu_sweep) {
+            if (announce) {
+                announce_sweep(o, log);  // resolves the model too: an unknown one is refused before the GPU is touched
+            }
             return gpu_sweep(o, out, log);
         }
         log << "servesim-calibrate: this program has no GPU sweep (a build without CUDA) and no GPU can be used; "

@@ -12,6 +12,21 @@
 
 namespace servesim::calibration {
 
+// `servesim calibrate --help`, shared by the full CLI (tools/servesim.cpp) and the calibration-only build's front end
+// (calibration/runner/front.cpp).
+inline constexpr const char* kCalibrateUsage =
+    "usage: servesim calibrate --model M [--out FILE] [--quick] [--log-dir DIR] [--tensor-parallel-size N]\n"
+    "                          [--sustain-ms MS] [--device N] [--weight-dtype bf16|fp8|fp8-block]\n"
+    "       servesim calibrate --from-measurements FILE [--model M] [--out FILE]\n"
+    "       servesim calibrate --from-measurements RUN... --fit request-path [--out FILE]   (runs as for validate)\n"
+    "       servesim calibrate --from-measurements FILE --host-work-gpu GPU [--model M] [--out FILE]\n"
+    "                     (host_step_us, host_per_request_us from steps measured without async scheduling,\n"
+    "                     host_exposed_us from steps measured with it; docs/HOST-WORK.md)\n"
+    "       servesim calibrate --profile FILE --add-composition FILE [--label L] [--out FILE]\n"
+    "       servesim calibrate --profile FILE --refit-points DIR [--out FILE]\n"
+    "fits a hardware profile (a cost_model for scenarios); see calibration/README.md. With --model it first says how\n"
+    "long the GPU sweep will take (its measurement count times each one's sustained load and timed replays).\n";
+
 struct CalibrateOptions {
     std::string model;              // preset name or model file (models/model_registry.h resolve_model)
     std::string out_path;           // profile YAML; empty → stdout
@@ -46,8 +61,14 @@ using GpuSweep = std::function<int(const CalibrateOptions& options, std::ostream
 // Runs the calibration; returns a process exit status (0 ok, 1 bad input, 2 no GPU / no sweep). Progress and
 // diagnostics go to `log`, the profile to out_path (or `out` when empty). ConfigErrors are caught and reported.
 // A GPU sweep is handed to `gpu_sweep` after --model is checked; without one it reports that no GPU can be used.
+// Before the sweep, with `announce`, says how long it will take (announce_sweep); a caller that hands the sweep to
+// another program which announces it itself (servesim → servesim-calibrate) passes false.
 int run_calibrate(const CalibrateOptions& options, std::ostream& out, std::ostream& log,
-                  const GpuSweep& gpu_sweep = {});
+                  const GpuSweep& gpu_sweep = {}, bool announce = true);
+
+// Logs the sweep's estimated duration for options.model (sweep_plan.h estimate_sweep): measurements, seconds each and
+// where that figure comes from. ConfigError for an unknown model.
+void announce_sweep(const CalibrateOptions& options, std::ostream& log);
 
 // Parses servesim-calibrate's command line (--model M --out FILE --quick --from-measurements FILE
 // --profile FILE --add-composition FILE [--label L] --profile FILE --refit-points DIR --log-dir DIR --device N

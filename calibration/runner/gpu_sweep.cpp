@@ -22,6 +22,7 @@
 
 #include "calibration/curve_fit.h"
 #include "calibration/measurements.h"
+#include "calibration/runner/sweep_plan.h"
 #include "calibration/sweep_fit.h"
 #include "common/error.h"
 #include "kernels/gpu_runtime.h"
@@ -1002,6 +1003,7 @@ HardwareProfile sweep_model(const models::ModelSpec& spec,
         return pl;
     }();
     const bool quick = o.quick;
+    const SweepGrids grids = sweep_grids(quick);  // shared with the duration estimate (sweep_plan.h)
     HardwareProfile p;
     p.gpu = info.name;
     p.date = today_iso();
@@ -1040,10 +1042,7 @@ HardwareProfile sweep_model(const models::ModelSpec& spec,
 
     // gemm
     {
-        const std::vector<int> grid =
-            quick ? std::vector<int>{1, 4, 16, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768}
-                  : std::vector<int>{1,   2,   4,    8,    16,   32,   48,   64,   96,   128,   192,   256,   384,
-                                     512, 768, 1024, 1536, 2048, 3072, 4096, 6144, 8192, 12288, 16384, 24576, 32768};
+        const std::vector<int>& grid = grids.gemm_tokens;
         std::map<std::string, MoeLayerWeights> moe_weights;  // one layer's experts per MoE group, kept for the grid
         for (const auto& g : plan.groups) {
             if (g.moe.num_experts > 0) {
@@ -1065,8 +1064,7 @@ HardwareProfile sweep_model(const models::ModelSpec& spec,
     // lm_head and overhead
     {
         k::DeviceBuffer w = random_bf16(static_cast<std::size_t>(plan.vocab) * plan.hidden, 201, -0.05f, 0.05f);
-        const std::vector<int> grid = quick ? std::vector<int>{1, 4, 16, 64, 256, 1024}
-                                            : std::vector<int>{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024};
+        const std::vector<int>& grid = grids.lm_head_sequences;
         std::vector<Point> lm;
         std::vector<Point> ov;
         for (int s : grid) {
@@ -1080,16 +1078,7 @@ HardwareProfile sweep_model(const models::ModelSpec& spec,
     }
     // attention
     if (!plan.attention.empty()) {
-        std::vector<std::pair<int, int>> prefill_cases;
-        for (int c : quick ? std::vector<int>{128, 512, 2048, 8192, 32768}
-                           : std::vector<int>{64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768}) {
-            prefill_cases.push_back({c, 0});
-        }
-        for (int c : quick ? std::vector<int>{512} : std::vector<int>{256, 512, 2048}) {
-            for (int cached : {1024, 4096, 16384}) {
-                prefill_cases.push_back({c, cached});
-            }
-        }
+        const std::vector<std::pair<int, int>>& prefill_cases = grids.prefill_cases;
         std::vector<Point> pre;
         for (auto [chunk, cached] : prefill_cases) {
             double ms = 0;
@@ -1105,23 +1094,14 @@ HardwareProfile sweep_model(const models::ModelSpec& spec,
         }
 
         std::vector<Point> dec;
-        const std::vector<int> seqs_grid =
-            quick ? std::vector<int>{1, 16, 128, 512} : std::vector<int>{1, 4, 8, 16, 32, 64, 128, 256, 512, 1024};
-        const std::vector<int> ctx_grid =
-            quick ? std::vector<int>{256, 2048, 16384} : std::vector<int>{128, 512, 1024, 2048, 4096, 8192, 32768};
-        for (int s : seqs_grid) {
-            for (int c : ctx_grid) {
-                if (static_cast<double>(s) * c > 4.2e6) {
-                    continue;
-                }
-                double ms = 0;
-                for (const auto& a : plan.attention) {
-                    ms += a.count * time_decode_attention(a, s, c, info.multiprocessors);
-                }
-                const double seqs = s;
-                const double per_seq = c;
-                dec.push_back({{seqs * per_seq, seqs, std::sqrt(per_seq)}, ms});
+        for (auto [s, c] : grids.decode_cases) {  // total context above 4.2M tokens left out (KV memory)
+            double ms = 0;
+            for (const auto& a : plan.attention) {
+                ms += a.count * time_decode_attention(a, s, c, info.multiprocessors);
             }
+            const double seqs = s;
+            const double per_seq = c;
+            dec.push_back({{seqs * per_seq, seqs, std::sqrt(per_seq)}, ms});
         }
         const std::vector<std::string> dec_vars = {"context_tokens", "sequences", "sqrt_context_per_sequence"};
         p.curves["attn_decode"] =
@@ -1130,18 +1110,8 @@ HardwareProfile sweep_model(const models::ModelSpec& spec,
     }
     // Gated DeltaNet
     if (!plan.gdn.empty()) {
-        std::vector<std::pair<int, int>> cases;
-        for (int len : quick ? std::vector<int>{256, 2048, 8192, 32768}
-                             : std::vector<int>{64, 256, 1024, 2048, 4096, 8192, 16384, 32768}) {
-            cases.push_back({1, len});
-        }
-        for (int s : {4, 16}) {
-            for (int len : quick ? std::vector<int>{1024} : std::vector<int>{256, 1024, 2048}) {
-                cases.push_back({s, len});
-            }
-        }
         std::vector<Point> pre;
-        for (auto [s, len] : cases) {
+        for (auto [s, len] : grids.gdn_prefill_cases) {
             double ms = 0;
             for (const auto& g : plan.gdn) {
                 ms += g.count * time_gdn_prefill(g, s, len);
@@ -1154,18 +1124,17 @@ HardwareProfile sweep_model(const models::ModelSpec& spec,
 
         std::vector<Point> dec;
         std::vector<Point> snap;
-        for (int s : quick ? std::vector<int>{1, 8, 64, 256, 1024}
-                           : std::vector<int>{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024}) {
+        for (int s : grids.gdn_decode_sequences) {
             double ms = 0;
             double sms = 0;
             for (const auto& g : plan.gdn) {
                 ms += g.count * time_gdn_decode(g, s);
-                if (s <= 256) {
+                if (s <= kSnapshotMaxSequences) {
                     sms += g.count * time_snapshot(g, s);
                 }
             }
             dec.push_back({{static_cast<double>(s)}, ms});
-            if (s <= 256) {
+            if (s <= kSnapshotMaxSequences) {
                 snap.push_back({{static_cast<double>(s)}, sms});
             }
         }
@@ -1197,16 +1166,12 @@ HardwareProfile sweep_model(const models::ModelSpec& spec,
         }
         log << "  composition (whole forwards, CUDA graph" << (tp > 1 ? ", one tensor-parallel rank" : "") << "):\n";
         const ForwardModel fm = build_forward_model(rank_spec);
-        const std::vector<int> prefill =
-            quick ? std::vector<int>{512, 4096, 32768} : std::vector<int>{512, 1024, 2048, 4096, 8192, 16384, 32768};
-        for (int tokens : prefill) {
+        for (int tokens : grids.composition_prefill_tokens) {
             const double ms = time_forward(fm, 1, tokens, 0, gemm, info.multiprocessors);
             p.composition_check.push_back(
                 {fmt::format("forward_prefill_T{}", tokens), ms, predict_prefill_ms(p, tokens, 0)});
         }
-        const std::vector<std::pair<int, int>> dec = {{1, 2048},  {8, 2048},   {32, 2048},
-                                                      {64, 2048}, {128, 2048}, {256, 1024}};
-        for (auto [b, c] : dec) {
+        for (auto [b, c] : grids.composition_decode_cases) {
             const double ms = time_forward(fm, b, 1, c, gemm, info.multiprocessors);
             p.composition_check.push_back(
                 {fmt::format("forward_decode_B{}_C{}", b, c + 1), ms, predict_decode_ms(p, b, c + 1)});

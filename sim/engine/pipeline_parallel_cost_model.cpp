@@ -10,11 +10,11 @@
 namespace servesim::engine {
 
 double PipelineHop::send_ms(double tokens) const {
-    if (pipeline_parallel_size <= 1 || link_bytes_per_s <= 0) {
+    if (pipeline_parallel_size <= 1) {
         return 0.0;
     }
     const double bytes = 2.0 * tokens * hidden_size * dtype_bytes / std::max(1, tensor_parallel_size);
-    return 1e3 * bytes / link_bytes_per_s + latency_ms;
+    return CollectiveCostModel(link, 2).send_ms(bytes);
 }
 
 PipelineParallelCostModel::PipelineParallelCostModel(std::unique_ptr<CostModel> inner, const PipelineHop& hop)

@@ -23,6 +23,7 @@
 #include <memory>
 #include <string>
 
+#include "sim/engine/collectives.h"
 #include "sim/engine/cost_model.h"
 
 namespace servesim::engine {
@@ -32,10 +33,10 @@ struct PipelineHop {
     int tensor_parallel_size = 1;
     int hidden_size = 0;
     double dtype_bytes = 2;
-    double link_bytes_per_s = 0;  // stage-to-stage bandwidth, one direction
-    double latency_ms = 0.01;     // per send (launch + sync), as TensorParallelComm's all-reduce latency
+    CollectiveLink link;          // the replica's TP × PP GPUs' link (collective_link_for_group); 0 B/s = no send cost
 
-    // One stage-to-stage send of `tokens` tokens: hidden states and residual, this rank's 1/TP slice.
+    // One stage-to-stage send of `tokens` tokens: hidden states and residual, this rank's 1/TP slice, costed as an
+    // NCCL point-to-point send on the link (CollectiveCostModel::send_ms).
     [[nodiscard]] double send_ms(double tokens) const;
 };
 

@@ -39,12 +39,12 @@ ProfileCostModel::ProfileCostModel(calibration::HardwareProfile profile, std::st
     }
     // The required curves are dereferenced per step: a profile built in code gets the reader's checks too.
     calibration::validate_profile(profile_, path_);
-    if (profile_.tensor_parallel_size != comm_.tensor_parallel_size) {
+    if (profile_.tensor_parallel_size != comm_.tensor_parallel_size()) {
         throw ConfigError(fmt::format("{}: the profile was measured for tensor_parallel_size {} (one rank's shapes) but "
                                       "the engine runs tensor_parallel_size {}; calibrate with "
                                       "--tensor-parallel-size {} or use cost_model: roofline",
-                                      path_, profile_.tensor_parallel_size, comm_.tensor_parallel_size,
-                                      comm_.tensor_parallel_size));
+                                      path_, profile_.tensor_parallel_size, comm_.tensor_parallel_size(),
+                                      comm_.tensor_parallel_size()));
     }
 }
 
@@ -126,7 +126,7 @@ StepCost ProfileCostModel::step_cost(const BatchShape& s) const {
 
 std::string ProfileCostModel::describe() const {
     const std::string tp =
-        comm_.tensor_parallel_size > 1 ? fmt::format(", TP {}", comm_.tensor_parallel_size) : "";
+        comm_.tensor_parallel_size() > 1 ? fmt::format(", TP {}", comm_.tensor_parallel_size()) : "";
     return fmt::format("profile {} ({} on {}, {}{})", path_, profile_.model, profile_.gpu, profile_.source, tp);
 }
 

@@ -216,7 +216,7 @@ RooflineCostModel::RooflineCostModel(const models::ModelSpec& model, models::DTy
         }
     }
     kv_bytes_per_token_ -= local_kv_bytes;
-    comm_ = make_tensor_parallel_comm(model, tp, params_.interconnect_bytes_per_s, params_.allreduce_latency_ms);
+    comm_ = make_tensor_parallel_comm(model, tp, params_.tp_link, params_.custom_all_reduce);
     // Last, once every figure token_terms reads is set.
     if (graphs_.enabled()) {
         const auto size = static_cast<std::size_t>(graphs_.max_size()) + 1;

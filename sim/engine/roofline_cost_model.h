@@ -38,11 +38,11 @@ struct RooflineParams {
     bool enforce_eager = false;
     // Tensor parallelism: each rank does 1/TP of the FLOPs and reads 1/TP of the weights and of the KV (heads are
     // split; KV heads per rank max(1, total/TP)); every layer adds two all-reduces of the step's hidden states
-    // (after attention and after the MLP), a ring costing 2·(TP−1)/TP · bytes / interconnect + a fixed latency
-    // (TensorParallelComm, shared with ProfileCostModel).
+    // (after attention and after the MLP), each costed by the TP group's link (TensorParallelComm and
+    // CollectiveCostModel, shared with ProfileCostModel).
     int tensor_parallel_size = 1;
-    double interconnect_bytes_per_s = 0;
-    double allreduce_latency_ms = 0.01;     // per all-reduce (NCCL launch + sync), a stated assumption
+    CollectiveLink tp_link;                 // the TP group's link (collective_link_for_group); 0 B/s = no comm term
+    bool custom_all_reduce = true;          // vLLM's custom all-reduce not disabled
     // Expert parallelism (sim/engine/expert_parallel.h): the routed experts' GEMM FLOPs and weight reads of the
     // busiest EP rank replace their TP-sliced figures; the all-to-all is added by ExpertAllToAllCostModel.
     ExpertParallelism expert_parallel;

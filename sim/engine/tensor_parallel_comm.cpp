@@ -1,18 +1,17 @@
 // Tensor-parallel all-reduce time; see tensor_parallel_comm.h.
 #include "sim/engine/tensor_parallel_comm.h"
 
+#include <algorithm>
 #include <variant>
 
 namespace servesim::engine {
 
 double TensorParallelComm::step_ms(std::int64_t tokens) const {
-    const int tp = tensor_parallel_size;
-    if (tp <= 1 || interconnect_bytes_per_s <= 0) {
+    if (collectives.ranks() <= 1 || tokens <= 0) {
         return 0.0;
     }
     const double bytes = static_cast<double>(tokens) * hidden_size * dtype_bytes;
-    const double ring_ms = 1e3 * 2.0 * (tp - 1) / tp * bytes / interconnect_bytes_per_s;
-    return num_allreduces_per_step * (ring_ms + allreduce_latency_ms);
+    return num_allreduces_per_step * collectives.all_reduce_ms(bytes);
 }
 
 int allreduces_per_step(const models::ModelSpec& model) {
@@ -24,14 +23,10 @@ int allreduces_per_step(const models::ModelSpec& model) {
     return n;
 }
 
-TensorParallelComm make_tensor_parallel_comm(const models::ModelSpec& model,
-                                             int tensor_parallel_size,
-                                             double interconnect_bytes_per_s,
-                                             double allreduce_latency_ms) {
+TensorParallelComm make_tensor_parallel_comm(const models::ModelSpec& model, int tensor_parallel_size,
+                                             CollectiveLink link, bool custom_all_reduce) {
     TensorParallelComm c;
-    c.tensor_parallel_size = tensor_parallel_size < 1 ? 1 : tensor_parallel_size;
-    c.interconnect_bytes_per_s = interconnect_bytes_per_s;
-    c.allreduce_latency_ms = allreduce_latency_ms;
+    c.collectives = CollectiveCostModel(link, std::max(1, tensor_parallel_size), custom_all_reduce);
     c.num_allreduces_per_step = allreduces_per_step(model);
     c.hidden_size = model.hidden_size;
     c.dtype_bytes = models::dtype_bytes(model.dtype);

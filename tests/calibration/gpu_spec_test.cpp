@@ -185,19 +185,57 @@ TEST_CASE("The former compiled-in table reads back bit for bit from the data fil
     CHECK(h100.attention_efficiency == 0.55);
     CHECK(h100.gdn_efficiency == 0.25);
     CHECK(h100.bandwidth_efficiency == 0.85);
-    CHECK(h100.allreduce_latency_ms == 0.01);
 }
 
-TEST_CASE("A tensor-parallel group beyond the NVLink domain crosses PCIe", "[calibration][gpus]") {
-    // H100 NVL: pairs joined by a 300 GB/s bridge; a group of 4 meets over PCIe Gen5 (64 GB/s one way).
-    const auto nvl = sc::find_gpu("H100 NVL");
-    CHECK(nvl.group_bytes_per_s(2) == 300e9);
-    CHECK(nvl.group_bytes_per_s(4) == 64e9);
-    // PCIe-only cards: any group size at the PCIe figure.
-    CHECK(sc::find_gpu("L40S").group_bytes_per_s(8) == 32e9);
-    // GH200 behind NVLink-C2C: beyond its NVL2 pair the next hop is the network, not modelled (0).
-    CHECK(sc::find_gpu("GH200").group_bytes_per_s(2) == 450e9);
-    CHECK(sc::find_gpu("GH200").group_bytes_per_s(4) == 0);
+TEST_CASE("GPU files say whether PCIe peers reach each other and how fast the network is", "[calibration][gpus]") {
+    // GeForce cards and the L40S have no peer-to-peer (their files cite the reports); the other PCIe cards do.
+    CHECK_FALSE(sc::find_gpu("RTX 4090").interconnect_peer_to_peer);
+    CHECK_FALSE(sc::find_gpu("RTX 3090").interconnect_peer_to_peer);
+    CHECK_FALSE(sc::find_gpu("L40S").interconnect_peer_to_peer);
+    CHECK(sc::find_gpu("RTX PRO 6000").interconnect_peer_to_peer);
+    CHECK(sc::find_gpu("H100 NVL").interconnect_peer_to_peer);
+    // DGX-class nodes: one 400 Gb/s NIC per GPU (50 GB/s) on H100/H200/B200, 200 Gb/s (25 GB/s) on A100.
+    CHECK(sc::find_gpu("H100").network_bytes_per_s == 50e9);
+    CHECK(sc::find_gpu("H200").network_bytes_per_s == 50e9);
+    CHECK(sc::find_gpu("A100-80GB").network_bytes_per_s == 25e9);
+    CHECK(sc::find_gpu("GH200").network_bytes_per_s == 0);  // not given: groups beyond the NVL2 pair are refused
+    // The keys are checked against the topology, and the old fixed latency is refused by name.
+    CHECK(parse_error(replace_line(kValid, "interconnect",
+                                   "interconnect: {topology: nvlink_switch, bandwidth_gb_per_s: 450, domain_gpus: 8, "
+                                   "peer_to_peer: false}"))
+              .find("'interconnect.peer_to_peer': only for topology: pcie or nvlink_bridge") != std::string::npos);
+    CHECK(parse_error(replace_line(kValid, "interconnect",
+                                   "interconnect: {topology: pcie, bandwidth_gb_per_s: 64, network_gb_per_s: 50}"))
+              .find("'interconnect.network_gb_per_s': only for topology: nvlink_switch or xgmi_mesh") !=
+          std::string::npos);
+    CHECK(parse_error(replace_line(kValid, "interconnect",
+                                   "interconnect: {topology: nvlink_switch, bandwidth_gb_per_s: 450, domain_gpus: 8, "
+                                   "allreduce_latency_ms: 0.01}"))
+              .find("'interconnect.allreduce_latency_ms': is no longer read") != std::string::npos);
+}
+
+TEST_CASE("A GPU resolves by the name its driver reports, as a calibrated profile records it", "[calibration][gpus]") {
+    // What torch.cuda.get_device_name / nvidia-smi print on the device machines (KINDS.md: "NVIDIA H100 80GB HBM3",
+    // "NVIDIA H200"), and the GH200 / B300 names of their files.
+    CHECK(sc::find_gpu("NVIDIA H100 80GB HBM3").name == "H100-SXM");
+    CHECK(sc::find_gpu("NVIDIA H200").name == "H200");
+    CHECK(sc::find_gpu("NVIDIA GH200 480GB").name == "GH200");
+    CHECK(sc::find_gpu("NVIDIA B300 SXM6 AC").name == "B300");
+    CHECK(sc::find_gpu("NVIDIA GeForce RTX 4090").name == "RTX 4090");
+    CHECK(sc::find_gpu("AMD Instinct MI300X").name == "MI300X");
+    CHECK(sc::find_gpu("H100").answers_to("NVIDIA H100 80GB HBM3"));
+    CHECK(sc::find_gpu("H100").answers_to("h100 sxm5"));
+    CHECK_FALSE(sc::find_gpu("H100").answers_to("NVIDIA H100 PCIe"));
+    // Every catalog GPU resolves by its own device_name.
+    for (const auto& g : sc::gpu_catalog()) {
+        INFO(g.device_name);
+        CHECK(sc::find_gpu(g.device_name).name == g.name);
+    }
+    // An unknown name is refused with the list of what is allowed.
+    const std::string msg = error_of("NVIDIA H300 80GB HBM5");
+    CHECK(msg.find("unknown GPU 'NVIDIA H300 80GB HBM5'") != std::string::npos);
+    CHECK(msg.find("known GPUs: A100-40GB, A100-80GB") != std::string::npos);
+    CHECK(msg.find("the name its driver reports") != std::string::npos);
 }
 
 TEST_CASE("A user GPU file reads with defaults for the optional keys", "[calibration][gpus]") {

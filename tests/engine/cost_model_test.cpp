@@ -91,26 +91,28 @@ TEST_CASE("Profile: a step is the sum of its curves; fp8 KV halves decode attent
 }
 
 TEST_CASE("Profile at TP 2: one rank's curves plus the roofline's all-reduce term", "[engine][cost]") {
-    // Same curves as above, measured for tensor_parallel_size 2, costing Qwen3-Next-80B-A3B at TP 2 over a 450 GB/s
-    // link. 48 layers × (mixer + MoE MLP) = 96 all-reduces of the 104 padded tokens × 2,048 × 2 B = 425,984 B:
-    //   ring 2·(2−1)/2 × 425,984 / 450e9 s = 0.000946631 ms, + 0.01 ms latency = 0.010946631 ms, × 96 = 1.050877 ms
-    //   total 2.775 (curves) + 1.050877 = 3.825877 ms
+    // Same curves as above, measured for tensor_parallel_size 2, costing Qwen3-Next-80B-A3B at TP 2 over NVSwitch at
+    // 450 GB/s. 48 layers × (mixer + MoE MLP) = 96 all-reduces of the 104 padded tokens × 2,048 × 2 B = 425,984 B,
+    // under 8 MiB on 2 GPUs: vLLM's custom all-reduce, one-shot (sim/engine/collectives.h). Bus bandwidth at 2 ranks
+    // 450 · 329/450 = 329 GB/s: 4.3 µs + (2−1) · 425,984 / 329e9 s = 0.0043 + 0.0012948 = 0.0055948 ms, × 96 =
+    // 0.537099 ms; total 2.775 (curves) + 0.537099 = 3.312099 ms
     const std::string text = std::string(kProfileText) + "tensor_parallel_size: 2\n";
     const models::ModelSpec spec = models::resolve_model("Qwen3-Next-80B-A3B");
-    const TensorParallelComm comm = make_tensor_parallel_comm(spec, 2, 450e9);
+    const CollectiveLink nvswitch{LinkKind::kNvlinkSwitch, 450e9};
+    const TensorParallelComm comm = make_tensor_parallel_comm(spec, 2, nvswitch);
     CHECK(comm.num_allreduces_per_step == 96);
     const ProfileCostModel cost(calibration::load_profile_string(text, "tp2.yaml"), "tp2.yaml", 512, 1.0, comm);
     const BatchShape s = mixed_batch();
-    CHECK(close(cost.step_cost(s).comm_ms, 1.050877, 1e-6));
-    CHECK(close(cost.step_cost(s).total_ms(), 3.825877, 1e-6));
+    CHECK(close(cost.step_cost(s).comm_ms, 0.537099, 1e-6));
+    CHECK(close(cost.step_cost(s).total_ms(), 3.312099, 1e-6));
     // The roofline's comm term for the same step is the same function.
     RooflineParams rp;
     rp.peak_flops_per_s = 989e12;
     rp.memory_bandwidth_bytes_per_s = 4.8e12;
     rp.tensor_parallel_size = 2;
-    rp.interconnect_bytes_per_s = 450e9;
+    rp.tp_link = nvswitch;
     const RooflineCostModel roof(spec, spec.dtype, rp);
-    CHECK(close(roof.step_cost(s).comm_ms, 1.050877, 1e-6));
+    CHECK(close(roof.step_cost(s).comm_ms, 0.537099, 1e-6));
 }
 
 TEST_CASE("Profile: a tensor_parallel_size unlike the engine's is refused naming file and both", "[engine][cost]") {
@@ -119,7 +121,7 @@ TEST_CASE("Profile: a tensor_parallel_size unlike the engine's is refused naming
     std::string msg;
     try {
         const ProfileCostModel cost(calibration::load_profile_string(text, "h200-tp2.yaml"), "h200-tp2.yaml", 512, 1.0,
-                                    make_tensor_parallel_comm(spec, 4, 450e9));
+                                    make_tensor_parallel_comm(spec, 4, CollectiveLink{LinkKind::kNvlinkSwitch, 450e9}));
     } catch (const ConfigError& e) {
         msg = e.what();
     }

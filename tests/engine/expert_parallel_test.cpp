@@ -56,13 +56,12 @@ TEST_CASE("EP: Qwen3-235B-A22B on 8 ranks at TP 1 holds 16 whole experts per lay
 }
 
 TEST_CASE("EP: the busiest rank's expert work and the dispatch/combine all-to-all", "[engine][ep]") {
-    // 4 tokens on a replica, TP 1, DP 2 → EP 2, imbalance 1.5, 100 GB/s, 0.01 ms per all-to-all.
+    // 4 tokens on a replica, TP 1, DP 2 → EP 2, imbalance 1.5, NVSwitch at 450 GB/s (bus 329 GB/s at 2 ranks).
     ExpertParallelism ep;
     ep.expert_parallel_size = 2;
     ep.data_parallel_size = 2;
     ep.expert_load_imbalance = 1.5;
-    ep.link_bytes_per_s = 100e9;
-    ep.latency_ms = 0.01;
+    ep.link = CollectiveLink{LinkKind::kNvlinkSwitch, 450e9};
     const ExpertStepWork w = expert_step_work(one_moe_layer(), ep, 4);
     // An expert: 3 · 1024 · 512 = 1,572,864 params (3,145,728 B). FLOPs: 2 · 4 tokens · 2 experts · 1,572,864 =
     // 25,165,824 sliced by TP 1; the busiest EP rank 1.5x that.
@@ -72,14 +71,45 @@ TEST_CASE("EP: the busiest rank's expert work and the dispatch/combine all-to-al
     // its 4 experts, each touched by some of the 2 replicas' 8 tokens: 4 · (1 − 0.75^8) · 3,145,728 B.
     CHECK(near(w.weight_bytes_tp, 17'203'200.0));
     CHECK(near(w.weight_bytes_ep, 4.0 * (1.0 - std::pow(0.75, 8)) * 3'145'728.0));
-    // Dispatch: 4 tokens · 2 experts · 1024 · 2 B · (2−1)/2 = 8,192 B; the busiest rank receives 1.5x; dispatch and
-    // combine: 2 · (8,192 · 1.5 / 100 GB/s + 0.01 ms) = 0.02024576 ms.
-    CHECK(near(w.all_to_all_ms, 2.0 * (1e3 * 8192.0 * 1.5 / 100e9 + 0.01)));
+    // allgather_reducescatter (vLLM's default): the DP group (2 ranks) all-gathers the 8 tokens' hidden states and
+    // router logits, 8 · (1024 + 8) · 2 B = 16,512 B, of which a rank receives half: 8,256 B, whatever the routing.
+    // NCCL LL (a third of 329 GB/s): 6.6 + 0.6 µs + 8,256 / 109.667e9 s = 7.27528 µs. The reduce-scatter of the
+    // 8 · 1024 · 2 = 16,384 B outputs: 7.2 + 0.07470 = 7.27470 µs. Together 0.01454998 ms.
+    CHECK(w.dispatch_bytes == 8256.0);
+    CHECK(std::abs(w.all_to_all_ms - 0.01454998) < 1e-8);
+    // deepep_low_latency: only the top-k copies, to the EP group (2 ranks): 4 tokens · 2 · 1024 · 2 B · 1.5 =
+    // 24,576 B sent by the busiest rank, half to the other rank: 12,288 B. LL: 7.2 µs + 12,288 / 109.667e9 s =
+    // 7.31205 µs, dispatch and combine: 0.01462410 ms.
+    ExpertParallelism deepep = ep;
+    deepep.backend = All2AllBackend::kDeepepLowLatency;
+    const ExpertStepWork d = expert_step_work(one_moe_layer(), deepep, 4);
+    CHECK(d.dispatch_bytes == 12288.0);
+    CHECK(std::abs(d.all_to_all_ms - 0.01462410) < 1e-8);
+    CHECK(d.flops_ep == w.flops_ep);  // the backend moves data; the experts' work is the same
+    // naive runs allgather_reducescatter (vLLM PR #33728).
+    ExpertParallelism naive = ep;
+    naive.backend = All2AllBackend::kNaive;
+    CHECK(expert_step_work(one_moe_layer(), naive, 4).all_to_all_ms == w.all_to_all_ms);
+    // DP 1 (EP = TP 2 on one replica): vLLM runs no all2all (use_all2all_kernels needs dp_size > 1); the MoE output
+    // is all-reduced over TP like any layer.
+    ExpertParallelism tp_only = ep;
+    tp_only.tensor_parallel_size = 2;
+    tp_only.data_parallel_size = 1;
+    CHECK(expert_step_work(one_moe_layer(), tp_only, 4).all_to_all_ms == 0);
     // Off (EP 1): no all-to-all; the work is TP's.
     ExpertParallelism off;
     const ExpertStepWork none = expert_step_work(one_moe_layer(), off, 4);
     CHECK(none.all_to_all_ms == 0);
     CHECK(none.flops_ep == none.flops_tp);
+}
+
+TEST_CASE("EP: vLLM's --all2all-backend values by name", "[engine][ep]") {
+    CHECK(parse_all2all_backend("allgather_reducescatter") == All2AllBackend::kAllgatherReducescatter);
+    CHECK(parse_all2all_backend("deepep_high_throughput") == All2AllBackend::kDeepepHighThroughput);
+    CHECK_FALSE(parse_all2all_backend("mori_low_latency").has_value());
+    CHECK(all2all_backend_names().rfind("allgather_reducescatter, naive, pplx", 0) == 0);
+    CHECK_FALSE(moves_routed_copies(All2AllBackend::kNaive));
+    CHECK(moves_routed_copies(All2AllBackend::kPplx));
 }
 
 }  // namespace

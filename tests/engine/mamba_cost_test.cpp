@@ -21,7 +21,7 @@ RooflineParams h200(int tp = 1) {
     p.peak_flops_per_s = 989e12;
     p.memory_bandwidth_bytes_per_s = 4.8e12;
     p.tensor_parallel_size = tp;
-    p.interconnect_bytes_per_s = 450e9;
+    p.tp_link = CollectiveLink{LinkKind::kNvlinkSwitch, 450e9};
     return p;
 }
 

@@ -36,7 +36,7 @@ TEST_CASE("Roofline: DeepSeek-V3's absorbed MLA decode is FLOP-bound on one GPU,
     CHECK(close(tp1.step_cost(one_decode(1000)).attn_decode_ms, 0.0312349, 1e-7));
     // TP 8: FLOPs / 8 → 0.0039044 ms; bytes stay 70,272 per token on every rank → 0.0172235 ms binds.
     p.tensor_parallel_size = 8;
-    p.interconnect_bytes_per_s = 450e9;
+    p.tp_link = CollectiveLink{LinkKind::kNvlinkSwitch, 450e9};
     const RooflineCostModel tp8(spec, spec.dtype, p);
     CHECK(close(tp8.step_cost(one_decode(1000)).attn_decode_ms, 0.0172235, 1e-7));
 }

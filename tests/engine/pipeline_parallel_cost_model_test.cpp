@@ -2,6 +2,7 @@
 // 1/min(P, sequences) share) through every layer plus P−1 stage-to-stage sends.
 #include "sim/engine/pipeline_parallel_cost_model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 
@@ -30,9 +31,14 @@ PipelineHop hop(int pp) {
     h.pipeline_parallel_size = pp;
     h.hidden_size = 4096;
     h.dtype_bytes = 2;
-    h.link_bytes_per_s = 450e9;
-    h.latency_ms = 0.01;
+    h.link = CollectiveLink{LinkKind::kNvlinkSwitch, 450e9};
     return h;
+}
+
+// An NCCL send between two GPUs on NVSwitch (sim/engine/collectives.h): bus bandwidth 329 GB/s at 2 ranks; the faster
+// of LL (6.6 µs base + 0.6 µs step, a third of the bandwidth) and Simple (8.4 + 3.4 µs, full bandwidth).
+double send(double bytes) {
+    return std::min(0.0072 + 1e3 * bytes / (329e9 / 3.0), 0.0118 + 1e3 * bytes / 329e9);
 }
 
 BatchShape decodes(std::int64_t n) {
@@ -46,11 +52,13 @@ BatchShape decodes(std::int64_t n) {
 }
 
 TEST_CASE("PP: a send carries hidden states and residual of the micro-batch", "[engine][pp]") {
-    // 2 tokens · 2 tensors · 4096 · 2 B = 32,768 B over 450 GB/s = 7.2818e-5 ms, plus 0.01 ms.
-    CHECK(near(hop(4).send_ms(2), 32768.0 / 450e9 * 1e3 + 0.01));
+    // 2 tokens · 2 tensors · 4096 · 2 B = 32,768 B: LL 7.2 µs + 32,768 / 109.667 GB/s = 7.4988 µs; Simple 11.8 µs +
+    // 0.0996 µs = 11.8996 µs; NCCL's LL wins: 0.0074988 ms.
+    CHECK(std::abs(hop(4).send_ms(2) - 0.0074988) < 1e-7);
+    CHECK(near(hop(4).send_ms(2), send(32768.0)));
     PipelineHop tp2 = hop(4);
     tp2.tensor_parallel_size = 2;  // each TP rank sends its half
-    CHECK(near(tp2.send_ms(2), 16384.0 / 450e9 * 1e3 + 0.01));
+    CHECK(near(tp2.send_ms(2), send(16384.0)));
     CHECK(hop(1).send_ms(2) == 0);
 }
 
@@ -59,7 +67,7 @@ TEST_CASE("PP: 8 decodes on 4 stages cost one micro-batch of 2 through all layer
     const StepCost c = pp.step_cost(decodes(8));
     CHECK(c.gemm_ms == 2.0);      // 8 tokens / 4 micro-batches
     CHECK(c.overhead_ms == 1.0);  // 2 sequences · 0.5
-    CHECK(near(c.comm_ms, 3 * (32768.0 / 450e9 * 1e3 + 0.01)));
+    CHECK(near(c.comm_ms, 3 * send(32768.0)));
     CHECK(pp.describe() == "linear, PP 4");
 }
 
@@ -79,8 +87,9 @@ TEST_CASE("PP: fewer sequences than stages leave a bubble (no split below one se
     chunk.prefill_max_context_tokens = 2048;
     const StepCost c = pp.step_cost(chunk);
     CHECK(c.gemm_ms == 2048.0);
-    // 3 sends of 2048 tokens: 2048 · 2 · 4096 · 2 B = 33,554,432 B → 0.074565 ms each + 0.01.
-    CHECK(near(c.comm_ms, 3 * (33554432.0 / 450e9 * 1e3 + 0.01)));
+    // 3 sends of 2048 tokens: 2048 · 2 · 4096 · 2 B = 33,554,432 B → Simple: 11.8 µs + 101.989 µs = 0.113789 ms each
+    // (LL's third of the bandwidth would take 0.313 ms).
+    CHECK(near(c.comm_ms, 3 * send(33554432.0)));
 }
 
 // A prefill chunk of `tokens` after `computed`, the prompt's last (it samples) or not.
@@ -99,14 +108,14 @@ BatchShape chunk_of(std::int64_t tokens, std::int64_t computed, bool last) {
 TEST_CASE("PP: a lone prompt's chunks fill the pipeline; only its last chunk pays the whole pass",
           "[engine][pp]") {
     // 4 stages, an 8,192-token prompt in 4 chunks of 2,048 (LinearCost: 2,048 ms of GEMMs through all layers, 512
-    // ms per stage; 0.5 ms of per-batch overhead). A send of 2,048 tokens h = 33,554,432 B / 450 GB/s + 0.01 ms =
-    // 0.084565 ms.
+    // ms per stage; 0.5 ms of per-batch overhead). A send of 2,048 tokens (33,554,432 B, NCCL Simple on NVSwitch)
+    // h = 0.0118 + 33,554,432 / 329e9 s = 0.113789 ms.
     //   chunks 1–3 output nothing: the next chunk enters stage 1 after this one has left it, 512 + h (+ 0.5 overhead)
     //   chunk 4 samples: the whole pass, 2,048 + 3h (+ 0.5)
-    //   prompt to first token: 3 · 512 + 2,048 + 6h + 4 · 0.5 = 3,586.507390 ms — the pipeline's (C + P − 1) = 7
-    //   stage times, not the 4 · (2,048 + 3h) = 8,195.0148 ms of whole passes back to back.
+    //   prompt to first token: 3 · 512 + 2,048 + 6h + 4 · 0.5 = 3,586.682735 ms — the pipeline's (C + P − 1) = 7
+    //   stage times, not the 4 · (2,048 + 3h) = 8,193.365470 ms of whole passes back to back.
     const PipelineParallelCostModel pp(std::make_unique<LinearCost>(), hop(4));
-    const double h = 33554432.0 / 450e9 * 1e3 + 0.01;
+    const double h = send(33554432.0);
     const StepCost first = pp.step_cost(chunk_of(2048, 0, false));
     CHECK(first.gemm_ms == 512.0);
     CHECK(first.overhead_ms == 0.5);
@@ -126,7 +135,7 @@ TEST_CASE("PP: a lone prompt's chunks fill the pipeline; only its last chunk pay
     two.num_seqs = 2;
     const StepCost c2 = pp.step_cost(two);
     CHECK(c2.gemm_ms == 512.0);
-    CHECK(near(c2.comm_ms, 2 * (16777216.0 / 450e9 * 1e3 + 0.01)));
+    CHECK(near(c2.comm_ms, 2 * send(16777216.0)));
     BatchShape with_decode = chunk_of(2048, 0, false);
     with_decode.num_tokens = 2049;
     with_decode.num_decode_seqs = 1;

@@ -46,7 +46,7 @@ TEST_CASE("RooflineCostModel's tabled step terms are token_terms' and lm_head_ms
             params.memory_bandwidth_bytes_per_s = 4.8e12;
             params.max_cudagraph_tokens = 40;
             params.tensor_parallel_size = tp;
-            params.interconnect_bytes_per_s = 450e9;
+            params.tp_link = CollectiveLink{LinkKind::kNvlinkSwitch, 450e9};
             const RooflineCostModel cost(spec, spec.dtype, params);
             for (std::int64_t n = 0; n <= 100; ++n) {
                 BatchShape shape;

@@ -108,6 +108,33 @@ TEST_CASE("Engine keys: KV-cache dtypes vLLM has but servesim does not model are
           "'int4' is not a KV-cache dtype; allowed: auto, bfloat16, float16, fp8, fp8_e4m3, fp8_e5m2");
 }
 
+TEST_CASE("Engine keys: vLLM's all2all backends, the unmodelled ones refused by name", "[tools][engine_keys]") {
+    const ValueSpec& b = find_engine_key("all2all_backend")->spec;
+    CHECK(find_engine_flag("--all2all-backend") == find_engine_key("all2all_backend"));
+    for (const char* ok : {"allgather_reducescatter", "naive", "pplx", "deepep_high_throughput", "deepep_low_latency",
+                           "flashinfer_nvlink_two_sided", "flashinfer_nvlink_one_sided"}) {
+        CHECK(std::get<std::string>(parse_value(b, ok)) == ok);
+    }
+    CHECK(std::get<std::string>(parse_value(b, "flashinfer_all2allv")) == "flashinfer_nvlink_two_sided");
+    const std::string allowed = "allowed: allgather_reducescatter, naive, pplx, deepep_high_throughput, "
+                                "deepep_low_latency, flashinfer_nvlink_two_sided, flashinfer_nvlink_one_sided";
+    CHECK(message_of([&] { (void)parse_value(b, "mori_low_latency"); }) ==
+          "'mori_low_latency' is a vLLM all2all backend that servesim does not model; " + allowed);
+    CHECK(message_of([&] { (void)parse_value(b, "nccl"); }) == "'nccl' is not an all2all backend; " + allowed);
+    // The same code reads the scenario key and the flag.
+    const EngineFlags f = take_engine_flags({"--all2all-backend", "pplx", "--disable-custom-all-reduce"});
+    REQUIRE(f.overrides.size() == 2);
+    CHECK(f.overrides[0].path == "engine.all2all_backend");
+    CHECK(f.overrides[1].path == "engine.disable_custom_all_reduce");
+    const EngineSettings s =
+        parse_engine_settings(YamlMap(YAML::Load("{all2all_backend: deepep_low_latency}"), "x.yaml", "engine"));
+    CHECK(s.all2all_backend == "deepep_low_latency");
+    CHECK(message_of([] {
+              (void)parse_engine_settings(YamlMap(YAML::Load("{all2all_backend: mori_high_throughput}"), "x.yaml",
+                                                  "engine"));
+          }).find("'mori_high_throughput' is a vLLM all2all backend that servesim does not model") != std::string::npos);
+}
+
 TEST_CASE("Engine keys: block size keeps the attention backend's multiple of 16", "[tools][engine_keys]") {
     const ValueSpec& b = find_engine_key("block_size")->spec;
     CHECK(std::get<std::int64_t>(parse_value(b, "32")) == 32);

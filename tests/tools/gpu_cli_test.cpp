@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 
 #include "calibration/gpu_spec.h"
@@ -61,6 +62,39 @@ TEST_CASE("CLI: a GPU file with an unknown key is refused naming the file and th
     CHECK(r.status != 0);
     CHECK(contains(r.output, path.string() + ":"));
     CHECK(contains(r.output, "'tensor_cores': unknown key; allowed: name, aliases"));
+}
+
+TEST_CASE("CLI: a profile calibrated on an H100 (gpu: as the driver names it) runs with --gpu H100", "[tools][cli][gpus]") {
+    // servesim-calibrate records torch's device name, "NVIDIA H100 80GB HBM3" on an H100 SXM (KINDS.md), which is
+    // the H100-SXM file's device_name, not one of its names or aliases. The committed H200 profile of Qwen3-4B, its
+    // header changed to that name, stands for such a profile.
+    const auto path =
+        std::filesystem::temp_directory_path() / ("servesim_h100_profile_" + std::to_string(::getpid()) + ".yaml");
+    {
+        std::ifstream in("calibration/profiles/h200/Qwen3-4B.yaml");
+        std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        const auto at = text.find("gpu: NVIDIA H200\n");
+        REQUIRE(at != std::string::npos);
+        text.replace(at, 17, "gpu: NVIDIA H100 80GB HBM3\n");
+        std::ofstream(path) << text;
+    }
+    const std::string run = "run --model Qwen3-4B --num-prompts 3 --format csv --cost-model '" + path.string() + "'";
+    const Ran ok = servesim::test::run_servesim(run + " --gpu H100");
+    // On another GPU the same profile is refused, naming the GPU it was measured on.
+    const Ran other = servesim::test::run_servesim(run + " --gpu H200");
+    std::filesystem::remove(path);
+    INFO(ok.output);
+    CHECK(ok.status == 0);
+    INFO(other.output);
+    CHECK(other.status != 0);
+    CHECK(contains(other.output, "gpu: the profile was measured on 'NVIDIA H100 80GB HBM3', the experiment runs on 'H200'"));
+}
+
+TEST_CASE("CLI: an unknown GPU name is refused listing the known ones", "[tools][cli][gpus]") {
+    const Ran r = servesim::test::run_servesim("inspect --model Qwen3-4B --gpu 'NVIDIA H300'");
+    INFO(r.output);
+    CHECK(r.status != 0);
+    CHECK(contains(r.output, "unknown GPU 'NVIDIA H300'; known GPUs: A100-40GB, A100-80GB, A10G, B200"));
 }
 
 TEST_CASE("CLI: inspect -pp 2 lists the two stages of Qwen3-4B", "[tools][cli][pp]") {

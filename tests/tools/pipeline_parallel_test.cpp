@@ -67,8 +67,8 @@ TEST_CASE("PP: Llama-3.1-70B fits two H200s as two pipeline stages as it does at
 
 TEST_CASE("PP: the roofline step of a pipelined replica is one micro-batch plus the sends", "[tools][pp]") {
     // 64 decodes on 2 stages: one micro-batch of 32 through all layers (the unpipelined model's cost at 32 decodes)
-    // plus one send of 32 tokens' hidden states and residual: 2 · 32 · 8192 · 2 B = 1,048,576 B at NVLink 450 GB/s (H200)
-    // = 0.00233 ms + 0.01 ms latency.
+    // plus one send of 32 tokens' hidden states and residual: 2 · 32 · 8192 · 2 B = 1,048,576 B, an NCCL send between
+    // two H200s on NVSwitch (bus 329 GB/s): Simple 8.4 + 3.4 µs + 1,048,576 / 329e9 s = 14.9872 µs (LL: 16.76 µs).
     ExperimentConfig x;
     x.file = "pp.yaml";
     x.name = "pp";
@@ -92,7 +92,7 @@ TEST_CASE("PP: the roofline step of a pipelined replica is one micro-batch plus 
     params.memory_bandwidth_bytes_per_s = pp.gpu.memory_bandwidth_bytes_per_s;
     params.max_cudagraph_tokens = 512;
     const engine::RooflineCostModel flat(pp.model, pp.plan.kv_cache_dtype, params);
-    const double send_ms = 1e3 * 1'048'576.0 / 450e9 + 0.01;
+    const double send_ms = 0.0149871611;
     // The GPU's share; the engine's host work per step is added around it once (not per micro-batch): a decode of
     // 64 not overlapped (BatchShape::host_overlapped unset) = 300 + 5 × 64 = 620 µs of CPU, a FULL graph's 58 µs of
     // launches hidden by the GPU, and the 30 µs copy back: 0.650 ms (docs/HOST-WORK.md).

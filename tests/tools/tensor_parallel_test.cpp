@@ -68,14 +68,15 @@ TEST_CASE("TP: heads not divisible by the TP size are rejected as vLLM does", "[
 }
 
 TEST_CASE("TP: the roofline adds two all-reduces per layer", "[tools][tp]") {
-    // Qwen3-4B, one decode token at TP=2 on NVLink 450 GB/s: each all-reduce moves 2·(2−1)/2 × 2,560 × 2 B =
-    // 5,120 B → 1.1378e-5 ms, plus 0.01 ms latency; 36 layers × 2 = 72 all-reduces → 0.720819 ms.
+    // Qwen3-4B, one decode token at TP=2 on NVSwitch 450 GB/s: each all-reduce is 2,560 × 2 B = 5,120 B, vLLM's
+    // custom all-reduce one-shot at 2 ranks (bus 329 GB/s): 4.3 µs + 5,120 / 329e9 s = 0.0043156 ms; 36 layers × 2 =
+    // 72 all-reduces → 0.310720 ms.
     const models::ModelSpec spec = models::resolve_model("Qwen3-4B");
     engine::RooflineParams p;
     p.peak_flops_per_s = 989e12;
     p.memory_bandwidth_bytes_per_s = 4.8e12;
     p.tensor_parallel_size = 2;
-    p.interconnect_bytes_per_s = 450e9;
+    p.tp_link = engine::CollectiveLink{engine::LinkKind::kNvlinkSwitch, 450e9};
     const engine::RooflineCostModel cost(spec, spec.dtype, p);
     engine::BatchShape s;
     s.num_tokens = 1;
@@ -83,7 +84,7 @@ TEST_CASE("TP: the roofline adds two all-reduces per layer", "[tools][tp]") {
     s.num_seqs = 1;
     s.num_sampled_seqs = 1;
     s.decode_context_tokens = 1000;
-    CHECK(std::abs(cost.step_cost(s).comm_ms - 0.720819) < 1e-5);
+    CHECK(std::abs(cost.step_cost(s).comm_ms - 0.310720) < 1e-5);
     // The rank reads half the KV: 147,456 / 2 B per token × 1,000 / 4.08e12 = 0.018071 ms.
     CHECK(std::abs(cost.step_cost(s).attn_decode_ms - 0.018071) < 1e-5);
 }

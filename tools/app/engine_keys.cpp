@@ -15,6 +15,7 @@
 #include "models/quantization_config.h"
 #include "sim/cache/hybrid_cache_policy.h"
 #include "sim/cache/memory_plan.h"
+#include "sim/engine/expert_parallel.h"
 
 namespace servesim::app {
 namespace {
@@ -34,6 +35,9 @@ constexpr std::array<std::string_view, 9> kUnmodelledDtypes = {
     "fp8_inc",          "fp8_ds_mla",         "turboquant_k8v4",     "turboquant_4bit_nc", "turboquant_k3v4_nc",
     "turboquant_3bit_nc", "int8_per_token_head", "fp8_per_token_head", "nvfp4"};
 constexpr std::array<std::string_view, 3> kMambaModes = {"none", "align", "all"};
+// vLLM All2AllBackend values (vllm/config/parallel.py) servesim does not model: AMD's MoRI, NIXL-EP, DeepEP v2.
+constexpr std::array<std::string_view, 4> kUnmodelledAll2All = {"deepep_v2", "mori_high_throughput",
+                                                                 "mori_low_latency", "nixl_ep"};
 
 template <std::size_t N>
 std::string join(const std::array<std::string_view, N>& items) {
@@ -122,6 +126,14 @@ const EngineKey kEngineKeys[] = {
     {"enable_expert_parallel", "--enable-expert-parallel", {ValueKind::Bool},
      "MoE experts spread whole over TP x DP ranks (DP = replicas, -dp), docs/PARALLELISM.md (default off)",
      [](EngineSettings& s, const EngineValue& v) { s.enable_expert_parallel = as_bool(v); }},
+    {"all2all_backend", "--all2all-backend", {ValueKind::All2AllBackend},
+     "with expert parallelism, how MoE layers move tokens to experts: allgather_reducescatter (vLLM's default), "
+     "naive, pplx, deepep_high_throughput, deepep_low_latency, flashinfer_nvlink_two_sided, "
+     "flashinfer_nvlink_one_sided (docs/PARALLELISM.md)",
+     [](EngineSettings& s, const EngineValue& v) { s.all2all_backend = as_string(v); }},
+    {"disable_custom_all_reduce", "--disable-custom-all-reduce", {ValueKind::Bool},
+     "all-reduces always through NCCL, never vLLM's custom all-reduce (default off)",
+     [](EngineSettings& s, const EngineValue& v) { s.disable_custom_all_reduce = as_bool(v); }},
     {"expert_load_imbalance", "", {ValueKind::Number, 1, 1000},
      "servesim: with expert parallelism, the busiest rank's routed tokens over the mean (default 1, balanced)",
      [](EngineSettings& s, const EngineValue& v) { s.expert_load_imbalance = as_double(v); }},
@@ -323,6 +335,9 @@ std::string_view value_forms(ValueKind kind) {
             return "one of vllm, sglang-no-buffer, sglang-extra-buffer, marconi, checkpoint";
         case ValueKind::SizeList:
             return "one or more token counts: 1 2 4 8 after the flag, or [1, 2, 4, 8] / \"1,2,4,8\" in a file";
+        case ValueKind::All2AllBackend:
+            return "one of allgather_reducescatter, naive, pplx, deepep_high_throughput, deepep_low_latency, "
+                   "flashinfer_nvlink_two_sided, flashinfer_nvlink_one_sided";
     }
     return "";
 }
@@ -402,6 +417,19 @@ EngineValue parse_value(const ValueSpec& spec, const std::string& raw) {
         case ValueKind::Version:
             (void)core::parse_vllm_version(text);  // throws with the modelled range
             return text;
+        case ValueKind::All2AllBackend:
+            if (text == "flashinfer_all2allv") {  // vLLM's temporary alias of flashinfer_nvlink_two_sided
+                return std::string("flashinfer_nvlink_two_sided");
+            }
+            if (engine::parse_all2all_backend(text)) {
+                return text;
+            }
+            if (std::find(kUnmodelledAll2All.begin(), kUnmodelledAll2All.end(), text) != kUnmodelledAll2All.end()) {
+                throw ConfigError(fmt::format("'{}' is a vLLM all2all backend that servesim does not model; allowed: {}",
+                                              text, engine::all2all_backend_names()));
+            }
+            throw ConfigError(
+                fmt::format("'{}' is not an all2all backend; allowed: {}", text, engine::all2all_backend_names()));
         case ValueKind::HybridPolicy:
             if (cache::find_hybrid_policy(text) == nullptr) {
                 throw ConfigError(

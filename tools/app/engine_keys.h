@@ -33,6 +33,7 @@ enum class ValueKind {
     HybridPolicy,  // a name from cache::hybrid_policies()
     SizeList,      // token counts, vLLM's nargs="+" list: 1 2 4 8 on the command line, [1, 2, 4, 8] or "1,2,4,8" in a
                    // file; parsed to the canonical "1,2,4,8" (each a whole number in [lo, hi])
+    All2AllBackend,  // vLLM's --all2all-backend values servesim models (engine::parse_all2all_backend)
 };
 
 using EngineValue = std::variant<std::int64_t, double, bool, std::string>;

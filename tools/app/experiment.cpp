@@ -682,18 +682,17 @@ PreparedExperiment prepare_experiment_at(const ExperimentConfig& config, int fir
                                       "block size ({}) in mamba_cache_mode align, or no prefill chunk can be scheduled",
                                       config.file, config.name, p.plan.max_num_batched_tokens, p.plan.block_size));
     }
-    // The GPU-to-GPU bandwidth of the tensor-parallel group: NVLink inside the GPU file's domain, PCIe beyond it.
-    // Pipeline stages send to each other within the replica's TP × PP GPUs.
+    // The links of the tensor-parallel group and of the replica's TP × PP GPUs (pipeline sends): NVLink inside the GPU
+    // file's domain; beyond it PCIe (bridged pairs) or the network between nodes (sim/engine/collectives.h).
     const int replica_gpus = p.plan.tensor_parallel_size * p.plan.pipeline_parallel_size;
-    const double tp_link_bytes_per_s = p.gpu.group_bytes_per_s(p.plan.tensor_parallel_size);
-    const double pp_link_bytes_per_s = p.gpu.group_bytes_per_s(replica_gpus);
-    if (replica_gpus > 1 && !(pp_link_bytes_per_s > 0)) {
+    const engine::CollectiveLink tp_link = engine::collective_link_for_group(p.gpu, p.plan.tensor_parallel_size);
+    const engine::CollectiveLink pp_link = engine::collective_link_for_group(p.gpu, replica_gpus);
+    if (replica_gpus > 1 && !(pp_link.link_bytes_per_s > 0)) {
         throw ConfigError(fmt::format(
             "{}: experiment '{}': {} GPUs per replica (tensor_parallel_size × pipeline_parallel_size) is more than "
-            "the NVLink domain of {} ({} GPUs, {}) and its host link is {}, so the group would meet over the "
-            "network, which servesim does not model",
-            config.file, config.name, replica_gpus, p.gpu.name, p.gpu.interconnect_domain_gpus, p.gpu.file,
-            p.gpu.host_link_kind));
+            "the NVLink domain of {} ({} GPUs, {}), so the group would meet over the network, and the GPU file gives "
+            "no interconnect.network_gb_per_s (docs/GPUS.md)",
+            config.file, config.name, replica_gpus, p.gpu.name, p.gpu.interconnect_domain_gpus, p.gpu.file));
     }
     if (p.plan.pipeline_parallel_size > 1 && config.engine.kv_offloading_size_gib) {
         throw ConfigError(fmt::format("{}: experiment '{}': engine.kv_offloading_size with pipeline_parallel_size > 1 "
@@ -701,6 +700,12 @@ PreparedExperiment prepare_experiment_at(const ExperimentConfig& config, int fir
                                       config.file, config.name));
     }
     // Expert parallelism over the TP × DP ranks of all replicas (sim/engine/expert_parallel.h).
+    if (config.engine.all2all_backend != "allgather_reducescatter" && !config.engine.enable_expert_parallel) {
+        throw ConfigError(fmt::format("{}: experiment '{}': engine.all2all_backend is used only with "
+                                      "engine.enable_expert_parallel: true (vLLM's all2all backends move MoE tokens "
+                                      "between expert-parallel ranks)",
+                                      config.file, config.name));
+    }
     if (config.engine.expert_load_imbalance != 1.0 && !config.engine.enable_expert_parallel) {
         throw ConfigError(fmt::format("{}: experiment '{}': engine.expert_load_imbalance is used only with "
                                       "engine.enable_expert_parallel: true (without expert parallelism every rank "
@@ -713,15 +718,21 @@ PreparedExperiment prepare_experiment_at(const ExperimentConfig& config, int fir
         expert_parallelism.tensor_parallel_size = p.plan.tensor_parallel_size;
         expert_parallelism.data_parallel_size = config.replicas;
         expert_parallelism.expert_load_imbalance = config.engine.expert_load_imbalance;
-        expert_parallelism.link_bytes_per_s = p.gpu.group_bytes_per_s(p.plan.expert_parallel_size);
-        expert_parallelism.latency_ms = p.gpu.allreduce_latency_ms;
-        if (!(expert_parallelism.link_bytes_per_s > 0)) {
+        expert_parallelism.link = engine::collective_link_for_group(p.gpu, p.plan.expert_parallel_size);
+        const auto backend = engine::parse_all2all_backend(config.engine.all2all_backend);
+        if (!backend) {
+            throw ConfigError(fmt::format("{}: experiment '{}': engine.all2all_backend '{}' is not modelled; allowed: {}",
+                                          config.file, config.name, config.engine.all2all_backend,
+                                          engine::all2all_backend_names()));
+        }
+        expert_parallelism.backend = *backend;
+        if (!(expert_parallelism.link.link_bytes_per_s > 0)) {
             throw ConfigError(fmt::format(
                 "{}: experiment '{}': an expert-parallel group of {} GPUs (TP × replicas) is more than the NVLink "
-                "domain of {} ({} GPUs, {}) and its host link is {}: the all-to-all would cross the network, which "
-                "servesim does not model",
+                "domain of {} ({} GPUs, {}): the all-to-all would cross the network, and the GPU file gives no "
+                "interconnect.network_gb_per_s (docs/GPUS.md)",
                 config.file, config.name, p.plan.expert_parallel_size, p.gpu.name, p.gpu.interconnect_domain_gpus,
-                p.gpu.file, p.gpu.host_link_kind));
+                p.gpu.file));
         }
     }
     // CUDA graphs (sim/engine/cuda_graphs.h): vLLM's ladder up to min(2·max_num_seqs, 512, max_num_batched_tokens)
@@ -731,7 +742,8 @@ PreparedExperiment prepare_experiment_at(const ExperimentConfig& config, int fir
         // The GPU file's figures (host_work_fit.h roofline_params), this replica's parallelism and graphs.
         engine::RooflineParams params = roofline_params(p.gpu);
         params.tensor_parallel_size = p.plan.tensor_parallel_size;
-        params.interconnect_bytes_per_s = tp_link_bytes_per_s;
+        params.tp_link = tp_link;
+        params.custom_all_reduce = !config.engine.disable_custom_all_reduce;
         params.expert_parallel = expert_parallelism;
         params.max_cudagraph_tokens = static_cast<int>(graphs.max_size());
         params.cudagraph_capture_sizes = graphs.sizes();
@@ -760,8 +772,8 @@ PreparedExperiment prepare_experiment_at(const ExperimentConfig& config, int fir
         // A profile holds one rank's compute for its tensor_parallel_size, which must be the engine's (the cost
         // model refuses a mismatch); the all-reduces are added as RooflineCostModel adds them.
         const engine::TensorParallelComm comm =
-            engine::make_tensor_parallel_comm(p.model, p.plan.tensor_parallel_size, tp_link_bytes_per_s,
-                                              p.gpu.allreduce_latency_ms);
+            engine::make_tensor_parallel_comm(p.model, p.plan.tensor_parallel_size, tp_link,
+                                              !config.engine.disable_custom_all_reduce);
         p.cost_model = with_file([&] {
             return std::make_unique<engine::ProfileCostModel>(std::move(profile), config.cost_model, graphs,
                                                               kv_scale > 0 ? kv_scale : 1.0, comm,
@@ -780,8 +792,7 @@ PreparedExperiment prepare_experiment_at(const ExperimentConfig& config, int fir
         hop.tensor_parallel_size = p.plan.tensor_parallel_size;
         hop.hidden_size = p.model.hidden_size;
         hop.dtype_bytes = models::dtype_bytes(p.model.dtype);
-        hop.link_bytes_per_s = pp_link_bytes_per_s;
-        hop.latency_ms = p.gpu.allreduce_latency_ms;
+        hop.link = pp_link;
         p.cost_model = std::make_unique<engine::PipelineParallelCostModel>(std::move(p.cost_model), hop);
     }
     // The engine core's host work per step around whichever GPU model (sim/engine/host_work.h): prompt blocks are

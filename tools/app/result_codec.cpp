@@ -272,7 +272,8 @@ void fields(IO& io, T& e)
        e.prefix_match_unit, e.pipeline_parallel_size, e.enable_expert_parallel, e.expert_load_imbalance,
        e.quantization, e.dtype, e.hybrid_cache_policy, e.hybrid_state_memory_ratio,
        e.hybrid_checkpoint_interval_tokens, e.cudagraph_capture_sizes, e.max_cudagraph_capture_size,
-       e.enforce_eager, e.host_work, e.host_step_us, e.host_per_request_us, e.host_exposed_us);
+       e.enforce_eager, e.host_work, e.host_step_us, e.host_per_request_us, e.host_exposed_us, e.all2all_backend,
+       e.disable_custom_all_reduce);
 }
 
 template <typename IO, typename T>

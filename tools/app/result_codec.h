@@ -44,7 +44,7 @@ struct CodecFieldCounts {
     static constexpr std::size_t kRequestPathConfig = 6;
     static constexpr std::size_t kKvConnectorSettings = 9;
     static constexpr std::size_t kRouterOptions = 9;
-    static constexpr std::size_t kEngineSettings = 36;
+    static constexpr std::size_t kEngineSettings = 38;
     static constexpr std::size_t kGoodputConfig = 3;
     static constexpr std::size_t kDisaggregationStats = 17;
     static constexpr std::size_t kPoolSettings = 5;

@@ -57,6 +57,9 @@ struct EngineSettings {
     // --enable-expert-parallel: routed experts spread over TP × DP ranks, DP = cluster.replicas (-dp).
     bool enable_expert_parallel = false;
     double expert_load_imbalance = 1.0;  // servesim: busiest EP rank's routed tokens / mean (≥ 1)
+    // --all2all-backend (vLLM's ParallelConfig.all2all_backend), checked by engine_keys; used with expert parallelism.
+    std::string all2all_backend = "allgather_reducescatter";
+    bool disable_custom_all_reduce = false;  // --disable-custom-all-reduce: every all-reduce through NCCL
     std::string vllm_version = core::kNewestModelled.str();  // the newest release whose rules are modelled
     // --kv-offloading-size (GiB, native CPU offloading connector); unset = no host tier.
     std::optional<double> kv_offloading_size_gib;

@@ -256,8 +256,8 @@ int cmd_fit_request_path(const std::vector<std::string>& args, app::Executor& ex
         "usage: servesim calibrate --from-measurements RUN... --fit request-path [--out FILE] [options]\n\n"
         "Fits the request path's one end-to-end constant, client_ms (the client's and the network's time each way;\n"
         "docs/REQUEST-PATH.md), to the mean TTFT of measured runs that were not overloaded: their stream is\n"
-        "replayed with every other cost as it is, and client_ms is set so that the mean TTFT error over the runs is\n"
-        "zero (two passes, the second correcting for queueing). RUN as for servesim validate.\n\noptions");
+        "replayed with every other cost as it is, and client_ms is set so that the median run's TTFT mean is met\n"
+        "(two passes, the second correcting for queueing). RUN as for servesim validate.\n\noptions");
     opts.add_options()("help,h", "show this help")(
         "from-measurements", po::value<std::vector<std::string>>(&runs)->multitoken(), "measured runs")(
         "fit", po::value<std::string>(&fit), "what to fit: request-path")(
@@ -309,16 +309,19 @@ int cmd_fit_request_path(const std::vector<std::string>& args, app::Executor& ex
         }
         const auto results =
             app::run_experiments(batch, jobs, [](int, int) {}, app::RunOptions{&executor, nullptr, true});
-        double deficit = 0;
+        std::vector<double> deficits;
         for (std::size_t k = 0; k < used.size(); ++k) {
             const auto predicted = app::client_stats(app::predicted_requests(results[k]), std::nullopt);
             if (!predicted.ttft_mean_ms) {
                 throw ConfigError(measured[used[k]].path + ": the replay finished no request; nothing to fit");
             }
-            deficit += *measured[used[k]].windows.front().measured.ttft_mean_ms - *predicted.ttft_mean_ms;
+            deficits.push_back(*measured[used[k]].windows.front().measured.ttft_mean_ms - *predicted.ttft_mean_ms);
         }
-        deficit /= static_cast<double>(used.size());
-        // The client's time is paid once on the way in and once on the way out of the first chunk.
+        // The median run's deficit: the request path is the same for every run, while a run whose engine time is
+        // off under load (a queue the model gets wrong) shows a deficit of a queue, not of the path.
+        std::sort(deficits.begin(), deficits.end());
+        const std::size_t n = deficits.size();
+        const double deficit = n % 2 == 1 ? deficits[n / 2] : 0.5 * (deficits[n / 2 - 1] + deficits[n / 2]);
         client_ms = std::max(0.0, client_ms + deficit / 2);
     }
     if (!executor.is_root()) {

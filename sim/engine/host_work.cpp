@@ -33,6 +33,14 @@ constexpr int kRecurrentSplitKernels = 4;
 
 }  // namespace
 
+int compute_kernels_per_forward(const models::ModelSpec& model) {
+    int kernels = kModelEdgeKernels + kSamplerKernels;
+    for (const auto& layer : model.layers) {
+        kernels += kKernelsPerLayer + (std::holds_alternative<models::MoeMlp>(layer.mlp) ? kMoeExtraKernels : 0);
+    }
+    return kernels;
+}
+
 HostWorkModel::HostWorkModel(const HostWorkParams& params, const models::ModelSpec& model, int tensor_parallel_size,
                              CudaGraphSizes graphs, bool hashes_prompt_blocks)
     : params_(params), graphs_(std::move(graphs)) {

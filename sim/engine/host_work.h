@@ -49,6 +49,11 @@ struct HostStepWork {
     double exposed_us = 0;
 };
 
+// Kernels one forward of `model` runs on the GPU (every layer's 10, 14 with a fused MoE; the embedding, final norm,
+// lm_head and sampler's 8), without the all-reduces (the collectives' cost model times those): the count the
+// roofline's per-kernel GPU cost multiplies (RooflineParams::kernel_gap_us, docs/COST-MODEL.md).
+[[nodiscard]] int compute_kernels_per_forward(const models::ModelSpec& model);
+
 class HostWorkModel {
 public:
     // `model` gives the layers whose kernels an eager forward launches; tensor_parallel_size > 1 adds each layer's

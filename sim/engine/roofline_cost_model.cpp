@@ -8,6 +8,7 @@
 
 #include "common/error.h"
 #include "models/model_derived.h"
+#include "sim/engine/host_work.h"
 
 namespace servesim::engine {
 
@@ -217,6 +218,7 @@ RooflineCostModel::RooflineCostModel(const models::ModelSpec& model, models::DTy
     }
     kv_bytes_per_token_ -= local_kv_bytes;
     comm_ = make_tensor_parallel_comm(model, tp, params_.tp_link, params_.custom_all_reduce);
+    kernel_gaps_ms_ = 1e-3 * params_.kernel_gap_us * compute_kernels_per_forward(model);
     // Last, once every figure token_terms reads is set.
     if (graphs_.enabled()) {
         const auto size = static_cast<std::size_t>(graphs_.max_size()) + 1;
@@ -345,6 +347,7 @@ StepCost RooflineCostModel::step_cost(const BatchShape& s) const {
         c.snapshot_ms = 1e3 * state_bytes_per_seq_ * static_cast<double>(s.num_snapshots) / bw;
     }
     c.comm_ms = t.comm_ms;
+    c.overhead_ms = kernel_gaps_ms_;  // the kernels' boundaries (RooflineParams::kernel_gap_us)
     return c;
 }
 

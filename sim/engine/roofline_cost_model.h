@@ -33,6 +33,13 @@ struct RooflineParams {
     // CUDA-graph capture sizes: vLLM's ladder up to max_cudagraph_tokens (min(2·max_num_seqs, 512,
     // max_num_batched_tokens) by default, --max-cudagraph-capture-size), or the explicit cudagraph_capture_sizes
     // (--cudagraph-capture-sizes) when not empty; enforce_eager (--enforce-eager): no graphs, no padding.
+    // GPU time per kernel beyond its roofline, for every kernel of a forward (host_work.h
+    // compute_kernels_per_forward): the gap between kernels replayed from a CUDA graph and the ramp and tail of a
+    // kernel too short to reach the bandwidth its roofline assumes. 3.4 µs: derived from the project's torch-timed
+    // whole decode forwards of Llama-3.1-8B on an H200 (calibration/profiles/h200/logs/run13_bf16_paired_sweep.log,
+    // batch 1 to 128 at 2,049 tokens of context: measured − this roofline without it = 0.97 … 1.26 ms, mean 1.10 ms,
+    // over 328 kernels); docs/COST-MODEL.md "Kernel boundaries". Not fitted to end-to-end runs.
+    double kernel_gap_us = 3.4;
     int max_cudagraph_tokens = 512;
     std::vector<std::int64_t> cudagraph_capture_sizes;
     bool enforce_eager = false;
@@ -119,6 +126,7 @@ private:
     // cost model is built), and a pointer to it dangled (use after free in step_cost).
     models::ModelSpec model_;
     TensorParallelComm comm_;
+    double kernel_gaps_ms_ = 0;  // compute_kernels_per_forward(model) × kernel_gap_us, every step
     // weight_bytes_read_per_step for any positive token count when no layer is MoE (then it does not depend on the
     // count), computed once because step_cost runs every step; −1 for MoE models, whose routed experts vary.
     std::int64_t dense_weight_bytes_per_step_ = -1;

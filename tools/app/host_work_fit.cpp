@@ -30,7 +30,6 @@ engine::RooflineParams roofline_params(const calibration::GpuSpec& gpu) {
     params.attention_efficiency = gpu.attention_efficiency;
     params.gdn_efficiency = gpu.gdn_efficiency;
     params.bandwidth_efficiency = gpu.bandwidth_efficiency;
-    params.allreduce_latency_ms = gpu.allreduce_latency_ms;
     return params;
 }
 

@@ -22,8 +22,9 @@ TEST_CASE("Roofline: a batch-1 decode of Qwen3-4B on an H200 is weight-bound", "
     //   gemm     (8,044,544,000 − 777,912,320 + 4·1·2,560·2·36 activations) / 4.08e12 = 1.781218 ms
     //   attn     147,456 B/token × 1,000 context / 4.08e12                               = 0.036141 ms
     //   lm_head  (777,912,320 + 4 × 151,936 logits) / 4.08e12                              = 0.190814 ms
-    //   overhead 0: the roofline prices the GPU only; host work is HostWorkCostModel's (host_work_test.cpp)
-    //   total    1.781218 + 0.036141 + 0.190814                                            = 2.008173 ms
+    //   overhead: the kernels' boundaries, (36 layers × 10 + 8) = 368 kernels × 3.4 us        = 1.2512 ms
+    //            (RooflineParams::kernel_gap_us); host work is HostWorkCostModel's (host_work_test.cpp)
+    //   total    1.781218 + 0.036141 + 0.190814 + 1.2512                                   = 3.259373 ms
     const models::ModelSpec spec = models::resolve_model("Qwen3-4B");
     RooflineParams p;
     p.peak_flops_per_s = 989e12;
@@ -39,11 +40,11 @@ TEST_CASE("Roofline: a batch-1 decode of Qwen3-4B on an H200 is weight-bound", "
     CHECK(close(c.gemm_ms, 1.781218, 1e-5));
     CHECK(close(c.attn_decode_ms, 0.036141, 1e-5));
     CHECK(close(c.lm_head_ms, 0.190814, 1e-5));
-    CHECK(c.overhead_ms == 0.0);
+    CHECK(close(c.overhead_ms, 1.2512, 1e-9));
     CHECK(c.host_ms == 0.0);
     CHECK(c.attn_prefill_ms == 0.0);
     CHECK(c.gdn_ms == 0.0);
-    CHECK(close(c.total_ms(), 2.008173, 1e-5));
+    CHECK(close(c.total_ms(), 3.259373, 1e-5));
 }
 
 TEST_CASE("Roofline: decode-only batches run vLLM's CUDA-graph sizes", "[engine][cost]") {

@@ -71,6 +71,7 @@ def main():
     ap.add_argument("--dev-set", default="../shared/validation/h100-vllm0.15")
     ap.add_argument("--baseline", default="docs/validation/baseline-b95031c.json")
     ap.add_argument("--out", default="docs/VALIDATION.md")
+    ap.add_argument("--bands", default="calibration/validation/bands.yaml")
     args = ap.parse_args()
     runs = sorted(os.path.join(args.dev_set, d) for d in os.listdir(args.dev_set)
                   if os.path.exists(os.path.join(args.dev_set, d, "experiment.json")))
@@ -86,7 +87,7 @@ def main():
     client_ms = fitted.split("client_ms:")[1].strip(" }")
     held_report = validate(args.servesim, held, ["--set", f"request_path.client_ms={client_ms}"])
     held_default = validate(args.servesim, held)
-    version = run([args.servesim, "--version"]).strip()
+    version = run([args.servesim, "--version"]).strip().splitlines()[0]
     cost_model = now["runs"][0]["cost_model"]
 
     out = []
@@ -160,6 +161,47 @@ def main():
     with open(args.out, "w") as f:
         f.write("\n".join(out))
     print(f"wrote {args.out}")
+    write_bands(now, args.bands)
+
+
+def write_bands(report, path):
+    """calibration/validation/bands.yaml: per cost model kind and GPU, the range of signed errors over the runs that
+    were not overloaded (TTFT, E2E and ITL means), compiled into servesim and printed with every result."""
+    groups = {}
+    for r in report["runs"]:
+        if r["overloaded"]:
+            continue
+        cm = r["cost_model"]
+        kind = "roofline" if cm.startswith("roofline") else "measured" if cm.startswith("measured") else None
+        if kind is None:
+            continue
+        gpu = cm.split()[1]
+        g = groups.setdefault((kind, gpu), {"ttft_mean_ms": [], "e2e_mean_ms": [], "itl_mean_ms": []})
+        m = all_window(r)
+        for k in g:
+            e = m.get(k, {}).get("error_pct")
+            if e is not None:
+                g[k].append(e)
+    lines = ["# The error bands servesim's predictions showed against real vLLM runs, per cost model and GPU: written by",
+             "# tools/validation/report.py from `servesim validate` over the development set (docs/VALIDATION.md); do not edit by",
+             "# hand. Each band is the range of signed errors (predicted - measured) / measured, in %, over the runs that were not",
+             "# overloaded. A run on another cost model or GPU is reported as not validated.",
+             "servesim_validation_bands: 1",
+             "bands:"]
+    for (kind, gpu), g in sorted(groups.items()):
+        n = len(g["ttft_mean_ms"])
+        lines.append(f"  - cost_model: {kind}")
+        lines.append(f"    gpu: {gpu}")
+        lines.append(f"    source: \"vLLM 0.15.1, inference-perf over HTTP; Llama-2-7B TP 1, CodeLlama-34B TP 2, Llama-2-70B TP 4, "
+                     f"Mixtral-8x7B TP 2\"")
+        lines.append(f"    num_runs: {n}")
+        for k, key in (("ttft_mean_ms", "ttft_mean_pct"), ("e2e_mean_ms", "e2e_mean_pct"), ("itl_mean_ms", "itl_mean_pct")):
+            lines.append(f"    {key}: [{min(g[k]):.1f}, {max(g[k]):.1f}]")
+    if not groups:
+        lines[-1] = "bands: []"
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print(f"wrote {path}")
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@
 #include "common/error.h"
 #include "tools/app/experiment.h"
 #include "tools/app/scenario.h"
+#include "tools/app/validation_band.h"
 
 namespace servesim::app {
 
@@ -192,6 +193,9 @@ private:
                 c.tensor_parallel_size = x.engine.tensor_parallel_size;
                 c.pipeline_parallel_size = x.engine.pipeline_parallel_size;
                 c.usd_per_gpu_hour = r_.prices.price_of(gpu);  // a missing price stops here, before simulating
+                const std::string kind = x.cost_model == "roofline" || x.cost_model == "measured" ? x.cost_model
+                                                                                                    : "profile";
+                c.validation = describe_validation(kind, gpu.name);
                 base_seeds_.push_back(x.seed);
                 base_replicas_.push_back(x.replicas);
                 result_.configurations.push_back(std::move(c));
@@ -510,6 +514,12 @@ std::string format_plan_table(const PlanRequest& r, const PlanResult& res) {
                            conf.best_probe ? fixed(conf.tokens_per_s, 0) : "—", opt_fixed(conf.usd_per_mtok, 4),
                            opt_fixed(conf.usd_per_mtok_output, 4), kind);
     }
+    // The error band each answer carries (docs/VALIDATION.md): its cost model against real runs on its GPU.
+    out += "\nvalidated accuracy of the time model behind each answer\n";
+    for (std::size_t c : order) {
+        const auto& conf = res.configurations[c];
+        out += fmt::format("  {:<{}}  {}\n", conf.label, label_w, conf.validation);
+    }
     return out;
 }
 
@@ -565,6 +575,7 @@ std::string format_plan_json(const PlanRequest& r, const PlanResult& res) {
         cj["split_values"] = conf.answer.split_values;
         cj["gpus"] = conf.best_probe ? nlohmann::ordered_json(conf.gpus) : nlohmann::ordered_json(nullptr);
         cj["usd_per_gpu_hour"] = conf.usd_per_gpu_hour;
+        cj["validation"] = conf.validation;
         cj["usd_per_mtok"] = opt_json(conf.usd_per_mtok);
         cj["usd_per_mtok_output"] = opt_json(conf.usd_per_mtok_output);
         cj["on_frontier"] = conf.on_frontier;

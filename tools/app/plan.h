@@ -79,6 +79,9 @@ struct PlanConfiguration {
     int tensor_parallel_size = 1;
     int pipeline_parallel_size = 1;  // GPUs per replica = tensor_parallel_size × pipeline_parallel_size
     double usd_per_gpu_hour = 0;
+    // How this configuration's cost model did against real runs on its GPU (app::describe_validation), or that it is
+    // not validated: the error band its answer carries.
+    std::string validation;
 
     planner::ThresholdAnswer answer;
     // At the answer (the best probe): what it costs and how it performs (replicate means; latencies the worst

@@ -628,7 +628,9 @@ int dispatch(const std::string& cmd, const std::vector<std::string>& args, app::
                              executor);
     }
     if (cmd == "validate") {
-        return cli::cmd_validate(args, executor);
+        return cli::cmd_validate(args, executor, [](const std::string& out) {
+            return run_plot(out, "plot_validation.py", "validation.json");
+        });
     }
     if (cmd == "plot") {
         if (args.size() == 1 && (args[0] == "--help" || args[0] == "-h")) {

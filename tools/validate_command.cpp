@@ -179,7 +179,8 @@ po::options_description replay_options(ReplayOptions& o, int& jobs) {
 
 }  // namespace
 
-int cmd_validate(const std::vector<std::string>& args, app::Executor& executor) {
+int cmd_validate(const std::vector<std::string>& args, app::Executor& executor,
+                 const std::function<int(const std::string&)>& plot) {
     const app::EngineFlags flags = app::take_engine_flags(args);
     std::vector<std::string> runs;
     std::string format = "table";
@@ -197,7 +198,8 @@ int cmd_validate(const std::vector<std::string>& args, app::Executor& executor) 
     opts.add_options()("help,h", "show this help")("run", po::value<std::vector<std::string>>(&runs),
                                                     "measured run (repeatable; also positional)")(
         "format", po::value<std::string>(&format), "table (default), csv or json")(
-        "out", po::value<std::string>(&out_dir), "also write validation.{txt,csv,json} into this folder");
+        "out", po::value<std::string>(&out_dir), "also write validation.{txt,csv,json} into this folder")(
+        "plot", "with --out: also draw validation.png (predicted / measured per run)");
     opts.add(replay_options(replay, jobs));
     po::positional_options_description pos;
     pos.add("run", -1);
@@ -217,6 +219,9 @@ int cmd_validate(const std::vector<std::string>& args, app::Executor& executor) 
     }
     if (jobs < 1) {
         throw ConfigError("command line: --jobs: must be at least 1");
+    }
+    if (vm.count("plot") && out_dir.empty()) {
+        throw ConfigError("command line: --plot: needs --out DIR (the folder the PNG is drawn from and into)");
     }
     if (!out_dir.empty()) {
         app::check_out_dir(out_dir);
@@ -240,6 +245,9 @@ int cmd_validate(const std::vector<std::string>& args, app::Executor& executor) 
         write_text(fs::path(out_dir) / "validation.txt", app::format_validation(report, "table"));
         write_text(fs::path(out_dir) / "validation.csv", app::format_validation(report, "csv"));
         write_text(fs::path(out_dir) / "validation.json", app::format_validation(report, "json"));
+        if (vm.count("plot")) {
+            return plot(out_dir);
+        }
     }
     return 0;
 }

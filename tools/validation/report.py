@@ -10,8 +10,8 @@ It runs, with the binary given:
   2. the held-out check of the one fitted constant: `servesim calibrate --from-measurements TRAIN... --fit
      request-path` on every other run (sorted by name; the even positions), then `servesim validate` of the other
      half with that fit;
-and writes docs/VALIDATION.md (tables, the before/after against docs/validation/baseline-b95031c.json) and
-docs/validation/current.json. Standard library only.
+and writes docs/VALIDATION.md (tables, the before/after against docs/validation/baseline-b95031c.json),
+docs/validation/current/ (validate's --out folder with its plot) and calibration/validation/bands.yaml. Standard library only.
 """
 import argparse
 import json
@@ -75,10 +75,9 @@ def main():
     args = ap.parse_args()
     runs = sorted(os.path.join(args.dev_set, d) for d in os.listdir(args.dev_set)
                   if os.path.exists(os.path.join(args.dev_set, d, "experiment.json")))
-    now = validate(args.servesim, runs)
-    with open("docs/validation/current.json", "w") as f:
-        json.dump(now, f, indent=1)
-        f.write("\n")
+    # The full comparison (every stage and metric) and its plot, kept beside this page.
+    run([args.servesim, "validate", *runs, "--out", "docs/validation/current", "--plot"])
+    now = json.load(open("docs/validation/current/validation.json"))
     before = json.load(open(args.baseline))
     train = runs[0::2]
     held = runs[1::2]
@@ -155,8 +154,10 @@ def main():
         tag = " (overloaded)" if r["overloaded"] else ""
         w(f"| {r['run']}{tag} | {r['status']} | " + " | ".join(cells) + f" | {comp} |")
     w("")
-    w("Per stage, every metric with its measured and predicted value: `servesim validate "
-      "../shared/validation/h100-vllm0.15` (or `docs/validation/current.json`).")
+    w("Per stage, every metric with its measured and predicted value: `docs/validation/current/validation.txt`")
+    w("(also `.csv`, `.json`), from `servesim validate ../shared/validation/h100-vllm0.15 --out DIR --plot`.")
+    w("")
+    w("![predicted / measured per run](validation/current/validation.png)")
     w("")
     with open(args.out, "w") as f:
         f.write("\n".join(out))

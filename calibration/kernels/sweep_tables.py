@@ -81,11 +81,11 @@ M_GRID = [1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024
           8192, 16384]
 
 
-def gemm_shapes(prio):
+def gemm_shapes(prio, only=None):
     """Distinct (n, k) per-rank projection shapes of the models of one priority, in first-seen order."""
     seen = {}
     for mdl in MODELS:
-        if mdl["prio"] != prio:
+        if mdl["prio"] != prio or (only and mdl["name"] not in only):
             continue
         h, hq, hkv, hd = mdl["h"], mdl["hq"], mdl["hkv"], mdl["hd"]
         for tp in mdl["tps"]:
@@ -185,9 +185,12 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
     ap.add_argument("--quick", action="store_true", help="tiny grids: checks every code path in a minute")
+    ap.add_argument("--lite", action="store_true", help="fewer head geometries, widths and MoE cases (short lease)")
     ap.add_argument("--deadline-s", type=float, default=530.0, help="stop starting new entries after this")
     ap.add_argument("--sections", default="probe,ceilings,elementwise,gemm0,attention,moe,forwards,gemm0x,gemm1")
     ap.add_argument("--list-shapes", action="store_true")
+    ap.add_argument("--models", default="", help="comma list: GEMM shapes of these models only")
+    ap.add_argument("--fwd-models", default="", help="comma list: forwards of these models only")
     args = ap.parse_args()
     if args.list_shapes:
         for p in (0, 1):
@@ -288,7 +291,7 @@ def run(args):
         e.record()
         e.synchronize()
         first = s.elapsed_time(e)
-        reps = 3 if first > 60 else (5 if first > 10 else 9)
+        reps = 3 if first > 60 else (5 if first > 10 else 7)
         if quick:
             reps = min(reps, 3)
         for _ in range(reps):
@@ -658,7 +661,7 @@ def run(args):
 
     # ------------------------------------------------------------------------------------------------------------
     def gemm_section(prio, kinds):
-        shapes = gemm_shapes(prio)
+        shapes = gemm_shapes(prio, [x for x in args.models.split(",") if x])
         mgrid = [1, 8, 64, 512, 4096] if quick else M_GRID
         items = list(shapes.items())
         if quick:
@@ -749,6 +752,8 @@ def run(args):
                  (256, 16, 4), (256, 16, 2), (256, 8, 1)]
         if quick:
             geoms = geoms[1:2] + geoms[7:8]
+        elif args.lite:
+            geoms = [(128, 32, 32), (128, 32, 8), (128, 32, 4), (128, 64, 8), (256, 16, 4)]
         bemap = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION,
                  "efficient": SDPBackend.EFFICIENT_ATTENTION}
         prefill_bes = [b for b in caps.get("prefill", []) if b[0] in ("flash", "cudnn")]
@@ -790,8 +795,8 @@ def run(args):
         # cached-prefix prefill (chunk after context), bottom-right causal
         chunks = [128, 512] if quick else [64, 128, 256, 512, 1024, 2048, 4096, 8192]
         ctxs = [256, 2048] if quick else [256, 1024, 2048, 4096, 8192, 16384]
-        cgeoms = [(128, 32, 8), (128, 32, 32), (128, 64, 8), (128, 32, 4), (128, 8, 1), (256, 16, 4)]
-        if quick:
+        cgeoms = [(128, 32, 8), (128, 32, 32), (128, 64, 8), (256, 16, 4)]
+        if quick or args.lite:
             cgeoms = cgeoms[:1]
         for be, gqa, variant in caps.get("cached", []):
             if be not in ("flash", "efficient", "cudnn"):
@@ -962,7 +967,7 @@ def run(args):
     def moe_section():
         log(f"== moe (grouped_mm: {caps.get('grouped_mm')})")
         toks = [1, 16, 256, 2048] if quick else [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192]
-        cases = MOE_CASES[:1] if quick else MOE_CASES
+        cases = MOE_CASES[:1] if quick else (MOE_CASES[:3] if args.lite else MOE_CASES)
         for name, E, topk, h, I in cases:
             if left() < 8:
                 log("DEADLINE in moe")
@@ -1005,7 +1010,7 @@ def run(args):
         log(f"== elementwise (triton kernels: {bool(tk)})")
         toks = [1, 64, 4096] if quick else [1, 4, 16, 64, 256, 1024, 2048, 4096, 8192, 16384]
         be = "triton one-pass kernel" if tk else "torch eager"
-        for hdim in ([4096] if quick else [2048, 2560, 4096, 5120, 8192]):
+        for hdim in ([4096] if quick else ([2048, 2560, 4096] if args.lite else [2048, 2560, 4096, 5120, 8192])):
             us = []
             for T in toks:
                 ns = nsets(T * hdim * 8, cap=128)
@@ -1028,7 +1033,8 @@ def run(args):
                 table.add("qk_norm", {"backend": be + ", per-head RMSNorm in place, rows = tokens x heads",
                                       "head_dim": D, "heads": H, "tokens": toks, "us": us})
                 log(f"qk_norm D={D} H={H}: {us}")
-        for I in ([14336] if quick else [768, 1536, 4864, 5504, 7168, 9728, 14336, 28672]):
+        for I in ([14336] if quick else ([768, 9728, 14336] if args.lite else
+                                         [768, 1536, 4864, 5504, 7168, 9728, 14336, 28672])):
             us = []
             for T in toks:
                 ns = nsets(T * I * 6, cap=128)
@@ -1203,7 +1209,7 @@ def run(args):
         if not tk or not caps.get("grouped_mm") or not any(b[0] == "flash" for b in caps.get("prefill", [])):
             log("forwards need the triton kernels, grouped_mm and SDPA flash: skipped")
             return
-        names = ["Qwen3-4B"] if quick else list(FWD_MODELS)
+        names = ["Qwen3-4B"] if quick else ([x for x in args.fwd_models.split(",") if x] or list(FWD_MODELS))
         for name in names:
             if left() < 20:
                 log("DEADLINE in forwards")
@@ -1287,6 +1293,8 @@ def run(args):
         "probe": probe, "ceilings": ceilings, "elementwise": elementwise, "attention": attention, "moe": moe_section,
         "forwards": forwards,
         "gemm0": lambda: gemm_section(0, ["bf16", "fp8_tensor"]),
+        "gemm0b": lambda: gemm_section(0, ["bf16"]),
+        "gemm0f": lambda: gemm_section(0, ["fp8_tensor"]),
         "gemm0x": lambda: gemm_section(0, ["fp8_rowwise", "fp8_block"]),
         "gemm1": lambda: gemm_section(1, ["bf16", "fp8_tensor"]),
         "gemm1x": lambda: gemm_section(1, ["fp8_rowwise", "fp8_block"]),

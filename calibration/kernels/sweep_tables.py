@@ -38,7 +38,6 @@ import math
 import os
 import statistics
 import subprocess
-import sys
 import time
 import traceback
 
@@ -115,6 +114,63 @@ def gemm_shapes(prio, only=None):
                     continue
                 seen.setdefault((n, k), []).append(f"{mdl['name']}/tp{tp}/{use}")
     return seen
+
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Triton kernels (module level: Triton resolves the names a kernel uses among the module's globals): one-pass
+# versions of vLLM's fused_add_rms_norm, silu_and_mul and neox rotary_embedding CUDA kernels.
+try:
+    import triton
+    import triton.language as tl
+except Exception:  # the CPU-only --list-shapes path needs neither
+    triton = None
+
+if triton is not None:
+    @triton.jit
+    def _rmsnorm_k(x_ptr, r_ptr, w_ptr, o_ptr, N, row_stride, H, head_stride, eps,
+                   HAS_RES: tl.constexpr, BLOCK: tl.constexpr):
+        row = tl.program_id(0).to(tl.int64)
+        t = row // H
+        j = row % H
+        base = t * row_stride + j * head_stride
+        cols = tl.arange(0, BLOCK)
+        mask = cols < N
+        x = tl.load(x_ptr + base + cols, mask=mask, other=0.0).to(tl.float32)
+        if HAS_RES:
+            r = tl.load(r_ptr + base + cols, mask=mask, other=0.0).to(tl.float32)
+            x = x + r
+            tl.store(r_ptr + base + cols, x.to(tl.bfloat16), mask=mask)
+        var = tl.sum(x * x, axis=0) / N
+        w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+        y = x * tl.rsqrt(var + eps) * w
+        tl.store(o_ptr + base + cols, y.to(tl.bfloat16), mask=mask)
+
+    @triton.jit
+    def _silu_mul_k(x_ptr, o_ptr, I, BLOCK: tl.constexpr):
+        row = tl.program_id(0).to(tl.int64)
+        cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+        mask = cols < I
+        g = tl.load(x_ptr + row * 2 * I + cols, mask=mask, other=0.0).to(tl.float32)
+        u = tl.load(x_ptr + row * 2 * I + I + cols, mask=mask, other=0.0).to(tl.float32)
+        y = g / (1.0 + tl.exp(-g)) * u
+        tl.store(o_ptr + row * I + cols, y.to(tl.bfloat16), mask=mask)
+
+    @triton.jit
+    def _rope_k(x_ptr, pos_ptr, cs_ptr, row_stride, H, D: tl.constexpr, HALF: tl.constexpr,
+                HP2: tl.constexpr):
+        t = tl.program_id(0).to(tl.int64)
+        p = tl.load(pos_ptr + t).to(tl.int64)
+        hs = tl.arange(0, HP2)[:, None]
+        ds = tl.arange(0, HALF)[None, :]
+        mask = (hs < H) & (ds < HALF)
+        cos = tl.load(cs_ptr + p * (2 * HALF) + ds).to(tl.float32)
+        sin = tl.load(cs_ptr + p * (2 * HALF) + HALF + ds).to(tl.float32)
+        ptr = x_ptr + t * row_stride + hs * D + ds
+        x1 = tl.load(ptr, mask=mask, other=0.0).to(tl.float32)
+        x2 = tl.load(ptr + HALF, mask=mask, other=0.0).to(tl.float32)
+        tl.store(ptr, (x1 * cos - x2 * sin).to(tl.bfloat16), mask=mask)
+        tl.store(ptr + HALF, (x2 * cos + x1 * sin).to(tl.bfloat16), mask=mask)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -238,11 +294,8 @@ def run(args):
         pass
     software = (f"torch {torch.__version__}, CUDA {torch.version.cuda}, cuDNN {torch.backends.cudnn.version()}, "
                 f"driver {drv.split(',')[0] if drv else '?'}")
-    try:
-        import triton
+    if triton is not None:
         software += f", triton {triton.__version__}"
-    except Exception:
-        triton = None
     log(f"device {dev_name} -> {catalog}; SMs {props.multi_processor_count}; L2 {L2 / 1e6:.1f} MB; "
         f"mem {total_mem / 2**30:.1f} GiB; nvidia-smi: {drv}; {software}; cuda compiled {cublas}")
     header = dict(gpu=catalog, device_name=dev_name, date=datetime.date.today().isoformat(), software=software,
@@ -319,53 +372,6 @@ def run(args):
     # Triton kernels: one-pass versions of vLLM's fused_add_rms_norm, silu_and_mul and neox rotary embedding.
     tk = {}
     if triton is not None:
-        import triton.language as tl
-
-        @triton.jit
-        def _rmsnorm_k(x_ptr, r_ptr, w_ptr, o_ptr, N, row_stride, H, head_stride, eps,
-                       HAS_RES: tl.constexpr, BLOCK: tl.constexpr):
-            row = tl.program_id(0).to(tl.int64)
-            t = row // H
-            j = row % H
-            base = t * row_stride + j * head_stride
-            cols = tl.arange(0, BLOCK)
-            mask = cols < N
-            x = tl.load(x_ptr + base + cols, mask=mask, other=0.0).to(tl.float32)
-            if HAS_RES:
-                r = tl.load(r_ptr + base + cols, mask=mask, other=0.0).to(tl.float32)
-                x = x + r
-                tl.store(r_ptr + base + cols, x.to(tl.bfloat16), mask=mask)
-            var = tl.sum(x * x, axis=0) / N
-            w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
-            y = x * tl.rsqrt(var + eps) * w
-            tl.store(o_ptr + base + cols, y.to(tl.bfloat16), mask=mask)
-
-        @triton.jit
-        def _silu_mul_k(x_ptr, o_ptr, I, BLOCK: tl.constexpr):
-            row = tl.program_id(0).to(tl.int64)
-            cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
-            mask = cols < I
-            g = tl.load(x_ptr + row * 2 * I + cols, mask=mask, other=0.0).to(tl.float32)
-            u = tl.load(x_ptr + row * 2 * I + I + cols, mask=mask, other=0.0).to(tl.float32)
-            y = g / (1.0 + tl.exp(-g)) * u
-            tl.store(o_ptr + row * I + cols, y.to(tl.bfloat16), mask=mask)
-
-        @triton.jit
-        def _rope_k(x_ptr, pos_ptr, cs_ptr, row_stride, H, D: tl.constexpr, HALF: tl.constexpr,
-                    HP2: tl.constexpr):
-            t = tl.program_id(0).to(tl.int64)
-            p = tl.load(pos_ptr + t).to(tl.int64)
-            hs = tl.arange(0, HP2)[:, None]
-            ds = tl.arange(0, HALF)[None, :]
-            mask = (hs < H) & (ds < HALF)
-            cos = tl.load(cs_ptr + p * (2 * HALF) + ds).to(tl.float32)
-            sin = tl.load(cs_ptr + p * (2 * HALF) + HALF + ds).to(tl.float32)
-            ptr = x_ptr + t * row_stride + hs * D + ds
-            x1 = tl.load(ptr, mask=mask, other=0.0).to(tl.float32)
-            x2 = tl.load(ptr + HALF, mask=mask, other=0.0).to(tl.float32)
-            tl.store(ptr, (x1 * cos - x2 * sin).to(tl.bfloat16), mask=mask)
-            tl.store(ptr + HALF, (x2 * cos + x1 * sin).to(tl.bfloat16), mask=mask)
-
         def _nw(block):
             return 4 if block <= 2048 else (8 if block <= 8192 else 16)
 
@@ -633,13 +639,13 @@ def run(args):
             us8 = time_calls([lambda i=i: torch._scaled_mm(a8[i], b8[i].t(), scale_a=one, scale_b=one, out_dtype=BF,
                                                            use_fast_accum=fa) for i in range(2)])
             table.ceilings["fp8_gemm_tflops"] = r4(2 * n ** 3 / us8 / 1e6)
-        del a, b
+        a = b = a8 = b8 = None
         nb = 1 << (28 if quick else 30)
         src = [torch.randn(nb // 2, device=DEV, dtype=BF) for _ in range(2)]
         dst = [torch.empty_like(x) for x in src]
         usc = time_calls([lambda i=i: dst[i].copy_(src[i]) for i in range(2)])
         table.ceilings["copy_gb_per_s"] = r4(2 * nb / usc / 1e3)
-        del src, dst
+        src = dst = None
         small = torch.randn(1024, device=DEV)
         N = 2000
         for _ in range(50):

@@ -5,7 +5,6 @@
 # the error of the prediction per op class. Runs on the CPU: `python3 calibration/kernels/transfer.py SRC.yaml DST.yaml`
 # (defaults: H100-SXM -> H200). Peaks come from calibration/gpus/<name>.yaml (datasheet) and, as a second column,
 # from each table's own measured `ceilings` (bf16 GEMM TFLOP/s, copy GB/s).
-import math
 import os
 import statistics
 import sys

@@ -134,6 +134,21 @@ def main():
               "align-mode snapshot cost fitted to the published +7.6 % at 16k "
               "(`tools/seed_study/make_rtx3090_profiles.py`). KV pools as the start-up logs report them "
               "(12.83 GiB full, 10.26 GiB hybrid bf16, 9.31 GiB hybrid fp8).\n")
+    # A dated note on the last change of the time model (static text: it compares two committed regenerations).
+    md.append("**What changed (2026-12-06).** Regenerated with the time model of issues 37/38. These runs use "
+              "calibrated profiles at TP 1, so the roofline's kernel boundaries and the collectives do not apply; "
+              "two mechanisms move the figures. (1) The request path (docs/REQUEST-PATH.md, `client_ms` 4.62 ms "
+              "each way): a lone request's TTFT gains about 9.2 ms, plus about 0.3 ms of host work per prefill step "
+              "(docs/HOST-WORK.md) — break-even (§7) 388.8 → 398.6 ms at 3k context, the prefill curve (§6, per "
+              "1,000 tokens) 136.0 → 154.8 at 512 tokens and 195.2 → 195.8 at 16,320, so §6 is no longer the fitted "
+              "input alone but the fit plus the path a client sees. Under the tenant clients TTFT p50 moves less "
+              "(5 tenants 63.4 → 63.5 ms, 20 tenants 68.5 → 73.2 ms): a request reaches the engine later and waits "
+              "less there (mean queue 14.6 → 10.0 ms at 5 tenants, Qwen3-4B, against `--set request_path=none`). "
+              "(2) Host work per step: ITL +0.03 ms (the 30 µs the GPU never hides). Hit rates in §2–§7 move by at "
+              "most 0.6 points (Qwen3.5-4B 20 tenants 75.5 → 76.1 %). The points past the cliff move more, as §12 "
+              "says they would: in §8's sensitivity table Qwen3.5-4B at 40 tenants with a 2 s think time goes "
+              "19.3 → 28.8 % (75-token answers, 500 requests), and the 20-tenant think-time points by up to 1.6 "
+              "points. The conclusions of every section stand.\n")
 
     # ---- 1. capacity ----
     cap_path = os.path.join(out, "capacity.json")

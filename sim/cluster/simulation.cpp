@@ -41,6 +41,7 @@ Simulation::Simulation(const SimulationConfig& config, const engine::CostModel& 
     if (config_.request_path.enabled()) {
         api_servers_.assign(replicas_.size(), frontend::ApiServer(config_.request_path));
         in_transit_.resize(replicas_.size());
+        in_transit_counts_.assign(replicas_.size(), 0);
     }
     if (router_->needs_block_hashes()) {  // the router hashes every prompt: finished turns go back to it
         for (const auto& r : replicas_) {
@@ -152,12 +153,12 @@ std::size_t route_arrival(Router& router, const std::vector<std::unique_ptr<engi
                           const core::TokenContent& prompt, const RequestOrigin& origin, core::SimTime now,
                           int block_size,
                           std::vector<ReplicaLoad>& loads, std::optional<cache::HashedPrompt>& hashed,
-                          cache::FirstRunHashMemo* memo) {
+                          cache::FirstRunHashMemo* memo, const std::vector<std::size_t>* in_transit) {
     loads.resize(replicas.size());
     if (router.needs_loads()) {
         for (std::size_t i = 0; i < replicas.size(); ++i) {
-            loads[i] = ReplicaLoad{replicas[i]->num_waiting(), replicas[i]->num_running(),
-                                   replicas[i]->kv_cache().usage()};
+            loads[i] = ReplicaLoad{replicas[i]->num_waiting() + (in_transit != nullptr ? (*in_transit)[i] : 0),
+                                   replicas[i]->num_running(), replicas[i]->kv_cache().usage()};
         }
     }
     hashed.reset();
@@ -182,7 +183,8 @@ void Simulation::handle_arrivals(core::SimTime now) {
         const std::size_t target = route_arrival(*router_, replicas_, spec.prompt,
                                                  RequestOrigin{spec.tenant, spec.session, spec.last_in_session}, now,
                                                  config_.replica.scheduler.block_size, loads_, hashed,
-                                                 &route_hash_memo_);
+                                                 &route_hash_memo_,
+                                                 api_servers_.empty() ? nullptr : &in_transit_counts_);
         engine::IncomingRequest in{spec.id, now, std::move(spec.prompt), spec.max_output_tokens, spec.answer_content,
                                    spec.turn, {}, std::move(hashed)};
         if (api_servers_.empty()) {
@@ -191,6 +193,7 @@ void Simulation::handle_arrivals(core::SimTime now) {
         }
         const core::SimTime at_engine = api_servers_[target].admit(now, core::total_tokens(in.prompt));
         in_transit_[target].push_back(InTransit{at_engine, std::move(in), spec.timeout});
+        ++in_transit_counts_[target];
         queue_.push(at_engine, core::EventPriority::kArrival, core::EventKind::kEngineArrival,
                     static_cast<std::uint32_t>(target));
     }
@@ -325,6 +328,7 @@ SimulationResult Simulation::run() {
                                "engine arrival at {} ns without its request", now.ns());
                 InTransit t = std::move(transit.front());
                 transit.pop_front();
+                --in_transit_counts_[e.target];
                 deliver(e.target, std::move(t.request), t.timeout, now);
                 break;
             }

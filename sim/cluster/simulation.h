@@ -86,12 +86,15 @@ struct SimulationResult {
 // and the prompt's chained block hashes at `block_size` (only for cache-aware routers), which are left in `*hashed`
 // for the replica's request (engine::IncomingRequest::hashed_prompt) and are reset otherwise. `loads` is scratch
 // space reused across arrivals; `memo` (optional, at `block_size`) shares first-run hashes between prompts.
+// `in_transit` (optional, one count per replica): requests routed to a replica that have not reached its engine yet
+// (the request path, docs/REQUEST-PATH.md), counted as waiting there — a router knows what it sent.
 // Shared by Simulation and DisaggregatedSimulation's two pools.
 [[nodiscard]] std::size_t route_arrival(Router& router, const std::vector<std::unique_ptr<engine::Replica>>& replicas,
                                         const core::TokenContent& prompt, const RequestOrigin& origin,
                                         core::SimTime now, int block_size, std::vector<ReplicaLoad>& loads,
                                         std::optional<cache::HashedPrompt>& hashed,
-                                        cache::FirstRunHashMemo* memo = nullptr);
+                                        cache::FirstRunHashMemo* memo = nullptr,
+                                        const std::vector<std::size_t>* in_transit = nullptr);
 
 // The replicas' prefix-cache counters summed: GPU queries and hits, and the CPU-offload tier's as external ones.
 [[nodiscard]] metrics::PrefixCounters prefix_counters(const std::vector<std::unique_ptr<engine::Replica>>& replicas);
@@ -154,6 +157,7 @@ private:
         std::optional<core::Duration> timeout;
     };
     std::vector<std::deque<InTransit>> in_transit_;
+    std::vector<std::size_t> in_transit_counts_;  // in_transit_[i].size(), for the router's loads
     core::EventQueue queue_;
     std::optional<core::SimTime> armed_arrival_;
     std::optional<core::SimTime> armed_transfer_;

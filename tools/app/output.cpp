@@ -226,7 +226,9 @@ std::vector<Field> fields_one(const ExperimentResult& r) {
     out.push_back({"tensor_parallel_size", static_cast<std::int64_t>(p.tensor_parallel_size)});
     out.push_back({"vllm_version", r.config.engine.vllm_version});
     out.push_back({"cost_model", r.cost_model});
-    out.push_back({"request_path", frontend::describe(r.config.request_path)});
+    // A disaggregated run has no request path yet (docs/REQUEST-PATH.md): it says so rather than the scenario's.
+    out.push_back({"request_path", r.config.disaggregation ? std::string("none (not modelled in disaggregated runs)")
+                                                           : frontend::describe(r.config.request_path)});
     out.push_back({"validation", describe_validation(cost_model_kind(r), r.gpu_name)});
     out.push_back({"profile_mismatch", r.profile_mismatch.empty() ? Cell() : Cell(r.profile_mismatch)});
     out.push_back({"workload", r.workload});

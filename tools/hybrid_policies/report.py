@@ -305,7 +305,7 @@ def main():
     md.append(
         "The trace's arrival times drive 8 replicas behind `least_loaded` routing. That spreads each "
         "conversation's requests over the replicas, so even the 16-token attention pools hit only "
-        f"{pct(num(mk['checkpoint'], 'attention_hit_rate'))}, as in scenarios/traces/RESULTS.md (6.48 % for "
+        f"{pct(num(mk['checkpoint'], 'attention_hit_rate'))}, as in scenarios/traces/RESULTS.md (6.65 % for "
         "Qwen3-32B). The hybrid here is Qwen3.5-27B. The dense Qwen3-32B refuses "
         f"{fmt(num(mk['full-attention'], 'requests_rejected'))} prompts longer than its 40,960-token context, so "
         "its figures cover shorter prompts. vLLM's hybrid block is "

@@ -168,16 +168,22 @@ std::vector<Entry> read_op(const YamlMap& ops, const std::string& op, Read read,
 
 std::vector<WidthEntry> read_width_op(const YamlMap& ops, const std::string& op, const char* width_key,
                                       const char* grid_key) {
-    return read_op<WidthEntry>(
+    std::vector<WidthEntry> out = read_op<WidthEntry>(
         ops, op,
         [&](const YamlMap& m) {
-            m.allow_only({width_key, grid_key, "us"});
+            m.allow_only({width_key, grid_key, "us", "backend", "method"});
             WidthEntry e;
             e.width = positive<std::int64_t>(m, width_key);
+            e.method = m.get_or<std::string>("method", "");
             e.tokens = read_curve(m, grid_key);
             return e;
         },
-        [](const WidthEntry& e) { return e.width; });
+        [](const WidthEntry& e) { return std::pair(e.width, e.method); });
+    // Several methods of one width (sampling: greedy, top_p): greedy, else the first listed, is the one used
+    // (docs/COST-MODEL.md); the others stay for reference.
+    std::stable_partition(out.begin(), out.end(),
+                          [](const WidthEntry& e) { return e.method.empty() || e.method == "greedy"; });
+    return out;
 }
 
 std::vector<MoeEntry> read_moe_op(const YamlMap& ops, const std::string& op, bool routing) {
@@ -185,9 +191,9 @@ std::vector<MoeEntry> read_moe_op(const YamlMap& ops, const std::string& op, boo
         ops, op,
         [&](const YamlMap& m) {
             if (routing) {
-                m.allow_only({"experts", "top_k", "hidden", "tokens", "us"});
+                m.allow_only({"experts", "top_k", "hidden", "tokens", "us", "backend", "model"});
             } else {
-                m.allow_only({"experts", "top_k", "hidden", "intermediate", "tokens", "us"});
+                m.allow_only({"experts", "top_k", "hidden", "intermediate", "tokens", "us", "backend", "model"});
             }
             MoeEntry e;
             e.experts = positive<int>(m, "experts");
@@ -314,7 +320,7 @@ KernelTable parse_kernel_table(const std::string& text, const std::string& file)
         t.attn_decode_mla = read_op<MlaDecodeEntry>(
             ops, "attn_decode_mla",
             [](const YamlMap& e) {
-                e.allow_only({"q_heads", "kv_lora_rank", "rope_dim", "batch", "context", "us"});
+                e.allow_only({"q_heads", "kv_lora_rank", "rope_dim", "batch", "context", "us", "backend"});
                 MlaDecodeEntry a;
                 a.q_heads = positive<int>(e, "q_heads");
                 a.kv_lora_rank = positive<int>(e, "kv_lora_rank");
@@ -331,7 +337,7 @@ KernelTable parse_kernel_table(const std::string& text, const std::string& file)
         t.rope = read_op<RopeEntry>(
             ops, "rope",
             [](const YamlMap& e) {
-                e.allow_only({"head_dim", "q_heads", "kv_heads", "tokens", "us"});
+                e.allow_only({"head_dim", "q_heads", "kv_heads", "tokens", "us", "backend"});
                 RopeEntry r;
                 r.geometry = read_geometry(e);
                 r.tokens = read_curve(e, "tokens");
@@ -346,7 +352,8 @@ KernelTable parse_kernel_table(const std::string& text, const std::string& file)
         }
         for (std::size_t i = 0; i < list.size(); ++i) {
             const YamlMap e(list[i], file, fmt::format("forwards[{}]", i));
-            e.allow_only({"model", "kind", "tokens", "context", "batch", "ms", "cuda_graph"});
+            e.allow_only({"model", "kind", "tokens", "context", "batch", "ms", "cuda_graph", "layers",
+                          "distinct_weight_layers", "distinct_kv_layers"});
             ForwardEntry f;
             f.model = e.get<std::string>("model");
             f.kind = e.get<std::string>("kind");
@@ -561,16 +568,17 @@ namespace {
 template <typename Entry>
 const Entry* nearest_geometry(const std::vector<Entry>& entries, const AttentionGeometry& g) {
     const Entry* best = nullptr;
-    std::tuple<int, double, double, int> best_score{};
+    std::tuple<int, double, double, int, std::size_t> best_score{};
     for (const auto& e : entries) {
         const AttentionGeometry& h = e.geometry;
         // FlashAttention-class backends first among entries of one geometry (vLLM's default backend on Hopper).
         const bool flash = e.backend.find("flash") != std::string::npos;
-        const std::tuple<int, double, double, int> score{
+        // Then the plainest name ("sdpa-flash" before "sdpa-flash-kv-expanded" or "...-lower-right-bias").
+        const std::tuple<int, double, double, int, std::size_t> score{
             h.head_dim == g.head_dim ? 0 : 1,
             log_gap(static_cast<double>(h.q_heads) / h.kv_heads, static_cast<double>(g.q_heads) / g.kv_heads) +
                 log_gap(h.head_dim, g.head_dim),
-            log_gap(h.q_heads, g.q_heads), flash ? 0 : 1};
+            log_gap(h.q_heads, g.q_heads), flash ? 0 : 1, e.backend.size()};
         if (best == nullptr || score < best_score) {
             best = &e;
             best_score = score;
@@ -723,7 +731,12 @@ double KernelCostLookup::moe_routing_us(const MoeEntry& e, const MoeShape& s, do
 
 const WidthEntry* KernelCostLookup::nearest_width(const std::vector<WidthEntry>& entries, std::int64_t width) {
     const WidthEntry* best = nullptr;
+    // Entries are ordered greedy (or unnamed) first: when there are such, the other methods are not candidates.
+    const bool preferred = !entries.empty() && (entries.front().method.empty() || entries.front().method == "greedy");
     for (const auto& e : entries) {
+        if (preferred && !(e.method.empty() || e.method == "greedy")) {
+            break;
+        }
         if (best == nullptr ||
             log_gap(static_cast<double>(e.width), static_cast<double>(width)) <
                 log_gap(static_cast<double>(best->width), static_cast<double>(width))) {

@@ -97,6 +97,7 @@ struct MoeEntry {
 // rmsnorm (width = hidden), silu_mul (intermediate), sampling (vocab; the curve's x is the batch).
 struct WidthEntry {
     std::int64_t width = 0;
+    std::string method;  // sampling: greedy | top_p | ... (empty for the others)
     KernelCurve tokens;
 };
 

@@ -193,3 +193,22 @@ TEST_CASE("kernel tables: the built-in catalog parses and names catalog GPUs", "
         CHECK(found);
     }
 }
+
+TEST_CASE("kernel table: the sweep's extra keys are read; sampling uses greedy where several methods are timed",
+          "[calibration]") {
+    const sc::KernelTable t = sc::parse_kernel_table(
+        kHead + "ops:\n  sampling:\n    - {method: top_p, backend: torch sort, vocab: 100, batch: [1], us: [50]}\n"
+                "    - {method: greedy, backend: torch argmax, vocab: 100, batch: [1], us: [5]}\n"
+                "    - {method: greedy, backend: torch argmax, vocab: 1000, batch: [1], us: [9]}\n"
+                "  moe:\n    - {model: m, backend: grouped_mm, experts: 8, top_k: 2, hidden: 64, intermediate: 32, "
+                "tokens: [1], us: [3]}\n"
+                "forwards:\n  - {model: m, kind: prefill, tokens: 8, ms: 1, layers: 2, distinct_weight_layers: 2}\n",
+        "t.yaml");
+    // Vocabulary 120 is nearest 100 in log; of the two entries at 100, greedy (5 µs), never top_p.
+    const sc::WidthEntry* e = sc::KernelCostLookup::nearest_width(t.sampling, 120);
+    REQUIRE(e != nullptr);
+    CHECK(e->method == "greedy");
+    CHECK(e->tokens.at(1) == 5.0);
+    CHECK(sc::KernelCostLookup::nearest_width(t.sampling, 900)->width == 1000);
+    CHECK(t.moe.size() == 1);
+}

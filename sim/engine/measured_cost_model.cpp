@@ -20,9 +20,10 @@ using calibration::GemmKind;
 using calibration::GemmRun;
 
 constexpr const char* kGemmNames[MeasuredCostModel::kNumGemms] = {
-    "gemm qkv_proj",  "gemm o_proj",       "gemm mla q/kv projections", "gemm mixer in_proj",
-    "gemm out_proj",  "gemm gate_up_proj", "gemm down_proj",            "gemm router",
-    "gemm shared_expert", "gemm adapters"};
+    "gemm qkv_proj",      "gemm o_proj",   "gemm mla q/kv projections",
+    "gemm mixer in_proj", "gemm out_proj", "gemm gate_up_proj",
+    "gemm down_proj",     "gemm router",   "gemm shared_expert",
+    "gemm adapters"};
 
 // The GEMM a linear layer under `scheme` runs on the predicted GPU, and the table op it corresponds to
 // (docs/QUANTIZATION.md): W8A8 fp8 on fp8 tensor cores by scale granularity (block → CUTLASS block-scaled, channel →
@@ -71,14 +72,16 @@ void MeasuredCostModel::add_gemm(Gemm label, std::int64_t n, std::int64_t k, con
     }
     const std::optional<calibration::GemmHandle> h = lookup_.resolve_gemm(kind, n, k, run);
     if (!h) {
-        throw ConfigError(fmt::format("{}: no GEMM entries (ops.gemm_bf16 or ops.gemm_fp8_*): cost_model measured "
-                                      "needs them to cost the model's projections",
-                                      params_.table->file));
+        throw ConfigError(
+            fmt::format("{}: no GEMM entries (ops.gemm_bf16 or ops.gemm_fp8_*): cost_model measured "
+                        "needs them to cost the model's projections",
+                        params_.table->file));
     }
     gemms_.push_back(GemmOp{label, *h, 1});
 }
 
-MeasuredCostModel::MeasuredCostModel(const models::ModelSpec& model, models::DType kv_dtype,
+MeasuredCostModel::MeasuredCostModel(const models::ModelSpec& model,
+                                     models::DType kv_dtype,
                                      const MeasuredParams& params)
     : params_(params),
       lookup_(*params.table, params.table_roof, params.target),
@@ -115,9 +118,9 @@ MeasuredCostModel::MeasuredCostModel(const models::ModelSpec& model, models::DTy
             AttnGroup g;
             g.count = 1;
             if (const std::optional<LocalAttentionSpan> span = local_attention_span(*a)) {
-                g.span = static_cast<int>(std::find(groups_.local.spans.begin(),
-                                                    groups_.local.spans.begin() + groups_.local.count, *span) -
-                                          groups_.local.spans.begin());
+                g.span = static_cast<int>(
+                    std::find(groups_.local.spans.begin(), groups_.local.spans.begin() + groups_.local.count, *span) -
+                    groups_.local.spans.begin());
             }
             g.prefill_per_key = {models::attention_flops_per_key(*a) / tp, 0};
             g.decode_per_key = {models::decode_attention_flops_per_key(*a) / tp,
@@ -142,13 +145,13 @@ MeasuredCostModel::MeasuredCostModel(const models::ModelSpec& model, models::DTy
                          scheme(p + "self_attn.kv_b_proj"));
                 add_gemm(kO, h, heads * m.v_head_dim, scheme(p + "self_attn.o_proj"));
                 g.geometry = {static_cast<int>(qk), static_cast<int>(heads), static_cast<int>(heads)};
-                g.mla_decode = lookup_.resolve_mla_decode(static_cast<int>(heads), m.kv_lora_rank,
-                                                          m.qk_rope_head_dim, g.decode_per_key);
+                g.mla_decode = lookup_.resolve_mla_decode(static_cast<int>(heads), m.kv_lora_rank, m.qk_rope_head_dim,
+                                                          g.decode_per_key);
                 if (!g.mla_decode) {
                     g.decode = lookup_.resolve_attn_decode(
                         {m.kv_lora_rank + m.qk_rope_head_dim, static_cast<int>(heads), 1}, g.decode_per_key);
                 }
-                rope_.push_back({{m.qk_rope_head_dim, static_cast<int>(heads), 1}, 1});
+                add_op(rope_, {0, {m.qk_rope_head_dim, static_cast<int>(heads), 1}, 1, 0, nullptr, 1});
             } else {
                 const int q_heads = std::max(1, a->num_q_heads / tp);
                 const int kv_heads = std::max(1, a->num_kv_heads / tp);
@@ -157,7 +160,7 @@ MeasuredCostModel::MeasuredCostModel(const models::ModelSpec& model, models::DTy
                 add_gemm(kO, h, std::int64_t{q_heads} * a->head_dim, scheme(p + "self_attn.o_proj"));
                 g.geometry = {a->head_dim, q_heads, kv_heads};
                 g.decode = lookup_.resolve_attn_decode(g.geometry, g.decode_per_key);
-                rope_.push_back({g.geometry, 1});
+                add_op(rope_, {0, g.geometry, 1, 0, nullptr, 1});
             }
             g.prefill = lookup_.resolve_attn_prefill(g.geometry, g.prefill_per_key);
             g.prefill_cached = lookup_.resolve_attn_prefill_cached(g.geometry, g.prefill_per_key);
@@ -204,11 +207,10 @@ MeasuredCostModel::MeasuredCostModel(const models::ModelSpec& model, models::DTy
         if (const auto* d = std::get_if<models::DenseMlp>(&layer.mlp)) {
             ++norms;
             const std::int64_t inter = d->intermediate_size / tp;
-            add_gemm(kGateUp, (d->gated ? 2 : 1) * inter, h,
-                     scheme(p + (d->gated ? "mlp.gate_proj" : "mlp.up_proj")));
+            add_gemm(kGateUp, (d->gated ? 2 : 1) * inter, h, scheme(p + (d->gated ? "mlp.gate_proj" : "mlp.up_proj")));
             add_gemm(kDown, h, inter, scheme(p + "mlp.down_proj"));
             if (d->gated) {
-                silu_mul_.push_back({inter, 1});
+                add_op(silu_mul_, {inter, {}, 1, 0, nullptr, 1});
             }
         } else if (const auto* e = std::get_if<models::MoeMlp>(&layer.mlp)) {
             ++norms;
@@ -221,16 +223,16 @@ MeasuredCostModel::MeasuredCostModel(const models::ModelSpec& model, models::DTy
                     add_gemm(kRouter, 1, h, nullptr);
                 }
                 if (e->gated) {
-                    silu_mul_.push_back({s / tp, 1});
+                    add_op(silu_mul_, {s / tp, {}, 1, 0, nullptr, 1});
                 }
             }
             // FusedMoE under TP slices every expert's intermediate dimension (expert parallelism: see token_detail).
             const auto [kind, run] = gemm_for(scheme(p + "mlp.experts.gate_up_proj"), models::dtype_bytes(model.dtype),
                                               params_.target.fp8_flops_per_s > 0);
             (void)kind;
-            calibration::KernelCostLookup::MoeShape shape{e->num_experts, e->num_experts_per_tok,
-                                                          static_cast<int>(h), e->moe_intermediate_size / tp,
-                                                          e->gated, run.weight_bytes, run.fp8_math};
+            calibration::KernelCostLookup::MoeShape shape{
+                e->num_experts, e->num_experts_per_tok, static_cast<int>(h), e->moe_intermediate_size / tp,
+                e->gated,       run.weight_bytes,       run.fp8_math};
             bool merged = false;
             for (auto& o : moe_) {
                 if (o.shape.experts == shape.experts && o.shape.top_k == shape.top_k &&
@@ -250,7 +252,40 @@ MeasuredCostModel::MeasuredCostModel(const models::ModelSpec& model, models::DTy
             add_gemm(kAdapter, std::max<std::int64_t>(1, layer.adapter_params / h), h, nullptr);
         }
     }
-    rmsnorm_.push_back({h, norms});
+    add_op(rmsnorm_, {h, {}, norms, 0, nullptr, 1});
+    // Resolve each elementwise op against the table once: fused add + RMSNorm reads the input and the residual and
+    // writes both (4 · width elements per token); SiLU·mul reads gate and up and writes one (3 · width); RoPE reads
+    // and writes the query and key heads (2 · (Hq + Hkv) · hd); the sampler reads each row's fp32 logits (4 · vocab
+    // bytes; every rank holds the gathered vocabulary).
+    const double eb = models::dtype_bytes(model.dtype);
+    const auto& t = lookup_.table();
+    for (auto& op : rmsnorm_) {
+        op.bytes_per_unit = 4.0 * static_cast<double>(op.width) * eb;
+        if (const calibration::WidthEntry* e = calibration::KernelCostLookup::nearest_width(t.rmsnorm, op.width)) {
+            op.curve = &e->tokens;
+            op.scale = lookup_.width_scale(*e, op.width);
+        }
+    }
+    for (auto& op : silu_mul_) {
+        op.bytes_per_unit = 3.0 * static_cast<double>(op.width) * eb;
+        if (const calibration::WidthEntry* e = calibration::KernelCostLookup::nearest_width(t.silu_mul, op.width)) {
+            op.curve = &e->tokens;
+            op.scale = lookup_.width_scale(*e, op.width);
+        }
+    }
+    for (auto& op : rope_) {
+        op.bytes_per_unit =
+            2.0 * static_cast<double>(op.geometry.q_heads + op.geometry.kv_heads) * op.geometry.head_dim * eb;
+        if (const calibration::RopeEntry* e = lookup_.resolve_rope(op.geometry)) {
+            op.curve = &e->tokens;
+            op.scale = lookup_.rope_scale(*e, op.geometry);
+        }
+    }
+    sampling_ = {model.vocab_size, {}, 1, 4.0 * model.vocab_size, nullptr, 1};
+    if (const calibration::WidthEntry* e = calibration::KernelCostLookup::nearest_width(t.sampling, model.vocab_size)) {
+        sampling_.curve = &e->tokens;
+        sampling_.scale = lookup_.width_scale(*e, model.vocab_size);
+    }
     // lm_head (ParallelLMHead, vocab split by TP), quantized only with GPTQ / AWQ `lm_head: true`.
     const models::QuantScheme* lm_scheme = scheme("lm_head");
     {
@@ -259,8 +294,8 @@ MeasuredCostModel::MeasuredCostModel(const models::ModelSpec& model, models::DTy
         lm_head_ = lookup_.resolve_gemm(kind, (model.vocab_size + tp - 1) / tp, h, run);
     }
     if (model.quantization) {
-        kernels_ = model.quantization->description.empty() ? model.quantization->method
-                                                            : model.quantization->description;
+        kernels_ =
+            model.quantization->description.empty() ? model.quantization->method : model.quantization->description;
     }
     const std::int64_t table_tokens = std::min<std::int64_t>(
         kMaxTableTokens, std::max<std::int64_t>(params_.roofline.max_cudagraph_tokens, params_.max_table_tokens));
@@ -273,6 +308,21 @@ MeasuredCostModel::MeasuredCostModel(const models::ModelSpec& model, models::DTy
     }
 }
 
+void MeasuredCostModel::add_op(std::vector<ElementwiseOp>& ops, const ElementwiseOp& op) {
+    for (auto& o : ops) {
+        if (o.width == op.width && o.geometry.head_dim == op.geometry.head_dim &&
+            o.geometry.q_heads == op.geometry.q_heads && o.geometry.kv_heads == op.geometry.kv_heads) {
+            o.count += op.count;
+            return;
+        }
+    }
+    ops.push_back(op);
+}
+
+double MeasuredCostModel::elementwise_us(const ElementwiseOp& op, double units) const {
+    return op.curve != nullptr ? op.curve->at(units) * op.scale : roofline_bytes_us(op.bytes_per_unit * units);
+}
+
 double MeasuredCostModel::roofline_bytes_us(double bytes) const {
     return 1e6 * bytes / (params_.target.bytes_per_s * params_.roofline.bandwidth_efficiency);
 }
@@ -283,7 +333,6 @@ MeasuredCostModel::TokenDetail MeasuredCostModel::token_detail(std::int64_t toke
     for (const auto& g : gemms_) {
         d.gemm_us[g.label] += g.count * lookup_.gemm_us(g.handle, m);
     }
-    const double b = models::dtype_bytes(model_.dtype);
     // Expert parallelism: the busiest rank's expert work replaces the TP-sliced work the tables are read at, scaled
     // by the predicted GPU's roofline of the two (expert_step_work).
     double ep_scale = 1.0;
@@ -312,25 +361,30 @@ MeasuredCostModel::TokenDetail MeasuredCostModel::token_detail(std::int64_t toke
             d.moe_routing_us += g.count * roofline_bytes_us(m * (4.0 * s.experts + 8.0 * s.top_k * s.hidden));
         }
     }
-    const auto& t = lookup_.table();
     for (const auto& op : rmsnorm_) {
-        // Fused add + RMSNorm reads the input and the residual and writes both.
-        const calibration::WidthEntry* e = calibration::KernelCostLookup::nearest_width(t.rmsnorm, op.width);
-        d.rmsnorm_us += op.count * (e != nullptr ? e->tokens.at(m) * lookup_.width_scale(*e, op.width)
-                                                 : roofline_bytes_us(4.0 * m * op.width * b));
+        d.rmsnorm_us += op.count * elementwise_us(op, m);
     }
     for (const auto& op : silu_mul_) {
-        const calibration::WidthEntry* e = calibration::KernelCostLookup::nearest_width(t.silu_mul, op.width);
-        d.silu_mul_us += op.count * (e != nullptr ? e->tokens.at(m) * lookup_.width_scale(*e, op.width)
-                                                  : roofline_bytes_us(3.0 * m * op.width * b));
+        d.silu_mul_us += op.count * elementwise_us(op, m);
     }
     for (const auto& op : rope_) {
-        const calibration::RopeEntry* e = lookup_.resolve_rope(op.geometry);
-        const double width = static_cast<double>(op.geometry.q_heads + op.geometry.kv_heads) * op.geometry.head_dim;
-        d.rope_us += op.count * (e != nullptr ? e->tokens.at(m) * lookup_.rope_scale(*e, op.geometry)
-                                              : roofline_bytes_us(2.0 * m * width * b));
+        d.rope_us += op.count * elementwise_us(op, m);
     }
     return d;
+}
+
+double MeasuredCostModel::linear_flops_per_token() const {
+    double f = 0;
+    for (const auto& g : gemms_) {
+        f += 2.0 * static_cast<double>(g.handle.n) * static_cast<double>(g.handle.k) * g.count;
+    }
+    for (const auto& g : moe_) {
+        f += 2.0 * g.shape.top_k * (g.shape.gated ? 3.0 : 2.0) * g.shape.hidden * g.shape.intermediate * g.count;
+    }
+    if (lm_head_) {
+        f += 2.0 * static_cast<double>(lm_head_->n) * static_cast<double>(lm_head_->k);
+    }
+    return f;
 }
 
 std::pair<double, double> MeasuredCostModel::lm_head_sampling_us(std::int64_t num_sampled_seqs) const {
@@ -339,12 +393,7 @@ std::pair<double, double> MeasuredCostModel::lm_head_sampling_us(std::int64_t nu
     }
     const double n = static_cast<double>(num_sampled_seqs);
     const double lm = lm_head_ ? lookup_.gemm_us(*lm_head_, n) : 0;
-    const calibration::WidthEntry* e =
-        calibration::KernelCostLookup::nearest_width(lookup_.table().sampling, vocab_size_);
-    // The sampler reads the fp32 logits of every sampled row (all ranks gather the full vocabulary).
-    const double sampling = e != nullptr ? e->tokens.at(n) * lookup_.width_scale(*e, vocab_size_)
-                                         : roofline_bytes_us(4.0 * n * vocab_size_);
-    return {lm, sampling};
+    return {lm, elementwise_us(sampling_, n)};
 }
 
 std::pair<double, double> MeasuredCostModel::attention_us(const BatchShape& s) const {
@@ -355,8 +404,8 @@ std::pair<double, double> MeasuredCostModel::attention_us(const BatchShape& s) c
     for (const auto& g : attn_) {
         const bool local = g.span >= 0 && capped;
         if (s.prefill_attention_work > 0 && s.num_prefill_seqs > 0) {
-            const double work = local ? s.local[static_cast<std::size_t>(g.span)].prefill_attention_work
-                                      : s.prefill_attention_work;
+            const double work =
+                local ? s.local[static_cast<std::size_t>(g.span)].prefill_attention_work : s.prefill_attention_work;
             // The step's prefill chunks as num_prefill_seqs equal ones: mean chunk c and the cached context x that
             // gives the mean work per sequence, c·(x + c/2). FlashAttention's varlen kernel runs them in one launch;
             // per-sequence time × sequences (a small overestimate for many tiny chunks, docs/COST-MODEL.md).
@@ -378,8 +427,8 @@ std::pair<double, double> MeasuredCostModel::attention_us(const BatchShape& s) c
         }
         if (s.num_decode_seqs > 0) {
             const double batch = static_cast<double>(s.num_decode_seqs);
-            const double keys = static_cast<double>(local ? s.local[static_cast<std::size_t>(g.span)].decode_context_tokens
-                                                          : s.decode_context_tokens);
+            const double keys = static_cast<double>(
+                local ? s.local[static_cast<std::size_t>(g.span)].decode_context_tokens : s.decode_context_tokens);
             if (keys <= 0) {
                 continue;
             }
@@ -402,8 +451,8 @@ std::pair<double, double> MeasuredCostModel::attention_us(const BatchShape& s) c
 StepCost MeasuredCostModel::step_cost(const BatchShape& s) const {
     // The untimed terms (GDN / Mamba scans, snapshots, all-reduces, host overhead) as the roofline has them.
     StepCost c = roofline_.step_cost(s);
-    const std::int64_t tokens = RooflineCostModel::cudagraph_padded_tokens(s.num_tokens,
-                                                                          params_.roofline.max_cudagraph_tokens);
+    const std::int64_t tokens =
+        RooflineCostModel::cudagraph_padded_tokens(s.num_tokens, params_.roofline.max_cudagraph_tokens);
     c.gemm_ms = tokens > 0 && static_cast<std::uint64_t>(tokens) < token_ms_.size()
                     ? token_ms_[static_cast<std::size_t>(tokens)]
                     : token_detail(tokens).total_us() / 1e3;
@@ -434,8 +483,8 @@ std::string MeasuredCostModel::source_of(bool measured, bool exact) const {
 
 std::vector<StepTerm> MeasuredCostModel::step_terms(const BatchShape& s) const {
     const StepCost c = step_cost(s);
-    const std::int64_t tokens = RooflineCostModel::cudagraph_padded_tokens(s.num_tokens,
-                                                                          params_.roofline.max_cudagraph_tokens);
+    const std::int64_t tokens =
+        RooflineCostModel::cudagraph_padded_tokens(s.num_tokens, params_.roofline.max_cudagraph_tokens);
     const TokenDetail d = token_detail(tokens);
     std::vector<StepTerm> out;
     for (int i = 0; i < kNumGemms; ++i) {
@@ -497,14 +546,14 @@ std::vector<StepTerm> MeasuredCostModel::step_terms(const BatchShape& s) const {
 
 std::string MeasuredCostModel::describe() const {
     const calibration::KernelTable& t = lookup_.table();
-    const std::string tp = params_.roofline.tensor_parallel_size > 1
-                               ? fmt::format(", TP {}", params_.roofline.tensor_parallel_size)
-                               : "";
+    const std::string tp =
+        params_.roofline.tensor_parallel_size > 1 ? fmt::format(", TP {}", params_.roofline.tensor_parallel_size) : "";
     const std::string q = kernels_.empty() ? "" : "; " + kernels_;
     if (lookup_.transfer()) {
-        return fmt::format("measured-transfer from {} to {} (kernel table {}, {}; efficiencies on the datasheet "
-                           "roofline{}{})",
-                           params_.table_gpu, params_.roofline.gpu_name, t.file, t.date, tp, q);
+        return fmt::format(
+            "measured-transfer from {} to {} (kernel table {}, {}; efficiencies on the datasheet "
+            "roofline{}{})",
+            params_.table_gpu, params_.roofline.gpu_name, t.file, t.date, tp, q);
     }
     return fmt::format("measured {} (kernel table {}, {}{}{})", params_.roofline.gpu_name, t.file, t.date, tp, q);
 }

@@ -26,25 +26,27 @@
 namespace servesim::engine {
 
 struct MeasuredParams {
-    RooflineParams roofline;   // the predicted GPU's datasheet, TP / EP, overheads (and the untimed terms)
+    RooflineParams roofline;  // the predicted GPU's datasheet, TP / EP, overheads (and the untimed terms)
     const calibration::KernelTable* table = nullptr;  // measured on this GPU, or on table_gpu for a transfer
-    calibration::KernelRoof table_roof;  // the table GPU's datasheet
-    calibration::KernelRoof target;      // the predicted GPU's datasheet
-    std::string table_gpu;               // the table GPU's catalog name
+    calibration::KernelRoof table_roof;               // the table GPU's datasheet
+    calibration::KernelRoof target;                   // the predicted GPU's datasheet
+    std::string table_gpu;                            // the table GPU's catalog name
     // The per-token terms are tabled for 1..max(max_cudagraph_tokens, max_table_tokens) tokens (a pure function of
     // the count, computed once; at most kMaxTableTokens): engine.max_num_batched_tokens, the largest step.
     std::int64_t max_table_tokens = 0;
 };
 
 class MeasuredCostModel final : public CostModel {
-public:
+  public:
     static constexpr std::int64_t kMaxTableTokens = 32768;
 
     MeasuredCostModel(const models::ModelSpec& model, models::DType kv_dtype, const MeasuredParams& params);
 
     [[nodiscard]] StepCost step_cost(const BatchShape& shape) const override;
     [[nodiscard]] std::string describe() const override;
+
     [[nodiscard]] LocalAttentionSpans local_attention_spans() const override { return groups_.local; }
+
     [[nodiscard]] std::vector<StepTerm> step_terms(const BatchShape& shape) const override;
 
     // The GEMM labels of step_terms, in order.
@@ -60,18 +62,23 @@ public:
         double rope_us = 0;
         [[nodiscard]] double total_us() const;
     };
+
     [[nodiscard]] TokenDetail token_detail(std::int64_t tokens) const;
     // lm_head GEMM over the sampled rows and sampling, in µs.
     [[nodiscard]] std::pair<double, double> lm_head_sampling_us(std::int64_t num_sampled_seqs) const;
+    // Σ 2·n·k over the GEMMs a token runs (this rank's shapes; the lm_head once, the routed experts' active ones):
+    // at TP 1 it equals models::linear_flops_per_token, which a test checks for every preset.
+    [[nodiscard]] double linear_flops_per_token() const;
     // Attention prefill and decode of a step, in µs.
     [[nodiscard]] std::pair<double, double> attention_us(const BatchShape& s) const;
 
-private:
+  private:
     struct GemmOp {
         Gemm label = kQkv;
         calibration::GemmHandle handle;
         int count = 0;  // calls per step (layers)
     };
+
     struct AttnGroup {
         int count = 0;
         int span = -1;  // index into groups_.local, −1 for full attention
@@ -83,20 +90,27 @@ private:
         std::optional<calibration::ScaledEntry<calibration::AttnDecodeEntry>> decode;
         std::optional<calibration::ScaledEntry<calibration::MlaDecodeEntry>> mla_decode;
     };
+
     struct MoeGroup {
         calibration::KernelCostLookup::MoeShape shape;
         int count = 0;
         const calibration::MoeEntry* experts = nullptr;  // nullptr: roofline
         const calibration::MoeEntry* routing = nullptr;
     };
-    struct WidthOp {
-        std::int64_t width = 0;
-        int count = 0;
+
+    // An elementwise op (fused add + RMSNorm, SiLU·mul, RoPE, sampling) resolved once: the table curve of the nearest
+    // width and its scale, or none (then bytes per token at the GPU file's bandwidth efficiency).
+    struct ElementwiseOp {
+        std::int64_t width = 0;                   // hidden, intermediate or vocab (RoPE: see geometry)
+        calibration::AttentionGeometry geometry;  // RoPE only
+        int count = 0;                            // calls per step
+        double bytes_per_unit = 0;                // roofline bytes per token (sampling: per row)
+        const calibration::KernelCurve* curve = nullptr;
+        double scale = 1;
     };
-    struct RopeOp {
-        calibration::AttentionGeometry geometry;
-        int count = 0;
-    };
+
+    static void add_op(std::vector<ElementwiseOp>& ops, const ElementwiseOp& op);
+    [[nodiscard]] double elementwise_us(const ElementwiseOp& op, double units) const;
 
     void add_gemm(Gemm label, std::int64_t n, std::int64_t k, const models::QuantScheme* scheme);
     [[nodiscard]] double roofline_bytes_us(double bytes) const;
@@ -112,9 +126,10 @@ private:
     std::optional<calibration::GemmHandle> lm_head_;
     std::vector<AttnGroup> attn_;
     std::vector<MoeGroup> moe_;
-    std::vector<WidthOp> rmsnorm_;
-    std::vector<WidthOp> silu_mul_;
-    std::vector<RopeOp> rope_;
+    std::vector<ElementwiseOp> rmsnorm_;
+    std::vector<ElementwiseOp> silu_mul_;
+    std::vector<ElementwiseOp> rope_;
+    ElementwiseOp sampling_;
     models::ModelSpec model_;
     RooflineCostModel roofline_;  // the untimed terms: GDN / Mamba, snapshots, comm, overhead
     std::string kernels_;         // what describe() says about quantized GEMMs

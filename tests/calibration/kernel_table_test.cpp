@@ -15,7 +15,9 @@ namespace sc = servesim::calibration;
 
 namespace {
 
-std::string fixture() { return std::string(SERVESIM_TEST_DATA_DIR) + "/fixtures/kernels/tiny.yaml"; }
+std::string fixture() {
+    return std::string(SERVESIM_TEST_DATA_DIR) + "/fixtures/kernels/tiny.yaml";
+}
 
 // A minimal valid table; tests append one op.
 const std::string kHead = R"(servesim_kernel_table: 1
@@ -55,8 +57,8 @@ TEST_CASE("kernel table: the fixture reads, sorted, with unknown ops ignored", "
 }
 
 TEST_CASE("kernel table: bad input is refused naming the file, the key and what is allowed", "[calibration]") {
-    CHECK(error_of("servesim_kernel_table: 2\ngpu: X\ndate: d\n").find(
-              "t.yaml:1: 'servesim_kernel_table': format version 2; allowed: 1") != std::string::npos);
+    CHECK(error_of("servesim_kernel_table: 2\ngpu: X\ndate: d\n")
+              .find("t.yaml:1: 'servesim_kernel_table': format version 2; allowed: 1") != std::string::npos);
     CHECK(error_of(kHead + "colour: red\n").find("'colour': unknown key; allowed: servesim_kernel_table") !=
           std::string::npos);
     // A grid that is not strictly increasing.
@@ -188,8 +190,8 @@ TEST_CASE("kernel tables: the built-in catalog parses and names catalog GPUs", "
     for (const auto& t : sc::kernel_table_catalog()) {
         INFO(t.file);
         const auto& gpus = sc::gpu_catalog();
-        const bool found = std::any_of(gpus.begin(), gpus.end(),
-                                       [&](const sc::GpuSpec& g) { return sc::find_kernel_table(g) == &t; });
+        const bool found =
+            std::any_of(gpus.begin(), gpus.end(), [&](const sc::GpuSpec& g) { return sc::find_kernel_table(g) == &t; });
         CHECK(found);
     }
 }
@@ -197,12 +199,13 @@ TEST_CASE("kernel tables: the built-in catalog parses and names catalog GPUs", "
 TEST_CASE("kernel table: the sweep's extra keys are read; sampling uses greedy where several methods are timed",
           "[calibration]") {
     const sc::KernelTable t = sc::parse_kernel_table(
-        kHead + "ops:\n  sampling:\n    - {method: top_p, backend: torch sort, vocab: 100, batch: [1], us: [50]}\n"
-                "    - {method: greedy, backend: torch argmax, vocab: 100, batch: [1], us: [5]}\n"
-                "    - {method: greedy, backend: torch argmax, vocab: 1000, batch: [1], us: [9]}\n"
-                "  moe:\n    - {model: m, backend: grouped_mm, experts: 8, top_k: 2, hidden: 64, intermediate: 32, "
-                "tokens: [1], us: [3]}\n"
-                "forwards:\n  - {model: m, kind: prefill, tokens: 8, ms: 1, layers: 2, distinct_weight_layers: 2}\n",
+        kHead +
+            "ops:\n  sampling:\n    - {method: top_p, backend: torch sort, vocab: 100, batch: [1], us: [50]}\n"
+            "    - {method: greedy, backend: torch argmax, vocab: 100, batch: [1], us: [5]}\n"
+            "    - {method: greedy, backend: torch argmax, vocab: 1000, batch: [1], us: [9]}\n"
+            "  moe:\n    - {model: m, backend: grouped_mm, experts: 8, top_k: 2, hidden: 64, intermediate: 32, "
+            "tokens: [1], us: [3]}\n"
+            "forwards:\n  - {model: m, kind: prefill, tokens: 8, ms: 1, layers: 2, distinct_weight_layers: 2}\n",
         "t.yaml");
     // Vocabulary 120 is nearest 100 in log; of the two entries at 100, greedy (5 µs), never top_p.
     const sc::WidthEntry* e = sc::KernelCostLookup::nearest_width(t.sampling, 120);

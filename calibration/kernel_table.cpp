@@ -63,8 +63,8 @@ constexpr const char* kGemmKeys[kNumGemmKinds] = {"gemm_bf16", "gemm_fp8_tensor"
 
 // A list of numbers under `key`: a grid (positive, strictly increasing) or a row of times (finite, > 0, within the
 // simulated clock's range).
-std::vector<double> read_numbers(const YamlMap& m, const std::string& key, const YAML::Node& n, bool grid,
-                                 std::size_t want = 0) {
+std::vector<double> read_numbers(
+    const YamlMap& m, const std::string& key, const YAML::Node& n, bool grid, std::size_t want = 0) {
     if (!n.IsSequence() || n.size() == 0) {
         m.fail(key, grid ? "expected a non-empty list of sizes" : "expected a non-empty list of times in µs");
     }
@@ -75,8 +75,8 @@ std::vector<double> read_numbers(const YamlMap& m, const std::string& key, const
     if (grid) {
         for (std::size_t i = 0; i < out.size(); ++i) {
             if (!(out[i] > 0)) {
-                m.fail(key, fmt::format("grid value {:g} is not positive; allowed: sizes > 0, strictly increasing",
-                                        out[i]));
+                m.fail(key,
+                       fmt::format("grid value {:g} is not positive; allowed: sizes > 0, strictly increasing", out[i]));
             }
             if (i > 0 && !(out[i] > out[i - 1])) {
                 m.fail(key, fmt::format("grid values {:g} then {:g} are not strictly increasing; allowed: sizes > 0, "
@@ -87,7 +87,8 @@ std::vector<double> read_numbers(const YamlMap& m, const std::string& key, const
         return out;
     }
     if (want > 0 && out.size() != want) {
-        m.fail(key, fmt::format("{} times for a grid of {} points; allowed: one time per grid point", out.size(), want));
+        m.fail(key,
+               fmt::format("{} times for a grid of {} points; allowed: one time per grid point", out.size(), want));
     }
     const double max_us = kMaxDurationS * 1e6;
     for (double v : out) {
@@ -166,7 +167,9 @@ std::vector<Entry> read_op(const YamlMap& ops, const std::string& op, Read read,
     return out;
 }
 
-std::vector<WidthEntry> read_width_op(const YamlMap& ops, const std::string& op, const char* width_key,
+std::vector<WidthEntry> read_width_op(const YamlMap& ops,
+                                      const std::string& op,
+                                      const char* width_key,
                                       const char* grid_key) {
     std::vector<WidthEntry> out = read_op<WidthEntry>(
         ops, op,
@@ -219,7 +222,8 @@ double optional_positive(const YamlMap& m, const char* key, std::optional<double
 }  // namespace
 
 double KernelCurve::at(double v) const {
-    return piecewise(x, [this](std::size_t i) { return us[i]; }, v);
+    return piecewise(
+        x, [this](std::size_t i) { return us[i]; }, v);
 }
 
 double KernelGrid::at(double vx, double vy) const {
@@ -228,17 +232,20 @@ double KernelGrid::at(double vx, double vy) const {
         x,
         [&](std::size_t i) {
             const double* row = us.data() + i * ny;
-            return piecewise(y, [row](std::size_t j) { return row[j]; }, vy);
+            return piecewise(
+                y, [row](std::size_t j) { return row[j]; }, vy);
         },
         vx);
 }
 
-const char* gemm_kind_key(GemmKind k) { return kGemmKeys[static_cast<int>(k)]; }
+const char* gemm_kind_key(GemmKind k) {
+    return kGemmKeys[static_cast<int>(k)];
+}
 
 KernelTable parse_kernel_table(const std::string& text, const std::string& file) {
     const YamlMap m(load_yaml_string(text, file), file);
-    m.allow_only({"servesim_kernel_table", "gpu", "device_name", "date", "software", "method", "ceilings", "ops",
-                  "forwards"});
+    m.allow_only(
+        {"servesim_kernel_table", "gpu", "device_name", "date", "software", "method", "ceilings", "ops", "forwards"});
     KernelTable t;
     t.file = file;
     const int version = m.get<int>("servesim_kernel_table");
@@ -343,7 +350,9 @@ KernelTable parse_kernel_table(const std::string& text, const std::string& file)
                 r.tokens = read_curve(e, "tokens");
                 return r;
             },
-            [](const RopeEntry& r) { return std::tuple(r.geometry.head_dim, r.geometry.q_heads, r.geometry.kv_heads); });
+            [](const RopeEntry& r) {
+                return std::tuple(r.geometry.head_dim, r.geometry.q_heads, r.geometry.kv_heads);
+            });
     }
     if (m.has("forwards")) {
         const YAML::Node list = m.node("forwards");
@@ -410,9 +419,8 @@ const KernelTable* find_kernel_table(const GpuSpec& gpu) {
     names.push_back(gpu.name);
     for (const auto& t : kernel_table_catalog()) {
         const std::string want = normalise(t.gpu);
-        const bool named = std::any_of(names.begin(), names.end(), [&](const std::string& n) {
-            return normalise(n) == want;
-        });
+        const bool named =
+            std::any_of(names.begin(), names.end(), [&](const std::string& n) { return normalise(n) == want; });
         if (named || want == normalise(gpu.device_name) ||
             (!t.device_name.empty() && normalise(t.device_name) == normalise(gpu.device_name))) {
             return &t;
@@ -429,8 +437,8 @@ UnitWork gemm_work(double m, double n, double k, const GemmRun& run) {
     return UnitWork{2.0 * m * n * k, m * k * run.activation_bytes + n * k * run.weight_bytes + 2.0 * m * n};
 }
 
-UnitWork moe_work(int experts, int top_k, int hidden, int intermediate, bool gated, double tokens,
-                  double weight_bytes) {
+UnitWork moe_work(
+    int experts, int top_k, int hidden, int intermediate, bool gated, double tokens, double weight_bytes) {
     const double e = experts;
     const double mats = gated ? 3.0 : 2.0;
     const double per_expert = mats * hidden * static_cast<double>(intermediate);
@@ -458,7 +466,9 @@ bool same_run(const GemmRun& a, const GemmRun& b) {
 }
 
 // log-distance of two positive sizes
-double log_gap(double a, double b) { return std::fabs(std::log(a / b)); }
+double log_gap(double a, double b) {
+    return std::fabs(std::log(a / b));
+}
 
 }  // namespace
 
@@ -470,7 +480,9 @@ double KernelCostLookup::target_roof_us(double flops, double bytes, bool fp8_mat
     return roof_us(target_, flops, bytes, fp8_math);
 }
 
-std::optional<GemmHandle> KernelCostLookup::resolve_gemm(GemmKind want, std::int64_t n, std::int64_t k,
+std::optional<GemmHandle> KernelCostLookup::resolve_gemm(GemmKind want,
+                                                         std::int64_t n,
+                                                         std::int64_t k,
                                                          const GemmRun& run) const {
     // The op the kernel corresponds to, then the fallbacks (docs/COST-MODEL.md, "GEMMs").
     std::vector<GemmKind> order;
@@ -638,15 +650,15 @@ std::optional<ScaledEntry<AttnDecodeEntry>> KernelCostLookup::resolve_attn_decod
     // Decode reads every key's K and V: both rooflines are max(FLOPs, bytes) per key × the same batch · context.
     const UnitWork own = geometry_per_key(e->geometry);
     ScaledEntry<AttnDecodeEntry> s{e, 1.0, false};
-    s.exact = same_geometry(e->geometry, g) && own.flops == per_key.flops && own.bytes == per_key.bytes &&
-              !transfer();
+    s.exact = same_geometry(e->geometry, g) && own.flops == per_key.flops && own.bytes == per_key.bytes && !transfer();
     if (!s.exact) {
         s.scale = target_roof_us(per_key.flops, per_key.bytes, false) / table_roof_us(own.flops, own.bytes, false);
     }
     return s;
 }
 
-std::optional<ScaledEntry<MlaDecodeEntry>> KernelCostLookup::resolve_mla_decode(int q_heads, int kv_lora_rank,
+std::optional<ScaledEntry<MlaDecodeEntry>> KernelCostLookup::resolve_mla_decode(int q_heads,
+                                                                                int kv_lora_rank,
                                                                                 int rope_dim,
                                                                                 const UnitWork& per_key) const {
     const MlaDecodeEntry* best = nullptr;
@@ -701,7 +713,9 @@ double routing_bytes(int experts, int top_k, int hidden) {
 
 }  // namespace
 
-const MoeEntry* KernelCostLookup::resolve_moe(const MoeShape& s) const { return nearest_moe(table_->moe, s); }
+const MoeEntry* KernelCostLookup::resolve_moe(const MoeShape& s) const {
+    return nearest_moe(table_->moe, s);
+}
 
 double KernelCostLookup::moe_us(const MoeEntry& e, const MoeShape& s, double tokens) const {
     if (!transfer() && e.experts == s.experts && e.top_k == s.top_k && e.hidden == s.hidden &&
@@ -709,8 +723,8 @@ double KernelCostLookup::moe_us(const MoeEntry& e, const MoeShape& s, double tok
         return e.tokens.at(tokens);
     }
     // The same mean tokens per expert, where grouped GEMMs of a few rows each run at the same efficiency.
-    const double own_tokens = tokens * (static_cast<double>(s.top_k) / s.experts) /
-                              (static_cast<double>(e.top_k) / e.experts);
+    const double own_tokens =
+        tokens * (static_cast<double>(s.top_k) / s.experts) / (static_cast<double>(e.top_k) / e.experts);
     const UnitWork own = moe_work(e.experts, e.top_k, e.hidden, e.intermediate, true, own_tokens, 2);
     const UnitWork want = moe_work(s.experts, s.top_k, s.hidden, s.intermediate, s.gated, tokens, s.weight_bytes);
     return e.tokens.at(own_tokens) * target_roof_us(want.flops, want.bytes, s.fp8_math) /
@@ -737,9 +751,8 @@ const WidthEntry* KernelCostLookup::nearest_width(const std::vector<WidthEntry>&
         if (preferred && !(e.method.empty() || e.method == "greedy")) {
             break;
         }
-        if (best == nullptr ||
-            log_gap(static_cast<double>(e.width), static_cast<double>(width)) <
-                log_gap(static_cast<double>(best->width), static_cast<double>(width))) {
+        if (best == nullptr || log_gap(static_cast<double>(e.width), static_cast<double>(width)) <
+                                   log_gap(static_cast<double>(best->width), static_cast<double>(width))) {
             best = &e;
         }
     }

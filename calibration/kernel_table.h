@@ -179,7 +179,7 @@ struct GemmHandle {
     GemmKind source = GemmKind::kBf16;  // the table op timed
     std::int64_t n = 0;
     std::int64_t k = 0;
-    GemmRun run;                 // on the predicted GPU
+    GemmRun run;  // on the predicted GPU
     const GemmEntry* lo = nullptr;
     const GemmEntry* hi = nullptr;  // == lo for an exact shape or beyond the table's range
     double w = 0;                   // blend weight of hi
@@ -203,18 +203,21 @@ struct UnitWork {
 };
 
 class KernelCostLookup {
-public:
+  public:
     // `table_roof`: the datasheet of the GPU the table was measured on; `target`: of the GPU being predicted (equal
     // for the table's own GPU).
     KernelCostLookup(const KernelTable& table, const KernelRoof& table_roof, const KernelRoof& target);
 
     [[nodiscard]] const KernelTable& table() const { return *table_; }
+
     [[nodiscard]] bool transfer() const { return !(table_roof_ == target_); }
 
     // GEMMs. `want` is the op the kernel vLLM picks corresponds to; when the table lacks it, fp8_block falls back to
     // fp8_rowwise, then fp8_tensor, then bf16 (scaled to the fp8 roofline); an fp8 op when the target has no fp8 to
     // bf16. nullopt when the table has no GEMM entries at all.
-    [[nodiscard]] std::optional<GemmHandle> resolve_gemm(GemmKind want, std::int64_t n, std::int64_t k,
+    [[nodiscard]] std::optional<GemmHandle> resolve_gemm(GemmKind want,
+                                                         std::int64_t n,
+                                                         std::int64_t k,
                                                          const GemmRun& run) const;
     [[nodiscard]] double gemm_us(const GemmHandle& h, double m) const;
     // Convenience for tests and inspect: resolve then evaluate (bf16 run for kBf16, W8A8 for the fp8 kinds).
@@ -228,21 +231,27 @@ public:
         const AttentionGeometry& g, const UnitWork& per_key) const;
     [[nodiscard]] std::optional<ScaledEntry<AttnDecodeEntry>> resolve_attn_decode(const AttentionGeometry& g,
                                                                                   const UnitWork& per_key) const;
-    [[nodiscard]] std::optional<ScaledEntry<MlaDecodeEntry>> resolve_mla_decode(int q_heads, int kv_lora_rank,
+    [[nodiscard]] std::optional<ScaledEntry<MlaDecodeEntry>> resolve_mla_decode(int q_heads,
+                                                                                int kv_lora_rank,
                                                                                 int rope_dim,
                                                                                 const UnitWork& per_key) const;
+
     // µs of one causal prefill of `tokens` tokens with no cached prefix.
     [[nodiscard]] static double attn_prefill_us(const ScaledEntry<AttnPrefillEntry>& e, double tokens) {
         return e.entry->tokens.at(tokens) * e.scale;
     }
-    [[nodiscard]] static double attn_prefill_cached_us(const ScaledEntry<AttnPrefillCachedEntry>& e, double chunk,
+
+    [[nodiscard]] static double attn_prefill_cached_us(const ScaledEntry<AttnPrefillCachedEntry>& e,
+                                                       double chunk,
                                                        double context) {
         return e.entry->chunk_context.at(chunk, context) * e.scale;
     }
+
     // µs of one decode step of `batch` sequences of `context` keys each.
     [[nodiscard]] static double attn_decode_us(const ScaledEntry<AttnDecodeEntry>& e, double batch, double context) {
         return e.entry->batch_context.at(batch, context) * e.scale;
     }
+
     [[nodiscard]] static double mla_decode_us(const ScaledEntry<MlaDecodeEntry>& e, double batch, double context) {
         return e.entry->batch_context.at(batch, context) * e.scale;
     }
@@ -259,6 +268,7 @@ public:
         double weight_bytes = 2;  // per expert weight element (fp8 experts: 1)
         bool fp8_math = false;    // W8A8 fp8 experts on a GPU with fp8 tensor cores
     };
+
     [[nodiscard]] const MoeEntry* resolve_moe(const MoeShape& s) const;
     [[nodiscard]] double moe_us(const MoeEntry& e, const MoeShape& s, double tokens) const;
     [[nodiscard]] const MoeEntry* resolve_moe_routing(const MoeShape& s) const;
@@ -275,7 +285,7 @@ public:
     [[nodiscard]] double table_roof_us(double flops, double bytes, bool fp8_math = false) const;
     [[nodiscard]] double target_roof_us(double flops, double bytes, bool fp8_math = false) const;
 
-private:
+  private:
     [[nodiscard]] double gemm_eff(const GemmEntry& e, GemmKind source, double m) const;
 
     const KernelTable* table_;
@@ -288,7 +298,7 @@ private:
 
 // The roofline of one routed-expert layer at `tokens` tokens: 2·tokens·top_k·(2 or 3)·hidden·intermediate FLOPs;
 // weights of the distinct experts touched, E·(1 − (1 − k/E)^tokens), read once, activations in and out.
-[[nodiscard]] UnitWork moe_work(int experts, int top_k, int hidden, int intermediate, bool gated, double tokens,
-                               double weight_bytes);
+[[nodiscard]] UnitWork moe_work(
+    int experts, int top_k, int hidden, int intermediate, bool gated, double tokens, double weight_bytes);
 
 }  // namespace servesim::calibration

@@ -67,7 +67,9 @@ double composed_ms(const engine::MeasuredCostModel& cost, const cal::ForwardEntr
     return ms;
 }
 
-std::string forwards_report(const cal::KernelTable& own, const cal::GpuSpec& gpu, const cal::KernelTable& table,
+std::string forwards_report(const cal::KernelTable& own,
+                            const cal::GpuSpec& gpu,
+                            const cal::KernelTable& table,
                             const cal::GpuSpec& table_gpu) {
     std::string out = fmt::format("  {:<22}{:>8}{:>8}{:>7}{:>7}{:>12}{:>12}{:>9}\n", "model", "kind", "tokens", "ctx",
                                   "batch", "timed ms", "composed", "error");
@@ -94,11 +96,13 @@ std::string forwards_report(const cal::KernelTable& own, const cal::GpuSpec& gpu
     return out;
 }
 
-std::string op_transfer_report(const cal::KernelTable& own, const cal::GpuSpec& gpu, const cal::KernelTable& from,
+std::string op_transfer_report(const cal::KernelTable& own,
+                               const cal::GpuSpec& gpu,
+                               const cal::KernelTable& from,
                                const cal::GpuSpec& from_gpu) {
     const cal::KernelCostLookup lookup(from, cal::KernelRoof::of(from_gpu), cal::KernelRoof::of(gpu));
-    std::string out = fmt::format("  {:<22}{:>8}{:>12}{:>12}{:>12}\n", "op class", "points", "mean |err|", "mean err",
-                                  "max |err|");
+    std::string out =
+        fmt::format("  {:<22}{:>8}{:>12}{:>12}{:>12}\n", "op class", "points", "mean |err|", "mean err", "max |err|");
     for (int kind = 0; kind < cal::kNumGemmKinds; ++kind) {
         ErrorStats s;
         if (!from.gemm[static_cast<std::size_t>(kind)].empty()) {
@@ -229,7 +233,8 @@ std::string op_transfer_report(const cal::KernelTable& own, const cal::GpuSpec& 
 
 }  // namespace
 
-engine::MeasuredParams single_gpu_measured_params(const cal::GpuSpec& gpu, const cal::KernelTable& table,
+engine::MeasuredParams single_gpu_measured_params(const cal::GpuSpec& gpu,
+                                                  const cal::KernelTable& table,
                                                   const cal::GpuSpec& table_gpu) {
     engine::MeasuredParams p;
     p.roofline.gpu_name = gpu.name;
@@ -259,12 +264,15 @@ std::string kernel_checks(const cal::GpuSpec& gpu) {
         for (const auto& t : cal::kernel_table_catalog()) {
             names += (names.empty() ? "" : ", ") + t.gpu;
         }
-        throw ConfigError("command line: --check-kernels: " + gpu.name + " has no kernel table (calibration/kernels/); "
-                          "tables exist for: " + (names.empty() ? "none" : names));
+        throw ConfigError("command line: --check-kernels: " + gpu.name +
+                          " has no kernel table (calibration/kernels/); "
+                          "tables exist for: " +
+                          (names.empty() ? "none" : names));
     }
     std::string out = fmt::format("-- kernel table {} ({}; {}) --\n\n", own->file, own->date, own->software);
-    out += "composition: the table's timed forwards against the steps composed from it (kernel terms, no host "
-           "overhead)\n";
+    out +=
+        "composition: the table's timed forwards against the steps composed from it (kernel terms, no host "
+        "overhead)\n";
     out += forwards_report(*own, gpu, *own, gpu);
     for (const auto& t : cal::kernel_table_catalog()) {
         if (&t == own) {
@@ -274,9 +282,10 @@ std::string kernel_checks(const cal::GpuSpec& gpu) {
         if (from == nullptr) {
             continue;
         }
-        out += fmt::format("\ntransfer: {}'s measured points predicted from {}'s table (efficiency on the datasheet "
-                           "roofline)\n",
-                           gpu.name, from->name);
+        out += fmt::format(
+            "\ntransfer: {}'s measured points predicted from {}'s table (efficiency on the datasheet "
+            "roofline)\n",
+            gpu.name, from->name);
         out += op_transfer_report(*own, gpu, t, *from);
         out += fmt::format("\ntransfer: {}'s timed forwards composed from {}'s table\n", gpu.name, from->name);
         out += forwards_report(*own, gpu, t, *from);

@@ -1,8 +1,8 @@
 // `servesim inspect --gpu G --check-kernels`: how well the measured cost model (sim/engine/measured_cost_model.h)
 // reproduces what was timed. (1) Composition: each whole forward of G's kernel table (`forwards:`, torch-timed, one
 // GPU) against the step the model composes from G's table for the same batch (kernel terms only: a torch forward has
-// no scheduler overhead, no all-reduce and no sampler). (2) Transfer: every other table's prediction of G, per op class (each
-// measured point of G's table predicted from the other GPU's by efficiency transfer) and per forward. The errors
+// no scheduler overhead, no all-reduce and no sampler). (2) Transfer: every other table's prediction of G, per op class
+// (each measured point of G's table predicted from the other GPU's by efficiency transfer) and per forward. The errors
 // docs/COST-MODEL.md reports come from here.
 #pragma once
 

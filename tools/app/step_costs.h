@@ -4,9 +4,8 @@
 // (sim/engine/replica.cpp): chunk sums, attention work Σ chunk·(cached + chunk/2), decode keys, local spans.
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -35,6 +34,7 @@ struct BatchPart {
 [[nodiscard]] std::string describe_batch(const std::vector<BatchPart>& parts);
 
 [[nodiscard]] std::string step_costs_table(const engine::CostModel& cost, const std::vector<BatchPart>& parts);
-[[nodiscard]] nlohmann::ordered_json step_costs_json(const engine::CostModel& cost, const std::vector<BatchPart>& parts);
+[[nodiscard]] nlohmann::ordered_json step_costs_json(const engine::CostModel& cost,
+                                                     const std::vector<BatchPart>& parts);
 
 }  // namespace servesim::app

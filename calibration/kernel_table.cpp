@@ -341,6 +341,16 @@ KernelTable parse_kernel_table(const std::string& text, const std::string& file)
         t.rmsnorm = read_width_op(ops, "rmsnorm", "hidden", "tokens");
         t.silu_mul = read_width_op(ops, "silu_mul", "intermediate", "tokens");
         t.sampling = read_width_op(ops, "sampling", "vocab", "batch");
+        t.qk_norm = read_op<WidthEntry>(
+            ops, "qk_norm",
+            [](const YamlMap& e) {
+                e.allow_only({"head_dim", "heads", "tokens", "us", "backend"});
+                WidthEntry w;
+                w.width = std::int64_t{positive<int>(e, "head_dim")} * positive<int>(e, "heads");
+                w.tokens = read_curve(e, "tokens");
+                return w;
+            },
+            [](const WidthEntry& w) { return w.width; });
         t.rope = read_op<RopeEntry>(
             ops, "rope",
             [](const YamlMap& e) {

@@ -94,7 +94,8 @@ struct MoeEntry {
     KernelCurve tokens;
 };
 
-// rmsnorm (width = hidden), silu_mul (intermediate), sampling (vocab; the curve's x is the batch).
+// rmsnorm (width = hidden), silu_mul (intermediate), qk_norm (heads · head_dim), sampling (vocab; the curve's x is
+// the batch).
 struct WidthEntry {
     std::int64_t width = 0;
     std::string method;  // sampling: greedy | top_p | ... (empty for the others)
@@ -136,6 +137,7 @@ struct KernelTable {
     std::vector<WidthEntry> rmsnorm;
     std::vector<WidthEntry> silu_mul;
     std::vector<RopeEntry> rope;
+    std::vector<WidthEntry> qk_norm;  // width = heads · head_dim of one call (rows = tokens × heads)
     std::vector<WidthEntry> sampling;
     std::vector<ForwardEntry> forwards;
 };

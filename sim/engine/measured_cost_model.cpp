@@ -55,7 +55,7 @@ double MeasuredCostModel::TokenDetail::total_us() const {
     for (const double g : gemm_us) {
         t += g;
     }
-    return t + moe_us + moe_routing_us + rmsnorm_us + silu_mul_us + rope_us;
+    return t + moe_us + moe_routing_us + rmsnorm_us + silu_mul_us + rope_us + qk_norm_us;
 }
 
 void MeasuredCostModel::add_gemm(Gemm label, std::int64_t n, std::int64_t k, const models::QuantScheme* scheme) {
@@ -161,6 +161,11 @@ MeasuredCostModel::MeasuredCostModel(const models::ModelSpec& model,
                 g.geometry = {a->head_dim, q_heads, kv_heads};
                 g.decode = lookup_.resolve_attn_decode(g.geometry, g.decode_per_key);
                 add_op(rope_, {0, g.geometry, 1, 0, nullptr, 1});
+                if (a->qk_norm) {
+                    // q_norm over the query heads, k_norm over the key heads: one call each.
+                    add_op(qk_norm_, {std::int64_t{q_heads} * a->head_dim, {}, 1, 0, nullptr, 1});
+                    add_op(qk_norm_, {std::int64_t{kv_heads} * a->head_dim, {}, 1, 0, nullptr, 1});
+                }
             }
             g.prefill = lookup_.resolve_attn_prefill(g.geometry, g.prefill_per_key);
             g.prefill_cached = lookup_.resolve_attn_prefill_cached(g.geometry, g.prefill_per_key);
@@ -281,6 +286,14 @@ MeasuredCostModel::MeasuredCostModel(const models::ModelSpec& model,
             op.scale = lookup_.rope_scale(*e, op.geometry);
         }
     }
+    for (auto& op : qk_norm_) {
+        // Per-head RMSNorm in place: each head's elements read and written.
+        op.bytes_per_unit = 2.0 * static_cast<double>(op.width) * eb;
+        if (const calibration::WidthEntry* e = calibration::KernelCostLookup::nearest_width(t.qk_norm, op.width)) {
+            op.curve = &e->tokens;
+            op.scale = lookup_.width_scale(*e, op.width);
+        }
+    }
     sampling_ = {model.vocab_size, {}, 1, 4.0 * model.vocab_size, nullptr, 1};
     if (const calibration::WidthEntry* e = calibration::KernelCostLookup::nearest_width(t.sampling, model.vocab_size)) {
         sampling_.curve = &e->tokens;
@@ -369,6 +382,9 @@ MeasuredCostModel::TokenDetail MeasuredCostModel::token_detail(std::int64_t toke
     }
     for (const auto& op : rope_) {
         d.rope_us += op.count * elementwise_us(op, m);
+    }
+    for (const auto& op : qk_norm_) {
+        d.qk_norm_us += op.count * elementwise_us(op, m);
     }
     return d;
 }
@@ -518,6 +534,9 @@ std::vector<StepTerm> MeasuredCostModel::step_terms(const BatchShape& s) const {
     out.push_back({"rmsnorm", d.rmsnorm_us / 1e3, source_of(!t.rmsnorm.empty(), false)});
     if (!silu_mul_.empty()) {
         out.push_back({"silu_mul", d.silu_mul_us / 1e3, source_of(!t.silu_mul.empty(), false)});
+    }
+    if (!qk_norm_.empty()) {
+        out.push_back({"qk_norm", d.qk_norm_us / 1e3, source_of(!t.qk_norm.empty(), false)});
     }
     if (!rope_.empty()) {
         out.push_back({"rope", d.rope_us / 1e3, source_of(!t.rope.empty(), false)});

@@ -60,6 +60,7 @@ class MeasuredCostModel final : public CostModel {
         double rmsnorm_us = 0;
         double silu_mul_us = 0;
         double rope_us = 0;
+        double qk_norm_us = 0;
         [[nodiscard]] double total_us() const;
     };
 
@@ -129,6 +130,7 @@ class MeasuredCostModel final : public CostModel {
     std::vector<ElementwiseOp> rmsnorm_;
     std::vector<ElementwiseOp> silu_mul_;
     std::vector<ElementwiseOp> rope_;
+    std::vector<ElementwiseOp> qk_norm_;
     ElementwiseOp sampling_;
     models::ModelSpec model_;
     RooflineCostModel roofline_;  // the untimed terms: GDN / Mamba, snapshots, comm, overhead

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <string>
+#include <variant>
 
 #include "calibration/kernel_table.h"
 #include "models/model_derived.h"
@@ -102,6 +103,17 @@ TEST_CASE("MeasuredCostModel composes a decode step of a one-layer model by hand
     }
     CHECK(sum == Approx(c.total_ms()));
     CHECK(cost.describe() == "measured H100-SXM (kernel table " + table().file + ", 2026-12-06)");
+}
+
+TEST_CASE("MeasuredCostModel adds Qwen3's per-head q/k RMSNorm", "[engine]") {
+    models::ModelSpec m = tiny_model();
+    std::get<models::AttentionMixer>(m.layers[0].mixer).qk_norm = true;
+    const MeasuredCostModel with(m, models::DType::kBFloat16, params());
+    const MeasuredCostModel without(tiny_model(), models::DType::kBFloat16, params());
+    // 16 tokens: q_norm over 8 heads of 128 is the fixture's entry (width 1,024): 2 + 15/255 = 2.058824 µs; k_norm
+    // over 2 heads (width 256) takes the same entry scaled by bytes, 256/1,024: 0.514706 µs. Together 2.573529 µs.
+    CHECK(with.step_cost(decode(16, 256)).gemm_ms - without.step_cost(decode(16, 256)).gemm_ms ==
+          Approx(1.25 * (2.0 + 15.0 / 255) / 1e3));
 }
 
 TEST_CASE("MeasuredCostModel composes a prefill step by hand, with and without a cached prefix", "[engine]") {

@@ -214,6 +214,7 @@ std::string op_transfer_report(const cal::KernelTable& own,
     };
     widths("rmsnorm", own.rmsnorm, from.rmsnorm);
     widths("silu_mul", own.silu_mul, from.silu_mul);
+    widths("qk_norm", own.qk_norm, from.qk_norm);
     widths("sampling", own.sampling, from.sampling);
     {
         ErrorStats s;

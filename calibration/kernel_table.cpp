@@ -147,7 +147,7 @@ AttentionGeometry read_geometry(const YamlMap& m) {
 template <typename Entry, typename Read, typename Key>
 std::vector<Entry> read_op(const YamlMap& ops, const std::string& op, Read read, Key key) {
     std::vector<Entry> out;
-    if (!ops.has(op)) {
+    if (!ops.has(op) || ops.node(op).IsNull()) {
         return out;
     }
     const YAML::Node list = ops.node(op);
@@ -260,7 +260,9 @@ KernelTable parse_kernel_table(const std::string& text, const std::string& file)
     t.date = m.get<std::string>("date");
     t.software = m.get_or<std::string>("software", "");
     t.method = m.get_or<std::string>("method", "");
-    if (m.has("ceilings")) {
+    // A section the sweep left empty (`forwards:` with nothing under it) is a null node: read as no entries.
+    const auto present = [&m](const char* key) { return m.has(key) && !m.node(key).IsNull(); };
+    if (present("ceilings")) {
         const YamlMap c = m.map("ceilings");
         c.allow_only({"bf16_gemm_tflops", "fp8_gemm_tflops", "copy_gb_per_s", "launch_us", "graph_launch_us"});
         optional_positive(c, "bf16_gemm_tflops", t.bf16_gemm_tflops);
@@ -269,7 +271,7 @@ KernelTable parse_kernel_table(const std::string& text, const std::string& file)
         optional_positive(c, "launch_us", t.launch_us);
         optional_positive(c, "graph_launch_us", t.graph_launch_us);
     }
-    if (m.has("ops")) {
+    if (present("ops")) {
         const YamlMap ops = m.map("ops");  // unknown ops are ignored (a newer sweep may time more)
         for (int kind = 0; kind < kNumGemmKinds; ++kind) {
             auto& entries = t.gemm[static_cast<std::size_t>(kind)];
@@ -364,7 +366,7 @@ KernelTable parse_kernel_table(const std::string& text, const std::string& file)
                 return std::tuple(r.geometry.head_dim, r.geometry.q_heads, r.geometry.kv_heads);
             });
     }
-    if (m.has("forwards")) {
+    if (present("forwards")) {
         const YAML::Node list = m.node("forwards");
         if (!list.IsSequence()) {
             m.fail("forwards", "expected a list of timed forwards");

@@ -89,6 +89,8 @@ TEST_CASE("kernel table: bad input is refused naming the file, the key and what 
               .find("'forwards[0].kind': 'sideways' is not a forward kind; allowed: prefill, decode") !=
           std::string::npos);
     CHECK(error_of(kHead + "ops:\n  some_future_op: [1, 2, 3]\n") == "<no ConfigError>");
+    // Sections a cut-short sweep left empty read as no entries.
+    CHECK(error_of(kHead + "ceilings:\nops:\n  gemm_bf16:\nforwards:\n") == "<no ConfigError>");
     CHECK_THROWS_AS(sc::read_kernel_table("/nonexistent/kernels.yaml"), servesim::ConfigError);
 }
 

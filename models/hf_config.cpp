@@ -449,6 +449,9 @@ AttentionMixer read_attention(const YamlMap& c, const std::string& family, Mixer
         a.attention_chunk_tokens = positive_int(c, "attention_chunk_size", kMaxTokens);
     }
     a.sinks = family == "gpt_oss";  // GptOssAttention.sinks: one logit per head
+    // Per-head RMSNorm of the queries and keys before RoPE: Qwen3Attention.q_norm / k_norm (vllm qwen3.py,
+    // qwen3_moe.py), Qwen3NextAttention (qwen3_next.py, also Qwen3.5's attention layers), Gemma3Attention (gemma3.py).
+    a.qk_norm = family == "qwen3" || family == "qwen3_moe" || is_gdn_family(family) || family == "gemma3";
     return a;
 }
 

@@ -56,6 +56,7 @@ struct AttentionMixer {
     // own attention_chunk_size-aligned chunk.
     int attention_chunk_tokens = 0;
     bool sinks = false;  // gpt-oss: one learned sink logit per query head (parameters only; no KV)
+    bool qk_norm = false;  // per-head RMSNorm of q and k (Qwen3, Qwen3-Next, Gemma 3): weights of head_dim only
     std::optional<MlaShape> mla = std::nullopt;
     // Width of the q/k/v projections' input; 0 means hidden_size. Zamba2's shared attention reads the hidden state
     // concatenated with the input embeddings (vLLM zamba2.py, Zamba2AttentionDecoderLayer): attention_hidden_size =

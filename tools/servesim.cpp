@@ -29,14 +29,17 @@
 #include "sim/cache/hybrid_cache_policy.h"
 #include "sim/cache/memory_plan.h"
 #include "sim/cluster/router.h"
+#include "calibration/kernel_table.h"
 #include "tools/app/command_line.h"
 #include "tools/app/engine_keys.h"
 #include "tools/app/executor.h"
 #include "tools/app/experiment.h"
+#include "tools/app/kernel_checks.h"
 #include "tools/app/multi_turn_stats.h"
 #include "tools/app/output.h"
 #include "tools/app/partial_results.h"
 #include "tools/app/scenario.h"
+#include "tools/app/step_costs.h"
 #include "tools/plan_command.h"
 #include "tools/validate_command.h"
 #ifdef SERVESIM_WITH_MPI
@@ -59,7 +62,8 @@ constexpr const char* kUsage =
     "  sweep SCENARIO     run a scenario's sweep grid on threads, one row per point\n"
     "  plan SCENARIO      max sustainable load, GPUs for a target load, cheapest configuration under SLOs\n"
     "  inspect            vLLM's KV-cache sizing for a model on a GPU (block size, pages, capacity);\n"
-    "                     inspect SCENARIO: each replica's topology GPUs, their memory and KV blocks\n"
+    "                     inspect SCENARIO: each replica's topology GPUs, their memory and KV blocks;\n"
+    "                     --step-costs prefill=2048 decode=64x2048: one step's cost term by term\n"
     "  validate RUN...    replay real runs (vllm bench serve --save-detailed JSON, per-request CSV/JSONL, run\n"
     "                     folders) and print each measured metric beside its prediction (docs/VALIDATION.md)\n"
     "  plot OUT_DIR       draw the PNGs of a run's --out folder (latency, hit rate, queue and KV usage)\n"
@@ -250,7 +254,9 @@ int cmd_run_or_sweep(bool sweep, const std::vector<std::string>& args, app::Exec
         "sweep: take the runs FILE holds (--checkpoint, or kept by a failed sweep), run only the rest")(
         "model", opt_string(model), "model preset or Hugging Face repo id (replaces the scenario's model)")(
         "gpu", opt_string(gpu), "GPU name, see servesim list (replaces the scenario's; default H200)")(
-        "cost-model", opt_string(cost_model), "roofline (default) or a calibrated profile YAML")(
+        "cost-model", opt_string(cost_model),
+        "roofline (default), measured (composed from the GPU's kernel table, docs/COST-MODEL.md) or a calibrated "
+        "profile YAML")(
         "scenario", po::value<std::string>(&scenario), "scenario YAML");
     po::options_description bench_opts(
         "vllm bench serve flags, random dataset (a run without a scenario file; vLLM's defaults)");
@@ -412,13 +418,27 @@ int cmd_inspect(const std::vector<std::string>& args) {
     std::string gpu_name = "H200";
     std::string format = "table";
     std::string scenario;
+    std::string cost_model = "roofline";
+    std::vector<std::string> step_costs;
     po::options_description opts("usage: servesim inspect --model M [--gpu G] [vLLM engine flags] [options]\n"
+                                 "       servesim inspect --model M [--gpu G] [--cost-model C] --step-costs PART... "
+                                 "(one batch's cost, term by term)\n"
+                                 "       servesim inspect --gpu G --check-kernels (the kernel table's composition and "
+                                 "transfer errors)\n"
                                  "       servesim inspect SCENARIO (each experiment's replicas: their topology GPUs, "
                                  "memory and KV blocks)\n\noptions");
     opts.add_options()("help,h", "show this help")("model", po::value<std::string>(&model_name),
                                                    "preset name, Hugging Face repo id, or a config.json / preset YAML")(
         "gpu", po::value<std::string>(&gpu_name), "GPU name (servesim list shows them); default H200")(
-        "format", po::value<std::string>(&format), "table (default) or json");
+        "format", po::value<std::string>(&format), "table (default) or json")(
+        "step-costs", po::value<std::vector<std::string>>(&step_costs)->multitoken(),
+        "print one step's cost term by term (GEMMs by projection, attention, MoE, elementwise, sampling, comm, "
+        "overhead) for a batch of parts: prefill=TOKENS[@CACHED], prefill=SEQSxTOKENS, decode=SEQSxCONTEXT, e.g. "
+        "--step-costs prefill=2048 decode=64x2048 (docs/COST-MODEL.md)")(
+        "cost-model", po::value<std::string>(&cost_model),
+        "with --step-costs: roofline (default), measured (kernel tables) or a calibrated profile YAML")(
+        "check-kernels", "the GPU's kernel table: its timed forwards against the composed steps, and its points and "
+        "forwards predicted from every other GPU's table");
     po::options_description hidden;
     hidden.add_options()("scenario", po::value<std::string>(&scenario));
     po::options_description all;
@@ -433,13 +453,51 @@ int cmd_inspect(const std::vector<std::string>& args) {
         return 0;
     }
     if (!scenario.empty()) {
-        if (!model_name.empty() || !flags.overrides.empty() || vm.count("gpu") || vm.count("format")) {
+        if (!model_name.empty() || !flags.overrides.empty() || vm.count("gpu") || vm.count("format") ||
+            !step_costs.empty() || vm.count("cost-model") || vm.count("check-kernels")) {
             throw ConfigError("command line: inspect " + scenario + ": a scenario gives the model, GPU and engine; "
                               "give either a scenario or --model with flags");
         }
         const app::Scenario sc = app::load_scenario(scenario, std::vector<std::string>{}, std::nullopt);
         for (const auto& x : sc.experiments) {
             std::cout << app::inspect_placement(app::prepare_experiment(x));
+        }
+        return 0;
+    }
+    if (format != "table" && format != "json") {
+        throw ConfigError("command line: --format: '" + format + "' is not a format; allowed: table, json");
+    }
+    if (vm.count("check-kernels")) {
+        if (!model_name.empty() || !step_costs.empty() || format != "table") {
+            throw ConfigError("command line: --check-kernels: takes only --gpu (every model of the table's forwards is "
+                              "composed)");
+        }
+        const calibration::GpuSpec gpu = calibration::find_gpu(gpu_name);
+        std::cout << app::kernel_checks(gpu);
+        return 0;
+    }
+    if (vm.count("cost-model") && step_costs.empty()) {
+        throw ConfigError("command line: --cost-model: used only with --step-costs (inspect's memory figures do not "
+                          "depend on the cost model)");
+    }
+    if (!step_costs.empty()) {
+        if (model_name.empty()) {
+            throw ConfigError("command line: --step-costs: needs --model");
+        }
+        std::vector<app::BatchPart> parts;
+        for (const auto& spec : step_costs) {
+            parts.push_back(app::parse_batch_part(spec));
+        }
+        // The experiment a run of this model on this GPU with these engine flags would build, and its cost model.
+        app::ScenarioLessRun run =
+            app::scenario_less_run(model_name, gpu_name, cost_model, app::BenchServeFlags{});
+        run.overrides.insert(run.overrides.end(), flags.overrides.begin(), flags.overrides.end());
+        const app::Scenario sc = app::load_scenario_text(run.text, "command line", run.overrides);
+        const app::PreparedExperiment p = app::prepare_experiment(sc.experiments.at(0));
+        if (format == "json") {
+            std::cout << app::step_costs_json(*p.cost_model, parts).dump(2) << "\n";
+        } else {
+            std::cout << app::step_costs_table(*p.cost_model, parts);
         }
         return 0;
     }
@@ -451,9 +509,6 @@ int cmd_inspect(const std::vector<std::string>& args) {
             }
             return s;
         }());
-    }
-    if (format != "table" && format != "json") {
-        throw ConfigError("command line: --format: '" + format + "' is not a format; allowed: table, json");
     }
     // The flags as an `engine:` mapping, read by the scenario reader's code; each value was checked by its flag.
     YAML::Node engine(YAML::NodeType::Map);
@@ -582,6 +637,13 @@ int cmd_list() {
     }
     std::cout << "cost models:\n"
               << "  roofline         datasheet FLOP/s and bandwidth with stated efficiencies (any GPU above)\n"
+              << "  measured         composed from measured kernel tables (" << [] {
+                     std::string names;
+                     for (const auto& t : calibration::kernel_table_catalog()) {
+                         names += (names.empty() ? "" : ", ") + t.gpu;
+                     }
+                     return names.empty() ? std::string("none built in") : names;
+                 }() << "; other GPUs by efficiency transfer)\n"
               << "  <profile.yaml>   fitted curves from calibration (calibration/profiles/)\n";
     std::cout << "weight quantization (config.json quantization_config; docs/QUANTIZATION.md):\n  ";
     std::string methods;

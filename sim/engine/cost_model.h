@@ -13,6 +13,7 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "common/clock_range.h"
 
@@ -203,6 +204,14 @@ struct StepCost {
     }
 };
 
+// One named term of a step, for `servesim inspect --step-costs` (where a step's time goes): its milliseconds and
+// where the figure comes from ("table", "roofline", ...).
+struct StepTerm {
+    std::string name;
+    double ms = 0;
+    std::string source;
+};
+
 class CostModel {
 public:
     virtual ~CostModel() = default;
@@ -215,6 +224,17 @@ public:
     // The local attention spans whose capped work step_cost reads from BatchShape::local (none by default: every
     // attention layer at the full context).
     [[nodiscard]] virtual LocalAttentionSpans local_attention_spans() const { return {}; }
+
+    // The step's cost term by term (not on the simulation's path). By default StepCost's terms; a cost model that
+    // composes finer terms (MeasuredCostModel: GEMMs by projection, MoE, elementwise, sampling) lists those, summing
+    // to step_cost(shape).total_ms().
+    [[nodiscard]] virtual std::vector<StepTerm> step_terms(const BatchShape& shape) const {
+        const StepCost c = step_cost(shape);
+        return {{"gemm", c.gemm_ms, ""},           {"lm_head", c.lm_head_ms, ""},
+                {"attn_prefill", c.attn_prefill_ms, ""}, {"attn_decode", c.attn_decode_ms, ""},
+                {"gdn", c.gdn_ms, ""},             {"snapshot", c.snapshot_ms, ""},
+                {"comm", c.comm_ms, ""},           {"overhead", c.overhead_ms, ""}};
+    }
 };
 
 }  // namespace servesim::engine

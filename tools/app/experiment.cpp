@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <tuple>
 
 #include "calibration/hardware_profile.h"
 #include "common/error.h"
@@ -15,6 +16,7 @@
 #include "models/model_registry.h"
 #include "sim/engine/expert_parallel.h"
 #include "sim/engine/host_work.h"
+#include "sim/engine/measured_cost_model.h"
 #include "sim/engine/pipeline_parallel_cost_model.h"
 #include "models/quantization_config.h"
 #include "sim/cache/hybrid_state_plan.h"
@@ -357,6 +359,59 @@ std::string check_profile_matches(const calibration::HardwareProfile& profile, c
     }
     return joined;
 }
+
+}  // namespace
+
+engine::MeasuredParams measured_params(const calibration::GpuSpec& gpu, const engine::RooflineParams& roofline,
+                                       std::int64_t max_num_batched_tokens) {
+    // The GPU's own table, else the nearest measured GPU's (same vendor, then nearest compute capability, then
+    // nearest memory bandwidth), whose efficiencies move onto this GPU's datasheet (docs/COST-MODEL.md).
+    const auto& tables = calibration::kernel_table_catalog();
+    if (tables.empty()) {
+        throw ConfigError("cost_model measured: no kernel table is built in (calibration/kernels/*.yaml holds none); "
+                          "use cost_model: roofline or a calibrated profile");
+    }
+    engine::MeasuredParams m;
+    m.roofline = roofline;
+    m.target = calibration::KernelRoof::of(gpu);
+    m.max_table_tokens = max_num_batched_tokens;
+    const calibration::KernelTable* own = calibration::find_kernel_table(gpu);
+    if (own != nullptr) {
+        m.table = own;
+        m.table_roof = m.target;
+        m.table_gpu = gpu.name;
+        return m;
+    }
+    std::tuple<int, int, double> best_score{};
+    for (const auto& t : tables) {
+        calibration::GpuSpec measured;
+        try {
+            measured = calibration::find_gpu(t.gpu);
+        } catch (const ConfigError&) {
+            const auto& cat = calibration::gpu_catalog();
+            const auto it = std::find_if(cat.begin(), cat.end(), [&](const calibration::GpuSpec& g) {
+                return calibration::find_kernel_table(g) == &t;
+            });
+            if (it == cat.end()) {
+                throw ConfigError(fmt::format("{}: 'gpu': '{}' names no GPU of the catalog; allowed: {}", t.file,
+                                              t.gpu, calibration::gpu_names()));
+            }
+            measured = *it;
+        }
+        const std::tuple<int, int, double> score{
+            measured.vendor == gpu.vendor ? 0 : 1, std::abs(measured.compute_capability - gpu.compute_capability),
+            std::fabs(std::log(measured.memory_bandwidth_bytes_per_s / gpu.memory_bandwidth_bytes_per_s))};
+        if (m.table == nullptr || score < best_score) {
+            best_score = score;
+            m.table = &t;
+            m.table_roof = calibration::KernelRoof::of(measured);
+            m.table_gpu = measured.name;
+        }
+    }
+    return m;
+}
+
+namespace {
 
 // The workload's asked-for rate: a finite `rate` (synthetic and tenant workloads) or `request_rate` (bench_serve,
 // vllm bench serve's --request-rate), else none (traces, multi_turn_bench whose request_rate is a per-client sleep,
@@ -738,7 +793,7 @@ PreparedExperiment prepare_experiment_at(const ExperimentConfig& config, int fir
     // CUDA graphs (sim/engine/cuda_graphs.h): vLLM's ladder up to min(2·max_num_seqs, 512, max_num_batched_tokens)
     // unless the engine keys say otherwise (VllmConfig._set_cudagraph_sizes).
     const engine::CudaGraphSizes graphs = cuda_graph_sizes(config, p.plan);
-    if (config.cost_model == "roofline") {
+    if (config.cost_model == "roofline" || config.cost_model == "measured") {
         // The GPU file's figures (host_work_fit.h roofline_params), this replica's parallelism and graphs.
         engine::RooflineParams params = roofline_params(p.gpu);
         params.tensor_parallel_size = p.plan.tensor_parallel_size;
@@ -748,7 +803,14 @@ PreparedExperiment prepare_experiment_at(const ExperimentConfig& config, int fir
         params.max_cudagraph_tokens = static_cast<int>(graphs.max_size());
         params.cudagraph_capture_sizes = graphs.sizes();
         params.enforce_eager = !graphs.enabled();
-        p.cost_model = std::make_unique<engine::RooflineCostModel>(p.model, p.plan.kv_cache_dtype, params);
+        if (config.cost_model == "roofline") {
+            p.cost_model = std::make_unique<engine::RooflineCostModel>(p.model, p.plan.kv_cache_dtype, params);
+        } else {
+            p.cost_model = with_file([&] {
+                return std::make_unique<engine::MeasuredCostModel>(
+                    p.model, p.plan.kv_cache_dtype, measured_params(p.gpu, params, p.plan.max_num_batched_tokens));
+            });
+        }
     } else {
         calibration::HardwareProfile profile =
             with_file([&] { return calibration::read_profile(config.cost_model); });

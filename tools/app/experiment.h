@@ -16,6 +16,7 @@
 #include "sim/cache/memory_plan.h"
 #include "sim/cluster/simulation.h"
 #include "sim/engine/cost_model.h"
+#include "sim/engine/measured_cost_model.h"
 #include "tools/app/scenario.h"
 
 namespace servesim::app {
@@ -121,6 +122,13 @@ void assess_result(ExperimentResult& r);
 // cluster.kv_connector for a prepared experiment: refused with engine.kv_offloading_size or a hybrid model, blocks
 // sized as offload_config sizes a CPU block, then checked against the topology (cluster::make_kv_store_config).
 [[nodiscard]] cluster::KvStoreConfig kv_store_config(const PreparedExperiment& p);
+
+// `cost_model: measured`: the GPU's own kernel table (calibration/kernels/), else the nearest measured GPU's for an
+// efficiency transfer (same vendor, then nearest compute capability, then memory bandwidth). ConfigError when no
+// table is built in.
+[[nodiscard]] engine::MeasuredParams measured_params(const calibration::GpuSpec& gpu,
+                                                     const engine::RooflineParams& roofline,
+                                                     std::int64_t max_num_batched_tokens);
 
 [[nodiscard]] PreparedExperiment prepare_experiment(const ExperimentConfig& config);
 // The same with the replicas placed from topology GPU `first_gpu` on (a disaggregated pool's first_gpu).

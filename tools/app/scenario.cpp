@@ -258,7 +258,7 @@ ExperimentConfig parse_experiment(const YamlMap& m, const std::string& base_dir)
         x.gpu = resolve_relative(x.gpu, base_dir);  // a user GPU file (docs/GPUS.md), beside the scenario
     }
     x.cost_model = m.get_or<std::string>("cost_model", "roofline");
-    if (x.cost_model != "roofline") {
+    if (x.cost_model != "roofline" && x.cost_model != "measured") {
         x.cost_model = resolve_relative(x.cost_model, base_dir);
     }
     if (m.has("engine")) {

@@ -95,7 +95,7 @@ struct ExperimentConfig {
     std::uint64_t seed = 1;
     std::string model;                 // preset name or config.json / preset path
     std::string gpu = "H200";
-    std::string cost_model = "roofline";  // "roofline" or a profile YAML path
+    std::string cost_model = "roofline";  // "roofline", "measured" (kernel tables) or a profile YAML path
     EngineSettings engine;
     int replicas = 1;
     std::string router = "round_robin";

@@ -1,0 +1,219 @@
+// Tests calibration/kernel_table.*: the kernel-table reader's checks (each error names the file, the key and what is
+// allowed), piecewise-linear interpolation and its extension beyond the grid, the nearest-shape efficiency rule and
+// the transfer to another GPU's roofline, each worked by hand on tests/fixtures/kernels/tiny.yaml.
+#include "calibration/kernel_table.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "calibration/gpu_spec.h"
+#include "common/error.h"
+#include "tests/catch.h"
+
+namespace sc = servesim::calibration;
+
+namespace {
+
+std::string fixture() {
+    return std::string(SERVESIM_TEST_DATA_DIR) + "/fixtures/kernels/tiny.yaml";
+}
+
+// A minimal valid table; tests append one op.
+const std::string kHead = R"(servesim_kernel_table: 1
+gpu: H100-SXM
+date: 2026-12-06
+)";
+
+std::string error_of(const std::string& text) {
+    try {
+        (void)sc::parse_kernel_table(text, "t.yaml");
+    } catch (const servesim::ConfigError& e) {
+        return e.what();
+    }
+    return "<no ConfigError>";
+}
+
+// Round rooflines so the efficiencies below can be worked by hand: 1 PFLOP/s bf16, 2 PFLOP/s fp8, 2 TB/s.
+const sc::KernelRoof kRoof{1e15, 2e15, 2e12};
+
+}  // namespace
+
+TEST_CASE("kernel table: the fixture reads, sorted, with unknown ops ignored", "[calibration]") {
+    const sc::KernelTable t = sc::read_kernel_table(fixture());
+    CHECK(t.gpu == "H100-SXM");
+    CHECK(t.date == "2026-12-06");
+    REQUIRE(t.gemm[0].size() == 4);
+    // Sorted by n·k: 1024·1024, 1536·1024, 1024·2048 (= 2,097,152), 4096·1024.
+    CHECK(t.gemm[0][0].n == 1024);
+    CHECK(t.gemm[0][1].n == 1536);
+    CHECK(t.gemm[0][2].k == 2048);
+    CHECK(t.gemm[0][3].n == 4096);
+    CHECK(t.attn_decode.size() == 1);
+    CHECK(t.forwards.size() == 1);
+    CHECK(t.forwards[0].kind == "decode");
+    CHECK(t.bf16_gemm_tflops == 780.0);
+    CHECK_FALSE(t.fp8_gemm_tflops.has_value());
+}
+
+TEST_CASE("kernel table: bad input is refused naming the file, the key and what is allowed", "[calibration]") {
+    CHECK(error_of("servesim_kernel_table: 2\ngpu: X\ndate: d\n")
+              .find("t.yaml:1: 'servesim_kernel_table': format version 2; allowed: 1") != std::string::npos);
+    CHECK(error_of(kHead + "colour: red\n").find("'colour': unknown key; allowed: servesim_kernel_table") !=
+          std::string::npos);
+    // A grid that is not strictly increasing.
+    CHECK(error_of(kHead + "ops:\n  gemm_bf16:\n    - {n: 8, k: 8, m: [1, 4, 4], us: [1, 2, 3]}\n")
+              .find("'ops.gemm_bf16[0].m': grid values 4 then 4 are not strictly increasing") != std::string::npos);
+    // us of the wrong length, a time ≤ 0, an unknown key in an entry of a known op.
+    CHECK(error_of(kHead + "ops:\n  gemm_bf16:\n    - {n: 8, k: 8, m: [1, 4], us: [1]}\n")
+              .find("'ops.gemm_bf16[0].us': 1 times for a grid of 2 points") != std::string::npos);
+    CHECK(error_of(kHead + "ops:\n  rmsnorm:\n    - {hidden: 8, tokens: [1, 4], us: [1, -2]}\n")
+              .find("'ops.rmsnorm[0].us': time -2 µs; allowed: finite, > 0") != std::string::npos);
+    CHECK(error_of(kHead + "ops:\n  rmsnorm:\n    - {hidden: 8, width: 3, tokens: [1], us: [1]}\n")
+              .find("'ops.rmsnorm[0].width': unknown key; allowed: hidden, tokens, us") != std::string::npos);
+    // A 2-D op with a row too short, and one row missing.
+    CHECK(error_of(kHead + "ops:\n  attn_decode:\n    - {backend: f, head_dim: 64, q_heads: 8, kv_heads: 8, "
+                           "batch: [1, 2], context: [8, 16], us: [[1, 2], [3]]}\n")
+              .find("'ops.attn_decode[0].us': 1 times for a grid of 2 points") != std::string::npos);
+    CHECK(error_of(kHead + "ops:\n  attn_decode:\n    - {backend: f, head_dim: 64, q_heads: 8, kv_heads: 8, "
+                           "batch: [1, 2], context: [8, 16], us: [[1, 2]]}\n")
+              .find("expected 2 rows (one per batch value) of 2 times (one per context value)") != std::string::npos);
+    CHECK(error_of(kHead + "ops:\n  attn_prefill:\n    - {backend: f, head_dim: 64, q_heads: 8, kv_heads: 3, "
+                           "tokens: [1], us: [1]}\n")
+              .find("'ops.attn_prefill[0].kv_heads': q_heads 8 is not a multiple of kv_heads 3") != std::string::npos);
+    // The same shape twice.
+    CHECK(error_of(kHead + "ops:\n  gemm_bf16:\n    - {n: 8, k: 8, m: [1], us: [1]}\n    - {n: 8, k: 8, m: [2], "
+                           "us: [1]}\n")
+              .find("'ops.gemm_bf16[1]': the same shape appears twice") != std::string::npos);
+    CHECK(error_of(kHead + "forwards:\n  - {model: m, kind: sideways, tokens: 1, ms: 1}\n")
+              .find("'forwards[0].kind': 'sideways' is not a forward kind; allowed: prefill, decode") !=
+          std::string::npos);
+    CHECK(error_of(kHead + "ops:\n  some_future_op: [1, 2, 3]\n") == "<no ConfigError>");
+    // Sections a cut-short sweep left empty read as no entries.
+    CHECK(error_of(kHead + "ceilings:\nops:\n  gemm_bf16:\nforwards:\n") == "<no ConfigError>");
+    CHECK_THROWS_AS(sc::read_kernel_table("/nonexistent/kernels.yaml"), servesim::ConfigError);
+}
+
+TEST_CASE("kernel curve: linear inside, along the last segment beyond, never below the last time per unit",
+          "[calibration]") {
+    // Points (100, 10), (200, 30): slope 0.2 µs per unit.
+    const sc::KernelCurve c{{100, 200}, {10, 30}};
+    CHECK(c.at(150) == Approx(20.0));  // 10 + 0.2·50
+    CHECK(c.at(200) == 30.0);
+    // 300: along the segment 30 + 0.2·100 = 50; the per-unit floor 30·300/200 = 45; 50 wins.
+    CHECK(c.at(300) == Approx(50.0));
+    // Below the first point: the first point's time.
+    CHECK(c.at(50) == 10.0);
+    // A flattening last segment: (1, 8), (16, 10), (256, 30): at 512 the segment gives 30 + (20/240)·256 = 51.33,
+    // the floor 30·512/256 = 60, so 60.
+    const sc::KernelCurve f{{1, 16, 256}, {8, 10, 30}};
+    CHECK(f.at(512) == Approx(60.0));
+    // One point: proportional above, flat below.
+    const sc::KernelCurve one{{10}, {5}};
+    CHECK(one.at(20) == Approx(10.0));
+    CHECK(one.at(5) == 5.0);
+}
+
+TEST_CASE("kernel grid: bilinear inside, each axis extended as a curve", "[calibration]") {
+    const sc::KernelTable t = sc::read_kernel_table(fixture());
+    const sc::KernelGrid& g = t.attn_decode.at(0).batch_context;
+    // batch 4, context 512: row batch 1 at 512 is 4 + 2·256/768 = 4.6667; row batch 16 is 8 + 12·256/768 = 12;
+    // along batch: 4.6667 + (12 − 4.6667)·3/15 = 6.1333.
+    CHECK(g.at(4, 512) == Approx(4.0 + 2.0 / 3.0 + (12.0 - 4.0 - 2.0 / 3.0) * 0.2));
+    CHECK(g.at(16, 1024) == 20.0);
+    // context 2048 at batch 16: along the last segment 20 + (12/768)·1024 = 36; floor 20·2 = 40 → 40.
+    CHECK(g.at(16, 2048) == Approx(40.0));
+}
+
+TEST_CASE("kernel lookup: a measured GEMM shape is its own curve; another takes the nearest shapes' efficiency",
+          "[calibration]") {
+    const sc::KernelTable t = sc::read_kernel_table(fixture());
+    const sc::KernelCostLookup own(t, kRoof, kRoof);
+    CHECK(own.gemm_us(sc::GemmKind::kBf16, 16, 1536, 1024) == 12.0);
+    CHECK(own.gemm_us(sc::GemmKind::kBf16, 136, 1536, 1024) == Approx(26.0));  // halfway 12 → 40
+    // (n, k) = (3072, 1024), n·k = 3,145,728, between 1024·2048 = 2,097,152 and 4096·1024 = 4,194,304:
+    // weight w = ln(1.5)/ln(2) = 0.5849625. At m = 16 every shape is bandwidth-bound at 2 TB/s:
+    //   (1024, 2048): bytes 16·2048·2 + 1024·2048·2 + 2·16·1024 = 4,292,608 → 2.146304 µs; measured 18 µs →
+    //   efficiency 0.1192391;
+    //   (4096, 1024): bytes 16·1024·2 + 4096·1024·2 + 2·16·4096 = 8,552,448 → 4.276224 µs; measured 24 µs →
+    //   efficiency 0.178176;
+    //   blended 0.1192391 + 0.5849625·(0.178176 − 0.1192391) = 0.1537150;
+    //   (3072, 1024): bytes 32,768 + 6,291,456 + 98,304 = 6,422,528 → 3.211264 µs; / 0.1537150 = 20.8910 µs.
+    const double eff_lo = 2.146304 / 18.0;
+    const double eff_hi = 4.276224 / 24.0;
+    const double w = std::log(1.5) / std::log(2.0);
+    CHECK(own.gemm_us(sc::GemmKind::kBf16, 16, 3072, 1024) == Approx(3.211264 / (eff_lo + w * (eff_hi - eff_lo))));
+    CHECK(own.gemm_us(sc::GemmKind::kBf16, 16, 3072, 1024) == Approx(20.8910).epsilon(1e-4));
+    // Beyond the largest n·k: the largest entry's efficiency alone. (8192, 1024) at m = 16: bytes 32,768 +
+    // 16,777,216 + 262,144 = 17,072,128 → 8.536064 µs / 0.178176 = 47.9078 µs.
+    CHECK(own.gemm_us(sc::GemmKind::kBf16, 16, 8192, 1024) == Approx(8.536064 / eff_hi));
+    // An fp8 W8A8 GEMM with no fp8 entry: the bf16 entry's efficiency on the fp8 roofline. (1024, 1024) at m = 16:
+    // bf16 bytes 32,768 + 2,097,152 + 32,768 = 2,162,688 → 1.081344 µs, measured 10 µs: efficiency 0.1081344; fp8
+    // bytes 16,384 + 1,048,576 + 32,768 = 1,097,728 → 0.548864 µs / 0.1081344 = 5.0758 µs.
+    CHECK(own.gemm_us(sc::GemmKind::kFp8Tensor, 16, 1024, 1024) == Approx(0.548864 / 0.1081344));
+}
+
+TEST_CASE("kernel lookup: a GPU without a table gets the measured efficiency on its own roofline", "[calibration]") {
+    const sc::KernelTable t = sc::read_kernel_table(fixture());
+    // Half the bandwidth, the same FLOP/s: a bandwidth-bound call takes twice as long.
+    const sc::KernelCostLookup slow(t, kRoof, sc::KernelRoof{1e15, 2e15, 1e12});
+    CHECK(slow.transfer());
+    CHECK(slow.gemm_us(sc::GemmKind::kBf16, 16, 1024, 1024) == Approx(20.0));
+    const auto d = slow.resolve_attn_decode({128, 8, 2}, {4.0 * 8 * 128, 2.0 * 2 * 128 * 2});
+    REQUIRE(d);
+    CHECK(d->scale == Approx(2.0));
+    CHECK(sc::KernelCostLookup::attn_decode_us(*d, 16, 1024) == Approx(40.0));
+    // Compute-bound prefill: half the FLOP/s doubles it, half the bandwidth does not change it.
+    const sc::KernelCostLookup half_flops(t, kRoof, sc::KernelRoof{0.5e15, 1e15, 2e12});
+    const auto p = half_flops.resolve_attn_prefill({128, 8, 2}, {4.0 * 8 * 128, 0});
+    REQUIRE(p);
+    CHECK(sc::KernelCostLookup::attn_prefill_us(*p, 256) == Approx(100.0));
+    const auto p_slow = slow.resolve_attn_prefill({128, 8, 2}, {4.0 * 8 * 128, 0});
+    CHECK(sc::KernelCostLookup::attn_prefill_us(*p_slow, 256) == Approx(50.0));
+}
+
+TEST_CASE("kernel lookup: attention geometry not measured is scaled by its roofline", "[calibration]") {
+    const sc::KernelTable t = sc::read_kernel_table(fixture());
+    const sc::KernelCostLookup own(t, kRoof, kRoof);
+    // 16 query / 4 KV heads of 128 (the same GQA ratio and head dim; twice the heads): the only entry, scaled by the
+    // roofline per key: decode is bandwidth-bound, KV bytes per key 2·4·128·2 = 2048 vs 1024 → ×2.
+    const auto d = own.resolve_attn_decode({128, 16, 4}, {4.0 * 16 * 128, 2.0 * 4 * 128 * 2});
+    REQUIRE(d);
+    CHECK_FALSE(d->exact);
+    CHECK(sc::KernelCostLookup::attn_decode_us(*d, 1, 256) == Approx(8.0));
+    // The measured geometry itself: exact, scale 1.
+    const auto e = own.resolve_attn_decode({128, 8, 2}, {4.0 * 8 * 128, 2.0 * 2 * 128 * 2});
+    REQUIRE(e);
+    CHECK(e->exact);
+    CHECK(e->scale == 1.0);
+}
+
+TEST_CASE("kernel tables: the built-in catalog parses and names catalog GPUs", "[calibration]") {
+    for (const auto& t : sc::kernel_table_catalog()) {
+        INFO(t.file);
+        const auto& gpus = sc::gpu_catalog();
+        const bool found =
+            std::any_of(gpus.begin(), gpus.end(), [&](const sc::GpuSpec& g) { return sc::find_kernel_table(g) == &t; });
+        CHECK(found);
+    }
+}
+
+TEST_CASE("kernel table: the sweep's extra keys are read; sampling uses greedy where several methods are timed",
+          "[calibration]") {
+    const sc::KernelTable t = sc::parse_kernel_table(
+        kHead +
+            "ops:\n  sampling:\n    - {method: top_p, backend: torch sort, vocab: 100, batch: [1], us: [50]}\n"
+            "    - {method: greedy, backend: torch argmax, vocab: 100, batch: [1], us: [5]}\n"
+            "    - {method: greedy, backend: torch argmax, vocab: 1000, batch: [1], us: [9]}\n"
+            "  moe:\n    - {model: m, backend: grouped_mm, experts: 8, top_k: 2, hidden: 64, intermediate: 32, "
+            "tokens: [1], us: [3]}\n"
+            "forwards:\n  - {model: m, kind: prefill, tokens: 8, ms: 1, layers: 2, distinct_weight_layers: 2}\n",
+        "t.yaml");
+    // Vocabulary 120 is nearest 100 in log; of the two entries at 100, greedy (5 µs), never top_p.
+    const sc::WidthEntry* e = sc::KernelCostLookup::nearest_width(t.sampling, 120);
+    REQUIRE(e != nullptr);
+    CHECK(e->method == "greedy");
+    CHECK(e->tokens.at(1) == 5.0);
+    CHECK(sc::KernelCostLookup::nearest_width(t.sampling, 900)->width == 1000);
+    CHECK(t.moe.size() == 1);
+}

@@ -1,0 +1,220 @@
+// Tests of sim/engine/measured_cost_model.*: a whole step of a one-layer model composed by hand from the kernel
+// table tests/fixtures/kernels/tiny.yaml (whose shapes are this model's), per-rank shapes under tensor parallelism,
+// the transfer to a GPU without a table, and determinism.
+#include "sim/engine/measured_cost_model.h"
+
+#include <cmath>
+#include <string>
+#include <variant>
+
+#include "calibration/kernel_table.h"
+#include "models/model_derived.h"
+#include "models/model_registry.h"
+#include "tests/catch.h"
+
+namespace servesim::engine {
+namespace {
+
+// hidden 1024, 8 query / 2 KV heads of 128, SwiGLU intermediate 2048, vocab 4096 (untied), bf16, one layer.
+models::ModelSpec tiny_model() {
+    models::ModelSpec m;
+    m.name = "tiny";
+    m.hidden_size = 1024;
+    m.vocab_size = 4096;
+    m.max_position_embeddings = 4096;
+    models::Layer l;
+    l.mixer = models::AttentionMixer{8, 2, 128};
+    l.mlp = models::DenseMlp{2048, true};
+    m.layers.push_back(l);
+    return m;
+}
+
+const calibration::KernelTable& table() {
+    static const calibration::KernelTable t =
+        calibration::read_kernel_table(std::string(SERVESIM_TEST_DATA_DIR) + "/fixtures/kernels/tiny.yaml");
+    return t;
+}
+
+// H100-SXM's datasheet figures (calibration/gpus/H100-SXM.yaml); the fixture's measured shapes need none of them.
+MeasuredParams params(int tp = 1) {
+    MeasuredParams p;
+    p.roofline.gpu_name = "H100-SXM";
+    p.roofline.peak_flops_per_s = 989e12;
+    p.roofline.memory_bandwidth_bytes_per_s = 3.35e12;
+    p.roofline.step_overhead_ms = 0.6;
+    p.roofline.per_seq_overhead_ms = 0.004;
+    p.roofline.max_cudagraph_tokens = 512;
+    p.roofline.tensor_parallel_size = tp;
+    p.roofline.interconnect_bytes_per_s = 450e9;
+    p.table = &table();
+    p.table_roof = calibration::KernelRoof{989e12, 1979e12, 3.35e12};
+    p.target = p.table_roof;
+    p.table_gpu = "H100-SXM";
+    p.max_table_tokens = 1024;
+    return p;
+}
+
+BatchShape decode(std::int64_t seqs, std::int64_t context) {
+    BatchShape s;
+    s.num_tokens = seqs;
+    s.num_decode_seqs = seqs;
+    s.num_seqs = seqs;
+    s.num_sampled_seqs = seqs;
+    s.decode_context_tokens = seqs * context;
+    return s;
+}
+
+BatchShape prefill(std::int64_t chunk, std::int64_t cached) {
+    BatchShape s;
+    s.num_tokens = chunk;
+    s.num_prefill_tokens = chunk;
+    s.num_prefill_seqs = 1;
+    s.num_seqs = 1;
+    s.num_sampled_seqs = 1;
+    s.prefill_attention_work = static_cast<double>(chunk) * (static_cast<double>(cached) + chunk / 2.0);
+    s.prefill_max_context_tokens = cached + chunk;
+    return s;
+}
+
+TEST_CASE("MeasuredCostModel composes a decode step of a one-layer model by hand", "[engine]") {
+    const MeasuredCostModel cost(tiny_model(), models::DType::kBFloat16, params());
+    // 16 decodes at 256 keys each; 16 is a CUDA-graph capture size, so the GEMMs run at m = 16:
+    //   qkv_proj (1536, 1024) 12 µs, o_proj (1024, 1024) 10, gate_up_proj (4096, 1024) 24, down_proj (1024, 2048)
+    //   18: 64 µs;
+    //   fused add + RMSNorm ×3 (attention, MLP, final) at 16 tokens: 2 + 2·15/255 = 2.117647 each, 6.352941;
+    //   SiLU·mul 2 + 3·15/255 = 2.176471; RoPE 2 + 15/255 = 2.058824: per-token terms 74.588235 µs;
+    //   lm_head (4096, 1024) at 16 rows 24 µs, sampling 16 rows of 4096 logits 14 µs: 38 µs;
+    //   decode attention, batch 16 × context 256: 8 µs;
+    //   host overhead (roofline's) 0.6 + 0.004·16 = 0.664 ms; no all-reduce at TP 1.
+    const StepCost c = cost.step_cost(decode(16, 256));
+    const double per_token_us = 64.0 + 3 * (2.0 + 2.0 * 15 / 255) + (2.0 + 3.0 * 15 / 255) + (2.0 + 15.0 / 255);
+    CHECK(c.gemm_ms == Approx(per_token_us / 1e3));
+    CHECK(c.gemm_ms == Approx(0.074588235));
+    CHECK(c.lm_head_ms == Approx(0.038));
+    CHECK(c.attn_decode_ms == Approx(0.008));
+    CHECK(c.attn_prefill_ms == 0.0);
+    CHECK(c.overhead_ms == Approx(0.664));
+    CHECK(c.comm_ms == 0.0);
+    CHECK(c.total_ms() == Approx(0.784588235));
+    // The terms listed by inspect add up to the step.
+    double sum = 0;
+    for (const auto& t : cost.step_terms(decode(16, 256))) {
+        sum += t.ms;
+    }
+    CHECK(sum == Approx(c.total_ms()));
+    CHECK(cost.describe() == "measured H100-SXM (kernel table " + table().file + ", 2026-12-06)");
+}
+
+TEST_CASE("MeasuredCostModel adds Qwen3's per-head q/k RMSNorm", "[engine]") {
+    models::ModelSpec m = tiny_model();
+    std::get<models::AttentionMixer>(m.layers[0].mixer).qk_norm = true;
+    const MeasuredCostModel with(m, models::DType::kBFloat16, params());
+    const MeasuredCostModel without(tiny_model(), models::DType::kBFloat16, params());
+    // 16 tokens: q_norm over 8 heads of 128 is the fixture's entry (width 1,024): 2 + 15/255 = 2.058824 µs; k_norm
+    // over 2 heads (width 256) takes the same entry scaled by bytes, 256/1,024: 0.514706 µs. Together 2.573529 µs.
+    CHECK(with.step_cost(decode(16, 256)).gemm_ms - without.step_cost(decode(16, 256)).gemm_ms ==
+          Approx(1.25 * (2.0 + 15.0 / 255) / 1e3));
+}
+
+TEST_CASE("MeasuredCostModel composes a prefill step by hand, with and without a cached prefix", "[engine]") {
+    const MeasuredCostModel cost(tiny_model(), models::DType::kBFloat16, params());
+    // One prompt of 256 tokens: GEMMs at m = 256: 40 + 30 + 80 + 60 = 210 µs; RMSNorm 3 × 4, SiLU·mul 5, RoPE 3:
+    // 230 µs. One sampled row: lm_head 20 µs, sampling 10 µs. Causal prefill of 256 tokens: 50 µs.
+    // Overhead 0.6 + 0.004 = 0.604 ms. Total 0.914 ms.
+    const StepCost c = cost.step_cost(prefill(256, 0));
+    CHECK(c.gemm_ms == Approx(0.230));
+    CHECK(c.lm_head_ms == Approx(0.030));
+    CHECK(c.attn_prefill_ms == Approx(0.050));
+    CHECK(c.total_ms() == Approx(0.914));
+    // A chunk of 128 after 128 cached tokens, work 128·(128 + 64) = 24,576; the fixture has no attn_prefill_cached,
+    // so the uncached prefill of the same keys: T = √(2·24,576) = 221.70 tokens, 5 + 45·(221.70 − 16)/240 = 43.569 µs.
+    const StepCost cached = cost.step_cost(prefill(128, 128));
+    CHECK(cached.attn_prefill_ms == Approx((5.0 + 45.0 * (std::sqrt(49152.0) - 16.0) / 240.0) / 1e3));
+}
+
+TEST_CASE("MeasuredCostModel splits projections per tensor-parallel rank", "[engine]") {
+    const MeasuredCostModel cost(tiny_model(), models::DType::kBFloat16, params(2));
+    // TP 2: qkv_proj per rank is (4·128 + 2·1·128, 1024) = (768, 1024), not in the table; the nearest n·k is
+    // (1024, 1024) (the smallest), at its efficiency. At m = 16 both are bandwidth-bound on H100 (3.35 TB/s):
+    // bytes 16·1024·2 + 768·1024·2 + 2·16·768 = 1,630,208 vs 2,162,688 for (1024, 1024) measured at 10 µs, so
+    // 10 · 1,630,208 / 2,162,688 = 7.5379 µs.
+    double qkv_ms = -1;
+    bool comm_listed = false;
+    for (const auto& t : cost.step_terms(decode(16, 256))) {
+        if (t.name == "gemm qkv_proj") {
+            qkv_ms = t.ms;
+            CHECK(t.source == "table, nearest shape");
+        }
+        comm_listed = comm_listed || (t.name == "comm" && t.ms > 0);
+    }
+    CHECK(qkv_ms == Approx(10.0 * 1630208.0 / 2162688.0 / 1e3));
+    CHECK(comm_listed);
+    CHECK(cost.describe().find(", TP 2") != std::string::npos);
+}
+
+TEST_CASE("MeasuredCostModel on a GPU without a table transfers the efficiencies", "[engine]") {
+    MeasuredParams p = params();
+    // A100-80GB's datasheet (calibration/gpus/A100-80GB.yaml): 312 TFLOP/s bf16, no fp8, 2.039 TB/s.
+    p.roofline.gpu_name = "A100-80GB";
+    p.roofline.peak_flops_per_s = 312e12;
+    p.roofline.memory_bandwidth_bytes_per_s = 2.039e12;
+    p.target = calibration::KernelRoof{312e12, 0, 2.039e12};
+    const MeasuredCostModel cost(tiny_model(), models::DType::kBFloat16, p);
+    CHECK(cost.describe().rfind("measured-transfer from H100-SXM to A100-80GB", 0) == 0);
+    // Decode attention of 16 × 256 is bandwidth-bound on both: 8 µs × 3.35 / 2.039.
+    CHECK(cost.step_cost(decode(16, 256)).attn_decode_ms == Approx(0.008 * 3.35 / 2.039));
+}
+
+TEST_CASE("MeasuredCostModel is deterministic and its tabled terms are token_detail's to the bit", "[engine]") {
+    const MeasuredCostModel a(tiny_model(), models::DType::kBFloat16, params());
+    const MeasuredCostModel b(tiny_model(), models::DType::kBFloat16, params());
+    for (const std::int64_t n : {1, 3, 16, 600, 1024, 5000}) {
+        BatchShape s = prefill(n, 0);
+        CHECK(a.step_cost(s).total_ms() == b.step_cost(s).total_ms());
+        // 600 and 1024 come from the table (max_table_tokens 1024), 5000 is computed: the same arithmetic.
+        const std::int64_t padded = RooflineCostModel::cudagraph_padded_tokens(n, 512);
+        CHECK(a.step_cost(s).gemm_ms == a.token_detail(padded).total_us() / 1e3);
+    }
+    // A catalogued model on the fixture: every term finite and ≥ 0.
+    const models::ModelSpec qwen = models::resolve_model("Qwen3-4B");
+    const MeasuredCostModel q(qwen, qwen.dtype, params());
+    const StepCost c = q.step_cost(decode(64, 2048));
+    CHECK(c.all_in_range());
+    CHECK(c.gemm_ms > 0);
+    CHECK(c.attn_decode_ms > 0);
+}
+
+TEST_CASE("MeasuredCostModel runs every linear layer of every preset once per token", "[engine]") {
+    // The projections it looks up (fused as vLLM fuses them) hold the model's linear FLOPs: Σ 2·n·k over GEMMs, the
+    // active experts and the lm_head equals models::linear_flops_per_token at TP 1 for attention models (to 1e-6), and
+    // within 0.1 % for recurrent ones, whose count also holds 2 FLOPs per conv weight and per-head vector (A_log,
+    // dt_bias, D), which run in the scan kernels, not in GEMMs (Jamba 0.045 %, the largest share); gpt-oss counts its
+    // 64 sink logits per layer likewise (2 · 64 · 24 = 3,072 FLOPs of 7.2 G).
+    for (const auto& name : models::preset_names()) {
+        INFO(name);
+        const models::ModelSpec m = models::resolve_model(name);
+        const MeasuredCostModel cost(m, m.dtype, params());
+        const bool recurrent =
+            models::count_layers(m).gated_delta_net + models::count_layers(m).mamba2 + models::count_layers(m).mamba1 >
+            0;
+        CHECK(cost.linear_flops_per_token() ==
+              Approx(models::linear_flops_per_token(m)).epsilon(recurrent ? 1e-3 : 1e-6));
+    }
+    // The other architectures of the catalogue's config.json fixtures: MLA, Mamba-1, Mamba2 hybrids, Zamba2's shared
+    // block, sliding windows, chunked local attention.
+    for (const char* file : {"DeepSeek-V2-Lite.json", "DeepSeek-V3.json", "Jamba-v0.1.json", "Bamba-9B.json",
+                             "Zamba2-2.7B.json", "gpt-oss-20b.json", "Llama-4-Scout-17B-16E-Instruct.json",
+                             "gemma-3-27b-it.json", "Falcon-H1-7B-Instruct.json", "GLM-4.5.json"}) {
+        INFO(file);
+        const models::ModelSpec m = models::resolve_model(std::string(SERVESIM_TEST_DATA_DIR) + "/fixtures/hf/" + file);
+        const MeasuredCostModel cost(m, m.dtype, params());
+        const bool recurrent =
+            models::count_layers(m).gated_delta_net + models::count_layers(m).mamba2 + models::count_layers(m).mamba1 >
+            0;
+        CHECK(cost.linear_flops_per_token() ==
+              Approx(models::linear_flops_per_token(m)).epsilon(recurrent ? 1e-3 : 1e-6));
+    }
+}
+
+}  // namespace
+}  // namespace servesim::engine

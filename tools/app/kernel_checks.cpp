@@ -1,0 +1,297 @@
+// Composition and transfer checks of the kernel tables; see kernel_checks.h.
+#include "tools/app/kernel_checks.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+
+#include "common/error.h"
+#include "models/model_registry.h"
+#include "tools/app/step_costs.h"
+
+namespace servesim::app {
+
+namespace {
+
+namespace cal = calibration;
+
+struct ErrorStats {
+    int points = 0;
+    double sum_abs = 0;
+    double sum_signed = 0;
+    double max_abs = 0;
+
+    void add(double predicted, double measured) {
+        const double e = (predicted - measured) / measured;
+        ++points;
+        sum_abs += std::fabs(e);
+        sum_signed += e;
+        max_abs = std::max(max_abs, std::fabs(e));
+    }
+
+    [[nodiscard]] std::string row(const std::string& name) const {
+        if (points == 0) {
+            return fmt::format("  {:<22}{:>8}  (none to compare)\n", name, 0);
+        }
+        return fmt::format("  {:<22}{:>8}{:>11.1f}%{:>11.1f}%{:>11.1f}%\n", name, points, 100.0 * sum_abs / points,
+                           100.0 * sum_signed / points, 100.0 * max_abs);
+    }
+};
+
+const cal::GpuSpec* gpu_of(const cal::KernelTable& t) {
+    for (const auto& g : cal::gpu_catalog()) {
+        if (cal::find_kernel_table(g) == &t) {
+            return &g;
+        }
+    }
+    return nullptr;
+}
+
+// The forward's composed kernel time: every term but the host overhead, the all-reduces and sampling (the timed
+// forward ends at the logits).
+double composed_ms(const engine::MeasuredCostModel& cost, const cal::ForwardEntry& f) {
+    std::vector<BatchPart> parts;
+    if (f.kind == "prefill") {
+        parts.push_back(BatchPart{false, f.batch, f.tokens, f.context});
+    } else {
+        parts.push_back(BatchPart{true, f.batch, 1, f.context - 1});
+    }
+    double ms = 0;
+    for (const auto& t : cost.step_terms(batch_shape_of(parts, cost.local_attention_spans()))) {
+        if (t.name != "overhead" && t.name != "comm" && t.name != "sampling") {
+            ms += t.ms;
+        }
+    }
+    return ms;
+}
+
+std::string forwards_report(const cal::KernelTable& own,
+                            const cal::GpuSpec& gpu,
+                            const cal::KernelTable& table,
+                            const cal::GpuSpec& table_gpu) {
+    std::string out = fmt::format("  {:<22}{:>8}{:>8}{:>7}{:>7}{:>12}{:>12}{:>9}\n", "model", "kind", "tokens", "ctx",
+                                  "batch", "timed ms", "composed", "error");
+    ErrorStats prefill;
+    ErrorStats decode;
+    const engine::MeasuredParams params = single_gpu_measured_params(gpu, table, table_gpu);
+    for (const auto& f : own.forwards) {
+        models::ModelSpec model;
+        try {
+            model = models::resolve_model(f.model);
+        } catch (const ConfigError&) {
+            out += fmt::format("  {:<22}{:>8}  (not a catalogued model: not composed)\n", f.model, f.kind);
+            continue;
+        }
+        const engine::MeasuredCostModel cost(model, model.dtype, params);
+        const double ms = composed_ms(cost, f);
+        (f.kind == "prefill" ? prefill : decode).add(ms, f.ms);
+        out += fmt::format("  {:<22}{:>8}{:>8}{:>7}{:>7}{:>12.3f}{:>12.3f}{:>8.1f}%\n", f.model, f.kind, f.tokens,
+                           f.context, f.batch, f.ms, ms, 100.0 * (ms - f.ms) / f.ms);
+    }
+    out += fmt::format("  {:<22}{:>8}{:>12}{:>12}{:>12}\n", "", "points", "mean |err|", "mean err", "max |err|");
+    out += prefill.row("prefill forwards");
+    out += decode.row("decode forwards");
+    return out;
+}
+
+std::string op_transfer_report(const cal::KernelTable& own,
+                               const cal::GpuSpec& gpu,
+                               const cal::KernelTable& from,
+                               const cal::GpuSpec& from_gpu) {
+    const cal::KernelCostLookup lookup(from, cal::KernelRoof::of(from_gpu), cal::KernelRoof::of(gpu));
+    std::string out =
+        fmt::format("  {:<22}{:>8}{:>12}{:>12}{:>12}\n", "op class", "points", "mean |err|", "mean err", "max |err|");
+    for (int kind = 0; kind < cal::kNumGemmKinds; ++kind) {
+        ErrorStats s;
+        if (!from.gemm[static_cast<std::size_t>(kind)].empty()) {
+            for (const auto& e : own.gemm[static_cast<std::size_t>(kind)]) {
+                for (std::size_t i = 0; i < e.m.x.size(); ++i) {
+                    s.add(lookup.gemm_us(static_cast<cal::GemmKind>(kind), e.m.x[i], e.n, e.k), e.m.us[i]);
+                }
+            }
+        }
+        if (!own.gemm[static_cast<std::size_t>(kind)].empty()) {
+            out += s.row(cal::gemm_kind_key(static_cast<cal::GemmKind>(kind)));
+        }
+    }
+    const auto per_key = [](const cal::AttentionGeometry& g) {
+        return cal::UnitWork{4.0 * g.q_heads * g.head_dim, 4.0 * g.kv_heads * g.head_dim};
+    };
+    {
+        ErrorStats s;
+        for (const auto& e : own.attn_prefill) {
+            if (const auto r = lookup.resolve_attn_prefill(e.geometry, per_key(e.geometry))) {
+                for (std::size_t i = 0; i < e.tokens.x.size(); ++i) {
+                    s.add(cal::KernelCostLookup::attn_prefill_us(*r, e.tokens.x[i]), e.tokens.us[i]);
+                }
+            }
+        }
+        out += s.row("attn_prefill");
+    }
+    {
+        ErrorStats s;
+        for (const auto& e : own.attn_prefill_cached) {
+            if (const auto r = lookup.resolve_attn_prefill_cached(e.geometry, per_key(e.geometry))) {
+                const auto& g = e.chunk_context;
+                for (std::size_t i = 0; i < g.x.size(); ++i) {
+                    for (std::size_t j = 0; j < g.y.size(); ++j) {
+                        s.add(cal::KernelCostLookup::attn_prefill_cached_us(*r, g.x[i], g.y[j]),
+                              g.us[i * g.y.size() + j]);
+                    }
+                }
+            }
+        }
+        if (!own.attn_prefill_cached.empty()) {
+            out += s.row("attn_prefill_cached");
+        }
+    }
+    {
+        ErrorStats s;
+        for (const auto& e : own.attn_decode) {
+            if (const auto r = lookup.resolve_attn_decode(e.geometry, per_key(e.geometry))) {
+                const auto& g = e.batch_context;
+                for (std::size_t i = 0; i < g.x.size(); ++i) {
+                    for (std::size_t j = 0; j < g.y.size(); ++j) {
+                        s.add(cal::KernelCostLookup::attn_decode_us(*r, g.x[i], g.y[j]), g.us[i * g.y.size() + j]);
+                    }
+                }
+            }
+        }
+        out += s.row("attn_decode");
+    }
+    {
+        ErrorStats s;
+        for (const auto& e : own.attn_decode_mla) {
+            const double h = e.q_heads;
+            const cal::UnitWork w{2.0 * h * (e.kv_lora_rank + e.rope_dim) + 2.0 * h * e.kv_lora_rank,
+                                  2.0 * (e.kv_lora_rank + e.rope_dim)};
+            if (const auto r = lookup.resolve_mla_decode(e.q_heads, e.kv_lora_rank, e.rope_dim, w)) {
+                const auto& g = e.batch_context;
+                for (std::size_t i = 0; i < g.x.size(); ++i) {
+                    for (std::size_t j = 0; j < g.y.size(); ++j) {
+                        s.add(cal::KernelCostLookup::mla_decode_us(*r, g.x[i], g.y[j]), g.us[i * g.y.size() + j]);
+                    }
+                }
+            }
+        }
+        if (!own.attn_decode_mla.empty()) {
+            out += s.row("attn_decode_mla");
+        }
+    }
+    for (const bool routing : {false, true}) {
+        ErrorStats s;
+        for (const auto& e : routing ? own.moe_routing : own.moe) {
+            const cal::KernelCostLookup::MoeShape shape{e.experts, e.top_k, e.hidden, e.intermediate, true, 2, false};
+            const cal::MoeEntry* src = routing ? lookup.resolve_moe_routing(shape) : lookup.resolve_moe(shape);
+            if (src == nullptr) {
+                continue;
+            }
+            for (std::size_t i = 0; i < e.tokens.x.size(); ++i) {
+                s.add(routing ? lookup.moe_routing_us(*src, shape, e.tokens.x[i])
+                              : lookup.moe_us(*src, shape, e.tokens.x[i]),
+                      e.tokens.us[i]);
+            }
+        }
+        if (!(routing ? own.moe_routing : own.moe).empty()) {
+            out += s.row(routing ? "moe_routing" : "moe");
+        }
+    }
+    const auto widths = [&](const char* name, const std::vector<cal::WidthEntry>& mine,
+                            const std::vector<cal::WidthEntry>& theirs) {
+        ErrorStats s;
+        for (const auto& e : mine) {
+            if (const cal::WidthEntry* src = cal::KernelCostLookup::nearest_width(theirs, e.width)) {
+                for (std::size_t i = 0; i < e.tokens.x.size(); ++i) {
+                    s.add(src->tokens.at(e.tokens.x[i]) * lookup.width_scale(*src, e.width), e.tokens.us[i]);
+                }
+            }
+        }
+        if (!mine.empty()) {
+            out += s.row(name);
+        }
+    };
+    widths("rmsnorm", own.rmsnorm, from.rmsnorm);
+    widths("silu_mul", own.silu_mul, from.silu_mul);
+    widths("qk_norm", own.qk_norm, from.qk_norm);
+    widths("sampling", own.sampling, from.sampling);
+    {
+        ErrorStats s;
+        for (const auto& e : own.rope) {
+            if (const cal::RopeEntry* src = lookup.resolve_rope(e.geometry)) {
+                for (std::size_t i = 0; i < e.tokens.x.size(); ++i) {
+                    s.add(src->tokens.at(e.tokens.x[i]) * lookup.rope_scale(*src, e.geometry), e.tokens.us[i]);
+                }
+            }
+        }
+        if (!own.rope.empty()) {
+            out += s.row("rope");
+        }
+    }
+    return out;
+}
+
+}  // namespace
+
+engine::MeasuredParams single_gpu_measured_params(const cal::GpuSpec& gpu,
+                                                  const cal::KernelTable& table,
+                                                  const cal::GpuSpec& table_gpu) {
+    engine::MeasuredParams p;
+    p.roofline.gpu_name = gpu.name;
+    p.roofline.peak_flops_per_s = gpu.bf16_dense_flops_per_s;
+    p.roofline.fp8_flops_per_s = gpu.fp8_dense_flops_per_s;
+    p.roofline.int8_flops_per_s =
+        gpu.fp8_dense_flops_per_s > 0 ? gpu.fp8_dense_flops_per_s : 2.0 * gpu.bf16_dense_flops_per_s;
+    p.roofline.fp4_flops_per_s = gpu.fp4_dense_flops_per_s;
+    p.roofline.memory_bandwidth_bytes_per_s = gpu.memory_bandwidth_bytes_per_s;
+    p.roofline.gemm_efficiency = gpu.gemm_efficiency;
+    p.roofline.attention_efficiency = gpu.attention_efficiency;
+    p.roofline.gdn_efficiency = gpu.gdn_efficiency;
+    p.roofline.bandwidth_efficiency = gpu.bandwidth_efficiency;
+    p.roofline.max_cudagraph_tokens = 512;
+    p.table = &table;
+    p.table_roof = cal::KernelRoof::of(table_gpu);
+    p.target = cal::KernelRoof::of(gpu);
+    p.table_gpu = table_gpu.name;
+    p.max_table_tokens = 16384;
+    return p;
+}
+
+std::string kernel_checks(const cal::GpuSpec& gpu) {
+    const cal::KernelTable* own = cal::find_kernel_table(gpu);
+    if (own == nullptr) {
+        std::string names;
+        for (const auto& t : cal::kernel_table_catalog()) {
+            names += (names.empty() ? "" : ", ") + t.gpu;
+        }
+        throw ConfigError("command line: --check-kernels: " + gpu.name +
+                          " has no kernel table (calibration/kernels/); "
+                          "tables exist for: " +
+                          (names.empty() ? "none" : names));
+    }
+    std::string out = fmt::format("-- kernel table {} ({}; {}) --\n\n", own->file, own->date, own->software);
+    out +=
+        "composition: the table's timed forwards against the steps composed from it (kernel terms, no host "
+        "overhead)\n";
+    out += forwards_report(*own, gpu, *own, gpu);
+    for (const auto& t : cal::kernel_table_catalog()) {
+        if (&t == own) {
+            continue;
+        }
+        const cal::GpuSpec* from = gpu_of(t);
+        if (from == nullptr) {
+            continue;
+        }
+        out += fmt::format(
+            "\ntransfer: {}'s measured points predicted from {}'s table (efficiency on the datasheet "
+            "roofline)\n",
+            gpu.name, from->name);
+        out += op_transfer_report(*own, gpu, t, *from);
+        out += fmt::format("\ntransfer: {}'s timed forwards composed from {}'s table\n", gpu.name, from->name);
+        out += forwards_report(*own, gpu, t, *from);
+    }
+    return out;
+}
+
+}  // namespace servesim::app

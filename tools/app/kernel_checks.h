@@ -1,0 +1,26 @@
+// `servesim inspect --gpu G --check-kernels`: how well the measured cost model (sim/engine/measured_cost_model.h)
+// reproduces what was timed. (1) Composition: each whole forward of G's kernel table (`forwards:`, torch-timed, one
+// GPU) against the step the model composes from G's table for the same batch (kernel terms only: a torch forward has
+// no scheduler overhead, no all-reduce and no sampler). (2) Transfer: every other table's prediction of G, per op class
+// (each measured point of G's table predicted from the other GPU's by efficiency transfer) and per forward. The errors
+// docs/COST-MODEL.md reports come from here.
+#pragma once
+
+#include <string>
+
+#include "calibration/gpu_spec.h"
+#include "calibration/kernel_table.h"
+#include "sim/engine/measured_cost_model.h"
+
+namespace servesim::app {
+
+// MeasuredParams for one GPU at TP 1 with `table` (measured on `table_gpu`): the roofline's figures from the GPU file,
+// CUDA graphs up to 512 tokens, per-token terms tabled to 16,384 tokens.
+[[nodiscard]] engine::MeasuredParams single_gpu_measured_params(const calibration::GpuSpec& gpu,
+                                                                const calibration::KernelTable& table,
+                                                                const calibration::GpuSpec& table_gpu);
+
+// The report (plain text). ConfigError when G has no table.
+[[nodiscard]] std::string kernel_checks(const calibration::GpuSpec& gpu);
+
+}  // namespace servesim::app

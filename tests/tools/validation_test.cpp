@@ -106,6 +106,7 @@ TEST_CASE("validate: bad input names the file and the key", "[tools][validate]")
     };
     CHECK(message(kDir + "bench-detailed.json", false).find("give --model and --gpu") != std::string::npos);
     CHECK(message(kDir + "missing.json", true).find("missing.json: no such file") != std::string::npos);
+    CHECK(message(kDir + "no-such-run", true).find("no-such-run: no such file or folder") != std::string::npos);
     CHECK(message(kDir, true).find("a folder without experiment.json") != std::string::npos);
     CHECK(message(kDir + "../traces/mooncake_small.jsonl", true).find("'send_s': missing") != std::string::npos);
 }

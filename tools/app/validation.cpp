@@ -513,6 +513,9 @@ MeasuredRun read_measured_run(const std::string& path, bool engine_from_command_
     if (!p.has_filename() && p.has_parent_path()) {
         p = p.parent_path();  // "run/" names the folder "run"
     }
+    if (!fs::exists(p, ec)) {
+        throw ConfigError(path + ": no such file or folder");
+    }
     if (fs::is_directory(p, ec)) {
         if (!fs::exists(p / "experiment.json")) {
             throw ConfigError(path + ": a folder without experiment.json; validate reads a run folder (experiment.json "

@@ -49,10 +49,20 @@ std::string describe(const RequestPathConfig& c) {
     if (!c.enabled()) {
         return "none";
     }
-    return fmt::format("client {:g} ms, hand-off {:g} ms, request {:g} ms + {:g} us/prompt token, output {:g} ms + "
-                       "{:g} us/chunk",
-                       c.client_ms, c.handoff_ms, c.request_cpu_ms, c.tokenize_us_per_token, c.output_message_cpu_ms,
-                       c.chunk_cpu_us);
+    // Only the terms that cost something, in the order a request meets them.
+    std::string out;
+    const auto add = [&out](double v, const std::string& text) {
+        if (v > 0) {
+            out += (out.empty() ? "" : ", ") + text;
+        }
+    };
+    add(c.client_ms, fmt::format("client {:g} ms", c.client_ms));
+    add(c.request_cpu_ms, fmt::format("request {:g} ms", c.request_cpu_ms));
+    add(c.tokenize_us_per_token, fmt::format("tokenise {:g} us/token", c.tokenize_us_per_token));
+    add(c.handoff_ms, fmt::format("hand-off {:g} ms", c.handoff_ms));
+    add(c.output_message_cpu_ms, fmt::format("output {:g} ms/step", c.output_message_cpu_ms));
+    add(c.chunk_cpu_us, fmt::format("{:g} us/chunk", c.chunk_cpu_us));
+    return out + " (each way where it applies; docs/REQUEST-PATH.md)";
 }
 
 }  // namespace servesim::frontend

@@ -81,11 +81,11 @@ std::string cost_model_kind(const ExperimentResult& r) {
 std::string describe_validation(std::string_view kind, std::string_view gpu) {
     const auto b = find_validation_band(kind, gpu);
     if (!b) {
-        return fmt::format("not validated (no real runs of {} on {}; docs/VALIDATION.md)", kind, gpu);
+        return fmt::format("not validated: no real runs of {} on {} (docs/VALIDATION.md)", kind, gpu);
     }
     const auto r = [](const ErrorRange& e) { return fmt::format("{:+.0f}…{:+.0f} %", e.lo_pct, e.hi_pct); };
-    return fmt::format("TTFT mean {}, E2E mean {}, ITL mean {} on {} real runs ({}; docs/VALIDATION.md)",
-                       r(b->ttft_mean), r(b->e2e_mean), r(b->itl_mean), b->num_runs, b->source);
+    return fmt::format("TTFT {}, E2E {}, ITL {} (means, {} real runs on {}; docs/VALIDATION.md)", r(b->ttft_mean),
+                       r(b->e2e_mean), r(b->itl_mean), b->num_runs, b->gpu);
 }
 
 }  // namespace servesim::app

@@ -38,8 +38,9 @@ struct ValidationBand {
 struct ExperimentResult;
 [[nodiscard]] std::string cost_model_kind(const ExperimentResult& r);
 
-// The text a result prints: "TTFT mean −12.3…+8.1 %, E2E mean …, ITL mean … on 12 real runs (H100-SXM, …)", or
-// "not validated (no real runs of <kind> on <gpu>; docs/VALIDATION.md)".
+// The text a result prints: "TTFT −45…+7 %, E2E −11…+2 %, ITL −10…+2 % (means, 12 real runs on H100-SXM;
+// docs/VALIDATION.md)" (the band's source is in bands.yaml and docs/VALIDATION.md), or "not validated: no real runs of
+// <kind> on <gpu> (docs/VALIDATION.md)".
 [[nodiscard]] std::string describe_validation(std::string_view cost_model_kind, std::string_view gpu);
 
 }  // namespace servesim::app

@@ -16,11 +16,6 @@
 #include "tools/app/validation_band.h"
 
 namespace servesim::app {
-namespace {
-
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
-
-bool is_missing(const Cell& c) { return std::holds_alternative<std::monostate>(c); }
 
 // Fixed-point text for a number, never an exponent. `decimals` < 0: up to 6 decimals, trailing zeros dropped (CSV).
 std::string number_text(double v, int decimals) {
@@ -36,6 +31,24 @@ std::string number_text(double v, int decimals) {
     }
     return t == "-0" ? "0" : t;
 }
+
+std::string csv_escape(const std::string& s) {
+    if (s.find_first_of(",\"\n") == std::string::npos) {
+        return s;
+    }
+    std::string out = "\"";
+    for (char ch : s) {
+        out += ch == '"' ? std::string("\"\"") : std::string(1, ch);
+    }
+    return out + "\"";
+}
+
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+bool is_missing(const Cell& c) { return std::holds_alternative<std::monostate>(c); }
+
 
 // Decimals a table prints for a column, from what its name says it holds (docs/OUTPUTS.md "formatting").
 int table_decimals(const std::string& name) {
@@ -86,16 +99,6 @@ nlohmann::ordered_json cell_json(const Cell& c) {
     return j;  // null when missing
 }
 
-std::string csv_escape(const std::string& s) {
-    if (s.find_first_of(",\"\n") == std::string::npos) {
-        return s;
-    }
-    std::string out = "\"";
-    for (char ch : s) {
-        out += ch == '"' ? std::string("\"\"") : std::string(1, ch);
-    }
-    return out + "\"";
-}
 
 // A scenario value as written (a string from the sweep grid), typed: integer, number, true/false, else text. Keys
 // whose values are names stay text whatever they look like (vllm_version "0.30" is not the number 0.3).

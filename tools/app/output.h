@@ -70,6 +70,12 @@ struct BenchOptions {
 // run: figures as rows, experiments as columns; sweep: one row per point with the main figures.
 [[nodiscard]] std::string format_table(const std::vector<ExperimentResult>& results, bool sweep);
 
+// Fixed-point text for a number, never an exponent. `decimals` < 0: up to 6 decimals, trailing zeros dropped (CSV).
+[[nodiscard]] std::string number_text(double v, int decimals);
+
+// A CSV field: quoted (with doubled quotes) when it holds a comma, a quote or a newline.
+[[nodiscard]] std::string csv_escape(const std::string& s);
+
 // `--out DIR`: creates the folder and writes a probe file in it, so that a run never ends on "cannot write"; throws
 // ConfigError naming the folder when it cannot be created or written. Called before anything is simulated.
 void check_out_dir(const std::string& out_dir);

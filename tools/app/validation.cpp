@@ -14,6 +14,7 @@
 
 #include "common/error.h"
 #include "sim/core/rng.h"
+#include "tools/app/output.h"
 #include "workloads/arrival_process.h"
 #include "workloads/trace_reader.h"
 
@@ -758,32 +759,12 @@ std::string cell(const std::optional<double>& v, int decimals) {
     return v ? fmt::format("{:.{}f}", *v, decimals) : "—";
 }
 
-std::string csv_cell(const std::optional<double>& v) {
-    if (!v) {
-        return "";
-    }
-    std::string s = fmt::format("{:.6f}", *v);
-    s.erase(s.find_last_not_of('0') + 1);
-    if (!s.empty() && s.back() == '.') {
-        s.pop_back();
-    }
-    return s;
-}
+std::string csv_cell(const std::optional<double>& v) { return v ? number_text(*v, -1) : std::string(); }
 
 nlohmann::ordered_json json_value(const std::optional<double>& v) {
     return v ? nlohmann::ordered_json(*v) : nlohmann::ordered_json();
 }
 
-std::string csv_text(const std::string& s) {
-    if (s.find_first_of(",\"\n") == std::string::npos) {
-        return s;
-    }
-    std::string out = "\"";
-    for (char c : s) {
-        out += c == '"' ? std::string("\"\"") : std::string(1, c);
-    }
-    return out + "\"";
-}
 
 }  // namespace
 
@@ -830,14 +811,14 @@ std::string format_validation(const ValidationReport& report, const std::string&
         for (const auto& r : report.runs) {
             for (const auto& w : r.windows) {
                 for (const auto& m : w.metrics) {
-                    o << csv_text(r.run) << ',' << csv_text(w.window) << ',' << m.metric << ','
+                    o << csv_escape(r.run) << ',' << csv_escape(w.window) << ',' << m.metric << ','
                       << csv_cell(m.measured) << ',' << csv_cell(m.predicted) << ',' << csv_cell(m.error_pct())
                       << ",,\n";
                 }
             }
         }
         for (const auto& e : report.overall) {
-            o << "overall," << csv_text(e.runs) << ',' << e.metric << ",,," << csv_cell(e.mean_signed_error_pct)
+            o << "overall," << csv_escape(e.runs) << ',' << e.metric << ",,," << csv_cell(e.mean_signed_error_pct)
               << ',' << e.num_runs << ',' << csv_cell(e.mean_abs_error_pct) << '\n';
         }
         return o.str();

@@ -780,15 +780,14 @@ std::string format_table(const std::vector<ExperimentResult>& results, bool swee
     return out;
 }
 
-namespace {
-
-// numpy's np.percentile (method "linear") over ascending, non-empty `sorted`.
 double np_percentile(const std::vector<double>& sorted, double q) {
     const double rank = q / 100.0 * static_cast<double>(sorted.size() - 1);
     const auto lo = static_cast<std::size_t>(std::floor(rank));
     const auto hi = std::min(lo + 1, sorted.size() - 1);
     return sorted[lo] + (sorted[hi] - sorted[lo]) * (rank - static_cast<double>(lo));
 }
+
+namespace {
 
 // vllm bench serve names a percentile key p<int> when the percentile is whole, else p<float> (str(99.9) = "99.9").
 std::string percentile_word(double p) {

@@ -73,6 +73,9 @@ struct BenchOptions {
 // Fixed-point text for a number, never an exponent. `decimals` < 0: up to 6 decimals, trailing zeros dropped (CSV).
 [[nodiscard]] std::string number_text(double v, int decimals);
 
+// numpy's np.percentile (method "linear") over ascending, non-empty `sorted`.
+[[nodiscard]] double np_percentile(const std::vector<double>& sorted, double q);
+
 // A CSV field: quoted (with doubled quotes) when it holds a comma, a quote or a newline.
 [[nodiscard]] std::string csv_escape(const std::string& s);
 

@@ -79,16 +79,6 @@ std::optional<double> optional_number(const nlohmann::json& j, const std::string
     return std::isfinite(v) ? std::optional<double>(v) : std::nullopt;
 }
 
-// numpy.percentile's default (linear interpolation between closest ranks) over sorted values.
-double np_percentile_sorted(const std::vector<double>& v, double q) {
-    if (v.size() == 1) {
-        return v[0];
-    }
-    const double rank = q / 100.0 * static_cast<double>(v.size() - 1);
-    const auto lo = static_cast<std::size_t>(std::floor(rank));
-    const std::size_t hi = std::min(lo + 1, v.size() - 1);
-    return v[lo] + (v[hi] - v[lo]) * (rank - static_cast<double>(lo));
-}
 
 // ---- inference-perf run folders (the development set's format) ----
 
@@ -599,9 +589,9 @@ RunStats client_stats(const std::vector<MeasuredRequest>& requests, const std::o
             sum += x;
         }
         mean = sum / static_cast<double>(v.size());
-        p50 = np_percentile_sorted(v, 50);
-        p90 = np_percentile_sorted(v, 90);
-        p99 = np_percentile_sorted(v, 99);
+        p50 = np_percentile(v, 50);
+        p90 = np_percentile(v, 90);
+        p99 = np_percentile(v, 99);
     };
     fill(ttft, s.ttft_mean_ms, s.ttft_p50_ms, s.ttft_p90_ms, s.ttft_p99_ms);
     fill(e2e, s.e2e_mean_ms, s.e2e_p50_ms, s.e2e_p90_ms, s.e2e_p99_ms);

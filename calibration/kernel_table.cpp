@@ -278,11 +278,14 @@ KernelTable parse_kernel_table(const std::string& text, const std::string& file)
             entries = read_op<GemmEntry>(
                 ops, kGemmKeys[kind],
                 [](const YamlMap& e) {
-                    e.allow_only({"n", "k", "m", "us"});
+                    // fast_accum: whether an fp8 GEMM was timed with fast accumulation (vLLM's CUTLASS
+                    // scaled_mm uses it); provenance only, checked for type.
+                    e.allow_only({"n", "k", "m", "us", "fast_accum"});
                     GemmEntry g;
                     g.n = positive<std::int64_t>(e, "n");
                     g.k = positive<std::int64_t>(e, "k");
                     g.m = read_curve(e, "m");
+                    if (e.has("fast_accum")) g.fast_accum = e.get<bool>("fast_accum");
                     return g;
                 },
                 [](const GemmEntry& g) { return std::pair(g.n, g.k); });
@@ -348,22 +351,26 @@ KernelTable parse_kernel_table(const std::string& text, const std::string& file)
             [](const YamlMap& e) {
                 e.allow_only({"head_dim", "heads", "tokens", "us", "backend"});
                 WidthEntry w;
-                w.width = std::int64_t{positive<int>(e, "head_dim")} * positive<int>(e, "heads");
+                w.head_dim = positive<int>(e, "head_dim");
+                w.width = std::int64_t{w.head_dim} * positive<int>(e, "heads");
                 w.tokens = read_curve(e, "tokens");
                 return w;
             },
-            [](const WidthEntry& w) { return w.width; });
+            // Two head sizes may give one width (40 x 128 and 20 x 256): both are kept.
+            [](const WidthEntry& w) { return std::pair(w.width, w.head_dim); });
         t.rope = read_op<RopeEntry>(
             ops, "rope",
             [](const YamlMap& e) {
-                e.allow_only({"head_dim", "q_heads", "kv_heads", "tokens", "us", "backend"});
+                e.allow_only({"head_dim", "q_heads", "kv_heads", "rotary_dim", "tokens", "us", "backend"});
                 RopeEntry r;
                 r.geometry = read_geometry(e);
+                r.rotary_dim = e.has("rotary_dim") ? e.get_in_range<int>("rotary_dim", 2, r.geometry.head_dim)
+                                                   : r.geometry.head_dim;
                 r.tokens = read_curve(e, "tokens");
                 return r;
             },
             [](const RopeEntry& r) {
-                return std::tuple(r.geometry.head_dim, r.geometry.q_heads, r.geometry.kv_heads);
+                return std::tuple(r.geometry.head_dim, r.geometry.q_heads, r.geometry.kv_heads, r.rotary_dim);
             });
     }
     if (present("forwards")) {

@@ -16,6 +16,7 @@
 
 #include <array>
 #include <cstdint>
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -53,6 +54,7 @@ struct GemmEntry {
     std::int64_t n = 0;
     std::int64_t k = 0;
     KernelCurve m;  // tokens M
+    std::optional<bool> fast_accum;  // fp8 only: timed with fast accumulation (absent: not recorded)
 };
 
 struct AttentionGeometry {
@@ -99,11 +101,13 @@ struct MoeEntry {
 struct WidthEntry {
     std::int64_t width = 0;
     std::string method;  // sampling: greedy | top_p | ... (empty for the others)
+    int head_dim = 0;    // qk_norm: rows are heads of this size (width = heads x head_dim); 0 for the others
     KernelCurve tokens;
 };
 
 struct RopeEntry {
     AttentionGeometry geometry;
+    int rotary_dim = 0;  // dimensions rotated per head (partial rotary, e.g. 64 of 256); = head_dim when absent
     KernelCurve tokens;
 };
 
@@ -238,9 +242,17 @@ class KernelCostLookup {
                                                                                 int rope_dim,
                                                                                 const UnitWork& per_key) const;
 
-    // µs of one causal prefill of `tokens` tokens with no cached prefix.
+    // µs of one causal prefill of `tokens` tokens with no cached prefix. Beyond the longest prompt measured the
+    // time grows with the work, T²/2, not with T: never below t_last·(T/T_last)² (KernelCurve's linear extension
+    // alone put a 32k prefill of Llama-3.1-8B on an H200 30 % under its timed forward, docs/COST-MODEL.md).
     [[nodiscard]] static double attn_prefill_us(const ScaledEntry<AttnPrefillEntry>& e, double tokens) {
-        return e.entry->tokens.at(tokens) * e.scale;
+        const KernelCurve& c = e.entry->tokens;
+        double us = c.at(tokens);
+        if (!c.x.empty() && tokens > c.x.back()) {
+            const double r = tokens / c.x.back();
+            us = std::max(us, c.us.back() * r * r);
+        }
+        return us * e.scale;
     }
 
     [[nodiscard]] static double attn_prefill_cached_us(const ScaledEntry<AttnPrefillCachedEntry>& e,

@@ -107,6 +107,13 @@ StepCost HostWorkCostModel::step_cost(const BatchShape& shape) const {
     return c;
 }
 
+std::vector<StepTerm> HostWorkCostModel::step_terms(const BatchShape& shape) const {
+    std::vector<StepTerm> terms = inner_->step_terms(shape);
+    const StepCost c = step_cost(shape);
+    terms.push_back({"host (not hidden)", c.host_ms, "scheduler, input prep, launches, output (docs/HOST-WORK.md)"});
+    return terms;
+}
+
 std::string HostWorkCostModel::describe() const {
     // The default (vLLM's capture sizes) adds nothing, so a run's cost-model name stays the GPU model's.
     return host_.graphs().enabled() ? inner_->describe() : inner_->describe() + ", enforce-eager";

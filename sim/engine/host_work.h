@@ -96,6 +96,8 @@ public:
     [[nodiscard]] StepCost step_cost(const BatchShape& shape) const override;
     [[nodiscard]] std::string describe() const override;
     [[nodiscard]] LocalAttentionSpans local_attention_spans() const override { return inner_->local_attention_spans(); }
+    // The inner model's terms (a measured model's finer ones too) and the host work the GPU does not hide.
+    [[nodiscard]] std::vector<StepTerm> step_terms(const BatchShape& shape) const override;
 
     [[nodiscard]] const HostWorkModel& host() const { return host_; }
 

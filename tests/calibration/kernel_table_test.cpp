@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <string>
 
 #include "calibration/gpu_spec.h"
@@ -172,6 +173,19 @@ TEST_CASE("kernel lookup: a GPU without a table gets the measured efficiency on 
     CHECK(sc::KernelCostLookup::attn_prefill_us(*p_slow, 256) == Approx(50.0));
 }
 
+TEST_CASE("kernel lookup: a causal prefill beyond the longest measured grows with its work, T squared",
+          "[calibration]") {
+    const sc::KernelTable t = sc::read_kernel_table(fixture());
+    const sc::KernelCostLookup own(t, kRoof, kRoof);
+    const auto p = own.resolve_attn_prefill({128, 8, 2}, {4.0 * 8 * 128, 0});
+    REQUIRE(p);
+    // The fixture: 5 µs at 16 tokens, 50 µs at 256. Inside: 16 + 120 tokens = 5 + 45·120/240 = 27.5 µs.
+    CHECK(sc::KernelCostLookup::attn_prefill_us(*p, 136) == Approx(27.5));
+    // 512 tokens: the last segment extended gives 50 + 45·256/240 = 98 µs; the work is (512/256)² = 4× the last
+    // point's: 200 µs, which wins.
+    CHECK(sc::KernelCostLookup::attn_prefill_us(*p, 512) == Approx(200.0));
+}
+
 TEST_CASE("kernel lookup: attention geometry not measured is scaled by its roofline", "[calibration]") {
     const sc::KernelTable t = sc::read_kernel_table(fixture());
     const sc::KernelCostLookup own(t, kRoof, kRoof);
@@ -216,4 +230,32 @@ TEST_CASE("kernel table: the sweep's extra keys are read; sampling uses greedy w
     CHECK(e->tokens.at(1) == 5.0);
     CHECK(sc::KernelCostLookup::nearest_width(t.sampling, 900)->width == 1000);
     CHECK(t.moe.size() == 1);
+}
+
+TEST_CASE("kernel table: the H100 sweep's per-entry keys are read (fast_accum, rotary_dim, qk_norm head sizes)",
+          "[calibration]") {
+    // What the first real sweep (calibration/kernels/H100-SXM.yaml) writes beyond the fixture: fp8 GEMMs say whether
+    // fast accumulation was on; a partial-rotary RoPE entry names its rotated dims; two qk_norm entries of one width
+    // (40 heads x 128 = 20 heads x 256 = 5,120) differ by head size and are both kept.
+    const sc::KernelTable t = sc::parse_kernel_table(
+        kHead +
+            "ops:\n  gemm_fp8_tensor:\n    - {n: 64, k: 64, m: [1], us: [2], fast_accum: true}\n"
+            "  rope:\n    - {head_dim: 256, q_heads: 16, kv_heads: 4, tokens: [1], us: [1.4], rotary_dim: 64}\n"
+            "    - {head_dim: 256, q_heads: 16, kv_heads: 4, tokens: [1], us: [1.6]}\n"
+            "  qk_norm:\n    - {head_dim: 128, heads: 40, tokens: [1], us: [1.4]}\n"
+            "    - {head_dim: 256, heads: 20, tokens: [1], us: [1.5]}\n",
+        "t.yaml");
+    REQUIRE(t.gemm[1].size() == 1);
+    CHECK(t.gemm[1][0].fast_accum == std::optional<bool>(true));
+    REQUIRE(t.rope.size() == 2);
+    CHECK(t.rope[0].rotary_dim == 64);
+    CHECK(t.rope[1].rotary_dim == 256);  // absent: the whole head
+    REQUIRE(t.qk_norm.size() == 2);
+    CHECK(t.qk_norm[0].width == 5120);
+    CHECK(t.qk_norm[1].width == 5120);
+    CHECK(t.qk_norm[1].head_dim == 256);
+    // A rotary_dim above head_dim is refused.
+    CHECK(error_of(kHead + "ops:\n  rope:\n    - {head_dim: 64, q_heads: 1, kv_heads: 1, tokens: [1], us: [1], "
+                           "rotary_dim: 128}\n")
+              .find("'ops.rope[0].rotary_dim'") != std::string::npos);
 }

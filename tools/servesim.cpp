@@ -35,6 +35,7 @@
 #include "tools/app/executor.h"
 #include "tools/app/experiment.h"
 #include "tools/app/kernel_checks.h"
+#include "tools/app/launch_command.h"
 #include "tools/app/multi_turn_stats.h"
 #include "tools/app/output.h"
 #include "tools/app/partial_results.h"
@@ -171,10 +172,13 @@ void write_outputs(const std::vector<app::ExperimentResult>& results, bool sweep
         if (timed) {
             write_file(dir / "requests.csv", app::format_requests_csv(results));
             write_file(dir / "bench.json", app::format_vllm_bench(results, bench));
+            write_file(dir / "launch.sh", app::format_launch_script(results));
         }
         std::cerr << "servesim: wrote " << (dir / "summary.{json,csv,txt}").string() << ", "
                   << (dir / "timeseries.csv").string()
-                  << (timed ? ", " + (dir / "requests.csv").string() + " and " + (dir / "bench.json").string() : "")
+                  << (timed ? ", " + (dir / "requests.csv").string() + ", " + (dir / "bench.json").string() +
+                                  " and " + (dir / "launch.sh").string() + " (the vllm serve / bench lines)"
+                            : "")
                   << "\n";
     }
 }

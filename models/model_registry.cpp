@@ -64,6 +64,8 @@ constexpr HfRepo kHfRepos[] = {
     {"Qwen/Qwen3.5-27B", "Qwen3.5-27B"},
     {"MiniMaxAI/MiniMax-M2.5", "MiniMax-M2.5"},
     {"nvidia/Nemotron-H-8B-Base-8K", "Nemotron-H-8B"},
+    {"deepseek-ai/DeepSeek-V2-Lite", "DeepSeek-V2-Lite"},
+    {"deepseek-ai/DeepSeek-V2-Lite-Chat", "DeepSeek-V2-Lite"},
 };
 
 }  // namespace

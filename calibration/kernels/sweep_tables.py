@@ -1113,6 +1113,10 @@ def run(args):
         "Llama-3.1-8B": dict(h=4096, inter=14336, layers=32, hq=32, hkv=8, hd=128, vocab=128256),
         "Qwen3-30B-A3B": dict(h=2048, layers=48, hq=32, hkv=4, hd=128, vocab=151936, qk_norm=True,
                               moe=(128, 8, 768)),
+        # DeepSeek-V2-Lite (tests/fixtures/hf/DeepSeek-V2-Lite.json): MLA (no q LoRA; latent 512 + rope 64, nope 128,
+        # v 128), layer 0 dense (10,944), then 64 routed experts top-6 of 1,408 and 2 shared experts (2,816).
+        "DeepSeek-V2-Lite": dict(h=2048, layers=27, hq=16, hkv=16, hd=192, vocab=102400, inter=10944,
+                                 mla=(512, 64, 128, 128), moe=(64, 6, 1408), shared=2816, dense_first=1),
     }
 
     class Fwd:
@@ -1156,6 +1160,12 @@ def run(args):
             self.cs = torch.cat([fr.cos(), fr.sin()], -1).to(BF)
             self.per_layer = per_layer
             log(f"fwd {name}: {self.n_w} distinct weight layers of {c['layers']} ({per_layer / 1e9:.2f} GB each)")
+
+        def kv_bytes(self, B, ctx):
+            return B * ctx * 2 * self.c["hkv"] * self.c["hd"] * 2
+
+        def make_kv(self, B, ctx):
+            return rnd(B, ctx, 2, self.c["hkv"], self.c["hd"])
 
         def mlp(self, L, x, T):
             c = self.c
@@ -1219,19 +1229,132 @@ def run(args):
             last = hbuf.view(B, Tq, h)[:, -1]
             return F.linear(last, self.lm)
 
+    class FwdMLA(Fwd):
+        """DeepSeek-V2-style forward: MLA as vLLM runs it (vllm/model_executor/layers/mla.py, v1/attention/backends/
+        mla/common.py): prefill unabsorbed (kv_b_proj expands the latent to per-head k_nope and v; v padded to the
+        q/k head size for FlashAttention, as vLLM pads it), decode absorbed (q_nope through W_UK into the latent space,
+        scores against the latent cache [c_kv, k_pe], output through W_UV); MoE layers with shared experts."""
+
+        def __init__(self, name, c):
+            self.name, self.c = name, c
+            h, H = c["h"], c["hq"]
+            R, P, N, V = c["mla"]
+            E, k, I = c["moe"]
+            per_layer = (h * H * (N + P) + h * (R + P) + R * H * (N + V) + H * V * h) * 2
+            per_layer += (E * 3 * I * h + E * h + 3 * c["shared"] * h) * 2
+            budget = 0.42 * total_mem
+            self.n_w = max(2, min(c["layers"], int(budget // per_layer)))
+            self.layers = []
+            for li in range(self.n_w):
+                L = dict(q=rnd(H * (N + P), h, scale=0.02), kva=rnd(R + P, h, scale=0.02),
+                         kvb=rnd(H * (N + V), R, scale=0.02), o=rnd(h, H * V, scale=0.02), ln1=rnd(h), ln2=rnd(h),
+                         kvn=rnd(R))
+                # the absorbed views of kv_b_proj: W_UK [H, N, R] and W_UV [H, R, V]
+                wkv = L["kvb"].view(H, N + V, R)
+                L["wuk"] = wkv[:, :N, :].contiguous()
+                L["wuv"] = wkv[:, N:, :].transpose(1, 2).contiguous()
+                if li < c.get("dense_first", 0):
+                    L["gu"] = rnd(2 * c["inter"], h, scale=0.02)
+                    L["d"] = rnd(h, c["inter"], scale=0.02)
+                else:
+                    L["router"] = rnd(E, h, scale=0.02)
+                    w13 = rnd(E, 2 * I, h, scale=0.02)
+                    w2 = rnd(E, h, I, scale=0.02)
+                    if caps.get("grouped_mm") == "transposed":
+                        L["w13t"], L["w2t"] = w13.transpose(1, 2), w2.transpose(1, 2)
+                    else:
+                        L["w13t"], L["w2t"] = w13.transpose(1, 2).contiguous(), w2.transpose(1, 2).contiguous()
+                        del w13, w2
+                    L["sgu"] = rnd(2 * c["shared"], h, scale=0.02)
+                    L["sd"] = rnd(h, c["shared"], scale=0.02)
+                self.layers.append(L)
+            self.emb = rnd(c["vocab"], h)
+            self.lm = rnd(c["vocab"], h, scale=0.02)
+            self.lnf = rnd(h)
+            inv = 1.0 / (1e4 ** (torch.arange(0, P, 2, device=DEV).float() / P))
+            fr = torch.outer(torch.arange(40960, device=DEV).float(), inv)
+            self.cs = torch.cat([fr.cos(), fr.sin()], -1).to(BF)
+            self.per_layer = per_layer
+            log(f"fwd {name}: {self.n_w} distinct weight layers of {c['layers']} ({per_layer / 1e9:.2f} GB each)")
+
+        def kv_bytes(self, B, ctx):
+            R, P, _, _ = self.c["mla"]
+            return B * ctx * (R + P) * 2
+
+        def make_kv(self, B, ctx):
+            R, P, _, _ = self.c["mla"]
+            return rnd(B, ctx, R + P)
+
+        def ffn(self, L, x, T):
+            c = self.c
+            if "gu" in L:
+                gu = F.linear(x, L["gu"])
+                a = torch.empty(T, c["inter"], device=DEV, dtype=BF)
+                SILU_MUL(gu, a)
+                return F.linear(a, L["d"])
+            routed = Fwd.mlp(self, L, x, T)
+            sgu = F.linear(x, L["sgu"])
+            a = torch.empty(T, c["shared"], device=DEV, dtype=BF)
+            SILU_MUL(sgu, a)
+            return routed + F.linear(a, L["sd"])
+
+        def forward(self, ids, pos, kv, B, Tq, ctx):
+            c = self.c
+            h, H = c["h"], c["hq"]
+            R, P, N, V = c["mla"]
+            T = ids.shape[0]
+            x = self.emb.index_select(0, ids)
+            res = torch.zeros_like(x)
+            hbuf = torch.empty_like(x)
+            for li in range(c["layers"]):
+                d = c.get("dense_first", 0)   # layers [0, d) dense; the MoE layers cycle over the rest
+                L = self.layers[li] if li < d else self.layers[d + (li - d) % (self.n_w - d)]
+                ADD_RMS(x, res, L["ln1"], hbuf)
+                q = F.linear(hbuf, L["q"])
+                kva = F.linear(hbuf, L["kva"])
+                tk["head_rmsnorm"](kva, 0, T, 1, R, R + P, L["kvn"])
+                tk["rope"](q.view(-1)[N:], pos, self.cs, H, N + P, H * (N + P), rot=P)
+                tk["rope"](kva.view(-1)[R:], pos, self.cs, 1, P, R + P, rot=P)
+                if kv is None:
+                    e = F.linear(kva[:, :R], L["kvb"]).view(T, H, N + V)
+                    k = torch.cat([e[..., :N], kva[:, R:].unsqueeze(1).expand(T, H, P)], -1)
+                    v = F.pad(e[..., N:], (0, N + P - V))
+                    qh = q.view(1, T, H, N + P).transpose(1, 2)
+                    with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
+                        o = F.scaled_dot_product_attention(qh, k.view(1, T, H, N + P).transpose(1, 2),
+                                                           v.view(1, T, H, N + P).transpose(1, 2), is_causal=True)
+                    o = o.transpose(1, 2)[..., :V].reshape(T, H * V)
+                else:
+                    cache = kv[li % len(kv)]
+                    cache[:, ctx - 1].copy_(kva.view(B, R + P))
+                    qv = q.view(B, H, N + P)
+                    ql = torch.bmm(qv[..., :N].transpose(0, 1), L["wuk"])          # [H, B, R]
+                    qf = torch.cat([ql.transpose(0, 1), qv[..., N:]], -1)          # [B, H, R + P]
+                    sc = torch.bmm(qf, cache.transpose(1, 2))                       # [B, H, ctx]
+                    pr = torch.softmax(sc * (N + P) ** -0.5, dim=-1)
+                    ol = torch.bmm(pr, cache[..., :R])                              # [B, H, R]
+                    o = torch.bmm(ol.transpose(0, 1), L["wuv"]).transpose(0, 1).reshape(T, H * V)
+                x = F.linear(o, L["o"])
+                ADD_RMS(x, res, L["ln2"], hbuf)
+                x = self.ffn(L, hbuf, T)
+            ADD_RMS(x, res, self.lnf, hbuf)
+            last = hbuf.view(B, Tq, h)[:, -1]
+            return F.linear(last, self.lm)
+
     def forwards():
         log("== forwards")
         if not tk or not caps.get("grouped_mm") or not any(b[0] == "flash" for b in caps.get("prefill", [])):
             log("forwards need the triton kernels, grouped_mm and SDPA flash: skipped")
             return
-        names = ["Qwen3-4B"] if quick else ([x for x in args.fwd_models.split(",") if x] or list(FWD_MODELS))
+        chosen = [x for x in args.fwd_models.split(",") if x]
+        names = chosen or (["Qwen3-4B"] if quick else list(FWD_MODELS))
         for name in names:
             if left() < 20:
                 log("DEADLINE in forwards")
                 break
             c = FWD_MODELS[name]
             try:
-                m = Fwd(name, c)
+                m = FwdMLA(name, c) if c.get("mla") else Fwd(name, c)
             except torch.OutOfMemoryError:
                 log(f"fwd {name}: OOM building weights")
                 torch.cuda.empty_cache()
@@ -1256,6 +1379,30 @@ def run(args):
                                            "layers": c["layers"], "distinct_weight_layers": m.n_w})
                     table.write()
                     log(f"fwd {name} prefill {T}: {statistics.median(ts):.3f} ms (all {[round(t, 3) for t in ts]})")
+                    if T <= 2048:
+                        # vLLM runs prefills of up to its largest capture size under (piecewise) CUDA graphs: the
+                        # same forward replayed from a graph, without the eager launches from Python.
+                        with torch.no_grad():
+                            g = torch.cuda.CUDAGraph()
+                            with torch.cuda.graph(g):
+                                m.forward(ids, pos, None, 1, T, 0)
+                            g.replay()
+                            torch.cuda.synchronize()
+                            tg = []
+                            for _ in range(7):
+                                s, e = ev(), ev()
+                                s.record()
+                                g.replay()
+                                e.record()
+                                e.synchronize()
+                                tg.append(s.elapsed_time(e))
+                        del g
+                        table.forwards.append({"model": name, "kind": "prefill", "tokens": T, "context": 0,
+                                               "batch": 1, "ms": r4(statistics.median(tg)), "cuda_graph": True,
+                                               "layers": c["layers"], "distinct_weight_layers": m.n_w})
+                        table.write()
+                        log(f"fwd {name} prefill {T} graph: {statistics.median(tg):.3f} ms "
+                            f"(all {[round(t, 3) for t in tg]})")
                 except Exception as ex:
                     log(f"fwd {name} prefill {T} FAILED: {str(ex)[:300]}")
                     traceback.print_exc()
@@ -1265,9 +1412,9 @@ def run(args):
                     if left() < 10:
                         break
                     try:
-                        per_layer_kv = B * ctx * 2 * c["hkv"] * c["hd"] * 2
+                        per_layer_kv = m.kv_bytes(B, ctx)
                         n_kv = max(2, min(c["layers"], int(0.3 * total_mem // per_layer_kv)))
-                        kv = [rnd(B, ctx, 2, c["hkv"], c["hd"]) for _ in range(n_kv)]
+                        kv = [m.make_kv(B, ctx) for _ in range(n_kv)]
                         ids = torch.randint(0, c["vocab"], (B,), device=DEV)
                         pos = torch.full((B,), ctx - 1, device=DEV, dtype=torch.long)
                         with torch.no_grad():

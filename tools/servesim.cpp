@@ -34,6 +34,7 @@
 #include "tools/app/engine_keys.h"
 #include "tools/app/executor.h"
 #include "tools/app/experiment.h"
+#include "tools/app/flag_suggestions.h"
 #include "tools/app/kernel_checks.h"
 #include "tools/app/launch_command.h"
 #include "tools/app/multi_turn_stats.h"
@@ -279,7 +280,9 @@ int cmd_run_or_sweep(bool sweep, const std::vector<std::string>& args, app::Exec
     po::positional_options_description pos;
     pos.add("scenario", 1);
     po::variables_map vm;
-    po::store(po::command_line_parser(flags.rest).options(all).positional(pos).run(), vm);
+    po::command_line_parser parser(flags.rest);
+    parser.options(all).positional(pos);
+    app::store_or_suggest(parser, all, vm, sweep ? "sweep" : "run");
     po::notify(vm);
     if (vm.count("help")) {
         std::cout << opts << "\n" << app::engine_flags_help();
@@ -450,7 +453,9 @@ int cmd_inspect(const std::vector<std::string>& args) {
     po::positional_options_description positional;
     positional.add("scenario", 1);
     po::variables_map vm;
-    po::store(po::command_line_parser(flags.rest).options(all).positional(positional).run(), vm);
+    po::command_line_parser parser(flags.rest);
+    parser.options(all).positional(positional);
+    app::store_or_suggest(parser, all, vm, "inspect");
     po::notify(vm);
     if (vm.count("help")) {
         std::cout << opts << "\n" << app::engine_flags_help();

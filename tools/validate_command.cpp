@@ -16,6 +16,7 @@
 #include "tools/app/command_line.h"
 #include "tools/app/output.h"
 #include "tools/app/scenario.h"
+#include "tools/app/flag_suggestions.h"
 #include "tools/app/validation.h"
 
 namespace servesim::cli {
@@ -204,7 +205,9 @@ int cmd_validate(const std::vector<std::string>& args, app::Executor& executor,
     po::positional_options_description pos;
     pos.add("run", -1);
     po::variables_map vm;
-    po::store(po::command_line_parser(flags.rest).options(opts).positional(pos).run(), vm);
+    po::command_line_parser parser(flags.rest);
+    parser.options(opts).positional(pos);
+    app::store_or_suggest(parser, opts, vm, "validate");
     po::notify(vm);
     if (vm.count("help")) {
         std::cout << opts << "\n" << app::engine_flags_help();
@@ -274,7 +277,9 @@ int cmd_fit_request_path(const std::vector<std::string>& args, app::Executor& ex
     po::positional_options_description pos;
     pos.add("from-measurements", -1);
     po::variables_map vm;
-    po::store(po::command_line_parser(flags.rest).options(opts).positional(pos).run(), vm);
+    po::command_line_parser parser(flags.rest);
+    parser.options(opts).positional(pos);
+    app::store_or_suggest(parser, opts, vm, "calibrate --from-measurements");
     po::notify(vm);
     if (vm.count("help")) {
         std::cout << opts;

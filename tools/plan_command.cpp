@@ -141,7 +141,8 @@ int cmd_plan(int argc, char** argv, const std::function<int(const std::string&)>
         }
     }
     // Probe runs go to a partial-results file as they finish (the root only), for --resume after a failure.
-    app::PartialResultsScope partial(executor.is_root(), checkpoint, resume, out_dir);
+    app::PartialResultsScope partial(executor, true, checkpoint, resume, out_dir, app::scenario_fingerprint(r),
+                                     std::vector<std::string>(argv, argv + argc));
     r.executor = &executor;
     const bool tty = isatty(STDERR_FILENO) != 0 && executor.is_root();
     const auto result = partial.run(std::cerr, [&](app::PartialResults* file) {

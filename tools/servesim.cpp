@@ -389,8 +389,12 @@ int cmd_run_or_sweep(bool sweep, const std::vector<std::string>& args, app::Exec
         }
     }
     // A sweep keeps each finished run in a partial-results file (the root only), for --resume after a failure.
-    app::PartialResultsScope partial(executor.is_root() && (sweep || !checkpoint.empty() || !resume.empty()),
-                                     checkpoint, resume, out_dir);
+    // A scenario fingerprint in its header keeps another command's file from being resumed; SIGINT/SIGTERM stop the
+    // sweep after the runs in flight and print the --resume command (tools/app/interrupt.h).
+    std::vector<std::string> words{sweep ? "sweep" : "run"};
+    words.insert(words.end(), args.begin(), args.end());
+    app::PartialResultsScope partial(executor, sweep || !checkpoint.empty() || !resume.empty(), checkpoint, resume,
+                                     out_dir, app::scenario_fingerprint(sc.experiments), words);
     const auto results = partial.run(std::cerr, [&](app::PartialResults* file) {
         return app::run_experiments(sc.experiments, jobs, progress, app::RunOptions{&executor, file, false});
     });
@@ -838,6 +842,8 @@ int main(int argc, char** argv) {
         return rc;
     } catch (const app::RunAbandoned&) {
         return 1;  // a run failed on some rank; rank 0 names it
+    } catch (const app::Interrupted& e) {
+        return 128 + e.signal();  // as a shell reports a process a signal ended; the partial-results scope said why
     } catch (const ConfigError& e) {
         return fail(2, fmt::format("servesim: error: {}\n", e.what()));
     } catch (const po::error& e) {

@@ -69,7 +69,8 @@ int cmd_plan(int argc, char** argv, const std::function<int(const std::string&)>
         "plot", "with --out: also draw plan-latency.png and plan-cost.png there (tools/plot/plot_plan.py)")(
         "jobs,j", po::value<int>(&r.jobs), "worker threads (the answer does not depend on it)")(
         "checkpoint", po::value<std::string>(&checkpoint),
-        "keep each finished probe run in FILE as it finishes (docs/MPI.md; a failed or interrupted plan keeps one anyway)")(
+        "keep each finished probe run in FILE as it finishes (docs/MPI.md; a failed or interrupted plan keeps one "
+        "anyway)")(
         "resume", po::value<std::string>(&resume),
         "take the probe runs FILE holds (--checkpoint, or kept by a failed or interrupted plan), run only the rest");
     po::positional_options_description pos;

@@ -249,7 +249,8 @@ int cmd_run_or_sweep(bool sweep, const std::vector<std::string>& args, app::Exec
         "seed", po::value<std::string>(&seed), "master seed, 0 to 2^63-1 (replaces the scenario's)")(
         "jobs,j", po::value<int>(&jobs), "worker threads (results do not depend on it)")(
         "checkpoint", po::value<std::string>(&checkpoint),
-        "sweep: keep each finished run in FILE as it finishes (docs/MPI.md; a failed or interrupted sweep keeps one anyway)")(
+        "sweep: keep each finished run in FILE as it finishes (docs/MPI.md; a failed or interrupted sweep keeps one "
+        "anyway)")(
         "resume", po::value<std::string>(&resume),
         "sweep: take the runs FILE holds (--checkpoint, or kept by a failed or interrupted sweep), run only the rest")(
         "model", opt_string(model), "model preset or Hugging Face repo id (replaces the scenario's model)")(

@@ -7,8 +7,8 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <cstdio>
 #include <csignal>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -119,7 +119,8 @@ TEST_CASE("CLI: SIGINT stops a sweep after the runs in flight, naming the file a
     CHECK(contains(err, "servesim: stopping after the runs in flight (a second Ctrl-C or SIGTERM ends at once)\n"));
     CHECK(contains(err, "servesim: stopped by SIGINT: the runs in flight finished, "));
     const std::string name = "./servesim-partial-" + std::to_string(pid) + ".bin";
-    const std::string command = std::string(SERVESIM_BINARY) + " sweep slow.yaml --jobs 1 --format csv --resume " + name;
+    const std::string command =
+        std::string(SERVESIM_BINARY) + " sweep slow.yaml --jobs 1 --format csv --resume " + name;
     CHECK(contains(err, " kept in " + name + "; repeat the command with --resume " + name +
                             " to run only the rest:\n    " + command + "\n"));
     CHECK(read(fs::path(dir) / "out.csv").empty());  // no half table
@@ -158,8 +159,9 @@ TEST_CASE("CLI: a failed sweep leaves no partial file with no run finished, and 
                                              "cd '" + dir + "' && SERVESIM_FAIL_RUN='slow rate=5' ");
     INFO(first.output);
     CHECK(first.status == 1);
-    CHECK(contains(first.output,
-                   "servesim: error: experiment 'slow rate=5' failed: fault injected by SERVESIM_FAIL_RUN=slow rate=5\n"));
+    CHECK(contains(
+        first.output,
+        "servesim: error: experiment 'slow rate=5' failed: fault injected by SERVESIM_FAIL_RUN=slow rate=5\n"));
     CHECK_FALSE(contains(first.output, "kept in"));
     CHECK(partial_files(dir) == 0);
     // The third fails: the two before are kept, and the command to resume is printed.
@@ -172,8 +174,8 @@ TEST_CASE("CLI: a failed sweep leaves no partial file with no run finished, and 
     const auto at = third.output.find(marker);
     REQUIRE(at != std::string::npos);
     CHECK(contains(third.output, "servesim: 2 finished runs are kept in ./servesim-partial-"));
-    const std::string command = third.output.substr(at + marker.size(),
-                                                    third.output.find('\n', at + marker.size()) - at - marker.size());
+    const std::string command =
+        third.output.substr(at + marker.size(), third.output.find('\n', at + marker.size()) - at - marker.size());
     const Ran resumed = shell_in(dir, command);
     const Ran fresh = shell_in(dir, exe + " sweep slow.yaml --jobs 1 --format csv");
     CHECK(resumed.status == 0);

@@ -3,7 +3,10 @@
 // anywhere gives back exactly the whole records before the cut, and files of another scenario, format or codec
 // version are refused by name. The --resume command printed after a failure drops --checkpoint/--resume and quotes
 // what a shell would split.
+#include "tools/app/partial_results.h"
+
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <boost/crc.hpp>
 #include <csignal>
@@ -14,14 +17,11 @@
 #include <string>
 #include <vector>
 
-#include <unistd.h>
-
 #include "common/error.h"
 #include "tests/catch.h"
 #include "tools/app/executor.h"
 #include "tools/app/experiment.h"
 #include "tools/app/interrupt.h"
-#include "tools/app/partial_results.h"
 #include "tools/app/result_codec.h"
 #include "tools/app/scenario.h"
 
@@ -125,8 +125,9 @@ TEST_CASE("every one-byte corruption of a checkpoint is refused, naming the file
             CHECK(error.starts_with("--resume: '" + c.path + "' "));
             const bool says_what =
                 error.find(" is damaged: ") != std::string::npos ||
-                error.find("is not a servesim partial-results file (written by --checkpoint, or kept by a sweep or "
-                           "plan that failed), or its first line is damaged") != std::string::npos ||
+                error.find(
+                    "is not a servesim partial-results file (written by --checkpoint, or kept by a sweep or "
+                    "plan that failed), or its first line is damaged") != std::string::npos ||
                 error.find("is a partial-results file of another servesim release (format v3; this build reads v2)") !=
                     std::string::npos;
             CHECK(says_what);
@@ -152,10 +153,11 @@ TEST_CASE("every one-byte corruption of a checkpoint is refused, naming the file
     bad = c.bytes;
     bad[48 + 24 + r0 + 9] ^= 1;  // the second record's byte count
     write(c.path, bad);
-    CHECK(resume_error(c.path, fp) ==
-          fmt::format("--resume: '{}' is damaged: record 2 (at byte {}) fails its header's CRC-32 checksum; nothing was "
-                      "resumed; run the command without --resume to start afresh",
-                      c.path, 48 + 24 + r0));
+    CHECK(
+        resume_error(c.path, fp) ==
+        fmt::format("--resume: '{}' is damaged: record 2 (at byte {}) fails its header's CRC-32 checksum; nothing was "
+                    "resumed; run the command without --resume to start afresh",
+                    c.path, 48 + 24 + r0));
     bad = c.bytes;
     bad[48 + 20 + 7] ^= 1;  // a byte of the first record's result
     write(c.path, bad);
@@ -259,7 +261,9 @@ std::string empty_dir(const std::string& name) {
     return dir.string();
 }
 
-bool is_empty(const std::string& dir) { return std::filesystem::is_empty(dir); }
+bool is_empty(const std::string& dir) {
+    return std::filesystem::is_empty(dir);
+}
 
 TEST_CASE("SIGINT after a run finished: the scope names the file and the --resume command", "[partial]") {
     const auto cs = configs();
@@ -270,11 +274,14 @@ TEST_CASE("SIGINT after a run finished: the scope names the file and the --resum
     // The signal arrives as the first of the two runs finishes (one thread): the second is never started.
     CHECK_THROWS_AS(scope.run(log,
                               [&](PartialResults* file) {
-                                  return run_experiments(cs, 1, [](int done, int) {
-                                      if (done == 1) {
-                                          std::raise(SIGINT);
-                                      }
-                                  }, RunOptions{&local, file, false});
+                                  return run_experiments(
+                                      cs, 1,
+                                      [](int done, int) {
+                                          if (done == 1) {
+                                              std::raise(SIGINT);
+                                          }
+                                      },
+                                      RunOptions{&local, file, false});
                               }),
                     Interrupted);
     const std::string file = (std::filesystem::path(dir) / fmt::format("servesim-partial-{}.bin", getpid())).string();
@@ -302,17 +309,20 @@ TEST_CASE("SIGTERM before any run finished, or a failure of the first run, leave
                                       return run_experiments(cs, 1, {}, RunOptions{&local, file, false});
                                   }),
                         Interrupted);
-        CHECK(log.str() == "servesim: stopped by SIGTERM: the runs in flight finished, 2 runs were not started\n"
-                           "servesim: no run had finished: nothing is kept\n");
+        CHECK(log.str() ==
+              "servesim: stopped by SIGTERM: the runs in flight finished, 2 runs were not started\n"
+              "servesim: no run had finished: nothing is kept\n");
         CHECK(is_empty(dir));
     }
     {
         PartialResultsScope scope(local, true, "", "", dir, scenario_fingerprint(cs), {"sweep", "tiny.yaml"});
         std::ostringstream log;
         ::setenv("SERVESIM_FAIL_RUN", "a", 1);  // the first run fails (one thread: nothing else started)
-        CHECK_THROWS_WITH(
-            scope.run(log, [&](PartialResults* file) { return run_experiments(cs, 1, {}, RunOptions{&local, file, false}); }),
-            "experiment 'a' failed: fault injected by SERVESIM_FAIL_RUN=a");
+        CHECK_THROWS_WITH(scope.run(log,
+                                    [&](PartialResults* file) {
+                                        return run_experiments(cs, 1, {}, RunOptions{&local, file, false});
+                                    }),
+                          "experiment 'a' failed: fault injected by SERVESIM_FAIL_RUN=a");
         ::unsetenv("SERVESIM_FAIL_RUN");
         CHECK(log.str().empty());  // the error itself is the caller's to print
         CHECK(is_empty(dir));

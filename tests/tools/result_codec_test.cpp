@@ -195,7 +195,8 @@ TEST_CASE("a file that is not a partial-results file is refused naming the flag"
               "' is not a servesim partial-results file (written by --checkpoint, or kept by a sweep or plan that "
               "failed), or its first line is damaged; run the command without --resume to start afresh");
     std::filesystem::remove(path);
-    CHECK(error_of([&] { (void)PartialResults::resume(path, "--resume", scenario_fingerprint(cs)); }) == "--resume: cannot read '" + path + "'");
+    CHECK(error_of([&] { (void)PartialResults::resume(path, "--resume", scenario_fingerprint(cs)); }) ==
+          "--resume: cannot read '" + path + "'");
 }
 
 TEST_CASE("a resumed batch runs only the missing runs and prints as an uninterrupted one", "[result-codec]") {

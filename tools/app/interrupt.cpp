@@ -2,10 +2,9 @@
 #include "tools/app/interrupt.h"
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <atomic>
-
-#include <unistd.h>
 
 namespace servesim::app {
 
@@ -20,8 +19,10 @@ static_assert(std::atomic<std::sig_atomic_t>::is_always_lock_free);
 
 extern "C" void on_interrupt(int signal) {
     g_interrupt_signal.store(signal);
+
     // From now on either signal has its default action (ends the process at once). sigaction is async-signal-safe.
     struct sigaction dfl {};
+
     dfl.sa_handler = SIG_DFL;
     sigemptyset(&dfl.sa_mask);
     sigaction(SIGINT, &dfl, nullptr);
@@ -36,7 +37,9 @@ extern "C" void on_interrupt(int signal) {
 
 Interrupted::Interrupted(int signal, std::size_t not_started)
     : std::runtime_error(fmt::format("stopped by {}: the runs in flight finished, {} run{} not started",
-                                     signal_name(signal), not_started, not_started == 1 ? " was" : "s were")),
+                                     signal_name(signal),
+                                     not_started,
+                                     not_started == 1 ? " was" : "s were")),
       signal_(signal) {}
 
 std::string signal_name(int signal) {
@@ -52,7 +55,9 @@ std::string signal_name(int signal) {
 
 InterruptGuard::InterruptGuard() {
     g_interrupt_signal.store(0);
+
     struct sigaction sa {};
+
     sa.sa_handler = on_interrupt;
     sigemptyset(&sa.sa_mask);
     // SA_RESTART: system calls in flight (file writes, joins) resume rather than fail with EINTR. The handler itself
@@ -65,8 +70,11 @@ InterruptGuard::InterruptGuard() {
 InterruptGuard::~InterruptGuard() {
     sigaction(SIGINT, &old_int_, nullptr);
     sigaction(SIGTERM, &old_term_, nullptr);
+    g_interrupt_signal.store(0);  // a later batch of this process (a test's) runs as if none came
 }
 
-int pending_interrupt() { return g_interrupt_signal.load(); }
+int pending_interrupt() {
+    return g_interrupt_signal.load();
+}
 
 }  // namespace servesim::app

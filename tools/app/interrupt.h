@@ -6,8 +6,8 @@
 // This is servesim's own behaviour (vLLM's bench tools have no resumable batches to follow).
 #pragma once
 
-#include <cstddef>
 #include <csignal>
+#include <cstddef>
 #include <stdexcept>
 #include <string>
 
@@ -15,11 +15,12 @@ namespace servesim::app {
 
 // Thrown by an executor that stopped starting runs because a signal arrived: `signal` is SIGINT or SIGTERM.
 class Interrupted : public std::runtime_error {
-public:
+  public:
     Interrupted(int signal, std::size_t not_started);
+
     [[nodiscard]] int signal() const { return signal_; }
 
-private:
+  private:
     int signal_;
 };
 
@@ -27,16 +28,17 @@ private:
 [[nodiscard]] std::string signal_name(int signal);
 
 // Installs the handlers (sigaction, SA_RESTART) for SIGINT and SIGTERM and clears the flag; the
-// destructor puts the previous handlers back. One guard at a time (the flag is per process).
+// destructor puts the previous handlers back and clears the flag again. One guard at a time (the flag is per process).
 class InterruptGuard {
-public:
+  public:
     InterruptGuard();
     ~InterruptGuard();
     InterruptGuard(const InterruptGuard&) = delete;
     InterruptGuard& operator=(const InterruptGuard&) = delete;
 
-private:
+  private:
     struct sigaction old_int_ {};
+
     struct sigaction old_term_ {};
 };
 

@@ -2,14 +2,13 @@
 #include "tools/app/partial_results.h"
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <boost/crc.hpp>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <sstream>
-
-#include <unistd.h>
 
 #include "common/error.h"
 #include "tools/app/plan.h"
@@ -22,8 +21,8 @@ namespace {
 constexpr std::string_view kMagic = "servesim partial results v2\n";
 constexpr std::string_view kMagicAnyVersion = "servesim partial results v";
 constexpr std::uint32_t kByteOrderMark = 0x01020304;
-constexpr std::size_t kHeaderBytes = kMagic.size() + 4 + 4 + 8;     // before the header's CRC
-constexpr std::size_t kRecordHeaderBytes = 8 + 8;                   // before the record header's CRC
+constexpr std::size_t kHeaderBytes = kMagic.size() + 4 + 4 + 8;  // before the header's CRC
+constexpr std::size_t kRecordHeaderBytes = 8 + 8;                // before the record header's CRC
 constexpr std::size_t kCrcBytes = 4;
 
 std::uint32_t crc32(std::string_view bytes) {
@@ -65,7 +64,8 @@ std::string header(std::uint64_t scenario_fingerprint) {
 
 }  // namespace
 
-PartialResults PartialResults::create(const std::string& path, const std::string& flag,
+PartialResults PartialResults::create(const std::string& path,
+                                      const std::string& flag,
                                       std::uint64_t scenario_fingerprint) {
     PartialResults p(path, flag);
     const std::string h = header(scenario_fingerprint);
@@ -78,7 +78,8 @@ PartialResults PartialResults::create(const std::string& path, const std::string
     return p;
 }
 
-PartialResults PartialResults::create_on_first_append(const std::string& path, const std::string& flag,
+PartialResults PartialResults::create_on_first_append(const std::string& path,
+                                                      const std::string& flag,
                                                       std::uint64_t scenario_fingerprint) {
     PartialResults p = create(path, flag, scenario_fingerprint);
     p.out_.close();
@@ -88,7 +89,8 @@ PartialResults PartialResults::create_on_first_append(const std::string& path, c
     return p;
 }
 
-PartialResults PartialResults::resume(const std::string& path, const std::string& flag,
+PartialResults PartialResults::resume(const std::string& path,
+                                      const std::string& flag,
                                       std::uint64_t scenario_fingerprint) {
     PartialResults p(path, flag);
     std::string text;
@@ -111,14 +113,15 @@ PartialResults PartialResults::resume(const std::string& path, const std::string
         if (text.starts_with(kMagicAnyVersion) && eol != std::string::npos && eol > kMagicAnyVersion.size() &&
             eol <= kMagicAnyVersion.size() + 4 &&
             text.find_first_not_of("0123456789", kMagicAnyVersion.size()) == eol) {
-            throw ConfigError(fmt::format("{}: '{}' is a partial-results file of another servesim release (format "
-                                          "v{}; this build reads v2): its runs cannot be read back{}",
-                                          flag, path, text.substr(kMagicAnyVersion.size(), eol - kMagicAnyVersion.size()),
-                                          afresh));
+            throw ConfigError(
+                fmt::format("{}: '{}' is a partial-results file of another servesim release (format "
+                            "v{}; this build reads v2): its runs cannot be read back{}",
+                            flag, path, text.substr(kMagicAnyVersion.size(), eol - kMagicAnyVersion.size()), afresh));
         }
-        throw ConfigError(fmt::format("{}: '{}' is not a servesim partial-results file (written by --checkpoint, or "
-                                      "kept by a sweep or plan that failed), or its first line is damaged{}",
-                                      flag, path, afresh));
+        throw ConfigError(
+            fmt::format("{}: '{}' is not a servesim partial-results file (written by --checkpoint, or "
+                        "kept by a sweep or plan that failed), or its first line is damaged{}",
+                        flag, path, afresh));
     }
     if (text.size() < kHeaderBytes + kCrcBytes) {
         throw damaged(fmt::format("its header ends after {} of {} bytes", text.size(), kHeaderBytes + kCrcBytes));
@@ -132,9 +135,10 @@ PartialResults PartialResults::resume(const std::string& path, const std::string
     }
     const auto codec = get<std::uint32_t>(text, kMagic.size() + 4);
     if (codec != result_codec_version()) {
-        throw ConfigError(fmt::format("{}: '{}' was written by another servesim build (result codec version {}; this "
-                                      "build reads {}): its runs cannot be read back{}",
-                                      flag, path, codec, result_codec_version(), afresh));
+        throw ConfigError(
+            fmt::format("{}: '{}' was written by another servesim build (result codec version {}; this "
+                        "build reads {}): its runs cannot be read back{}",
+                        flag, path, codec, result_codec_version(), afresh));
     }
     if (get<std::uint64_t>(text, kMagic.size() + 8) != scenario_fingerprint) {
         throw ConfigError(fmt::format(
@@ -172,12 +176,14 @@ PartialResults PartialResults::resume(const std::string& path, const std::string
         good_end = pos;
     }
     p.num_loaded_ = p.stored_.size();
-    // Append after the last whole record (a torn tail is overwritten).
-    text.resize(good_end);
-    p.out_.open(path, std::ios::binary | std::ios::trunc);
-    p.out_.write(text.data(), static_cast<std::streamsize>(text.size()));
-    p.out_.flush();
-    if (!p.out_) {
+    // Append after the last whole record: a torn tail is cut off, the records before are never rewritten (a process
+    // killed now loses nothing).
+    std::error_code ec;
+    if (good_end < text.size()) {
+        std::filesystem::resize_file(path, good_end, ec);
+    }
+    p.out_.open(path, std::ios::binary | std::ios::app);
+    if (ec || !p.out_) {
         throw ConfigError(fmt::format("{}: cannot write '{}'", flag, path));
     }
     return p;
@@ -193,9 +199,10 @@ bool PartialResults::find(const ExperimentConfig& config, ExperimentResult& out)
     } catch (const InvariantError& e) {
         // Only bytes that pass their checksum get here: written by a build of the same codec version that
         // encoded otherwise (or made to pass); refused as the file's fault, not ours.
-        throw ConfigError(fmt::format("{}: '{}' holds a record that this build cannot read ({}); run the command "
-                                      "without --resume to start afresh",
-                                      flag_, path_, e.what()));
+        throw ConfigError(
+            fmt::format("{}: '{}' holds a record that this build cannot read ({}); run the command "
+                        "without --resume to start afresh",
+                        flag_, path_, e.what()));
     }
     return true;
 }
@@ -258,13 +265,16 @@ std::uint64_t scenario_fingerprint(const PlanRequest& plan) {
     return h;
 }
 
-std::optional<PartialResults> open_partial_results(const std::string& checkpoint, const std::string& resume,
-                                                   const std::string& default_dir, std::uint64_t scenario_fingerprint,
+std::optional<PartialResults> open_partial_results(const std::string& checkpoint,
+                                                   const std::string& resume,
+                                                   const std::string& default_dir,
+                                                   std::uint64_t scenario_fingerprint,
                                                    bool& is_default) {
     is_default = false;
     if (!checkpoint.empty() && !resume.empty()) {
-        throw ConfigError("command line: give --checkpoint FILE or --resume FILE, not both (--resume appends the runs "
-                          "it adds to its FILE)");
+        throw ConfigError(
+            "command line: give --checkpoint FILE or --resume FILE, not both (--resume appends the runs "
+            "it adds to its FILE)");
     }
     if (!resume.empty()) {
         return PartialResults::resume(resume, "--resume", scenario_fingerprint);
@@ -272,8 +282,8 @@ std::optional<PartialResults> open_partial_results(const std::string& checkpoint
     if (!checkpoint.empty()) {
         return PartialResults::create(checkpoint, "--checkpoint", scenario_fingerprint);
     }
-    const std::filesystem::path path =
-        std::filesystem::path(default_dir.empty() ? "." : default_dir) / fmt::format("servesim-partial-{}.bin", getpid());
+    const std::filesystem::path path = std::filesystem::path(default_dir.empty() ? "." : default_dir) /
+                                       fmt::format("servesim-partial-{}.bin", getpid());
     try {
         auto p = PartialResults::create_on_first_append(path.string(), "partial results", scenario_fingerprint);
         is_default = true;
@@ -285,11 +295,11 @@ std::optional<PartialResults> open_partial_results(const std::string& checkpoint
     }
 }
 
-std::string resume_command(const std::string& program, const std::vector<std::string>& words,
-                           const std::string& file) {
+std::string resume_command(const std::string& program, const std::vector<std::string>& words, const std::string& file) {
     const auto quoted = [](const std::string& w) {
-        const bool plain = !w.empty() && w.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-                                                             "0123456789_./=:,@%+-") == std::string::npos;
+        const bool plain = !w.empty() && w.find_first_not_of(
+                                             "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                                             "0123456789_./=:,@%+-") == std::string::npos;
         if (plain) {
             return w;
         }
@@ -319,14 +329,19 @@ std::string resume_command(const std::string& program, const std::vector<std::st
 
 std::string kept_note(const PartialResults& partial, const std::string& command) {
     const std::size_t n = partial.num_loaded() + partial.num_appended();
-    return fmt::format("{} finished run{} {} kept in {}; repeat the command with --resume {} to run only the rest:\n"
-                       "    {}",
-                       n, n == 1 ? "" : "s", n == 1 ? "is" : "are", partial.path(), partial.path(), command);
+    return fmt::format(
+        "{} finished run{} {} kept in {}; repeat the command with --resume {} to run only the rest:\n"
+        "    {}",
+        n, n == 1 ? "" : "s", n == 1 ? "is" : "are", partial.path(), partial.path(), command);
 }
 
-PartialResultsScope::PartialResultsScope(const Executor& executor, bool keep, const std::string& checkpoint,
-                                         const std::string& resume, const std::string& default_dir,
-                                         std::uint64_t scenario_fingerprint, std::vector<std::string> words)
+PartialResultsScope::PartialResultsScope(const Executor& executor,
+                                         bool keep,
+                                         const std::string& checkpoint,
+                                         const std::string& resume,
+                                         const std::string& default_dir,
+                                         std::uint64_t scenario_fingerprint,
+                                         std::vector<std::string> words)
     : handle_signals_(executor.num_ranks() == 1), words_(std::move(words)) {
     if (keep && executor.is_root()) {
         file_ = open_partial_results(checkpoint, resume, default_dir, scenario_fingerprint, is_default_);

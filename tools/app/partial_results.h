@@ -31,13 +31,14 @@ namespace servesim::app {
 struct PlanRequest;  // tools/app/plan.h
 
 class PartialResults {
-public:
+  public:
     // A new file at `path` (replacing one there) for the scenario of `scenario_fingerprint`. ConfigError naming
     // `flag` when it cannot be written.
     static PartialResults create(const std::string& path, const std::string& flag, std::uint64_t scenario_fingerprint);
     // As create, but the file is only written at the first append (so a command that finishes no run leaves none);
     // whether `path` can be written is checked now.
-    static PartialResults create_on_first_append(const std::string& path, const std::string& flag,
+    static PartialResults create_on_first_append(const std::string& path,
+                                                 const std::string& flag,
                                                  std::uint64_t scenario_fingerprint);
     // The runs `path` holds, appending new ones after them. ConfigError naming `flag` and the file when it cannot be
     // read, is not a partial-results file of this build's format and codec, was written for another scenario
@@ -49,10 +50,12 @@ public:
     void append(const ExperimentConfig& config, const ExperimentResult& result);
 
     [[nodiscard]] const std::string& path() const { return path_; }
+
     [[nodiscard]] std::size_t num_loaded() const { return num_loaded_; }
+
     [[nodiscard]] std::size_t num_appended() const { return num_appended_; }
 
-private:
+  private:
     PartialResults(std::string path, std::string flag) : path_(std::move(path)), flag_(std::move(flag)) {}
 
     std::string path_;
@@ -78,11 +81,13 @@ private:
 [[nodiscard]] std::optional<PartialResults> open_partial_results(const std::string& checkpoint,
                                                                  const std::string& resume,
                                                                  const std::string& default_dir,
-                                                                 std::uint64_t scenario_fingerprint, bool& is_default);
+                                                                 std::uint64_t scenario_fingerprint,
+                                                                 bool& is_default);
 
 // The command line that resumes from `file`: `program` and `words` (the command and its arguments, as typed) with
 // any --checkpoint or --resume dropped and "--resume FILE" added, each word quoted for a POSIX shell where needed.
-[[nodiscard]] std::string resume_command(const std::string& program, const std::vector<std::string>& words,
+[[nodiscard]] std::string resume_command(const std::string& program,
+                                         const std::vector<std::string>& words,
                                          const std::string& file);
 
 // After a failure: "N finished runs are kept in FILE; repeat the command with --resume FILE to run only the rest:"
@@ -95,11 +100,15 @@ private:
 // RunAbandoned: the root reports those) it writes what happened to `log` — the file and the --resume command when a
 // run finished, else it removes a default file — and rethrows; when it succeeds a default file is removed.
 class PartialResultsScope {
-public:
+  public:
     // `keep`: whether this command keeps a file at all; `words`: the command and its arguments (for the --resume
     // command printed); the program's name is the one it was started by.
-    PartialResultsScope(const Executor& executor, bool keep, const std::string& checkpoint, const std::string& resume,
-                        const std::string& default_dir, std::uint64_t scenario_fingerprint,
+    PartialResultsScope(const Executor& executor,
+                        bool keep,
+                        const std::string& checkpoint,
+                        const std::string& resume,
+                        const std::string& default_dir,
+                        std::uint64_t scenario_fingerprint,
                         std::vector<std::string> words);
 
     template <typename Body>
@@ -124,7 +133,7 @@ public:
         }
     }
 
-private:
+  private:
     void remove_default();
     // The file and the --resume command when it holds a run; else a default file is removed (and, when
     // `interrupted`, the user told that nothing was kept).

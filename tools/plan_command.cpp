@@ -69,9 +69,10 @@ int cmd_plan(int argc, char** argv, const std::function<int(const std::string&)>
         "plot", "with --out: also draw plan-latency.png and plan-cost.png there (tools/plot/plot_plan.py)")(
         "jobs,j", po::value<int>(&r.jobs), "worker threads (the answer does not depend on it)")(
         "checkpoint", po::value<std::string>(&checkpoint),
-        "keep each finished probe run in FILE as it finishes (docs/MPI.md; a failed plan keeps one anyway)")(
+        "keep each finished probe run in FILE as it finishes (docs/MPI.md; a failed or interrupted plan keeps one "
+        "anyway)")(
         "resume", po::value<std::string>(&resume),
-        "take the probe runs FILE holds (--checkpoint, or kept by a failed plan), run only the rest");
+        "take the probe runs FILE holds (--checkpoint, or kept by a failed or interrupted plan), run only the rest");
     po::positional_options_description pos;
     pos.add("scenario", 1);
     po::variables_map vm;
@@ -141,7 +142,8 @@ int cmd_plan(int argc, char** argv, const std::function<int(const std::string&)>
         }
     }
     // Probe runs go to a partial-results file as they finish (the root only), for --resume after a failure.
-    app::PartialResultsScope partial(executor.is_root(), checkpoint, resume, out_dir);
+    app::PartialResultsScope partial(executor, true, checkpoint, resume, out_dir, app::scenario_fingerprint(r),
+                                     std::vector<std::string>(argv, argv + argc));
     r.executor = &executor;
     const bool tty = isatty(STDERR_FILENO) != 0 && executor.is_root();
     const auto result = partial.run(std::cerr, [&](app::PartialResults* file) {

@@ -254,9 +254,10 @@ int cmd_run_or_sweep(bool sweep, const std::vector<std::string>& args, app::Exec
         "seed", po::value<std::string>(&seed), "master seed, 0 to 2^63-1 (replaces the scenario's)")(
         "jobs,j", po::value<int>(&jobs), "worker threads (results do not depend on it)")(
         "checkpoint", po::value<std::string>(&checkpoint),
-        "sweep: keep each finished run in FILE as it finishes (docs/MPI.md; a failed sweep keeps one anyway)")(
+        "sweep: keep each finished run in FILE as it finishes (docs/MPI.md; a failed or interrupted sweep keeps one "
+        "anyway)")(
         "resume", po::value<std::string>(&resume),
-        "sweep: take the runs FILE holds (--checkpoint, or kept by a failed sweep), run only the rest")(
+        "sweep: take the runs FILE holds (--checkpoint, or kept by a failed or interrupted sweep), run only the rest")(
         "model", opt_string(model), "model preset or Hugging Face repo id (replaces the scenario's model)")(
         "gpu", opt_string(gpu), "GPU name, see servesim list (replaces the scenario's; default H200)")(
         "cost-model", opt_string(cost_model),
@@ -396,8 +397,12 @@ int cmd_run_or_sweep(bool sweep, const std::vector<std::string>& args, app::Exec
         }
     }
     // A sweep keeps each finished run in a partial-results file (the root only), for --resume after a failure.
-    app::PartialResultsScope partial(executor.is_root() && (sweep || !checkpoint.empty() || !resume.empty()),
-                                     checkpoint, resume, out_dir);
+    // A scenario fingerprint in its header keeps another command's file from being resumed; SIGINT/SIGTERM stop the
+    // sweep after the runs in flight and print the --resume command (tools/app/interrupt.h).
+    std::vector<std::string> words{sweep ? "sweep" : "run"};
+    words.insert(words.end(), args.begin(), args.end());
+    app::PartialResultsScope partial(executor, sweep || !checkpoint.empty() || !resume.empty(), checkpoint, resume,
+                                     out_dir, app::scenario_fingerprint(sc.experiments), words);
     const auto results = partial.run(std::cerr, [&](app::PartialResults* file) {
         return app::run_experiments(sc.experiments, jobs, progress, app::RunOptions{&executor, file, false});
     });
@@ -847,6 +852,8 @@ int main(int argc, char** argv) {
         return rc;
     } catch (const app::RunAbandoned&) {
         return 1;  // a run failed on some rank; rank 0 names it
+    } catch (const app::Interrupted& e) {
+        return 128 + e.signal();  // as a shell reports a process a signal ended; the partial-results scope said why
     } catch (const ConfigError& e) {
         return fail(2, fmt::format("servesim: error: {}\n", e.what()));
     } catch (const po::error& e) {

@@ -161,23 +161,24 @@ TEST_CASE("a partial-results file gives back its runs and drops a record cut sho
     const auto& b = results[1].replicate_runs[1];
     const std::string path = temp_file("partial.bin").string();
     {
-        auto p = PartialResults::create(path, "--checkpoint");
+        auto p = PartialResults::create(path, "--checkpoint", scenario_fingerprint(cs));
         p.append(a.config, a);
         p.append(b.config, b);
         CHECK(p.num_appended() == 2);
     }
     {
-        const auto p = PartialResults::resume(path, "--resume");
+        const auto p = PartialResults::resume(path, "--resume", scenario_fingerprint(cs));
         CHECK(p.num_loaded() == 2);
         ExperimentResult got;
         REQUIRE(p.find(b.config, got));
         CHECK(encode_result(got) == encode_result(b));
         CHECK_FALSE(p.find(results[0].replicate_runs[1].config, got));  // seed 12 of seqs-16 was not stored
     }
-    // A crash while writing the second record: the file ends 5 bytes into it.
+    // A crash while writing the second record: the file ends 5 bytes into its result bytes (which end with their
+    // 4-byte CRC).
     const auto size = std::filesystem::file_size(path);
-    std::filesystem::resize_file(path, size - encode_result(b).size() + 5);
-    const auto p = PartialResults::resume(path, "--resume");
+    std::filesystem::resize_file(path, size - 4 - encode_result(b).size() + 5);
+    const auto p = PartialResults::resume(path, "--resume", scenario_fingerprint(cs));
     CHECK(p.num_loaded() == 1);
     ExperimentResult got;
     CHECK(p.find(a.config, got));
@@ -186,14 +187,16 @@ TEST_CASE("a partial-results file gives back its runs and drops a record cut sho
 }
 
 TEST_CASE("a file that is not a partial-results file is refused naming the flag", "[result-codec]") {
+    const auto cs = configs();
     const std::string path = temp_file("not-partial.bin").string();
     std::ofstream(path) << "name: x\n";
-    CHECK(error_of([&] { (void)PartialResults::resume(path, "--resume"); }) ==
+    CHECK(error_of([&] { (void)PartialResults::resume(path, "--resume", scenario_fingerprint(cs)); }) ==
           "--resume: '" + path +
               "' is not a servesim partial-results file (written by --checkpoint, or kept by a sweep or plan that "
-              "failed)");
+              "failed), or its first line is damaged; run the command without --resume to start afresh");
     std::filesystem::remove(path);
-    CHECK(error_of([&] { (void)PartialResults::resume(path, "--resume"); }) == "--resume: cannot read '" + path + "'");
+    CHECK(error_of([&] { (void)PartialResults::resume(path, "--resume", scenario_fingerprint(cs)); }) ==
+          "--resume: cannot read '" + path + "'");
 }
 
 TEST_CASE("a resumed batch runs only the missing runs and prints as an uninterrupted one", "[result-codec]") {
@@ -202,11 +205,11 @@ TEST_CASE("a resumed batch runs only the missing runs and prints as an uninterru
     const std::string path = temp_file("resume.bin").string();
     {
         // The first run of each experiment finished before an interruption (2 of the 4 runs).
-        auto p = PartialResults::create(path, "--checkpoint");
+        auto p = PartialResults::create(path, "--checkpoint", scenario_fingerprint(cs));
         p.append(fresh[0].replicate_runs[0].config, fresh[0].replicate_runs[0]);
         p.append(fresh[1].replicate_runs[0].config, fresh[1].replicate_runs[0]);
     }
-    auto p = PartialResults::resume(path, "--resume");
+    auto p = PartialResults::resume(path, "--resume", scenario_fingerprint(cs));
     std::vector<int> progress;
     const auto resumed =
         run_experiments(cs, 2, [&](int done, int) { progress.push_back(done); }, RunOptions{nullptr, &p, false});
@@ -220,7 +223,7 @@ TEST_CASE("a resumed batch runs only the missing runs and prints as an uninterru
 TEST_CASE("a failed run is named, and the runs finished before it are kept", "[result-codec]") {
     const auto cs = configs();
     const std::string path = temp_file("failed.bin").string();
-    auto p = PartialResults::create(path, "--checkpoint");
+    auto p = PartialResults::create(path, "--checkpoint", scenario_fingerprint(cs));
     ::setenv("SERVESIM_FAIL_RUN", "seqs-256@12", 1);
     // One thread: the runs go in list order (seqs-16 seeds 11, 12, seqs-256 seed 11), then seqs-256 seed 12 fails.
     CHECK_THROWS_WITH(run_experiments(cs, 1, {}, RunOptions{nullptr, &p, false}),

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "common/error.h"
+#include "tools/app/interrupt.h"
 
 namespace servesim::app {
 
@@ -49,7 +50,8 @@ void LocalExecutor::run(const std::vector<PreparedExperiment>& prepared, const s
             std::size_t i = 0;
             {
                 std::lock_guard<std::mutex> lock(mu);
-                if (failure || next >= todo.size()) {
+                // A signal (interrupt.h) stops the batch as a failure does: no further run starts.
+                if (failure || next >= todo.size() || pending_interrupt() != 0) {
                     return;
                 }
                 i = todo[next++];
@@ -90,6 +92,9 @@ void LocalExecutor::run(const std::vector<PreparedExperiment>& prepared, const s
         } catch (const std::exception& e) {
             throw std::runtime_error(run + e.what());
         }
+    }
+    if (next < todo.size()) {
+        throw Interrupted(pending_interrupt(), todo.size() - next);
     }
 }
 

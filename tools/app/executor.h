@@ -39,7 +39,8 @@ public:
     // When a run fails, no further run starts, those already running finish (and are reported through on_result),
     // and the first failure is rethrown on the root (from another rank: the same error type, its message prefixed
     // with the experiment and the rank). Other ranks take part until the root is done; `todo` and `results` are
-    // the root's alone there.
+    // the root's alone there. LocalExecutor also stops starting runs once a signal arrived (interrupt.h): those
+    // running finish, then it throws Interrupted when some were not started.
     virtual void run(const std::vector<PreparedExperiment>& prepared, const std::vector<std::size_t>& todo, int jobs,
                      std::vector<ExperimentResult>& results, const std::function<void(std::size_t)>& on_result) = 0;
 

@@ -327,6 +327,8 @@ void decode_result(std::string_view bytes, ExperimentResult& r) {
     SERVESIM_CHECK(in.at_end(), "result bytes: {} bytes after the result", bytes.size());
 }
 
+std::uint32_t result_codec_version() { return kCodecVersion; }
+
 std::uint64_t config_fingerprint(const ExperimentConfig& config) {
     Writer w;
     w(config);

@@ -22,6 +22,9 @@ namespace servesim::app {
 // result of this codec.
 void decode_result(std::string_view bytes, ExperimentResult& r);
 
+// The version of the bytes encode_result writes (a partial-results file records it, and refuses another's).
+[[nodiscard]] std::uint32_t result_codec_version();
+
 // FNV-1a over every field of the config (the workload as YAML text): equal configs, equal fingerprints.
 [[nodiscard]] std::uint64_t config_fingerprint(const ExperimentConfig& config);
 

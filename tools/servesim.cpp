@@ -302,6 +302,9 @@ int cmd_run_or_sweep(bool sweep, const std::vector<std::string>& args, app::Exec
     }
     check_format(format);
     const app::BenchOptions bench_options = app::parse_bench_options(percentile_metrics, metric_percentiles);
+    if (format == "vllm-bench" || !out_dir.empty()) {
+        app::check_bench_percentiles(bench_options);  // bench.json / the vllm-bench result use them
+    }
     if (vm.count("warmup-percentages") && format != "multi-turn-bench") {
         throw ConfigError("command line: --warmup-percentages: applies to --format multi-turn-bench only");
     }

@@ -951,7 +951,7 @@ nlohmann::ordered_json to_vllm_bench(const ExperimentResult& r, const BenchOptio
     return j;
 }
 
-std::string format_vllm_bench(const std::vector<ExperimentResult>& results, const BenchOptions& options) {
+void check_bench_percentiles(const BenchOptions& options) {
     for (double p : options.metric_percentiles) {
         if (std::find(options.percentile_metrics.begin(), options.percentile_metrics.end(), "itl") !=
                 options.percentile_metrics.end() &&
@@ -962,6 +962,10 @@ std::string format_vllm_bench(const std::vector<ExperimentResult>& results, cons
                                           percentile_word(p)));
         }
     }
+}
+
+std::string format_vllm_bench(const std::vector<ExperimentResult>& results, const BenchOptions& options) {
+    check_bench_percentiles(options);
     std::vector<nlohmann::ordered_json> objects;
     for (const auto& point : results) {
         if (point.order_only) {

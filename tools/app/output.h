@@ -66,6 +66,9 @@ struct BenchOptions {
 
 // One experiment run: its object; several (experiments, sweep points, replicates): an array of them.
 [[nodiscard]] std::string format_vllm_bench(const std::vector<ExperimentResult>& results, const BenchOptions& options);
+// The percentiles the vllm-bench result can give (pooled ITLs: p50, p90 and p99 only); called before simulating, so a
+// request it cannot answer is refused before the run, not after it.
+void check_bench_percentiles(const BenchOptions& options);
 
 // run: figures as rows, experiments as columns; sweep: one row per point with the main figures.
 [[nodiscard]] std::string format_table(const std::vector<ExperimentResult>& results, bool sweep);

@@ -5,6 +5,7 @@
 // stderr and exit status 2, before simulating.
 #include <boost/program_options.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <chrono>
@@ -642,6 +643,17 @@ int cmd_list() {
                                  g.memory_bandwidth_bytes_per_s / 1e9, g.bf16_dense_flops_per_s / 1e12,
                                  tflops(g.fp8_dense_flops_per_s), tflops(g.fp4_dense_flops_per_s), link,
                                  g.usd_per_gpu_hour ? fmt::format("${:.2f}/h", *g.usd_per_gpu_hour) : "unpriced");
+        // The other names --gpu takes for it: the driver's (nvidia-smi, torch.cuda.get_device_name) and aliases.
+        std::vector<std::string> also;
+        if (!g.device_name.empty()) {
+            also.push_back("\"" + g.device_name + "\"");
+        }
+        for (const auto& a : g.aliases) {
+            also.push_back(a.find(' ') == std::string::npos ? a : "\"" + a + "\"");
+        }
+        if (!also.empty()) {
+            std::cout << fmt::format("  {:<13} also: {}\n", "", fmt::join(also, ", "));
+        }
     }
     std::cout << "  <gpu.yaml>    your own GPU file, by path (format: docs/GPUS.md)\n";
     std::cout << "workload types:\n";

@@ -108,3 +108,18 @@ TEST_CASE("CLI: inspect -pp 2 lists the two stages of Qwen3-4B", "[tools][cli][p
 }
 
 }  // namespace
+
+TEST_CASE("CLI: servesim list shows the other names --gpu takes (the driver's and aliases)", "[tools][cli][gpu]") {
+    const auto r = servesim::test::run_servesim("list", "", false);
+    REQUIRE(r.status == 0);
+    // The H100 SXM's row is followed by its driver name, as nvidia-smi prints it, which --gpu accepts.
+    const auto row = r.output.find("  H100-SXM ");
+    REQUIRE(row != std::string::npos);
+    const auto next = r.output.find('\n', row);
+    const std::string also = r.output.substr(next + 1, r.output.find('\n', next + 1) - next - 1);
+    CHECK(also.find("also: \"NVIDIA H100 80GB HBM3\"") != std::string::npos);
+    const auto run = servesim::test::run_servesim("inspect --model Qwen3-4B --gpu \"NVIDIA H100 80GB HBM3\"", "",
+                                                  false);
+    CHECK(run.status == 0);
+    CHECK(run.output.find("H100-SXM") != std::string::npos);
+}

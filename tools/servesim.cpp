@@ -218,6 +218,7 @@ int cmd_run_or_sweep(bool sweep, const std::vector<std::string>& args, app::Exec
     std::string seed;
     std::string checkpoint;
     std::string resume;
+    std::vector<std::string> experiment_names;
     int jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     std::optional<std::string> model;
     std::optional<std::string> gpu;
@@ -239,8 +240,10 @@ int cmd_run_or_sweep(bool sweep, const std::vector<std::string>& args, app::Exec
         "statistics summary of vLLM's multi-turn benchmark); docs/OUTPUTS.md")(
         "out", po::value<std::string>(&out_dir),
         "also write summary.{json,csv,txt}, timeseries.csv (queue, KV usage over time), requests.csv (one row per "
-        "request) and bench.json (vllm-bench) into this folder")(
+        "request), bench.json (vllm-bench) and launch.sh (the vllm serve / bench lines) into this folder")(
         "plot", "with --out: also draw the folder's PNGs (servesim plot)")(
+        "experiment", po::value<std::vector<std::string>>(&experiment_names),
+        "run only the experiment of this name (an experiments: entry; in a sweep, all its points); repeatable")(
         "goodput", po::value<std::vector<std::string>>(&goodput)->multitoken(),
         "service-level objectives in ms, as vllm bench serve --goodput: ttft:500 tpot:50 e2el:2000 (scenario key "
         "goodput); adds request_goodput")(
@@ -377,6 +380,7 @@ int cmd_run_or_sweep(bool sweep, const std::vector<std::string>& args, app::Exec
         add_command_line_overrides();
         sc = app::load_scenario(scenario, overrides);
     }
+    app::keep_experiments(sc, experiment_names);
     if (sweep && !sc.is_sweep && executor.is_root()) {
         std::cerr << "servesim: " << scenario << " has no sweep: block; running its experiments as points\n";
     }

@@ -2,6 +2,7 @@
 #include "tools/app/scenario.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <cmath>
 #include <charconv>
@@ -694,6 +695,37 @@ Scenario load_scenario_text(const std::string& text, const std::string& file, co
         }
     }
     return sc;
+}
+
+void keep_experiments(Scenario& sc, const std::vector<std::string>& names) {
+    if (names.empty()) {
+        return;
+    }
+    // An experiment's entry name: its "experiment" column when the scenario has several, else its own name (a sweep
+    // point's name is the entry's name followed by the swept values).
+    const auto entry_of = [](const ExperimentConfig& x) {
+        for (const auto& [column, value] : x.columns) {
+            if (column == "experiment") {
+                return value;
+            }
+        }
+        return x.name.substr(0, x.name.find(' '));
+    };
+    std::vector<std::string> known;
+    for (const auto& x : sc.experiments) {
+        if (std::find(known.begin(), known.end(), entry_of(x)) == known.end()) {
+            known.push_back(entry_of(x));
+        }
+    }
+    for (const auto& n : names) {
+        if (std::find(known.begin(), known.end(), n) == known.end()) {
+            throw ConfigError(fmt::format("command line: --experiment {}: {} has no experiment of that name; it has: {}",
+                                          n, sc.file, fmt::join(known, ", ")));
+        }
+    }
+    std::erase_if(sc.experiments, [&](const ExperimentConfig& x) {
+        return std::find(names.begin(), names.end(), entry_of(x)) == names.end();
+    });
 }
 
 Scenario load_scenario(const std::string& path, const std::vector<std::string>& overrides,

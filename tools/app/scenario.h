@@ -140,6 +140,10 @@ struct Scenario {
     std::vector<ExperimentConfig> experiments;
 };
 
+// --experiment NAME...: keeps the experiments of `sc` named so (an `experiments:` entry's name; in a sweep, every
+// point of that entry). A name that matches none is refused listing the names there are.
+void keep_experiments(Scenario& sc, const std::vector<std::string>& names);
+
 // A value given on the command line: it replaces whatever the scenario holds at `path` (a whole mapping when the value
 // is one: `--set 'workload={type: synthetic, ...}'` switches the workload type), after every layer of the file
 // (experiments, sweep points). An error about `path` or a key under it names `origin` instead of the file:

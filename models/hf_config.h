@@ -51,4 +51,13 @@ namespace servesim::models {
 // 0.42 B.
 [[nodiscard]] std::int64_t estimate_vit_params(const YamlMap& vision_config, int text_hidden_size);
 
+// Parameter estimate for Mistral 3's Pixtral tower and projector (vLLM mistral3.py / pixtral.py, HF layout):
+// `vision_config` keys num_hidden_layers, hidden_size, intermediate_size, patch_size, num_channels (PixtralVisionConfig
+// defaults applied by the caller). Counts the patch convolution C·p²·h (no bias), per layer 4·h² (q, k, v, o) and
+// 3·h·intermediate (gated MLP), then the projector: patch merger (h·m²)·h, linear_1 h·text, linear_2 text² (+ biases
+// when multimodal_projector_bias); norms are left out, as for every model. Mistral-Small-3.1's tower (24 × 1024, MLP
+// 4096, patch 14, merge 2) and projector to 5,120 give 0.439 B.
+[[nodiscard]] std::int64_t estimate_pixtral_params(const YamlMap& vision_config, int text_hidden_size,
+                                                   int spatial_merge_size, bool projector_bias);
+
 }  // namespace servesim::models

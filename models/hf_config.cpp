@@ -23,8 +23,9 @@ namespace {
 // Model types and what their configs imply. `family` groups the _text / nested spellings.
 constexpr auto kSupportedModelTypes = std::to_array<std::string_view>({
     "bamba",     "deepseek_v2", "deepseek_v3", "falcon_h1",        "gemma2",       "gemma3",      "gemma3_text",
-    "glm4_moe",  "gpt_oss",     "granitemoehybrid", "jamba",       "kimi_k2",      "llama",       "llama4",
-    "llama4_text", "mamba2",    "minimax_m2",  "mistral",          "mistral3",     "mixtral",     "nemotron_h",
+    "glm4_moe",  "gpt_oss",     "granite",     "granitemoehybrid", "jamba",        "kimi_k2",     "llama",
+    "llama4",    "llama4_text", "mamba2",      "minimax_m2",       "mistral",      "mistral3",    "mixtral",
+    "nemotron_h",
     "phi3",      "qwen2",       "qwen2_moe",   "qwen3",            "qwen3_5",      "qwen3_5_moe", "qwen3_5_moe_text",
     "qwen3_5_text", "qwen3_moe", "qwen3_next", "zamba2",
 });

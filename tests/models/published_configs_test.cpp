@@ -136,6 +136,21 @@ TEST_CASE("Kimi-K2 with its fp8 block quantization: 958.5 GiB of weights", "[mod
     CHECK(sm::weight_bytes_total(spec) == 1'029'171'144'544);
 }
 
+TEST_CASE("Granite-3.3-8B (granite): a Llama-shaped decoder with tied embeddings; the µP multipliers change no size",
+          "[models][defaults]") {
+    const auto spec = sm::read_hf_config(fixture("granite-3.3-8b-instruct.json"));
+    REQUIRE(spec.layers.size() == 40);
+    CHECK(spec.tie_word_embeddings);
+    CHECK(attention_of(spec, 0).head_dim == 128);  // 4,096 / 32
+    // KV: 40 · 2 · 8 KV heads · 128 · 2 B = 163,840 per token.
+    CHECK(sm::kv_bytes_per_token(spec, DType::kBFloat16) == 163'840);
+    // Per layer: q and o 2 · 4,096² = 33,554,432, k and v 2 · 4,096 · 1,024 = 8,388,608, MLP 3 · 4,096 · 12,800 =
+    // 157,286,400 → 199,229,440; × 40 = 7,969,177,600; tied embedding 49,159 · 4,096 = 201,355,264. Total
+    // 8,170,532,864 parameters (8.17 B; norms are not counted) · 2 B = 16,341,065,728 B.
+    CHECK(sm::count_params(spec).total() == 8'170'532'864);
+    CHECK(sm::weight_bytes_total(spec) == 16'341'065'728);
+}
+
 TEST_CASE("A text_config that leaves out the head shapes takes Gemma3TextConfig's (Gemma-3-4B's layout)",
           "[models][defaults]") {
     // Synthetic: only the keys a Gemma-3-4B-style text_config states; heads 8, KV heads 4 and head_dim 256 are the

@@ -1,7 +1,9 @@
 // Reader for Hugging Face config.json files (flat, or with the language model under `text_config` as in Qwen3.5's
 // Qwen3_5ForConditionalGeneration) into a ModelSpec. Key spellings and layer-pattern rules follow transformers'
-// configuration classes and vLLM's model classes (../shared/reference/kernels-and-models.md B.1). Presets
-// (models/model_registry.h) hold the same keys under `hf_config:` and go through the same function.
+// configuration classes and vLLM's model classes (../shared/reference/kernels-and-models.md B.1). A key the file
+// leaves out takes its transformers class default where models/hf_defaults.h holds a table for the model type, as
+// vLLM sees the config through AutoConfig. Presets (models/model_registry.h) hold the same keys under `hf_config:`
+// and go through the same function.
 #pragma once
 
 #include <yaml-cpp/yaml.h>

@@ -13,6 +13,7 @@
 
 #include "common/error.h"
 #include "models/dtype.h"
+#include "models/hf_defaults.h"
 #include "models/quantization_config.h"
 
 namespace servesim::models {
@@ -22,10 +23,11 @@ namespace {
 // Model types and what their configs imply. `family` groups the _text / nested spellings.
 constexpr auto kSupportedModelTypes = std::to_array<std::string_view>({
     "bamba",     "deepseek_v2", "deepseek_v3", "falcon_h1",        "gemma2",       "gemma3",      "gemma3_text",
-    "glm4_moe",  "gpt_oss",     "granitemoehybrid", "jamba",       "kimi_k2",      "llama",       "llama4",
-    "llama4_text", "mamba2",    "minimax_m2",  "mistral",          "mixtral",      "nemotron_h",  "phi3",
-    "qwen2",     "qwen3",       "qwen3_5",     "qwen3_5_moe",      "qwen3_5_moe_text", "qwen3_5_text", "qwen3_moe",
-    "qwen3_next", "zamba2",
+    "glm4_moe",  "gpt_oss",     "granite",     "granitemoehybrid", "jamba",        "kimi_k2",     "llama",
+    "llama4",    "llama4_text", "mamba2",      "minimax_m2",       "mistral",      "mistral3",    "mixtral",
+    "nemotron_h",
+    "phi3",      "qwen2",       "qwen2_moe",   "qwen3",            "qwen3_5",      "qwen3_5_moe", "qwen3_5_moe_text",
+    "qwen3_5_text", "qwen3_moe", "qwen3_next", "zamba2",
 });
 
 // vLLM model classes implementing SupportsMambaPrefixCaching (vllm-v1-behaviour.md §2.1): prefix caching on a
@@ -296,6 +298,13 @@ std::vector<BlockKind> implicit_blocks(const YamlMap& c, const std::string& fami
             for (int i = first; i < num_layers; ++i) {
                 blocks[i].mixer = MixerKind::kSlidingAttention;
             }
+        }
+    } else if (family == "qwen2_moe") {
+        // Qwen2MoeConfig's use_sliding_window pattern (odd layers below max_window_layers) is published by no
+        // checkpoint servesim knows of; refused rather than guessed.
+        if (c.get_optional<bool>("use_sliding_window").value_or(false)) {
+            c.fail("use_sliding_window", "true is not modelled for qwen2_moe; allowed: false (every published "
+                                         "Qwen1.5-MoE / Qwen2-MoE checkpoint)");
         }
     } else if (family == "bamba") {
         // transformers BambaConfig / vLLM bamba.py: attention at attn_layer_indices, Mamba2 elsewhere; a dense MLP
@@ -682,19 +691,50 @@ std::int64_t estimate_vit_params(const YamlMap& v, int text_hidden_size) {
            out * text_hidden_size;
 }
 
+std::int64_t estimate_pixtral_params(const YamlMap& v, int text_hidden_size, int spatial_merge_size,
+                                     bool projector_bias) {
+    using i64 = std::int64_t;
+    const i64 layers = positive_int(v, "num_hidden_layers", kMaxLayers);
+    const i64 hidden = positive_int(v, "hidden_size");
+    const i64 inter = positive_int(v, "intermediate_size");
+    const i64 patch = positive_int(v, "patch_size", 1024);
+    const i64 channels = positive_int(v, "num_channels", 64);
+    const i64 text = text_hidden_size;
+    const i64 merged = hidden * spatial_merge_size * spatial_merge_size;
+    // Patch conv (no bias), per layer q/k/v/o (no bias) and a gated MLP (gate, up, down); no position table (2-D
+    // RoPE). Projector: patch merger (h·m² → h), linear_1 (h → text), linear_2 (text → text), with biases when
+    // multimodal_projector_bias.
+    return channels * patch * patch * hidden + layers * (4 * hidden * hidden + 3 * hidden * inter) + merged * hidden +
+           hidden * text + text * text + (projector_bias ? 2 * text : 0);
+}
+
 ModelSpec model_from_hf_config(const YamlMap& top, const std::string& name) {
     const auto model_type = top.get<std::string>("model_type");
     if (!contains(kSupportedModelTypes, model_type)) {
         top.fail("model_type",
                  "unsupported model_type '" + model_type + "'; supported: " + join(supported_model_types()));
     }
-    const std::string family = family_of(model_type);
     // The language model's keys: under text_config for multimodal wrappers, else at top level.
     const bool nested = top.has("text_config");
-    if (!nested && (model_type == "qwen3_5" || model_type == "qwen3_5_moe")) {
+    if (!nested && (model_type == "qwen3_5" || model_type == "qwen3_5_moe" || model_type == "mistral3")) {
         top.fail("text_config", "missing; model_type '" + model_type + "' keeps the language model under text_config");
     }
-    const YamlMap c = nested ? top.map("text_config") : top;
+    const YamlMap raw_text = nested ? top.map("text_config") : top;
+    // The text model's own type names its configuration class (and its defaults): text_config.model_type, or the
+    // class the wrapper builds when it names none (Gemma3Config: gemma3_text, Mistral3Config: mistral).
+    const std::string text_model_type = nested && raw_text.get_optional<std::string>("model_type")
+                                            ? raw_text.get<std::string>("model_type")
+                                            : default_text_model_type(model_type);
+    // Mistral3ForConditionalGeneration (vLLM mistral3.py) runs its text_config through the registered decoder;
+    // Mistral Small 3.1 / 3.2 name a MistralConfig ("mistral"). Other decoders under it are not modelled.
+    if (model_type == "mistral3" && text_model_type != "mistral") {
+        raw_text.fail("model_type", "'" + text_model_type + "' is not modelled under mistral3; allowed: mistral "
+                                    "(Mistral Small 3.1 / 3.2)");
+    }
+    const std::string family = model_type == "mistral3" ? "mistral" : family_of(model_type);
+    // Keys the file leaves out take the defaults of the text model's transformers configuration class
+    // (models/hf_defaults.h); present keys keep their nodes and line numbers.
+    const YamlMap c(with_transformers_defaults(raw_text.raw(), text_model_type), raw_text.file(), raw_text.path());
 
     ModelSpec spec;
     spec.name = name;
@@ -844,7 +884,16 @@ ModelSpec model_from_hf_config(const YamlMap& top, const std::string& name) {
         spec.tie_word_embeddings = true;
     }
 
-    if ((family == "gemma3" || family == "llama4") && top.has("vision_config") &&
+    if (model_type == "mistral3" && top.has("vision_config") && !top.raw()["vision_config"].IsNull()) {
+        // Pixtral tower and Mistral 3 projector (estimate_pixtral_params); like Gemma 3's SigLIP, vLLM's encoder
+        // profile run for it is not modelled (docs/MODELS.md). Mistral3Config defaults: spatial_merge_size 2,
+        // multimodal_projector_bias false.
+        const YamlMap raw_v = top.map("vision_config");
+        const YamlMap v(with_transformers_defaults(raw_v.raw(), "pixtral"), raw_v.file(), raw_v.path());
+        const int merge = optional_positive_int(top, "spatial_merge_size", 64).value_or(2);
+        const bool bias = top.get_optional<bool>("multimodal_projector_bias").value_or(false);
+        spec.extra_params = estimate_pixtral_params(v, spec.hidden_size, merge, bias);
+    } else if ((family == "gemma3" || family == "llama4") && top.has("vision_config") &&
         !top.raw()["vision_config"].IsNull()) {
         // SigLIP (Gemma 3) and Llama 4's ViT: parameters counted as a plain ViT (estimate_vit_params); vLLM's
         // encoder profile run for them is not modelled (docs/MODELS.md).

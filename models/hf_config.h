@@ -1,7 +1,9 @@
 // Reader for Hugging Face config.json files (flat, or with the language model under `text_config` as in Qwen3.5's
 // Qwen3_5ForConditionalGeneration) into a ModelSpec. Key spellings and layer-pattern rules follow transformers'
-// configuration classes and vLLM's model classes (../shared/reference/kernels-and-models.md B.1). Presets
-// (models/model_registry.h) hold the same keys under `hf_config:` and go through the same function.
+// configuration classes and vLLM's model classes (../shared/reference/kernels-and-models.md B.1). A key the file
+// leaves out takes its transformers class default where models/hf_defaults.h holds a table for the model type, as
+// vLLM sees the config through AutoConfig. Presets (models/model_registry.h) hold the same keys under `hf_config:`
+// and go through the same function.
 #pragma once
 
 #include <yaml-cpp/yaml.h>
@@ -50,5 +52,14 @@ namespace servesim::models {
 // are left out (an approximation, docs/MODELS.md). Gemma-3's SigLIP (27 × 1152, MLP 4304, 896 px / 14) gives
 // 0.42 B.
 [[nodiscard]] std::int64_t estimate_vit_params(const YamlMap& vision_config, int text_hidden_size);
+
+// Parameter estimate for Mistral 3's Pixtral tower and projector (vLLM mistral3.py / pixtral.py, HF layout):
+// `vision_config` keys num_hidden_layers, hidden_size, intermediate_size, patch_size, num_channels (PixtralVisionConfig
+// defaults applied by the caller). Counts the patch convolution C·p²·h (no bias), per layer 4·h² (q, k, v, o) and
+// 3·h·intermediate (gated MLP), then the projector: patch merger (h·m²)·h, linear_1 h·text, linear_2 text² (+ biases
+// when multimodal_projector_bias); norms are left out, as for every model. Mistral-Small-3.1's tower (24 × 1024, MLP
+// 4096, patch 14, merge 2) and projector to 5,120 give 0.439 B.
+[[nodiscard]] std::int64_t estimate_pixtral_params(const YamlMap& vision_config, int text_hidden_size,
+                                                   int spatial_merge_size, bool projector_bias);
 
 }  // namespace servesim::models

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "common/error.h"
+#include "common/input_file.h"
 #include "tools/app/result_codec.h"
 
 namespace servesim::app {
@@ -47,14 +48,10 @@ PartialResults PartialResults::create(const std::string& path, const std::string
 PartialResults PartialResults::resume(const std::string& path, const std::string& flag) {
     PartialResults p(path, flag);
     std::string text;
-    {
-        std::ifstream in(path, std::ios::binary);
-        if (!in) {
-            throw ConfigError(fmt::format("{}: cannot read '{}'", flag, path));
-        }
-        std::ostringstream ss;
-        ss << in.rdbuf();
-        text = ss.str();
+    try {
+        text = read_input_file(path, "partial-results file");
+    } catch (const ConfigError& e) {
+        throw ConfigError(fmt::format("{}: {}", flag, e.what()));
     }
     std::uint32_t mark = 0;
     if (text.size() < kMagic.size() + sizeof mark || text.compare(0, kMagic.size(), kMagic) != 0) {

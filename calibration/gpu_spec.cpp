@@ -13,6 +13,7 @@
 
 #include "calibration/gpu_table.h"
 #include "common/error.h"
+#include "common/input_file.h"
 #include "common/yaml_reader.h"
 
 namespace servesim::calibration {
@@ -237,13 +238,7 @@ GpuSpec parse_gpu_spec(const std::string& text, const std::string& file) {
 }
 
 GpuSpec read_gpu_file(const std::string& path) {
-    std::ifstream in(path);
-    if (!in) {
-        throw ConfigError(path + ": cannot open the GPU file");
-    }
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return parse_gpu_spec(ss.str(), path);
+    return parse_gpu_spec(read_input_file(path, "GPU file"), path);
 }
 
 const std::vector<GpuSpec>& gpu_catalog() {

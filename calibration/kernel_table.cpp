@@ -18,6 +18,7 @@
 #include "calibration/kernel_table_files.h"
 #include "common/clock_range.h"
 #include "common/error.h"
+#include "common/input_file.h"
 #include "common/yaml_reader.h"
 
 namespace servesim::calibration {
@@ -412,14 +413,7 @@ KernelTable parse_kernel_table(const std::string& text, const std::string& file)
 }
 
 KernelTable read_kernel_table(const std::string& path) {
-    (void)load_yaml_file(path);  // a missing file, a directory or a syntax error, named as every reader names them
-    std::ifstream in(path);
-    std::stringstream text;
-    text << in.rdbuf();
-    if (!in) {
-        throw ConfigError(path + ": cannot read the kernel table");
-    }
-    return parse_kernel_table(text.str(), path);
+    return parse_kernel_table(read_input_file(path, "kernel table"), path);
 }
 
 const std::vector<KernelTable>& kernel_table_catalog() {

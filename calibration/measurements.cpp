@@ -12,6 +12,7 @@
 
 #include "calibration/curve_fit.h"
 #include "common/error.h"
+#include "common/input_file.h"
 #include "common/yaml_reader.h"
 
 namespace servesim::calibration {
@@ -41,10 +42,7 @@ double parse_csv_number(const std::string& text, const std::string& path, int li
 }
 
 Measurements read_csv(const std::string& path) {
-    std::ifstream f(path);
-    if (!f) {
-        throw ConfigError(path + ": cannot open file");
-    }
+    std::ifstream f = open_input_file(path, "measurements file");
     Measurements m;
     std::string line;
     int line_no = 0;

@@ -14,6 +14,7 @@
 #include "calibration/curve_fit.h"
 #include "calibration/measurements.h"
 #include "common/error.h"
+#include "common/input_file.h"
 
 namespace servesim::calibration {
 
@@ -32,10 +33,7 @@ std::vector<std::string> split_csv(const std::string& line) {
 }  // namespace
 
 SweepPoints read_sweep_points(const std::string& path) {
-    std::ifstream f(path);
-    if (!f) {
-        throw ConfigError(fmt::format("{}: cannot open the sweep points file", path));
-    }
+    std::ifstream f = open_input_file(path, "sweep points file");
     SweepPoints p;
     std::string line;
     if (!std::getline(f, line)) {

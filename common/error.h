@@ -14,11 +14,30 @@ namespace servesim {
 
 class ConfigError : public std::runtime_error {
 public:
-    explicit ConfigError(const std::string& message) : std::runtime_error(message) {}
+    explicit ConfigError(const std::string& message) : std::runtime_error(escape_controls(message)) {}
 
     // "<file>: <key>: <message>"; line > 0 adds ":<line>" after the file.
     ConfigError(const std::string& file, int line, const std::string& key, const std::string& message)
-        : std::runtime_error(format_location(file, line, key) + message) {}
+        : std::runtime_error(escape_controls(format_location(file, line, key) + message)) {}
+
+    // A message echoes what the user wrote (a key, a value, a path); a raw carriage return or another control
+    // character would rewrite the terminal line it is printed on (issue 41), so each is shown escaped: "\r",
+    // "\x1b". Newlines and tabs are kept (messages span lines on purpose).
+    static std::string escape_controls(const std::string& text) {
+        std::string out;
+        out.reserve(text.size());
+        for (const char c : text) {
+            const auto u = static_cast<unsigned char>(c);
+            if (c == '\r') {
+                out += "\\r";
+            } else if ((u < 0x20 && c != '\n' && c != '\t') || u == 0x7f) {
+                out += fmt::format("\\x{:02x}", u);
+            } else {
+                out += c;
+            }
+        }
+        return out;
+    }
 
 private:
     static std::string format_location(const std::string& file, int line, const std::string& key) {

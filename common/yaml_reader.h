@@ -3,77 +3,204 @@
 // YamlMap so that an unknown key, a wrong type or a missing key stops the run with one clear message.
 #pragma once
 
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <filesystem>
-#include <ios>
 #include <initializer_list>
 #include <limits>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
-#include "common/error.h"
 #include "common/clock_range.h"
+#include "common/error.h"
+#include "common/input_file.h"
 
 namespace servesim {
 
-// Loads a YAML/JSON file; a missing file or a syntax error becomes a ConfigError naming the file and line.
-// Every mapping key must be a scalar: a list or mapping used as a key (`? [a]`, `{[1]: x}`) made yaml-cpp's
-// as<std::string>() throw its own BadConversion past every reader (found by fuzzing). Checked once when a document
-// is loaded, so each reader may take keys as strings.
-inline void check_plain_keys(const YAML::Node& n, const std::string& file) {
-    if (n.IsMap()) {
-        for (const auto& kv : n) {
-            if (!kv.first.IsScalar() && !kv.first.IsNull()) {
-                const auto m = kv.first.Mark();
-                throw ConfigError(file, m.line >= 0 ? m.line + 1 : 0, "",
-                                  "a mapping key must be a plain name, not a list or a mapping");
-            }
-            check_plain_keys(kv.second, file);
-        }
-    } else if (n.IsSequence()) {
-        for (const auto& e : n) {
-            check_plain_keys(e, file);
-        }
-    }
-}
+// Checks a document's shape in one pass over its parse events, before any node is built, so the time is linear
+// in the text whatever its aliases (issue 41: an 821-byte file of nested aliases, 9 per level, made every reader
+// walk 9^10 nodes and hang). Refused, each with the file and line:
+// - a key that is not a plain name (a list or mapping as a key, `? [a]`): yaml-cpp's as<std::string>() threw its
+//   own BadConversion past every reader (found by fuzzing);
+// - a key repeated in one mapping: yaml-cpp keeps one of them silently;
+// - a second document (`---`): YAML::Load reads the first and drops the rest silently;
+// - aliases that bring in more than kMaxYamlAliasNodes nodes in all, counted as the expanded tree a reader would
+//   walk (an alias of an anchored mapping counts every node under it, aliases inside included).
+inline constexpr std::uint64_t kMaxYamlAliasNodes = 1'000'000;
 
-// Only a regular file is read: a directory used to reach yaml-cpp's stream as an unnamed read error, a device
-// (/dev/zero) would be read without end.
-inline YAML::Node load_yaml_file(const std::string& path) {
-    std::error_code ec;
-    const auto status = std::filesystem::status(path, ec);
-    if (!ec && std::filesystem::exists(status) && !std::filesystem::is_regular_file(status)) {
-        throw ConfigError(path + ": not a regular file (a directory or a device); expected a YAML/JSON file");
-    }
-    try {
-        YAML::Node root = YAML::LoadFile(path);
-        check_plain_keys(root, path);
-        return root;
-    } catch (const YAML::BadFile&) {
-        throw ConfigError(path + ": cannot open file");
-    } catch (const YAML::ParserException& e) {
-        throw ConfigError(path, e.mark.line + 1, "", "malformed YAML/JSON: " + e.msg);
-    } catch (const std::ios_base::failure& e) {
-        throw ConfigError(path + ": cannot read file: " + e.what());
-    }
-}
+class YamlShapeCheck final : public YAML::EventHandler {
+public:
+    explicit YamlShapeCheck(std::string file) : file_(std::move(file)) {}
 
+    void OnDocumentStart(const YAML::Mark& mark) override {
+        if (++num_documents_ > 1) {
+            throw ConfigError(file_, line_of(mark), "",
+                              "a second YAML document (after '---'); a file holds one document");
+        }
+    }
+    void OnDocumentEnd() override {}
+
+    void OnNull(const YAML::Mark& mark, YAML::anchor_t anchor) override {
+        on_node(mark, Key::kNull, "null");
+        leaf(anchor, std::string("null"));
+    }
+
+    void OnAlias(const YAML::Mark& mark, YAML::anchor_t anchor) override {
+        const Anchor& a = anchors_.at(anchor);
+        if (a.open) {
+            // yaml-cpp would build a node that contains itself, and every reader would walk it without end.
+            throw ConfigError(file_, line_of(mark), "",
+                              "the alias *" + a.name + " is inside its own anchor &" + a.name + " (a cycle)");
+        }
+        on_node(mark, a.scalar ? Key::kScalar : Key::kCollection, a.scalar ? *a.scalar : std::string());
+        alias_nodes_ = saturating_add(alias_nodes_, a.nodes);
+        if (alias_nodes_ > kMaxYamlAliasNodes) {
+            throw ConfigError(file_, line_of(mark), "",
+                              fmt::format("aliases expand the document past {} nodes (the alias of '{}' here "
+                                          "repeats {} nodes); write the repeated parts out or use fewer nested "
+                                          "aliases",
+                                          kMaxYamlAliasNodes, a.name, a.nodes));
+        }
+        add_nodes(a.nodes);
+    }
+
+    void OnScalar(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor,
+                  const std::string& value) override {
+        on_node(mark, Key::kScalar, value);
+        leaf(anchor, value);
+    }
+
+    void OnSequenceStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor,
+                         YAML::EmitterStyle::value) override {
+        on_node(mark, Key::kCollection, "");
+        open(false, anchor);
+    }
+    void OnSequenceEnd() override { close(); }
+
+    void OnMapStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor,
+                    YAML::EmitterStyle::value) override {
+        on_node(mark, Key::kCollection, "");
+        open(true, anchor);
+    }
+    void OnMapEnd() override { close(); }
+
+    void OnAnchor(const YAML::Mark&, const std::string& name) override { pending_anchor_name_ = name; }
+
+private:
+    enum class Key { kScalar, kNull, kCollection };
+    struct Frame {
+        bool is_map = false;
+        bool expect_key = true;
+        std::uint64_t nodes = 1;  // this collection and everything under it, aliases expanded
+        YAML::anchor_t anchor = 0;
+        std::unordered_set<std::string> keys;
+    };
+    struct Anchor {
+        std::string name;
+        std::uint64_t nodes = 1;
+        std::optional<std::string> scalar;  // the value of an anchored scalar (an alias of it may be a key)
+        bool open = false;                  // a collection still being read: an alias of it would be a cycle
+    };
+
+    static std::uint64_t saturating_add(std::uint64_t a, std::uint64_t b) {
+        return a > std::numeric_limits<std::uint64_t>::max() / 2 - b ? std::numeric_limits<std::uint64_t>::max() / 2
+                                                                     : a + b;
+    }
+    static int line_of(const YAML::Mark& m) { return m.line >= 0 ? m.line + 1 : 0; }
+
+    // A node begins: as a key of the enclosing mapping, it must be a plain name not seen before in it.
+    void on_node(const YAML::Mark& mark, Key kind, const std::string& text) {
+        if (stack_.empty() || !stack_.back().is_map) {
+            return;
+        }
+        Frame& f = stack_.back();
+        if (!f.expect_key) {
+            f.expect_key = true;  // this node is the value; the next node at this level is a key
+            return;
+        }
+        f.expect_key = false;
+        if (kind == Key::kCollection) {
+            throw ConfigError(file_, line_of(mark), "", "a mapping key must be a plain name, not a list or a mapping");
+        }
+        if (!f.keys.insert(text).second) {
+            throw ConfigError(file_, line_of(mark), "",
+                              "the key '" + text + "' is repeated in one mapping; give it once");
+        }
+    }
+
+    void add_nodes(std::uint64_t n) {
+        if (!stack_.empty()) {
+            stack_.back().nodes = saturating_add(stack_.back().nodes, n);
+        }
+    }
+
+    void leaf(YAML::anchor_t anchor, std::string value) {
+        add_nodes(1);
+        if (anchor != 0) {
+            anchors_[anchor] = {std::exchange(pending_anchor_name_, {}), 1, std::move(value)};
+        }
+    }
+
+    void open(bool is_map, YAML::anchor_t anchor) {
+        Frame f;
+        f.is_map = is_map;
+        f.anchor = anchor;
+        stack_.push_back(std::move(f));
+        if (anchor != 0) {
+            anchors_[anchor] = {std::exchange(pending_anchor_name_, {}), 1, std::nullopt, true};
+        }
+    }
+
+    void close() {
+        const Frame f = std::move(stack_.back());
+        stack_.pop_back();
+        if (f.anchor != 0) {
+            anchors_[f.anchor].nodes = f.nodes;
+            anchors_[f.anchor].open = false;
+        }
+        add_nodes(f.nodes);
+    }
+
+    std::string file_;
+    int num_documents_ = 0;
+    std::vector<Frame> stack_;
+    std::unordered_map<YAML::anchor_t, Anchor> anchors_;
+    std::string pending_anchor_name_;
+    std::uint64_t alias_nodes_ = 0;
+};
+
+// Loads a YAML/JSON text after YamlShapeCheck; a syntax error becomes a ConfigError "file:line: malformed
+// YAML/JSON: <what the parser says>" (no yaml-cpp exception gets past).
 inline YAML::Node load_yaml_string(const std::string& text, const std::string& name) {
     try {
-        YAML::Node root = YAML::Load(text);
-        check_plain_keys(root, name);
-        return root;
+        {
+            std::istringstream stream(text);
+            YAML::Parser parser(stream);
+            YamlShapeCheck check(name);
+            while (parser.HandleNextDocument(check)) {
+            }
+        }
+        return YAML::Load(text);
     } catch (const YAML::ParserException& e) {
         throw ConfigError(name, e.mark.line + 1, "", "malformed YAML/JSON: " + e.msg);
+    } catch (const YAML::Exception& e) {
+        throw ConfigError(name, e.mark.line >= 0 ? e.mark.line + 1 : 0, "", "malformed YAML/JSON: " + e.msg);
     }
+}
+
+// A YAML/JSON file through the one file-opening helper (common/input_file.h): a regular file, at most 1 GiB.
+inline YAML::Node load_yaml_file(const std::string& path, std::string_view what = "YAML/JSON file") {
+    return load_yaml_string(read_input_file(path, what), path);
 }
 
 // A mapping node plus where it came from. Key paths are dotted ("engine.block_size").

@@ -12,6 +12,8 @@
 
 #include "calibration/gpu_spec.h"
 #include "common/error.h"
+#include "common/input_file.h"
+#include "common/yaml_reader.h"
 
 namespace servesim::planner {
 
@@ -30,12 +32,7 @@ double PriceTable::price(const std::string& gpu) const {
 }
 
 PriceTable parse_prices(const std::string& text, const std::string& file, const PriceTable& base) {
-    YAML::Node root;
-    try {
-        root = YAML::Load(text);
-    } catch (const YAML::Exception& e) {
-        throw ConfigError(file, e.mark.line + 1, "", "malformed YAML: " + e.msg);
-    }
+    const YAML::Node root = load_yaml_string(text, file);
     if (!root.IsMap()) {
         throw ConfigError(file, 0, "", "expected a mapping with the key 'gpus'");
     }
@@ -96,13 +93,7 @@ double PriceTable::price_of(const calibration::GpuSpec& gpu) const {
 }
 
 PriceTable read_prices(const std::string& path, const PriceTable& base) {
-    std::ifstream in(path);
-    if (!in) {
-        throw ConfigError(path, 0, "", "cannot read the price file");
-    }
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return parse_prices(ss.str(), path, base);
+    return parse_prices(read_input_file(path, "price file"), path, base);
 }
 
 std::optional<double> usd_per_million_tokens(int gpus, double usd_per_gpu_hour, double tokens_per_s) {

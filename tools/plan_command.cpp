@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "common/error.h"
+#include "common/input_file.h"
 #include "tools/app/partial_results.h"
 #include "tools/app/plan.h"
 
@@ -125,15 +126,7 @@ int cmd_plan(int argc, char** argv, const std::function<int(const std::string&)>
     if (!prices_file.empty()) {
         r.prices = planner::read_prices(prices_file, r.prices);
     }
-    {
-        std::ifstream in(r.scenario_path);
-        if (!in) {
-            throw ConfigError(r.scenario_path + ": cannot open scenario file");
-        }
-        std::stringstream ss;
-        ss << in.rdbuf();
-        r.scenario_text = ss.str();
-    }
+    r.scenario_text = read_input_file(r.scenario_path, "scenario file");
     if (!out_dir.empty()) {
         std::error_code ec;
         fs::create_directories(out_dir, ec);

@@ -344,7 +344,7 @@ int cmd_run_or_sweep(bool sweep, const std::vector<std::string>& args, app::Exec
         }
         overrides.insert(overrides.end(), flags.overrides.begin(), flags.overrides.end());
         overrides.insert(overrides.end(), output_overrides.begin(), output_overrides.end());
-        if (!seed.empty()) {
+        if (vm.count("seed")) {  // given empty (--seed '') it is refused, not ignored
             overrides.push_back({"seed", YAML::Node(app::parse_seed_flag(seed)), "--seed"});
         }
     };

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "common/error.h"
+#include "common/input_file.h"
 #include "tools/app/command_line.h"
 #include "tools/app/output.h"
 #include "tools/app/scenario.h"
@@ -95,11 +96,7 @@ void prepare_replays(const std::vector<std::string>& runs, const ReplayOptions& 
             text = run.scenario_yaml;
         } else {
             if (!o.scenario.empty()) {
-                std::ifstream in(o.scenario);
-                if (!in) {
-                    throw ConfigError(o.scenario + ": cannot open scenario");
-                }
-                text.assign(std::istreambuf_iterator<char>(in), {});
+                text = read_input_file(o.scenario, "scenario file");
             } else {
                 text = "name: " + run.name + "\n";
             }

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
+#include "common/input_file.h"
 #include "workloads/content_ids.h"
 #include "workloads/open_loop_workload.h"
 #include "workloads/python_random.h"
@@ -90,10 +91,7 @@ const std::vector<DatasetKeys>& dataset_keys() {
 // One JSON object per non-blank line; `on_object(json, line)`.
 template <typename F>
 void read_jsonl(const std::string& path, F&& on_object) {
-    std::ifstream in(path);
-    if (!in) {
-        throw ConfigError(path + ": cannot open dataset file");
-    }
+    std::ifstream in = open_input_file(path, "dataset file");
     std::string buffer;
     int line = 0;
     while (std::getline(in, buffer)) {
@@ -515,8 +513,10 @@ BenchServeConfig parse_bench_serve_workload(const YamlMap& m, std::uint64_t seed
         }
     } else {
         c.dataset_path = resolve_trace_path(m.get<std::string>("dataset_path"), m.file());
-        if (!std::ifstream(c.dataset_path)) {
-            m.fail("dataset_path", "cannot open dataset file '" + c.dataset_path + "'");
+        try {
+            check_input_file(c.dataset_path, "dataset file", kNoFileSizeBound);
+        } catch (const ConfigError& e) {
+            m.fail("dataset_path", e.what());
         }
         if (c.dataset_name == "custom") {
             // Read as a number: YamlMap's integer reader refuses negative values, and -1 is the tool's "from the

@@ -8,11 +8,20 @@
 #include <cmath>
 #include <limits>
 
+#include "common/token_range.h"
+
 namespace servesim::workloads {
 
 namespace {
 
-constexpr std::int64_t kNoMaxTokens = std::numeric_limits<std::int64_t>::max() / 4;
+// An unbounded `max` is the input bound itself (common/token_range.h): a draw is never longer than any length key
+// may be.
+constexpr std::int64_t kNoMaxTokens = kMaxTokenCount;
+
+// "allowed: F to 1,000,000,000 tokens" for a count, its floor F.
+std::string allowed_tokens(std::int64_t floor_tokens) {
+    return fmt::format("allowed: {} to {} tokens (docs/INPUT-RANGES.md)", floor_tokens, kMaxTokenCount);
+}
 
 struct LengthDistDef {
     LengthDistEntry entry;
@@ -72,8 +81,8 @@ LengthDistribution LengthDistribution::parse(const YamlMap& parent, std::string_
     const YAML::Node node = parent.node(key);
     if (node.IsScalar()) {
         const auto tokens = parent.get<std::int64_t>(key);
-        if (tokens < floor_tokens) {
-            parent.fail(key, fmt::format("length must be at least {} tokens, got {}", floor_tokens, tokens));
+        if (tokens < floor_tokens || tokens > kMaxTokenCount) {
+            parent.fail(key, fmt::format("length {} tokens is out of range; {}", tokens, allowed_tokens(floor_tokens)));
         }
         return fixed(tokens);
     }
@@ -95,24 +104,31 @@ LengthDistribution LengthDistribution::parse(const YamlMap& parent, std::string_
     d.kind_ = it->kind;
     d.min_tokens_ = m.get_or<std::int64_t>("min", floor_tokens);
     d.max_tokens_ = m.get_or<std::int64_t>("max", kNoMaxTokens);
-    if (d.min_tokens_ < floor_tokens) {
-        m.fail("min", fmt::format("must be at least {} tokens, got {}", floor_tokens, d.min_tokens_));
+    if (d.min_tokens_ < floor_tokens || d.min_tokens_ > kMaxTokenCount) {
+        m.fail("min", fmt::format("{} tokens is out of range; {}", d.min_tokens_, allowed_tokens(floor_tokens)));
+    }
+    if (d.max_tokens_ > kMaxTokenCount) {
+        m.fail("max", fmt::format("{} tokens is out of range; {}", d.max_tokens_, allowed_tokens(floor_tokens)));
     }
     if (d.max_tokens_ < d.min_tokens_) {
         m.fail("max", fmt::format("must be at least min ({}), got {}", d.min_tokens_, d.max_tokens_));
     }
+    // A mean or spread in tokens: 0 to the token bound (draws are clamped to [min, max] in any case; the bound keeps
+    // the moments' arithmetic, std² and the lognormal's exp, finite).
     const auto non_negative = [&](std::string_view k) {
         const auto v = m.get<double>(k);
-        if (v < 0) {
-            m.fail(k, fmt::format("must be non-negative, got {}", v));
+        if (v < 0 || v > static_cast<double>(kMaxTokenCount)) {
+            m.fail(k, fmt::format("{:g} is out of range; allowed: 0 to {} tokens (docs/INPUT-RANGES.md)", v,
+                                  kMaxTokenCount));
         }
         return v;
     };
     switch (d.kind_) {
         case LengthDist::kFixed: {
             const auto tokens = m.get<std::int64_t>("value");
-            if (tokens < floor_tokens) {
-                m.fail("value", fmt::format("length must be at least {} tokens, got {}", floor_tokens, tokens));
+            if (tokens < floor_tokens || tokens > kMaxTokenCount) {
+                m.fail("value",
+                       fmt::format("length {} tokens is out of range; {}", tokens, allowed_tokens(floor_tokens)));
             }
             return fixed(tokens);
         }
@@ -134,8 +150,17 @@ LengthDistribution LengthDistribution::parse(const YamlMap& parent, std::string_
                     m.fail("mu", "give either mean and std (of the lengths) or mu and sigma (of their log), not both");
                 }
                 d.a_ = m.get<double>("mu");
-                d.b_ = non_negative("sigma");
+                d.b_ = m.get<double>("sigma");
+                if (!(d.b_ >= 0 && d.b_ <= 100)) {
+                    m.fail("sigma",
+                           fmt::format("{:g} is out of range; allowed: 0 to 100 (the spread of ln tokens)", d.b_));
+                }
                 d.mean_ = std::exp(d.a_ + 0.5 * d.b_ * d.b_);
+                if (!(d.mean_ <= static_cast<double>(kMaxTokenCount))) {
+                    m.fail("mu", fmt::format("mu {:g} and sigma {:g} give a mean of {:g} tokens; allowed: up to {} "
+                                             "tokens (docs/INPUT-RANGES.md)",
+                                             d.a_, d.b_, d.mean_, kMaxTokenCount));
+                }
             } else {
                 const double mean = non_negative("mean");
                 const double std = non_negative("std");
@@ -158,6 +183,29 @@ LengthDistribution LengthDistribution::parse(const YamlMap& parent, std::string_
             break;
     }
     return d;
+}
+
+std::int64_t parse_shared_prefix_tokens(const YamlMap& m) {
+    const auto tokens = m.get_or<std::int64_t>("shared_prefix_tokens", 0);
+    if (tokens < 0 || tokens > kMaxTokenCount) {
+        m.fail("shared_prefix_tokens", fmt::format("{} tokens is out of range; {}", tokens, allowed_tokens(0)));
+    }
+    return tokens;
+}
+
+void check_prompt_not_empty(const YamlMap& m, std::string_view key,
+                            std::initializer_list<std::pair<std::string_view, std::int64_t>> parts) {
+    std::int64_t total = 0;
+    std::string sum;
+    for (const auto& [name, tokens] : parts) {
+        total += tokens;  // each part is at most kMaxTokenCount
+        sum += fmt::format("{}{} {}", sum.empty() ? "" : " + ", name, tokens);
+    }
+    if (total < 1) {
+        m.fail(key, fmt::format("a prompt could be empty (shortest: {} = 0 tokens) and vLLM refuses an empty "
+                                "prompt; give one of them a minimum of at least 1 token",
+                                sum));
+    }
 }
 
 std::int64_t LengthDistribution::sample(core::RngStream& rng) const {

@@ -4,8 +4,10 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "common/yaml_reader.h"
@@ -29,6 +31,9 @@ class LengthDistribution {
     // Mean of the unclamped distribution (for descriptions and rate arithmetic).
     [[nodiscard]] double mean_tokens() const { return mean_; }
 
+    // The shortest length a draw can give (a fixed length, or the clamp's min).
+    [[nodiscard]] std::int64_t min_tokens() const { return min_tokens_; }
+
     [[nodiscard]] std::string describe() const;
 
     [[nodiscard]] LengthDist kind() const { return kind_; }
@@ -41,6 +46,16 @@ class LengthDistribution {
     std::int64_t min_tokens_ = 0;
     std::int64_t max_tokens_ = 0;
 };
+
+// `shared_prefix_tokens` (a whole number of tokens, 0 when absent): 0 to kMaxTokenCount (common/token_range.h).
+[[nodiscard]] std::int64_t parse_shared_prefix_tokens(const YamlMap& m);
+
+// Refuses a workload whose shortest prompt is empty, naming `key` and the parts (key, shortest length) it adds up.
+// vLLM's frontend refuses an empty prompt (v1 Processor._validate_model_input: "The decoder prompt cannot be
+// empty"); a workload that can draw one is a mistake in the file, so it is stopped before the run rather than
+// counted among the rejections.
+void check_prompt_not_empty(const YamlMap& m, std::string_view key,
+                            std::initializer_list<std::pair<std::string_view, std::int64_t>> parts);
 
 // The registry of distribution names (for error messages and `servesim list`).
 struct LengthDistEntry {

@@ -11,6 +11,8 @@
 
 #include "common/clock_range.h"
 #include "common/error.h"
+#include "common/input_file.h"
+#include "common/token_range.h"
 #include "workloads/content_ids.h"
 
 namespace servesim::workloads {
@@ -198,13 +200,10 @@ SyntheticConfig parse_synthetic_workload(const YamlMap& m) {
     c.arrival = parse_arrival(m, /*allow_infinite_rate=*/true);
     c.prompt_tokens = LengthDistribution::parse(m, "prompt_tokens", 0);
     c.output_tokens = LengthDistribution::parse(m, "output_tokens", 1);
-    c.shared_prefix_tokens = m.get_or<std::int64_t>("shared_prefix_tokens", 0);
-    if (c.shared_prefix_tokens < 0) {
-        m.fail("shared_prefix_tokens", fmt::format("must be non-negative, got {}", c.shared_prefix_tokens));
-    }
-    if (c.prompt_tokens.kind() == LengthDist::kFixed && c.prompt_tokens.mean_tokens() + c.shared_prefix_tokens < 1) {
-        m.fail("prompt_tokens", "a prompt needs at least one token");
-    }
+    c.shared_prefix_tokens = parse_shared_prefix_tokens(m);
+    check_prompt_not_empty(m, "prompt_tokens",
+                           {{"shared_prefix_tokens", c.shared_prefix_tokens},
+                            {"prompt_tokens", c.prompt_tokens.min_tokens()}});
     c.bounds = parse_request_bounds(m, /*require_one=*/true);
     c.max_concurrency = parse_max_concurrency(m);
     c.request_timeout = parse_request_timeout(m);
@@ -254,7 +253,7 @@ TraceConfig parse_trace_workload(const YamlMap& m) {
     }
     if (m.has("max_output_tokens")) {
         c.max_output_tokens =
-            m.get_in_range<std::int64_t>("max_output_tokens", 1, std::numeric_limits<std::int64_t>::max());
+            m.get_in_range<std::int64_t>("max_output_tokens", 1, kMaxTokenCount);  // common/token_range.h
     }
     if (m.has("block_tokens")) {
         if (c.format != "mooncake") {
@@ -265,11 +264,10 @@ TraceConfig parse_trace_workload(const YamlMap& m) {
     c.bounds = parse_request_bounds(m, /*require_one=*/false);
     c.max_concurrency = parse_max_concurrency(m);
     c.request_timeout = parse_request_timeout(m);
-    if (!std::filesystem::exists(c.path)) {
-        m.fail("trace", "cannot open trace file '" + c.path + "'");
-    }
-    if (!std::filesystem::is_regular_file(c.path)) {
-        m.fail("trace", "'" + c.path + "' is not a regular file (a directory or a device); a trace is a file of records");
+    try {
+        check_input_file(c.path, "trace file", kNoFileSizeBound);
+    } catch (const ConfigError& e) {
+        m.fail("trace", e.what());
     }
     return c;
 }

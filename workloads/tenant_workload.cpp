@@ -31,13 +31,15 @@ TenantWorkloadConfig parse_tenant_workload(const YamlMap& m) {
     TenantWorkloadConfig c;
     c.num_tenants = m.get_in_range<std::int64_t>("tenants", 1, 1'000'000);
     c.system_prompt_tokens = LengthDistribution::parse(m, "system_prompt_tokens", 0);
-    c.shared_prefix_tokens = m.get_or<std::int64_t>("shared_prefix_tokens", 0);
-    if (c.shared_prefix_tokens < 0) {
-        m.fail("shared_prefix_tokens", fmt::format("must be non-negative, got {}", c.shared_prefix_tokens));
-    }
+    c.shared_prefix_tokens = parse_shared_prefix_tokens(m);
     c.turns_per_dialogue = m.get_in_range<int>("turns_per_dialogue", 1, 1'000'000);
     c.user_tokens = LengthDistribution::parse(m, "user_tokens", 0);
     c.answer_tokens = LengthDistribution::parse(m, "answer_tokens", 1);
+    // A dialogue's first turn holds the shared prefix, the system prompt and the first user message only.
+    check_prompt_not_empty(m, "user_tokens",
+                           {{"shared_prefix_tokens", c.shared_prefix_tokens},
+                            {"system_prompt_tokens", c.system_prompt_tokens.min_tokens()},
+                            {"user_tokens", c.user_tokens.min_tokens()}});
     if (m.has("think_time")) {
         c.think_time = parse_duration_key(m, "think_time");
     }

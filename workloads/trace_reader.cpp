@@ -8,14 +8,19 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <ios>
 #include <nlohmann/json.hpp>
+#include <system_error>
 
 #include "common/clock_range.h"
 #include "common/error.h"
+#include "common/input_file.h"
+#include "common/token_range.h"
 #include "workloads/content_ids.h"
 
 namespace servesim::workloads {
@@ -63,14 +68,7 @@ class LineReader {
     explicit LineReader(std::string path) : path_(std::move(path)) {
         // A directory opens as an empty stream and a device (/dev/null, /dev/zero) as an empty or endless one:
         // only a regular file is a trace.
-        std::error_code ec;
-        const auto status = std::filesystem::status(path_, ec);
-        if (ec || !std::filesystem::exists(status)) {
-            throw ConfigError(path_ + ": cannot open trace file");
-        }
-        if (!std::filesystem::is_regular_file(status)) {
-            throw ConfigError(path_ + ": not a regular file (a directory or a device); a trace is a file of records");
-        }
+        check_input_file(path_, "trace file", kNoFileSizeBound);
         if (path_.size() > 3 && path_.compare(path_.size() - 3, 3, ".gz") == 0) {
             // A gzip-compressed trace (requests.csv.gz): read through zlib, a buffer at a time; lines stay bounded
             // by kMaxLineBytes as for a plain file.
@@ -139,7 +137,19 @@ class LineReader {
             return read_gz_line();
         }
         std::streambuf* sb = in_.rdbuf();
-        for (int c = sb->sbumpc(); c != std::char_traits<char>::eof(); c = sb->sbumpc()) {
+        // The file buffer throws its own std::ios_base::failure on a failed read() (EIO; /proc/self/mem is a
+        // "regular file" that cannot be read): it used to end the run with rc 1 and a message naming no file.
+        const auto next = [&] {
+            try {
+                return sb->sbumpc();
+            } catch (const std::ios_base::failure&) {
+                const int err = errno;
+                throw ConfigError(path_, static_cast<int>(line_ + 1), "",
+                                  "read error in the trace file (" +
+                                      std::error_code(err, std::generic_category()).message() + ")");
+            }
+        };
+        for (int c = next(); c != std::char_traits<char>::eof(); c = next()) {
             if (c == '\n') {
                 return true;
             }
@@ -280,7 +290,7 @@ class MooncakeReader final : public TraceReader {
     }
 
     static constexpr double kMaxTimestampMs = 1e12;
-    static constexpr std::int64_t kMaxTokens = 1'000'000'000;
+    static constexpr std::int64_t kMaxTokens = kMaxTokenCount;  // common/token_range.h
 
     LineReader lines_;
     std::int64_t block_tokens_;
@@ -336,7 +346,7 @@ class AzureReader final : public TraceReader {
         r.arrival = core::SimTime::from_ns(*ts_ns - *first_ns_);
         lines_.check_order(r.arrival, "TIMESTAMP");
         const auto input_tokens = parse_int(cols[1]);
-        constexpr std::int64_t kMaxTokens = 1'000'000'000;  // as for Mooncake: far from any overflow
+        constexpr std::int64_t kMaxTokens = kMaxTokenCount;  // as for Mooncake (common/token_range.h)
         if (!input_tokens || *input_tokens < 1 || *input_tokens > kMaxTokens) {
             lines_.fail("ContextTokens",
                         fmt::format("expected an integer from 1 to {}, got '{}'", kMaxTokens, cols[1]));

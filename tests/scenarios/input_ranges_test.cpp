@@ -159,5 +159,110 @@ TEST_CASE("A list used as a mapping key is refused naming file and line", "[scen
     CHECK(has(m, "r.yaml:2: a mapping key must be a plain name, not a list or a mapping"));
 }
 
+TEST_CASE("Token counts past 1e9 are refused before prompt + output could overflow (replica admission)",
+          "[scenarios][ranges][tokens]") {
+    // sim/engine/replica.cpp adds prompt and output tokens to compare with max_model_len: prompt_tokens 9e18 +
+    // output_tokens 9e18 overflowed int64 (UBSan), and the run ended with status ok and 0 of 40 requests finished.
+    // 3,000,000,000 is past int32 too, and past the bound of 1e9 (common/token_range.h).
+    const std::string prompt = error_of(kHead +
+                                        "workload: {type: synthetic, rate: 1, prompt_tokens: 3000000000, "
+                                        "output_tokens: 10, num_requests: 40}\n");
+    INFO(prompt);
+    CHECK(has(prompt, "r.yaml:2: 'workload.prompt_tokens': length 3000000000 tokens is out of range; allowed: 0 to "
+                      "1000000000 tokens (docs/INPUT-RANGES.md)"));
+    const std::string output = error_of(kHead +
+                                        "workload: {type: synthetic, rate: 1, prompt_tokens: 10, num_requests: 40,\n"
+                                        "  output_tokens: {dist: uniform, min: 1, max: 9000000000000000000}}\n");
+    INFO(output);
+    CHECK(has(output, "r.yaml:3: 'workload.output_tokens.max': 9000000000000000000 tokens is out of range; allowed: "
+                      "1 to 1000000000 tokens"));
+    const std::string mean = error_of(kHead +
+                                      "workload: {type: synthetic, rate: 1, output_tokens: 10, num_requests: 40,\n"
+                                      "  prompt_tokens: {dist: normal, mean: 1e19, std: 1, min: 1}}\n");
+    CHECK(has(mean, "r.yaml:3: 'workload.prompt_tokens.mean': 1e+19 is out of range; allowed: 0 to 1000000000 tokens"));
+    const std::string shared = error_of(kHead +
+                                        "workload: {type: synthetic, rate: 1, prompt_tokens: 10, output_tokens: 10,\n"
+                                        "  shared_prefix_tokens: 5000000000, num_requests: 40}\n");
+    CHECK(has(shared, "'workload.shared_prefix_tokens': 5000000000 tokens is out of range; allowed: 0 to 1000000000"));
+}
+
+TEST_CASE("Token counts past 1e9 are refused before a tenant's prompt sum could overflow (content runs)",
+          "[scenarios][ranges][tokens]") {
+    // sim/core/content.h sums a prompt's runs: a tenant's prompt holds shared + system + every earlier user message
+    // and answer, so system_prompt_tokens 2^62 plus one answer overflowed int64 (UBSan). Within the bounds the sum
+    // is at most 1e9 + 1e9 + 1e6 turns × (1e9 + 1e9) = 2.000002e15 tokens.
+    const std::string tenants = "workload: {type: tenants, tenants: 1, turns_per_dialogue: 2, arrival: closed_loop,\n"
+                                "  num_requests: 2, user_tokens: 10, answer_tokens: 10, ";
+    const std::string system = error_of(kHead + tenants + "system_prompt_tokens: 4611686018427387904}\n");
+    INFO(system);
+    CHECK(has(system, "r.yaml:3: 'workload.system_prompt_tokens': length 4611686018427387904 tokens is out of range; "
+                      "allowed: 0 to 1000000000 tokens"));
+    const std::string user = error_of(kHead + "workload: {type: tenants, tenants: 1, turns_per_dialogue: 2,\n"
+                                              "  arrival: closed_loop, num_requests: 2, system_prompt_tokens: 10,\n"
+                                              "  answer_tokens: 10, user_tokens: {dist: fixed, value: 2000000000}}\n");
+    CHECK(has(user, "r.yaml:4: 'workload.user_tokens.value': length 2000000000 tokens is out of range; allowed: 0 to "
+                    "1000000000"));
+    // A lognormal's mean exp(mu + sigma²/2) = exp(50.5) = 8.55e21 tokens.
+    const std::string lognormal = error_of(kHead + tenants.substr(0, tenants.find("user_tokens")) +
+                                           "user_tokens: 10, system_prompt_tokens: 10,\n"
+                                           "  answer_tokens: {dist: lognormal, mu: 50, sigma: 1}}\n");
+    INFO(lognormal);
+    CHECK(has(lognormal, "'workload.answer_tokens.mu': mu 50 and sigma 1 give a mean of 8.54813e+21 tokens; "
+                         "allowed: up to 1000000000 tokens"));
+    const std::string shared = error_of(kHead + tenants + "system_prompt_tokens: 10, shared_prefix_tokens: -1}\n");
+    CHECK(has(shared, "'workload.shared_prefix_tokens': -1 tokens is out of range; allowed: 0 to 1000000000"));
+}
+
+TEST_CASE("Token counts at the bound run and are rejected as too long, with the right sums",
+          "[scenarios][ranges][tokens]") {
+    // 1e9 + 1e9 = 2e9 > max_model_len 40,960 (Qwen3-4B's default): both requests are refused by the frontend,
+    // and the warning adds them without overflow.
+    const Scenario sc = load_scenario_text(
+        kHead + "workload: {type: synthetic, rate: 1, prompt_tokens: 1000000000, output_tokens: 1000000000, "
+                "num_requests: 2}\n",
+        "r.yaml", {}, {});
+    const auto results = run_experiments(sc.experiments, 1, {});
+    REQUIRE(results.size() == 1);
+    std::string warnings;
+    for (const auto& w : results[0].warnings) {
+        warnings += w + "\n";
+    }
+    INFO(warnings);
+    CHECK(has(warnings, "2 of 2 requests rejected: 2 longer than max_model_len: prompt + output up to 1,000,000,000 + "
+                        "1,000,000,000 = 2,000,000,000 > max_model_len 40,960"));
+}
+
+TEST_CASE("A workload that can draw an empty prompt is refused before the run", "[scenarios][ranges][tokens]") {
+    // vLLM refuses an empty prompt; such requests were counted as "longer than max_model_len" with the impossible
+    // sum "0 + 10 = 10 > max_model_len 40,960".
+    const std::string synthetic = error_of(
+        kHead + "workload: {type: synthetic, rate: 1, prompt_tokens: {dist: uniform, min: 0, max: 5},\n"
+                "  output_tokens: 10, num_requests: 40}\n");
+    INFO(synthetic);
+    CHECK(has(synthetic, "r.yaml:2: 'workload.prompt_tokens': a prompt could be empty (shortest: shared_prefix_tokens "
+                         "0 + prompt_tokens 0 = 0 tokens) and vLLM refuses an empty prompt; give one of them a "
+                         "minimum of at least 1 token"));
+    const std::string tenants = error_of(
+        kHead + "workload: {type: tenants, tenants: 2, turns_per_dialogue: 2, arrival: closed_loop,\n"
+                "  num_requests: 4, system_prompt_tokens: 0, user_tokens: {dist: exponential, mean: 20},\n"
+                "  answer_tokens: 10}\n");
+    INFO(tenants);
+    CHECK(has(tenants, "'workload.user_tokens': a prompt could be empty (shortest: shared_prefix_tokens 0 + "
+                       "system_prompt_tokens 0 + user_tokens 0 = 0 tokens)"));
+    // One shared token is enough.
+    CHECK(load_scenario_text(kHead + "workload: {type: synthetic, rate: 1, prompt_tokens: {dist: uniform, min: 0, "
+                                     "max: 5}, shared_prefix_tokens: 1, output_tokens: 10, num_requests: 4}\n",
+                             "r.yaml", {}, {})
+              .experiments.size() == 1);
+}
+
+TEST_CASE("A repeated key and a second document in a scenario are refused by name", "[scenarios][errors]") {
+    const std::string repeated = error_of(kHead + kSynthetic + "model: Qwen3-8B\n");
+    INFO(repeated);
+    CHECK(has(repeated, "r.yaml:3: the key 'model' is repeated in one mapping; give it once"));
+    const std::string second = error_of(kHead + kSynthetic + "---\nmodel: Qwen3-8B\n");
+    CHECK(has(second, "r.yaml:3: a second YAML document (after '---'); a file holds one document"));
+}
+
 }  // namespace
 }  // namespace servesim::app

@@ -58,14 +58,14 @@ TEST_CASE("CLI: a directory or a device as a scenario or profile is refused nami
     std::filesystem::create_directories(dir);
     const Ran scenario = run("run " + dir);
     CHECK(scenario.status == 2);
-    CHECK(contains(scenario.output, dir + ": is a directory; expected a scenario file (YAML)"));
+    CHECK(contains(scenario.output, dir + ": a directory; expected a scenario file (a regular file)"));
     const Ran zero = run("run /dev/zero");
     CHECK(zero.status == 2);
-    CHECK(contains(zero.output, "/dev/zero: is a device"));
+    CHECK(contains(zero.output, "/dev/zero: a device, not a file"));
     // yaml-cpp used to report only "basic_filebuf::underflow error reading the file: Is a directory" (rc 1).
     const Ran profile = run("run scenarios/quickstart.yaml --set workload.num_requests=4 --set cost_model=" + dir);
     CHECK(profile.status == 2);
-    CHECK(contains(profile.output, dir + ": not a regular file (a directory or a device); expected a YAML/JSON file"));
+    CHECK(contains(profile.output, dir + ": a directory; expected a YAML/JSON file (a regular file)"));
 }
 
 TEST_CASE("CLI: calibrate exits 2 on bad input", "[tools][cli]") {

@@ -195,8 +195,9 @@ TEST_CASE("a file that is not a partial-results file is refused naming the flag"
               "' is not a servesim partial-results file (written by --checkpoint, or kept by a sweep or plan that "
               "failed), or its first line is damaged; run the command without --resume to start afresh");
     std::filesystem::remove(path);
+    // Opened through common/input_file.h, as every input file.
     CHECK(error_of([&] { (void)PartialResults::resume(path, "--resume", scenario_fingerprint(cs)); }) ==
-          "--resume: cannot read '" + path + "'");
+          "--resume: " + path + ": cannot open the partial-results file: no such file");
 }
 
 TEST_CASE("a resumed batch runs only the missing runs and prints as an uninterrupted one", "[result-codec]") {

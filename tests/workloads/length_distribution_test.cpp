@@ -70,16 +70,19 @@ TEST_CASE("LengthDistribution exponential has the given mean", "[workloads][leng
 }
 
 TEST_CASE("LengthDistribution rejects bad parameters naming the key", "[workloads][lengths]") {
-    CHECK(error_of("answer_tokens: 0", 1).find("'workload.answer_tokens': length must be at least 1 tokens") !=
-          std::string::npos);
+    // Every count states its range, 1 (an answer) or 0 to 1e9 tokens (common/token_range.h).
+    CHECK(error_of("answer_tokens: 0", 1).find("'workload.answer_tokens': length 0 tokens is out of range; allowed: 1 "
+                                               "to 1000000000 tokens") != std::string::npos);
     CHECK(error_of("answer_tokens: {dist: zipf}", 1).find("allowed: fixed, uniform, normal, lognormal, exponential") !=
           std::string::npos);
     CHECK(error_of("answer_tokens: {dist: uniform, min: 9, max: 3}", 1).find("'workload.answer_tokens.max'") !=
           std::string::npos);
-    CHECK(error_of("answer_tokens: {dist: normal, mean: 9, std: -3}", 1).find("must be non-negative") !=
+    CHECK(error_of("answer_tokens: {dist: normal, mean: 9, std: -3}", 1)
+              .find("'workload.answer_tokens.std': -3 is out of range; allowed: 0 to 1000000000 tokens") !=
           std::string::npos);
     CHECK(error_of("answer_tokens: {dist: uniform, min: 1, max: 3, mean: 2}", 1).find("unknown key") !=
           std::string::npos);
-    CHECK(error_of("answer_tokens: {dist: uniform, min: 0, max: 3}", 1).find("must be at least 1") !=
+    CHECK(error_of("answer_tokens: {dist: uniform, min: 0, max: 3}", 1)
+              .find("'workload.answer_tokens.min': 0 tokens is out of range; allowed: 1 to 1000000000 tokens") !=
           std::string::npos);
 }

@@ -37,11 +37,24 @@ std::string temp_file(const std::string& name, const std::string& text) {
 
 TEST_CASE("A directory or a device is not a trace", "[workloads][trace]") {
     for (const std::string format : {"mooncake", "azure"}) {
-        CHECK(error_reading(".", format) ==
-              ".: not a regular file (a directory or a device); a trace is a file of records");
-        CHECK(error_reading("/dev/null", format).starts_with("/dev/null: not a regular file"));
-        CHECK(error_reading("/dev/zero", format).starts_with("/dev/zero: not a regular file"));
+        // Through common/input_file.h, as every input file.
+        CHECK(error_reading(".", format) == ".: a directory; expected a trace file (a regular file)");
+        CHECK(error_reading("/dev/null", format) ==
+              "/dev/null: a device, not a file; expected a trace file (a regular file)");
+        CHECK(error_reading("/dev/zero", format).starts_with("/dev/zero: a device"));
     }
+}
+
+TEST_CASE("A read error names the trace file and line", "[workloads][trace]") {
+    // /proc/self/mem is a "regular file" whose read() at offset 0 fails with EIO: libstdc++'s file buffer threw its
+    // own "basic_filebuf::underflow error reading the file" past the reader, and the run ended with rc 1 naming no
+    // file (issue 41).
+    if (!std::filesystem::exists("/proc/self/mem")) {
+        WARN("no /proc/self/mem here");
+        return;
+    }
+    CHECK(error_reading("/proc/self/mem", "azure") ==
+          "/proc/self/mem:1: read error in the trace file (Input/output error)");
 }
 
 TEST_CASE("An empty trace is refused when read", "[workloads][trace]") {

@@ -186,5 +186,5 @@ TEST_CASE("Trace workload rejects an unknown format and a missing file", "[workl
     } catch (const ConfigError& e) {
         file_msg = e.what();
     }
-    CHECK(contains(file_msg, "'workload.trace': cannot open trace file '/nonexistent/x.jsonl'"));
+    CHECK(contains(file_msg, "'workload.trace': /nonexistent/x.jsonl: cannot open the trace file: no such file"));
 }

@@ -492,7 +492,14 @@ void assess_result(ExperimentResult& r) {
     const auto& rej = s.rejections;
     if (s.num_requests_rejected > 0) {
         std::string why;
-        if (rej.longer_than_max_model_len > 0) {
+        if (rej.longer_than_max_model_len > 0 &&
+            rej.largest_prompt_tokens + rej.largest_output_tokens <= r.plan.max_model_len) {
+            // The frontend's one other refusal counted here: an empty prompt (the replica refuses prompt_tokens == 0
+            // with the same reason; vLLM's v1 Processor._validate_model_input). The workload readers refuse a
+            // workload that can draw one, so this is for the readers that cannot know in advance.
+            why = fmt::format("{} with an empty prompt (vLLM refuses an empty prompt)",
+                              thousands(rej.longer_than_max_model_len));
+        } else if (rej.longer_than_max_model_len > 0) {
             why = fmt::format("{} longer than max_model_len: prompt + output up to {} + {} = {} > max_model_len {}",
                               thousands(rej.longer_than_max_model_len), thousands(rej.largest_prompt_tokens),
                               thousands(rej.largest_output_tokens),

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "common/error.h"
+#include "common/input_file.h"
 #include "tools/app/plan.h"
 #include "tools/app/result_codec.h"
 
@@ -94,14 +95,10 @@ PartialResults PartialResults::resume(const std::string& path,
                                       std::uint64_t scenario_fingerprint) {
     PartialResults p(path, flag);
     std::string text;
-    {
-        std::ifstream in(path, std::ios::binary);
-        if (!in) {
-            throw ConfigError(fmt::format("{}: cannot read '{}'", flag, path));
-        }
-        std::ostringstream ss;
-        ss << in.rdbuf();
-        text = ss.str();
+    try {
+        text = read_input_file(path, "partial-results file");
+    } catch (const ConfigError& e) {
+        throw ConfigError(fmt::format("{}: {}", flag, e.what()));
     }
     const std::string afresh = "; run the command without --resume to start afresh";
     const auto damaged = [&](const std::string& what) {

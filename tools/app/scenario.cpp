@@ -13,6 +13,7 @@
 
 #include "common/error.h"
 #include "calibration/gpu_spec.h"
+#include "common/input_file.h"
 #include "common/yaml_reader.h"
 #include "models/model_registry.h"
 #include "models/quantization_config.h"
@@ -741,19 +742,7 @@ Scenario load_scenario(const std::string& path, const std::vector<std::string>& 
 }
 
 Scenario load_scenario(const std::string& path, const std::vector<Override>& overrides) {
-    if (std::error_code ec; fs::is_directory(path, ec)) {
-        throw ConfigError(path + ": is a directory; expected a scenario file (YAML)");
-    }
-    if (std::error_code ec; fs::is_character_file(path, ec) || fs::is_block_file(path, ec)) {
-        throw ConfigError(path + ": is a device; expected a scenario file (YAML), or a pipe");  // /dev/zero never ends
-    }
-    std::ifstream in(path);
-    if (!in) {
-        throw ConfigError(path + ": cannot open scenario file");
-    }
-    std::stringstream buffer;
-    buffer << in.rdbuf();
-    return load_scenario_text(buffer.str(), path, overrides);
+    return load_scenario_text(read_input_file(path, "scenario file"), path, overrides);
 }
 
 }  // namespace servesim::app

@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "common/error.h"
+#include "common/input_file.h"
 #include "sim/core/rng.h"
 #include "tools/app/output.h"
 #include "workloads/arrival_process.h"
@@ -30,25 +31,8 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr std::uintmax_t kMaxInputBytes = std::uintmax_t{1} << 30;
 
 std::string read_text_file(const std::string& path) {
-    std::error_code ec;
-    const auto status = fs::status(path, ec);
-    if (ec || !fs::exists(status)) {
-        throw ConfigError(path + ": no such file");
-    }
-    if (!fs::is_regular_file(status)) {
-        throw ConfigError(path + ": not a regular file; validate reads a run folder or a measurement file");
-    }
-    if (fs::file_size(path, ec) > kMaxInputBytes) {
-        throw ConfigError(fmt::format("{}: larger than {} bytes; a measurement file is smaller", path,
-                                      kMaxInputBytes));
-    }
-    std::ifstream in(path, std::ios::binary);
-    if (!in) {
-        throw ConfigError(path + ": cannot be read");
-    }
-    std::ostringstream s;
-    s << in.rdbuf();
-    return s.str();
+    return read_input_file(path, "measurement file",
+                           kMaxInputBytes);
 }
 
 nlohmann::json parse_json(const std::string& path, const std::string& text) {

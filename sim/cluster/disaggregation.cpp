@@ -421,9 +421,12 @@ void DisaggregatedSimulation::handle_arrivals(core::SimTime now) {
         SERVESIM_CHECK(!spec.timeout, "request {} has a client time-out in a disaggregated run",
                        core::to_int(spec.id));
         std::optional<cache::HashedPrompt> hashed;
+        const bool refused = engine::refused_as_too_long(core::total_tokens(spec.prompt), spec.max_output_tokens,
+                                                 config_.prefill_replica.scheduler.max_model_len);
         const std::size_t p = route_arrival(*prefill_router_, prefill_, spec.prompt,
                                             RequestOrigin{spec.tenant, spec.session, spec.last_in_session}, now,
-                                            config_.prefill_replica.scheduler.block_size, loads, hashed);
+                                            config_.prefill_replica.scheduler.block_size, loads, hashed, nullptr,
+                                            nullptr, refused);
         engine::IncomingRequest client{spec.id, now, std::move(spec.prompt), spec.max_output_tokens,
                                        spec.answer_content, spec.turn, {}, std::move(hashed)};
         if (hop_[p].ns() == 0) {

@@ -153,7 +153,7 @@ std::size_t route_arrival(Router& router, const std::vector<std::unique_ptr<engi
                           const core::TokenContent& prompt, const RequestOrigin& origin, core::SimTime now,
                           int block_size,
                           std::vector<ReplicaLoad>& loads, std::optional<cache::HashedPrompt>& hashed,
-                          cache::FirstRunHashMemo* memo, const std::vector<std::size_t>* in_transit) {
+                          cache::FirstRunHashMemo* memo, const std::vector<std::size_t>* in_transit, bool refused) {
     loads.resize(replicas.size());
     if (router.needs_loads()) {
         for (std::size_t i = 0; i < replicas.size(); ++i) {
@@ -162,7 +162,7 @@ std::size_t route_arrival(Router& router, const std::vector<std::unique_ptr<engi
         }
     }
     hashed.reset();
-    if (!router.needs_block_hashes()) {
+    if (!router.needs_block_hashes() || refused) {
         return router.route(RouteRequest{prompt, now, {}, origin.tenant, origin.session, origin.last_in_session},
                             loads);
     }
@@ -180,11 +180,13 @@ void Simulation::handle_arrivals(core::SimTime now) {
         }
         workloads::RequestSpec spec = workload_.pop_next_arrival();
         std::optional<cache::HashedPrompt> hashed;
+        const bool refused = engine::refused_as_too_long(core::total_tokens(spec.prompt), spec.max_output_tokens,
+                                                 config_.replica.scheduler.max_model_len);
         const std::size_t target = route_arrival(*router_, replicas_, spec.prompt,
                                                  RequestOrigin{spec.tenant, spec.session, spec.last_in_session}, now,
                                                  config_.replica.scheduler.block_size, loads_, hashed,
                                                  &route_hash_memo_,
-                                                 api_servers_.empty() ? nullptr : &in_transit_counts_);
+                                                 api_servers_.empty() ? nullptr : &in_transit_counts_, refused);
         engine::IncomingRequest in{spec.id, now, std::move(spec.prompt), spec.max_output_tokens, spec.answer_content,
                                    spec.turn, {}, std::move(hashed)};
         if (api_servers_.empty()) {

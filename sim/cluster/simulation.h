@@ -88,13 +88,16 @@ struct SimulationResult {
 // space reused across arrivals; `memo` (optional, at `block_size`) shares first-run hashes between prompts.
 // `in_transit` (optional, one count per replica): requests routed to a replica that have not reached its engine yet
 // (the request path, docs/REQUEST-PATH.md), counted as waiting there — a router knows what it sent.
+// `refused`: the request will be refused as too long for max_model_len (vLLM's frontend checks that before any
+// router sees a token, engine::refused_as_too_long, which engine::Replica::add_request applies): it is routed without hashing its prompt, which for a
+// prompt of 10^9 tokens took gigabytes and minutes to no end (issue 41).
 // Shared by Simulation and DisaggregatedSimulation's two pools.
 [[nodiscard]] std::size_t route_arrival(Router& router, const std::vector<std::unique_ptr<engine::Replica>>& replicas,
                                         const core::TokenContent& prompt, const RequestOrigin& origin,
                                         core::SimTime now, int block_size, std::vector<ReplicaLoad>& loads,
                                         std::optional<cache::HashedPrompt>& hashed,
                                         cache::FirstRunHashMemo* memo = nullptr,
-                                        const std::vector<std::size_t>* in_transit = nullptr);
+                                        const std::vector<std::size_t>* in_transit = nullptr, bool refused = false);
 
 // The replicas' prefix-cache counters summed: GPU queries and hits, and the CPU-offload tier's as external ones.
 [[nodiscard]] metrics::PrefixCounters prefix_counters(const std::vector<std::unique_ptr<engine::Replica>>& replicas);

@@ -29,8 +29,7 @@ void Replica::share_hash_memo(cache::FirstRunHashMemo& memo) {
 bool Replica::add_request(IncomingRequest in) {
     const std::int64_t prompt_tokens = core::total_tokens(in.prompt);
     metrics_.on_sent(in.arrival);
-    // vLLM's frontend refuses a request whose prompt + max_tokens exceed max_model_len.
-    if (prompt_tokens + in.max_output_tokens > config_.scheduler.max_model_len || prompt_tokens == 0) {
+    if (refused_as_too_long(prompt_tokens, in.max_output_tokens, config_.scheduler.max_model_len)) {
         metrics_.on_rejected(in.arrival, metrics::RejectReason::kLongerThanMaxModelLen, prompt_tokens,
                              in.max_output_tokens);
         return false;

@@ -56,6 +56,14 @@ struct IncomingRequest {
     std::optional<cache::HashedPrompt> hashed_prompt;
 };
 
+// Whether a replica with `max_model_len` refuses a request of `prompt_tokens` + `max_output_tokens`: vLLM's frontend
+// refuses a request whose prompt + max_tokens exceed max_model_len (and an empty prompt), before any engine or
+// router sees it. Replica::add_request applies it; cluster::route_arrival skips hashing such a prompt.
+[[nodiscard]] inline bool refused_as_too_long(std::int64_t prompt_tokens, std::int64_t max_output_tokens,
+                                              std::int64_t max_model_len) {
+    return prompt_tokens + max_output_tokens > max_model_len || prompt_tokens == 0;
+}
+
 class Replica {
 public:
     // `connector` (optional, not owned, used when config.offload is unset): a replica's view of a cluster-wide KV

@@ -184,7 +184,7 @@ private:
         if (seed) {
             overrides.push_back({"seed", YAML::Node(*seed), "the planner's seed for this replicate"});
         }
-        const Scenario sc = load_scenario_text(r_.scenario_text, r_.scenario_path, layered(overrides));
+        const Scenario sc = load_scenario_text(r_.scenario_text, r_.scenario_path, layered(overrides), false);
         ExperimentConfig x = sc.experiments.at(index);
         x.replicates = 1;  // the planner runs its own replicates (--replicates), one seed per experiment
         // Early stop: once more than max_shortfall of the run's requests wait at once, the backlog criterion cannot
@@ -197,12 +197,15 @@ private:
 
     // vLLM's start-up check of the configuration's memory (cache::plan_memory): empty when it fits, else vLLM's
     // reason (the model's weights leave no room for KV blocks, or one max_model_len request does not fit).
+    // Other errors of the check are left to the checked scenario load (build_configurations), which names the key.
     [[nodiscard]] static std::string does_not_fit(const ExperimentConfig& x, const calibration::GpuSpec& gpu) {
         try {
             const models::ModelSpec model = resolve_engine_model(x.model, x.engine);
             (void)cache::plan_memory(model, memory_plan_request(x.engine, gpu, x.replicas));
         } catch (const cache::DoesNotFitError& e) {
             return e.what();
+        } catch (const ConfigError&) {
+            return {};
         }
         return {};
     }
@@ -219,7 +222,10 @@ private:
             if (r_.seed) {
                 o.push_back({"seed", YAML::Node(*r_.seed), "--seed"});
             }
-            const Scenario sc = load_scenario_text(r_.scenario_text, r_.scenario_path, layered(o));
+            // vLLM's memory check is the planner's own (does_not_fit below), so that a configuration that does not fit
+            // is a row of the answer rather than the end of the plan.
+            const Scenario sc = load_scenario_text(r_.scenario_text, r_.scenario_path, layered(o), false);
+            bool all_fit = true;
             for (std::size_t j = 0; j < sc.experiments.size(); ++j) {
                 const ExperimentConfig& x = sc.experiments[j];
                 if (x.order_only) {
@@ -247,9 +253,14 @@ private:
                                                                                                     : "profile";
                 c.validation = describe_validation(kind, gpu.name);
                 c.does_not_fit = does_not_fit(x, gpu);
+                all_fit = all_fit && c.does_not_fit.empty();
                 base_seeds_.push_back(x.seed);
                 base_replicas_.push_back(x.replicas);
                 result_.configurations.push_back(std::move(c));
+            }
+            if (all_fit) {
+                // Any other start-up error is bad input: the checked load reports it at its file and key.
+                (void)load_scenario_text(r_.scenario_text, r_.scenario_path, layered(o));
             }
         }
         // Every probe's overrides must load: try the first value of each configuration now.
@@ -485,6 +496,24 @@ std::pair<std::string, std::vector<std::string>> parse_grid_axis(const std::stri
         values.push_back(v);
     }
     return {text.substr(0, eq), values};
+}
+
+void settle_load_key(PlanRequest& r) {
+    if (r.load_key_given) {
+        return;
+    }
+    std::vector<Override> o = r.flag_overrides;
+    for (const auto& s : r.overrides) {
+        o.push_back(parse_set_override(s));
+    }
+    const Scenario sc = load_scenario_text(r.scenario_text, r.scenario_path, o, false);
+    const bool bench_serve = std::all_of(sc.experiments.begin(), sc.experiments.end(), [](const ExperimentConfig& x) {
+        const YAML::Node type = x.workload["type"];
+        return type && type.IsScalar() && type.Scalar() == "bench_serve";
+    });
+    if (!sc.experiments.empty() && bench_serve) {
+        r.load_key = "workload.request_rate";
+    }
 }
 
 PlanResult run_plan(const PlanRequest& request, const std::function<void(int, int)>& on_round) {

@@ -42,6 +42,9 @@ struct PlanRequest {
 
     // What "load" means: the dotted scenario key the search varies (workload.rate, workload.tenants, …).
     std::string load_key = "workload.rate";
+    // false: load_key is the default, which run_plan replaces by workload.request_rate when the scenario's workload
+    // is bench_serve (vllm bench serve's --request-rate).
+    bool load_key_given = false;
     bool load_is_integer = false;
     double load_start = 1;
     double load_min = 0.01;
@@ -115,6 +118,11 @@ struct PlanResult {
 // Checks everything (SLO, grid keys, prices for every GPU in the grid, the load key) before the first simulation,
 // then searches. `on_round(done, total)` reports progress after each batch.
 [[nodiscard]] PlanResult run_plan(const PlanRequest& request, const std::function<void(int, int)>& on_round);
+
+// The load key when the user gave none (load_key_given false): workload.request_rate for a bench_serve workload
+// (vllm bench serve's --request-rate, the scenario-less plan's), else the default workload.rate. Reads the scenario
+// (with every override) once; call before run_plan and the formatters.
+void settle_load_key(PlanRequest& request);
 
 [[nodiscard]] std::string format_plan_table(const PlanRequest& request, const PlanResult& result);
 [[nodiscard]] std::string format_plan_csv(const PlanRequest& request, const PlanResult& result);

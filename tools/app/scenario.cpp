@@ -499,7 +499,8 @@ Scenario load_scenario_text(const std::string& text, const std::string& file,
     return load_scenario_text(text, file, all);
 }
 
-Scenario load_scenario_text(const std::string& text, const std::string& file, const std::vector<Override>& overrides) {
+Scenario load_scenario_text(const std::string& text, const std::string& file, const std::vector<Override>& overrides,
+                            bool check_memory) {
     const YAML::Node root = load_yaml_string(text, file);
     const std::string base_dir = fs::path(file).has_parent_path() ? fs::path(file).parent_path().string() : ".";
     const YamlMap top(root, file);
@@ -634,7 +635,9 @@ Scenario load_scenario_text(const std::string& text, const std::string& file, co
             ExperimentConfig x;
             try {
                 x = parse_experiment(YamlMap(merged, file), base_dir);
-                check_model_gpu_and_memory(YamlMap(merged, file), x);
+                if (check_memory) {
+                    check_model_gpu_and_memory(YamlMap(merged, file), x);
+                }
             } catch (const ConfigError& e) {
                 rethrow_naming_command_line(e, file, overrides);
             }

@@ -155,8 +155,11 @@ struct Override {
 
 [[nodiscard]] Scenario load_scenario(const std::string& path, const std::vector<Override>& overrides);
 
+// `check_memory` false leaves out vLLM's start-up memory check (cache::plan_memory) of each experiment, which is
+// otherwise reported at its file and key: `plan` makes it itself, to report a configuration that does not fit as a
+// `does_not_fit` row instead of an error (docs/PLANNER.md).
 [[nodiscard]] Scenario load_scenario_text(const std::string& text, const std::string& name_for_errors,
-                                          const std::vector<Override>& overrides);
+                                          const std::vector<Override>& overrides, bool check_memory = true);
 
 // `overrides` are "dotted.key=value" strings from --set (value parsed as YAML). A seed override replaces `seed`.
 [[nodiscard]] Scenario load_scenario(const std::string& path, const std::vector<std::string>& overrides,

@@ -184,7 +184,7 @@ private:
         if (seed) {
             overrides.push_back({"seed", YAML::Node(*seed), "the planner's seed for this replicate"});
         }
-        const Scenario sc = load_scenario_text(r_.scenario_text, r_.scenario_path, layered(overrides), false);
+        const Scenario sc = load_scenario_text_without_memory_check(r_.scenario_text, r_.scenario_path, layered(overrides));
         ExperimentConfig x = sc.experiments.at(index);
         x.replicates = 1;  // the planner runs its own replicates (--replicates), one seed per experiment
         // Early stop: once more than max_shortfall of the run's requests wait at once, the backlog criterion cannot
@@ -224,7 +224,7 @@ private:
             }
             // vLLM's memory check is the planner's own (does_not_fit below), so that a configuration that does not fit
             // is a row of the answer rather than the end of the plan.
-            const Scenario sc = load_scenario_text(r_.scenario_text, r_.scenario_path, layered(o), false);
+            const Scenario sc = load_scenario_text_without_memory_check(r_.scenario_text, r_.scenario_path, layered(o));
             bool all_fit = true;
             for (std::size_t j = 0; j < sc.experiments.size(); ++j) {
                 const ExperimentConfig& x = sc.experiments[j];
@@ -506,7 +506,7 @@ void settle_load_key(PlanRequest& r) {
     for (const auto& s : r.overrides) {
         o.push_back(parse_set_override(s));
     }
-    const Scenario sc = load_scenario_text(r.scenario_text, r.scenario_path, o, false);
+    const Scenario sc = load_scenario_text_without_memory_check(r.scenario_text, r.scenario_path, o);
     const bool bench_serve = std::all_of(sc.experiments.begin(), sc.experiments.end(), [](const ExperimentConfig& x) {
         const YAML::Node type = x.workload["type"];
         return type && type.IsScalar() && type.Scalar() == "bench_serve";

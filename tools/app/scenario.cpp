@@ -499,8 +499,24 @@ Scenario load_scenario_text(const std::string& text, const std::string& file,
     return load_scenario_text(text, file, all);
 }
 
-Scenario load_scenario_text(const std::string& text, const std::string& file, const std::vector<Override>& overrides,
-                            bool check_memory) {
+namespace {
+Scenario load_scenario_text_checked(const std::string& text, const std::string& file,
+                                   const std::vector<Override>& overrides, bool check_memory);
+}  // namespace
+
+Scenario load_scenario_text(const std::string& text, const std::string& file, const std::vector<Override>& overrides) {
+    return load_scenario_text_checked(text, file, overrides, true);
+}
+
+Scenario load_scenario_text_without_memory_check(const std::string& text, const std::string& file,
+                                                 const std::vector<Override>& overrides) {
+    return load_scenario_text_checked(text, file, overrides, false);
+}
+
+namespace {
+
+Scenario load_scenario_text_checked(const std::string& text, const std::string& file,
+                                   const std::vector<Override>& overrides, bool check_memory) {
     const YAML::Node root = load_yaml_string(text, file);
     const std::string base_dir = fs::path(file).has_parent_path() ? fs::path(file).parent_path().string() : ".";
     const YamlMap top(root, file);
@@ -664,6 +680,8 @@ Scenario load_scenario_text(const std::string& text, const std::string& file, co
     }
     return sc;
 }
+
+}  // namespace
 
 Scenario load_scenario(const std::string& path, const std::vector<std::string>& overrides,
                        std::optional<std::uint64_t> seed_override) {

@@ -14,6 +14,8 @@
 
 #include "common/error.h"
 #include "common/input_file.h"
+#include "tools/app/command_line.h"
+#include "tools/app/flag_suggestions.h"
 #include "tools/app/partial_results.h"
 #include "tools/app/plan.h"
 
@@ -23,6 +25,23 @@ namespace po = boost::program_options;
 namespace fs = std::filesystem;
 
 int cmd_plan(int argc, char** argv, const std::function<int(const std::string&)>& plot, app::Executor& executor) {
+    // vLLM's engine flags first (as `run` takes them: command_line.h), the rest to the parser below.
+    const app::EngineFlags flags = app::take_engine_flags(std::vector<std::string>(argv + std::min(argc, 1), argv + argc));
+    std::vector<std::string> words{argc > 0 ? argv[0] : "plan"};
+    words.insert(words.end(), flags.rest.begin(), flags.rest.end());
+    std::vector<char*> rest_argv;
+    for (auto& w : words) {
+        rest_argv.push_back(w.data());
+    }
+    argc = static_cast<int>(rest_argv.size());
+    argv = rest_argv.data();
+    std::optional<std::string> model;
+    std::optional<std::string> gpu;
+    std::optional<std::string> cost_model;
+    app::BenchServeFlags bench;
+    const auto opt_string = [](std::optional<std::string>& target) {
+        return po::value<std::string>()->notifier([&target](const std::string& v) { target = v; });
+    };
     app::PlanRequest r;
     std::string slo;
     std::vector<std::string> grid;
@@ -37,6 +56,7 @@ int cmd_plan(int argc, char** argv, const std::function<int(const std::string&)>
     r.jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     po::options_description opts(
         "servesim plan SCENARIO --slo ttft_p99=500ms,itl_p99=50ms [--target-rate R | --target-tenants T] [options]\n"
+        "servesim plan --model M [--gpu G] [vLLM engine flags] [vllm bench serve flags] --slo ... [options]\n"
         "  without a target: the largest sustainable load of each configuration, and its cost per token;\n"
         "  with a target: the fewest replicas (GPUs = replicas × tensor-parallel size) meeting the SLOs at it.\n"
         "  configurations = the scenario's experiments/sweep points × --grid; ranked by $ per million tokens.\n"
@@ -73,22 +93,48 @@ int cmd_plan(int argc, char** argv, const std::function<int(const std::string&)>
         "keep each finished probe run in FILE as it finishes (docs/MPI.md; a failed or interrupted plan keeps one "
         "anyway)")(
         "resume", po::value<std::string>(&resume),
-        "take the probe runs FILE holds (--checkpoint, or kept by a failed or interrupted plan), run only the rest");
+        "take the probe runs FILE holds (--checkpoint, or kept by a failed or interrupted plan), run only the rest")(
+        "model", opt_string(model),
+        "model preset or Hugging Face repo id: without a scenario, plans vllm bench serve's random dataset on it "
+        "(the load is workload.request_rate); with one, replaces its model")(
+        "gpu", opt_string(gpu), "GPU name, see servesim list (replaces the scenario's; default H200)")(
+        "cost-model", opt_string(cost_model), "roofline (default), measured or a calibrated profile YAML");
+    po::options_description bench_opts("vllm bench serve flags, random dataset (a plan without a scenario file; "
+                                       "vLLM's defaults; the rate is what the planner searches)");
+    bench_opts.add_options()("burstiness", opt_string(bench.burstiness),
+                             "gamma shape of the gaps; 1 = Poisson (default 1)")(
+        "num-prompts", opt_string(bench.num_prompts), "requests per probe (default 1000)")(
+        "random-input-len", opt_string(bench.random_input_len), "prompt tokens per request (default 1024)")(
+        "random-output-len", opt_string(bench.random_output_len), "output tokens per request (default 128)")(
+        "random-range-ratio", opt_string(bench.random_range_ratio),
+        "lengths uniform on [L(1-r), L(1+r)], r in [0, 1) (default 0)")(
+        "random-prefix-len", opt_string(bench.random_prefix_len),
+        "tokens of a prefix shared by every prompt (default 0)")(
+        "max-concurrency", opt_string(bench.max_concurrency), "most requests in flight (default no limit)")(
+        "request-rate", opt_string(bench.request_rate), "not taken: the planner searches the rate");
+    opts.add(bench_opts);
     po::positional_options_description pos;
     pos.add("scenario", 1);
     po::variables_map vm;
-    po::store(po::command_line_parser(argc, argv).options(opts).positional(pos).run(), vm);
+    po::command_line_parser parser(argc, argv);
+    parser.options(opts).positional(pos);
+    app::store_or_suggest(parser, opts, vm, "plan");
     po::notify(vm);
     if (vm.count("help")) {
-        std::cout << opts;
+        std::cout << opts << "\n" << app::engine_flags_help();
         return 0;
+    }
+    if (bench.request_rate) {
+        throw ConfigError("plan: --request-rate: the planner searches the rate; give --start-load, --min-load, "
+                          "--max-load, or --target-rate to size for one");
     }
     if (vm.count("plot") && out_dir.empty()) {
         throw ConfigError("plan: --plot draws into the --out folder; give --out DIR");
     }
-    if (r.scenario_path.empty()) {
-        throw ConfigError("plan: a scenario file is required, e.g. servesim plan scenarios/plan/agentic-8b.yaml "
-                          "--slo ttft_p99=2s,itl_p99=50ms");
+    if (r.scenario_path.empty() && !model) {
+        throw ConfigError("plan: a scenario file or --model is required, e.g. servesim plan "
+                          "scenarios/plan/agentic-8b.yaml --slo ttft_p99=2s,itl_p99=50ms, or servesim plan --model "
+                          "Qwen3-8B --gpu H100 --slo ttft_p99=2s,itl_p99=50ms");
     }
     if (slo.empty()) {
         throw ConfigError("plan: --slo is required; " + planner::slo_names_help());
@@ -106,6 +152,7 @@ int cmd_plan(int argc, char** argv, const std::function<int(const std::string&)>
             r.load_key = "workload.tenants";
         }
     }
+    r.load_key_given = vm.count("load-key") > 0 || vm.count("target-tenants") > 0;
     r.load_is_integer = r.load_key.size() >= 7 && r.load_key.substr(r.load_key.size() - 7) == "tenants";
     if (vm.count("no-replica-search")) {
         r.search_replicas = false;
@@ -126,7 +173,28 @@ int cmd_plan(int argc, char** argv, const std::function<int(const std::string&)>
     if (!prices_file.empty()) {
         r.prices = planner::read_prices(prices_file, r.prices);
     }
-    r.scenario_text = read_input_file(r.scenario_path, "scenario file");
+    if (r.scenario_path.empty()) {
+        // The scenario-less plan: vllm bench serve's random dataset on --model (command_line.h scenario_less_run).
+        app::ScenarioLessRun run = app::scenario_less_run(*model, gpu, cost_model, bench);
+        r.scenario_path = "command line";
+        r.scenario_text = run.text;
+        r.flag_overrides = std::move(run.overrides);
+    } else {
+        if (bench.any()) {
+            throw ConfigError("plan: the vllm bench serve flags (--num-prompts, --random-*, ...) build the workload "
+                              "of a plan without a scenario file; with a scenario, set its keys: --set "
+                              "workload.num_requests=500");
+        }
+        r.scenario_text = read_input_file(r.scenario_path, "scenario file");
+        for (const auto& [value, key, flag] : {std::tuple{&model, "model", "--model"}, {&gpu, "gpu", "--gpu"},
+                                               {&cost_model, "cost_model", "--cost-model"}}) {
+            if (*value) {
+                r.flag_overrides.push_back({key, YAML::Node(**value), flag});
+            }
+        }
+    }
+    r.flag_overrides.insert(r.flag_overrides.end(), flags.overrides.begin(), flags.overrides.end());
+    app::settle_load_key(r);
     if (!out_dir.empty()) {
         std::error_code ec;
         fs::create_directories(out_dir, ec);

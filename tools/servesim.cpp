@@ -64,6 +64,7 @@ constexpr const char* kUsage =
     "                     without a file: servesim run --model M --request-rate R --num-prompts N ...\n"
     "  sweep SCENARIO     run a scenario's sweep grid on threads, one row per point\n"
     "  plan SCENARIO      max sustainable load, GPUs for a target load, cheapest configuration under SLOs\n"
+    "                     without a file: servesim plan --model M --gpu G [vLLM flags] --slo ttft_p99=2s ...\n"
     "  inspect            vLLM's KV-cache sizing for a model on a GPU (block size, pages, capacity);\n"
     "                     inspect SCENARIO: each replica's topology GPUs, their memory and KV blocks;\n"
     "                     --step-costs prefill=2048 decode=64x2048: one step's cost term by term\n"

@@ -655,7 +655,7 @@ MemoryPlan plan_memory(const models::ModelSpec& model, const MemoryPlanRequest& 
         plan.kv_cache_memory_bytes = plan.requested_memory_bytes - plan.weight_bytes - plan.activation_peak_bytes -
                                      plan.non_torch_bytes - plan.cudagraph_bytes;
         if (plan.kv_cache_memory_bytes <= 0) {
-            throw ConfigError(fmt::format(
+            throw DoesNotFitError(fmt::format(
                 "No available memory for the cache blocks: {:.2f} GiB requested (gpu_memory_utilization {}) but "
                 "weights take {:.2f} GiB and the profiled activation peak {:.2f} GiB. Try increasing "
                 "gpu_memory_utilization, a larger GPU, or a smaller max_num_batched_tokens.",
@@ -726,7 +726,7 @@ MemoryPlan plan_memory(const models::ModelSpec& model, const MemoryPlanRequest& 
                 hi = mid - 1;
             }
         }
-        throw ConfigError(fmt::format(
+        throw DoesNotFitError(fmt::format(
             "max_model_len: To serve at least one request with the models's max seq len ({}), ({:.2f} GiB KV cache "
             "is needed, which is larger than the available KV cache memory ({:.2f} GiB). Based on the available "
             "memory, the estimated maximum model length is {}. Try increasing `gpu_memory_utilization` or "

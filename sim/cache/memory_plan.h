@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "common/error.h"
 #include "models/model_spec.h"
 #include "sim/core/vllm_version.h"
 #include "sim/cache/kv_cache_manager.h"
@@ -156,6 +157,15 @@ struct MemoryPlan {
 // Computes the plan, or throws ConfigError with a vLLM-like message (utilization outside (0, 1], block size not
 // a positive multiple of 16… , max_model_len longer than the model allows or than the KV cache holds, no memory
 // left for the KV cache).
+// vLLM refuses to start because the model does not fit the GPU: no memory left for KV cache blocks after the
+// weights and the activation peak (vLLM: "No available memory for the cache blocks", determine_available_memory),
+// or not enough for one request of max_model_len (_check_enough_kv_cache_memory's ValueError). A ConfigError like
+// any other bad input for `run`; `plan` reports the configuration as `does_not_fit` and plans the rest.
+class DoesNotFitError : public ConfigError {
+public:
+    using ConfigError::ConfigError;
+};
+
 [[nodiscard]] MemoryPlan plan_memory(const models::ModelSpec& model, const MemoryPlanRequest& request);
 
 // CUDA-graph capture sizes (VllmConfig._set_cudagraph_sizes): 1, 2, 4, 8…248 step 8, 256…max step 16, with

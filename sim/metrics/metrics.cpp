@@ -19,6 +19,7 @@ void record(bool exact, std::vector<double>& samples, QuantileSketch& sketch, do
 
 void MetricsCollector::on_sent(core::SimTime arrival) {
     if (measured(arrival)) {
+        first_send_ = sent_ == 0 ? arrival : std::min(first_send_, arrival);
         ++sent_;
         last_send_ = std::max(last_send_, arrival);
         finished_at_last_send_ = finished_;
@@ -48,7 +49,9 @@ void MetricsCollector::on_finished(const FinishedRequest& r) {
     }
     ++finished_;
     last_finish_ = std::max(last_finish_, r.finish);
-    record(exact_percentiles_, ttft_ms_, ttft_sketch_, (r.first_token - r.arrival).ms());
+    const double ttft_ms = (r.first_token - r.arrival).ms();
+    record(exact_percentiles_, ttft_ms_, ttft_sketch_, ttft_ms);
+    ttft_trend_.add(r.arrival.s(), ttft_ms);
     record(exact_percentiles_, e2e_ms_, e2e_sketch_, (r.finish - r.arrival).ms());
     record(exact_percentiles_, queue_ms_, queue_sketch_, (r.first_scheduled - r.arrival).ms());
     if (r.output_tokens > 1) {
@@ -98,6 +101,8 @@ Summary MetricsCollector::summarize(const PrefixCounters& at_end, std::int64_t p
     s.duration_s = std::max(0.0, (stop - start).s());
     s.send_window_s = sent_ > 0 ? std::max(0.0, (last_send_ - start).s()) : 0.0;
     s.num_finished_at_last_send = finished_at_last_send_;
+    s.send_span_s = sent_ > 1 ? std::max(0.0, (last_send_ - first_send_).s()) : 0.0;
+    s.ttft_by_send_third = ttft_trend_.thirds(first_send_.s(), last_send_.s());
     if (s.duration_s > 0) {
         s.requested_rps = static_cast<double>(sent_) / s.duration_s;
         s.throughput_rps = static_cast<double>(finished_) / s.duration_s;

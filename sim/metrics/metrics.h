@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "sim/core/time.h"
+#include "sim/metrics/latency_trend.h"
 #include "sim/metrics/percentiles.h"
 
 namespace servesim::metrics {
@@ -78,6 +79,13 @@ struct RunningMoments {
 };
 
 struct Summary {
+    // Requests sent per second over the send span: (sent − 1) / (last send − first send), the rate of the sends
+    // themselves (the drain after the last send is not in it). 0 with fewer than two sends or a span of 0.
+    [[nodiscard]] double sent_rps() const {
+        return num_requests_sent > 1 && send_span_s > 0
+                   ? static_cast<double>(num_requests_sent - 1) / send_span_s
+                   : 0.0;
+    }
     std::int64_t num_requests_sent = 0;      // in the measured window
     std::int64_t num_requests_finished = 0;  // of those, finished before the run ended
     std::int64_t num_requests_rejected = 0;  // longer than max_model_len or than the KV cache
@@ -89,7 +97,13 @@ struct Summary {
     // (a server that keeps up has finished all but those in flight; one that falls behind has not).
     double send_window_s = 0;
     std::int64_t num_finished_at_last_send = 0;
-    double requested_rps = 0;                // sent / window
+    // First measured send → last measured send: the span over which sent_rps() is the clients' send rate (the
+    // window above opens at the warm-up's end instead, before the first send).
+    double send_span_s = 0;
+    // Mean TTFT of the finished requests sent in each third of the send span (LatencyTrend), for the status's
+    // latency-growth test; count 0 where a third has none.
+    LatencyTrend::Thirds ttft_by_send_third;
+    double requested_rps = 0;                // sent / window (drain included; the outputs' sent_rps is sent_rps())
     double throughput_rps = 0;               // finished / window
     double output_tokens_per_s = 0;
     double input_tokens_per_s = 0;
@@ -126,7 +140,8 @@ public:
     // nothing of a request is kept once it finishes; it also turns on the pooled-ITL running moments (itl_moments).
     explicit MetricsCollector(core::SimTime warmup_end, bool exact_percentiles = false,
                               bool keep_request_records = false)
-        : warmup_end_(warmup_end), exact_percentiles_(exact_percentiles), keep_records_(keep_request_records) {}
+        : warmup_end_(warmup_end), exact_percentiles_(exact_percentiles), keep_records_(keep_request_records),
+          ttft_trend_(warmup_end.s()) {}
 
     [[nodiscard]] bool measured(core::SimTime arrival) const { return arrival >= warmup_end_; }
 
@@ -211,10 +226,12 @@ private:
     RunningMoments itl_moments_;
     std::vector<RequestRecord> records_;
     core::SimTime last_finish_;
+    core::SimTime first_send_;
     core::SimTime last_send_;
     std::int64_t finished_at_last_send_ = 0;
     bool exact_percentiles_;
     bool keep_records_;
+    LatencyTrend ttft_trend_;
     // Exact percentiles: every sample. summarize() sorts them in place (the same samples, in another order) instead
     // of sorting copies, so the summary does not double the run's peak memory.
     mutable std::vector<double> ttft_ms_, e2e_ms_, tpot_ms_, queue_ms_;

@@ -8,15 +8,21 @@
 // k = 199. With the SLO ttft_max ≤ 25 ms: 199·(10 − 1000/R) ≤ 15 ⟺ R ≤ 1000/(10 − 15/199) = 100.7595 req/s.
 #include "tools/app/plan.h"
 
+#include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <sstream>
 #include <string>
 
 #include "common/error.h"
 #include "tests/catch.h"
+#include "tools/app/command_line.h"
 
 namespace servesim::app {
 namespace {
+
+// Equal within a relative tolerance (default 1e-9).
+bool close(double a, double b, double rel = 1e-9) { return std::abs(a - b) <= rel * std::max(1.0, std::abs(b)); }
 
 const std::string kScenario = std::string(SERVESIM_TEST_DATA_DIR) + "/fixtures/planner/one-at-a-time.yaml";
 
@@ -31,6 +37,18 @@ PlanRequest base_request() {
     r.prices = planner::parse_prices("gpus: {H100: 2}", "prices.yaml", planner::PriceTable{});
     r.jobs = 2;
     return r;
+}
+
+// The worst replicate's TTFT max of a probe, as the tables print it (nullopt for a stopped probe).
+std::optional<double> Planner_worst_ttft_max(const PlanProbe& p) {
+    std::optional<double> out;
+    if (p.stopped) {
+        return out;
+    }
+    for (const auto& s : p.summaries) {
+        out = std::max(out.value_or(0.0), s.ttft_ms.max);
+    }
+    return out;
 }
 
 std::string error_of(const PlanRequest& r) {
@@ -124,6 +142,106 @@ TEST_CASE("Plan: a grid key that does not exist, a GPU without a price, and a se
 
     CHECK_THROWS_AS(parse_grid_axis("gpu="), ConfigError);
     CHECK_THROWS_AS(parse_grid_axis("gpu=H100,,H200"), ConfigError);
+}
+
+TEST_CASE("Plan: an early-stopped probe is shown as stopped, without latencies", "[planner][plan]") {
+    // Start 200 req/s on the one-at-a-time server: more than ceil(5 % × 200) = 10 requests wait once ~20 are sent,
+    // so the run stops early; its TTFT max would be that of the ~10 requests served before the stop, not the load's.
+    PlanRequest r = base_request();
+    r.load_start = 200;
+    r.load_max = 200;
+    const PlanResult res = run_plan(r, {});
+    const PlanProbe& stopped = res.probes.front();
+    REQUIRE(stopped.load == 200);
+    CHECK(stopped.stopped);
+    CHECK(stopped.status == "stopped");
+    const std::string table = format_plan_table(r, res);
+    // config, load, replicas, pass, ttft_max_ms (—), backlog (—), status, verdict.
+    CHECK(table.find("one-at-a-time           200         1    0/1             —        —  stopped       stopped early: "
+                     "more than 10 requests waiting at once") != std::string::npos);
+    const std::string csv = format_plan_csv(r, res);
+    CHECK(csv.find("\"one-at-a-time\",200,1,0,1,,,stopped,\"stopped early") != std::string::npos);
+    const auto json = format_plan_json(r, res);
+    CHECK(json.find("\"ttft_max_ms\": null,\n      \"backlog_fraction\": null,\n      \"status\": \"stopped\"") !=
+          std::string::npos);
+    // A probe that ran to its end keeps its figures and says ok (100 req/s: TTFT 10 ms, nothing queued).
+    const auto ran = std::find_if(res.probes.begin(), res.probes.end(), [](const PlanProbe& p) { return p.load == 100; });
+    REQUIRE(ran != res.probes.end());
+    CHECK(ran->status == "ok");
+    CHECK(close(*Planner_worst_ttft_max(*ran), 10.0, 0.01));
+}
+
+PlanRequest model_request(const std::string& model, const std::vector<Override>& engine_flags) {
+    // `servesim plan --model M <engine flags> --num-prompts 200 --random-input-len 512 --random-output-len 64`.
+    BenchServeFlags b;
+    b.num_prompts = "200";
+    b.random_input_len = "512";
+    b.random_output_len = "64";
+    ScenarioLessRun run = scenario_less_run(model, std::nullopt, std::nullopt, b);
+    PlanRequest r;
+    r.scenario_path = "command line";
+    r.scenario_text = run.text;
+    r.flag_overrides = run.overrides;
+    r.flag_overrides.insert(r.flag_overrides.end(), engine_flags.begin(), engine_flags.end());
+    r.slo = planner::parse_slo("ttft_p99=2s,tpot_p99=50ms", "--slo");
+    r.prices = planner::parse_prices("gpus: {H100: 2.9, H200: 3.7}", "prices.yaml", planner::PriceTable{});
+    r.jobs = 2;
+    return r;
+}
+
+TEST_CASE("Plan: a model that does not fit one grid point is a does_not_fit row; the rest is planned",
+          "[planner][plan]") {
+    // Llama-3.1-70B in FP8 at max_model_len 8,192: on an H100 (79.1 GiB) the weights leave 1.63 GiB for KV blocks,
+    // less than the 2.50 GiB one 8,192-token request needs (80 layers × 8 KV heads × 128 × 2 (K, V) × 2 bytes =
+    // 320 KiB per token), so vLLM would not start; on an H200 (139.8 GiB) it fits and is planned.
+    PlanRequest r = model_request("Llama-3.1-70B", {{"engine.quantization", YAML::Node("fp8"), "--quantization"},
+                                                    {"engine.max_model_len", YAML::Node("8192"), "--max-model-len"}});
+    r.grid.push_back(parse_grid_axis("gpu=H100,H200"));
+    settle_load_key(r);
+    CHECK(r.load_key == "workload.request_rate");  // vllm bench serve's --request-rate, not workload.rate
+    r.load_start = 2;
+    r.rel_tolerance = 0.1;
+    const PlanResult res = run_plan(r, {});
+    REQUIRE(res.configurations.size() == 2);
+    const auto& h100 = res.configurations[0];
+    const auto& h200 = res.configurations[1];
+    CHECK(h100.does_not_fit.rfind("max_model_len: To serve at least one request with the models's max seq len "
+                                  "(8192), (2.50 GiB KV cache is needed, which is larger than the available KV cache "
+                                  "memory (1.63 GiB)",
+                                  0) == 0);
+    CHECK(std::none_of(res.probes.begin(), res.probes.end(), [](const PlanProbe& p) { return p.configuration == 0; }));
+    CHECK(h200.does_not_fit.empty());
+    CHECK(h200.answer.best.has_value());
+    CHECK(res.ranking == std::vector<std::size_t>{1});
+    // What the user reads: the answers row and vLLM's reason.
+    const std::string table = format_plan_table(r, res);
+    CHECK(table.find("  gpu=H100" + std::string(15, ' ') + "—" + std::string(15, ' ') + "—      —      2.90" +
+                     std::string(10, ' ') + "—" + std::string(11, ' ') + "—" + std::string(9, ' ') +
+                     "—  does_not_fit\n") != std::string::npos);
+    CHECK(table.find("does_not_fit: vLLM would not start these (its start-up memory check), so they were not "
+                     "probed\n  gpu=H100  max_model_len: To serve at least one request") != std::string::npos);
+    const std::string csv = format_plan_csv(r, res);
+    CHECK(csv.find("\"gpu=H100\",,,0,0,,,,does_not_fit,\"max_model_len: To serve at least one request") !=
+          std::string::npos);
+    const std::string json = format_plan_json(r, res);
+    CHECK(json.find("\"answer\": \"does_not_fit\",\n      \"status_reason\": \"max_model_len: To serve") !=
+          std::string::npos);
+}
+
+TEST_CASE("Plan: an error about a value the planner set names the planner, not a --set the user never typed",
+          "[planner][plan][errors]") {
+    // Forcing the synthetic workloads' load key onto a bench_serve workload (which has request_rate, not rate).
+    PlanRequest r = model_request("Qwen3-8B", {});
+    r.load_key = "workload.rate";
+    r.load_key_given = true;
+    const std::string e = error_of(r);
+    CHECK(e.find("the planner's probe load (workload.rate = 1; --load-key)") != std::string::npos);
+    CHECK(e.find("--set") == std::string::npos);
+    // A grid value names its --grid.
+    PlanRequest g = model_request("Qwen3-8B", {});
+    settle_load_key(g);
+    g.grid.push_back(parse_grid_axis("engine.block_size=16,7"));
+    CHECK(error_of(g).find("--grid engine.block_size=7") != std::string::npos);
 }
 
 }  // namespace

@@ -289,24 +289,6 @@ PreparedExperiment prepare_order_only(const ExperimentConfig& config, OrderOnlyT
 
 }  // namespace
 
-const char* run_status_name(RunStatus s) {
-    switch (s) {
-        case RunStatus::kOk:
-            return "ok";
-        case RunStatus::kOverloaded:
-            return "overloaded";
-        case RunStatus::kTruncatedByMaxTime:
-            return "truncated_by_max_time";
-        case RunStatus::kNoRequestsMeasured:
-            return "no_requests_measured";
-        case RunStatus::kAllRejected:
-            return "all_rejected";
-        case RunStatus::kTimedOut:
-            return "timed_out";
-    }
-    return "ok";
-}
-
 namespace {
 
 // A profile's curves are one model on one GPU: costing another model or GPU with them is refused unless the
@@ -441,6 +423,33 @@ std::optional<double> offered_rate(const YAML::Node& workload) {
     return std::nullopt;
 }
 
+// The coefficient of variation of the workload's send gaps, for the held-back rule's noise allowance
+// (run_status.h kSendNoiseSigmas): 1 for Poisson (the default of every open-loop type), 1/√burstiness for gamma
+// (bench_serve's burstiness ≠ 1, or `arrival: gamma`), 0 for constant spacing.
+double arrival_cv(const YAML::Node& workload) {
+    const YAML::Node type = workload["type"];
+    const bool bench_serve = type && type.IsScalar() && type.Scalar() == "bench_serve";
+    const YAML::Node arrival = workload["arrival"];
+    const std::string process = arrival && arrival.IsScalar() ? arrival.Scalar() : "poisson";
+    if (process == "constant") {
+        return 0.0;
+    }
+    const YAML::Node b = workload["burstiness"];
+    if ((bench_serve || process == "gamma") && b && b.IsScalar()) {
+        try {
+            const double k = b.as<double>();
+            if (std::isinf(k)) {
+                return 0.0;  // bench_serve: an infinite shape is constant spacing
+            }
+            if (k > 0) {
+                return 1.0 / std::sqrt(k);
+            }
+        } catch (const YAML::Exception&) {
+        }
+    }
+    return 1.0;
+}
+
 std::string thousands(std::int64_t v) {
     std::string digits = fmt::format("{}", v < 0 ? -v : v);
     std::string out;
@@ -451,18 +460,6 @@ std::string thousands(std::int64_t v) {
         out += digits[i];
     }
     return (v < 0 ? "-" : "") + out;
-}
-
-// Waiting requests at the last time-series sample at or before t (0 before the first sample).
-std::int64_t waiting_at(const std::vector<cluster::TimeSample>& ts, double t_s) {
-    std::int64_t w = 0;
-    for (const auto& s : ts) {
-        if (s.t_s > t_s) {
-            break;
-        }
-        w = s.num_waiting;
-    }
-    return w;
 }
 
 }  // namespace
@@ -489,7 +486,11 @@ void assess_result(ExperimentResult& r) {
             r.request_goodput_rps = static_cast<double>(*r.num_requests_good) / s.duration_s;
         }
     }
+    r.status = RunStatus::kOk;
+    r.status_reason.clear();
     const auto& rej = s.rejections;
+    std::string rejected_why;
+    std::string max_time_why;
     if (s.num_requests_rejected > 0) {
         std::string why;
         if (rej.longer_than_max_model_len > 0 &&
@@ -510,56 +511,72 @@ void assess_result(ExperimentResult& r) {
             why += fmt::format("{}{} whose prompt can never fit the KV cache ({} tokens)", why.empty() ? "" : "; ",
                                thousands(rej.never_fits_kv_cache), thousands(r.plan.kv_cache_tokens));
         }
-        r.warnings.push_back(fmt::format("{} of {} requests rejected: {}", thousands(s.num_requests_rejected),
-                                         thousands(s.num_requests_sent), why));
+        rejected_why = fmt::format("{} of {} requests rejected: {}", thousands(s.num_requests_rejected),
+                                   thousands(s.num_requests_sent), why);
+        r.warnings.push_back(rejected_why);
     }
     if (r.sim.hit_max_time) {
-        r.warnings.push_back(fmt::format(
+        max_time_why = fmt::format(
             "stopped at max_time {} s{} before the workload was done, with {} requests unfinished; the figures "
             "cover only the {} that finished",
             thousands(static_cast<std::int64_t>(std::llround(c.max_time_s))),
             c.max_time_given ? "" : " (the default; set the scenario key max_time)", thousands(r.sim.num_unfinished),
-            thousands(s.num_requests_finished)));
+            thousands(s.num_requests_finished));
+        r.warnings.push_back(max_time_why);
     }
     if (!r.profile_mismatch.empty()) {
         r.warnings.push_back("allow_profile_mismatch: " + r.profile_mismatch);
     }
+    // The status: the first rule that applies (docs/OUTPUTS.md "Status", tools/app/run_status.h); its reason is the
+    // status_reason and, as every other rule that applies, a warning.
+    auto set_status = [&](RunStatus status, const std::string& reason) {
+        if (r.status == RunStatus::kOk) {
+            r.status = status;
+            r.status_reason = reason;
+        }
+    };
     if (s.num_requests_sent == 0) {
-        r.status = RunStatus::kNoRequestsMeasured;
-        r.warnings.insert(r.warnings.begin(),
-                          fmt::format("no request was sent in the measured window (after the warm-up of {} s): "
-                                      "nothing was measured",
-                                      c.warmup_s));
+        const std::string why = fmt::format(
+            "no request was sent in the measured window (after the warm-up of {} s): nothing was measured", c.warmup_s);
+        set_status(RunStatus::kNoRequestsMeasured, why);
+        r.warnings.insert(r.warnings.begin(), why);
         return;
     }
     if (s.num_requests_rejected == s.num_requests_sent) {
-        r.status = RunStatus::kAllRejected;
+        set_status(RunStatus::kRejected, rejected_why);
         return;
     }
     if (r.sim.hit_max_time) {
-        r.status = RunStatus::kTruncatedByMaxTime;
+        set_status(RunStatus::kTruncatedByMaxTime, max_time_why);
         return;
     }
+    StatusInputs in;
+    in.warmup_s = c.warmup_s;
+    in.offered_rps = r.offered_rps;
+    in.arrival_cv = arrival_cv(c.workload);
+    in.all_at_once = r.offered_all_at_once;
+    std::string timed_out;
     if (s.num_requests_timed_out > 0) {
-        r.status = RunStatus::kTimedOut;  // unless overloaded too (below), which says more
-        r.warnings.push_back(fmt::format(
+        timed_out = fmt::format(
             "{} of {} requests timed out after {}: their clients gave up (workload.request_timeout), so they are "
             "in no latency, token or throughput figure; the figures cover the {} that finished",
             thousands(s.num_requests_timed_out), thousands(s.num_requests_sent),
             c.workload["request_timeout"] ? c.workload["request_timeout"].Scalar() : std::string("?"),
-            thousands(s.num_requests_finished)));
+            thousands(s.num_requests_finished));
+        r.warnings.push_back(timed_out);
     }
-    const double t_end = c.warmup_s + s.send_window_s;  // the last measured send
-    const double t_mid = (c.warmup_s + t_end) / 2.0;
-    const std::int64_t w_end = waiting_at(r.sim.timeseries, t_end);
-    const std::int64_t w_mid = waiting_at(r.sim.timeseries, t_mid);
-    const std::int64_t floor_n = std::max<std::int64_t>(8, (s.num_requests_sent + 19) / 20);
-    if (w_end - w_mid >= floor_n) {
-        r.status = RunStatus::kOverloaded;
-        r.warnings.push_back(fmt::format(
-            "overloaded: {} requests waiting when the last one was sent at {:.1f} s, up from {} at {:.1f} s; the "
-            "queue was still growing, so latencies measure queueing, not the engine's steady state",
-            thousands(w_end), t_end, thousands(w_mid), t_mid));
+    bool timed_out_placed = timed_out.empty();
+    for (const StatusFinding& f : load_findings(s, r.sim.timeseries, in)) {
+        // timed_out ranks below overloaded and above too_short.
+        if (!timed_out_placed && f.status == RunStatus::kTooShort) {
+            set_status(RunStatus::kTimedOut, timed_out);
+            timed_out_placed = true;
+        }
+        set_status(f.status, f.reason);
+        r.warnings.push_back(fmt::format("{}: {}", run_status_name(f.status), f.reason));
+    }
+    if (!timed_out_placed) {
+        set_status(RunStatus::kTimedOut, timed_out);
     }
 }
 

@@ -17,6 +17,7 @@
 #include "sim/cluster/simulation.h"
 #include "sim/engine/cost_model.h"
 #include "sim/engine/measured_cost_model.h"
+#include "tools/app/run_status.h"
 #include "tools/app/scenario.h"
 
 namespace servesim::app {
@@ -46,19 +47,7 @@ struct PreparedExperiment {
     std::vector<cache::MemoryPlan> replica_plans;
 };
 
-// What a run measured, decided after it (docs/OUTPUTS.md "status"), in order of precedence:
-//   no_requests_measured  no request was sent in the measured window (after the warm-up);
-//   all_rejected          every measured request was refused (too long for max_model_len or the KV cache);
-//   truncated_by_max_time the run reached max_time before the workload was done (requests unfinished or unsent);
-//   overloaded            every request finished, but the waiting queue was still growing when the last one was
-//                         sent: it grew by at least max(8, 5 % of the requests sent) from the middle of the sending
-//                         window to its end (the figures describe a queue, not the engine's steady state);
-//   timed_out             not overloaded, but clients gave up on some measured requests (workload.request_timeout):
-//                         the figures cover only the requests that finished in time;
-//   ok                    otherwise.
-enum class RunStatus { kOk, kOverloaded, kTruncatedByMaxTime, kNoRequestsMeasured, kAllRejected, kTimedOut };
-
-[[nodiscard]] const char* run_status_name(RunStatus s);
+// RunStatus and run_status_name: tools/app/run_status.h (docs/OUTPUTS.md "Status").
 
 // The workload's clients time requests out (workload key `request_timeout`, any type): the run reports
 // `requests_timed_out` (docs/OUTPUTS.md).
@@ -78,6 +67,7 @@ struct ExperimentResult {
     cluster::SimulationResult sim;
     std::optional<cache::OrderOnlyResult> order_only;  // set instead of `sim` in `mode: order_only`
     RunStatus status = RunStatus::kOk;
+    std::string status_reason;          // one line on why the status is not ok (empty when ok)
     std::vector<std::string> warnings;  // why the status is not ok, and other things a reader must know
     // With a goodput config: measured finished requests meeting every bound, and them per second of the window.
     std::optional<std::int64_t> num_requests_good;

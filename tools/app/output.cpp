@@ -224,6 +224,7 @@ std::vector<Field> fields_one(const ExperimentResult& r) {
     add_unless_column("block_size", e.block_size ? Cell(static_cast<std::int64_t>(*e.block_size)) : Cell());
     add_unless_column("seed", static_cast<std::int64_t>(r.config.seed));
     out.push_back({"status", std::string(run_status_name(r.status))});
+    out.push_back({"status_reason", r.status_reason.empty() ? Cell() : Cell(r.status_reason)});
     out.push_back({"model_name", r.model_name});
     out.push_back({"gpu_name", r.gpu_name});
     out.push_back({"tensor_parallel_size", static_cast<std::int64_t>(p.tensor_parallel_size)});
@@ -246,7 +247,8 @@ std::vector<Field> fields_one(const ExperimentResult& r) {
     const bool finished = s.num_requests_finished > 0;
     const bool queried = s.prefix_cache_queries > 0;
     out.push_back({"offered_rps", r.offered_rps ? Cell(*r.offered_rps) : Cell()});
-    out.push_back({"sent_rps", opt(window, s.requested_rps), true});
+    // Over the send span (first send → last send), not the window with the drain (docs/OUTPUTS.md).
+    out.push_back({"sent_rps", opt(s.sent_rps() > 0, s.sent_rps()), true});
     out.push_back({"throughput_rps", opt(window, s.throughput_rps), true});
     if (r.config.goodput.any()) {
         out.push_back({"request_goodput", r.request_goodput_rps ? Cell(*r.request_goodput_rps) : Cell(), true});
@@ -415,6 +417,18 @@ std::vector<Field> fields_replicated(const ExperimentResult& r) {
                                                                      : fmt::format("{}:{}", name, count));
             }
             out.push_back({"status", text});
+            continue;
+        }
+        if (first.name == "status_reason") {
+            // The first run that is not ok, by seed.
+            Cell reason;
+            for (const auto& run : r.replicate_runs) {
+                if (!run.status_reason.empty()) {
+                    reason = Cell(fmt::format("seed {}: {}", run.config.seed, run.status_reason));
+                    break;
+                }
+            }
+            out.push_back({"status_reason", reason});
             continue;
         }
         if (!first.measured) {
@@ -845,6 +859,7 @@ nlohmann::ordered_json to_vllm_bench(const ExperimentResult& r, const BenchOptio
     j["name"] = r.config.name;
     j["seed"] = r.config.seed;
     j["status"] = run_status_name(r.status);
+    j["status_reason"] = r.status_reason.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(r.status_reason);
     j["model_id"] = r.model_name;
     j["cost_model"] = r.cost_model;
     j["vllm_version"] = r.config.engine.vllm_version;

@@ -250,6 +250,12 @@ std::uint64_t scenario_fingerprint(const PlanRequest& plan) {
     for (const auto& o : plan.overrides) {
         part(o);
     }
+    // The engine flags, --model, --gpu and --cost-model of plan's command line (and, without a scenario file, the
+    // bench flags): each as its key and the value's YAML text.
+    for (const auto& o : plan.flag_overrides) {
+        part(o.path);
+        part(YAML::Dump(o.value));
+    }
     part(plan.seed ? std::to_string(*plan.seed) : "no seed");
     part(std::to_string(plan.replicates));
     for (const auto& [key, values] : plan.grid) {

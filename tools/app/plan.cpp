@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "calibration/gpu_spec.h"
+#include "sim/cache/memory_plan.h"
 #include "common/error.h"
 #include "tools/app/experiment.h"
 #include "tools/app/scenario.h"
@@ -91,6 +92,9 @@ public:
         while (true) {
             std::vector<ProbeKey> keys;
             for (std::size_t c = 0; c < searches.size(); ++c) {
+                if (!result_.configurations[c].does_not_fit.empty()) {
+                    continue;  // vLLM would not start it: nothing to probe
+                }
                 if (const auto v = searches[c].next()) {
                     keys.push_back({c, *v});
                 }
@@ -116,12 +120,19 @@ public:
                     const ExperimentResult& er = results[i * static_cast<std::size_t>(r_.replicates) +
                                                          static_cast<std::size_t>(rep)];
                     p.summaries.push_back(er.sim.summary);
+                    p.stopped = p.stopped || er.sim.stopped_overloaded;
+                    if (p.status == "ok" && er.status != RunStatus::kOk) {
+                        p.status = run_status_name(er.status);
+                    }
                     const std::vector<std::string> why = violations(er, p.load);
                     if (why.empty()) {
                         ++p.passed;
                     } else if (p.violations.empty()) {
                         p.violations = why;
                     }
+                }
+                if (p.stopped) {
+                    p.status = "stopped";
                 }
                 searches[keys[i].configuration].record(keys[i].value, p.passed, r_.replicates);
                 result_.probes.push_back(std::move(p));
@@ -132,22 +143,48 @@ public:
             }
         }
         for (std::size_t c = 0; c < searches.size(); ++c) {
-            finish_configuration(c, searches[c].answer());
+            if (result_.configurations[c].does_not_fit.empty()) {
+                finish_configuration(c, searches[c].answer());
+            }
         }
         rank();
         return std::move(result_);
     }
 
 private:
-    [[nodiscard]] std::vector<std::string> base_overrides(const PlanConfiguration& c) const {
-        std::vector<std::string> o = r_.overrides;
-        o.insert(o.end(), c.overrides.begin(), c.overrides.end());
+    // The layers of overrides under every run, in order: the flags (--model and the other scenario-less flags, the
+    // vLLM engine flags), --set, then `extra` (grid values, the probe's load or replicas), each with its origin so
+    // that an error names what the user typed, or says it is the planner's own value.
+    [[nodiscard]] std::vector<Override> layered(const std::vector<Override>& extra) const {
+        std::vector<Override> o = r_.flag_overrides;
+        for (const auto& s : r_.overrides) {
+            o.push_back(parse_set_override(s));
+        }
+        o.insert(o.end(), extra.begin(), extra.end());
         return o;
     }
 
-    [[nodiscard]] ExperimentConfig load_one(const std::vector<std::string>& overrides, std::size_t index,
+    [[nodiscard]] static Override planner_value(const std::string& key, const std::string& value,
+                                                const std::string& origin) {
+        Override o = parse_set_override(key + "=" + value);
+        o.origin = origin;
+        return o;
+    }
+
+    [[nodiscard]] std::vector<Override> grid_overrides(const PlanConfiguration& c) const {
+        std::vector<Override> o;
+        for (const auto& [k, v] : c.grid_values) {
+            o.push_back(planner_value(k, v, fmt::format("--grid {}={}", k, v)));
+        }
+        return o;
+    }
+
+    [[nodiscard]] ExperimentConfig load_one(std::vector<Override> overrides, std::size_t index,
                                             std::optional<std::uint64_t> seed) const {
-        const Scenario sc = load_scenario_text(r_.scenario_text, r_.scenario_path, overrides, seed);
+        if (seed) {
+            overrides.push_back({"seed", YAML::Node(*seed), "the planner's seed for this replicate"});
+        }
+        const Scenario sc = load_scenario_text_without_memory_check(r_.scenario_text, r_.scenario_path, layered(overrides));
         ExperimentConfig x = sc.experiments.at(index);
         x.replicates = 1;  // the planner runs its own replicates (--replicates), one seed per experiment
         // Early stop: once more than max_shortfall of the run's requests wait at once, the backlog criterion cannot
@@ -158,24 +195,43 @@ private:
         return x;
     }
 
+    // vLLM's start-up check of the configuration's memory (cache::plan_memory): empty when it fits, else vLLM's
+    // reason (the model's weights leave no room for KV blocks, or one max_model_len request does not fit).
+    // Other errors of the check are left to the checked scenario load (build_configurations), which names the key.
+    [[nodiscard]] static std::string does_not_fit(const ExperimentConfig& x, const calibration::GpuSpec& gpu) {
+        try {
+            const models::ModelSpec model = resolve_engine_model(x.model, x.engine);
+            (void)cache::plan_memory(model, memory_plan_request(x.engine, gpu, x.replicas));
+        } catch (const cache::DoesNotFitError& e) {
+            return e.what();
+        } catch (const ConfigError&) {
+            return {};
+        }
+        return {};
+    }
+
     void build_configurations() {
         for (const auto& point : grid_points(r_.grid)) {
-            std::vector<std::string> assigns;
             std::string label;
+            PlanConfiguration proto;
+            proto.grid_values = point;
             for (const auto& [k, v] : point) {
-                assigns.push_back(k + "=" + v);
                 label += fmt::format("{}{}={}", label.empty() ? "" : " ", k, v);
             }
-            std::vector<std::string> o = r_.overrides;
-            o.insert(o.end(), assigns.begin(), assigns.end());
-            const Scenario sc = load_scenario_text(r_.scenario_text, r_.scenario_path, o, r_.seed);
+            std::vector<Override> o = grid_overrides(proto);
+            if (r_.seed) {
+                o.push_back({"seed", YAML::Node(*r_.seed), "--seed"});
+            }
+            // vLLM's memory check is the planner's own (does_not_fit below), so that a configuration that does not fit
+            // is a row of the answer rather than the end of the plan.
+            const Scenario sc = load_scenario_text_without_memory_check(r_.scenario_text, r_.scenario_path, layered(o));
+            bool all_fit = true;
             for (std::size_t j = 0; j < sc.experiments.size(); ++j) {
                 const ExperimentConfig& x = sc.experiments[j];
                 if (x.order_only) {
                     throw ConfigError(r_.scenario_path + ": plan: an order-only experiment has no latencies to plan");
                 }
-                PlanConfiguration c;
-                c.overrides = assigns;
+                PlanConfiguration c = proto;
                 c.experiment_index = j;
                 c.columns = x.columns;
                 for (const auto& [k, v] : point) {
@@ -196,9 +252,15 @@ private:
                 const std::string kind = x.cost_model == "roofline" || x.cost_model == "measured" ? x.cost_model
                                                                                                     : "profile";
                 c.validation = describe_validation(kind, gpu.name);
+                c.does_not_fit = does_not_fit(x, gpu);
+                all_fit = all_fit && c.does_not_fit.empty();
                 base_seeds_.push_back(x.seed);
                 base_replicas_.push_back(x.replicas);
                 result_.configurations.push_back(std::move(c));
+            }
+            if (all_fit) {
+                // Any other start-up error is bad input: the checked load reports it at its file and key.
+                (void)load_scenario_text(r_.scenario_text, r_.scenario_path, layered(o));
             }
         }
         // Every probe's overrides must load: try the first value of each configuration now.
@@ -234,12 +296,16 @@ private:
 
     [[nodiscard]] ExperimentConfig experiment_for(std::size_t c, double value, int replicate) const {
         const PlanConfiguration& conf = result_.configurations[c];
-        std::vector<std::string> o = base_overrides(conf);
+        std::vector<Override> o = grid_overrides(conf);
         if (r_.target_load) {
-            o.push_back(r_.load_key + "=" + value_text(*r_.target_load));
-            o.push_back("cluster.replicas=" + value_text(value));
+            o.push_back(planner_value(r_.load_key, value_text(*r_.target_load),
+                                      fmt::format("the target load ({} = {})", r_.load_key, value_text(*r_.target_load))));
+            o.push_back(planner_value("cluster.replicas", value_text(value),
+                                      fmt::format("the planner's probe of {} replicas (cluster.replicas)", value_text(value))));
         } else {
-            o.push_back(r_.load_key + "=" + value_text(value));
+            o.push_back(planner_value(r_.load_key, value_text(value),
+                                      fmt::format("the planner's probe load ({} = {}; --load-key)", r_.load_key,
+                                                  value_text(value))));
         }
         const std::uint64_t seed = base_seeds_[c] + static_cast<std::uint64_t>(replicate);
         return load_one(o, conf.experiment_index, seed);
@@ -284,6 +350,11 @@ private:
         }
         const planner::SloVerdict v = planner::check_slo(r_.slo, s);
         why.insert(why.end(), v.violations.begin(), v.violations.end());
+        // The run's status (docs/OUTPUTS.md "Status"), as `run` and `sweep` decide it: a load is not sustained by a
+        // run that was overloaded, too short to show a steady state, or lost requests.
+        if (er.status != RunStatus::kOk) {
+            why.push_back(fmt::format("{}: {}", run_status_name(er.status), er.status_reason));
+        }
         return why;
     }
 
@@ -348,6 +419,9 @@ public:
     // The worst (largest) value of a bound's statistic over a probe's replicates; nullopt when none measured it.
     static std::optional<double> worst(const PlanProbe& p, const planner::SloBound& b) {
         std::optional<double> out;
+        if (p.stopped) {
+            return out;  // an early-stopped run's latencies are those of the requests that finished before the stop
+        }
         for (const auto& s : p.summaries) {
             if (const auto v = planner::slo_value(s, b.metric, b.statistic)) {
                 out = out ? std::max(*out, *v) : *v;
@@ -367,7 +441,11 @@ std::string fixed(double v, int digits) { return fmt::format("{:.{}f}", v, digit
 
 std::string opt_fixed(const std::optional<double>& v, int digits) { return v ? fixed(*v, digits) : "—"; }
 
-std::string answer_kind(const planner::ThresholdAnswer& a) {
+std::string answer_kind(const PlanConfiguration& c) {
+    if (!c.does_not_fit.empty()) {
+        return "does_not_fit";
+    }
+    const planner::ThresholdAnswer& a = c.answer;
     switch (a.kind) {
         case planner::ThresholdAnswer::Kind::kFound:
             return "found";
@@ -420,6 +498,24 @@ std::pair<std::string, std::vector<std::string>> parse_grid_axis(const std::stri
     return {text.substr(0, eq), values};
 }
 
+void settle_load_key(PlanRequest& r) {
+    if (r.load_key_given) {
+        return;
+    }
+    std::vector<Override> o = r.flag_overrides;
+    for (const auto& s : r.overrides) {
+        o.push_back(parse_set_override(s));
+    }
+    const Scenario sc = load_scenario_text_without_memory_check(r.scenario_text, r.scenario_path, o);
+    const bool bench_serve = std::all_of(sc.experiments.begin(), sc.experiments.end(), [](const ExperimentConfig& x) {
+        const YAML::Node type = x.workload["type"];
+        return type && type.IsScalar() && type.Scalar() == "bench_serve";
+    });
+    if (!sc.experiments.empty() && bench_serve) {
+        r.load_key = "workload.request_rate";
+    }
+}
+
 PlanResult run_plan(const PlanRequest& request, const std::function<void(int, int)>& on_round) {
     if (request.replicates < 1) {
         throw ConfigError("--replicates: must be at least 1");
@@ -470,7 +566,7 @@ std::string format_plan_table(const PlanRequest& r, const PlanResult& res) {
     for (const auto& b : r.slo.bounds) {
         head += fmt::format("  {:>12}", b.name + "_ms");
     }
-    head += fmt::format("  {:>7}  {}\n", "backlog", "verdict");
+    head += fmt::format("  {:>7}  {:<12}  {}\n", "backlog", "status", "verdict");
     out += head;
     for (const auto& p : res.probes) {
         const auto& c = res.configurations[p.configuration];
@@ -482,7 +578,8 @@ std::string format_plan_table(const PlanRequest& r, const PlanResult& res) {
         for (const auto& b : r.slo.bounds) {
             line += fmt::format("  {:>12}", opt_fixed(Planner::worst(p, b), 1));
         }
-        line += fmt::format("  {:>6.1f}%  {}\n", 100.0 * worst_backlog(p),
+        line += fmt::format("  {:>7}  {:<12}  {}\n",
+                            p.stopped ? std::string("—") : fmt::format("{:.1f}%", 100.0 * worst_backlog(p)), p.status,
                             p.violations.empty() ? "ok" : p.violations.front());
         out += line;
     }
@@ -498,7 +595,7 @@ std::string format_plan_table(const PlanRequest& r, const PlanResult& res) {
     }
     for (std::size_t c : order) {
         const auto& conf = res.configurations[c];
-        std::string kind = answer_kind(conf.answer);
+        std::string kind = answer_kind(conf);
         if (conf.answer.seed_dependent()) {
             std::string vals;
             for (double v : conf.answer.split_values) {
@@ -513,6 +610,18 @@ std::string format_plan_table(const PlanRequest& r, const PlanResult& res) {
                            conf.best_probe ? std::to_string(conf.gpus) : "—", fixed(conf.usd_per_gpu_hour, 2),
                            conf.best_probe ? fixed(conf.tokens_per_s, 0) : "—", opt_fixed(conf.usd_per_mtok, 4),
                            opt_fixed(conf.usd_per_mtok_output, 4), kind);
+    }
+    // Configurations vLLM would not start, with its reason (docs/PLANNER.md "Configurations that do not fit").
+    bool any_unfit = false;
+    for (std::size_t c : order) {
+        const auto& conf = res.configurations[c];
+        if (!conf.does_not_fit.empty()) {
+            if (!any_unfit) {
+                out += "\ndoes_not_fit: vLLM would not start these (its start-up memory check), so they were not probed\n";
+                any_unfit = true;
+            }
+            out += fmt::format("  {:<{}}  {}\n", conf.label, label_w, conf.does_not_fit);
+        }
     }
     // The error band each answer carries (docs/VALIDATION.md): its cost model against real runs on its GPU.
     out += "\nvalidated accuracy of the time model behind each answer\n";
@@ -536,7 +645,8 @@ nlohmann::ordered_json probe_json(const PlanRequest& r, const PlanResult& res, c
         const auto v = Planner::worst(p, b);
         j[b.name + "_ms"] = v ? nlohmann::ordered_json(*v) : nlohmann::ordered_json(nullptr);
     }
-    j["backlog_fraction"] = worst_backlog(p);
+    j["backlog_fraction"] = p.stopped ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(worst_backlog(p));
+    j["status"] = p.status;
     j["violations"] = p.violations;
     return j;
 }
@@ -569,7 +679,9 @@ std::string format_plan_json(const PlanRequest& r, const PlanResult& res) {
         for (const auto& [k, v] : conf.columns) {
             cj[k] = v;
         }
-        cj["answer"] = answer_kind(conf.answer);
+        cj["answer"] = answer_kind(conf);
+        cj["status_reason"] = conf.does_not_fit.empty() ? nlohmann::ordered_json(nullptr)
+                                                        : nlohmann::ordered_json(conf.does_not_fit);
         cj[r.target_load ? "min_replicas" : "max_load"] = opt_json(conf.answer.best);
         cj["first_failing"] = opt_json(conf.answer.first_failing);
         cj["split_values"] = conf.answer.split_values;
@@ -593,7 +705,7 @@ std::string format_plan_csv(const PlanRequest& r, const PlanResult& res) {
     for (const auto& b : r.slo.bounds) {
         out += fmt::format(",{}_ms", b.name);
     }
-    out += ",backlog_fraction,verdict,answer,best,first_failing,gpus,usd_per_mtok,usd_per_mtok_output,on_frontier\n";
+    out += ",backlog_fraction,status,verdict,answer,best,first_failing,gpus,usd_per_mtok,usd_per_mtok_output,on_frontier\n";
     auto csv_opt = [](const std::optional<double>& v) { return v ? fmt::format("{}", *v) : std::string(); };
     for (const auto& p : res.probes) {
         const auto& conf = res.configurations[p.configuration];
@@ -604,10 +716,23 @@ std::string format_plan_csv(const PlanRequest& r, const PlanResult& res) {
             out += ',';
             out += csv_opt(Planner::worst(p, b));
         }
-        out += fmt::format(",{},\"{}\",{},{},{},{},{},{},{}\n", worst_backlog(p), verdict,
-                           answer_kind(conf.answer), csv_opt(conf.answer.best), csv_opt(conf.answer.first_failing),
+        out += fmt::format(",{},{},\"{}\",{},{},{},{},{},{},{}\n",
+                           p.stopped ? std::string() : fmt::format("{}", worst_backlog(p)), p.status, verdict,
+                           answer_kind(conf), csv_opt(conf.answer.best), csv_opt(conf.answer.first_failing),
                            conf.best_probe ? std::to_string(conf.gpus) : "", csv_opt(conf.usd_per_mtok),
                            csv_opt(conf.usd_per_mtok_output), conf.on_frontier ? "true" : "false");
+    }
+    // One row for each configuration vLLM would not start: no probe, its reason as the verdict.
+    for (const auto& conf : res.configurations) {
+        if (conf.does_not_fit.empty()) {
+            continue;
+        }
+        std::string reason = conf.does_not_fit;
+        std::replace(reason.begin(), reason.end(), ',', ';');
+        std::replace(reason.begin(), reason.end(), '"', '\'');
+        out += fmt::format("\"{}\",,,0,0", conf.label);
+        out += std::string(r.slo.bounds.size(), ',');
+        out += fmt::format(",,does_not_fit,\"{}\",does_not_fit,,,,,,false\n", reason);
     }
     return out;
 }

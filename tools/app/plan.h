@@ -17,6 +17,7 @@
 #include "planner/slo.h"
 #include "planner/threshold_search.h"
 #include "sim/metrics/metrics.h"
+#include "tools/app/scenario.h"
 
 namespace servesim::app {
 
@@ -27,6 +28,9 @@ struct PlanRequest {
     std::string scenario_path;
     std::string scenario_text;           // read once by the caller
     std::vector<std::string> overrides;  // --set, applied under the planner's own settings
+    // Flags applied before --set: vLLM's engine flags, and for a plan without a scenario file (--model) the model,
+    // GPU, cost model and vllm bench serve flags (command_line.h scenario_less_run), each naming its flag.
+    std::vector<Override> flag_overrides;
     std::optional<std::uint64_t> seed;   // replicate r runs seed + r (seed = the scenario's when unset)
     planner::SloSpec slo;
     int replicates = 1;
@@ -38,6 +42,9 @@ struct PlanRequest {
 
     // What "load" means: the dotted scenario key the search varies (workload.rate, workload.tenants, …).
     std::string load_key = "workload.rate";
+    // false: load_key is the default, which run_plan replaces by workload.request_rate when the scenario's workload
+    // is bench_serve (vllm bench serve's --request-rate).
+    bool load_key_given = false;
     bool load_is_integer = false;
     double load_start = 1;
     double load_min = 0.01;
@@ -68,12 +75,17 @@ struct PlanProbe {
     std::vector<metrics::Summary> summaries;  // one per replicate
     int passed = 0;
     std::vector<std::string> violations;  // of the first failing replicate
+    // `stopped` when a replicate was stopped early (its queue passed the early-stop bound: the load is hopeless and
+    // its latencies are those of the requests that finished before the stop, so none is shown); otherwise the first
+    // replicate's status that is not ok (docs/OUTPUTS.md "Status"), or ok.
+    std::string status = "ok";
+    bool stopped = false;
 };
 
 struct PlanConfiguration {
     std::string label;                                        // "gpu=H100 model=Qwen3-8B"
     std::vector<std::pair<std::string, std::string>> columns;  // identity columns
-    std::vector<std::string> overrides;                       // grid assignments (as --set)
+    std::vector<std::pair<std::string, std::string>> grid_values;  // this configuration's --grid values
     std::size_t experiment_index = 0;                         // within the scenario loaded with those overrides
     std::string gpu;                                          // resolved, for the price
     int tensor_parallel_size = 1;
@@ -82,6 +94,9 @@ struct PlanConfiguration {
     // How this configuration's cost model did against real runs on its GPU (app::describe_validation), or that it is
     // not validated: the error band its answer carries.
     std::string validation;
+    // vLLM's reason for refusing to start this configuration (the model does not fit: cache::DoesNotFitError); then
+    // it is reported as `does_not_fit` and not probed. Empty when it fits.
+    std::string does_not_fit;
 
     planner::ThresholdAnswer answer;
     // At the answer (the best probe): what it costs and how it performs (replicate means; latencies the worst
@@ -103,6 +118,11 @@ struct PlanResult {
 // Checks everything (SLO, grid keys, prices for every GPU in the grid, the load key) before the first simulation,
 // then searches. `on_round(done, total)` reports progress after each batch.
 [[nodiscard]] PlanResult run_plan(const PlanRequest& request, const std::function<void(int, int)>& on_round);
+
+// The load key when the user gave none (load_key_given false): workload.request_rate for a bench_serve workload
+// (vllm bench serve's --request-rate, the scenario-less plan's), else the default workload.rate. Reads the scenario
+// (with every override) once; call before run_plan and the formatters.
+void settle_load_key(PlanRequest& request);
 
 [[nodiscard]] std::string format_plan_table(const PlanRequest& request, const PlanResult& result);
 [[nodiscard]] std::string format_plan_csv(const PlanRequest& request, const PlanResult& result);

@@ -15,7 +15,8 @@ namespace servesim::app {
 
 namespace {
 
-constexpr std::uint32_t kCodecVersion = 3;  // 2: Summary::num_requests_timed_out; 3: ExperimentConfig::request_path
+constexpr std::uint32_t kCodecVersion = 4;  // 2: Summary::num_requests_timed_out; 3: ExperimentConfig::request_path;
+// 4: Summary::send_span_s and ttft_by_send_third, ExperimentResult::status_reason
 
 class Writer {
 public:
@@ -169,12 +170,19 @@ void fields(IO& io, T& m)
 }
 
 template <typename IO, typename T>
+void fields(IO& io, T& t)
+    requires std::is_same_v<std::remove_const_t<T>, metrics::LatencyTrend::Thirds>
+{
+    io(t.mean_ttft_ms[0], t.mean_ttft_ms[1], t.mean_ttft_ms[2], t.count[0], t.count[1], t.count[2]);
+}
+
+template <typename IO, typename T>
 void fields(IO& io, T& s)
     requires std::is_same_v<std::remove_const_t<T>, metrics::Summary>
 {
     io(s.num_requests_sent, s.num_requests_finished, s.num_requests_rejected, s.num_requests_timed_out, s.duration_s,
        s.send_window_s,
-       s.num_finished_at_last_send, s.requested_rps, s.throughput_rps, s.output_tokens_per_s, s.input_tokens_per_s,
+       s.num_finished_at_last_send, s.send_span_s, s.ttft_by_send_third, s.requested_rps, s.throughput_rps, s.output_tokens_per_s, s.input_tokens_per_s,
        s.prefix_cache_hit_rate, s.external_hit_rate, s.total_hit_rate, s.prefix_cache_queries, s.prefix_cache_hits,
        s.cached_prompt_fraction, s.ttft_ms, s.itl_ms, s.e2e_ms, s.tpot_ms, s.queue_ms, s.exact_percentiles,
        s.preemptions, s.queue_peak, s.kv_usage_mean, s.kv_usage_max, s.num_steps, s.mean_batch_tokens,
@@ -250,7 +258,7 @@ void fields(IO& io, T& r)
     requires std::is_same_v<std::remove_const_t<T>, ExperimentResult>
 {
     io(r.model_name, r.gpu_name, r.cost_model, r.cost_model_source, r.profile_mismatch, r.workload, r.offered_rps,
-       r.offered_all_at_once, r.sim, r.order_only, r.status, r.warnings, r.num_requests_good, r.request_goodput_rps);
+       r.offered_all_at_once, r.sim, r.order_only, r.status, r.status_reason, r.warnings, r.num_requests_good, r.request_goodput_rps);
 }
 
 template <typename IO, typename T>

@@ -32,10 +32,10 @@ void decode_result(std::string_view bytes, ExperimentResult& r);
 // the structs' own counts, so a field added to one of them fails there until it is added to result_codec.cpp (a
 // field the codec missed would be lost on its way between ranks, and MPI output would differ).
 struct CodecFieldCounts {
-    static constexpr std::size_t kExperimentResult = 17;  // 14 encoded + config, plan, replicate_runs
+    static constexpr std::size_t kExperimentResult = 18;  // 15 encoded + config, plan, replicate_runs
     static constexpr std::size_t kSimulationResult = 9;
     static constexpr std::size_t kHybridStateStats = 8;
-    static constexpr std::size_t kSummary = 34;  // with num_requests_timed_out
+    static constexpr std::size_t kSummary = 36;  // with send_span_s and ttft_by_send_third
     static constexpr std::size_t kDistribution = 7;
     static constexpr std::size_t kRequestRecord = 11;
     static constexpr std::size_t kTimeSample = 6;

@@ -533,7 +533,24 @@ Scenario load_scenario_text(const std::string& text, const std::string& file,
     return load_scenario_text(text, file, all);
 }
 
+namespace {
+Scenario load_scenario_text_checked(const std::string& text, const std::string& file,
+                                   const std::vector<Override>& overrides, bool check_memory);
+}  // namespace
+
 Scenario load_scenario_text(const std::string& text, const std::string& file, const std::vector<Override>& overrides) {
+    return load_scenario_text_checked(text, file, overrides, true);
+}
+
+Scenario load_scenario_text_without_memory_check(const std::string& text, const std::string& file,
+                                                 const std::vector<Override>& overrides) {
+    return load_scenario_text_checked(text, file, overrides, false);
+}
+
+namespace {
+
+Scenario load_scenario_text_checked(const std::string& text, const std::string& file,
+                                   const std::vector<Override>& overrides, bool check_memory) {
     const YAML::Node root = load_yaml_string(text, file);
     const std::string base_dir = fs::path(file).has_parent_path() ? fs::path(file).parent_path().string() : ".";
     const YamlMap top(root, file);
@@ -670,7 +687,9 @@ Scenario load_scenario_text(const std::string& text, const std::string& file, co
             ExperimentConfig x;
             try {
                 x = parse_experiment(YamlMap(merged, file), base_dir, &arena);
-                check_model_gpu_and_memory(YamlMap(merged, file), x, resolved_models);
+                if (check_memory) {
+                    check_model_gpu_and_memory(YamlMap(merged, file), x, resolved_models);
+                }
             } catch (const ConfigError& e) {
                 rethrow_naming_command_line(e, file, overrides);
             }
@@ -697,6 +716,8 @@ Scenario load_scenario_text(const std::string& text, const std::string& file, co
     }
     return sc;
 }
+
+}  // namespace
 
 void keep_experiments(Scenario& sc, const std::vector<std::string>& names) {
     if (names.empty()) {

@@ -162,6 +162,13 @@ struct Override {
 [[nodiscard]] Scenario load_scenario_text(const std::string& text, const std::string& name_for_errors,
                                           const std::vector<Override>& overrides);
 
+// The same without vLLM's start-up memory check (cache::plan_memory) of each experiment, which load_scenario_text
+// reports at its file and key: `plan` makes it itself, to report a configuration that does not fit as a
+// `does_not_fit` row instead of an error (docs/PLANNER.md).
+[[nodiscard]] Scenario load_scenario_text_without_memory_check(const std::string& text,
+                                                               const std::string& name_for_errors,
+                                                               const std::vector<Override>& overrides);
+
 // `overrides` are "dotted.key=value" strings from --set (value parsed as YAML). A seed override replaces `seed`.
 [[nodiscard]] Scenario load_scenario(const std::string& path, const std::vector<std::string>& overrides,
                                      std::optional<std::uint64_t> seed_override);

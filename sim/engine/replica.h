@@ -18,6 +18,7 @@
 #include "sim/engine/cost_model.h"
 #include "sim/engine/request.h"
 #include "sim/engine/scheduler.h"
+#include "sim/engine/speculative.h"
 #include "sim/frontend/api_server.h"
 #include "sim/metrics/metrics.h"
 
@@ -38,6 +39,10 @@ struct ReplicaConfig {
     // and dropped if its client gives up first, as vllm bench serve pools only successful requests' ITLs. Off, each
     // step's gaps go to the metrics at once (no per-request storage).
     bool hold_token_gaps = false;
+    // Speculative decoding (sim/engine/speculative.h); unset = off. Its acceptance draws use `seed` (the run's) on
+    // the stream ("speculative.acceptance", index). scheduler.num_spec_tokens / num_lookahead_tokens must match it.
+    std::optional<SpeculativeConfig> speculative;
+    std::uint64_t seed = 1;
 };
 
 // A request as it arrives at a replica.
@@ -134,6 +139,10 @@ public:
 
     [[nodiscard]] std::int64_t num_rejected_unfit() const { return num_rejected_unfit_; }
 
+    // Speculative decoding's counters (vLLM SpecDecodingStats) over all steps; all zero when it is off.
+    [[nodiscard]] const SpeculativeStats& speculative_stats() const { return spec_stats_; }
+    [[nodiscard]] const ReplicaConfig& config() const { return config_; }
+
     // Cost breakdown accumulated over all steps (ms).
     [[nodiscard]] const StepCost& total_cost() const { return total_cost_; }
 
@@ -195,6 +204,8 @@ private:
     std::int64_t num_rejected_unfit_ = 0;
     std::vector<core::RequestId> rejected_;
     StepCost total_cost_;
+    std::optional<AcceptanceSampler> acceptance_;  // set with speculative decoding
+    SpeculativeStats spec_stats_;
     // Client time-outs (time_out): requests to abort at the next step boundary, and those
     // aborted at the last boundary, whose map nodes return to spare_request_nodes_ at the next one.
     std::vector<Request*> pending_aborts_;

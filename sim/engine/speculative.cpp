@@ -63,11 +63,16 @@ int int_key(const nlohmann::json& j, std::string_view key, int lo, int hi) {
 
 std::string_view speculative_method_name(SpeculativeMethod m) {
     switch (m) {
-        case SpeculativeMethod::kNgram: return "ngram";
-        case SpeculativeMethod::kEagle: return "eagle";
-        case SpeculativeMethod::kEagle3: return "eagle3";
-        case SpeculativeMethod::kMtp: return "mtp";
-        case SpeculativeMethod::kDraftModel: return "draft_model";
+        case SpeculativeMethod::kNgram:
+            return "ngram";
+        case SpeculativeMethod::kEagle:
+            return "eagle";
+        case SpeculativeMethod::kEagle3:
+            return "eagle3";
+        case SpeculativeMethod::kMtp:
+            return "mtp";
+        case SpeculativeMethod::kDraftModel:
+            return "draft_model";
     }
     return "";
 }
@@ -122,15 +127,18 @@ std::vector<double> default_acceptance(SpeculativeMethod method, int k, std::str
             *source = "default for ngram: vLLM PR #24344 (ngram 2..5 on an editing data set)";
             return extend(kNgramRates.data(), kNgramRates.size(), k);
         case SpeculativeMethod::kEagle: {
-            *source = "default for eagle: vLLM PR #16035 (EAGLE Llama-3-8B, MT-Bench, mean acceptance length 1.89 at "
-                      "k = 2)";
+            *source =
+                "default for eagle: vLLM PR #16035 (EAGLE Llama-3-8B, MT-Bench, mean acceptance length 1.89 at "
+                "k = 2)";
             const std::vector<double> measured = acceptance_from_mean_length(kEagleMeanLength, kEagleMeasuredK);
             return extend(measured.data(), measured.size(), k);
         }
-        case SpeculativeMethod::kDraftModel: break;
+        case SpeculativeMethod::kDraftModel:
+            break;
     }
-    throw ConfigError("method draft_model has no default acceptance; give "
-                      "engine.speculative_acceptance or engine.speculative_mean_acceptance_length");
+    throw ConfigError(
+        "method draft_model has no default acceptance; give "
+        "engine.speculative_acceptance or engine.speculative_mean_acceptance_length");
 }
 
 SpeculativeConfig parse_speculative_config(const std::string& json_text) {
@@ -141,23 +149,26 @@ SpeculativeConfig parse_speculative_config(const std::string& json_text) {
         throw ConfigError(fmt::format("not JSON ({}): '{}'", e.what(), json_text));
     }
     if (!j.is_object()) {
-        throw ConfigError(fmt::format("expected a JSON object such as "
-                                      "{{\"method\": \"eagle3\", \"model\": \"...\", \"num_speculative_tokens\": 3}}, "
-                                      "got '{}'",
-                                      json_text));
+        throw ConfigError(
+            fmt::format("expected a JSON object such as "
+                        "{{\"method\": \"eagle3\", \"model\": \"...\", \"num_speculative_tokens\": 3}}, "
+                        "got '{}'",
+                        json_text));
     }
-    constexpr std::array<std::string_view, 5> kKeys = {"method", "num_speculative_tokens", "model",
-                                                       "prompt_lookup_max", "prompt_lookup_min"};
+    constexpr std::array<std::string_view, 5> kKeys = {"method", "num_speculative_tokens", "model", "prompt_lookup_max",
+                                                       "prompt_lookup_min"};
     for (const auto& [key, value] : j.items()) {
         if (std::find(kKeys.begin(), kKeys.end(), key) == kKeys.end()) {
-            fail(key, "not modelled by servesim; allowed keys: method, num_speculative_tokens, model, "
-                      "prompt_lookup_max, prompt_lookup_min");
+            fail(key,
+                 "not modelled by servesim; allowed keys: method, num_speculative_tokens, model, "
+                 "prompt_lookup_max, prompt_lookup_min");
         }
     }
     SpeculativeConfig c;
     if (!j.contains("method") || !j["method"].is_string()) {
-        fail("method", "required (servesim does not infer it from the draft model); allowed: ngram, eagle, eagle3, "
-                       "mtp (or deepseek_mtp and the other *_mtp names)");
+        fail("method",
+             "required (servesim does not infer it from the draft model); allowed: ngram, eagle, eagle3, "
+             "mtp (or deepseek_mtp and the other *_mtp names)");
     }
     const std::string method = j["method"].get<std::string>();
     if (method == "ngram") {
@@ -169,8 +180,9 @@ SpeculativeConfig parse_speculative_config(const std::string& json_text) {
     } else if (method == "mtp" || (method.size() > 4 && method.ends_with("_mtp"))) {
         c.method = SpeculativeMethod::kMtp;  // vLLM folds deepseek_mtp, qwen3_next_mtp, ... into mtp
     } else if (method == "draft_model") {
-        fail("method", "draft_model is not modelled yet (its forward needs the draft checkpoint's own cost model); "
-                       "allowed: ngram, eagle, eagle3, mtp");
+        fail("method",
+             "draft_model is not modelled yet (its forward needs the draft checkpoint's own cost model); "
+             "allowed: ngram, eagle, eagle3, mtp");
     } else {
         fail("method", fmt::format("'{}' is not modelled; allowed: ngram, eagle, eagle3, mtp (medusa, "
                                    "mlp_speculator, suffix and ngram_gpu are not)",
@@ -206,26 +218,30 @@ SpeculativeConfig parse_speculative_config(const std::string& json_text) {
             c.prompt_lookup_min = c.prompt_lookup_max;
         }
         if (c.prompt_lookup_min > c.prompt_lookup_max) {
-            fail("prompt_lookup_min", fmt::format("{} is above prompt_lookup_max {}", c.prompt_lookup_min,
-                                                  c.prompt_lookup_max));
+            fail("prompt_lookup_min",
+                 fmt::format("{} is above prompt_lookup_max {}", c.prompt_lookup_min, c.prompt_lookup_max));
         }
     }
     return c;
 }
 
-void resolve_acceptance(SpeculativeConfig& c, const std::vector<double>& per_position, double mean_accepted_length,
+void resolve_acceptance(SpeculativeConfig& c,
+                        const std::vector<double>& per_position,
+                        double mean_accepted_length,
                         std::string_view key_prefix) {
     const int k = c.num_speculative_tokens;
     if (!per_position.empty() && mean_accepted_length > 0) {
-        throw ConfigError(fmt::format("{}speculative_acceptance and {}speculative_mean_acceptance_length: give one, "
-                                      "not both",
-                                      key_prefix, key_prefix));
+        throw ConfigError(
+            fmt::format("{}speculative_acceptance and {}speculative_mean_acceptance_length: give one, "
+                        "not both",
+                        key_prefix, key_prefix));
     }
     if (!per_position.empty()) {
         if (static_cast<int>(per_position.size()) != k) {
-            throw ConfigError(fmt::format("{}speculative_acceptance: {} rates for num_speculative_tokens {}; allowed: "
-                                          "one rate per draft position",
-                                          key_prefix, per_position.size(), k));
+            throw ConfigError(
+                fmt::format("{}speculative_acceptance: {} rates for num_speculative_tokens {}; allowed: "
+                            "one rate per draft position",
+                            key_prefix, per_position.size(), k));
         }
         for (std::size_t i = 0; i < per_position.size(); ++i) {
             if (!(per_position[i] >= 0.0 && per_position[i] <= 1.0)) {
@@ -245,9 +261,10 @@ void resolve_acceptance(SpeculativeConfig& c, const std::vector<double>& per_pos
     }
     if (mean_accepted_length > 0) {
         if (!(mean_accepted_length >= 1.0 && mean_accepted_length <= 1.0 + k)) {
-            throw ConfigError(fmt::format("{}speculative_mean_acceptance_length: {} is out of range; allowed: 1 to "
-                                          "{} (1 + num_speculative_tokens)",
-                                          key_prefix, mean_accepted_length, 1 + k));
+            throw ConfigError(
+                fmt::format("{}speculative_mean_acceptance_length: {} is out of range; allowed: 1 to "
+                            "{} (1 + num_speculative_tokens)",
+                            key_prefix, mean_accepted_length, 1 + k));
         }
         c.acceptance_per_position = acceptance_from_mean_length(mean_accepted_length, k);
         c.acceptance_source = "speculative_mean_acceptance_length";
@@ -288,7 +305,8 @@ std::vector<double> SpeculativeStats::acceptance_per_position() const {
     return out;
 }
 
-SpeculativeCostModel::SpeculativeCostModel(std::unique_ptr<CostModel> inner, const SpeculativeConfig& config,
+SpeculativeCostModel::SpeculativeCostModel(std::unique_ptr<CostModel> inner,
+                                           const SpeculativeConfig& config,
                                            int num_target_layers)
     : inner_(std::move(inner)), config_(config), num_target_layers_(std::max(1, num_target_layers)) {}
 

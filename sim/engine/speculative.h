@@ -51,6 +51,7 @@ struct SpeculativeConfig {
     [[nodiscard]] int num_lookahead_tokens() const {
         return method == SpeculativeMethod::kNgram ? 0 : num_speculative_tokens;
     }
+
     // Expected accepted drafts per verified step with k drafts: Σ acceptance_per_position (the mean acceptance
     // length vLLM logs is 1 + this).
     [[nodiscard]] double mean_accepted_tokens() const;
@@ -70,14 +71,16 @@ struct SpeculativeConfig {
 
 // Fills config.acceptance_per_position: the per-position list given (size must be k, each in [0, 1], not growing),
 // else a mean acceptance length given, else the method's default. Throws ConfigError naming `key_prefix`'s keys.
-void resolve_acceptance(SpeculativeConfig& config, const std::vector<double>& per_position,
-                        double mean_accepted_length, std::string_view key_prefix);
+void resolve_acceptance(SpeculativeConfig& config,
+                        const std::vector<double>& per_position,
+                        double mean_accepted_length,
+                        std::string_view key_prefix);
 
 // Draws how many of a step's drafts are accepted: one uniform u per verified request, accepted = the number of
 // positions i < num_drafts with u < acceptance_per_position[i] (the rates do not grow, so that is a prefix). Its own
 // RNG stream ("speculative.acceptance", replica index): the draws depend only on the seed and the replica's steps.
 class AcceptanceSampler {
-public:
+  public:
     AcceptanceSampler(std::vector<double> acceptance_per_position, std::uint64_t seed, std::uint64_t replica_index)
         : rates_(std::move(acceptance_per_position)), rng_(seed, "speculative.acceptance", replica_index) {}
 
@@ -90,7 +93,7 @@ public:
         return accepted;
     }
 
-private:
+  private:
     std::vector<double> rates_;
     core::RngStream rng_;
 };
@@ -114,6 +117,7 @@ struct SpeculativeStats {
             ++num_accepted_tokens_per_pos[static_cast<std::size_t>(i)];
         }
     }
+
     SpeculativeStats& operator+=(const SpeculativeStats& o);
     // accepted / draft tokens; mean acceptance length 1 + accepted / drafts (vLLM's log line); per position
     // accepted_i / drafts. Defined only when num_drafts > 0.
@@ -130,18 +134,20 @@ struct SpeculativeStats {
 //   GEMM, attention and all-reduce time for that shape) and the lm_head for one row per speculating request.
 // - ngram: ngram_ns_per_context_token of host time per context token of each speculating request.
 class SpeculativeCostModel : public CostModel {
-public:
+  public:
     SpeculativeCostModel(std::unique_ptr<CostModel> inner, const SpeculativeConfig& config, int num_target_layers);
 
     [[nodiscard]] StepCost step_cost(const BatchShape& shape) const override;
     [[nodiscard]] std::string describe() const override;
+
     [[nodiscard]] LocalAttentionSpans local_attention_spans() const override { return inner_->local_attention_spans(); }
+
     [[nodiscard]] std::vector<StepTerm> step_terms(const BatchShape& shape) const override;
 
     // The drafter's milliseconds for a step of this shape (0 without speculating requests).
     [[nodiscard]] double draft_ms(const BatchShape& shape) const;
 
-private:
+  private:
     std::unique_ptr<CostModel> inner_;
     SpeculativeConfig config_;
     int num_target_layers_ = 1;

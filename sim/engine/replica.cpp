@@ -323,6 +323,11 @@ const std::vector<core::RequestId>& Replica::end_step(core::SimTime step_end, fr
     }
     last_stream_time_ = now;
     in_flight_ = kNoPlan;
+    // Requests that finished while a step scheduled after theirs was already in hand: that step has ended now.
+    for (auto& node : finished_in_next_plan_) {
+        spare_request_nodes_.push_back(std::move(node));
+    }
+    finished_in_next_plan_.clear();
     if (connector_ != nullptr) {
         connector_->on_step_end();
     }
@@ -376,6 +381,11 @@ const std::vector<core::RequestId>& Replica::end_step(core::SimTime step_end, fr
         }
         if (delay_free) {
             requests_.erase(owned);
+        } else if (next_ != kNoPlan && in_plan(plans_[static_cast<std::size_t>(next_)], r)) {
+            // Async scheduling with speculative decoding: the step scheduled while this one ran holds the request
+            // too (its drafts could finish it here, which the scheduler cannot know). vLLM runs that step and drops
+            // the finished request's output; its Request stays as it is until that step has ended.
+            finished_in_next_plan_.push_back(requests_.extract(owned));
         } else {
             spare_request_nodes_.push_back(requests_.extract(owned));
         }

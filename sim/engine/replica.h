@@ -5,6 +5,7 @@
 // and a request that arrives during a step joins the one after next. A token streams at the end of its step.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <functional>
@@ -176,6 +177,12 @@ private:
     // neither a Request nor a node allocation (two of its ~3 per request). Nothing reads a finished Request: the
     // scheduler let go of it in finish_request, and add_request overwrites every field.
     std::vector<decltype(requests_)::node_type> spare_request_nodes_;
+    // Finished requests that the step scheduled next (async scheduling) still holds; recycled when it ends.
+    std::vector<decltype(requests_)::node_type> finished_in_next_plan_;
+    [[nodiscard]] static bool in_plan(const StepPlan& plan, const Request* r) {
+        return std::any_of(plan.scheduled.begin(), plan.scheduled.end(),
+                           [r](const ScheduledRequest& s) { return s.request == r; });
+    }
     std::vector<core::RequestId> finished_;  // end_step's answer, reused
     std::vector<Request*> finishing_;        // end_step's finished requests between its two passes, reused
     // First-run block hashes shared by this replica's requests, and finished turns' hashes for their next turn.

@@ -381,7 +381,7 @@ const std::vector<core::RequestId>& Replica::end_step(core::SimTime step_end, fr
         }
         if (delay_free) {
             requests_.erase(owned);
-        } else if (next_ != kNoPlan && in_plan(plans_[static_cast<std::size_t>(next_)], r)) {
+        } else if (config_.speculative && next_ != kNoPlan && in_plan(plans_[static_cast<std::size_t>(next_)], r)) {
             // Async scheduling with speculative decoding: the step scheduled while this one ran holds the request
             // too (its drafts could finish it here, which the scheduler cannot know). vLLM runs that step and drops
             // the finished request's output; its Request stays as it is until that step has ended.

@@ -331,10 +331,11 @@ TEST_CASE("Replica: a request's steps for its output length, ITL per chunk, TPOT
 
 TEST_CASE("Replica, async scheduling: a request its drafts finish while the next step holds it",
           "[engine][speculative]") {
-    // Every draft accepted, k = 3, 10 outputs: a step scheduled while R1's chunk is computed already holds R1 (one
-    // more token would not surely finish it), and R1 finishes when that chunk lands. vLLM runs the held step and
+    // Every draft accepted, k = 3, 11 outputs, 4 ms steps. Step 1 prefills R1 (token 1); steps 2, 3 and 4 each bring
+    // 4 tokens (5, 9, then 11 of 13). Step 5 is scheduled when step 4 starts, with R1 at 9 tokens: 9 + 1 < 11, so
+    // one more token would not surely finish it and step 5 holds R1, which step 4's chunk finishes. vLLM runs the held step and
     // drops R1's output there. R2 arrives the moment R1 finishes, before the held step runs: R1's Request must not be
-    // reused for R2 while that step holds it (R2 would get R1's drafts and never a first token). R2: 10 tokens, a
+    // reused for R2 while that step holds it (R2 would get R1's drafts and never a first token). R2: 11 tokens, a
     // positive TTFT of at most 4 steps (16 ms).
     FixedCost cost(4);
     metrics::MetricsCollector m(core::SimTime::zero(), /*exact_percentiles=*/true);
@@ -352,7 +353,7 @@ TEST_CASE("Replica, async scheduling: a request its drafts finish while the next
         in.id = core::RequestId{id};
         in.arrival = at;
         in.prompt = {{content(id), 20}};
-        in.max_output_tokens = 10;
+        in.max_output_tokens = 11;
         in.answer_content = content(900 + id);
         REQUIRE(replica.add_request(in));
     };
@@ -371,7 +372,7 @@ TEST_CASE("Replica, async scheduling: a request its drafts finish while the next
     REQUIRE(sent_second);
     const metrics::Summary s = m.summarize({}, 0, now);
     CHECK(s.num_requests_finished == 2);
-    CHECK(close(s.mean_output_tokens, 10));
+    CHECK(close(s.mean_output_tokens, 11));
     CHECK(s.ttft_ms.min > 0);
     CHECK(s.ttft_ms.max <= 16);
 }

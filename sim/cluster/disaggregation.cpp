@@ -549,6 +549,12 @@ SimulationResult DisaggregatedSimulation::run() {
         preemptions += r.num_preemptions();
         result.num_unfinished += static_cast<std::int64_t>(r.num_requests());
         result.total_cost += r.total_cost();
+        if (r.config().speculative) {
+            if (!result.speculative) {
+                result.speculative.emplace();
+            }
+            *result.speculative += r.speculative_stats();
+        }
     });
     if (!warmup_snapshot_taken_) {
         metrics_.snapshot_warmup_counters(prefill_counters());

@@ -377,6 +377,12 @@ SimulationResult Simulation::run() {
         preemptions += r->num_preemptions();
         result.num_unfinished += static_cast<std::int64_t>(r->num_requests());
         result.total_cost += r->total_cost();
+        if (r->config().speculative) {
+            if (!result.speculative) {
+                result.speculative.emplace();
+            }
+            *result.speculative += r->speculative_stats();
+        }
         if (const cache::HybridStateCache* states = r->kv_cache().hybrid_state_cache()) {
             if (!result.hybrid_state) {
                 result.hybrid_state.emplace();

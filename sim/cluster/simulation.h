@@ -14,6 +14,7 @@
 #include "sim/cache/hybrid_state_cache.h"
 #include "sim/cache/block_hash.h"
 #include "sim/cluster/disaggregation_stats.h"
+#include "sim/engine/speculative.h"
 #include "sim/cluster/kv_store.h"
 #include "sim/cluster/request_timeouts.h"
 #include "sim/cluster/router.h"
@@ -79,6 +80,8 @@ struct SimulationResult {
     std::optional<cache::HybridStateStats> hybrid_state;
     // A prefill–decode disaggregated run only (sim/cluster/disaggregation.h).
     std::optional<DisaggregationStats> disaggregation;
+    // Speculative decoding's counters summed over replicas (vLLM SpecDecodingStats); unset when it is off.
+    std::optional<engine::SpeculativeStats> speculative;
 };
 
 // The replica `router` picks among `replicas` for a request arriving at `now`, with what vLLM's frontends and

@@ -110,9 +110,15 @@ struct BatchShape {
     std::int64_t num_gdn_chunks = 0;         // Σ over prefill chunks of cdiv(chunk, 64)
     std::int64_t num_decode_seqs = 0;
     std::int64_t decode_context_tokens = 0;  // Σ context of decoding sequences (attention reads)
-    std::int64_t num_sampled_seqs = 0;       // sequences whose chunk reaches the end: logits computed
+    std::int64_t num_sampled_seqs = 0;       // logit rows: one per sequence whose chunk reaches the end, plus one
+                                             // per draft token verified (speculative decoding)
     std::int64_t num_snapshots = 0;          // align-mode state snapshot writes
     std::int64_t num_seqs = 0;
+    // Speculative decoding (sim/engine/speculative.h): decoding sequences verifying drafts this step (each counted
+    // in num_decode_seqs with 1 + drafts query tokens in num_tokens), their draft tokens, and Σ their context.
+    std::int64_t num_spec_seqs = 0;
+    std::int64_t num_draft_tokens = 0;
+    std::int64_t spec_context_tokens = 0;
     // Host work (sim/engine/host_work.h): requests entering the persistent batch this step (admitted from the waiting
     // queue: new or resumed), requests the previous step finished (their freeing and removal run in this step's
     // cycle), and whether the step was scheduled while the previous one ran (async scheduling: its host work
@@ -138,6 +144,7 @@ struct StepCost {
     double overhead_ms = 0;
     double comm_ms = 0;  // tensor-parallel all-reduces
     double host_ms = 0;  // host work the GPU does not hide (HostWorkCostModel, sim/engine/host_work.h)
+    double spec_draft_ms = 0;  // the speculative drafter (SpeculativeCostModel, sim/engine/speculative.h)
 
     // Accumulates a step's terms (the per-term totals a run reports).
     StepCost& operator+=(const StepCost& o) {
@@ -150,19 +157,20 @@ struct StepCost {
         overhead_ms += o.overhead_ms;
         comm_ms += o.comm_ms;
         host_ms += o.host_ms;
+        spec_draft_ms += o.spec_draft_ms;
         return *this;
     }
 
     [[nodiscard]] double total_ms() const {
         return gemm_ms + lm_head_ms + attn_prefill_ms + attn_decode_ms + gdn_ms + snapshot_ms + overhead_ms + comm_ms +
-               host_ms;
+               host_ms + spec_draft_ms;
     }
 
     // Whether out_of_range_term() is empty, without building its table of names: every step asks, and only a
     // failing step needs the message.
     [[nodiscard]] bool all_in_range() const {
         for (const double ms : {gemm_ms, lm_head_ms, attn_prefill_ms, attn_decode_ms, gdn_ms, snapshot_ms,
-                                overhead_ms, comm_ms, host_ms}) {
+                                overhead_ms, comm_ms, host_ms, spec_draft_ms}) {
             if (!term_in_range(ms)) {
                 return false;
             }
@@ -177,7 +185,8 @@ struct StepCost {
         const std::pair<const char*, double> terms[] = {
             {"gemm", gemm_ms},         {"lm_head", lm_head_ms}, {"attn_prefill", attn_prefill_ms},
             {"attn_decode", attn_decode_ms}, {"gdn", gdn_ms},   {"snapshot", snapshot_ms},
-            {"overhead", overhead_ms}, {"comm", comm_ms},         {"host", host_ms}};
+            {"overhead", overhead_ms}, {"comm", comm_ms},         {"host", host_ms},
+            {"spec_draft", spec_draft_ms}};
         for (const auto& [name, ms] : terms) {
             if (!term_in_range(ms)) {
                 return fmt::format("{} = {:g} ms", name, ms);

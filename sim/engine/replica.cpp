@@ -17,7 +17,16 @@ Replica::Replica(const ReplicaConfig& config, const CostModel& cost_model, metri
       offload_(config.offload ? std::make_unique<cache::CpuOffloadManager>(*config.offload) : nullptr),
       connector_(offload_ ? offload_.get() : connector),
       scheduler_(config.scheduler, *kv_cache_, connector_),
-      own_hash_memo_(config.scheduler.block_size) {}
+      own_hash_memo_(config.scheduler.block_size) {
+    if (config.speculative) {
+        SERVESIM_CHECK(config.scheduler.num_spec_tokens == config.speculative->num_speculative_tokens &&
+                           config.scheduler.num_lookahead_tokens == config.speculative->num_lookahead_tokens(),
+                       "scheduler speculative settings ({}, {}) differ from the speculative config's",
+                       config.scheduler.num_spec_tokens, config.scheduler.num_lookahead_tokens);
+        acceptance_.emplace(config.speculative->acceptance_per_position, config.seed,
+                            static_cast<std::uint64_t>(config.index));
+    }
+}
 
 void Replica::share_hash_memo(cache::FirstRunHashMemo& memo) {
     SERVESIM_CHECK(memo.block_size_tokens() == config_.scheduler.block_size,
@@ -92,12 +101,19 @@ BatchShape Replica::batch_shape(const StepPlan& plan, int block_size, bool mamba
         const ScheduledRequest& sr = plan.scheduled[i];
         const std::int64_t n = sr.num_new_tokens;
         num_tokens += n;
-        const bool decode = n == 1 && sr.num_computed_before >= sr.request->num_prompt_tokens;
+        // A speculative verification (1 + drafts query tokens after the context) is a decode whose n queries share
+        // one read of the context's KV: FlashAttention's query tile covers them (docs/SPECULATIVE-DECODING.md).
+        const bool decode = (n == 1 || sr.num_draft_tokens > 0) && sr.num_computed_before >= sr.request->num_prompt_tokens;
         if (decode) {
             ++num_decode_seqs;
-            decode_context_tokens += sr.num_computed_before + 1;
+            decode_context_tokens += sr.num_computed_before + n;
             for (int i = 0; i < local.count; ++i) {
-                s.local[i].decode_context_tokens += local.spans[i].decode_keys(sr.num_computed_before + 1);
+                s.local[i].decode_context_tokens += local.spans[i].decode_keys(sr.num_computed_before + n);
+            }
+            if (sr.num_draft_tokens > 0) {
+                ++s.num_spec_seqs;
+                s.num_draft_tokens += sr.num_draft_tokens;
+                s.spec_context_tokens += sr.num_computed_before + n;
             }
         } else {
             ++s.num_prefill_seqs;
@@ -118,7 +134,8 @@ BatchShape Replica::batch_shape(const StepPlan& plan, int block_size, bool mamba
                 ++s.num_snapshots;
             }
         }
-        num_sampled_seqs += sr.samples_token ? 1 : 0;
+        // Logits for the sampled position and every verified draft (the rejection sampler reads them all).
+        num_sampled_seqs += sr.samples_token ? 1 + sr.num_draft_tokens : 0;
     }
     s.num_tokens = num_tokens;
     s.num_seqs = static_cast<std::int64_t>(plan.scheduled.size());
@@ -240,7 +257,27 @@ void Replica::emit_tokens(const StepPlan& plan, core::SimTime now, std::vector<R
         if (!sr.samples_token || r->status == RequestStatus::kFinished) {
             continue;
         }
-        r->append_output_token();
+        if (sr.num_draft_tokens > 0) {
+            // Scheduler.update_from_output: the rejection sampler accepted `accepted` drafts; the rejected ones
+            // leave the computed tokens and the placeholders (each only while positive, as vLLM guards them), and
+            // the request gains accepted + 1 tokens (the bonus or corrected token), in one output chunk.
+            const int accepted = acceptance_->sample(sr.num_draft_tokens);
+            spec_stats_.observe(sr.num_draft_tokens, accepted);
+            const std::int64_t rejected = sr.num_draft_tokens - accepted;
+            if (r->num_computed_tokens > 0) {
+                r->num_computed_tokens = std::max<std::int64_t>(0, r->num_computed_tokens - rejected);
+            }
+            if (r->num_output_placeholders > 0) {
+                r->num_output_placeholders = std::max<std::int64_t>(0, r->num_output_placeholders - rejected);
+            }
+            // check_stop ends the request at max_tokens: tokens past it are dropped.
+            for (int i = 0; i < accepted && !r->is_finished(); ++i) {
+                r->append_output_token();
+            }
+        }
+        if (!r->is_finished()) {
+            r->append_output_token();
+        }
         if (r->num_output_tokens == 1) {
             r->first_token = now;
         } else {
@@ -285,6 +322,11 @@ const std::vector<core::RequestId>& Replica::end_step(core::SimTime step_end, fr
     }
     last_stream_time_ = now;
     in_flight_ = kNoPlan;
+    // Requests that finished while a step scheduled after theirs was already in hand: that step has ended now.
+    for (auto& node : finished_in_next_plan_) {
+        spare_request_nodes_.push_back(std::move(node));
+    }
+    finished_in_next_plan_.clear();
     if (connector_ != nullptr) {
         connector_->on_step_end();
     }
@@ -338,6 +380,11 @@ const std::vector<core::RequestId>& Replica::end_step(core::SimTime step_end, fr
         }
         if (delay_free) {
             requests_.erase(owned);
+        } else if (config_.speculative && next_ != kNoPlan && in_plan(plans_[static_cast<std::size_t>(next_)], r)) {
+            // Async scheduling with speculative decoding: the step scheduled while this one ran holds the request
+            // too (its drafts could finish it here, which the scheduler cannot know). vLLM runs that step and drops
+            // the finished request's output; its Request stays as it is until that step has ended.
+            finished_in_next_plan_.push_back(requests_.extract(owned));
         } else {
             spare_request_nodes_.push_back(requests_.extract(owned));
         }

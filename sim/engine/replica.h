@@ -5,6 +5,7 @@
 // and a request that arrives during a step joins the one after next. A token streams at the end of its step.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <functional>
@@ -18,6 +19,7 @@
 #include "sim/engine/cost_model.h"
 #include "sim/engine/request.h"
 #include "sim/engine/scheduler.h"
+#include "sim/engine/speculative.h"
 #include "sim/frontend/api_server.h"
 #include "sim/metrics/metrics.h"
 
@@ -38,6 +40,10 @@ struct ReplicaConfig {
     // and dropped if its client gives up first, as vllm bench serve pools only successful requests' ITLs. Off, each
     // step's gaps go to the metrics at once (no per-request storage).
     bool hold_token_gaps = false;
+    // Speculative decoding (sim/engine/speculative.h); unset = off. Its acceptance draws use `seed` (the run's) on
+    // the stream ("speculative.acceptance", index). scheduler.num_spec_tokens / num_lookahead_tokens must match it.
+    std::optional<SpeculativeConfig> speculative;
+    std::uint64_t seed = 1;
 };
 
 // A request as it arrives at a replica.
@@ -142,6 +148,10 @@ public:
 
     [[nodiscard]] std::int64_t num_rejected_unfit() const { return num_rejected_unfit_; }
 
+    // Speculative decoding's counters (vLLM SpecDecodingStats) over all steps; all zero when it is off.
+    [[nodiscard]] const SpeculativeStats& speculative_stats() const { return spec_stats_; }
+    [[nodiscard]] const ReplicaConfig& config() const { return config_; }
+
     // Cost breakdown accumulated over all steps (ms).
     [[nodiscard]] const StepCost& total_cost() const { return total_cost_; }
 
@@ -175,6 +185,12 @@ private:
     // neither a Request nor a node allocation (two of its ~3 per request). Nothing reads a finished Request: the
     // scheduler let go of it in finish_request, and add_request overwrites every field.
     std::vector<decltype(requests_)::node_type> spare_request_nodes_;
+    // Finished requests that the step scheduled next (async scheduling) still holds; recycled when it ends.
+    std::vector<decltype(requests_)::node_type> finished_in_next_plan_;
+    [[nodiscard]] static bool in_plan(const StepPlan& plan, const Request* r) {
+        return std::any_of(plan.scheduled.begin(), plan.scheduled.end(),
+                           [r](const ScheduledRequest& s) { return s.request == r; });
+    }
     std::vector<core::RequestId> finished_;  // end_step's answer, reused
     std::vector<Request*> finishing_;        // end_step's finished requests between its two passes, reused
     // First-run block hashes shared by this replica's requests, and finished turns' hashes for their next turn.
@@ -203,6 +219,8 @@ private:
     std::int64_t num_rejected_unfit_ = 0;
     std::vector<core::RequestId> rejected_;
     StepCost total_cost_;
+    std::optional<AcceptanceSampler> acceptance_;  // set with speculative decoding
+    SpeculativeStats spec_stats_;
     // Client time-outs (time_out): requests to abort at the next step boundary, and those
     // aborted at the last boundary, whose map nodes return to spare_request_nodes_ at the next one.
     std::vector<Request*> pending_aborts_;

@@ -98,6 +98,9 @@ struct alignas(64) Request {
     // CPU offload and connectors (sim/cache/cpu_offload.h): blocks already handed to the host tier (read every step
     // by Scheduler::store_to_offload).
     std::int64_t num_offload_stored_blocks = 0;
+    // Speculative decoding: draft tokens the drafter proposed for this request's next step (vLLM
+    // request.spec_token_ids, their count; placeholders under async scheduling, as AsyncScheduler sets them).
+    std::int64_t num_spec_tokens = 0;
     // (the rest: set-up, finish metrics and the other paths)
     core::SimTime first_token;
     int num_preemptions = 0;

@@ -171,6 +171,7 @@ void Scheduler::preempt(Request* victim) {
     // prepended to waiting.
     kv_cache_.free(cache_view(*victim));
     victim->num_computed_tokens = 0;
+    victim->num_spec_tokens = 0;  // its drafts are dropped with its KV; it re-prefills before drafting again
     victim->status = RequestStatus::kPreempted;
     ++victim->num_preemptions;
     ++num_preemptions_;
@@ -180,7 +181,7 @@ void Scheduler::preempt(Request* victim) {
 Scheduler::RunningAllocation Scheduler::allocate_or_preempt(Request* r, std::int64_t n, StepPlan& plan) {
     RunningAllocation a;
     while (true) {
-        if (kv_cache_.allocate_slots(cache_view(*r), n, cache::CacheHit{})) {
+        if (kv_cache_.allocate_slots(cache_view(*r), n, cache::CacheHit{}, config_.num_lookahead_tokens)) {
             return a;
         }
         // Preempt the last running request (FCFS: self.running.pop()).
@@ -193,7 +194,7 @@ Scheduler::RunningAllocation Scheduler::allocate_or_preempt(Request* r, std::int
                 // Undo its _update_after_schedule (done as each running request is scheduled, in schedule_running).
                 victim->num_computed_tokens -= it->num_new_tokens;
                 if (it->samples_token) {
-                    --victim->num_output_placeholders;
+                    victim->num_output_placeholders -= 1 + it->num_draft_tokens;
                 }
                 plan.scheduled.erase(it);
                 plan.running_all_decode = false;  // the running sums no longer match the entries
@@ -229,6 +230,8 @@ std::int64_t Scheduler::schedule_running_as(StepPlan& plan, std::int64_t budget)
     // (ScheduledList) rather than push_back, which tests the capacity each time.
     const std::int64_t long_prefill_token_threshold = config_.long_prefill_token_threshold;
     const std::int64_t max_context_tokens = config_.max_model_len - 1;
+    const std::int64_t num_spec_tokens = config_.num_spec_tokens;
+    const std::int64_t num_lookahead_tokens = config_.num_lookahead_tokens;
     bool all_decode = true;
     std::int64_t decode_context_tokens = 0;
     std::int64_t num_sampled = 0;
@@ -247,12 +250,17 @@ std::int64_t Scheduler::schedule_running_as(StepPlan& plan, std::int64_t budget)
         const std::int64_t placeholders = r->num_output_placeholders;
         const std::int64_t computed = r->num_computed_tokens;
         const std::int64_t num_tokens = r->num_tokens();
-        if (placeholders > 0 && r->num_output_tokens + placeholders >= r->max_output_tokens) {
-            // Async scheduling: the token in flight is the request's last (max_tokens), so no extra step.
+        if (placeholders > 0 && r->num_output_tokens + 1 >= r->max_output_tokens) {
+            // Async scheduling: the token in flight is the request's last (max_tokens), so no extra step. vLLM's
+            // test (schedule(): num_computed_tokens + 2 − num_output_placeholders ≥ prompt + max_tokens) counts the
+            // one token a step in flight surely yields, whatever becomes of its drafts.
             ++index;
             continue;
         }
-        std::int64_t n = num_tokens + placeholders - computed;
+        // With speculative decoding the request's drafts are scheduled after its last token (vLLM
+        // num_tokens_with_spec): 1 + k tokens for a decode; the budget and max_model_len cut the drafts first.
+        const std::int64_t end_of_sequence = num_tokens + placeholders;
+        std::int64_t n = end_of_sequence + r->num_spec_tokens - computed;
         if (!kPlainSettings && long_prefill_token_threshold > 0) {
             n = std::min(n, long_prefill_token_threshold);
         }
@@ -265,7 +273,8 @@ std::int64_t Scheduler::schedule_running_as(StepPlan& plan, std::int64_t budget)
             ++index;
             continue;
         }
-        if (!r->kv_summary.running_step_changes_nothing(computed, n, num_tokens)) {
+        // (With lookahead slots the shortcut is asked for n + lookahead slots: stricter, never a wrong "nothing".)
+        if (!r->kv_summary.running_step_changes_nothing(computed, n + num_lookahead_tokens, num_tokens)) {
             // allocate_or_preempt reads and edits the plan (a preempted victim's entry is erased) and running_.
             scheduled.set_size_within_capacity(static_cast<std::size_t>(out - scheduled.begin()));
             plan.num_scheduled_tokens = budget_and_scheduled - budget;
@@ -279,8 +288,10 @@ std::int64_t Scheduler::schedule_running_as(StepPlan& plan, std::int64_t budget)
             }
         }
         // (Preempting others changed none of r's counts.)
-        const bool samples_token = computed + n == num_tokens + placeholders;
-        *out++ = ScheduledRequest{r, n, computed, samples_token};
+        const bool samples_token = computed + n >= end_of_sequence;
+        // vLLM trims spec_token_ids to the drafts that fit (num_scheduled_spec_tokens).
+        const int drafts = static_cast<int>(std::max<std::int64_t>(0, computed + n - end_of_sequence));
+        *out++ = ScheduledRequest{r, n, computed, samples_token, drafts};
         budget -= n;
         // batch_shape's decode test and sums for this entry (StepPlan::running_all_decode).
         if (n == 1 && computed >= r->num_prompt_tokens) {
@@ -293,7 +304,10 @@ std::int64_t Scheduler::schedule_running_as(StepPlan& plan, std::int64_t budget)
         // this schedule() reads a running request's own counts, except a preemption of it, which undoes this.
         r->num_computed_tokens = computed + n;
         if (samples_token) {
-            r->num_output_placeholders = placeholders + 1;
+            // AsyncScheduler._update_after_schedule: 1 + drafts placeholders, and k placeholder drafts for the
+            // next step (the drafter proposes k after this step's forward).
+            r->num_output_placeholders = placeholders + 1 + drafts;
+            r->num_spec_tokens = num_spec_tokens;
         }
         ++index;
     }
@@ -397,7 +411,9 @@ void Scheduler::schedule(core::SimTime now, StepPlan& plan) {
             if (n <= 0) {
                 break;
             }
-            if (!kv_cache_.allocate_slots(cache_view(*r), n, hit, 0, config_.scheduler_reserve_full_isl)) {
+            // vLLM: no lookahead slots for a fresh prefill (num_computed_tokens == 0), lookahead otherwise.
+            const std::int64_t lookahead = r->num_computed_tokens == 0 ? 0 : config_.num_lookahead_tokens;
+            if (!kv_cache_.allocate_slots(cache_view(*r), n, hit, lookahead, config_.scheduler_reserve_full_isl)) {
                 break;
             }
             waiting_.pop_front();
@@ -426,6 +442,7 @@ void Scheduler::schedule(core::SimTime now, StepPlan& plan) {
         s.request->num_computed_tokens += s.num_new_tokens;
         if (s.samples_token) {
             ++s.request->num_output_placeholders;
+            s.request->num_spec_tokens = config_.num_spec_tokens;  // drafted after the forward, as for a decode
         }
     }
     if (offload_ != nullptr) {

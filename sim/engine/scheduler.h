@@ -35,6 +35,11 @@ struct SchedulerConfig {
     // Async scheduling (the replica schedules step k+1 while step k runs): a host-tier load is promoted one
     // schedule() later than without it (see finish_loads).
     bool async_scheduling = false;
+    // Speculative decoding (sim/engine/speculative.h): drafts proposed per request per step (vLLM
+    // Scheduler.num_spec_tokens) and the lookahead slots allocated for them (num_lookahead_tokens: k for EAGLE/MTP
+    // and draft models, 0 for ngram). 0 = off.
+    int num_spec_tokens = 0;
+    int num_lookahead_tokens = 0;
 };
 
 // One request's share of a step.
@@ -43,6 +48,7 @@ struct ScheduledRequest {
     std::int64_t num_new_tokens = 0;
     std::int64_t num_computed_before = 0;  // context already in the KV cache before this chunk (hit included)
     bool samples_token = false;            // the chunk reaches the end of the sequence: a token is sampled
+    int num_draft_tokens = 0;              // speculative drafts verified in this chunk (its last num_draft_tokens)
 };
 
 // A step's entries: a vector whose slots past size() are already constructed, so the running-request pass reserves

@@ -35,7 +35,8 @@ constexpr std::size_t field_count() {
 }
 
 // Two experiments side by side, each with 2 replicates (4 runs), request records kept (requests.csv): 200 requests
-// at 20 req/s on one H100, with a goodput bound so the goodput fields are set too.
+// at 20 req/s on one H100, with a goodput bound so the goodput fields are set too; the second with speculative
+// decoding, so its settings, drafter term and counters go through the codec.
 const char* kScenario = R"(
 name: codec
 seed: 11
@@ -55,7 +56,7 @@ experiments:
   - name: seqs-16
     engine: {max_num_seqs: 16}
   - name: seqs-256
-    engine: {max_num_seqs: 256}
+    engine: {max_num_seqs: 256, speculative_config: {method: mtp, num_speculative_tokens: 2}}
 )";
 
 std::vector<ExperimentConfig> configs() {
@@ -95,6 +96,7 @@ TEST_CASE("the codec covers every field of the structs it encodes", "[result-cod
     CHECK(field_count<metrics::RequestRecord>() == C::kRequestRecord);
     CHECK(field_count<cluster::TimeSample>() == C::kTimeSample);
     CHECK(field_count<engine::StepCost>() == C::kStepCost);
+    CHECK(field_count<engine::SpeculativeStats>() == C::kSpeculativeStats);
     CHECK(field_count<metrics::RejectionStats>() == C::kRejectionStats);
     CHECK(field_count<metrics::RunningMoments>() == C::kRunningMoments);
     CHECK(field_count<cache::OrderOnlyResult>() == C::kOrderOnlyResult);

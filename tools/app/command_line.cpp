@@ -162,6 +162,7 @@ std::string engine_flags_help() {
                      : k.spec.kind == ValueKind::Version                                    ? " X.Y"
                      : k.spec.kind == ValueKind::Number                                     ? " X"
                      : k.spec.kind == ValueKind::SizeList                                   ? " N [N ...]"
+                     : k.spec.kind == ValueKind::SpeculativeJson                            ? " JSON"
                                                                                             : " N";
         }
         line(shown, k.help);

@@ -16,6 +16,7 @@
 #include "sim/cache/hybrid_cache_policy.h"
 #include "sim/cache/memory_plan.h"
 #include "sim/engine/expert_parallel.h"
+#include "sim/engine/speculative.h"
 
 namespace servesim::app {
 namespace {
@@ -137,6 +138,21 @@ const EngineKey kEngineKeys[] = {
     {"expert_load_imbalance", "", {ValueKind::Number, 1, 1000},
      "servesim: with expert parallelism, the busiest rank's routed tokens over the mean (default 1, balanced)",
      [](EngineSettings& s, const EngineValue& v) { s.expert_load_imbalance = as_double(v); }},
+    {"speculative_config", "--speculative-config", {ValueKind::SpeculativeJson},
+     "speculative decoding as vLLM's JSON: method (ngram, eagle, eagle3, mtp), num_speculative_tokens, model, "
+     "prompt_lookup_max/min (default off; docs/SPECULATIVE-DECODING.md)",
+     [](EngineSettings& s, const EngineValue& v) { s.speculative_config = as_string(v); }},
+    {"speculative_acceptance", "", {ValueKind::RateList, 0, 1},
+     "servesim: vLLM's per-position acceptance rates, one per draft position, not growing (default: the method's "
+     "published rates, docs/SPECULATIVE-DECODING.md)",
+     [](EngineSettings& s, const EngineValue& v) { s.speculative_acceptance = rate_list(as_string(v)); }},
+    {"speculative_mean_acceptance_length", "", {ValueKind::Number, 1, 65},
+     "servesim: mean acceptance length (1 + accepted drafts per step, vLLM's log line) instead of per-position rates",
+     [](EngineSettings& s, const EngineValue& v) { s.speculative_mean_acceptance_length = as_double(v); }},
+    {"speculative_ngram_ns_per_context_token", "", {ValueKind::Number, 0, 1e6},
+     "servesim: ngram drafter's host time per context token of a speculating request per step, ns (default 3.25, "
+     "measured: docs/SPECULATIVE-DECODING.md)",
+     [](EngineSettings& s, const EngineValue& v) { s.speculative_ngram_ns_per_context_token = as_double(v); }},
     {"kv_offloading_size", "--kv-offloading-size", {ValueKind::GiB, 0, 1e9, true},
      "CPU KV offloading tier in GiB, vLLM's native connector (default none)",
      [](EngineSettings& s, const EngineValue& v) { s.kv_offloading_size_gib = as_double(v); }},
@@ -294,6 +310,16 @@ std::vector<std::int64_t> size_list(const std::string& canonical) {
     return sizes;
 }
 
+std::vector<double> rate_list(const std::string& canonical) {
+    std::vector<double> rates;
+    std::istringstream in(canonical);
+    std::string item;
+    while (std::getline(in, item, ',')) {
+        rates.push_back(std::stod(item));
+    }
+    return rates;
+}
+
 std::span<const EngineKey> engine_keys() { return kEngineKeys; }
 
 const EngineKey* find_engine_key(std::string_view key) {
@@ -335,6 +361,11 @@ std::string_view value_forms(ValueKind kind) {
             return "one of vllm, sglang-no-buffer, sglang-extra-buffer, marconi, checkpoint";
         case ValueKind::SizeList:
             return "one or more token counts: 1 2 4 8 after the flag, or [1, 2, 4, 8] / \"1,2,4,8\" in a file";
+        case ValueKind::SpeculativeJson:
+            return "vLLM's JSON object, e.g. '{\"method\": \"eagle3\", \"model\": \"...\", "
+                   "\"num_speculative_tokens\": 3}' (a mapping in a scenario file)";
+        case ValueKind::RateList:
+            return "one or more rates in [0, 1]: 0.8 0.6 after the flag, or [0.8, 0.6] / \"0.8,0.6\" in a file";
         case ValueKind::All2AllBackend:
             return "one of allgather_reducescatter, naive, pplx, deepep_high_throughput, deepep_low_latency, "
                    "flashinfer_nvlink_two_sided, flashinfer_nvlink_one_sided";
@@ -446,6 +477,33 @@ EngineValue parse_value(const ValueSpec& spec, const std::string& raw) {
             }
             return static_cast<std::int64_t>(*v);  // the multiple-of-block check runs with the memory plan
         }
+        case ValueKind::SpeculativeJson:
+            (void)engine::parse_speculative_config(text);  // throws naming the JSON key and what is allowed
+            return text;
+        case ValueKind::RateList: {
+            std::string items = text;
+            if (!items.empty() && items.front() == '[' && items.back() == ']') {
+                items = items.substr(1, items.size() - 2);
+            }
+            std::replace(items.begin(), items.end(), ',', ' ');
+            std::istringstream in(items);
+            std::string item;
+            std::string canonical;
+            const ValueSpec each{ValueKind::Number, spec.lo, spec.hi};
+            while (in >> item) {
+                double rate = 0;
+                try {
+                    rate = std::get<double>(parse_value(each, item));
+                } catch (const ConfigError& e) {
+                    throw ConfigError(fmt::format("'{}' in '{}': {}", item, text, e.what()));
+                }
+                canonical += (canonical.empty() ? "" : ",") + fmt::format("{}", rate);
+            }
+            if (canonical.empty()) {
+                throw ConfigError(fmt::format("expected {}, got '{}'", value_forms(spec.kind), text));
+            }
+            return canonical;
+        }
         case ValueKind::SizeList: {
             // Commas or blanks between the sizes; brackets around them allowed (a YAML flow list written as text).
             std::string items = text;
@@ -502,7 +560,20 @@ EngineSettings parse_engine_settings(const YamlMap& e) {
         std::string text;
         if (n.IsScalar()) {
             text = n.Scalar();
-        } else if (n.IsSequence() && k.spec.kind == ValueKind::SizeList) {
+        } else if (n.IsMap() && k.spec.kind == ValueKind::SpeculativeJson) {
+            // A YAML mapping of scalars written as the JSON object vLLM takes (numbers stay numbers).
+            for (const auto& item : n) {
+                if (!item.second.IsScalar()) {
+                    e.fail(k.key, fmt::format("'{}': expected a number or a string", item.first.Scalar()));
+                }
+                const std::string& v = item.second.Scalar();
+                const bool number = !v.empty() && v.find_first_not_of("0123456789.-+eE") == std::string::npos &&
+                                    item.second.Tag() != "!";
+                text += fmt::format("{}\"{}\": {}", text.empty() ? "{" : ", ", item.first.Scalar(),
+                                    number ? v : "\"" + v + "\"");
+            }
+            text += text.empty() ? "{}" : "}";
+        } else if (n.IsSequence() && (k.spec.kind == ValueKind::SizeList || k.spec.kind == ValueKind::RateList)) {
             for (const auto& item : n) {
                 if (!item.IsScalar()) {
                     e.fail(k.key, fmt::format("expected {}", value_forms(k.spec.kind)));

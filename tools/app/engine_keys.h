@@ -34,6 +34,8 @@ enum class ValueKind {
     SizeList,      // token counts, vLLM's nargs="+" list: 1 2 4 8 on the command line, [1, 2, 4, 8] or "1,2,4,8" in a
                    // file; parsed to the canonical "1,2,4,8" (each a whole number in [lo, hi])
     All2AllBackend,  // vLLM's --all2all-backend values servesim models (engine::parse_all2all_backend)
+    SpeculativeJson,  // vLLM's --speculative-config JSON object (engine::parse_speculative_config checks it)
+    RateList,         // numbers in [0, 1]: 0.8 0.6 after the flag, [0.8, 0.6] / "0.8,0.6" in a file
 };
 
 using EngineValue = std::variant<std::int64_t, double, bool, std::string>;
@@ -64,6 +66,8 @@ struct EngineKey {
 
 // The sizes of a SizeList value as parse_value returns it ("1,2,4,8").
 [[nodiscard]] std::vector<std::int64_t> size_list(const std::string& canonical);
+// The rates of a RateList value as parse_value returns it ("0.8,0.6").
+[[nodiscard]] std::vector<double> rate_list(const std::string& canonical);
 
 // Reads `text` as `spec` says. A bad value throws ConfigError whose message says what is allowed, without a location:
 // callers add the file and key, or the flag.

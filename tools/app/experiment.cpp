@@ -881,6 +881,32 @@ PreparedExperiment prepare_experiment_at(const ExperimentConfig& config, int fir
         hop.link = pp_link;
         p.cost_model = std::make_unique<engine::PipelineParallelCostModel>(std::move(p.cost_model), hop);
     }
+    if (config.engine.speculative_config) {
+        // --speculative-config (sim/engine/speculative.h): the drafter's cost wraps the target's GPU time.
+        p.speculative = with_file([&] {
+            engine::SpeculativeConfig sc = engine::parse_speculative_config(*config.engine.speculative_config);
+            engine::resolve_acceptance(sc, config.engine.speculative_acceptance,
+                                       config.engine.speculative_mean_acceptance_length.value_or(0), "engine.");
+            // NgramProposer's lookup per context token, host time (docs/SPECULATIVE-DECODING.md: measured).
+            sc.ngram_ns_per_context_token = config.engine.speculative_ngram_ns_per_context_token.value_or(
+                engine::kNgramLookupNsPerContextToken);
+            return sc;
+        });
+        if (p.plan.pipeline_parallel_size > 1) {
+            throw ConfigError(fmt::format("{}: experiment '{}': engine.speculative_config with pipeline_parallel_size "
+                                          "> 1 is not modelled",
+                                          config.file, config.name));
+        }
+        p.cost_model = std::make_unique<engine::SpeculativeCostModel>(std::move(p.cost_model), *p.speculative,
+                                                                      static_cast<int>(p.model.layers.size()) /
+                                                                          std::max(1, p.model.blocks_per_decoder_layer));
+    } else if (!config.engine.speculative_acceptance.empty() || config.engine.speculative_mean_acceptance_length ||
+               config.engine.speculative_ngram_ns_per_context_token) {
+        throw ConfigError(fmt::format("{}: experiment '{}': engine.speculative_acceptance, "
+                                      "speculative_mean_acceptance_length and speculative_ngram_ns_per_context_token need "
+                                      "engine.speculative_config (--speculative-config)",
+                                      config.file, config.name));
+    }
     // The engine core's host work per step around whichever GPU model (sim/engine/host_work.h): prompt blocks are
     // hashed when prefix caching or a KV connector is on (EngineCore builds its block hasher then).
     const bool hashes_prompt_blocks =
@@ -926,7 +952,12 @@ engine::ReplicaConfig replica_config(const PreparedExperiment& p, const cache::M
                            p.gpu.memory_bandwidth_bytes_per_s;
     }
     rc.check_invariants = p.config.check_invariants;
-    rc.async_scheduling = p.config.engine.async_scheduling;
+    // vLLM turns async scheduling off for spec methods other than EAGLE/MTP/ngram_gpu (VllmConfig.__post_init__):
+    // plain ngram runs synchronously.
+    const bool sync_spec = p.speculative && p.speculative->method == engine::SpeculativeMethod::kNgram;
+    rc.async_scheduling = p.config.engine.async_scheduling && !sync_spec;
+    rc.seed = p.config.seed;
+    rc.speculative = p.speculative;
     auto& s = rc.scheduler;
     s.max_num_batched_tokens = plan.max_num_batched_tokens;
     s.max_num_seqs = plan.max_num_seqs;
@@ -938,7 +969,11 @@ engine::ReplicaConfig replica_config(const PreparedExperiment& p, const cache::M
     s.mamba_align = plan.enable_prefix_caching && plan.mamba_cache_mode == cache::MambaCacheMode::kAlign &&
                     plan.mamba_block_size > 0;
     s.vllm_version = cache::parse_vllm_version(p.config.engine.vllm_version);
-    s.async_scheduling = p.config.engine.async_scheduling;
+    s.async_scheduling = rc.async_scheduling;
+    if (p.speculative) {
+        s.num_spec_tokens = p.speculative->num_speculative_tokens;
+        s.num_lookahead_tokens = p.speculative->num_lookahead_tokens();
+    }
     if (p.config.engine.kv_offloading_size_gib) {
         rc.offload = offload_config(p.config.engine, plan, p.gpu);
     }

@@ -17,6 +17,7 @@
 #include "sim/cluster/simulation.h"
 #include "sim/engine/cost_model.h"
 #include "sim/engine/measured_cost_model.h"
+#include "sim/engine/speculative.h"
 #include "tools/app/run_status.h"
 #include "tools/app/scenario.h"
 
@@ -28,6 +29,8 @@ struct PreparedExperiment {
     calibration::GpuSpec gpu;
     cache::MemoryPlan plan;
     std::unique_ptr<engine::CostModel> cost_model;
+    // engine.speculative_config resolved (acceptance filled); unset = off (sim/engine/speculative.h).
+    std::optional<engine::SpeculativeConfig> speculative;
     // `mode: order_only` only (then model, gpu, plan and cost_model stay empty): the trace at the block size,
     // shared read-only by every point of a sweep that reads the same trace the same way.
     std::shared_ptr<const cache::OrderOnlyTrace> order_only_trace;

@@ -128,6 +128,9 @@ Args serve_args(const ExperimentResult& r, std::vector<std::string>& notes) {
     if (e.dtype) {
         flag(line, "--dtype", *e.dtype);
     }
+    if (e.speculative_config) {
+        flag(line, "--speculative-config", *e.speculative_config);  // vLLM's JSON as given (single-quoted)
+    }
     if (e.kv_offloading_size_gib) {
         flag(line, "--kv-offloading-size", number(*e.kv_offloading_size_gib));
         flag(line, "--kv-offloading-backend", "native");

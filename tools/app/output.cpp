@@ -333,6 +333,23 @@ std::vector<Field> fields_one(const ExperimentResult& r) {
         out.push_back({"prefill_ttft_ms_p99", opt(finished, d->prefill_ttft_ms_p99), true});
         out.push_back({"prefill_held_peak", d->peak_held_requests, true});
     }
+    if (const auto& sd = r.sim.speculative) {
+        // Speculative decoding (docs/SPECULATIVE-DECODING.md), vLLM's SpecDecodingStats over the whole run: drafts
+        // verified, acceptance rate = accepted / draft tokens, mean acceptance length = 1 + accepted / drafts, and
+        // per position the share of drafts accepted up to it. Undefined (missing) without a verified draft.
+        const bool drafted = sd->num_drafts > 0;
+        out.push_back({"spec_num_drafts", sd->num_drafts, true});
+        out.push_back({"spec_num_draft_tokens", sd->num_draft_tokens, true});
+        out.push_back({"spec_num_accepted_tokens", sd->num_accepted_tokens, true});
+        out.push_back({"spec_acceptance_rate", opt(drafted, drafted ? sd->acceptance_rate() : 0.0), true});
+        out.push_back(
+            {"spec_mean_acceptance_length", opt(drafted, drafted ? sd->mean_acceptance_length() : 0.0), true});
+        const std::vector<double> per_pos = drafted ? sd->acceptance_per_position() : std::vector<double>{};
+        for (std::size_t i = 0; i < sd->num_accepted_tokens_per_pos.size(); ++i) {
+            out.push_back({fmt::format("spec_acceptance_pos{}", i), opt(drafted, drafted ? per_pos[i] : 0.0), true});
+        }
+        out.push_back({"step_ms_total_spec_draft", c.spec_draft_ms, true});
+    }
     // A swept key that shares its name with a resolved figure (engine.max_model_len, cost_model, vllm_version, …):
     // the sweep column keeps the requested value, the resolved one is effective_<name>.
     for (std::size_t i = 1 + r.config.columns.size(); i < out.size(); ++i) {
@@ -691,6 +708,9 @@ std::string format_table(const std::vector<ExperimentResult>& results, bool swee
                 figures.push_back("request_goodput");
             }
             figures.insert(figures.end(), {"kv_cache_tokens", "effective_block_size", "preemptions"});
+            if (std::any_of(results.begin(), results.end(), [](const auto& r) { return r.sim.speculative.has_value(); })) {
+                figures.insert(figures.end(), {"tpot_ms_mean", "spec_mean_acceptance_length"});
+            }
             if (results.front().replicate_runs.size() > 1) {
                 figures.push_back("bistable");
             }

@@ -15,8 +15,9 @@ namespace servesim::app {
 
 namespace {
 
-constexpr std::uint32_t kCodecVersion = 4;  // 2: Summary::num_requests_timed_out; 3: ExperimentConfig::request_path;
-// 4: Summary::send_span_s and ttft_by_send_third, ExperimentResult::status_reason
+constexpr std::uint32_t kCodecVersion = 5;  // 2: Summary::num_requests_timed_out; 3: ExperimentConfig::request_path;
+// 4: Summary::send_span_s and ttft_by_send_third, ExperimentResult::status_reason;
+// 5: speculative decoding (settings, StepCost::spec_draft_ms, stats)
 
 class Writer {
 public:
@@ -201,7 +202,14 @@ void fields(IO& io, T& c)
     requires std::is_same_v<std::remove_const_t<T>, engine::StepCost>
 {
     io(c.gemm_ms, c.lm_head_ms, c.attn_prefill_ms, c.attn_decode_ms, c.gdn_ms, c.snapshot_ms, c.overhead_ms,
-       c.comm_ms, c.host_ms);
+       c.comm_ms, c.host_ms, c.spec_draft_ms);
+}
+
+template <typename IO, typename T>
+void fields(IO& io, T& s)
+    requires std::is_same_v<std::remove_const_t<T>, engine::SpeculativeStats>
+{
+    io(s.num_drafts, s.num_draft_tokens, s.num_accepted_tokens, s.num_accepted_tokens_per_pos);
 }
 
 template <typename IO, typename T>
@@ -209,7 +217,7 @@ void fields(IO& io, T& s)
     requires std::is_same_v<std::remove_const_t<T>, cluster::SimulationResult>
 {
     io(s.summary, s.timeseries, s.total_cost, s.num_events, s.num_unfinished, s.hit_max_time, s.stopped_overloaded,
-       s.hybrid_state, s.disaggregation);
+       s.hybrid_state, s.disaggregation, s.speculative);
 }
 
 template <typename IO, typename T>
@@ -281,7 +289,8 @@ void fields(IO& io, T& e)
        e.quantization, e.dtype, e.hybrid_cache_policy, e.hybrid_state_memory_ratio,
        e.hybrid_checkpoint_interval_tokens, e.cudagraph_capture_sizes, e.max_cudagraph_capture_size,
        e.enforce_eager, e.host_work, e.host_step_us, e.host_per_request_us, e.host_exposed_us, e.all2all_backend,
-       e.disable_custom_all_reduce);
+       e.disable_custom_all_reduce, e.speculative_config, e.speculative_acceptance,
+       e.speculative_mean_acceptance_length, e.speculative_ngram_ns_per_context_token);
 }
 
 template <typename IO, typename T>

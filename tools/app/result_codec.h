@@ -33,13 +33,13 @@ void decode_result(std::string_view bytes, ExperimentResult& r);
 // field the codec missed would be lost on its way between ranks, and MPI output would differ).
 struct CodecFieldCounts {
     static constexpr std::size_t kExperimentResult = 18;  // 15 encoded + config, plan, replicate_runs
-    static constexpr std::size_t kSimulationResult = 9;
+    static constexpr std::size_t kSimulationResult = 10;  // with speculative
     static constexpr std::size_t kHybridStateStats = 8;
     static constexpr std::size_t kSummary = 36;  // with send_span_s and ttft_by_send_third
     static constexpr std::size_t kDistribution = 7;
     static constexpr std::size_t kRequestRecord = 11;
     static constexpr std::size_t kTimeSample = 6;
-    static constexpr std::size_t kStepCost = 9;
+    static constexpr std::size_t kStepCost = 10;  // with spec_draft_ms
     static constexpr std::size_t kRejectionStats = 4;
     static constexpr std::size_t kRunningMoments = 3;
     static constexpr std::size_t kOrderOnlyResult = 9;
@@ -47,7 +47,8 @@ struct CodecFieldCounts {
     static constexpr std::size_t kRequestPathConfig = 6;
     static constexpr std::size_t kKvConnectorSettings = 9;
     static constexpr std::size_t kRouterOptions = 9;
-    static constexpr std::size_t kEngineSettings = 38;
+    static constexpr std::size_t kEngineSettings = 42;  // with the four speculative_* keys
+    static constexpr std::size_t kSpeculativeStats = 4;
     static constexpr std::size_t kGoodputConfig = 3;
     static constexpr std::size_t kDisaggregationStats = 17;
     static constexpr std::size_t kPoolSettings = 5;

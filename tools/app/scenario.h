@@ -77,6 +77,13 @@ struct EngineSettings {
     std::string hybrid_cache_policy = "vllm";
     double hybrid_state_memory_ratio = 0.9;
     std::optional<std::int64_t> hybrid_checkpoint_interval_tokens;
+    // --speculative-config (vLLM's JSON, canonical text; sim/engine/speculative.h) and servesim's acceptance inputs:
+    // vLLM's per-position acceptance rates, or a mean acceptance length; neither = the method's default. The ngram
+    // lookup's host time per context token of a speculating request, unset = the measured default (docs/SPECULATIVE-DECODING.md).
+    std::optional<std::string> speculative_config;
+    std::vector<double> speculative_acceptance;
+    std::optional<double> speculative_mean_acceptance_length;
+    std::optional<double> speculative_ngram_ns_per_context_token;
 };
 
 // Service-level objectives for goodput, in ms (vllm bench serve --goodput KEY:VALUE, keys ttft, tpot, e2el): a

@@ -155,6 +155,12 @@ TEST_CASE("Output: a run stopped by the default max_time is truncated, and the w
     CHECK(fake.warnings.back().rfind("stopped at max_time 86,400 s (the default; set the scenario key max_time) before "
                                      "the workload was done, with ",
                                      0) == 0);
+    // A duration below a second is printed in ms (issue 39: `max_time: 10ms` was reported as "0 s").
+    fake.warnings.clear();
+    fake.config.max_time_given = true;
+    fake.config.max_time_s = 0.01;
+    assess_result(fake);
+    CHECK(fake.warnings.back().rfind("stopped at max_time 10 ms before the workload was done, with ", 0) == 0);
 }
 
 TEST_CASE("Output: an open-loop rate beyond capacity is flagged overloaded", "[tools][output]") {

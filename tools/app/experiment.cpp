@@ -462,6 +462,18 @@ std::string thousands(std::int64_t v) {
     return (v < 0 ? "-" : "") + out;
 }
 
+// A duration in seconds as a message prints it, in the unit it was likely written in: below a second in ms
+// ("10 ms", not "0 s"), else seconds with thousands separators ("86,400 s") or, with a fraction, "1.5 s".
+std::string duration_text(double seconds) {
+    if (seconds > 0 && seconds < 1) {
+        return fmt::format("{:g} ms", seconds * 1e3);
+    }
+    if (seconds == std::floor(seconds)) {
+        return thousands(static_cast<std::int64_t>(seconds)) + " s";
+    }
+    return fmt::format("{:g} s", seconds);
+}
+
 }  // namespace
 
 std::int64_t count_good_requests(const std::vector<metrics::RequestRecord>& requests, const GoodputConfig& g) {
@@ -517,9 +529,9 @@ void assess_result(ExperimentResult& r) {
     }
     if (r.sim.hit_max_time) {
         max_time_why = fmt::format(
-            "stopped at max_time {} s{} before the workload was done, with {} requests unfinished; the figures "
+            "stopped at max_time {}{} before the workload was done, with {} requests unfinished; the figures "
             "cover only the {} that finished",
-            thousands(static_cast<std::int64_t>(std::llround(c.max_time_s))),
+            duration_text(c.max_time_s),
             c.max_time_given ? "" : " (the default; set the scenario key max_time)", thousands(r.sim.num_unfinished),
             thousands(s.num_requests_finished));
         r.warnings.push_back(max_time_why);
@@ -537,7 +549,8 @@ void assess_result(ExperimentResult& r) {
     };
     if (s.num_requests_sent == 0) {
         const std::string why = fmt::format(
-            "no request was sent in the measured window (after the warm-up of {} s): nothing was measured", c.warmup_s);
+            "no request was sent in the measured window (after the warm-up of {}): nothing was measured",
+            duration_text(c.warmup_s));
         set_status(RunStatus::kNoRequestsMeasured, why);
         r.warnings.insert(r.warnings.begin(), why);
         return;

@@ -377,6 +377,35 @@ EngineValue parse_value(const ValueSpec& spec, const std::string& raw) {
     std::string text = raw;
     text.erase(0, text.find_first_not_of(" \t"));
     text.erase(text.find_last_not_of(" \t") + 1);
+    // A list (SizeList, RateList): commas or blanks between the items, brackets around them allowed (a YAML flow list
+    // written as text); each item read as `item_kind` within the spec's bounds, the list given back as "a,b,c".
+    const auto canonical_list = [&](ValueKind item_kind) {
+        std::string items = text;
+        if (!items.empty() && items.front() == '[' && items.back() == ']') {
+            items = items.substr(1, items.size() - 2);
+        }
+        std::replace(items.begin(), items.end(), ',', ' ');
+        std::istringstream in(items);
+        std::string item;
+        std::string canonical;
+        const ValueSpec each{item_kind, spec.lo, spec.hi};
+        while (in >> item) {
+            EngineValue value;
+            try {
+                value = parse_value(each, item);
+            } catch (const ConfigError& e) {
+                throw ConfigError(fmt::format("'{}' in '{}': {}", item, text, e.what()));
+            }
+            if (!canonical.empty()) {
+                canonical += ',';
+            }
+            canonical += std::visit([](const auto& v) { return fmt::format("{}", v); }, value);
+        }
+        if (canonical.empty()) {
+            throw ConfigError(fmt::format("expected {}, got '{}'", value_forms(spec.kind), text));
+        }
+        return canonical;
+    };
     switch (spec.kind) {
         case ValueKind::Int:
         case ValueKind::Tokens: {
@@ -480,55 +509,10 @@ EngineValue parse_value(const ValueSpec& spec, const std::string& raw) {
         case ValueKind::SpeculativeJson:
             (void)engine::parse_speculative_config(text);  // throws naming the JSON key and what is allowed
             return text;
-        case ValueKind::RateList: {
-            std::string items = text;
-            if (!items.empty() && items.front() == '[' && items.back() == ']') {
-                items = items.substr(1, items.size() - 2);
-            }
-            std::replace(items.begin(), items.end(), ',', ' ');
-            std::istringstream in(items);
-            std::string item;
-            std::string canonical;
-            const ValueSpec each{ValueKind::Number, spec.lo, spec.hi};
-            while (in >> item) {
-                double rate = 0;
-                try {
-                    rate = std::get<double>(parse_value(each, item));
-                } catch (const ConfigError& e) {
-                    throw ConfigError(fmt::format("'{}' in '{}': {}", item, text, e.what()));
-                }
-                canonical += (canonical.empty() ? "" : ",") + fmt::format("{}", rate);
-            }
-            if (canonical.empty()) {
-                throw ConfigError(fmt::format("expected {}, got '{}'", value_forms(spec.kind), text));
-            }
-            return canonical;
-        }
-        case ValueKind::SizeList: {
-            // Commas or blanks between the sizes; brackets around them allowed (a YAML flow list written as text).
-            std::string items = text;
-            if (!items.empty() && items.front() == '[' && items.back() == ']') {
-                items = items.substr(1, items.size() - 2);
-            }
-            std::replace(items.begin(), items.end(), ',', ' ');
-            std::istringstream in(items);
-            std::string item;
-            std::string canonical;
-            const ValueSpec each{ValueKind::Int, spec.lo, spec.hi};
-            while (in >> item) {
-                std::int64_t size = 0;
-                try {
-                    size = std::get<std::int64_t>(parse_value(each, item));
-                } catch (const ConfigError& e) {
-                    throw ConfigError(fmt::format("'{}' in '{}': {}", item, text, e.what()));
-                }
-                canonical += (canonical.empty() ? "" : ",") + std::to_string(size);
-            }
-            if (canonical.empty()) {
-                throw ConfigError(fmt::format("expected {}, got '{}'", value_forms(spec.kind), text));
-            }
-            return canonical;
-        }
+        case ValueKind::RateList:
+            return canonical_list(ValueKind::Number);
+        case ValueKind::SizeList:
+            return canonical_list(ValueKind::Int);
         case ValueKind::Quantization:
         case ValueKind::ModelDtype: {
             const auto allowed = spec.kind == ValueKind::Quantization ? models::modelled_quantization_flags()

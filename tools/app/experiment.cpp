@@ -450,18 +450,6 @@ double arrival_cv(const YAML::Node& workload) {
     return 1.0;
 }
 
-std::string thousands(std::int64_t v) {
-    std::string digits = fmt::format("{}", v < 0 ? -v : v);
-    std::string out;
-    for (std::size_t i = 0; i < digits.size(); ++i) {
-        if (i > 0 && (digits.size() - i) % 3 == 0) {
-            out += ',';
-        }
-        out += digits[i];
-    }
-    return (v < 0 ? "-" : "") + out;
-}
-
 // A duration in seconds as a message prints it, in the unit it was likely written in: below a second in ms
 // ("10 ms", not "0 s"), else seconds with thousands separators ("86,400 s") or, with a fraction, "1.5 s".
 std::string duration_text(double seconds) {

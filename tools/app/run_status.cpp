@@ -30,8 +30,6 @@ const char* run_status_name(RunStatus s) {
     return "ok";
 }
 
-namespace {
-
 std::string thousands(std::int64_t v) {
     std::string digits = fmt::format("{}", v < 0 ? -v : v);
     std::string out;
@@ -43,6 +41,8 @@ std::string thousands(std::int64_t v) {
     }
     return (v < 0 ? "-" : "") + out;
 }
+
+namespace {
 
 // Waiting requests at the last time-series sample at or before t (0 before the first sample).
 std::int64_t waiting_at(const std::vector<cluster::TimeSample>& ts, double t_s) {

@@ -5,6 +5,7 @@
 // named below and its reason in docs/OUTPUTS.md.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -71,5 +72,8 @@ struct StatusFinding {
 [[nodiscard]] std::vector<StatusFinding> load_findings(const metrics::Summary& s,
                                                        const std::vector<cluster::TimeSample>& timeseries,
                                                        const StatusInputs& in);
+
+// A count with thousands separators ("86,400"), as status reasons and warnings print counts.
+[[nodiscard]] std::string thousands(std::int64_t v);
 
 }  // namespace servesim::app

@@ -1341,6 +1341,25 @@ def run(args):
             last = hbuf.view(B, Tq, h)[:, -1]
             return F.linear(last, self.lm)
 
+    def graph_replays_ms(fn, replays=7):
+        """fn captured once into a CUDA graph, replayed once, then `replays` replays timed one by one (ms each)."""
+        with torch.no_grad():
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                fn()
+            g.replay()
+            torch.cuda.synchronize()
+            out = []
+            for _ in range(replays):
+                s, e = ev(), ev()
+                s.record()
+                g.replay()
+                e.record()
+                e.synchronize()
+                out.append(s.elapsed_time(e))
+        del g
+        return out
+
     def forwards():
         log("== forwards")
         if not tk or not caps.get("grouped_mm") or not any(b[0] == "flash" for b in caps.get("prefill", [])):
@@ -1382,21 +1401,7 @@ def run(args):
                     if T <= 2048:
                         # vLLM runs prefills of up to its largest capture size under (piecewise) CUDA graphs: the
                         # same forward replayed from a graph, without the eager launches from Python.
-                        with torch.no_grad():
-                            g = torch.cuda.CUDAGraph()
-                            with torch.cuda.graph(g):
-                                m.forward(ids, pos, None, 1, T, 0)
-                            g.replay()
-                            torch.cuda.synchronize()
-                            tg = []
-                            for _ in range(7):
-                                s, e = ev(), ev()
-                                s.record()
-                                g.replay()
-                                e.record()
-                                e.synchronize()
-                                tg.append(s.elapsed_time(e))
-                        del g
+                        tg = graph_replays_ms(lambda: m.forward(ids, pos, None, 1, T, 0))
                         table.forwards.append({"model": name, "kind": "prefill", "tokens": T, "context": 0,
                                                "batch": 1, "ms": r4(statistics.median(tg)), "cuda_graph": True,
                                                "layers": c["layers"], "distinct_weight_layers": m.n_w})
@@ -1418,22 +1423,9 @@ def run(args):
                         ids = torch.randint(0, c["vocab"], (B,), device=DEV)
                         pos = torch.full((B,), ctx - 1, device=DEV, dtype=torch.long)
                         with torch.no_grad():
-                            m.forward(ids, pos, kv, B, 1, ctx)
+                            m.forward(ids, pos, kv, B, 1, ctx)   # eager warm-up before the capture
                             torch.cuda.synchronize()
-                            g = torch.cuda.CUDAGraph()
-                            with torch.cuda.graph(g):
-                                m.forward(ids, pos, kv, B, 1, ctx)
-                            g.replay()
-                            torch.cuda.synchronize()
-                            ts = []
-                            for _ in range(7):
-                                s, e = ev(), ev()
-                                s.record()
-                                g.replay()
-                                e.record()
-                                e.synchronize()
-                                ts.append(s.elapsed_time(e))
-                        del g
+                        ts = graph_replays_ms(lambda: m.forward(ids, pos, kv, B, 1, ctx))
                         table.forwards.append({"model": name, "kind": "decode", "batch": B, "context": ctx,
                                                "ms": r4(statistics.median(ts)), "cuda_graph": True,
                                                "layers": c["layers"], "distinct_weight_layers": m.n_w,

@@ -359,6 +359,58 @@ KernelTable parse_kernel_table(const std::string& text, const std::string& file)
             },
             // Two head sizes may give one width (40 x 128 and 20 x 256): both are kept.
             [](const WidthEntry& w) { return std::pair(w.width, w.head_dim); });
+        const auto read_gdn = [&ops](const std::string& op, bool prefill) {
+            std::vector<GdnEntry> out = read_op<GdnEntry>(
+                ops, op,
+                [prefill](const YamlMap& e) {
+                    if (prefill) {
+                        e.allow_only({"key_heads", "value_heads", "head_dim", "seqs", "tokens", "us", "backend"});
+                    } else {
+                        e.allow_only({"key_heads", "value_heads", "head_dim", "batch", "us", "backend"});
+                    }
+                    GdnEntry g;
+                    g.key_heads = positive<int>(e, "key_heads");
+                    g.value_heads = positive<int>(e, "value_heads");
+                    g.head_dim = positive<int>(e, "head_dim");
+                    g.seqs = prefill ? positive<int>(e, "seqs") : 0;
+                    g.curve = read_curve(e, prefill ? "tokens" : "batch");
+                    return g;
+                },
+                [](const GdnEntry& g) { return std::tuple(g.value_heads, g.key_heads, g.head_dim, g.seqs); });
+            std::sort(out.begin(), out.end(), [](const GdnEntry& a, const GdnEntry& b) {
+                return std::tuple(a.value_heads, a.key_heads, a.head_dim, a.seqs) <
+                       std::tuple(b.value_heads, b.key_heads, b.head_dim, b.seqs);
+            });
+            return out;
+        };
+        t.gdn_prefill = read_gdn("gdn_prefill", true);
+        t.gdn_decode = read_gdn("gdn_decode", false);
+        t.conv1d = read_op<Conv1dEntry>(
+            ops, "conv1d",
+            [](const YamlMap& e) {
+                e.allow_only({"mode", "dim", "tokens", "batch", "us", "backend"});
+                Conv1dEntry c;
+                const std::string mode = e.get<std::string>("mode");
+                if (mode != "prefill" && mode != "decode") {
+                    e.fail("mode", fmt::format("'{}'; allowed: prefill, decode", mode));
+                }
+                c.decode = mode == "decode";
+                c.dim = positive<std::int64_t>(e, "dim");
+                c.curve = read_curve(e, c.decode ? "batch" : "tokens");
+                return c;
+            },
+            [](const Conv1dEntry& c) { return std::pair(c.dim, c.decode); });
+        t.gdn_aux = read_op<WidthEntry>(
+            ops, "gdn_aux",
+            [](const YamlMap& e) {
+                e.allow_only({"value_heads", "head_dim", "tokens", "us", "backend"});
+                WidthEntry w;
+                w.head_dim = positive<int>(e, "head_dim");
+                w.width = std::int64_t{w.head_dim} * positive<int>(e, "value_heads");
+                w.tokens = read_curve(e, "tokens");
+                return w;
+            },
+            [](const WidthEntry& w) { return std::pair(w.width, w.head_dim); });
         t.rope = read_op<RopeEntry>(
             ops, "rope",
             [](const YamlMap& e) {
@@ -777,6 +829,55 @@ double KernelCostLookup::width_scale(const WidthEntry& e, std::int64_t width) co
         return 1.0;
     }
     return target_roof_us(0, static_cast<double>(width), false) / table_roof_us(0, static_cast<double>(e.width), false);
+}
+
+std::optional<KernelCostLookup::ScaledCurve> KernelCostLookup::resolve_gdn(const std::vector<GdnEntry>& op,
+                                                                            const GdnShape& g,
+                                                                            int seqs) const {
+    const GdnEntry* best = nullptr;
+    const auto gap = [&](const GdnEntry& e) {
+        // the same head dim first, then the nearest value-head count, then key heads, then sequences
+        return std::tuple(e.head_dim != g.head_dim,
+                          log_gap(static_cast<double>(e.value_heads), static_cast<double>(g.value_heads)),
+                          log_gap(static_cast<double>(e.key_heads), static_cast<double>(g.key_heads)),
+                          e.seqs != seqs);
+    };
+    for (const auto& e : op) {
+        if (seqs > 0 && e.seqs != seqs) {
+            continue;
+        }
+        if (best == nullptr || gap(e) < gap(*best)) {
+            best = &e;
+        }
+    }
+    if (best == nullptr) {
+        return std::nullopt;
+    }
+    // The state streamed per sequence: value_heads · head_dim² (fp32 in the tables: the factor cancels).
+    const auto state = [](int heads, int dim) { return static_cast<double>(heads) * dim * dim; };
+    const bool same = best->key_heads == g.key_heads && best->value_heads == g.value_heads && best->head_dim == g.head_dim;
+    const double scale = !transfer() && same ? 1.0
+                                             : target_roof_us(0, state(g.value_heads, g.head_dim), false) /
+                                                   table_roof_us(0, state(best->value_heads, best->head_dim), false);
+    return ScaledCurve{&best->curve, scale};
+}
+
+std::optional<KernelCostLookup::ScaledCurve> KernelCostLookup::resolve_conv1d(std::int64_t dim, bool decode) const {
+    const Conv1dEntry* best = nullptr;
+    for (const auto& e : table_->conv1d) {
+        if (e.decode == decode &&
+            (best == nullptr || log_gap(static_cast<double>(e.dim), static_cast<double>(dim)) <
+                                    log_gap(static_cast<double>(best->dim), static_cast<double>(dim)))) {
+            best = &e;
+        }
+    }
+    if (best == nullptr) {
+        return std::nullopt;
+    }
+    const double scale = !transfer() && best->dim == dim ? 1.0
+                                                          : target_roof_us(0, static_cast<double>(dim), false) /
+                                                                table_roof_us(0, static_cast<double>(best->dim), false);
+    return ScaledCurve{&best->curve, scale};
 }
 
 const RopeEntry* KernelCostLookup::resolve_rope(const AttentionGeometry& g) const {

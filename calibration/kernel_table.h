@@ -111,6 +111,25 @@ struct RopeEntry {
     KernelCurve tokens;
 };
 
+// Gated DeltaNet kernels of one layer at a per-rank head geometry (vLLM: chunk_gated_delta_rule for prefill chunks,
+// fused_recurrent_gated_delta_rule for decodes, vllm/model_executor/layers/fla/ops): gdn_prefill over the tokens of
+// `seqs` equal sequences in one call; gdn_decode over the batch (one token each, the state read and written).
+struct GdnEntry {
+    int key_heads = 0;
+    int value_heads = 0;
+    int head_dim = 0;
+    int seqs = 0;  // gdn_prefill: sequences the tokens are split over; 0 for gdn_decode
+    KernelCurve curve;  // x: tokens in all (prefill) or batch (decode)
+};
+
+// The causal conv1d (width 4) before a GDN or Mamba kernel, over `dim` channels: prefill over tokens
+// (causal_conv1d_fn), decode over the batch (causal_conv1d_update).
+struct Conv1dEntry {
+    std::int64_t dim = 0;
+    bool decode = false;
+    KernelCurve curve;
+};
+
 // A whole torch-timed forward, for composition checks.
 struct ForwardEntry {
     std::string model;
@@ -143,6 +162,10 @@ struct KernelTable {
     std::vector<RopeEntry> rope;
     std::vector<WidthEntry> qk_norm;  // width = heads · head_dim of one call (rows = tokens × heads)
     std::vector<WidthEntry> sampling;
+    std::vector<GdnEntry> gdn_prefill;  // sorted by (value_heads, key_heads, head_dim, seqs)
+    std::vector<GdnEntry> gdn_decode;
+    std::vector<Conv1dEntry> conv1d;
+    std::vector<WidthEntry> gdn_aux;  // gating + gated RMSNorm around the GDN kernel; width = value_heads · head_dim
     std::vector<ForwardEntry> forwards;
 };
 
@@ -294,6 +317,25 @@ class KernelCostLookup {
     [[nodiscard]] double width_scale(const WidthEntry& e, std::int64_t width) const;
     [[nodiscard]] const RopeEntry* resolve_rope(const AttentionGeometry& g) const;
     [[nodiscard]] double rope_scale(const RopeEntry& e, const AttentionGeometry& g) const;
+
+    // Gated DeltaNet: the entry of the same (key heads, value heads, head dim) — for gdn_prefill the one of `seqs`
+    // sequences — else the nearest value-head count of the same head dim (log), scaled by the bandwidth roofline of
+    // the state it streams (value_heads · head_dim²). nullopt when the table has no such op.
+    struct GdnShape {
+        int key_heads = 0;
+        int value_heads = 0;
+        int head_dim = 0;
+    };
+    struct ScaledCurve {
+        const KernelCurve* curve = nullptr;
+        double scale = 1;
+        [[nodiscard]] double at(double v) const { return curve->at(v) * scale; }
+    };
+    [[nodiscard]] std::optional<ScaledCurve> resolve_gdn(const std::vector<GdnEntry>& op,
+                                                         const GdnShape& g,
+                                                         int seqs) const;
+    // conv1d of the nearest channel count in the same mode, scaled by the bandwidth roofline (bytes ∝ dim).
+    [[nodiscard]] std::optional<ScaledCurve> resolve_conv1d(std::int64_t dim, bool decode) const;
 
     // The roofline time in µs of a call of `flops` and `bytes` on the table's GPU or the target.
     [[nodiscard]] double table_roof_us(double flops, double bytes, bool fp8_math = false) const;

@@ -247,6 +247,8 @@ def main():
     ap.add_argument("--list-shapes", action="store_true")
     ap.add_argument("--models", default="", help="comma list: GEMM shapes of these models only")
     ap.add_argument("--fwd-models", default="", help="comma list: forwards of these models only")
+    ap.add_argument("--kernels-lib", default="", help="libservesim_kernels_c.so: the project's Gated DeltaNet and "
+                    "causal-conv1d kernels (section gdn and the hybrid forwards need it)")
     args = ap.parse_args()
     if args.list_shapes:
         for p in (0, 1):
@@ -1117,6 +1119,11 @@ def run(args):
         # v 128), layer 0 dense (10,944), then 64 routed experts top-6 of 1,408 and 2 shared experts (2,816).
         "DeepSeek-V2-Lite": dict(h=2048, layers=27, hq=16, hkv=16, hd=192, vocab=102400, inter=10944,
                                  mla=(512, 64, 128, 128), moe=(64, 6, 1408), shared=2816, dense_first=1),
+        # Qwen3.5-4B (tests/fixtures/hf/Qwen3.5-4B.json, text_config): 32 layers, every 4th gated full attention
+        # (16 q / 4 kv heads x 256, partial rotary 0.25 -> 64 dims), the rest Gated DeltaNet (16 key / 32 value heads
+        # x 128, fp32 state); dense SwiGLU 9,216; vocab 248,320, tied embeddings.
+        "Qwen3.5-4B": dict(h=2560, inter=9216, layers=32, hq=16, hkv=4, hd=256, vocab=248320, tied=True, rot=64,
+                           interval=4, gdn=(16, 32)),
     }
 
     class Fwd:
@@ -1341,6 +1348,309 @@ def run(args):
             last = hbuf.view(B, Tq, h)[:, -1]
             return F.linear(last, self.lm)
 
+
+    # ------------------------------------------------------------------------------------------------------------
+    # Gated DeltaNet (issue 38, item 1): the project's chunked prefill and recurrent decode kernels (kernels/gdn.cu,
+    # through the C ABI of kernels/c_api.cpp), the causal conv1d before them, and the gating + gated RMSNorm around
+    # them. vLLM runs the same four pieces for Qwen3-Next / Qwen3.5 (vllm/model_executor/models/qwen3_next.py:
+    # causal_conv1d_fn / causal_conv1d_update, fused_gdn_gating, chunk_gated_delta_rule /
+    # fused_recurrent_gated_delta_rule from its FLA copy, RMSNormGated), with FLA's Triton kernels in place of ours.
+    GDN_LIB = {}
+
+    def gdn_lib():
+        if "lib" in GDN_LIB:
+            return GDN_LIB["lib"]
+        GDN_LIB["lib"] = None
+        if not args.kernels_lib or not os.path.exists(args.kernels_lib):
+            log(f"gdn: no kernels library ({args.kernels_lib or 'no --kernels-lib'}): skipped")
+            return None
+        import ctypes
+        lib = ctypes.CDLL(args.kernels_lib)
+        P, I, F32 = ctypes.c_void_p, ctypes.c_int, ctypes.c_float
+        lib.servesim_gdn_prefill_workspace_bytes.restype = ctypes.c_size_t
+        lib.servesim_gdn_prefill_workspace_bytes.argtypes = [I, I, I, I]
+        lib.servesim_gdn_prefill.argtypes = [P, P, P, P, P, P, P, I, I, I, I, I, I, F32, P, P]
+        lib.servesim_gdn_decode.argtypes = [P, P, P, P, P, P, P, I, I, I, I, F32, P]
+        lib.servesim_conv1d_prefill.argtypes = [P, P, P, I, P, I, I, I, P]
+        lib.servesim_conv1d_update.argtypes = [P, P, P, P, I, I, P]
+        lib.servesim_last_error.restype = ctypes.c_char_p
+
+        class K:
+            pass
+        k = K()
+        k.lib, k.F32 = lib, F32
+
+        def check(rc):
+            if rc != 0:
+                raise RuntimeError(lib.servesim_last_error().decode())
+        k.check = check
+        k.stream = lambda: ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
+        GDN_LIB["lib"] = k
+        return k
+
+    def gdn_gating(ba, hv, A_log, dt_bias):
+        b, a = ba.float().split([hv, hv], dim=-1)
+        return torch.sigmoid(b).contiguous(), (-torch.exp(A_log) * F.softplus(a + dt_bias)).contiguous()
+
+    def gated_norm(o, z, w, T, hv, dv):
+        of = o.float()
+        of = of * torch.rsqrt(of.pow(2).mean(-1, keepdim=True) + 1e-6)
+        return ((of * w.float()).to(BF) * F.silu(z.view(T, hv, dv))).view(T, hv * dv)
+
+    class GdnBufs:
+        """The inputs of one GDN layer's kernels for T tokens (num_seqs equal sequences) or a decode batch."""
+
+        def __init__(self, hk, hv, T, seqs, decode):
+            self.hk, self.hv, self.T, self.seqs = hk, hv, T, seqs
+            conv = 2 * hk * 128 + hv * 128
+            self.conv = conv
+            self.mixed = rnd(T, conv, scale=0.5)
+            self.y = torch.empty_like(self.mixed)
+            self.convw = rnd(conv, 4, scale=0.5)
+            B = T if decode else seqs
+            self.conv_state = rnd(B, 3, conv, scale=0.5)
+            self.q = rnd(T, hk * 128, scale=0.1)
+            self.k = F.normalize(rnd(T, hk, 128), dim=-1).reshape(T, hk * 128).contiguous()
+            self.v = rnd(T, hv * 128, scale=0.5)
+            self.g = -torch.rand(T, hv, device=DEV) * 0.1
+            self.beta = torch.rand(T, hv, device=DEV)
+            self.o = torch.empty(T, hv, 128, device=DEV, dtype=BF)
+            self.state = (torch.rand(B, hv, 128, 128, device=DEV) - 0.5) * 0.1
+            self.ws = None
+            if not decode:
+                lib = gdn_lib()
+                nbytes = lib.lib.servesim_gdn_prefill_workspace_bytes(seqs, T // seqs, hk, hv)
+                self.ws = torch.empty(max(int(nbytes), 16), device=DEV, dtype=torch.uint8)
+
+        def conv_prefill(self):
+            k = gdn_lib()
+            k.check(k.lib.servesim_conv1d_prefill(self.mixed.data_ptr(), self.convw.data_ptr(),
+                                                  self.conv_state.data_ptr(), 0, self.y.data_ptr(), self.seqs,
+                                                  self.T // self.seqs, self.conv, k.stream()))
+
+        def conv_update(self):
+            k = gdn_lib()
+            k.check(k.lib.servesim_conv1d_update(self.mixed.data_ptr(), self.convw.data_ptr(),
+                                                 self.conv_state.data_ptr(), self.y.data_ptr(), self.T, self.conv,
+                                                 k.stream()))
+
+        def prefill(self, q=None, kk=None, v=None, g=None, beta=None):
+            k = gdn_lib()
+            q, kk, v = (self.q, self.k, self.v) if q is None else (q, kk, v)
+            g, beta = (self.g, self.beta) if g is None else (g, beta)
+            k.check(k.lib.servesim_gdn_prefill(q.data_ptr(), kk.data_ptr(), v.data_ptr(), g.data_ptr(),
+                                               beta.data_ptr(), self.o.data_ptr(), self.state.data_ptr(), 1, 0,
+                                               self.seqs, self.T // self.seqs, self.hk, self.hv,
+                                               k.F32(128 ** -0.5), self.ws.data_ptr(), k.stream()))
+
+        def decode(self, q=None, kk=None, v=None, g=None, beta=None):
+            k = gdn_lib()
+            q, kk, v = (self.q, self.k, self.v) if q is None else (q, kk, v)
+            g, beta = (self.g, self.beta) if g is None else (g, beta)
+            k.check(k.lib.servesim_gdn_decode(q.data_ptr(), kk.data_ptr(), v.data_ptr(), g.data_ptr(),
+                                              beta.data_ptr(), self.o.data_ptr(), self.state.data_ptr(), 1, self.T,
+                                              self.hk, self.hv, k.F32(128 ** -0.5), k.stream()))
+
+    def gdn_section():
+        log("== gdn (project kernels: chunked prefill, recurrent decode, causal conv1d; torch gating + gated norm)")
+        if gdn_lib() is None:
+            return
+        # per-rank (key heads, value heads) of the catalogued hybrids: Qwen3.5-4B / Qwen3-Next 16/32 at TP 1, 8/16 at
+        # TP 2, 4/8 at TP 4; Qwen3.5-27B 16/48, 8/24, 4/12. Head dims 128 (every catalogued GDN model).
+        geoms = [(16, 32)] if quick else [(16, 32), (8, 16), (4, 8), (16, 48), (8, 24), (4, 12)]
+        toks = [64, 512, 2048] if quick else [16, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384]
+        batches = [1, 8, 64] if quick else [1, 2, 4, 8, 16, 32, 64, 128, 256, 512]
+        for hk, hv in geoms:
+            if left() < 30:
+                log("DEADLINE in gdn")
+                return
+            for seqs in (1, 8):
+                us, tt = [], []
+                for T in toks:
+                    if T < 8 * seqs:
+                        continue
+                    state_bytes = seqs * hv * 128 * 128 * 4
+                    ns = nsets(T * (2 * hk + 2 * hv) * 128 * 2 + 2 * state_bytes, cap=16, mem_cap=8 << 30)
+                    bs = [GdnBufs(hk, hv, T, seqs, False) for _ in range(ns)]
+                    us.append(r4(time_calls([lambda b=b: b.prefill() for b in bs])))
+                    tt.append(T)
+                    bs = None
+                table.add("gdn_prefill", {"backend": "servesim kernels/gdn.cu chunked (fp32 state)", "key_heads": hk,
+                                          "value_heads": hv, "head_dim": 128, "seqs": seqs, "tokens": tt, "us": us})
+                log(f"gdn_prefill hk={hk} hv={hv} seqs={seqs}: {list(zip(tt, us))}")
+            us = []
+            for B in batches:
+                ns = nsets(B * hv * 128 * 128 * 4 * 2, cap=64, mem_cap=8 << 30)
+                bs = [GdnBufs(hk, hv, B, 1, True) for _ in range(ns)]
+                us.append(r4(time_calls([lambda b=b: b.decode() for b in bs])))
+                bs = None
+            table.add("gdn_decode", {"backend": "servesim kernels/gdn.cu recurrent (fp32 state, read + written)",
+                                     "key_heads": hk, "value_heads": hv, "head_dim": 128, "batch": batches, "us": us})
+            log(f"gdn_decode hk={hk} hv={hv}: {list(zip(batches, us))}")
+            conv = 2 * hk * 128 + hv * 128
+            for mode, grid in (("prefill", toks), ("decode", batches)):
+                us = []
+                for T in grid:
+                    ns = nsets(T * conv * 4, cap=64)
+                    bs = [GdnBufs(hk, hv, T, 1, mode == "decode") for _ in range(ns)]
+                    f = (lambda b: b.conv_update) if mode == "decode" else (lambda b: b.conv_prefill)
+                    us.append(r4(time_calls([f(b) for b in bs])))
+                    bs = None
+                table.add("conv1d", {"backend": "servesim kernels causal conv1d, width 4", "mode": mode, "dim": conv,
+                                     ("batch" if mode == "decode" else "tokens"): grid, "us": us})
+                log(f"conv1d {mode} dim={conv}: {list(zip(grid, us))}")
+            # gating (sigmoid(b), -exp(A)·softplus(a + dt_bias)) and o = RMSNorm(o)·silu(z): torch ops, an upper bound
+            # on vLLM's fused_gdn_gating and RMSNormGated (one Triton kernel each)
+            us = []
+            for T in toks:
+                ns = nsets(T * hv * 128 * 6, cap=64)
+                sets = [(rnd(T, 2 * hv), rnd(T, hv, 128), rnd(T, hv * 128)) for _ in range(ns)]
+                A_log, dt_bias, w = torch.zeros(hv, device=DEV), torch.ones(hv, device=DEV), rnd(128)
+                us.append(r4(time_calls([lambda s=s: (gdn_gating(s[0], hv, A_log, dt_bias),
+                                                      gated_norm(s[1], s[2], w, T, hv, 128)) for s in sets])))
+                sets = None
+            table.add("gdn_aux", {"backend": "torch ops: gating + gated RMSNorm (upper bound on vLLM's fused kernels)",
+                                  "value_heads": hv, "head_dim": 128, "tokens": toks, "us": us})
+            log(f"gdn_aux hv={hv}: {list(zip(toks, us))}")
+            torch.cuda.empty_cache()
+
+    class FwdHybrid(Fwd):
+        """Qwen3.5 / Qwen3-Next-style forward (vllm/model_executor/models/qwen3_next.py): every
+        full_attention_interval-th layer is gated attention (q and an output gate from one projection, per-head q/k
+        RMSNorm, partial rotary, SDPA flash, o·sigmoid(gate)), the others Gated DeltaNet (in_proj_qkvz + in_proj_ba,
+        causal conv1d, gating, the GDN kernel, gated RMSNorm, out_proj); dense SwiGLU MLPs. GDN kernels are the
+        project's (kernels/gdn.cu)."""
+
+        def __init__(self, name, c):
+            self.name, self.c = name, c
+            h, hq, hkv, hd = c["h"], c["hq"], c["hkv"], c["hd"]
+            hk, hv = c["gdn"]
+            self.conv = 2 * hk * 128 + hv * 128
+            self.nqkv = (2 * hq + 2 * hkv) * hd          # [q | k | v | gate]
+            attn_layer = (self.nqkv * h + h * hq * hd) * 2
+            gdn_layer = ((self.conv + hv * 128) * h + 2 * hv * h + h * hv * 128) * 2
+            per_layer = max(attn_layer, gdn_layer) + 3 * c["inter"] * h * 2
+            self.n_w = max(2, min(c["layers"], int(0.42 * total_mem // per_layer)))
+            self.kinds = ["attn" if (i + 1) % c["interval"] == 0 else "gdn" for i in range(c["layers"])]
+            self.layers = []
+            for i in range(self.n_w):
+                L = dict(ln1=rnd(h), ln2=rnd(h), gu=rnd(2 * c["inter"], h, scale=0.02), d=rnd(h, c["inter"], scale=0.02))
+                L["qkv"] = rnd(self.nqkv, h, scale=0.02)
+                L["o"] = rnd(h, hq * hd, scale=0.02)
+                L["qn"], L["kn"] = rnd(hd), rnd(hd)
+                L["qkvz"] = rnd(self.conv + hv * 128, h, scale=0.02)
+                L["ba"] = rnd(2 * hv, h, scale=0.02)
+                L["out"] = rnd(h, hv * 128, scale=0.02)
+                L["convw"] = rnd(self.conv, 4, scale=0.5)
+                L["A_log"], L["dt_bias"], L["gn"] = torch.zeros(hv, device=DEV), torch.ones(hv, device=DEV), rnd(128)
+                self.layers.append(L)
+            self.emb = rnd(c["vocab"], h)
+            self.lm = self.emb if c.get("tied") else rnd(c["vocab"], h, scale=0.02)
+            self.lnf = rnd(h)
+            rot = c["rot"]
+            inv = 1.0 / (1e7 ** (torch.arange(0, rot, 2, device=DEV).float() / rot))
+            fr = torch.outer(torch.arange(40960, device=DEV).float(), inv)
+            self.cs = torch.cat([fr.cos(), fr.sin()], -1).to(BF)
+            self.per_layer = per_layer
+            self.state_sets, self.ws = None, None
+            log(f"fwd {name}: {self.n_w} distinct weight layers of {c['layers']} ({per_layer / 1e9:.2f} GB each)")
+
+        def n_attn(self):
+            return self.kinds.count("attn")
+
+        def kv_bytes(self, B, ctx):
+            # one attention layer's cache plus the GDN states of the interval's other layers (fp32) and conv states
+            hk, hv = self.c["gdn"]
+            per_gdn = B * (hv * 128 * 128 * 4 + 3 * self.conv * 2)
+            return B * ctx * 2 * self.c["hkv"] * self.c["hd"] * 2 + (self.c["interval"] - 1) * per_gdn
+
+        def make_kv(self, B, ctx):
+            hk, hv = self.c["gdn"]
+            states = [((torch.rand(B, hv, 128, 128, device=DEV) - 0.5) * 0.1, rnd(B, 3, self.conv, scale=0.5))
+                      for _ in range(self.c["interval"])]
+            return (rnd(B, ctx, 2, self.c["hkv"], self.c["hd"]), states)
+
+        def gdn(self, L, x, T, B, decode, st):
+            c = self.c
+            hk, hv = c["gdn"]
+            kern = gdn_lib()
+            qkvz = F.linear(x, L["qkvz"])
+            mixed, z = qkvz[:, :self.conv].contiguous(), qkvz[:, self.conv:]
+            beta, g = gdn_gating(F.linear(x, L["ba"]), hv, L["A_log"], L["dt_bias"])
+            y = torch.empty_like(mixed)
+            state, conv_state = st
+            if decode:
+                kern.check(kern.lib.servesim_conv1d_update(mixed.data_ptr(), L["convw"].data_ptr(),
+                                                           conv_state.data_ptr(), y.data_ptr(), B, self.conv,
+                                                           kern.stream()))
+            else:
+                kern.check(kern.lib.servesim_conv1d_prefill(mixed.data_ptr(), L["convw"].data_ptr(),
+                                                            conv_state.data_ptr(), 0, y.data_ptr(), 1, T, self.conv,
+                                                            kern.stream()))
+            q, k, v = y.split([hk * 128, hk * 128, hv * 128], dim=-1)
+            q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
+            o = torch.empty(T, hv, 128, device=DEV, dtype=BF)
+            if decode:
+                kern.check(kern.lib.servesim_gdn_decode(q.data_ptr(), k.data_ptr(), v.data_ptr(), g.data_ptr(),
+                                                        beta.data_ptr(), o.data_ptr(), state.data_ptr(), 1, B, hk, hv,
+                                                        kern.F32(128 ** -0.5), kern.stream()))
+            else:
+                kern.check(kern.lib.servesim_gdn_prefill(q.data_ptr(), k.data_ptr(), v.data_ptr(), g.data_ptr(),
+                                                         beta.data_ptr(), o.data_ptr(), state.data_ptr(), 1, 0, 1, T,
+                                                         hk, hv, kern.F32(128 ** -0.5), self.ws.data_ptr(),
+                                                         kern.stream()))
+            return F.linear(gated_norm(o, z, L["gn"], T, hv, 128), L["out"])
+
+        def forward(self, ids, pos, kv, B, Tq, ctx):
+            c = self.c
+            hq, hkv, hd, h = c["hq"], c["hkv"], c["hd"], c["h"]
+            hk, hv = c["gdn"]
+            T = ids.shape[0]
+            decode = kv is not None
+            if not decode:
+                if self.state_sets is None:
+                    self.state_sets = [(torch.zeros(1, hv, 128, 128, device=DEV), rnd(1, 3, self.conv))
+                                       for _ in range(c["interval"])]
+                nbytes = max(int(gdn_lib().lib.servesim_gdn_prefill_workspace_bytes(1, T, hk, hv)), 16)
+                if self.ws is None or self.ws.numel() < nbytes:
+                    self.ws = torch.empty(nbytes, device=DEV, dtype=torch.uint8)
+            x = self.emb.index_select(0, ids)
+            res = torch.zeros_like(x)
+            hbuf = torch.empty_like(x)
+            ia = 0
+            for li in range(c["layers"]):
+                L = self.layers[li % self.n_w]
+                ADD_RMS(x, res, L["ln1"], hbuf)
+                group = kv[(li // c["interval"]) % len(kv)] if decode else None
+                if self.kinds[li] == "gdn":
+                    st = group[1][li % c["interval"]] if decode else self.state_sets[li % c["interval"]]
+                    x = self.gdn(L, hbuf, T, B, decode, st)
+                else:
+                    qkv = F.linear(hbuf, L["qkv"])
+                    tk["head_rmsnorm"](qkv, 0, T, hq, hd, self.nqkv, L["qn"])
+                    tk["head_rmsnorm"](qkv, hq * hd, T, hkv, hd, self.nqkv, L["kn"])
+                    tk["rope"](qkv, pos, self.cs, hq + hkv, hd, self.nqkv, rot=c["rot"])
+                    q = qkv[:, :hq * hd].view(B, Tq, hq, hd).transpose(1, 2)
+                    gate = qkv[:, (hq + 2 * hkv) * hd:]
+                    if not decode:
+                        k = qkv[:, hq * hd:(hq + hkv) * hd].view(B, Tq, hkv, hd).transpose(1, 2)
+                        v = qkv[:, (hq + hkv) * hd:(hq + 2 * hkv) * hd].view(B, Tq, hkv, hd).transpose(1, 2)
+                        with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
+                            o = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+                    else:
+                        cache = group[0]
+                        cache[:, ctx - 1].copy_(qkv[:, hq * hd:(hq + 2 * hkv) * hd].view(B, 2, hkv, hd))
+                        with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
+                            o = F.scaled_dot_product_attention(q, cache[:, :, 0].transpose(1, 2),
+                                                               cache[:, :, 1].transpose(1, 2), enable_gqa=True)
+                    o = o.transpose(1, 2).reshape(T, hq * hd) * torch.sigmoid(gate)
+                    x = F.linear(o, L["o"])
+                ADD_RMS(x, res, L["ln2"], hbuf)
+                x = self.mlp(L, hbuf, T)
+            ADD_RMS(x, res, self.lnf, hbuf)
+            last = hbuf.view(B, Tq, h)[:, -1]
+            return F.linear(last, self.lm)
+
     def graph_replays_ms(fn, replays=7):
         """fn captured once into a CUDA graph, replayed once, then `replays` replays timed one by one (ms each)."""
         with torch.no_grad():
@@ -1373,7 +1683,10 @@ def run(args):
                 break
             c = FWD_MODELS[name]
             try:
-                m = FwdMLA(name, c) if c.get("mla") else Fwd(name, c)
+                if c.get("gdn") and gdn_lib() is None:
+                    log(f"fwd {name}: needs --kernels-lib (GDN kernels): skipped")
+                    continue
+                m = FwdMLA(name, c) if c.get("mla") else (FwdHybrid(name, c) if c.get("gdn") else Fwd(name, c))
             except torch.OutOfMemoryError:
                 log(f"fwd {name}: OOM building weights")
                 torch.cuda.empty_cache()
@@ -1445,7 +1758,7 @@ def run(args):
     torch.backends.cuda.matmul.allow_tf32 = False
     plan = {
         "probe": probe, "ceilings": ceilings, "elementwise": elementwise, "attention": attention, "moe": moe_section,
-        "forwards": forwards,
+        "forwards": forwards, "gdn": gdn_section,
         "gemm0": lambda: gemm_section(0, ["bf16", "fp8_tensor"]),
         "gemm0b": lambda: gemm_section(0, ["bf16"]),
         "gemm0f": lambda: gemm_section(0, ["fp8_tensor"]),

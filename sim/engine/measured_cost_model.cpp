@@ -193,8 +193,27 @@ MeasuredCostModel::MeasuredCostModel(const models::ModelSpec& model,
             add_gemm(kMixerIn, (conv_dim + v_out) / tp, h, scheme(p + "linear_attn.in_proj_qkvz"));
             add_gemm(kMixerIn, 2 * std::int64_t{d->num_v_heads} / tp, h, scheme(p + "linear_attn.in_proj_ba"));
             add_gemm(kMixerOut, h, v_out / tp, scheme(p + "linear_attn.out_proj"));
+            // The kernels between the projections (vllm/model_executor/models/qwen3_next.py, Qwen3NextGatedDeltaNet:
+            // causal_conv1d over the q/k/v channels, fused_gdn_gating, the chunked or recurrent GDN kernel,
+            // RMSNormGated), per rank: heads split by TP.
+            const calibration::KernelCostLookup::GdnShape shape{d->num_k_heads / tp, d->num_v_heads / tp,
+                                                                d->v_head_dim};
+            if (gdn_.count == 0) {
+                gdn_.prefill_1 = lookup_.resolve_gdn(lookup_.table().gdn_prefill, shape, 1);
+                gdn_.prefill_8 = lookup_.resolve_gdn(lookup_.table().gdn_prefill, shape, 8);
+                gdn_.decode = lookup_.resolve_gdn(lookup_.table().gdn_decode, shape, 0);
+                gdn_.conv_prefill = lookup_.resolve_conv1d(conv_dim / tp, false);
+                gdn_.conv_decode = lookup_.resolve_conv1d(conv_dim / tp, true);
+                gdn_.aux_width = v_out / tp;
+                gdn_.aux = calibration::KernelCostLookup::nearest_width(lookup_.table().gdn_aux, gdn_.aux_width);
+                if (gdn_.aux != nullptr) {
+                    gdn_.aux_scale = lookup_.width_scale(*gdn_.aux, gdn_.aux_width);
+                }
+            }
+            ++gdn_.count;
         } else if (const auto* m2 = std::get_if<models::Mamba2Mixer>(&layer.mixer)) {
             ++norms;
+            ++gdn_.other_scans;
             const std::int64_t inner = std::int64_t{m2->num_heads} * m2->head_dim;
             add_gemm(kMixerIn, (2 * inner + 2 * std::int64_t{m2->n_groups} * m2->state_size + m2->num_heads) / tp, h,
                      scheme(p + "mixer.in_proj"));
@@ -203,6 +222,7 @@ MeasuredCostModel::MeasuredCostModel(const models::ModelSpec& model,
             // MambaMixer (vllm/model_executor/layers/mamba/mamba_mixer.py): in_proj (h → 2I), x_proj (I → dt_rank +
             // 2N), dt_proj (dt_rank → I), out_proj (I → h); I split by TP.
             ++norms;
+            ++gdn_.other_scans;
             const std::int64_t inner = m1->intermediate_size;
             add_gemm(kMixerIn, 2 * inner / tp, h, nullptr);
             add_gemm(kMixerIn, std::int64_t{m1->dt_rank} + 2 * std::int64_t{m1->state_size}, inner / tp, nullptr);
@@ -464,6 +484,30 @@ std::pair<double, double> MeasuredCostModel::attention_us(const BatchShape& s) c
     return {prefill, decode};
 }
 
+double MeasuredCostModel::gdn_us(const BatchShape& s) const {
+    double us = 0;
+    if (s.num_prefill_tokens > 0) {
+        // The step's prefill chunks in one varlen call: the one-sequence curve, blended toward the eight-sequence one
+        // in log2(sequences) (per-sequence chunks start their own scan blocks), the eight-sequence one beyond.
+        const double tokens = static_cast<double>(s.num_prefill_tokens);
+        const double seqs = static_cast<double>(std::max<std::int64_t>(1, s.num_prefill_seqs));
+        double kernel = gdn_.prefill_1->at(tokens);
+        if (gdn_.prefill_8 && seqs > 1) {
+            const double w = std::min(1.0, std::log2(seqs) / 3.0);
+            kernel = (1 - w) * kernel + w * gdn_.prefill_8->at(tokens);
+        }
+        us += kernel + gdn_.conv_prefill->at(tokens);
+    }
+    if (s.num_decode_seqs > 0) {
+        const double batch = static_cast<double>(s.num_decode_seqs);
+        us += gdn_.decode->at(batch) + gdn_.conv_decode->at(batch);
+    }
+    if (s.num_tokens > 0) {
+        us += gdn_.aux->tokens.at(static_cast<double>(s.num_tokens)) * gdn_.aux_scale;
+    }
+    return us * gdn_.count;
+}
+
 StepCost MeasuredCostModel::step_cost(const BatchShape& s) const {
     // The untimed terms (GDN / Mamba scans, snapshots, all-reduces) as the roofline has them. The roofline's kernel
     // boundaries (RooflineParams::kernel_gap_us) are not added: every table time was taken from CUDA-graph replays of
@@ -489,6 +533,9 @@ StepCost MeasuredCostModel::step_cost(const BatchShape& s) const {
     const auto [prefill, decode] = attention_us(s);
     c.attn_prefill_ms = prefill / 1e3;
     c.attn_decode_ms = decode / 1e3;
+    if (gdn_.measured()) {
+        c.gdn_ms = gdn_us(s) / 1e3;
+    }
     return c;
 }
 
@@ -560,7 +607,10 @@ std::vector<StepTerm> MeasuredCostModel::step_terms(const BatchShape& s) const {
         out.push_back({"attn_decode", c.attn_decode_ms, source_of(decode_measured, false)});
     }
     if (c.gdn_ms > 0 || c.snapshot_ms > 0) {
-        out.push_back({"gdn / mamba", c.gdn_ms, "roofline"});
+        // Exact: every GDN op measured at this rank's geometry on this GPU (each scale exactly 1).
+        const bool exact = gdn_.measured() && gdn_.prefill_1->scale == 1.0 && gdn_.decode->scale == 1.0 &&
+                           gdn_.conv_prefill->scale == 1.0 && gdn_.conv_decode->scale == 1.0 && gdn_.aux_scale == 1.0;
+        out.push_back({"gdn / mamba", c.gdn_ms, gdn_.measured() ? source_of(true, exact) : "roofline"});
         out.push_back({"snapshot", c.snapshot_ms, "roofline"});
     }
     out.push_back({"comm", c.comm_ms, "tensor-parallel all-reduces"});

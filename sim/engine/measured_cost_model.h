@@ -7,7 +7,8 @@
 // the experts) with the router's top-k and permute; fused add + RMSNorm, SiLU·mul and RoPE; the lm_head GEMM over
 // the sampled rows (vLLM computes logits only at logits_indices) and sampling. Quantized GEMMs use the table's op of
 // the kernel vLLM picks (fp8 W8A8 block / per-channel / per-tensor: CutlassBlockScaledGroupedGemm / cutlass
-// scaled_mm; Marlin weight-only paths at bf16 math on their quantized bytes). The terms not timed — GDN / Mamba scans,
+// scaled_mm; Marlin weight-only paths at bf16 math on their quantized bytes); Gated DeltaNet layers from the gdn_*
+// and conv1d ops when the table has them. The terms not timed — Mamba scans (and GDN on a table without GDN ops),
 // state snapshots, the tensor-parallel all-reduces and the host overhead — are RooflineCostModel's, unchanged.
 // A GPU without a table is predicted from the nearest table by efficiency transfer (docs/COST-MODEL.md).
 // CUDA-graph padding of the per-token terms as RooflineCostModel (VllmConfig._set_cudagraph_sizes).
@@ -110,6 +111,23 @@ class MeasuredCostModel final : public CostModel {
         double scale = 1;
     };
 
+    // The Gated DeltaNet layers (one per-rank geometry per model): their kernels resolved from the table's gdn_prefill
+    // (one- and eight-sequence curves), gdn_decode, conv1d and gdn_aux ops. measured(): every op present, so the
+    // GDN term comes from the table; otherwise it stays the roofline's scan.
+    struct GdnGroup {
+        int count = 0;        // GDN layers
+        int other_scans = 0;  // Mamba layers: the roofline's scan term holds both kinds, so it stays whole
+        std::int64_t aux_width = 0;
+        std::optional<calibration::KernelCostLookup::ScaledCurve> prefill_1, prefill_8, decode, conv_prefill,
+            conv_decode;
+        const calibration::WidthEntry* aux = nullptr;
+        double aux_scale = 1;
+        [[nodiscard]] bool measured() const {
+            return count > 0 && other_scans == 0 && prefill_1 && decode && conv_prefill && conv_decode && aux != nullptr;
+        }
+    };
+    // The GDN layers' kernel time of a step, in µs (GdnGroup::measured() only).
+    [[nodiscard]] double gdn_us(const BatchShape& s) const;
     static void add_op(std::vector<ElementwiseOp>& ops, const ElementwiseOp& op);
     [[nodiscard]] double elementwise_us(const ElementwiseOp& op, double units) const;
 
@@ -132,6 +150,7 @@ class MeasuredCostModel final : public CostModel {
     std::vector<ElementwiseOp> rope_;
     std::vector<ElementwiseOp> qk_norm_;
     ElementwiseOp sampling_;
+    GdnGroup gdn_;
     models::ModelSpec model_;
     RooflineCostModel roofline_;  // the untimed terms: GDN / Mamba, snapshots, comm, overhead
     std::string kernels_;         // what describe() says about quantized GEMMs

@@ -53,6 +53,14 @@ TEST_CASE("kernel table: the fixture reads, sorted, with unknown ops ignored", "
     CHECK(t.attn_decode.size() == 1);
     CHECK(t.forwards.size() == 1);
     CHECK(t.forwards[0].kind == "decode");
+    // The Gated DeltaNet ops: prefill entries sorted by sequences, conv1d keyed by mode.
+    REQUIRE(t.gdn_prefill.size() == 2);
+    CHECK(t.gdn_prefill[0].seqs == 1);
+    CHECK(t.gdn_prefill[1].seqs == 8);
+    CHECK(t.gdn_decode.size() == 1);
+    REQUIRE(t.conv1d.size() == 2);
+    CHECK(t.gdn_aux.size() == 1);
+    CHECK(t.gdn_aux[0].width == 1024);
     CHECK(t.bf16_gemm_tflops == 780.0);
     CHECK_FALSE(t.fp8_gemm_tflops.has_value());
 }
@@ -258,4 +266,36 @@ TEST_CASE("kernel table: the H100 sweep's per-entry keys are read (fast_accum, r
     CHECK(error_of(kHead + "ops:\n  rope:\n    - {head_dim: 64, q_heads: 1, kv_heads: 1, tokens: [1], us: [1], "
                            "rotary_dim: 128}\n")
               .find("'ops.rope[0].rotary_dim'") != std::string::npos);
+}
+
+TEST_CASE("kernel table: Gated DeltaNet ops are checked and resolved to the nearest heads, scaled by state bytes",
+          "[calibration]") {
+    const sc::KernelTable t = sc::read_kernel_table(fixture());
+    const sc::KernelCostLookup own(t, kRoof, kRoof);
+    // The fixture's geometry (4 key / 8 value heads of 128): its own curve, scale 1. 16 decodes: 9 µs.
+    const auto d = own.resolve_gdn(t.gdn_decode, {4, 8, 128}, 0);
+    REQUIRE(d.has_value());
+    CHECK(d->scale == 1.0);
+    CHECK(d->at(16) == 9.0);
+    // Half the heads (tensor parallel 2): the same entry, state bytes 4·128² against 8·128²: half the time, 4.5 µs.
+    const auto half = own.resolve_gdn(t.gdn_decode, {2, 4, 128}, 0);
+    REQUIRE(half.has_value());
+    CHECK(half->at(16) == Approx(4.5));
+    // The eight-sequence prefill curve is its own entry: 256 tokens over 8 sequences, 80 µs.
+    CHECK(own.resolve_gdn(t.gdn_prefill, {4, 8, 128}, 8)->at(256) == 80.0);
+    // conv1d of 1,024 channels: the 2,048-channel decode entry at half the bytes, 16 rows: 1 µs.
+    CHECK(own.resolve_conv1d(1024, true)->at(16) == Approx(1.0));
+    // No such op in a table: nullopt, so the cost model keeps the roofline's term.
+    const sc::KernelTable bare = sc::parse_kernel_table(kHead + "ops:\n  gemm_bf16:\n    - {n: 64, k: 64, m: [1], us: [2]}\n",
+                                                         "t.yaml");
+    const sc::KernelCostLookup none(bare, kRoof, kRoof);
+    CHECK_FALSE(none.resolve_gdn(bare.gdn_decode, {4, 8, 128}, 0).has_value());
+    CHECK_FALSE(none.resolve_conv1d(2048, false).has_value());
+    // A conv1d mode other than prefill / decode is refused, naming it.
+    CHECK(error_of(kHead + "ops:\n  conv1d:\n    - {mode: both, dim: 64, tokens: [1], us: [1]}\n")
+              .find("allowed: prefill, decode") != std::string::npos);
+    // A prefill entry without its sequences is refused.
+    CHECK(error_of(kHead + "ops:\n  gdn_prefill:\n    - {key_heads: 1, value_heads: 1, head_dim: 64, tokens: [1], "
+                           "us: [1]}\n")
+              .find("seqs") != std::string::npos);
 }

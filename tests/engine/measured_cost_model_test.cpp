@@ -132,6 +132,53 @@ TEST_CASE("MeasuredCostModel composes a prefill step by hand, with and without a
     CHECK(cached.attn_prefill_ms == Approx((5.0 + 45.0 * (std::sqrt(49152.0) - 16.0) / 240.0) / 1e3));
 }
 
+// One Gated DeltaNet layer (4 key / 8 value heads of 128, conv width 4, fp32 state) and the tiny model's MLP.
+models::ModelSpec gdn_model() {
+    models::ModelSpec m = tiny_model();
+    m.name = "tiny-gdn";
+    m.layers[0].mixer = models::GatedDeltaNetMixer{4, 8, 128, 128, 4, models::DType::kFloat32};
+    return m;
+}
+
+TEST_CASE("MeasuredCostModel takes a Gated DeltaNet layer's kernels from the table", "[engine]") {
+    const MeasuredCostModel cost(gdn_model(), models::DType::kBFloat16, params());
+    // 16 decodes: recurrent kernel at batch 16, 9 µs; conv1d update at 16, 2 µs; gating + gated norm over 16 tokens,
+    // 6 + 10·15/255 = 6.588235 µs. 17.588235 µs.
+    CHECK(cost.step_cost(decode(16, 256)).gdn_ms == Approx((9.0 + 2.0 + 6.0 + 10.0 * 15 / 255) / 1e3));
+    // One prompt of 256 tokens: chunked kernel (one sequence) 60 µs, conv1d 14 µs, gating + norm 16 µs: 90 µs.
+    CHECK(cost.step_cost(prefill(256, 0)).gdn_ms == Approx(0.090));
+    // 256 prompt tokens over 4 sequences: the one- and eight-sequence curves blended at log2(4)/3 = 2/3:
+    // 60/3 + 80·2/3 = 73.333 µs, plus conv1d 14 and aux 16: 103.333 µs.
+    BatchShape four = prefill(256, 0);
+    four.num_prefill_seqs = 4;
+    CHECK(cost.step_cost(four).gdn_ms == Approx((60.0 / 3 + 80.0 * 2 / 3 + 14 + 16) / 1e3));
+    // A mixed step, one 256-token prompt and 16 decodes: 60 + 14 (prefill) + 9 + 2 (decodes) + gating and norm over
+    // 272 tokens, beyond the last point and never below 16·272/256 = 17 µs: 102 µs.
+    BatchShape mixed = prefill(256, 0);
+    mixed.num_tokens += 16;
+    mixed.num_decode_seqs = 16;
+    mixed.decode_context_tokens = 16 * 256;
+    mixed.num_seqs += 16;
+    CHECK(cost.step_cost(mixed).gdn_ms == Approx(0.102));
+    // inspect names the table as the term's source.
+    bool listed = false;
+    for (const auto& t : cost.step_terms(decode(16, 256))) {
+        if (t.name == "gdn / mamba") {
+            listed = true;
+            CHECK(t.source == "table");
+        }
+    }
+    CHECK(listed);
+}
+
+TEST_CASE("MeasuredCostModel scales the Gated DeltaNet kernels to a tensor-parallel rank's heads", "[engine]") {
+    // TP 2: 2 key / 4 value heads per rank; the fixture's 8-value-head entries scaled by state bytes (1/2), conv1d
+    // by channels (1,024 of 2,048: 1/2), the gated norm by width (512 of 1,024: 1/2). 16 decodes: (9 + 2 + 6.588235)/2
+    // = 8.794118 µs.
+    const MeasuredCostModel cost(gdn_model(), models::DType::kBFloat16, params(2));
+    CHECK(cost.step_cost(decode(16, 256)).gdn_ms == Approx((9.0 + 2.0 + 6.0 + 10.0 * 15 / 255) / 2 / 1e3));
+}
+
 TEST_CASE("MeasuredCostModel splits projections per tensor-parallel rank", "[engine]") {
     const MeasuredCostModel cost(tiny_model(), models::DType::kBFloat16, params(2));
     // TP 2: qkv_proj per rank is (4·128 + 2·1·128, 1024) = (768, 1024), not in the table; the nearest n·k is

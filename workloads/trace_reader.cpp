@@ -369,19 +369,52 @@ class AzureReader final : public TraceReader {
     std::optional<std::int64_t> first_ns_;
 };
 
-// The plain format: `t_s,prompt_tokens,output_tokens[,prefix_id]` with that header, one request per line; arrivals
-// in seconds (non-decreasing, from any origin; the first record arrives at its t_s). Prompts with the same prefix_id
-// are one text cut at their own length, so two of them share min(prompt_tokens) tokens (a document or conversation
-// several requests extend); a prompt without prefix_id (empty or no column) is shared with nobody.
+// The plain format: a header naming its columns, one request per line. Required: `t_s` (arrival in seconds,
+// non-decreasing, from any origin; the first record arrives at its t_s), `prompt_tokens`, `output_tokens`; optional:
+// `prefix_id` and `prefix_tokens`, in any order. Prompts with the same prefix_id are one text: without prefix_tokens
+// (no column, or an empty cell) each prompt is that text cut at its own length, so two of them share
+// min(prompt_tokens) tokens (a document or conversation several requests extend); with prefix_tokens P the first P
+// tokens are the group's text and the rest is the request's own (a system prompt or document followed by a
+// question). A prefix_id is any text without a comma (`doc-17`, `user_a`, `7`); ids that read as non-negative
+// integers keep the integer's content, so files written before string ids were accepted replay unchanged. A
+// prompt without prefix_id is shared with nobody.
 class PlainCsvReader final : public TraceReader {
   public:
     PlainCsvReader(const std::string& path, const TraceReaderOptions&) : lines_(path) {
         const auto header = lines_.next_line();
-        if (header && *header == "t_s,prompt_tokens,output_tokens,prefix_id") {
-            has_prefix_ = true;
-        } else if (!header || *header != "t_s,prompt_tokens,output_tokens") {
-            lines_.fail("", "expected the header 't_s,prompt_tokens,output_tokens' or "
-                            "'t_s,prompt_tokens,output_tokens,prefix_id'");
+        if (!header) {
+            lines_.fail("", "expected a header naming the columns: t_s, prompt_tokens, output_tokens and optionally "
+                            "prefix_id, prefix_tokens");
+        }
+        int index = 0;
+        for (const std::string_view name : split(*header)) {
+            int* slot = name == "t_s"             ? &t_col_
+                        : name == "prompt_tokens" ? &prompt_col_
+                        : name == "output_tokens" ? &output_col_
+                        : name == "prefix_id"     ? &prefix_col_
+                        : name == "prefix_tokens" ? &prefix_tokens_col_
+                                                  : nullptr;
+            if (slot == nullptr) {
+                lines_.fail("", fmt::format("unknown column '{}' in the header; allowed: t_s, prompt_tokens, "
+                                            "output_tokens, prefix_id, prefix_tokens",
+                                            name));
+            }
+            if (*slot >= 0) {
+                lines_.fail("", fmt::format("column '{}' appears twice in the header", name));
+            }
+            *slot = index++;
+        }
+        num_cols_ = index;
+        for (const auto& [col, name] : {std::pair{t_col_, "t_s"}, std::pair{prompt_col_, "prompt_tokens"},
+                                        std::pair{output_col_, "output_tokens"}}) {
+            if (col < 0) {
+                lines_.fail("", fmt::format("the header has no '{}' column; required: t_s, prompt_tokens, "
+                                            "output_tokens",
+                                            name));
+            }
+        }
+        if (prefix_tokens_col_ >= 0 && prefix_col_ < 0) {
+            lines_.fail("", "a 'prefix_tokens' column needs a 'prefix_id' column (whose text the tokens are)");
         }
     }
 
@@ -390,52 +423,65 @@ class PlainCsvReader final : public TraceReader {
         if (!text) {
             return std::nullopt;
         }
-        std::vector<std::string_view> cols;
-        std::string_view rest = *text;
-        while (true) {
-            const auto comma = rest.find(',');
-            cols.push_back(trim(rest.substr(0, comma)));
-            if (comma == std::string_view::npos) {
-                break;
-            }
-            rest = rest.substr(comma + 1);
-        }
-        const std::size_t want = has_prefix_ ? 4 : 3;
-        if (cols.size() != want && !(has_prefix_ && cols.size() == 3)) {
-            lines_.fail("", fmt::format("expected {} comma-separated columns as the header says, got {}", want,
+        const std::vector<std::string_view> cols = split(*text);
+        // A trailing optional column may be left off entirely (`0,100,10` under a prefix_id header).
+        const bool short_ok = static_cast<int>(cols.size()) >= 3 && trailing_optional(static_cast<int>(cols.size()));
+        if (static_cast<int>(cols.size()) != num_cols_ && !short_ok) {
+            lines_.fail("", fmt::format("expected {} comma-separated columns as the header says, got {}", num_cols_,
                                         cols.size()));
         }
+        const auto col = [&](int i) { return i >= 0 && i < static_cast<int>(cols.size()) ? cols[i] : std::string_view{}; };
         TraceRecord r;
         r.line = lines_.line();
+        const std::string_view t_text = col(t_col_);
         double t = 0;
         std::size_t pos = 0;
         try {
-            t = std::stod(std::string(cols[0]), &pos);
+            t = std::stod(std::string(t_text), &pos);
         } catch (const std::logic_error&) {
             pos = 0;
         }
-        if (pos == 0 || pos != cols[0].size() || !std::isfinite(t) || t < 0) {
-            lines_.fail("t_s", "expected a non-negative number of seconds, got '" + std::string(cols[0]) + "'");
+        if (pos == 0 || pos != t_text.size() || !std::isfinite(t) || t < 0) {
+            lines_.fail("t_s", "expected a non-negative number of seconds, got '" + std::string(t_text) + "'");
         }
         r.arrival = core::SimTime::from_ns(static_cast<std::int64_t>(std::llround(t * 1e9)));
         lines_.check_order(r.arrival, "t_s");
-        const auto input_tokens = parse_int(cols[1]);
+        const auto input_tokens = parse_int(col(prompt_col_));
         if (!input_tokens || *input_tokens < 1) {
-            lines_.fail("prompt_tokens", "expected an integer >= 1, got '" + std::string(cols[1]) + "'");
+            lines_.fail("prompt_tokens", "expected an integer >= 1, got '" + std::string(col(prompt_col_)) + "'");
         }
-        const auto output_tokens = parse_int(cols[2]);
+        const auto output_tokens = parse_int(col(output_col_));
         if (!output_tokens || *output_tokens < 0) {
-            lines_.fail("output_tokens", "expected an integer >= 0, got '" + std::string(cols[2]) + "'");
+            lines_.fail("output_tokens", "expected an integer >= 0, got '" + std::string(col(output_col_)) + "'");
         }
         r.output_tokens = *output_tokens;
-        if (cols.size() == 4 && !cols[3].empty()) {
-            const auto prefix = parse_int(cols[3]);
-            if (!prefix || *prefix < 0) {
-                lines_.fail("prefix_id", "expected an integer >= 0 or nothing, got '" + std::string(cols[3]) + "'");
+        const std::string_view prefix = col(prefix_col_);
+        const std::string_view prefix_tokens_text = col(prefix_tokens_col_);
+        if (prefix.empty()) {
+            if (!prefix_tokens_text.empty()) {
+                lines_.fail("prefix_tokens", "given without a prefix_id on the same line; allowed: empty, or a "
+                                             "prefix_id beside it");
             }
-            r.prompt.push_back({plain_trace_prefix_content(static_cast<std::uint64_t>(*prefix)), *input_tokens});
-        } else {
+            // No prefix information: the prompt is one run shared with nobody, keyed by its line.
             r.prompt.push_back({unique_prompt_content(static_cast<std::uint64_t>(r.line)), *input_tokens});
+            return r;
+        }
+        const core::ContentId shared = prefix_content(prefix);
+        if (prefix_tokens_text.empty()) {
+            r.prompt.push_back({shared, *input_tokens});
+            return r;
+        }
+        const auto shared_tokens = parse_int(prefix_tokens_text);
+        if (!shared_tokens || *shared_tokens < 0 || *shared_tokens > *input_tokens) {
+            lines_.fail("prefix_tokens", fmt::format("expected an integer from 0 to the line's prompt_tokens ({}), "
+                                                     "got '{}'",
+                                                     *input_tokens, prefix_tokens_text));
+        }
+        if (*shared_tokens > 0) {
+            r.prompt.push_back({shared, *shared_tokens});
+        }
+        if (*input_tokens > *shared_tokens) {
+            r.prompt.push_back({unique_prompt_content(static_cast<std::uint64_t>(r.line)), *input_tokens - *shared_tokens});
         }
         return r;
     }
@@ -443,15 +489,51 @@ class PlainCsvReader final : public TraceReader {
     const std::string& path() const override { return lines_.path(); }
 
   private:
-    // The plain format's shared texts get their own tag, so they never meet other kinds of content.
+    // The plain format's shared texts get their own tags, so they never meet other kinds of content: one for ids
+    // that read as integers (the id itself), one for other text (its FNV-1a hash, the same on every platform).
     static constexpr std::uint64_t kPlainPrefixTag = 0x504c41494e000007ULL;
+    static constexpr std::uint64_t kPlainTextPrefixTag = 0x504c41494e545854ULL;
 
-    static constexpr core::ContentId plain_trace_prefix_content(std::uint64_t prefix_id) {
-        return core::ContentId{core::hash_combine(kPlainPrefixTag, prefix_id)};
+    static core::ContentId prefix_content(std::string_view id) {
+        if (const auto number = parse_int(id); number && *number >= 0) {
+            return core::ContentId{core::hash_combine(kPlainPrefixTag, static_cast<std::uint64_t>(*number))};
+        }
+        std::uint64_t h = 0xcbf29ce484222325ULL;  // FNV-1a, 64-bit
+        for (const char c : id) {
+            h = (h ^ static_cast<unsigned char>(c)) * 0x100000001b3ULL;
+        }
+        return core::ContentId{core::hash_combine(kPlainTextPrefixTag, h)};
+    }
+
+    static std::vector<std::string_view> split(std::string_view rest) {
+        std::vector<std::string_view> cols;
+        while (true) {
+            const auto comma = rest.find(',');
+            cols.push_back(trim(rest.substr(0, comma)));
+            if (comma == std::string_view::npos) {
+                return cols;
+            }
+            rest = rest.substr(comma + 1);
+        }
+    }
+
+    // Whether every column from index `given` on is optional (prefix_id or prefix_tokens).
+    [[nodiscard]] bool trailing_optional(int given) const {
+        for (int i = given; i < num_cols_; ++i) {
+            if (i == t_col_ || i == prompt_col_ || i == output_col_) {
+                return false;
+            }
+        }
+        return given < num_cols_;
     }
 
     LineReader lines_;
-    bool has_prefix_ = false;
+    int t_col_ = -1;
+    int prompt_col_ = -1;
+    int output_col_ = -1;
+    int prefix_col_ = -1;
+    int prefix_tokens_col_ = -1;
+    int num_cols_ = 0;
 };
 
 std::string format_names() {

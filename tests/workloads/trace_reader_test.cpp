@@ -3,6 +3,10 @@
 // record is an error naming the file, the line and the field. Fixtures: tests/fixtures/traces/ (hand-made).
 #include "workloads/trace_reader.h"
 
+#include <filesystem>
+#include <fstream>
+#include <vector>
+
 #include "tests/catch.h"
 #include "tests/workloads/workload_test_util.h"
 #include "workloads/content_ids.h"
@@ -187,4 +191,85 @@ TEST_CASE("Trace workload rejects an unknown format and a missing file", "[workl
         file_msg = e.what();
     }
     CHECK(contains(file_msg, "'workload.trace': /nonexistent/x.jsonl: cannot open the trace file: no such file"));
+}
+
+namespace {
+
+// Writes `text` to a temporary plain CSV trace and returns its path.
+std::string plain_trace(const std::string& name, const std::string& text) {
+    const std::string path = (std::filesystem::temp_directory_path() / ("servesim_plain_" + name + ".csv")).string();
+    std::ofstream(path) << text;
+    return path;
+}
+
+std::vector<TraceRecord> read_all(const std::string& path) {
+    auto reader = open_trace(path, "csv");
+    std::vector<TraceRecord> out;
+    while (auto r = reader->next()) {
+        out.push_back(*r);
+    }
+    return out;
+}
+
+std::string plain_error(const std::string& name, const std::string& text) {
+    try {
+        (void)read_all(plain_trace(name, text));
+    } catch (const ConfigError& e) {
+        return e.what();
+    }
+    return "";
+}
+
+}  // namespace
+
+TEST_CASE("Plain CSV trace: prefix_tokens shares only the group's text, the rest is each request's own",
+          "[workloads][trace]") {
+    // Columns in any order. Lines 2 and 3 share document "doc-a": 300 tokens of it, then 200 and 500 of their own.
+    // Line 4 names "doc-a" without prefix_tokens: the document cut at 600 tokens (it shares 300 with the others'
+    // 300-token prefix run, as two runs of one text). Line 5 has no prefix_id: wholly its own.
+    const auto records = read_all(plain_trace("prefix_tokens",
+                                              "prefix_id,t_s,prompt_tokens,output_tokens,prefix_tokens\n"
+                                              "doc-a,0,500,10,300\n"
+                                              "doc-a,0.5,800,10,300\n"
+                                              "doc-a,1.0,600,10,\n"
+                                              ",1.5,100,10,\n"));
+    REQUIRE(records.size() == 4);
+    const core::ContentId doc = records[0].prompt[0].content;
+    CHECK(records[0].prompt == core::TokenContent{{doc, 300}, {unique_prompt_content(2), 200}});
+    CHECK(records[1].prompt == core::TokenContent{{doc, 300}, {unique_prompt_content(3), 500}});
+    CHECK(records[2].prompt == core::TokenContent{{doc, 600}});
+    CHECK(records[3].prompt == core::TokenContent{{unique_prompt_content(5), 100}});
+    CHECK(records[1].arrival.ns() == 500'000'000);
+}
+
+TEST_CASE("Plain CSV trace: string prefix ids are stable texts; integer ids keep their old content",
+          "[workloads][trace]") {
+    const auto a = read_all(plain_trace("ids_a", "t_s,prompt_tokens,output_tokens,prefix_id\n0,64,1,user_a\n"
+                                                 "0,64,1,7\n0,64,1,user_b\n"));
+    const auto b = read_all(plain_trace("ids_b", "t_s,prompt_tokens,output_tokens,prefix_id\n0,64,1,user_a\n"
+                                                 "0,64,1,007\n"));
+    // The same id text in two files is the same content; different texts differ; "007" reads as the integer 7.
+    CHECK(a[0].prompt == b[0].prompt);
+    CHECK_FALSE(a[0].prompt == a[2].prompt);
+    CHECK(a[1].prompt == b[1].prompt);
+    // A 3-column line under a prefix_id header is a prompt of its own, as before.
+    const auto c = read_all(plain_trace("short_line", "t_s,prompt_tokens,output_tokens,prefix_id\n0,64,1\n"));
+    CHECK(c[0].prompt == core::TokenContent{{unique_prompt_content(2), 64}});
+}
+
+TEST_CASE("Plain CSV trace: a bad header or prefix_tokens names the file, line and what is allowed",
+          "[workloads][trace]") {
+    CHECK(contains(plain_error("unknown_col", "t_s,prompt_tokens,output_tokens,session\n0,1,1,x\n"),
+                   ":1: unknown column 'session' in the header; allowed: t_s, prompt_tokens, output_tokens, "
+                   "prefix_id, prefix_tokens"));
+    CHECK(contains(plain_error("missing_col", "t_s,prompt_tokens\n0,1\n"),
+                   ":1: the header has no 'output_tokens' column"));
+    CHECK(contains(plain_error("twice", "t_s,t_s,prompt_tokens,output_tokens\n"), "column 't_s' appears twice"));
+    CHECK(contains(plain_error("tokens_alone", "t_s,prompt_tokens,output_tokens,prefix_tokens\n0,10,1,5\n"),
+                   "a 'prefix_tokens' column needs a 'prefix_id' column"));
+    // More shared tokens than the prompt has: refused with the line's own bound.
+    CHECK(contains(plain_error("too_many", "t_s,prompt_tokens,output_tokens,prefix_id,prefix_tokens\n0,100,1,d,101\n"),
+                   ":2: 'prefix_tokens': expected an integer from 0 to the line's prompt_tokens (100), got '101'"));
+    CHECK(contains(plain_error("no_id", "t_s,prompt_tokens,output_tokens,prefix_id,prefix_tokens\n0,100,1,,50\n"),
+                   ":2: 'prefix_tokens': given without a prefix_id on the same line"));
 }

@@ -96,6 +96,24 @@ TEST_CASE("CLI: a scenario-less run prints its figures; --plot draws PNGs of the
     std::filesystem::remove_all(dir);
 }
 
+TEST_CASE("CLI: an order_only sweep's --plot draws its hit rate against the swept key", "[tools][cli]") {
+    // order_only runs have no timings: plot draws hit_rate.png (vLLM's hit rate and, for hybrids, the attention
+    // layers') instead of the latency and time-series figures.
+    const auto dir = std::filesystem::temp_directory_path() / "servesim_cli_plot_order_only_test";
+    std::filesystem::remove_all(dir);
+    const Ran r = servesim("sweep scenarios/hybrid-policies/mooncake-order-only.yaml --set workload.limit=40 --out '" +
+                           dir.string() + "' --plot");
+    INFO(r.output);
+    REQUIRE(r.status == 0);
+    std::ifstream f(dir / "hit_rate.png", std::ios::binary);
+    std::string magic(8, '\0');
+    f.read(magic.data(), 8);
+    CHECK(magic == "\x89PNG\r\n\x1a\n");
+    CHECK_FALSE(std::filesystem::exists(dir / "latency.png"));
+    CHECK(contains(r.output, "hit_rate.png"));
+    std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 
 namespace {

@@ -3,6 +3,8 @@
   latency.png     TTFT and ITL percentiles, prefix-cache hit rate and throughput, against the swept key (a sweep)
                   or side by side (a run's experiments)
   timeseries.png  waiting queue, running requests, KV-cache usage and the cumulative hit rate over simulated time
+  hit_rate.png    order_only runs (no timings): prefix-cache hit rate as vLLM counts it (and, for hybrids, the
+                  attention layers' own hit rate) against the swept key, or one bar per experiment
 
 One colour per experiment in every panel (shades of it for a sweep's points); titles carry the set-up (model, GPU,
 mean prompt and output lengths, block size); axes carry units; x ticks sit at the swept values.
@@ -78,7 +80,8 @@ def setup_line(rows, ids):
     models = sorted({r.get("model", "") for r in rows} - {""})
     gpus = sorted({r.get("gpu", "") for r in rows} - {""})
     head = " vs ".join(models) if len(models) <= 3 else f"{len(models)} models"
-    head += " on " + (" / ".join(gpus) if gpus else "?")
+    if gpus:
+        head += " on " + " / ".join(gpus)
     for col, label, unit in (
         ("mean_prompt_tokens", "prompts", " tok"),
         ("mean_output_tokens", "outputs", " tok"),
@@ -372,6 +375,62 @@ def plot_timeseries(out_dir, rows, ids, lines, palette, name):
     return path
 
 
+ORDER_ONLY_PANELS = [
+    ("prefix_cache_hit_rate", "prefix-cache hit rate (vLLM's count)"),
+    ("attention_hit_rate", "attention layers' hit rate (hybrids)"),
+]
+
+
+def plot_order_only(rows, ids, out_dir, name):
+    """Hit rate of an order_only run (docs/OUTPUTS.md): lines against the first swept key (its values in the order
+    the sweep lists them, as categories unless every one is a number), or bars when nothing is swept."""
+    groups, swept = series_of(rows, ids)
+    panels = [(c, t) for c, t in ORDER_ONLY_PANELS if any(number(r.get(c)) is not None for r in rows)]
+    if not panels:
+        sys.exit(f"servesim plot: {name}: no hit-rate columns to draw")
+    fig, axes = plt.subplots(1, len(panels), figsize=(6.5 * len(panels), 5.2), squeeze=False)
+    palette = {exp: BASE[i % len(BASE)] for i, exp in enumerate(groups)}
+    if swept:
+        xkey = swept[0]
+        rest = swept[1:]
+        numeric = all(number(r[xkey]) is not None for r in rows)
+        labels = list(dict.fromkeys(r[xkey] for r in rows))
+        xpos = (lambda r: number(r[xkey])) if numeric else (lambda r: labels.index(r[xkey]))
+    for ax, (col, title) in zip(axes.flat, panels):
+        if swept:
+            for exp, grows in groups.items():
+                lines = {}
+                for r in grows:
+                    lines.setdefault(", ".join(f"{c}={r[c]}" for c in rest), []).append(r)
+                for k, (tag, lrows) in enumerate(lines.items()):
+                    pts = [(xpos(r), 100 * number(r.get(col))) for r in lrows if number(r.get(col)) is not None]
+                    if pts:
+                        ax.plot([p[0] for p in pts], [p[1] for p in pts], ["-", "--", ":", "-."][k % 4], marker="o",
+                                ms=4, color=palette[exp], label=exp + (f" ({tag})" if tag else ""))
+            ax.set_xlabel(KEY_LABELS.get(xkey, xkey))
+            set_x_ticks(ax, [xpos(r) for r in rows], numeric, labels)
+        else:
+            names = list(groups)
+            vals = [number(groups[n][0].get(col)) for n in names]
+            ax.bar(range(len(names)), [100 * v if v is not None else 0 for v in vals],
+                   color=[palette[n] for n in names])
+            set_x_ticks(ax, [], False, names)
+        ax.set_title(title)
+        ax.set_ylabel("% of prompt tokens")
+        ax.set_ylim(0, 100)
+        ax.grid(True, alpha=0.3)
+    if swept:
+        handles, labels_ = axes.flat[0].get_legend_handles_labels()
+        fig.legend(handles, labels_, loc="lower center", ncol=min(5, len(handles)), fontsize=9)
+    head, sub = setup_line(rows, ids)
+    fig.suptitle(f"{name}: {head} (order_only: requests replayed in arrival order, no timings)\n{sub}", fontsize=11)
+    fig.tight_layout(rect=(0, 0.08 if swept else 0, 1, 0.9))
+    path = os.path.join(out_dir, "hit_rate.png")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def main(argv):
     if len(argv) != 2:
         sys.exit("usage: servesim plot OUT_DIR")
@@ -388,12 +447,14 @@ def main(argv):
             for k in list(r):
                 if k.endswith("_mean") and k[:-5] + "_min" in r:
                     r.setdefault(k[:-5], r[k])
-    if "ttft_ms_p50" not in rows[0]:
-        sys.exit(f"servesim plot: {summary} has no latency columns (an order_only run? plot it with "
-                 "tools/plot_capacity.py)")
     all_ids = identity_columns(out_dir)
     ids = [c for c in all_ids if c != "seed"]  # timeseries.csv has a seed column with replicates only
     name = os.path.basename(os.path.normpath(out_dir))
+    if "ttft_ms_p50" not in rows[0]:
+        if "prefix_cache_hit_rate" not in rows[0]:
+            sys.exit(f"servesim plot: {summary} has neither latency nor hit-rate columns")
+        print("servesim: wrote " + plot_order_only(rows, ids, out_dir, name), file=sys.stderr)
+        return
     swept = [c for c in ids if c != "experiment"]
     if swept:
         path, lines, palette = plot_sweep(rows, ids, out_dir, name)

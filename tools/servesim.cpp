@@ -40,6 +40,8 @@
 #include "tools/app/launch_command.h"
 #include "tools/app/multi_turn_stats.h"
 #include "tools/app/output.h"
+#include "tools/app/output_inspect.h"
+#include "tools/app/output_vllm_bench.h"
 #include "tools/app/partial_results.h"
 #include "tools/app/scenario.h"
 #include "tools/app/step_costs.h"

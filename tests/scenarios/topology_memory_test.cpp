@@ -12,7 +12,7 @@
 #include "tests/catch.h"
 #include "tests/scenarios/scenario_error_util.h"
 #include "tools/app/experiment.h"
-#include "tools/app/output.h"
+#include "tools/app/output_inspect.h"
 #include "tools/app/scenario.h"
 
 namespace servesim::app {

@@ -1,4 +1,4 @@
-// `cost_model: measured` through the experiment (tools/app/experiment.cpp measured_params): the GPU's own kernel
+// `cost_model: measured` through the experiment (tools/app/experiment_parts.cpp measured_params): the GPU's own kernel
 // table, else the nearest measured GPU's by efficiency transfer, and a clear refusal when no table is built in.
 #include <string>
 

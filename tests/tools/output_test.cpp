@@ -16,6 +16,7 @@
 #include "tests/catch.h"
 #include "tools/app/experiment.h"
 #include "tools/app/output.h"
+#include "tools/app/output_vllm_bench.h"
 #include "tools/app/scenario.h"
 
 namespace servesim::app {

@@ -1,4 +1,4 @@
-// Client time-outs as a user meets them through the servesim binary (tools/app/output.cpp, experiment.cpp):
+// Client time-outs as a user meets them through the servesim binary (tools/app/output_fields.cpp, experiment.cpp):
 // `requests_timed_out` appears in table, CSV and JSON with the same value when the workload sets request_timeout and
 // not otherwise; the run warns and its status says so; --format vllm-bench counts the time-outs in `failed`; a run
 // without a scenario file takes the key through --set; a bad value, a disaggregated run and an order-only replay

@@ -12,6 +12,7 @@
 #include "tools/app/executor.h"
 #include "tools/app/experiment.h"
 #include "tools/app/output.h"
+#include "tools/app/output_vllm_bench.h"
 #include "tools/app/partial_results.h"
 #include "tools/app/result_codec.h"
 #include "tools/app/scenario.h"

@@ -2,7 +2,7 @@
 // (sim/engine/host_work.h) fitted from measured decode step times, as what they hold beyond the roofline's GPU time
 // and the host model's other terms (calibration::fit_host_work; docs/HOST-WORK.md): host_step_us and
 // host_per_request_us from steps measured without async scheduling, host_exposed_us from steps measured with it. Also the roofline's parameters from a GPU file, shared with
-// experiment.cpp.
+// experiment_prepare.cpp.
 #pragma once
 
 #include <iosfwd>

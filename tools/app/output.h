@@ -1,7 +1,8 @@
-// Output formats (DESIGN §6): a side-by-side table for people, CSV (one flat row per experiment or sweep point,
-// swept keys as the first columns) and JSON (one object per experiment, nested distributions) for tools. Results go
-// to stdout or files; diagnostics and progress go to stderr. Numbers are printed with fixed rules so equal inputs
-// give byte-identical outputs.
+// Output formats (DESIGN §6): a side-by-side table for people (output_table.cpp), CSV (one flat row per experiment
+// or sweep point, swept keys as the first columns) and JSON (one object per experiment, nested distributions) for
+// tools (output.cpp), all from the same flat columns (output_fields.h). vllm bench serve's result JSON is
+// output_vllm_bench.h, `servesim inspect`'s text output_inspect.h. Results go to stdout or files; diagnostics and
+// progress go to stderr. Numbers are printed with fixed rules so equal inputs give byte-identical outputs.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -12,8 +13,6 @@
 #include <variant>
 #include <vector>
 
-#include "models/model_spec.h"
-#include "sim/cache/memory_plan.h"
 #include "tools/app/experiment.h"
 
 namespace servesim::app {
@@ -50,34 +49,11 @@ inline constexpr std::array<const char*, 5> kBistableFigures = {"prefix_cache_hi
                                                                 "e2e_ms_p50", "throughput_rps"};
 [[nodiscard]] std::optional<std::size_t> bimodal_split(std::vector<double> values, double min_range = 0);
 
-// `--format vllm-bench`: the result JSON `vllm bench serve --save-result` writes (vllm/benchmarks/serve.py
-// benchmark and calculate_metrics), one object per experiment run. `percentile_metrics` ⊆ {ttft, tpot, itl, e2el}
-// (--percentile-metrics, default ttft,tpot,itl), `metric_percentiles` in [0, 100] (--metric-percentiles, default 99).
-struct BenchOptions {
-    std::vector<std::string> percentile_metrics = {"ttft", "tpot", "itl"};
-    std::vector<double> metric_percentiles = {99};
-};
-
-// Parses the two flags' comma-separated values; a bad name or number throws ConfigError naming the flag.
-[[nodiscard]] BenchOptions parse_bench_options(const std::string& percentile_metrics,
-                                               const std::string& metric_percentiles);
-
-[[nodiscard]] nlohmann::ordered_json to_vllm_bench(const ExperimentResult& r, const BenchOptions& options);
-
-// One experiment run: its object; several (experiments, sweep points, replicates): an array of them.
-[[nodiscard]] std::string format_vllm_bench(const std::vector<ExperimentResult>& results, const BenchOptions& options);
-// The percentiles the vllm-bench result can give (pooled ITLs: p50, p90 and p99 only); called before simulating, so a
-// request it cannot answer is refused before the run, not after it.
-void check_bench_percentiles(const BenchOptions& options);
-
 // run: figures as rows, experiments as columns; sweep: one row per point with the main figures.
 [[nodiscard]] std::string format_table(const std::vector<ExperimentResult>& results, bool sweep);
 
 // Fixed-point text for a number, never an exponent. `decimals` < 0: up to 6 decimals, trailing zeros dropped (CSV).
 [[nodiscard]] std::string number_text(double v, int decimals);
-
-// numpy's np.percentile (method "linear") over ascending, non-empty `sorted`.
-[[nodiscard]] double np_percentile(const std::vector<double>& sorted, double q);
 
 // A CSV field: quoted (with doubled quotes) when it holds a comma, a quote or a newline.
 [[nodiscard]] std::string csv_escape(const std::string& s);
@@ -85,15 +61,5 @@ void check_bench_percentiles(const BenchOptions& options);
 // `--out DIR`: creates the folder and writes a probe file in it, so that a run never ends on "cannot write"; throws
 // ConfigError naming the folder when it cannot be created or written. Called before anything is simulated.
 void check_out_dir(const std::string& out_dir);
-
-// `servesim inspect`: what vLLM's start-up log would say.
-[[nodiscard]] nlohmann::ordered_json inspect_json(const models::ModelSpec& model, const std::string& gpu,
-                                                  const cache::MemoryPlan& plan);
-
-// `servesim inspect SCENARIO`: each experiment's replicas as they start — the topology GPUs under each, its device
-// memory (cluster.topology's, beside the catalog GPU's when they differ) and the KV cache vLLM sizes from it.
-[[nodiscard]] std::string inspect_placement(const PreparedExperiment& p);
-[[nodiscard]] std::string inspect_table(const models::ModelSpec& model, const std::string& gpu,
-                                        const cache::MemoryPlan& plan);
 
 }  // namespace servesim::app

@@ -16,6 +16,7 @@
 #include "common/input_file.h"
 #include "sim/core/rng.h"
 #include "tools/app/output.h"
+#include "tools/app/output_vllm_bench.h"
 #include "workloads/arrival_process.h"
 #include "workloads/trace_reader.h"
 

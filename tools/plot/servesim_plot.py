@@ -12,7 +12,7 @@ mean prompt and output lengths, block size); axes carry units; x ticks sit at th
 Run by `servesim plot OUT_DIR` (or `servesim run/sweep --out DIR --plot`) as `/usr/bin/python3 -I -S` with Debian's
 python3-matplotlib: -I ignores PYTHON* variables and the user's site-packages, -S skips site-packages altogether, and
 the lines below add back only Debian's dist-packages, so a user's own python3, pip packages or matplotlibrc cannot
-change or break the plots. Reads summary.csv and timeseries.csv as tools/app/output.cpp writes them.
+change or break the plots. Reads summary.csv and timeseries.csv as tools/app/output.cpp writes them (columns: output_fields.cpp).
 """
 import sys
 
@@ -33,7 +33,7 @@ matplotlib.rcdefaults()  # ignore any matplotlibrc
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator, NullLocator  # noqa: E402
 
-# Column order of output.cpp: identity columns (experiment, swept keys) come before "model" (or "gpu" when the
+# Column order of output_fields.cpp: identity columns (experiment, swept keys) come before "model" (or "gpu" when the
 # model is swept); timeseries.csv names them between "name" and "t_s".
 FAMILIES = ["Blues", "Oranges", "Greens", "Reds", "Purples", "Greys", "YlOrBr", "PuRd"]
 BASE = plt.get_cmap("tab10").colors

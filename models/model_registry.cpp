@@ -65,6 +65,7 @@ constexpr HfRepo kHfRepos[] = {
     {"MiniMaxAI/MiniMax-M2.5", "MiniMax-M2.5"},
     {"nvidia/Nemotron-H-8B-Base-8K", "Nemotron-H-8B"},
     {"deepseek-ai/DeepSeek-V2-Lite", "DeepSeek-V2-Lite"},
+    {"deepseek-ai/DeepSeek-V3", "DeepSeek-V3"},
     {"deepseek-ai/DeepSeek-V2-Lite-Chat", "DeepSeek-V2-Lite"},
 };
 

@@ -627,6 +627,7 @@ MemoryPlan plan_memory(const models::ModelSpec& model, const MemoryPlanRequest& 
         req.vllm_version.kv_budget_subtracts_cudagraph_estimate()
             ? cudagraph_memory_estimate_bytes(model, plan.max_num_batched_tokens, plan.max_num_seqs, tp)
             : 0);
+    plan.gpu_memory_bytes = req.gpu_memory_bytes;
     plan.requested_memory_bytes =
         static_cast<std::int64_t>(std::ceil(static_cast<double>(req.gpu_memory_bytes) * plan.gpu_memory_utilization));
     if (req.kv_cache_memory_bytes) {

@@ -117,6 +117,7 @@ struct MemoryPlan {
     int expert_parallel_size = 1;
 
     // Memory budget (bytes).
+    std::int64_t gpu_memory_bytes = 0;        // the card's total (per rank)
     std::int64_t requested_memory_bytes = 0;  // ceil(total × utilization)
     std::int64_t weight_bytes = 0;
     std::int64_t activation_peak_bytes = 0;  // the profile run's torch peak: max(encoder, decoder + encoder outputs)

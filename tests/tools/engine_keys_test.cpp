@@ -88,6 +88,13 @@ TEST_CASE("Engine keys: sizes take the same units everywhere", "[tools][engine_k
     CHECK(bytes("512MiB") == 512LL << 20);
     CHECK(bytes("1.5GiB") == 3LL << 29);
     CHECK(bytes("12884901888") == 12LL << 30);
+    // A plain number is bytes (vLLM's --kv-cache-memory-bytes); below a MiB it is a forgotten unit, refused with
+    // the likely meaning. With an explicit unit it is taken as written.
+    CHECK(message_of([] { (void)bytes("12"); }) ==
+          "'12' is 12 bytes (a plain number is bytes, as in vLLM), too small to hold one KV block; did you mean "
+          "12GiB?");
+    CHECK(bytes("1048576") == 1LL << 20);
+    CHECK(bytes("100B") == 100);
     const std::string m = message_of([] { (void)bytes("12 gigs"); });
     CHECK(m.find("expected a size") != std::string::npos);
     // --kv-offloading-size is in GiB as vLLM means it: 60 is 60 GiB, and 64GB is 59.6 GiB.

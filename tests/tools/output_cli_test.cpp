@@ -135,3 +135,25 @@ TEST_CASE("CLI output: --format multi-turn-bench prints the multi-turn benchmark
 }
 
 }  // namespace
+
+namespace {
+
+TEST_CASE("CLI output: a KV pool the GPU could not hold is run as a what-if, with a warning that says so",
+          "[tools][cli][output]") {
+    // engine.kv_cache_memory_bytes is used as written (vLLM skips its memory profile). 500 GiB plus Qwen3-4B's
+    // 7.5 GiB of bf16 weights exceed the H100 SXM's 79.1 GiB (84,932,978,278 bytes, calibration/gpus/H100-SXM.yaml).
+    const Ran r = servesim("run --model Qwen3-4B --gpu H100 --kv-cache-memory-bytes 500GiB --num-prompts 10");
+    INFO(r.output);
+    CHECK(r.status == 0);
+    CHECK(contains(r.output, "servesim: warning: experiment 'command-line': engine.kv_cache_memory_bytes: a 500.0 GiB "
+                             "pool and 7.5 GiB of weights exceed the GPU's 79.1 GiB; vLLM could not allocate it"));
+    // 60 GiB fits beside the weights: no warning.
+    const Ran fits = servesim("run --model Qwen3-4B --gpu H100 --kv-cache-memory-bytes 60GiB --num-prompts 10");
+    CHECK_FALSE(contains(fits.output, "could not allocate"));
+    // A plain number is bytes: 12 is refused before anything runs, with the likely meaning.
+    const Ran tiny = servesim("run --model Qwen3-4B --gpu H100 --kv-cache-memory-bytes 12 --num-prompts 10");
+    CHECK(tiny.status == 2);
+    CHECK(contains(tiny.output, "too small to hold one KV block; did you mean 12GiB?"));
+}
+
+}  // namespace

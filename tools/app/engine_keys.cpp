@@ -443,6 +443,13 @@ EngineValue parse_value(const ValueSpec& spec, const std::string& raw) {
             std::optional<double> bytes = with_byte_unit(text);
             if (!bytes) {
                 if (const auto n = plain_number(text)) {
+                    // A plain number is bytes, as vLLM reads --kv-cache-memory-bytes; below a mebibyte it holds not
+                    // one KV block of any model vLLM serves, so it is a forgotten unit, not a pool size.
+                    if (spec.kind == ValueKind::Bytes && *n > 0 && *n < 1024.0 * 1024.0) {
+                        throw ConfigError(fmt::format("'{}' is {} bytes (a plain number is bytes, as in vLLM), too "
+                                                      "small to hold one KV block; did you mean {}GiB?",
+                                                      text, text, text));
+                    }
                     bytes = spec.kind == ValueKind::GiB ? *n * kGiB : *n;
                 } else {
                     bytes = human_readable(text);

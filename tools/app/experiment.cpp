@@ -169,6 +169,19 @@ void assess_result(ExperimentResult& r) {
     if (!r.profile_mismatch.empty()) {
         r.warnings.push_back("allow_profile_mismatch: " + r.profile_mismatch);
     }
+    // A pool given by engine.kv_cache_memory_bytes is used as written (vLLM skips the memory profile), and the
+    // planner allows pools past the card for what-if studies (sim/cache/memory_plan.cpp); say when vLLM itself
+    // could not allocate it: the KV tensors and the weights do not fit the GPU.
+    if (const auto& p = r.plan;
+        p.kv_cache_memory_overridden && p.gpu_memory_bytes > 0 && p.kv_cache_memory_bytes + p.weight_bytes > p.gpu_memory_bytes) {
+        constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+        r.warnings.push_back(fmt::format(
+            "engine.kv_cache_memory_bytes: a {:.1f} GiB pool and {:.1f} GiB of weights exceed the GPU's {:.1f} GiB; "
+            "vLLM could not allocate it, so these figures are a what-if (leave the key out for the pool vLLM's "
+            "memory profile would give)",
+            static_cast<double>(p.kv_cache_memory_bytes) / kGiB, static_cast<double>(p.weight_bytes) / kGiB,
+            static_cast<double>(p.gpu_memory_bytes) / kGiB));
+    }
     // The status: the first rule that applies (docs/OUTPUTS.md "Status", tools/app/run_status.h); its reason is the
     // status_reason and, as every other rule that applies, a warning.
     auto set_status = [&](RunStatus status, const std::string& reason) {

@@ -27,6 +27,10 @@ struct VllmVersion {
     // --- start-up memory and defaults ---
     // PR #41069 (0.21): "GPU KV cache size" = max concurrency × max_model_len.
     [[nodiscard]] constexpr bool kv_size_from_concurrency() const { return at_least(0, 21); }
+    // PR #51726 (upstream 4988df2eb, merged 2026-08-11: after #50991, which 0.28.0 has, before #52216, which it has
+    // not; servesim takes 0.29, uncertain): EngineArgs.get_batch_defaults gives a GPU with >= 160 GiB of total memory
+    // (B200, B300, MI300X…) max_num_batched_tokens 16384 for the API server (before: 8192, as for H100/H200).
+    [[nodiscard]] constexpr bool batch_tokens_16k_on_160gib_gpus() const { return at_least(0, 29); }
     // PR #38284 (0.21): gpu_memory_utilization defaults to 0.92.
     [[nodiscard]] constexpr double default_gpu_memory_utilization() const { return at_least(0, 21) ? 0.92 : 0.90; }
 

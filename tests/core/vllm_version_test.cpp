@@ -78,6 +78,7 @@ TEST_CASE("vLLM version: 0.31 to 0.34 switch no modelled rule (docs/VLLM-VERSION
         CHECK(v.offload_prompt_only_by_default() == base.offload_prompt_only_by_default());
         CHECK(v.offload_supports_mamba_align() == base.offload_supports_mamba_align());
         CHECK(v.kv_budget_subtracts_cudagraph_estimate() == base.kv_budget_subtracts_cudagraph_estimate());
+        CHECK(v.batch_tokens_16k_on_160gib_gpus() == base.batch_tokens_16k_on_160gib_gpus());
     }
 }
 

@@ -183,6 +183,7 @@ int cmd_validate(const std::vector<std::string>& args, app::Executor& executor,
     std::vector<std::string> runs;
     std::string format = "table";
     std::string out_dir;
+    std::string metrics_after, metrics_before;
     ReplayOptions replay;
     replay.engine_overrides = flags.overrides;
     int jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -197,7 +198,12 @@ int cmd_validate(const std::vector<std::string>& args, app::Executor& executor,
                                                     "measured run (repeatable; also positional)")(
         "format", po::value<std::string>(&format), "table (default), csv or json")(
         "out", po::value<std::string>(&out_dir), "also write validation.{txt,csv,json} into this folder")(
-        "plot", "with --out: also draw validation.png (predicted / measured per run)");
+        "plot", "with --out: also draw validation.png (predicted / measured per run)")(
+        "metrics-after", po::value<std::string>(&metrics_after),
+        "the server's /metrics text saved after the load (curl http://HOST:PORT/metrics > after.prom): its "
+        "prefix-cache hit rate, preemptions and KV usage beside the replay's (one RUN)")(
+        "metrics-before", po::value<std::string>(&metrics_before),
+        "the same saved before the load; without it the counters count from the server's start");
     opts.add(replay_options(replay, jobs));
     po::positional_options_description pos;
     pos.add("run", -1);
@@ -223,6 +229,24 @@ int cmd_validate(const std::vector<std::string>& args, app::Executor& executor,
     if (vm.count("plot") && out_dir.empty()) {
         throw ConfigError("command line: --plot: needs --out DIR (the folder the PNG is drawn from and into)");
     }
+    if (!metrics_before.empty() && metrics_after.empty()) {
+        throw ConfigError("command line: --metrics-before: needs --metrics-after FILE (the dump taken after the load)");
+    }
+    // The hit-rate check (docs/HIT-RATE-CHECK.md): both dumps read and checked before
+    // anything is simulated.
+    std::optional<app::ServerMetricsDelta> server;
+    if (!metrics_after.empty()) {
+        if (expand_runs(runs).size() != 1) {
+            throw ConfigError(fmt::format("command line: --metrics-after: the dump covers one server's load, so give "
+                                          "exactly one RUN (got {})",
+                                          expand_runs(runs).size()));
+        }
+        std::optional<app::ServerMetrics> before;
+        if (!metrics_before.empty()) {
+            before = app::read_server_metrics(metrics_before);
+        }
+        server = app::server_metrics_delta(before, app::read_server_metrics(metrics_after));
+    }
     if (!out_dir.empty()) {
         app::check_out_dir(out_dir);
     }
@@ -238,6 +262,9 @@ int cmd_validate(const std::vector<std::string>& args, app::Executor& executor,
     app::ValidationReport report;
     for (std::size_t i = 0; i < results.size(); ++i) {
         report.runs.push_back(app::compare_run(measured[i], results[i]));
+        if (server) {
+            app::add_server_metrics(report.runs.back(), *server, results[i]);
+        }
     }
     report.overall = app::overall_errors(report.runs);
     std::cout << app::format_validation(report, format);

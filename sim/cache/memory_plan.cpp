@@ -392,7 +392,13 @@ MemoryPlan plan_memory(const models::ModelSpec& model, const MemoryPlanRequest& 
             "(max_position_embeddings={} in model '{}')",
             plan.max_model_len, model.max_position_embeddings, model.name));
     }
-    const std::int64_t default_batched_tokens = req.gpu_is_large_for_defaults ? 8192 : 2048;
+    // EngineArgs.get_batch_defaults, API server: 2048 tokens; 8192 on a GPU of >= 70 GiB that is not an A100; from
+    // PR #51726 16384 on one of >= 160 GiB (its total memory, GiB = 2^30), checked first.
+    const bool gpu_has_160_gib = req.gpu_memory_bytes >= 160LL * 1024 * 1024 * 1024;
+    const std::int64_t default_batched_tokens =
+        req.vllm_version.batch_tokens_16k_on_160gib_gpus() && gpu_has_160_gib ? 16384
+        : req.gpu_is_large_for_defaults                                         ? 8192
+                                                                                : 2048;
     plan.max_num_batched_tokens = req.max_num_batched_tokens.value_or(
         req.enable_chunked_prefill ? default_batched_tokens : std::max(plan.max_model_len, default_batched_tokens));
     if (!req.enable_chunked_prefill && plan.max_num_batched_tokens < plan.max_model_len) {

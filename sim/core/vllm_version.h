@@ -27,6 +27,10 @@ struct VllmVersion {
     // --- start-up memory and defaults ---
     // PR #41069 (0.21): "GPU KV cache size" = max concurrency × max_model_len.
     [[nodiscard]] constexpr bool kv_size_from_concurrency() const { return at_least(0, 21); }
+    // PR #51726 (upstream 4988df2eb, merged 2026-08-11: after #50991, which 0.28.0 has, before #52216, which it has
+    // not; servesim takes 0.29, uncertain): EngineArgs.get_batch_defaults gives a GPU with >= 160 GiB of total memory
+    // (B200, B300, MI300X…) max_num_batched_tokens 16384 for the API server (before: 8192, as for H100/H200).
+    [[nodiscard]] constexpr bool batch_tokens_16k_on_160gib_gpus() const { return at_least(0, 29); }
     // PR #38284 (0.21): gpu_memory_utilization defaults to 0.92.
     [[nodiscard]] constexpr double default_gpu_memory_utilization() const { return at_least(0, 21) ? 0.92 : 0.90; }
 
@@ -73,11 +77,13 @@ struct VllmVersion {
     // VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS defaults to 1 "since v0.21.0" (vllm/envs.py; the start-up log says
     // so): Worker.determine_available_memory subtracts GPUModelRunner.profile_cudagraph_memory from the KV budget.
     [[nodiscard]] constexpr bool kv_budget_subtracts_cudagraph_estimate() const { return at_least(0, 21); }
+    // 0.31 to 0.34 add no switch: no change to a rule servesim models was found in them (docs/VLLM-VERSIONS.md,
+    // "Releases 0.31 to 0.34", lists the pull requests checked and why each moves nothing servesim predicts).
 };
 
 // The range of releases whose rules servesim models, and the default (the newest).
 inline constexpr VllmVersion kOldestModelled{0, 18, 0};
-inline constexpr VllmVersion kNewestModelled{0, 30, 0};
+inline constexpr VllmVersion kNewestModelled{0, 34, 0};
 
 // Parses "0.26", "0.26.0" or "0.25.1". Throws ConfigError (without a key prefix: callers add file and key) for
 // malformed text or a release outside the modelled range, naming the range.

@@ -19,7 +19,7 @@ TEST_CASE("CLI: --version names the release, the commit and the default vLLM ver
     INFO(r.output);
     CHECK(r.status == 0);
     CHECK(r.output.starts_with("servesim 0.1.0 (git "));
-    CHECK(contains(r.output, "vLLM rules: 0.30 by default; modelled releases 0.18 to 0.30"));
+    CHECK(contains(r.output, "vLLM rules: 0.34 by default; modelled releases 0.18 to 0.34"));
 }
 
 TEST_CASE("CLI: help COMMAND shows the command's options, engine flags as vLLM spells them", "[tools][cli]") {

@@ -238,5 +238,26 @@ TEST_CASE("Memory: the one-request fit check counts the padding layers' pages", 
     CHECK_THROWS_AS(cache::plan_memory(model, req), ConfigError);
 }
 
+TEST_CASE("Batch defaults: 16,384 tokens on a GPU of >= 160 GiB from vLLM PR #51726 (servesim: 0.29)",
+          "[tools][rule18]") {
+    // EngineArgs.get_batch_defaults (API server): B200 reports 191,555,541,401 B = 178.4 GiB >= 160 GiB → 16,384
+    // tokens and 1,024 sequences from 0.29; 8,192 before (the >= 70 GiB, not-A100 tier). H200 (141 GB = 131 GiB)
+    // stays at 8,192 either way; an explicit value wins.
+    const auto plan_at = [](const std::string& gpu, const std::string& version) {
+        EngineSettings e;
+        e.vllm_version = version;
+        return plan_for("Qwen3-4B", gpu, e);
+    };
+    REQUIRE(calibration::find_gpu("B200").memory_bytes == 191555541401);
+    CHECK(plan_at("B200", "0.29").max_num_batched_tokens == 16384);
+    CHECK(plan_at("B200", "0.34").max_num_batched_tokens == 16384);
+    CHECK(plan_at("B200", "0.34").max_num_seqs == 1024);
+    CHECK(plan_at("B200", "0.28").max_num_batched_tokens == 8192);
+    CHECK(plan_at("H200", "0.34").max_num_batched_tokens == 8192);
+    EngineSettings given;
+    given.max_num_batched_tokens = 4096;
+    CHECK(plan_for("Qwen3-4B", "B200", given).max_num_batched_tokens == 4096);
+}
+
 }  // namespace
 }  // namespace servesim::app

@@ -1,6 +1,7 @@
 // What a run reports (tools/app/output, tools/app/experiment; docs/OUTPUTS.md): a status and a warning for every
 // run that measured less than it seems to, missing figures printed as missing (never 0), what produced the answer,
 // columns that mean one thing, goodput and the `vllm bench serve` result JSON on a hand-timed run, replicates.
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -130,6 +131,35 @@ workload: {type: synthetic, prompt_tokens: 100, output_tokens: 10, arrival: pois
     CHECK(csv_value(format_csv(results), "requests_sent", 1) == "0");
 }
 
+TEST_CASE("Output: prefix caching that can never hit is a warning (vLLM issue #48401)", "[tools][output]") {
+    // Nemotron-H-8B on an H200 (0.34: prefix caching on, align): attention block 1,040 (docs/VLLM-VERSIONS.md).
+    // A hit needs a prompt of B + 1 = 1,041 tokens (full blocks only, one token short of the prompt), and a prompt
+    // is at most max_model_len − 1: max_model_len 1,041 allows 1,040-token prompts, never a hit → warned;
+    // 1,042 allows a 1,041-token prompt that can hit the first block → no warning.
+    const auto with_len = [](int max_model_len) {
+        return run_text(fmt::format(R"(
+name: inert
+model: Nemotron-H-8B
+gpu: H200
+engine: {{max_model_len: {}}}
+workload: {{type: synthetic, prompt_tokens: 900, output_tokens: 10, arrival: poisson, rate: 5, num_requests: 6}}
+)",
+                                    max_model_len))
+            .front();
+    };
+    const ExperimentResult inert = with_len(1041);
+    REQUIRE(inert.plan.block_size == 1040);
+    const std::string expected =
+        "prefix caching can never hit: the attention block (1,040 tokens) leaves no room for a cached block and a "
+        "token after it within max_model_len 1,041 (vLLM caches full blocks only and does not warn, vLLM issue "
+        "#48401); raise max_model_len to at least 1,042 or lower the block size";
+    CHECK(std::find(inert.warnings.begin(), inert.warnings.end(), expected) != inert.warnings.end());
+    const ExperimentResult ok = with_len(1042);
+    for (const auto& w : ok.warnings) {
+        CHECK(w.find("can never hit") == std::string::npos);
+    }
+}
+
 // 3,000 requests of 4,000 + 200 tokens at 200 req/s on one H200: far beyond what one replica serves.
 const char* kOverloaded = R"(
 name: over
@@ -218,7 +248,7 @@ workload: {type: synthetic, prompt_tokens: 100, output_tokens: 10, arrival: pois
     CHECK(csv.find("model: the profile was measured for 'Qwen3-4B', the experiment runs 'Qwen3-8B'") !=
           std::string::npos);
     CHECK(csv_value(csv, "cost_model", 1).rfind("profile calibration/profiles/h200/Qwen3-4B.yaml", 0) == 0);
-    CHECK(csv_value(csv, "vllm_version", 1) == "0.30");
+    CHECK(csv_value(csv, "vllm_version", 1) == "0.34");  // the default, the newest modelled release
 }
 
 const char* kBlockSweep = R"(

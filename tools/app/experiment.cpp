@@ -182,6 +182,17 @@ void assess_result(ExperimentResult& r) {
             static_cast<double>(p.kv_cache_memory_bytes) / kGiB, static_cast<double>(p.weight_bytes) / kGiB,
             static_cast<double>(p.gpu_memory_bytes) / kGiB));
     }
+    // Prefix caching that can never hit (vLLM issue #48401, NemotronH Super: attention block 8,320 > max_model_len
+    // 4,096, 0 hits, no warning from vLLM; #48402 would add one). Only full blocks are cached and a hit stops one
+    // token short of the prompt (KVCacheManager.get_computed_blocks), so a hit needs a prompt of at least B + 1
+    // tokens, and a prompt is at most max_model_len − 1 (one output token must fit): no hit when B > max_model_len − 2.
+    if (r.plan.enable_prefix_caching && r.plan.block_size > r.plan.max_model_len - 2) {
+        r.warnings.push_back(fmt::format(
+            "prefix caching can never hit: the attention block ({} tokens) leaves no room for a cached block and a "
+            "token after it within max_model_len {} (vLLM caches full blocks only and does not warn, vLLM issue "
+            "#48401); raise max_model_len to at least {} or lower the block size",
+            thousands(r.plan.block_size), thousands(r.plan.max_model_len), thousands(r.plan.block_size + 2)));
+    }
     // The status: the first rule that applies (docs/OUTPUTS.md "Status", tools/app/run_status.h); its reason is the
     // status_reason and, as every other rule that applies, a warning.
     auto set_status = [&](RunStatus status, const std::string& reason) {

@@ -11,6 +11,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <stdexcept>
 
 #include "common/error.h"
 #include "common/input_file.h"
@@ -688,6 +689,47 @@ RunComparison compare_run(const MeasuredRun& run, const ExperimentResult& result
     return c;
 }
 
+void add_server_metrics(RunComparison& c, const ServerMetricsDelta& server, const ExperimentResult& result) {
+    if (c.windows.empty() || c.windows.front().window != "all") {
+        throw std::logic_error("add_server_metrics: the comparison has no window \"all\"");
+    }
+    WindowComparison& all = c.windows.front();
+    const auto& s = result.sim.summary;
+    // The replay's counters follow vLLM's (PrefixCacheStats: every lookup of a request not preempted, tokens).
+    std::optional<double> predicted_rate;
+    if (s.prefix_cache_queries > 0) {
+        predicted_rate = 100.0 * static_cast<double>(s.prefix_cache_hits) / static_cast<double>(s.prefix_cache_queries);
+    }
+    std::optional<double> measured_rate;
+    if (const auto r = server.hit_rate()) {
+        measured_rate = 100.0 * *r;
+    } else {
+        c.notes.push_back("the server queried no prefix-cache token between the dumps (prefix caching off, or no "
+                          "request in between): no measured hit rate");
+    }
+    all.metrics.push_back(MetricComparison{"hit_rate_pct", measured_rate, predicted_rate});
+    all.metrics.push_back(MetricComparison{"cache_queries", server.prefix_cache_queries,
+                                           static_cast<double>(s.prefix_cache_queries)});
+    all.metrics.push_back(
+        MetricComparison{"cache_hits", server.prefix_cache_hits, static_cast<double>(s.prefix_cache_hits)});
+    if (server.preemptions) {
+        all.metrics.push_back(
+            MetricComparison{"preemptions", server.preemptions, static_cast<double>(s.preemptions)});
+    }
+    if (server.request_success) {
+        all.metrics.push_back(MetricComparison{"server_success", server.request_success,
+                                               static_cast<double>(s.num_requests_finished)});
+    }
+    if (server.kv_cache_usage) {
+        all.metrics.push_back(MetricComparison{"kv_usage_pct", 100.0 * *server.kv_cache_usage, std::nullopt});
+        c.notes.push_back(fmt::format(
+            "kv_usage_pct is vllm:kv_cache_usage_perc at the moment of the scrape, not compared: the replay's KV usage "
+            "over the run was {:.1f} % on average and {:.1f} % at most (cached blocks nobody holds count as free in "
+            "both)",
+            100.0 * s.kv_usage_mean, 100.0 * s.kv_usage_max));
+    }
+}
+
 std::vector<OverallError> overall_errors(const std::vector<RunComparison>& runs) {
     std::vector<std::string> order;
     struct Acc {
@@ -810,7 +852,11 @@ std::string format_validation(const ValidationReport& report, const std::string&
                          "error");
         for (const auto& w : r.windows) {
             for (const auto& m : w.metrics) {
-                const int d = (m.metric == "completed" || m.metric == "failed" || m.metric == "kv_blocks") ? 0 : 3;
+                const int d = (m.metric == "completed" || m.metric == "failed" || m.metric == "kv_blocks" ||
+                               m.metric == "cache_queries" || m.metric == "cache_hits" ||
+                               m.metric == "preemptions" || m.metric == "server_success")
+                                  ? 0
+                                  : 3;
                 const auto e = m.error_pct();
                 o << fmt::format("  {:<10} {:<20} {:>14} {:>14} {:>9}\n", w.window, m.metric, cell(m.measured, d),
                                  cell(m.predicted, d), e ? fmt::format("{:+.1f}%", *e) : "—");

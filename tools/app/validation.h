@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "tools/app/experiment.h"
+#include "tools/app/server_metrics.h"
 
 namespace servesim::app {
 
@@ -118,6 +119,12 @@ struct ValidationReport {
 
 // The comparison of one run with its simulated replay.
 [[nodiscard]] RunComparison compare_run(const MeasuredRun& run, const ExperimentResult& result);
+
+// The hit-rate check against a live server (`validate --metrics-after`, docs/HIT-RATE-CHECK.md): appends to window
+// "all" the server's prefix-cache hit rate (hit_rate_pct), the queried and hit tokens (cache_queries, cache_hits),
+// preemptions and successful requests (server_success) beside the replay's, and the KV-usage gauge as measured only
+// (a gauge is one instant; the replay's mean and max go into a note).
+void add_server_metrics(RunComparison& c, const ServerMetricsDelta& server, const ExperimentResult& result);
 
 // Overall errors per metric (window "all") over the runs, split by overloaded.
 [[nodiscard]] std::vector<OverallError> overall_errors(const std::vector<RunComparison>& runs);

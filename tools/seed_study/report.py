@@ -518,7 +518,7 @@ def main():
                   "`calibration/profiles/h200/` (run_all.sh skips it otherwise).\n")
     vv = rows(out, "vllm-versions")
     if vv:
-        md.append("## 11. The same hybrid workload under each vLLM release's rules (0.22 … 0.30)\n")
+        md.append("## 11. The same hybrid workload under each vLLM release's rules (0.22 … 0.34)\n")
         md.append("`scenarios/seed-study/vllm-versions.yaml`: Qwen3.5-4B on the study's RTX 3090 (fitted profile, logged "
                   "10.26 GiB pool), 20 tenants at 6 req/s, 6-turn dialogues, swept over `engine.vllm_version`. "
                   "Every rule that changes between releases is listed in `docs/VLLM-VERSIONS.md` with its PR.\n")
@@ -550,7 +550,10 @@ def main():
                   "longer in the LRU queue (study prompt +7.6 points). The 1,000-token variant loses 1.3 points instead: "
                   "fewer states are kept, and here that costs more hits than the longer-lived prefixes give back (which "
                   "lost states they are was not traced). Turning the rule off (`prefix_cache_retention_interval: none`) "
-                  "restores the 0.28 figures exactly in both.\n")
+                  "restores the 0.28 figures exactly in both.\n"
+                  "- **0.31 to 0.34: no step.** No rule servesim models changed in these releases (docs/VLLM-VERSIONS.md, "
+                  "\"Releases 0.31 to 0.34\", lists what was checked, and #61050 of 0.33 as the one change whose rule "
+                  "could not be read), so their rows repeat 0.30's.\n")
     cl = rows(out, "clients")
     if cl:
         md.append("## 12. The tenant sweep under each client the study's description allows, 5 seeds each\n")

@@ -465,7 +465,7 @@ std::pair<double, double> MeasuredCostModel::attention_us(const BatchShape& s) c
 }
 
 StepCost MeasuredCostModel::step_cost(const BatchShape& s) const {
-    // The untimed terms (GDN / Mamba scans, snapshots, all-reduces) as the roofline has them. The roofline's kernel
+    // The untimed terms (GDN / Mamba scans, all-reduces) as the roofline has them. The roofline's kernel
     // boundaries (RooflineParams::kernel_gap_us) are not added: every table time was taken from CUDA-graph replays of
     // back-to-back calls, so it already holds its kernel's ramp, tail and the gap to the next one. The H100 table's
     // own forwards bear this out: composed without any boundary term, its 36 decode forwards come out 4.5 % below
@@ -559,9 +559,8 @@ std::vector<StepTerm> MeasuredCostModel::step_terms(const BatchShape& s) const {
         out.push_back({"attn_prefill", c.attn_prefill_ms, source_of(prefill_measured, false)});
         out.push_back({"attn_decode", c.attn_decode_ms, source_of(decode_measured, false)});
     }
-    if (c.gdn_ms > 0 || c.snapshot_ms > 0) {
-        out.push_back({"gdn / mamba", c.gdn_ms, "roofline"});
-        out.push_back({"snapshot", c.snapshot_ms, "roofline"});
+    if (c.gdn_ms > 0) {
+        out.push_back({"gdn / mamba", c.gdn_ms, "roofline"});  // state copies: the replica's StateSnapshotCost
     }
     out.push_back({"comm", c.comm_ms, "tensor-parallel all-reduces"});
     out.push_back({"overhead", c.overhead_ms, "none: table times hold their kernels' boundaries"});

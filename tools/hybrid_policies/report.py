@@ -493,8 +493,9 @@ def main():
         "granular (a hit can end inside a block), its KV match is not. SGLang's leaf-first eviction of KV and "
         "state together is modelled only as far as two separate pools allow (docs/HYBRID-POLICIES.md \"Joint "
         "eviction\").\n"
-        "- The cost of a scan cut is derived from the roofline's GDN / Mamba rates, not measured "
-        "(docs/HYBRID-POLICIES.md \"What a snapshot costs\"). Marconi's α tuning, speculative decoding and CPU "
+        "- The cost of a scan cut is derived from the roofline's GDN / Mamba rates and checked against one H100 "
+        "measurement of the project's GDN kernel (docs/HYBRID-POLICIES.md \"What a snapshot costs\"); the RTX 3090 "
+        "runs use the derivation. Marconi's α tuning, speculative decoding and CPU "
         "offload with these policies are not modelled. One seed per point.\n")
     with open(os.path.join(report_dir, "RESULTS.md"), "w") as f:
         f.write("\n".join(md))

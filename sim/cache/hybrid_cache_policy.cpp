@@ -31,6 +31,13 @@ std::int64_t last_boundary(const ScheduledRange& r) {
 
 bool in_range(std::int64_t p, const ScheduledRange& r) { return p > r.from_tokens && p <= r.to_tokens; }
 
+// Whether the block boundary p can be the last one a request reaches, so that its buffered end state must be copied
+// there: the prompt's last boundary (no later one inside the prompt) and every boundary of the output (the request
+// may stop after any token). The boundaries before the prompt's last are passed with certainty and need no copy.
+bool could_end_sequence(std::int64_t p, const ScheduledRange& r) {
+    return p + r.block_size_tokens > r.num_prompt_tokens;
+}
+
 // SGLang MambaRadixCache with --mamba-scheduler-strategy no_buffer (python/sglang/srt/mem_cache/
 // mamba_radix_cache.py): cache_unfinished_req copies the running state into a new slot at the end of every
 // non-final prefill chunk (len(fill_ids), any token); cache_finished_req donates the request's own state at the
@@ -65,6 +72,9 @@ public:
 
     [[nodiscard]] std::string_view name() const override { return "sglang-extra-buffer"; }
     [[nodiscard]] int live_slots_per_request() const override { return 3; }
+    // The ping-pong track buffer holds the last tracked state (a copy when the step reaches it); cache_unfinished_req
+    // and cache_finished_req donate that buffer slot to the tree (the request takes a fresh one), no copy.
+    [[nodiscard]] bool buffers_end_state() const override { return true; }
 
     void positions_to_snapshot(const ScheduledRange& r, std::vector<std::int64_t>& out) const override {
         if (r.prompt_done) {
@@ -105,6 +115,11 @@ public:
     explicit Marconi(double alpha) : alpha_(alpha) {}
 
     [[nodiscard]] std::string_view name() const override { return "marconi"; }
+    // Its end state is the last decoded token's, here at the last block boundary reached (states sit at 16-token
+    // boundaries), which the live state has passed by up to 15 tokens at finish: a second slot holds a copy of it,
+    // refreshed at every boundary a step reaches (every 16 decode tokens). issue 44.
+    [[nodiscard]] int live_slots_per_request() const override { return 2; }
+    [[nodiscard]] bool buffers_end_state() const override { return true; }
 
     void positions_to_snapshot(const ScheduledRange& r, std::vector<std::int64_t>& out) const override {
         if (r.branch_point_tokens > 0 && in_range(r.branch_point_tokens, r)) {
@@ -112,7 +127,9 @@ public:
         }
     }
 
-    [[nodiscard]] bool trackable(std::int64_t, const ScheduledRange&) const override { return true; }
+    [[nodiscard]] bool trackable(std::int64_t p, const ScheduledRange& r) const override {
+        return could_end_sequence(p, r);
+    }
 
     [[nodiscard]] std::int64_t branch_point(std::int64_t attention_hit, std::int64_t state_hit, int) const override {
         return attention_hit > state_hit ? attention_hit : 0;
@@ -159,6 +176,9 @@ public:
     explicit Checkpoint(std::int64_t interval_tokens) : interval_tokens_(interval_tokens) {}
 
     [[nodiscard]] std::string_view name() const override { return "checkpoint"; }
+    // As marconi: the end state at the last block boundary reached needs a second slot holding its copy.
+    [[nodiscard]] int live_slots_per_request() const override { return 2; }
+    [[nodiscard]] bool buffers_end_state() const override { return true; }
 
     void positions_to_snapshot(const ScheduledRange& r, std::vector<std::int64_t>& out) const override {
         const std::size_t first = out.size();
@@ -173,7 +193,9 @@ public:
         }
     }
 
-    [[nodiscard]] bool trackable(std::int64_t, const ScheduledRange&) const override { return true; }
+    [[nodiscard]] bool trackable(std::int64_t p, const ScheduledRange& r) const override {
+        return could_end_sequence(p, r);
+    }
 
     [[nodiscard]] std::int64_t branch_point(std::int64_t attention_hit, std::int64_t state_hit, int) const override {
         return attention_hit > state_hit ? attention_hit : 0;

@@ -56,6 +56,11 @@ public:
     [[nodiscard]] virtual std::string_view name() const = 0;
     // State slots a running request holds: its live state plus any tracking buffers.
     [[nodiscard]] virtual int live_slots_per_request() const { return 1; }
+    // Whether the end state this policy keeps lies behind the live state (a block boundary or a tracked position,
+    // not the last token computed), so a buffer slot must hold a copy of it from the step that reaches it until the
+    // request finishes: one copy each time the end-state position advances. false: the end state is the live state
+    // itself, handed to the cache at finish without a copy (SGLang cache_finished_req donates the request's slot).
+    [[nodiscard]] virtual bool buffers_end_state() const { return false; }
     // Whether states sit at any token position (SGLang's radix tree at page size 1) rather than at block boundaries:
     // chunk ends and sequence ends are kept where they are, and a lookup finds a state inside a partial block (its
     // snapshot then also holds that block's KV tail, fewer than B tokens; docs/HYBRID-POLICIES.md).

@@ -14,7 +14,9 @@ HybridStateCache::HybridStateCache(const HybridStateConfig& config, int block_si
     : block_size_tokens_(block_size_tokens),
       num_slots_(config.num_state_slots),
       linear_flops_per_token_(config.linear_flops_per_token),
-      attention_flops_per_work_(config.attention_flops_per_work) {
+      attention_flops_per_work_(config.attention_flops_per_work),
+      kernel_chunk_tokens_(config.kernel_chunk_tokens) {
+    SERVESIM_CHECK(kernel_chunk_tokens_ > 0, "hybrid state cache: kernel chunk of {} tokens", kernel_chunk_tokens_);
     const HybridPolicyEntry* entry = find_hybrid_policy(config.policy);
     SERVESIM_CHECK(entry != nullptr && entry->make != nullptr, "hybrid state cache: '{}' is not a state-pool policy",
                    config.policy);
@@ -182,6 +184,7 @@ void HybridStateCache::admit(core::RequestId id, std::optional<core::BlockHash> 
     SERVESIM_CHECK(t.live_slots == 0, "request {} already holds its live state", core::to_int(id));
     t.live_slots = need;
     t.end_position_tokens = 0;
+    t.end_in_cache = false;
     t.offered_to_tokens = -1;
     t.resumed_key = protect;
     num_live_slots_ += need;
@@ -212,27 +215,52 @@ void HybridStateCache::on_scheduled(core::RequestId id, std::span<const core::Bl
     range.prompt_done = to_tokens >= num_prompt_tokens;
     std::vector<std::int64_t> positions;
     policy_->positions_to_snapshot(range, positions);
+    // The end-state position this range reaches (0: none): token-granular, the last token computed (SGLang caches
+    // the committed KV length); otherwise the last trackable block boundary.
+    std::int64_t end = 0;
+    if (tokens) {
+        end = policy_->trackable(cached_to, range) ? cached_to : 0;
+    } else {
+        for (std::int64_t p = cached_to / b * b; p > offered_from; p -= b) {
+            if (policy_->trackable(p, range)) {
+                end = p;
+                break;
+            }
+        }
+    }
+    // Every new snapshot is a copy of the state at its position into a slot of its own (SGLang cache_unfinished_req
+    // no_buffer: mamba_pool.copy_from); a snapshot at the position of a buffered end state is that buffer's copy,
+    // donated to the pool (extra_buffer: the ping-pong slot goes to the tree and the request takes a fresh one).
+    copied_positions_.clear();
+    bool end_in_cache = false;
     for (const std::int64_t p : positions) {
         SERVESIM_CHECK(p > offered_from && p <= cached_to && (tokens || p % b == 0),
                        "policy {}: position {} outside ({}, {}]", policy_->name(), p, offered_from, cached_to);
-        insert(key_at(hashes, content, p), p, false, partial_base(hashes, p));
-    }
-    if (tokens) {
-        // SGLang caches the committed KV length: the state after the last token computed.
-        if (policy_->trackable(cached_to, range)) {
-            t.end_position_tokens = cached_to;
-            t.end_key = key_at(hashes, content, cached_to);
-            t.end_base = partial_base(hashes, cached_to);
+        const Inserted r = insert(key_at(hashes, content, p), p, false, partial_base(hashes, p));
+        if (r == Inserted::kNew) {
+            copied_positions_.push_back(p);
         }
-        return;
+        end_in_cache = end_in_cache || (p == end && r != Inserted::kNoRoom);
     }
-    for (std::int64_t p = cached_to / b * b; p > offered_from; p -= b) {
-        if (policy_->trackable(p, range)) {
-            t.end_position_tokens = p;
-            t.end_key = hashes[static_cast<std::size_t>(p / b - 1)];
-            t.end_base.reset();
-            break;
+    if (end > 0) {
+        if (policy_->buffers_end_state()) {
+            // The end state lies behind the live state from the next step on: a copy into the request's buffer slot,
+            // unless the pool took it just now.
+            if (!end_in_cache) {
+                copied_positions_.push_back(end);
+            }
+            t.end_in_cache = end_in_cache;
         }
+        t.end_position_tokens = end;
+        t.end_key = key_at(hashes, content, end);
+        t.end_base = partial_base(hashes, end);
+    }
+    if (!copied_positions_.empty()) {
+        std::sort(copied_positions_.begin(), copied_positions_.end());
+        const StateCopies step{static_cast<std::int64_t>(copied_positions_.size()),
+                               extra_kernel_chunks(from_tokens, to_tokens, copied_positions_, kernel_chunk_tokens_)};
+        copies_scheduled_ += step;
+        stats_.num_state_copies += step.copies;
     }
 }
 
@@ -244,7 +272,10 @@ void HybridStateCache::release(core::RequestId id) {
     const Tracked t = it->second;
     tracked_.erase(it);
     num_live_slots_ -= t.live_slots;
-    if (t.live_slots > 0 && policy_->keeps_end_state() && t.end_position_tokens > 0) {
+    // The end state is handed over, not copied: the live slot (no buffer) or the buffer slot becomes the snapshot.
+    // A buffered end state the pool already took (end_in_cache) is only refreshed, and is gone if it was evicted.
+    if (t.live_slots > 0 && policy_->keeps_end_state() && t.end_position_tokens > 0 &&
+        (!t.end_in_cache || index_of_.contains(core::to_int(t.end_key)))) {
         insert(t.end_key, t.end_position_tokens, /*end_state=*/true, t.end_base);
         if (policy_->marks_superseded() && t.resumed_key && *t.resumed_key != t.end_key) {
             if (const auto it = index_of_.find(core::to_int(*t.resumed_key)); it != index_of_.end()) {
@@ -257,18 +288,18 @@ void HybridStateCache::release(core::RequestId id) {
     }
 }
 
-bool HybridStateCache::insert(core::BlockHash key, std::int64_t position, bool end_state,
-                              std::optional<std::uint64_t> partial_base) {
+HybridStateCache::Inserted HybridStateCache::insert(core::BlockHash key, std::int64_t position, bool end_state,
+                                                    std::optional<std::uint64_t> partial_base) {
     if (const auto it = index_of_.find(core::to_int(key)); it != index_of_.end()) {
         Entry& e = snapshots_[it->second];
         e.snapshot.last_use = ++clock_;
         e.snapshot.superseded = false;
         e.end_state = e.end_state || end_state;
-        return true;
+        return Inserted::kRefreshed;
     }
     if (num_free_slots() <= 0) {
         if (snapshots_.empty()) {
-            return false;
+            return Inserted::kNoRoom;
         }
         evict_one(std::nullopt);
     }
@@ -287,9 +318,8 @@ bool HybridStateCache::insert(core::BlockHash key, std::int64_t position, bool e
     index_of_.emplace(core::to_int(key), snapshots_.size());
     snapshots_.push_back(e);
     ++stats_.num_snapshots_taken;
-    ++snapshots_scheduled_;
     stats_.peak_snapshots = std::max(stats_.peak_snapshots, num_snapshots());
-    return true;
+    return Inserted::kNew;
 }
 
 void HybridStateCache::evict_one(std::optional<core::BlockHash> protect) {

@@ -18,6 +18,7 @@
 
 #include "sim/cache/hybrid_cache_policy.h"
 #include "sim/cache/kv_cache_manager.h"
+#include "sim/cache/state_copies.h"
 #include "sim/core/content.h"
 #include "sim/core/ids.h"
 
@@ -34,6 +35,8 @@ struct HybridStateStats {
     std::int64_t attention_hit_tokens = 0;   // Σ what the attention pool alone had cached
     std::int64_t state_hit_tokens = 0;       // Σ the hits served (≤ attention); the rest is recomputed
     std::int64_t num_snapshots_taken = 0;    // snapshots inserted
+    std::int64_t num_state_copies = 0;       // states copied into a slot (snapshots and end-state buffers; a state
+                                             // handed over from a request's own slot is not a copy)
     std::int64_t num_evictions = 0;
     std::int64_t num_admission_waits = 0;    // allocations refused for want of a live state slot
     std::int64_t num_orphans_evicted = 0;    // of num_evictions: snapshots whose attention KV was gone
@@ -79,8 +82,8 @@ public:
         attention_cached_ = std::move(attention_cached);
     }
     void count_admission_wait() { ++stats_.num_admission_waits; }
-    // Snapshots inserted since the last call (the step cost model charges their copies).
-    [[nodiscard]] std::int64_t take_snapshots_scheduled() { return std::exchange(snapshots_scheduled_, 0); }
+    // The copies made (and the kernel chunks their cuts add) since the last call: the step cost model charges them.
+    [[nodiscard]] StateCopies take_copies_scheduled() { return std::exchange(copies_scheduled_, StateCopies{}); }
 
     [[nodiscard]] std::int64_t num_slots() const { return num_slots_; }
     [[nodiscard]] std::int64_t num_live_slots() const { return num_live_slots_; }
@@ -98,6 +101,10 @@ private:
         std::int64_t end_position_tokens = 0;
         core::BlockHash end_key{};
         std::optional<std::uint64_t> end_base;  // end_key is a partial key over this base
+        // Policies that buffer their end state (buffers_end_state): the state at end_position_tokens went into a
+        // snapshot of the pool when it was copied (a chunk-end insert, or an interval / branch state at the same
+        // position) instead of staying in the request's buffer; at release it is refreshed if still cached.
+        bool end_in_cache = false;
         // Positions up to here have been offered to the policy. Under async scheduling a decode step is scheduled
         // before its input token is appended, so a boundary's hash can arrive a step after the step that crossed
         // it; the next call offers it then.
@@ -120,8 +127,9 @@ private:
     // Inserts (or refreshes) the snapshot at `position` keyed `key`; evicts one if the pool is full; false when
     // nothing can make room.
     // `partial_base`: set for a state off a block boundary (the chain hash of the boundary below it).
-    bool insert(core::BlockHash key, std::int64_t position, bool end_state = false,
-                std::optional<std::uint64_t> partial_base = std::nullopt);
+    enum class Inserted { kNew, kRefreshed, kNoRoom };
+    Inserted insert(core::BlockHash key, std::int64_t position, bool end_state = false,
+                    std::optional<std::uint64_t> partial_base = std::nullopt);
     [[nodiscard]] std::optional<std::uint64_t> partial_base(std::span<const core::BlockHash> hashes,
                                                             std::int64_t position) const;
     // The key of the state after `position` tokens: the block hash there, or off a boundary the partial key.
@@ -140,7 +148,9 @@ private:
     std::int64_t num_live_slots_ = 0;
     std::uint64_t clock_ = 0;
     std::uint64_t step_ = 1;
-    std::int64_t snapshots_scheduled_ = 0;
+    int kernel_chunk_tokens_;
+    StateCopies copies_scheduled_;
+    std::vector<std::int64_t> copied_positions_;  // scratch of on_scheduled: positions copied this call
     std::optional<core::BlockHash> last_hit_key_;  // of the last find_longest_state_hit
     std::vector<Entry> snapshots_;                                   // dense; order irrelevant (ties by last_use)
     std::unordered_map<std::uint64_t, std::size_t> index_of_;        // key → position in snapshots_ (never iterated)

@@ -314,8 +314,8 @@ void KvCacheManager::begin_step() {
 
 const HybridStateCache* KvCacheManager::hybrid_state_cache() const { return impl_->state_cache.get(); }
 
-std::int64_t KvCacheManager::take_state_snapshots_scheduled() {
-    return impl_->state_cache ? impl_->state_cache->take_snapshots_scheduled() : 0;
+StateCopies KvCacheManager::take_state_copies_scheduled() {
+    return impl_->state_cache ? impl_->state_cache->take_copies_scheduled() : StateCopies{};
 }
 
 std::int64_t KvCacheManager::num_free_blocks() const { return impl_->coordinator.block_pool().num_free_blocks(); }

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "sim/cache/hybrid_cache_policy.h"
+#include "sim/cache/state_copies.h"
 #include "sim/core/content.h"
 #include "sim/core/ids.h"
 
@@ -43,6 +44,9 @@ struct HybridStateConfig {
     // hit at p saves, for FLOP-aware eviction.
     double linear_flops_per_token = 0;
     double attention_flops_per_work = 0;
+    // The chunked scan's chunk (64 for Gated DeltaNet, fla's chunk_gated_delta_rule; Mamba2's chunk_size): a copy
+    // taken inside a prefill chunk off this grid adds a kernel chunk (state_copies.h).
+    int kernel_chunk_tokens = 64;
 };
 
 struct KvCacheConfig {
@@ -215,8 +219,8 @@ public:
 
     // The state pool of a hybrid policy other than vllm (KvCacheConfig::hybrid_state); nullptr otherwise.
     [[nodiscard]] const HybridStateCache* hybrid_state_cache() const;
-    // State snapshots inserted since the last call (0 without a state pool), for the step cost model.
-    [[nodiscard]] std::int64_t take_state_snapshots_scheduled();
+    // The state pool's copies since the last call (none without a state pool), for the step cost model.
+    [[nodiscard]] StateCopies take_state_copies_scheduled();
 
 private:
     // Recomputes req.kv_summary from the block lists (after they may have changed).

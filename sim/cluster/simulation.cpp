@@ -393,6 +393,7 @@ SimulationResult Simulation::run() {
             sum.attention_hit_tokens += one.attention_hit_tokens;
             sum.state_hit_tokens += one.state_hit_tokens;
             sum.num_snapshots_taken += one.num_snapshots_taken;
+            sum.num_state_copies += one.num_state_copies;
             sum.num_evictions += one.num_evictions;
             sum.num_admission_waits += one.num_admission_waits;
             sum.num_orphans_evicted += one.num_orphans_evicted;

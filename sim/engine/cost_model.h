@@ -112,7 +112,8 @@ struct BatchShape {
     std::int64_t decode_context_tokens = 0;  // Σ context of decoding sequences (attention reads)
     std::int64_t num_sampled_seqs = 0;       // logit rows: one per sequence whose chunk reaches the end, plus one
                                              // per draft token verified (speculative decoding)
-    std::int64_t num_snapshots = 0;          // align-mode state snapshot writes
+    std::int64_t num_snapshots = 0;          // vLLM align / all mode state copies (priced by the replica:
+    std::int64_t num_snapshot_extra_chunks = 0;  // StateSnapshotCost), and the scan chunks all mode's cuts add
     std::int64_t num_seqs = 0;
     // Speculative decoding (sim/engine/speculative.h): decoding sequences verifying drafts this step (each counted
     // in num_decode_seqs with 1 + drafts query tokens in num_tokens), their draft tokens, and Σ their context.

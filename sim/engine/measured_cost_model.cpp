@@ -509,7 +509,7 @@ double MeasuredCostModel::gdn_us(const BatchShape& s) const {
 }
 
 StepCost MeasuredCostModel::step_cost(const BatchShape& s) const {
-    // The untimed terms (GDN / Mamba scans, snapshots, all-reduces) as the roofline has them. The roofline's kernel
+    // The untimed terms (GDN / Mamba scans, all-reduces) as the roofline has them. The roofline's kernel
     // boundaries (RooflineParams::kernel_gap_us) are not added: every table time was taken from CUDA-graph replays of
     // back-to-back calls, so it already holds its kernel's ramp, tail and the gap to the next one. The H100 table's
     // own forwards bear this out: composed without any boundary term, its 36 decode forwards come out 4.5 % below
@@ -606,12 +606,12 @@ std::vector<StepTerm> MeasuredCostModel::step_terms(const BatchShape& s) const {
         out.push_back({"attn_prefill", c.attn_prefill_ms, source_of(prefill_measured, false)});
         out.push_back({"attn_decode", c.attn_decode_ms, source_of(decode_measured, false)});
     }
-    if (c.gdn_ms > 0 || c.snapshot_ms > 0) {
-        // Exact: every GDN op measured at this rank's geometry on this GPU (each scale exactly 1).
+    if (c.gdn_ms > 0) {
+        // Exact: every GDN op measured at this rank's geometry on this GPU (each scale exactly 1). State copies are
+        // the replica's StateSnapshotCost (sim/engine/state_snapshot_cost.h), the same under every cost model.
         const bool exact = gdn_.measured() && gdn_.prefill_1->scale == 1.0 && gdn_.decode->scale == 1.0 &&
                            gdn_.conv_prefill->scale == 1.0 && gdn_.conv_decode->scale == 1.0 && gdn_.aux_scale == 1.0;
         out.push_back({"gdn / mamba", c.gdn_ms, gdn_.measured() ? source_of(true, exact) : "roofline"});
-        out.push_back({"snapshot", c.snapshot_ms, "roofline"});
     }
     out.push_back({"comm", c.comm_ms, "tensor-parallel all-reduces"});
     out.push_back({"overhead", c.overhead_ms, "none: table times hold their kernels' boundaries"});

@@ -25,7 +25,6 @@ ProfileCostModel::ProfileCostModel(calibration::HardwareProfile profile, std::st
       attn_decode_(curve("attn_decode")),
       gdn_prefill_(curve("gdn_prefill")),
       gdn_decode_(curve("gdn_decode")),
-      snapshot_(curve("snapshot")),
       overhead_(curve("overhead")) {
     if (attention_.local.count > 0) {
         int layers = attention_.full_layers;
@@ -116,9 +115,8 @@ StepCost ProfileCostModel::step_cost(const BatchShape& s) const {
         c.gdn_ms +=
             eval(gdn_prefill_, static_cast<double>(s.num_prefill_tokens), static_cast<double>(s.num_gdn_chunks));
     }
-    if (s.num_snapshots > 0) {
-        c.snapshot_ms = eval(snapshot_, static_cast<double>(s.num_snapshots));
-    }
+    // A profile's `snapshot` curve is not used: state copies are priced by the replica, the same way for every
+    // scheme (StateSnapshotCost; the RTX 3090 profile's curve was a residual fitted to one prefill, issue 44).
     c.overhead_ms = eval(overhead_, static_cast<double>(s.num_seqs));
     c.comm_ms = comm_.step_ms(tokens);
     return c;

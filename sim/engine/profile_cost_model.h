@@ -64,7 +64,6 @@ private:
     const calibration::Curve* attn_decode_;
     const calibration::Curve* gdn_prefill_;
     const calibration::Curve* gdn_decode_;
-    const calibration::Curve* snapshot_;
     const calibration::Curve* overhead_;
 };
 

@@ -76,7 +76,7 @@ bool Replica::add_request(IncomingRequest in) {
 }
 
 BatchShape Replica::batch_shape(const StepPlan& plan, int block_size, bool mamba_align,
-                                const LocalAttentionSpans& local) {
+                                const LocalAttentionSpans& local, bool every_block, int kernel_chunk_tokens) {
     BatchShape s;
     s.num_local_spans = local.count;
     // The integer sums every sequence adds to are kept in locals and stored once: the shape is the caller's memory,
@@ -105,6 +105,12 @@ BatchShape Replica::batch_shape(const StepPlan& plan, int block_size, bool mamba
         // one read of the context's KV: FlashAttention's query tile covers them (docs/SPECULATIVE-DECODING.md).
         const bool decode = (n == 1 || sr.num_draft_tokens > 0) && sr.num_computed_before >= sr.request->num_prompt_tokens;
         if (decode) {
+            // vLLM's shared pool (align / all): a decode that reaches a block boundary moves the running state to
+            // its next block, a copy (MambaManager allocates the new state block; the model runner copies into it).
+            if ((mamba_align || every_block) &&
+                (sr.num_computed_before + n) / block_size > sr.num_computed_before / block_size) {
+                ++s.num_snapshots;
+            }
             ++num_decode_seqs;
             decode_context_tokens += sr.num_computed_before + n;
             for (int i = 0; i < local.count; ++i) {
@@ -129,8 +135,26 @@ BatchShape Replica::batch_shape(const StepPlan& plan, int block_size, bool mamba
                 w.prefill_max_context_tokens =
                     std::max(w.prefill_max_context_tokens, span.prefill_span_tokens(sr.num_computed_before, n));
             }
-            // align mode writes a state snapshot when a prefill chunk ends on a block boundary.
-            if (mamba_align && (sr.num_computed_before + n) % block_size == 0) {
+            // align mode keeps the state where a prefill chunk ends on a block boundary: a copy into the next state
+            // block. all mode keeps one at every boundary the chunk crosses; those inside the chunk cut the scan
+            // (cache::extra_kernel_chunks, written out here to stay free of allocation).
+            const std::int64_t end = sr.num_computed_before + n;
+            if (every_block) {
+                const auto chunks = [kernel_chunk_tokens](std::int64_t len) {
+                    return (len + kernel_chunk_tokens - 1) / kernel_chunk_tokens;
+                };
+                std::int64_t start = sr.num_computed_before;
+                std::int64_t pieces = 0;
+                for (std::int64_t p = (sr.num_computed_before / block_size + 1) * block_size; p <= end;
+                     p += block_size) {
+                    ++s.num_snapshots;
+                    if (p < end) {
+                        pieces += chunks(p - start);
+                        start = p;
+                    }
+                }
+                s.num_snapshot_extra_chunks += pieces + chunks(end - start) - chunks(n);
+            } else if (mamba_align && end % block_size == 0) {
                 ++s.num_snapshots;
             }
         }
@@ -203,14 +227,18 @@ std::optional<core::SimTime> Replica::try_start_step(core::SimTime now) {
         }
     }
     const StepPlan& plan = plans_[static_cast<std::size_t>(index)];
-    BatchShape shape = batch_shape(plan, config_.scheduler.block_size, config_.scheduler.mamba_align, local_spans_);
+    BatchShape shape = batch_shape(plan, config_.scheduler.block_size, config_.scheduler.mamba_align, local_spans_,
+                                   config_.mamba_state_every_block, config_.snapshot_cost.kernel_chunk_tokens);
     shape.host_overlapped = overlapped;
     // The previous step's finished requests are freed and dropped from the persistent batch in this step's host
     // cycle (update_from_output, then _update_states of the next execute_model).
     shape.num_finished_seqs = std::exchange(num_finished_unbilled_, 0);
     StepCost cost = cost_model_.step_cost(shape);
-    // A hybrid state pool (policies other than vllm) copies out the snapshots its policy admitted this step.
-    cost.snapshot_ms += config_.state_copy_ms * static_cast<double>(kv_cache_->take_state_snapshots_scheduled());
+    // Every scheme's state copies at one price (StateSnapshotCost): vLLM's shared pool's from the shape, a state
+    // pool's (policies other than vllm) from its policy's snapshots and end-state buffers.
+    cache::StateCopies copies = kv_cache_->take_state_copies_scheduled();
+    copies += cache::StateCopies{shape.num_snapshots, shape.num_snapshot_extra_chunks};
+    cost.snapshot_ms = config_.snapshot_cost.ms(copies);
     if (!cost.all_in_range()) {
         const std::string bad = cost.out_of_range_term();
         throw ConfigError(fmt::format("{}: a step of {} tokens ({} sequences) costs {}: NaN, infinite or beyond the "

@@ -20,6 +20,7 @@
 #include "sim/engine/request.h"
 #include "sim/engine/scheduler.h"
 #include "sim/engine/speculative.h"
+#include "sim/engine/state_snapshot_cost.h"
 #include "sim/frontend/api_server.h"
 #include "sim/metrics/metrics.h"
 
@@ -33,9 +34,12 @@ struct ReplicaConfig {
     // vLLM's async scheduling (on by default in vllm serve, §4.5): step t+1 is scheduled when step t starts.
     bool async_scheduling = false;
     int index = 0;  // this replica's position in the cluster (0-based), recorded with each finished request
-    // Time to copy one state snapshot into a separate state pool (kv_cache.hybrid_state set): read and write of the
-    // state bytes at the GPU's memory bandwidth. Unused by vllm's shared pool, whose snapshots the cost model prices.
-    double state_copy_ms = 0;
+    // The price of the state copies prefix caching makes (vLLM's align / all modes and the state-pool policies
+    // alike), added to every step's snapshot term; zero for a model without recurrent state or caching off.
+    StateSnapshotCost snapshot_cost;
+    // vLLM's mamba_cache_mode all with prefix caching on: a state at every block boundary a step crosses
+    // (scheduler.mamba_align is the align mode's flag).
+    bool mamba_state_every_block = false;
     // Clients may time requests out (workload `request_timeout`): a request's token gaps are held until it finishes
     // and dropped if its client gives up first, as vllm bench serve pools only successful requests' ITLs. Off, each
     // step's gaps go to the metrics at once (no per-request storage).
@@ -156,8 +160,11 @@ public:
     [[nodiscard]] const StepCost& total_cost() const { return total_cost_; }
 
     // `local`: the cost model's local attention spans, whose capped work fills BatchShape::local.
+    // `every_block`: vLLM's all mode (a state copy at every block boundary crossed; mamba_align: where a step ends
+    // on one); `kernel_chunk_tokens`: the chunked scan's chunk, for the copies all mode takes inside a chunk.
     [[nodiscard]] static BatchShape batch_shape(const StepPlan& plan, int block_size, bool mamba_align,
-                                                const LocalAttentionSpans& local = {});
+                                                const LocalAttentionSpans& local = {}, bool every_block = false,
+                                                int kernel_chunk_tokens = 64);
 
 private:
     void mark_scheduled(const StepPlan& plan, core::SimTime now);

@@ -344,11 +344,24 @@ StepCost RooflineCostModel::step_cost(const BatchShape& s) const {
                                               (flops * params_.gdn_efficiency));
         }
         c.gdn_ms += state_ms;
-        c.snapshot_ms = 1e3 * state_bytes_per_seq_ * static_cast<double>(s.num_snapshots) / bw;
+        // The state copies of prefix caching (BatchShape::num_snapshots) are priced by the replica, the same way for
+        // every scheme (StateSnapshotCost).
     }
     c.comm_ms = t.comm_ms;
     c.overhead_ms = kernel_gaps_ms_;  // the kernels' boundaries (RooflineParams::kernel_gap_us)
     return c;
+}
+
+double RooflineCostModel::scan_chunk_ms(int chunk_tokens) const {
+    if (gdn_flops_per_token_ <= 0 && mamba_prefill_flops_per_token_ <= 0) {
+        return 0.0;
+    }
+    const double flops = params_.peak_flops_per_s * params_.gdn_efficiency;
+    const double bw = params_.memory_bandwidth_bytes_per_s * params_.bandwidth_efficiency;
+    const double c = static_cast<double>(chunk_tokens);
+    return roof_ms(gdn_flops_per_token_ * c, flops, 0.0, bw) +
+           roof_ms(mamba_prefill_flops_per_token_ * c, flops, mamba_prefill_bytes_per_token_ * c, bw) +
+           1e3 * state_bytes_per_seq_ / bw;
 }
 
 std::string RooflineCostModel::describe() const {

@@ -99,6 +99,11 @@ public:
     // The lm_head term of a step sampling num_sampled_seqs sequences (> 0): computed on each call, and read by
     // step_cost from a table filled with it for 1..max_cudagraph_tokens sequences, so the same figure to the bit.
     [[nodiscard]] double lm_head_ms(std::int64_t num_sampled_seqs) const;
+    // One more chunk of the recurrent layers' chunked scan in a prefill, the price of a state copy taken off the
+    // scan's chunk grid (StateSnapshotCost::kernel_chunk_ms): the scan's FLOPs and traffic of chunk_tokens tokens (a
+    // partial chunk runs as a full chunk_tokens-row tile) at the GDN / Mamba rates of step_cost, plus the one more
+    // write of the state the scan makes at each chunk end. 0 for a model without recurrent layers.
+    [[nodiscard]] double scan_chunk_ms(int chunk_tokens) const;
 
 private:
     RooflineParams params_;

@@ -193,15 +193,16 @@ TEST_CASE("KvCacheManager with sglang-no-buffer: a hit inside a block takes its 
 TEST_CASE("Joint eviction: a state whose attention block the pool evicted goes before an older reachable one",
           "[cache][hybrid]") {
     // SGLang never keeps a state without its KV (evict_full takes a radix leaf's KV and state together). Here the
-    // pools are apart, so an orphaned state is evicted first. 4 attention blocks of 16; checkpoint K = 32, 3 slots.
+    // pools are apart, so an orphaned state is evicted first. 4 attention blocks of 16; checkpoint K = 32, 4 slots
+    // (2 per running request: its live state and its end-state buffer).
     //   A (64 tokens): states at 32 and 64; its blocks a0..a3 are freed last block first: queue a3, a2, a1, a0.
     //   C (32 other tokens) takes 2 blocks from the head: a3 and a2 go, so A's state at 64 has no attention block
-    //   at its position. C's interval state at 32 needs a slot (C's live state + 2 snapshots fill 3): plain LRU
+    //   at its position. C's interval state at 32 needs a slot (C's 2 slots + 2 snapshots fill 4): plain LRU
     //   would drop A's 32 (the oldest), orphans-first drops A's 64 → states {32 (A), 32 (C)}.
     KvCacheConfig kv;
     kv.num_gpu_blocks = 5;  // 4 + the null block
     kv.groups = {KvCacheGroup{KvGroupKind::kFullAttention, kB, 0, 8}};
-    kv.hybrid_state = config("checkpoint", 3, 32);
+    kv.hybrid_state = config("checkpoint", 4, 32);
     KvCacheManager m(kv);
     const HybridStateCache* states = m.hybrid_state_cache();
     REQUIRE(states != nullptr);
@@ -277,7 +278,7 @@ TEST_CASE("marconi evicts by recency + FLOP efficiency, not by recency alone", "
     // Three snapshots inserted in order: X at 1600 tokens, Y at 32, Z at 48 (end states of three requests), FLOPs
     // saved = position. Recency normalised over the three: X 0, Y 0.5, Z 1; FLOP efficiency / max: X 1, Y 0.02,
     // Z 0.03. Utility (α = 1): X 1.0, Y 0.52, Z 1.03 → Y goes (LRU would drop X, the deepest).
-    HybridStateCache cache(config("marconi", 4), kB);
+    HybridStateCache cache(config("marconi", 5), kB);
     Driver d{cache};
     TestRequest x(1, {{content(10), 1600}}, kB);
     d.run(x, 0, {1600}, 0);
@@ -286,9 +287,9 @@ TEST_CASE("marconi evicts by recency + FLOP efficiency, not by recency alone", "
     TestRequest z(3, {{content(12), 48}}, kB);
     d.run(z, 0, {48}, 0);
     CHECK(cache.snapshot_positions() == Positions{32, 48, 1600});
-    // W's lookup finds attention KV for 32 tokens and no state: branch point 32. W is admitted into the last free
-    // slot; the state at 32 then needs one while W runs → a victim by utility: Y. W's end state (64) takes the slot
-    // W's live state frees.
+    // W's lookup finds attention KV for 32 tokens and no state: branch point 32. W is admitted into the last two
+    // free slots (its live state and its end-state buffer); the state at 32 then needs one while W runs → a victim
+    // by utility: Y. W's end state (64) is its buffer, handed to the pool at release.
     TestRequest w(4, {{content(13), 64}}, kB);
     CHECK(d.lookup(w, 32) == 0);
     d.run(w, 0, {64}, 0);
@@ -318,11 +319,11 @@ TEST_CASE("checkpoint keeps a state every K tokens and at the branch point; a hi
 }
 
 TEST_CASE("checkpoint evicts a dialogue's superseded turn end before older states", "[cache][hybrid]") {
-    // K = 2048 (no interval states here), 3 slots. O (16 tokens) leaves its end state at 16. A (32 tokens) leaves
-    // 32. A2, the next turn (A's 32 + 32 new), resumes from 32 and leaves 64: 32 is now superseded. A fourth
-    // request needs its live slot with the pool full {16, 32, 64}: LRU would drop O's 16 (the oldest); checkpoint
-    // drops the superseded 32.
-    HybridStateCache cache(config("checkpoint", 3, 2048), kB);
+    // K = 2048 (no interval states here), 4 slots, 2 per running request (live state + end-state buffer). O (16
+    // tokens) leaves its end state at 16. A (32 tokens) leaves 32. A2, the next turn (A's 32 + 32 new), resumes
+    // from 32 and leaves 64: 32 is now superseded. A fourth request needs its 2 slots with one free ({16, 32, 64}
+    // held): LRU would drop O's 16 (the oldest); checkpoint drops the superseded 32.
+    HybridStateCache cache(config("checkpoint", 4, 2048), kB);
     Driver d{cache};
     TestRequest o(1, {{content(7), 16}}, kB);
     d.run(o, 0, {16}, 0);
@@ -365,8 +366,113 @@ TEST_CASE("KvCacheManager with a state pool: the hit ends at a state, and a stat
     const HybridStateCache* states = m.hybrid_state_cache();
     REQUIRE(states != nullptr);
     CHECK(states->stats().attention_hit_tokens == 128);  // 64 in each of the two lookups
-    CHECK(states->num_live_slots() == 1);                // A's
-    CHECK(m.take_state_snapshots_scheduled() == 3);      // 32, 64, 96, for the step cost model
+    CHECK(states->num_live_slots() == 2);                // A's live state and its end-state buffer
+    // For the step cost model: 32, 64 and 96 copied (96 is also A's end state, so its buffer needs no copy of its
+    // own); all three lie inside A's 100-token chunk, which the scan then runs as (0, 32], (32, 64], (64, 96],
+    // (96, 100]: 4 chunks of 64 instead of ⌈100 / 64⌉ = 2, so 2 more.
+    const StateCopies copies = m.take_state_copies_scheduled();
+    CHECK(copies.copies == 3);
+    CHECK(copies.extra_kernel_chunks == 2);
+}
+
+// ---- Who pays for a state (issue 44): slots a running request holds and copies each scheme makes ----
+// One request under every state-pool policy: a 100-token prompt in chunks (0, 48] and (48, 100], then 20 decode
+// steps (tokens 101..120), then release. B = 16, the scan's chunk C = 64 (fla), interval K = 32 (checkpoint's K,
+// extra_buffer's track interval). A copy at p strictly inside a chunk (from, to) cuts the scan there; the chunks it
+// adds are Σ ⌈piece / 64⌉ − ⌈chunk / 64⌉ (extra_kernel_chunks). docs/HYBRID-POLICIES.md "Who pays for a state"
+// works the same example.
+struct Owned {
+    int live_slots = 0;
+    StateCopies copies;
+    Positions snapshots;
+};
+
+Owned own_one_request(const std::string& policy, bool tokens) {
+    HybridStateCache cache(config(policy, 16, 32), kB);
+    Driver d{cache, tokens};
+    TestRequest r(1, {{content(1), 100}}, kB);
+    CHECK(d.lookup(r, 0) == 0);
+    d.admit(r);
+    Owned o;
+    o.live_slots = static_cast<int>(cache.num_live_slots());
+    d.schedule(r, 0, 48, 100);
+    d.schedule(r, 48, 100, 100);
+    for (std::int64_t from = 100; from < 120; ++from) {
+        r.append_output(content(900), 1);
+        d.schedule(r, from, from + 1, 100);
+    }
+    cache.release(r.id);
+    cache.check_invariants();
+    o.copies = cache.take_copies_scheduled();
+    CHECK(cache.stats().num_state_copies == o.copies.copies);
+    o.snapshots = cache.snapshot_positions();
+    return o;
+}
+
+TEST_CASE("Who pays: checkpoint holds 2 slots and copies its interval states and every end-state boundary",
+          "[cache][hybrid]") {
+    // (0, 48]: interval state 32, a copy inside the chunk: pieces (0, 32], (32, 48] = 2 chunks for ⌈48/64⌉ = 1 → +1.
+    //   No end-state copy: 16, 32, 48 are not the prompt's last boundary (96), which the request passes for sure.
+    // (48, 100]: interval states 64 and 96; 96 is also the end state (the prompt's last boundary), so the pool's
+    //   copy serves both. Pieces (48, 64], (64, 96], (96, 100] = 3 chunks for ⌈52/64⌉ = 1 → +2.
+    // Decode: the step computing token 112 reaches a boundary: its state is copied into the buffer (at the step's
+    //   end: no cut). 113..120 reach none. Release hands the buffer (112) to the pool: no copy.
+    // Total: 4 copies (32, 64, 96, 112), 3 more scan chunks, snapshots {32, 64, 96, 112}.
+    const Owned o = own_one_request("checkpoint", false);
+    CHECK(o.live_slots == 2);
+    CHECK(o.copies.copies == 4);
+    CHECK(o.copies.extra_kernel_chunks == 3);
+    CHECK(o.snapshots == Positions{32, 64, 96, 112});
+}
+
+TEST_CASE("Who pays: marconi holds 2 slots and copies only its end-state boundaries", "[cache][hybrid]") {
+    // No branch point (nothing cached). (0, 48]: nothing. (48, 100]: the prompt's last boundary 96 into the buffer,
+    // inside the chunk: pieces (48, 96], (96, 100] = 2 chunks for 1 → +1. Decode: 112 into the buffer (no cut).
+    // Release hands over 112. Total: 2 copies, 1 more scan chunk, snapshot {112}.
+    const Owned o = own_one_request("marconi", false);
+    CHECK(o.live_slots == 2);
+    CHECK(o.copies.copies == 2);
+    CHECK(o.copies.extra_kernel_chunks == 1);
+    CHECK(o.snapshots == Positions{112});
+}
+
+TEST_CASE("Who pays: sglang-no-buffer holds 1 slot, copies each non-final chunk end and hands over its live state",
+          "[cache][hybrid]") {
+    // (0, 48] is non-final: cache_unfinished_req copies the state at 48, the chunk's end (no cut). (48, 100] is
+    // final: nothing. The end state is the live state itself (token 120, the last computed), donated at release.
+    // Total: 1 copy, no scan chunk, snapshots {48, 120}.
+    const Owned o = own_one_request("sglang-no-buffer", true);
+    CHECK(o.live_slots == 1);
+    CHECK(o.copies.copies == 1);
+    CHECK(o.copies.extra_kernel_chunks == 0);
+    CHECK(o.snapshots == Positions{48, 120});
+}
+
+TEST_CASE("Who pays: sglang-extra-buffer holds 3 slots and copies each tracked position it reaches once",
+          "[cache][hybrid]") {
+    // (0, 48]: tracked 32 copied into the ping-pong buffer, inside the chunk (+1 chunk, as for checkpoint); the
+    // chunk-end insert donates that buffer slot to the pool (no second copy). (48, 100]: tracked 64 and 96; only
+    // the last, 96, needs the buffer: a copy inside the chunk, pieces (48, 96], (96, 100] → +1. Decode reaches no
+    // multiple of 32 beyond 96 before 128. Release donates the buffer (96). Total: 2 copies, 2 more scan chunks,
+    // snapshots {32, 96}.
+    const Owned o = own_one_request("sglang-extra-buffer", false);
+    CHECK(o.live_slots == 3);
+    CHECK(o.copies.copies == 2);
+    CHECK(o.copies.extra_kernel_chunks == 2);
+    CHECK(o.snapshots == Positions{32, 96});
+}
+
+TEST_CASE("extra_kernel_chunks: the chunks the cut pieces need beyond the whole segment's", "[cache][hybrid]") {
+    const std::vector<std::int64_t> on_grid{64};     // (0, 64], (64, 100]: 1 + 1 = ⌈100/64⌉
+    const std::vector<std::int64_t> off_grid{48};    // (0, 48], (48, 100]: 1 + 1 = 2 = ⌈100/64⌉ too
+    const std::vector<std::int64_t> off_grid2{80};   // (0, 80], (80, 130]: 2 + 1 = 3 vs ⌈130/64⌉ = 3
+    const std::vector<std::int64_t> two{16, 112};    // (0, 16], (16, 112], (112, 128]: 1 + 2 + 1 = 4 vs 2
+    CHECK(extra_kernel_chunks(0, 100, on_grid, 64) == 0);
+    CHECK(extra_kernel_chunks(0, 100, off_grid, 64) == 0);
+    CHECK(extra_kernel_chunks(0, 130, off_grid2, 64) == 0);
+    CHECK(extra_kernel_chunks(0, 128, two, 64) == 2);
+    CHECK(extra_kernel_chunks(20, 148, two, 64) == 1);  // 16 ≤ from is ignored: (20, 112], (112, 148] = 2 + 1 vs 2
+    CHECK(extra_kernel_chunks(0, 112, two, 64) == 1);   // 112 is the segment's end, not a cut: (0, 16], (16, 112]
 }
 
 TEST_CASE("The memory split gives the state pool ratio / (1 + ratio) of the KV budget, in whole states",

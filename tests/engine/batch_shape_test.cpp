@@ -39,5 +39,32 @@ TEST_CASE("batch_shape: a prefill chunk on a cached prefix spans its prefix; a d
     CHECK(s.num_sampled_seqs == 1);
 }
 
+TEST_CASE("batch_shape: vLLM's shared pool copies a state at each block boundary a step keeps (align / all)",
+          "[engine][cost]") {
+    // B = 16, scan chunk 64. Align: A's prefill chunk (16, 48] ends on a boundary → 1 copy into the next state
+    // block; decode B (63 → 64) reaches one → 1 copy; decode C (64 → 65) none. 2 copies, no cut (align keeps states
+    // only at a step's end).
+    Request a(core::RequestId{1}, {{content(1), 200}}, 8, content(101), core::SimTime::zero(), 16);
+    Request b(core::RequestId{2}, {{content(2), 40}}, 8, content(102), core::SimTime::zero(), 16);
+    Request c(core::RequestId{3}, {{content(3), 40}}, 8, content(103), core::SimTime::zero(), 16);
+    StepPlan plan;
+    plan.scheduled.push_back({&a, 32, 16, false});
+    plan.scheduled.push_back({&b, 1, 63, true});
+    plan.scheduled.push_back({&c, 1, 64, true});
+    const BatchShape align = Replica::batch_shape(plan, 16, true);
+    CHECK(align.num_snapshots == 2);
+    CHECK(align.num_snapshot_extra_chunks == 0);
+    // All mode: a state at every boundary crossed. A's chunk (16, 48] crosses 32 and 48: 2 copies, 32 inside the
+    // chunk → pieces (16, 32], (32, 48] = 2 scan chunks for ⌈32/64⌉ = 1 → +1. B: 1, C: 0. D computes (0, 100]:
+    // boundaries 16 … 96, 6 copies, all inside → 7 pieces of ≤ 16 tokens for ⌈100/64⌉ = 2 → +5.
+    Request d(core::RequestId{4}, {{content(4), 200}}, 8, content(104), core::SimTime::zero(), 16);
+    plan.scheduled.push_back({&d, 100, 0, false});
+    const BatchShape all = Replica::batch_shape(plan, 16, false, {}, /*every_block=*/true, 64);
+    CHECK(all.num_snapshots == 2 + 1 + 6);
+    CHECK(all.num_snapshot_extra_chunks == 1 + 5);
+    // Without prefix caching of states (neither mode) nothing is copied.
+    CHECK(Replica::batch_shape(plan, 16, false).num_snapshots == 0);
+}
+
 }  // namespace
 }  // namespace servesim::engine

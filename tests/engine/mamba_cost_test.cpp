@@ -73,13 +73,16 @@ TEST_CASE("Roofline: Mamba-Codestral-7B prefill runs the SSD scan, compute-bound
     CHECK(close(tp2.step_cost(prefill(2048)).gdn_ms, 2.420194, 1e-6));
 }
 
-TEST_CASE("Roofline: Bamba-9B's 29 Mamba2 layers cost their scan and their align-mode snapshots",
+TEST_CASE("Roofline: Bamba-9B's 29 Mamba2 layers cost their scan; one more scan chunk for a cut state copy",
           "[engine][cost][mamba2]") {
     // 29 Mamba2 layers (attention at 9, 18, 27): H 128 × P 64, N 128, G 1, Q 256, D = 8,192 + 256 = 8,448.
     // FLOPs per token and layer 67,584 + 4,194,304 + 8,192 + 65,536 + 4,194,304 = 8,529,920 (the C·state term
     // counted in 4·H·P·N); bytes (3·8,448 + 128 + 8,192)·2 + 49,152 + 2,048 = 118,528.
     // A 1,000-token prefill: 29 · 8,529,920 · 1,000 / 2.4725e14 = 1.000476 ms (bytes: 0.842478 ms); state
-    //   2 · 62,287,360 / 4.08e12 = 0.030533 ms → 1.031009 ms. One snapshot write 62,287,360 / 4.08e12 = 0.015267 ms.
+    //   2 · 62,287,360 / 4.08e12 = 0.030533 ms → 1.031009 ms. State copies are the replica's (StateSnapshotCost),
+    //   not the cost model's: snapshot_ms stays 0. One more scan chunk of Q = 256 tokens (scan_chunk_ms): FLOPs
+    //   29 · 8,529,920 · 256 / 2.4725e14 = 0.256122 ms, bytes 29 · 118,528 · 256 / 4.08e12 = 0.215675 ms → 0.256122,
+    //   plus one state write 62,287,360 / 4.08e12 = 0.015267 ms → 0.271388 ms.
     const models::ModelSpec spec = models::read_hf_config(fixture("Bamba-9B.json"));
     REQUIRE(models::state_bytes_per_sequence(spec) == 62'287'360);
     const RooflineCostModel cost(spec, spec.dtype, h200());
@@ -87,7 +90,8 @@ TEST_CASE("Roofline: Bamba-9B's 29 Mamba2 layers cost their scan and their align
     s.num_snapshots = 1;
     const StepCost c = cost.step_cost(s);
     CHECK(close(c.gdn_ms, 1.031009, 1e-6));
-    CHECK(close(c.snapshot_ms, 0.015267, 1e-6));
+    CHECK(c.snapshot_ms == 0.0);
+    CHECK(close(cost.scan_chunk_ms(256), 0.271388, 1e-6));
     CHECK(c.attn_prefill_ms > 0.0);  // its 3 attention layers are costed as before
 }
 

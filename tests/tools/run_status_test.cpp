@@ -144,8 +144,9 @@ ExperimentResult run_scenario(const std::string& text, const std::vector<Overrid
 
 TEST_CASE("Status: the README's tenant sweep at 40 and 80 tenants is overloaded, never ok", "[tools][status]") {
     // scenarios/seed-study/tenant-sweep.yaml: 6 req/s offered to closed-loop tenants on an RTX 3090. With 40 tenants
-    // the clients could send only ~2.6 req/s (TTFT p50 ~4.4 s); the queue is capped by the tenant count, so only
-    // the held-back rule sees it.
+    // the clients could send only ~2.6 req/s (Qwen3-4B, TTFT p50 ~4.4 s) and ~3.1 (Qwen3.5-4B, since align mode's
+    // state copies are priced as every scheme's, issue 44: 2.6 with the profile's fitted 11.76 ms a snapshot); the
+    // queue is capped by the tenant count, so only the held-back rule sees it. Held back: well short of the 6.
     const Scenario sc = load_scenario("scenarios/seed-study/tenant-sweep.yaml", std::vector<std::string>{}, std::nullopt);
     const auto results = run_experiments(sc.experiments, 2, {});
     int checked = 0;
@@ -157,7 +158,7 @@ TEST_CASE("Status: the README's tenant sweep at 40 and 80 tenants is overloaded,
         INFO(r.config.name << ": " << r.status_reason);
         CHECK(r.status == RunStatus::kOverloaded);
         CHECK(r.status_reason.rfind("the clients were held back: they sent ", 0) == 0);
-        CHECK(r.sim.summary.sent_rps() < 3.0);  // of the 6 offered
+        CHECK(r.sim.summary.sent_rps() < 3.5);  // of the 6 offered
         ++checked;
     }
     CHECK(checked == 4);  // two models × {40, 80}

@@ -254,14 +254,40 @@ bool workload_times_out(const ExperimentConfig& c) {
 
 namespace {
 
+// What keeping a state costs (engine::StateSnapshotCost), the same for every hybrid scheme whatever the step cost
+// model (issue 44; docs/HYBRID-POLICIES.md "What a snapshot costs"): a copy is one read and one write of this rank's
+// state at the GPU file's bandwidth × bandwidth_efficiency — on an H200 that gives 0.0252 ms for Qwen3.5-4B's
+// 51.5 MB against 0.0247 ms measured by the calibration sweep's gdn_snapshot_copy (calibration/profiles/h200/points/
+// Qwen3.5-4B/snapshot.csv, 6.33 ms for 256); a cut off the scan's grid costs one more chunk of the scan at the
+// roofline's GDN / Mamba rates. The chunk: Mamba2's chunk_size, else fla's 64 (Gated DeltaNet).
+engine::StateSnapshotCost state_snapshot_cost(const PreparedExperiment& p, const cache::MemoryPlan& plan) {
+    engine::StateSnapshotCost cost;
+    cost.copy_ms = 1e3 * 2.0 * static_cast<double>(plan.state_bytes_per_sequence) /
+                   (p.gpu.memory_bandwidth_bytes_per_s * p.gpu.bandwidth_efficiency);
+    for (const auto& layer : p.model.layers) {
+        if (const auto* m2 = std::get_if<models::Mamba2Mixer>(&layer.mixer); m2 != nullptr && m2->chunk_size > 0) {
+            cost.kernel_chunk_tokens = m2->chunk_size;
+            break;
+        }
+    }
+    engine::RooflineParams params = roofline_params(p.gpu);
+    params.tensor_parallel_size = plan.tensor_parallel_size;
+    cost.kernel_chunk_ms =
+        engine::RooflineCostModel(p.model, plan.kv_cache_dtype, params).scan_chunk_ms(cost.kernel_chunk_tokens);
+    return cost;
+}
+
 // The cluster run's settings for a prepared experiment (one pool's engines with cluster.disaggregation).
 // One replica's engine settings from its memory plan.
 engine::ReplicaConfig replica_config(const PreparedExperiment& p, const cache::MemoryPlan& plan) {
     engine::ReplicaConfig rc;
     rc.kv_cache = plan.kv_cache_config();
-    if (plan.hybrid_state) {
-        rc.state_copy_ms = 1e3 * 2.0 * static_cast<double>(plan.hybrid_state->state_bytes) /
-                           p.gpu.memory_bandwidth_bytes_per_s;
+    if (plan.enable_prefix_caching && plan.state_bytes_per_sequence > 0) {
+        rc.snapshot_cost = state_snapshot_cost(p, plan);
+        rc.mamba_state_every_block = !plan.hybrid_state && plan.mamba_cache_mode == cache::MambaCacheMode::kAll;
+        if (rc.kv_cache.hybrid_state) {
+            rc.kv_cache.hybrid_state->kernel_chunk_tokens = rc.snapshot_cost.kernel_chunk_tokens;
+        }
     }
     rc.check_invariants = p.config.check_invariants;
     // vLLM turns async scheduling off for spec methods other than EAGLE/MTP/ngram_gpu (VllmConfig.__post_init__):

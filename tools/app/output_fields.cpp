@@ -172,6 +172,7 @@ std::vector<Field> fields_order_only(const ExperimentResult& r) {
                                                                   static_cast<double>(std::max<std::int64_t>(
                                                                       s.prefix_cache_queries, 1)))});
             out.push_back({"snapshots_taken", h.num_snapshots_taken});
+            out.push_back({"state_copies", h.num_state_copies});
             out.push_back({"snapshots_evicted", h.num_evictions});
             out.push_back({"snapshots_evicted_orphan", h.num_orphans_evicted});
         }
@@ -299,6 +300,7 @@ std::vector<Field> fields_one(const ExperimentResult& r) {
                        true});
         out.push_back({"recomputed_hit_tokens", h.attention_hit_tokens - h.state_hit_tokens, true});
         out.push_back({"snapshots_taken", h.num_snapshots_taken, true});
+        out.push_back({"state_copies", h.num_state_copies, true});
         out.push_back({"snapshots_evicted", h.num_evictions, true});
         out.push_back({"snapshots_peak", h.peak_snapshots, true});
         out.push_back({"state_admission_waits", h.num_admission_waits, true});

@@ -15,9 +15,9 @@ namespace servesim::app {
 
 namespace {
 
-constexpr std::uint32_t kCodecVersion = 5;  // 2: Summary::num_requests_timed_out; 3: ExperimentConfig::request_path;
+constexpr std::uint32_t kCodecVersion = 6;  // 2: Summary::num_requests_timed_out; 3: ExperimentConfig::request_path;
 // 4: Summary::send_span_s and ttft_by_send_third, ExperimentResult::status_reason;
-// 5: speculative decoding (settings, StepCost::spec_draft_ms, stats)
+// 5: speculative decoding (settings, StepCost::spec_draft_ms, stats); 6: HybridStateStats::num_state_copies
 
 class Writer {
 public:
@@ -249,7 +249,7 @@ void fields(IO& io, T& h)
     requires std::is_same_v<std::remove_const_t<T>, cache::HybridStateStats>
 {
     io(h.num_lookups, h.attention_hit_tokens, h.state_hit_tokens, h.num_snapshots_taken, h.num_evictions,
-       h.num_admission_waits, h.peak_snapshots, h.num_orphans_evicted);
+       h.num_admission_waits, h.peak_snapshots, h.num_orphans_evicted, h.num_state_copies);
 }
 
 template <typename IO, typename T>

@@ -34,7 +34,7 @@ void decode_result(std::string_view bytes, ExperimentResult& r);
 struct CodecFieldCounts {
     static constexpr std::size_t kExperimentResult = 18;  // 15 encoded + config, plan, replicate_runs
     static constexpr std::size_t kSimulationResult = 10;  // with speculative
-    static constexpr std::size_t kHybridStateStats = 8;
+    static constexpr std::size_t kHybridStateStats = 9;  // with num_state_copies
     static constexpr std::size_t kSummary = 36;  // with send_span_s and ttft_by_send_third
     static constexpr std::size_t kDistribution = 7;
     static constexpr std::size_t kRequestRecord = 11;

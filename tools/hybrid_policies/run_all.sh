@@ -1,16 +1,25 @@
 #!/usr/bin/env bash
-# Runs every hybrid-policy scenario (scenarios/hybrid-policies/*.yaml) into out/hybrid-policies/*.csv and the state
+# Runs every hybrid-policy scenario (scenarios/hybrid-policies/*.yaml), under the default vLLM release and 0.26, into
+# out/hybrid-policies/{default,0.26}/*.csv and the state
 # sizes of `servesim inspect` into out/hybrid-policies/inspect-*.json, then writes
 # scenarios/hybrid-policies/RESULTS.md and its plots (tools/hybrid_policies/report.py).
-# Usage (after tools/setup.sh): tools/hybrid_policies/run_all.sh [--no-report]
+# Usage (after tools/setup.sh): [SERVESIM=build-dev/tools/servesim] tools/hybrid_policies/run_all.sh [--no-report]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-bin=./build/tools/servesim
+bin=${SERVESIM:-./build/tools/servesim}  # SERVESIM=path/to/servesim to use another build
 out=out/hybrid-policies
 mkdir -p "$out"
 start_ns=$(date +%s%N)
-for s in tenants tenants-fp8 agentic models mooncake mooncake-order-only; do
-  "$bin" sweep scenarios/hybrid-policies/$s.yaml --format csv > "$out/$s.csv"
+# Every scenario twice (issue 44): under servesim's default vLLM release (the scenarios' pin removed: null) into
+# $out/default/, and under 0.26 (the seed study's release, the scenarios' pin) into $out/0.26/. The report reads
+# each run's release from its CSV (vllm_version).
+for release in default 0.26; do
+  mkdir -p "$out/$release"
+  if [ "$release" = default ]; then set_release=null; else set_release=$release; fi
+  for s in tenants tenants-fp8 agentic models mooncake mooncake-order-only; do
+    "$bin" sweep scenarios/hybrid-policies/$s.yaml --set engine.vllm_version=$set_release --format csv \
+      > "$out/$release/$s.csv"
+  done
 done
 for m in Qwen3.5-4B Nemotron-H-8B; do
   "$bin" inspect --model $m --gpu H200 --vllm-version 0.26 --enable-prefix-caching --format json > "$out/inspect-$m.json"

@@ -784,6 +784,22 @@ double worst_backlog(const PlanProbe& p) {
 }
 
 std::string question_text(const PlanRequest& r) {
+    if (r.layout_gpus) {
+        const std::string over = fmt::format(" — in every layout of {} GPUs ({} node{} of {}{})", *r.layout_gpus,
+                                             *r.layout_gpus / r.gpus_per_node,
+                                             *r.layout_gpus / r.gpus_per_node == 1 ? "" : "s", r.gpus_per_node,
+                                             r.max_pipeline_parallel_size
+                                                 ? fmt::format(", at most {} pipeline stage{}",
+                                                               *r.max_pipeline_parallel_size,
+                                                               *r.max_pipeline_parallel_size == 1 ? "" : "s")
+                                                 : std::string());
+        if (r.target_load) {
+            return fmt::format("each layout at {} = {}{}", r.load_key, value_text(*r.target_load), over);
+        }
+        return fmt::format("largest {} meeting the SLOs (start {}, double or halve in [{}, {}], bisect to {} %){}",
+                           r.load_key, value_text(r.load_start), value_text(r.load_min), value_text(r.load_max),
+                           value_text(100 * r.rel_tolerance), over);
+    }
     if (r.target_load) {
         return r.search_replicas
                    ? fmt::format("fewest replicas (cluster.replicas, 1–{}) meeting the SLOs at {} = {}",

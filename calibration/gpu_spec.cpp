@@ -104,11 +104,35 @@ bool GpuSpec::answers_to(std::string_view text) const {
     return std::any_of(aliases.begin(), aliases.end(), [&](const std::string& a) { return normalise(a) == wanted; });
 }
 
+bool is_price_date(std::string_view d) {
+    const auto digits = [&](std::size_t from, std::size_t n) {
+        for (std::size_t i = from; i < from + n; ++i) {
+            if (i >= d.size() || d[i] < '0' || d[i] > '9') {
+                return false;
+            }
+        }
+        return true;
+    };
+    if (!(d.size() == 7 || d.size() == 10) || !digits(0, 4) || d[4] != '-' || !digits(5, 2)) {
+        return false;
+    }
+    const int month = (d[5] - '0') * 10 + (d[6] - '0');
+    if (month < 1 || month > 12) {
+        return false;
+    }
+    if (d.size() == 10) {
+        const int day = (d[8] - '0') * 10 + (d[9] - '0');
+        return d[7] == '-' && digits(8, 2) && day >= 1 && day <= 31;
+    }
+    return true;
+}
+
 GpuSpec parse_gpu_spec(const std::string& text, const std::string& file) {
     const YamlMap m(load_yaml_string(text, file), file);
     m.allow_only({"name", "aliases", "vendor", "device_name", "compute_capability", "memory_marketed_gb",
                   "memory_reported_bytes", "memory_bandwidth_gb_per_s", "bf16_dense_tflops", "fp8_dense_tflops",
-                  "fp4_dense_tflops", "host_link", "interconnect", "roofline", "price_usd_per_gpu_hour"});
+                  "fp4_dense_tflops", "host_link", "interconnect", "roofline", "price_usd_per_gpu_hour",
+                  "price_source", "price_date"});
     GpuSpec g;
     g.file = file;
     g.name = m.get<std::string>("name");
@@ -233,6 +257,29 @@ GpuSpec parse_gpu_spec(const std::string& text, const std::string& file) {
                    fmt::format("value {} is out of range; allowed: a positive $ per GPU-hour up to 1000", p));
         }
         g.usd_per_gpu_hour = p;
+        // A price is cited or absent (docs/GPUS.md "Prices"): where it was listed, and when.
+        for (const char* key : {"price_source", "price_date"}) {
+            if (!m.has(key)) {
+                m.fail("price_usd_per_gpu_hour",
+                       fmt::format("a price needs '{}' too (price_source: where it is listed, price_date: YYYY-MM or "
+                                   "YYYY-MM-DD); without a citation leave the GPU unpriced",
+                                   key));
+            }
+        }
+        g.price_source = m.get<std::string>("price_source");
+        if (g.price_source.find_first_not_of(" \t") == std::string::npos) {
+            m.fail("price_source", "must name where the price is listed");
+        }
+        g.price_date = m.get<std::string>("price_date");
+        if (!is_price_date(g.price_date)) {
+            m.fail("price_date", "'" + g.price_date + "' is not a date; allowed: YYYY-MM or YYYY-MM-DD");
+        }
+    } else {
+        for (const char* key : {"price_source", "price_date"}) {
+            if (m.has(key)) {
+                m.fail(key, "only with price_usd_per_gpu_hour");
+            }
+        }
     }
     return g;
 }

@@ -55,13 +55,18 @@ struct GpuSpec {
     double attention_efficiency = 0.55;
     double gdn_efficiency = 0.25;
     double bandwidth_efficiency = 0.85;
-    std::optional<double> usd_per_gpu_hour;   // the planner's default price; none = give one with --prices
+    std::optional<double> usd_per_gpu_hour;   // the planner's default price; none = unpriced (give one with --prices)
+    std::string price_source;                 // where that price is listed (required with it)
+    std::string price_date;                   // when: YYYY-MM or YYYY-MM-DD (required with it)
     bool operator==(const GpuSpec&) const = default;
 
     // True when `name` is this GPU's name, one of its aliases or its device_name (as the driver reports it: what a
     // calibrated profile's `gpu:` holds), compared as find_gpu compares names.
     [[nodiscard]] bool answers_to(std::string_view name) const;
 };
+
+// A price's date as GPU and price files take it: YYYY-MM or YYYY-MM-DD.
+[[nodiscard]] bool is_price_date(std::string_view date);
 
 // Reads one GPU file's text. Every key is checked: a missing required key, an unknown key, a value of the wrong type
 // or out of its range throws ConfigError naming `file` and the key.

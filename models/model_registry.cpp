@@ -57,6 +57,7 @@ constexpr HfRepo kHfRepos[] = {
     {"Qwen/Qwen3-4B", "Qwen3-4B"},
     {"Qwen/Qwen3-8B", "Qwen3-8B"},
     {"Qwen/Qwen3-32B", "Qwen3-32B"},
+    {"Qwen/Qwen3-30B-A3B", "Qwen3-30B-A3B"},
     {"Qwen/Qwen3-235B-A22B", "Qwen3-235B-A22B"},
     {"Qwen/Qwen3-Next-80B-A3B-Instruct", "Qwen3-Next-80B-A3B"},
     {"Qwen/Qwen3-Next-80B-A3B-Thinking", "Qwen3-Next-80B-A3B"},

@@ -17,18 +17,25 @@
 
 namespace servesim::planner {
 
+std::string GpuPrice::describe(const std::string& table_source) const {
+    if (cited()) {
+        return fmt::format("${:.2f}/GPU-h ({}, {})", usd_per_gpu_hour, source, date);
+    }
+    return fmt::format("${:.2f}/GPU-h ({}, uncited: no source or date given)", usd_per_gpu_hour, table_source);
+}
+
 double PriceTable::price(const std::string& gpu) const {
-    const auto it = usd_per_gpu_hour.find(gpu);
-    if (it == usd_per_gpu_hour.end()) {
+    const auto it = prices.find(gpu);
+    if (it == prices.end()) {
         std::string known;
-        for (const auto& [name, p] : usd_per_gpu_hour) {
+        for (const auto& [name, p] : prices) {
             known += (known.empty() ? "" : ", ") + name;
         }
         throw ConfigError(fmt::format("no price for GPU '{}' ({}); priced GPUs: {}. Give one with --prices FILE "
                                       "(gpus: {{{}: <$ per GPU-hour>}})",
                                       gpu, source, known, gpu));
     }
-    return it->second;
+    return it->second.usd_per_gpu_hour;
 }
 
 PriceTable parse_prices(const std::string& text, const std::string& file, const PriceTable& base) {
@@ -56,40 +63,74 @@ PriceTable parse_prices(const std::string& text, const std::string& file, const 
         } catch (const ConfigError& e) {
             throw ConfigError(file, line, key, e.what());
         }
+        GpuPrice p;
+        YAML::Node value = kv.second;
+        if (value.IsMap()) {
+            for (const auto& field : value) {
+                const std::string f = field.first.Scalar();
+                if (f != "usd_per_gpu_hour" && f != "source" && f != "date") {
+                    throw ConfigError(file, field.first.Mark().line + 1, key + "." + f,
+                                      "unknown key; allowed: usd_per_gpu_hour, source, date");
+                }
+            }
+            if (!value["usd_per_gpu_hour"]) {
+                throw ConfigError(file, line, key, "expected usd_per_gpu_hour (with source and date)");
+            }
+            if (static_cast<bool>(value["source"]) != static_cast<bool>(value["date"])) {
+                throw ConfigError(file, line, key,
+                                  "a source needs a date and a date a source (date: YYYY-MM or YYYY-MM-DD)");
+            }
+            if (value["source"]) {
+                p.source = value["source"].Scalar();
+                p.date = value["date"].Scalar();
+                if (p.source.find_first_not_of(" \t") == std::string::npos) {
+                    throw ConfigError(file, line, key + ".source", "must name where the price is listed");
+                }
+                if (!calibration::is_price_date(p.date)) {
+                    throw ConfigError(file, line, key + ".date",
+                                      "'" + p.date + "' is not a date; allowed: YYYY-MM or YYYY-MM-DD");
+                }
+            }
+            value = value["usd_per_gpu_hour"];
+        }
         double v = 0;
         try {
-            v = kv.second.as<double>();
+            v = value.as<double>();
         } catch (const YAML::Exception&) {
-            throw ConfigError(file, line, key, "expected a number of $ per GPU-hour, got '" + kv.second.Scalar() + "'");
+            throw ConfigError(file, line, key, "expected a number of $ per GPU-hour, got '" + value.Scalar() + "'");
         }
         if (!(v > 0) || !std::isfinite(v)) {
             throw ConfigError(file, line, key, fmt::format("a price must be a positive number, got {}", v));
         }
-        t.usd_per_gpu_hour[name] = v;
+        p.usd_per_gpu_hour = v;
+        t.prices[name] = p;
     }
     return t;
 }
 
 PriceTable default_prices() {
-    // One source of truth: each GPU file's price_usd_per_gpu_hour (calibration/gpus/*.yaml); unpriced GPUs are absent.
+    // One source of truth: each GPU file's cited price (calibration/gpus/*.yaml); unpriced GPUs are absent.
     PriceTable t;
     for (const auto& g : calibration::gpu_catalog()) {
         if (g.usd_per_gpu_hour) {
-            t.usd_per_gpu_hour[g.name] = *g.usd_per_gpu_hour;
+            t.prices[g.name] = GpuPrice{*g.usd_per_gpu_hour, g.price_source, g.price_date};
         }
     }
-    t.source = "built-in indicative on-demand prices, calibration/gpus/*.yaml";
+    t.source = "built-in cited prices, calibration/gpus/*.yaml";
     return t;
 }
 
-double PriceTable::price_of(const calibration::GpuSpec& gpu) const {
-    // A user GPU file (not a catalog entry, whose price is already in the built-in table or replaced by --prices)
-    // that carries its own price.
-    const bool user_file = gpu.file.rfind("calibration/gpus/", 0) != 0;
-    if (user_file && usd_per_gpu_hour.count(gpu.name) == 0 && gpu.usd_per_gpu_hour) {
-        return *gpu.usd_per_gpu_hour;
+std::optional<GpuPrice> PriceTable::price_of(const calibration::GpuSpec& gpu) const {
+    if (const auto it = prices.find(gpu.name); it != prices.end()) {
+        return it->second;
     }
-    return price(gpu.name);
+    // A user GPU file (not a catalog entry, whose price is already in the built-in table or replaced by --prices)
+    // that carries its own price (cited: the GPU file requires it).
+    const bool user_file = gpu.file.rfind("calibration/gpus/", 0) != 0;
+    if (user_file && gpu.usd_per_gpu_hour) {
+        return GpuPrice{*gpu.usd_per_gpu_hour, gpu.price_source, gpu.price_date};
+    }
+    return std::nullopt;
 }
 
 PriceTable read_prices(const std::string& path, const PriceTable& base) {

@@ -1,6 +1,7 @@
-// What a deployment costs per token (docs/PLANNER.md): GPU-hour prices kept as data (each GPU file's
-// price_usd_per_gpu_hour, calibration/gpus/*.yaml, embedded; a user price file replaces or extends them), the cost of serving a million tokens at a measured throughput,
-// and the Pareto frontier of cost against a latency figure.
+// What a deployment costs per token (docs/PLANNER.md): GPU-hour prices kept as data, each with its source and date
+// (each GPU file's price_usd_per_gpu_hour, price_source, price_date, calibration/gpus/*.yaml, embedded; a user price
+// file replaces or extends them), the cost of serving a million tokens at a measured throughput, and the Pareto
+// frontier of cost against a latency figure.
 #pragma once
 
 #include <map>
@@ -12,24 +13,36 @@
 
 namespace servesim::planner {
 
+// One GPU's price and its citation. A price without a source and a date (a bare number in a --prices file) is
+// uncited and says so wherever it is printed (docs/GPUS.md "Prices").
+struct GpuPrice {
+    double usd_per_gpu_hour = 0;
+    std::string source;  // where it is listed; empty = uncited
+    std::string date;    // YYYY-MM or YYYY-MM-DD; empty = uncited
+    [[nodiscard]] bool cited() const { return !source.empty() && !date.empty(); }
+    // "$6.35/GPU-h (RunPod …, 2026-03)" or "$2.49/GPU-h (prices.yaml, uncited: no source or date given)".
+    [[nodiscard]] std::string describe(const std::string& table_source) const;
+};
+
 // $ per GPU-hour by canonical GPU name (calibration::find_gpu's names).
 struct PriceTable {
-    std::map<std::string, double> usd_per_gpu_hour;
-    std::string source;  // where the prices came from (file, or "built-in defaults (…)")
+    std::map<std::string, GpuPrice> prices;
+    std::string source;  // where the table came from (a file, or the built-in GPU files)
 
     // The price of `gpu`; ConfigError naming the GPU and the priced ones when missing.
     [[nodiscard]] double price(const std::string& gpu) const;
 
-    // The table's price for the GPU's name; else, for a user GPU file that names none here, its own
-    // price_usd_per_gpu_hour; else ConfigError as price().
-    [[nodiscard]] double price_of(const calibration::GpuSpec& gpu) const;
+    // The table's price for the GPU's name; else, for a user GPU file that names none here, its own cited price;
+    // else nullopt: the GPU is unpriced (the planner plans it and prints `unpriced` for its cost).
+    [[nodiscard]] std::optional<GpuPrice> price_of(const calibration::GpuSpec& gpu) const;
 };
 
-// The built-in table: the price of every catalog GPU whose file gives one (calibration/gpus/*.yaml).
+// The built-in table: the cited price of every catalog GPU whose file gives one (calibration/gpus/*.yaml).
 [[nodiscard]] PriceTable default_prices();
 
-// Reads a price file: `gpus: {H100-SXM: 2.99, …}` (names as `servesim list` prints them, any spelling find_gpu
-// accepts); every price a positive finite number. `base` supplies GPUs the file does not name.
+// Reads a price file: `gpus: {H100: 2.49, …}` (uncited) or `gpus: {H100: {usd_per_gpu_hour: 2.49, source: "…",
+// date: "2026-11"}, …}` (names as `servesim list` prints them, any spelling find_gpu accepts); every price a positive
+// finite number; a source needs a date and a date a source. `base` supplies GPUs the file does not name.
 [[nodiscard]] PriceTable read_prices(const std::string& path, const PriceTable& base);
 [[nodiscard]] PriceTable parse_prices(const std::string& text, const std::string& file_for_errors,
                                       const PriceTable& base);

@@ -59,6 +59,7 @@ int cmd_plan(int argc, char** argv, const std::function<int(const std::string&)>
         "servesim plan --model M [--gpu G] [vLLM engine flags] [vllm bench serve flags] --slo ... [options]\n"
         "  without a target: the largest sustainable load of each configuration, and its cost per token;\n"
         "  with a target: the fewest replicas (GPUs = replicas × tensor-parallel size) meeting the SLOs at it.\n"
+        "  with --gpus N: every TP × PP × DP (× EP) layout of N GPUs, tokens/s per GPU against tokens/s per user.\n"
         "  configurations = the scenario's experiments/sweep points × --grid; ranked by $ per million tokens.\n"
         "  see docs/PLANNER.md");
     opts.add_options()("help,h", "show this help")("scenario", po::value<std::string>(&r.scenario_path),
@@ -80,8 +81,16 @@ int cmd_plan(int argc, char** argv, const std::function<int(const std::string&)>
         "grid", po::value<std::vector<std::string>>(&grid)->composing(),
         "a grid axis key=v1,v2 (repeatable; keys as --set takes them, e.g. gpu=H100,H200)")(
         "replicates", po::value<int>(&r.replicates),
-        "seeds per probe (default 1; a probe passes when all do; a scenario's replicates: key is not used)")(
-        "prices", po::value<std::string>(&prices_file), "price file (gpus: {NAME: $ per GPU-hour})")(
+        "seeds per probe (default 1; a probe passes when all do; a scenario's replicates: key is run's and sweep's: "
+        "refused without this flag, warned about with it)")(
+        "gpus", po::value<int>(),
+        "search layouts: plan every TP x PP x DP (x EP for MoE) layout of N GPUs (whole nodes), per --grid point")(
+        "gpus-per-node", po::value<int>(&r.gpus_per_node),
+        "GPUs per node (default 8, an HGX board): answers count nodes, --gpus is whole nodes")(
+        "max-pp", po::value<int>(), "with --gpus: at most this many pipeline stages")(
+        "prices", po::value<std::string>(&prices_file),
+        "price file: gpus: {NAME: {usd_per_gpu_hour: P, source: WHERE, date: YYYY-MM}} (a bare number is printed "
+        "as uncited); replaces the built-in cited prices it names")(
         "rank-by", po::value<std::string>(&r.rank_by), "usd_per_mtok (all tokens, default) or usd_per_mtok_output")(
         "set", po::value<std::vector<std::string>>(&r.overrides)->composing(), "override a scenario key")(
         "seed", po::value<std::uint64_t>(&seed), "first seed (replaces the scenario's)")(
@@ -160,6 +169,13 @@ int cmd_plan(int argc, char** argv, const std::function<int(const std::string&)>
     if (vm.count("seed")) {
         r.seed = seed;
     }
+    r.replicates_given = vm.count("replicates") > 0;
+    if (vm.count("gpus")) {
+        r.layout_gpus = vm["gpus"].as<int>();
+    }
+    if (vm.count("max-pp")) {
+        r.max_pipeline_parallel_size = vm["max-pp"].as<int>();
+    }
     if (r.jobs < 1) {
         throw ConfigError("--jobs: must be at least 1");
     }
@@ -220,6 +236,9 @@ int cmd_plan(int argc, char** argv, const std::function<int(const std::string&)>
     }
     if (tty) {
         std::cerr << "\n";
+    }
+    for (const auto& w : result.warnings) {
+        std::cerr << "warning: " << w << "\n";
     }
     const std::string table = app::format_plan_table(r, result);
     const std::string json = app::format_plan_json(r, result);

@@ -67,6 +67,7 @@ constexpr const char* kUsage =
     "  sweep SCENARIO     run a scenario's sweep grid on threads, one row per point\n"
     "  plan SCENARIO      max sustainable load, GPUs for a target load, cheapest configuration under SLOs\n"
     "                     without a file: servesim plan --model M --gpu G [vLLM flags] --slo ttft_p99=2s ...\n"
+    "                     --gpus N: every TP x PP x DP (x EP) layout of N GPUs (nodes of --gpus-per-node)\n"
     "  inspect            vLLM's KV-cache sizing for a model on a GPU (block size, pages, capacity);\n"
     "                     inspect SCENARIO: each replica's topology GPUs, their memory and KV blocks;\n"
     "                     --step-costs prefill=2048 decode=64x2048: one step's cost term by term\n"
@@ -650,7 +651,8 @@ int cmd_list() {
                                  g.name, g.memory_bytes / (1024.0 * 1024.0 * 1024.0),
                                  g.memory_bandwidth_bytes_per_s / 1e9, g.bf16_dense_flops_per_s / 1e12,
                                  tflops(g.fp8_dense_flops_per_s), tflops(g.fp4_dense_flops_per_s), link,
-                                 g.usd_per_gpu_hour ? fmt::format("${:.2f}/h", *g.usd_per_gpu_hour) : "unpriced");
+                                 g.usd_per_gpu_hour ? fmt::format("${:.2f}/h as of {}", *g.usd_per_gpu_hour, g.price_date)
+                                                     : "unpriced");
         // The other names --gpu takes for it: the driver's (nvidia-smi, torch.cuda.get_device_name) and aliases.
         std::vector<std::string> also;
         if (!g.device_name.empty()) {

@@ -7,7 +7,7 @@ servesim=${SERVESIM:-./build/tools/servesim}
 out=scenarios/plan/results
 mkdir -p "$out"
 slo="ttft_p99=2s,tpot_p99=50ms"
-grid=(--grid gpu=H100,H200,L40S)
+grid=(--grid gpu=H100,H200,L40S --prices scenarios/plan/agentic-prices.yaml)
 # 1. The largest sustainable request rate of one GPU of each kind, and its cost per token.
 "$servesim" plan scenarios/plan/agentic-8b.yaml --slo "$slo" "${grid[@]}" --start-load 4 --replicates 3 \
   --out "$out/max-load" --plot > /dev/null

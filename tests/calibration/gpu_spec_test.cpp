@@ -247,11 +247,14 @@ TEST_CASE("A user GPU file reads with defaults for the optional keys", "[calibra
     CHECK(g.gemm_efficiency == 0.72);
     CHECK_FALSE(g.usd_per_gpu_hour.has_value());
     CHECK_FALSE(g.is_a100);
-    const auto tuned = sc::parse_gpu_spec(kValid + "roofline: {gemm_efficiency: 0.6}\nprice_usd_per_gpu_hour: 2.5\n",
+    const auto tuned = sc::parse_gpu_spec(kValid + "roofline: {gemm_efficiency: 0.6}\nprice_usd_per_gpu_hour: 2.5\n"
+                                                   "price_source: \"our contract\"\nprice_date: \"2026-11\"\n",
                                           "my_gpu.yaml");
     CHECK(tuned.gemm_efficiency == 0.6);
     CHECK(tuned.attention_efficiency == 0.55);
     CHECK(tuned.usd_per_gpu_hour == 2.5);
+    CHECK(tuned.price_source == "our contract");
+    CHECK(tuned.price_date == "2026-11");
 }
 
 TEST_CASE("A user GPU file with a missing key is refused naming the file and the key", "[calibration][gpus]") {
@@ -290,6 +293,15 @@ TEST_CASE("A user GPU file with a value out of range is refused naming the file 
               .find("'roofline.bandwidth_efficiency': value 1.2 is out of range") != std::string::npos);
     CHECK(parse_error(kValid + "price_usd_per_gpu_hour: -1\n")
               .find("'price_usd_per_gpu_hour': value -1 is out of range") != std::string::npos);
+    // A price is cited or absent (docs/GPUS.md "Prices").
+    CHECK(parse_error(kValid + "price_usd_per_gpu_hour: 2\n")
+              .find("'price_usd_per_gpu_hour': a price needs 'price_source' too") != std::string::npos);
+    CHECK(parse_error(kValid + "price_usd_per_gpu_hour: 2\nprice_source: x\n")
+              .find("a price needs 'price_date' too") != std::string::npos);
+    CHECK(parse_error(kValid + "price_usd_per_gpu_hour: 2\nprice_source: x\nprice_date: late 2025\n")
+              .find("'price_date': 'late 2025' is not a date; allowed: YYYY-MM or YYYY-MM-DD") != std::string::npos);
+    CHECK(parse_error(kValid + "price_source: x\n").find("'price_source': only with price_usd_per_gpu_hour") !=
+          std::string::npos);
     // 80 GB marketed but 80 GiB·1000 reported: a unit slip (80 GiB = 85,899,345,920 B is the most allowed).
     CHECK(parse_error(replace_line(kValid, "memory_reported_bytes", "memory_reported_bytes: 85899345921"))
               .find("'memory_reported_bytes': 85899345921 bytes (80.00 GiB) does not fit memory_marketed_gb 80") !=

@@ -80,14 +80,38 @@ TEST_CASE("Cost: a missing price names the GPU and the priced ones; bad price fi
     CHECK(error_of("gpu: {H200: 2}").find("unknown key; allowed: gpus") != std::string::npos);
 }
 
-TEST_CASE("Cost: the built-in table holds each GPU file's price and says where its prices come from",
+TEST_CASE("Cost: the built-in table holds each GPU file's cited price, with its source and date",
           "[planner][cost]") {
     const PriceTable t = default_prices();
-    // The prices of calibration/gpus/H200.yaml and RTX-3090.yaml (the former planner/gpu_prices.yaml's values).
-    CHECK(t.price("H200") == 3.70);
-    CHECK(t.price("RTX 3090") == 0.25);
-    CHECK(t.usd_per_gpu_hour.count("MI300X") == 0);  // its file gives no price
+    // calibration/gpus/H200.yaml and H100-SXM.yaml: RunPod's on-demand rates as deploybase.ai tabulated them, March 2026.
+    CHECK(t.price("H200") == 6.35);
+    CHECK(t.price("H100-SXM") == 4.76);
+    const GpuPrice& h200 = t.prices.at("H200");
+    CHECK(h200.cited());
+    CHECK(h200.date == "2026-03");
+    CHECK(h200.source.find("deploybase.ai/articles/runpod-gpu-pricing") != std::string::npos);
+    CHECK(t.prices.count("MI300X") == 0);    // its file gives no price: unpriced
+    CHECK(t.prices.count("A100-40GB") == 0);  // its uncited late-2025 price was dropped
+    for (const auto& [name, p] : t.prices) {
+        CHECK(p.cited());  // no built-in price reads as cited without being so
+    }
     CHECK(t.source.find("calibration/gpus") != std::string::npos);
+}
+
+TEST_CASE("Cost: a price file's entries are cited (source and date) or printed as uncited", "[planner][cost]") {
+    const PriceTable t = parse_prices(
+        "gpus:\n  H100: 2.49\n  H200: {usd_per_gpu_hour: 3.1, source: \"our reserved contract\", date: 2026-11}\n",
+        "mine.yaml", default_prices());
+    CHECK(t.prices.at("H100-SXM").usd_per_gpu_hour == 2.49);
+    CHECK_FALSE(t.prices.at("H100-SXM").cited());
+    CHECK(t.prices.at("H100-SXM").describe(t.source) == "$2.49/GPU-h (mine.yaml, uncited: no source or date given)");
+    CHECK(t.prices.at("H200").describe(t.source) == "$3.10/GPU-h (our reserved contract, 2026-11)");
+    CHECK(t.prices.at("L40S").cited());  // not named: the built-in cited price stays
+    CHECK(error_of("gpus: {H200: {usd_per_gpu_hour: 3, source: x}}").find("a source needs a date") !=
+          std::string::npos);
+    CHECK(error_of("gpus: {H200: {usd_per_gpu_hour: 3, source: x, date: soon}}")
+              .find("'gpus.H200.date': 'soon' is not a date; allowed: YYYY-MM or YYYY-MM-DD") != std::string::npos);
+    CHECK(error_of("gpus: {H200: {usd: 3}}").find("'gpus.H200.usd': unknown key") != std::string::npos);
 }
 
 TEST_CASE("Cost: a user GPU file's own price is used unless the price table names its GPU", "[planner][cost]") {
@@ -95,16 +119,19 @@ TEST_CASE("Cost: a user GPU file's own price is used unless the price table name
     user.name = "A40";
     user.file = "scenarios/gpus/gpus/A40.yaml";
     user.usd_per_gpu_hour = 0.40;
+    user.price_source = "own contract";
+    user.price_date = "2026-12";
     const PriceTable defaults = default_prices();
-    CHECK(defaults.price_of(user) == 0.40);
-    CHECK(parse_prices("gpus: {H200: 3}", "p.yaml", defaults).price_of(user) == 0.40);
+    CHECK(defaults.price_of(user)->usd_per_gpu_hour == 0.40);
+    CHECK(defaults.price_of(user)->source == "own contract");
+    CHECK(parse_prices("gpus: {H200: 3}", "p.yaml", defaults).price_of(user)->usd_per_gpu_hour == 0.40);
     PriceTable named = defaults;
-    named.usd_per_gpu_hour["A40"] = 0.55;  // --prices naming it wins
-    CHECK(named.price_of(user) == 0.55);
-    // A catalog GPU never falls back to its file: the table decides (a --prices file that drops it refuses it).
+    named.prices["A40"] = GpuPrice{0.55, "", ""};  // --prices naming it wins
+    CHECK(named.price_of(user)->usd_per_gpu_hour == 0.55);
+    // A catalog GPU never falls back to its file: the table decides (a table without it leaves it unpriced).
     calibration::GpuSpec l40s = calibration::find_gpu("L40S");
-    CHECK(defaults.price_of(l40s) == 1.00);
-    CHECK_THROWS_AS(PriceTable{}.price_of(l40s), ConfigError);
+    CHECK(defaults.price_of(l40s)->usd_per_gpu_hour == 1.40);
+    CHECK_FALSE(PriceTable{}.price_of(l40s).has_value());
 }
 
 }  // namespace

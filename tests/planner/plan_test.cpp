@@ -122,19 +122,13 @@ TEST_CASE("Plan: the same answer and output whatever the thread count", "[planne
     CHECK(format_plan_json(r, run_plan(r, {})) == one);
 }
 
-TEST_CASE("Plan: a grid key that does not exist, a GPU without a price, and a searched key in the grid are refused "
-          "before simulating",
+TEST_CASE("Plan: a grid key that does not exist and a searched key in the grid are refused before simulating",
           "[planner][plan][errors]") {
     PlanRequest r = base_request();
     r.grid.push_back(parse_grid_axis("engine.blok_size=16,32"));
     const std::string key = error_of(r);
     CHECK(key.find("blok_size") != std::string::npos);
     CHECK(key.find("block_size") != std::string::npos);  // the allowed keys are listed
-
-    PlanRequest p = base_request();
-    p.grid.push_back(parse_grid_axis("gpu=H100,L40S"));
-    const std::string price = error_of(p);
-    CHECK(price.find("no price for GPU 'L40S'") != std::string::npos);
 
     PlanRequest s = base_request();
     s.grid.push_back(parse_grid_axis("workload.rate=1,2"));
@@ -160,7 +154,8 @@ TEST_CASE("Plan: an early-stopped probe is shown as stopped, without latencies",
     CHECK(table.find("one-at-a-time           200         1    0/1             —        —  stopped       stopped early: "
                      "more than 10 requests waiting at once") != std::string::npos);
     const std::string csv = format_plan_csv(r, res);
-    CHECK(csv.find("\"one-at-a-time\",200,1,0,1,,,stopped,\"stopped early") != std::string::npos);
+    // config, load, replicas, tp, pp, dp, gpus, passed, replicates, ttft_max (empty), backlog (empty), status.
+    CHECK(csv.find("\"one-at-a-time\",200,1,1,1,1,1,0,1,,,stopped,\"stopped early") != std::string::npos);
     const auto json = format_plan_json(r, res);
     CHECK(json.find("\"ttft_max_ms\": null,\n      \"backlog_fraction\": null,\n      \"status\": \"stopped\"") !=
           std::string::npos);
@@ -169,6 +164,105 @@ TEST_CASE("Plan: an early-stopped probe is shown as stopped, without latencies",
     REQUIRE(ran != res.probes.end());
     CHECK(ran->status == "ok");
     CHECK(close(*Planner_worst_ttft_max(*ran), 10.0, 0.01));
+}
+
+TEST_CASE("Plan: what binds the answer of the server worked by hand, its headroom and its rounding", "[planner][plan]") {
+    // The bisection above: 100.390625 req/s passes, 100.78125 fails. At the failing load TTFT max = 10 + 199·(10 −
+    // 1000/100.78125) = 25.43 ms > 25: the SLO binds (no queue builds within 200 requests: nothing else fails). At the
+    // answer TTFT max = 10 + 199·(10 − 1000/100.390625) = 17.74 ms: headroom (25 − 17.74)/25 = 29.0 %. The
+    // constant-10ms profile has no validated band: figures to two significant digits (100.39 → "100").
+    PlanRequest r = base_request();
+    r.load_start = 25;
+    r.rel_tolerance = 0.005;
+    const PlanResult res = run_plan(r, {});
+    const auto& c = res.configurations[0];
+    CHECK(c.binding.kind == planner::Binding::Kind::kSlo);
+    CHECK(c.binding.name(r.slo) == "ttft_max");
+    REQUIRE(c.binding.headroom_pct.size() == 1);
+    CHECK(close(*c.binding.headroom_pct[0], 100.0 * (25.0 - (10.0 + 199.0 * (10.0 - 1000.0 / 100.390625))) / 25.0, 1e-3));
+    CHECK_FALSE(c.band_half_width_pct.has_value());
+    CHECK(res.frontier_slo == std::optional<std::size_t>{0});  // ttft_max binds the one answer: the frontier is on it
+    CHECK(c.on_frontier);
+    const std::string table = format_plan_table(r, res);
+    CHECK(table.find("binds ttft_max (at load 100.78125); headroom: ttft_max 29 %; band not validated (two "
+                     "significant digits)") != std::string::npos);
+    CHECK(table.find("* one-at-a-time        100      1      1      2.00") != std::string::npos);
+    const std::string json = format_plan_json(r, res);
+    CHECK(json.find("\"max_load\": 100.390625,\n      \"max_load_rounded\": 100.0,") != std::string::npos);
+    CHECK(json.find("\"binding\": \"ttft_max\"") != std::string::npos);
+}
+
+TEST_CASE("Plan: when no SLO binds (the queue does), no Pareto star is drawn", "[planner][plan]") {
+    // ttft_max ≤ 10 s: above 100 req/s the one-at-a-time server's queue grows (its TTFT stays under 10 s within 200
+    // requests), so the backlog or the early stop fails the load, not the SLO: capacity binds, no frontier.
+    PlanRequest r = base_request();
+    r.slo = planner::parse_slo("ttft_max=10s", "--slo");
+    r.load_start = 25;
+    r.rel_tolerance = 0.05;
+    const PlanResult res = run_plan(r, {});
+    const auto& c = res.configurations[0];
+    REQUIRE(c.answer.best.has_value());
+    CHECK(c.binding.kind == planner::Binding::Kind::kCapacity);
+    CHECK_FALSE(res.frontier_slo.has_value());
+    CHECK_FALSE(c.on_frontier);
+    CHECK(format_plan_table(r, res).find("no SLO binds any answer, so no cost / latency frontier is starred") !=
+          std::string::npos);
+}
+
+TEST_CASE("Plan: --target-rate whose SLOs held while the clients were held back says so", "[planner][plan]") {
+    // max_concurrency 1 on the one-at-a-time server: a request is sent only when the previous one (10 ms) is done,
+    // so 200 req/s offered become one send per 10 ms: (200 − 1) / 1.99 s = 100 req/s. Nothing queues, TTFT is 10 ms
+    // ≤ 25 ms: every SLO holds, yet the target is not reached.
+    PlanRequest r = base_request();
+    r.overrides.push_back("workload.max_concurrency=1");
+    r.target_load = 200;
+    r.search_replicas = false;
+    const PlanResult res = run_plan(r, {});
+    const auto& c = res.configurations[0];
+    CHECK_FALSE(c.answer.best.has_value());
+    REQUIRE(res.probes.size() == 1);
+    CHECK(res.probes[0].slo_met);
+    CHECK(res.probes[0].held_back);
+    CHECK(close(res.probes[0].sent_rps, 100.0, 1e-6));
+    CHECK(c.verdict == "every SLO held, but the clients sent 100 of the 200 req/s offered (held back by the server): "
+                       "the target rate was not reached");
+    CHECK(format_plan_table(r, res).find("without an answer: what the most favourable probe showed\n  one-at-a-time  "
+                                         "misses_target: every SLO held, but the clients sent 100") != std::string::npos);
+}
+
+TEST_CASE("Plan: a GPU without a price is planned and marked unpriced, not ranked", "[planner][plan]") {
+    PlanRequest r = base_request();  // prices: H100 only
+    r.overrides.push_back("allow_profile_mismatch=true");  // the 10 ms profile stands for both GPUs
+    r.grid.push_back(parse_grid_axis("gpu=H100,L40S"));
+    r.load_start = 50;
+    r.rel_tolerance = 0.1;
+    const PlanResult res = run_plan(r, {});
+    REQUIRE(res.configurations.size() == 2);
+    const auto& l40s = res.configurations[1];
+    CHECK_FALSE(l40s.price.has_value());
+    CHECK(l40s.answer.best.has_value());  // planned all the same
+    CHECK_FALSE(l40s.usd_per_mtok.has_value());
+    CHECK(res.ranking == std::vector<std::size_t>{0});
+    const std::string table = format_plan_table(r, res);
+    CHECK(table.find("  L40S          unpriced: no cited price (give one with --prices FILE)") != std::string::npos);
+    CHECK(table.find("  H100-SXM      $2.00/GPU-h (prices.yaml, uncited: no source or date given)") != std::string::npos);
+}
+
+TEST_CASE("Plan: a scenario's replicates: key is refused without --replicates and warned about with it",
+          "[planner][plan][errors]") {
+    PlanRequest r = base_request();
+    r.overrides.push_back("replicates=3");
+    CHECK(error_of(r) == kScenario + ": experiment 'one-at-a-time': 'replicates: 3' is what run and sweep repeat; plan "
+                                     "does not read it (it runs --replicates N seeds per probe); give --replicates 3 "
+                                     "to plan with that many seeds");
+    r.replicates_given = true;
+    r.replicates = 2;
+    r.load_start = 50;
+    r.rel_tolerance = 0.2;
+    const PlanResult res = run_plan(r, {});
+    REQUIRE(res.warnings.size() == 1);
+    CHECK(res.warnings[0].find("planning with --replicates 2") != std::string::npos);
+    CHECK(res.probes.front().summaries.size() == 2);  // the planner's seeds, not the key's
 }
 
 PlanRequest model_request(const std::string& model, const std::vector<Override>& engine_flags) {
@@ -215,17 +309,76 @@ TEST_CASE("Plan: a model that does not fit one grid point is a does_not_fit row;
     CHECK(res.ranking == std::vector<std::size_t>{1});
     // What the user reads: the answers row and vLLM's reason.
     const std::string table = format_plan_table(r, res);
-    CHECK(table.find("  gpu=H100" + std::string(15, ' ') + "—" + std::string(15, ' ') + "—      —      2.90" +
-                     std::string(10, ' ') + "—" + std::string(11, ' ') + "—" + std::string(9, ' ') +
-                     "—  does_not_fit\n") != std::string::npos);
+    // Its answers row: no load, GPUs, nodes or figures; its price; the answer kind.
+    const std::size_t at = table.find("\n  gpu=H100 ") + 1;  // the first gpu=H100 line: its answers row
+    const std::string row = table.substr(at, table.find('\n', at) - at);
+    CHECK(row.find("2.90") != std::string::npos);
+    CHECK(row.substr(row.size() - 12) == "does_not_fit");
     CHECK(table.find("does_not_fit: vLLM would not start these (its start-up memory check), so they were not "
                      "probed\n  gpu=H100  max_model_len: To serve at least one request") != std::string::npos);
     const std::string csv = format_plan_csv(r, res);
-    CHECK(csv.find("\"gpu=H100\",,,0,0,,,,does_not_fit,\"max_model_len: To serve at least one request") !=
+    // config, load, replicas, tp, pp, dp, gpus, passed, replicates, the two SLOs, backlog, status, verdict.
+    CHECK(csv.find("\"gpu=H100\",,,1,1,1,1,0,0,,,,does_not_fit,\"max_model_len: To serve at least one request") !=
           std::string::npos);
     const std::string json = format_plan_json(r, res);
     CHECK(json.find("\"answer\": \"does_not_fit\",\n      \"status_reason\": \"max_model_len: To serve") !=
           std::string::npos);
+}
+
+TEST_CASE("Plan: the layout search of 16 H100s in 8-GPU nodes for Llama-3.1-70B FP8: which fit, and why not",
+          "[planner][plan][layouts]") {
+    // 14 layouts (tests/planner/layouts_test.cpp). Only TP 1 × PP 1 puts the whole model on one GPU: the 70B's FP8
+    // weights leave 1.63 GiB of an H100 for KV blocks, under the 2.50 GiB one 8,192-token request needs (the
+    // does_not_fit test above), so vLLM would not start it. Every other layout splits the 80 layers at least in two
+    // (half the weights per GPU) and fits. Each layout is evaluated once at 2 req/s (a target: no search).
+    PlanRequest r = model_request("Llama-3.1-70B", {{"engine.quantization", YAML::Node("fp8"), "--quantization"},
+                                                    {"engine.max_model_len", YAML::Node("8192"), "--max-model-len"}});
+    r.flag_overrides.push_back({"workload.num_prompts", YAML::Node("100"), "--num-prompts"});
+    r.grid.push_back(parse_grid_axis("gpu=H100"));
+    r.layout_gpus = 16;
+    r.gpus_per_node = 8;
+    r.target_load = 2;
+    settle_load_key(r);
+    const PlanResult res = run_plan(r, {});
+    std::vector<std::string> labels;
+    std::vector<std::string> unfit;
+    for (const auto& c : res.configurations) {
+        labels.push_back(c.label);
+        if (!c.does_not_fit.empty()) {
+            unfit.push_back(c.label);
+            CHECK(c.does_not_fit.find("(2.50 GiB KV cache is needed, which is larger than the available KV cache "
+                                      "memory (1.63 GiB)") != std::string::npos);
+        }
+        CHECK(c.not_accepted.empty());
+    }
+    CHECK(labels == std::vector<std::string>{
+                        "gpu=H100 tp1 pp1 dp16", "gpu=H100 tp1 pp2 dp8", "gpu=H100 tp1 pp4 dp4",
+                        "gpu=H100 tp1 pp8 dp2", "gpu=H100 tp1 pp16 dp1", "gpu=H100 tp2 pp1 dp8",
+                        "gpu=H100 tp2 pp2 dp4", "gpu=H100 tp2 pp4 dp2", "gpu=H100 tp2 pp8 dp1",
+                        "gpu=H100 tp4 pp1 dp4", "gpu=H100 tp4 pp2 dp2", "gpu=H100 tp4 pp4 dp1",
+                        "gpu=H100 tp8 pp1 dp2", "gpu=H100 tp8 pp2 dp1"});
+    CHECK(unfit == std::vector<std::string>{"gpu=H100 tp1 pp1 dp16"});
+    CHECK(res.probes.size() == 13);  // one probe per layout that fits, at the target
+    for (const auto& p : res.probes) {
+        const auto& c = res.configurations[p.configuration];
+        CHECK(p.replicas == c.layout->data_parallel_size);  // a layout's DP is its replica count
+        CHECK(p.replicas * c.tensor_parallel_size * c.pipeline_parallel_size == 16);
+    }
+    // The launch line of an answered layout carries its parallel sizes; the DP replicas are vLLM's data-parallel
+    // engines (router vllm_dp), so --data-parallel-size is on it.
+    const auto tp4 = std::find_if(res.configurations.begin(), res.configurations.end(),
+                                  [](const PlanConfiguration& c) { return c.label == "gpu=H100 tp4 pp2 dp2"; });
+    REQUIRE(tp4 != res.configurations.end());
+    REQUIRE(tp4->best_probe.has_value());  // 2 req/s of 512-token prompts is light load for 16 H100s
+    CHECK(tp4->vllm_serve.find("--tensor-parallel-size 4 --pipeline-parallel-size 2 --data-parallel-size 2") !=
+          std::string::npos);
+    CHECK(tp4->gpus == 16);
+    CHECK(tp4->nodes == 2);
+    CHECK(tp4->binding.reason == "evaluated at the target only: nothing beyond it was probed");
+    CHECK(format_plan_table(r, res).find("meets_target") != std::string::npos);
+    const std::string json = format_plan_json(r, res);
+    CHECK(json.find("\"layout\": \"tp4 pp2 dp2\"") != std::string::npos);
+    CHECK(json.find("\"data_parallel_size\": 2,") != std::string::npos);
 }
 
 TEST_CASE("Plan: an error about a value the planner set names the planner, not a --set the user never typed",

@@ -104,5 +104,20 @@ TEST_CASE("CLI launch.sh: a tenants workload has no bench line and says why; rep
     CHECK(contains(text, "# no vllm bench serve line: the workload (type: tenants) is not vllm bench serve's own"));
     CHECK(contains(text, "# note: 2 replicas: one such server per replica, behind the 'round_robin' router"));
     CHECK(line_starting(text, "vllm bench serve").empty());
+    CHECK_FALSE(contains(line_starting(text, "vllm serve "), "--data-parallel-size"));
+    std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("CLI launch.sh: replicas behind vLLM's own DP load balancer are one server's --data-parallel-size",
+          "[tools][cli][launch]") {
+    // router vllm_dp is vLLM's DPLBAsyncMPClient: the replicas are the data-parallel engines of one `vllm serve`.
+    const std::string dir = out_dir("vllm-dp");
+    const Ran r = servesim::test::run_servesim("run scenarios/quickstart.yaml --set cluster.replicas=2 --set "
+                                               "cluster.router=vllm_dp --out " + dir);
+    INFO(r.output);
+    REQUIRE(r.status == 0);
+    const std::string text = read(dir + "/launch.sh");
+    CHECK(contains(line_starting(text, "vllm serve "), " --data-parallel-size 2 "));
+    CHECK_FALSE(contains(text, "one such server per replica"));
     std::filesystem::remove_all(dir);
 }

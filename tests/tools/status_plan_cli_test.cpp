@@ -55,10 +55,30 @@ TEST_CASE("CLI plan: --model plans the random dataset; a grid point that does no
                              "probed\n  gpu=H100  max_model_len: To serve at least one request with the models's max "
                              "seq len (8192), (2.50 GiB KV cache is needed"));
     CHECK(contains(r.output, "* gpu=H200 "));  // planned, and the only priced answer
+    // What binds it, with the headroom on each SLO and the band (the roofline is not validated on the H200).
+    CHECK(contains(r.output, "  gpu=H200  binds tpot_p99 (at load "));
+    CHECK(contains(r.output, "band not validated (two significant digits)"));
+    // Each GPU's price with its source and date (docs/GPUS.md "Prices").
+    CHECK(contains(r.output, "prices\n  H100-SXM      $4.76/GPU-h (RunPod on-demand rate, as tabulated by "
+                             "deploybase.ai/articles/runpod-gpu-pricing"));
+    CHECK(contains(r.output, "  H200          $6.35/GPU-h (RunPod on-demand rate"));
+    // The launch line of the answer.
+    CHECK(contains(r.output, "launch: each answer's configuration\n  # gpu=H200\n  vllm serve meta-llama/Llama-3.1-70B "));
     // The planner searches the rate: vllm bench serve's --request-rate is refused, saying what to use.
     const Ran rate = servesim("plan --model Qwen3-8B --request-rate 5 --slo ttft_p99=2s");
     CHECK(rate.status != 0);
     CHECK(contains(rate.output, "--request-rate: the planner searches the rate"));
+}
+
+TEST_CASE("CLI plan: a layout budget that is not whole nodes, and --max-pp without --gpus, are refused",
+          "[tools][cli][plan]") {
+    const Ran twelve = servesim("plan --model Qwen3-8B --gpus 12 --slo ttft_p99=2s");
+    CHECK(twelve.status != 0);
+    CHECK(contains(twelve.output, "--gpus: 12 GPUs are not whole nodes of 8 (--gpus-per-node); GPUs come in nodes: "
+                                  "give 8 or 16, or the node size with --gpus-per-node"));
+    const Ran pp = servesim("plan --model Qwen3-8B --max-pp 2 --slo ttft_p99=2s");
+    CHECK(pp.status != 0);
+    CHECK(contains(pp.output, "--max-pp: caps the layout search's pipeline stages; give --gpus N to search layouts"));
 }
 
 }  // namespace

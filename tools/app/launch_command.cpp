@@ -66,12 +66,15 @@ Args serve_args(const ExperimentResult& r, std::vector<std::string>& notes) {
     if (p.pipeline_parallel_size > 1) {
         flag(line, "--pipeline-parallel-size", std::to_string(p.pipeline_parallel_size));
     }
+    // Replicas are vLLM's data-parallel engines of one server when expert parallelism spans them (TP × DP ranks), or
+    // when the router is vLLM's own DP load balancer (vllm_dp: vllm/v1/engine/core_client.py DPLBAsyncMPClient);
+    // behind another router they are separate servers (a note below).
+    const bool data_parallel = r.config.replicas > 1 && (e.enable_expert_parallel || r.config.router == "vllm_dp");
+    if (data_parallel) {
+        flag(line, "--data-parallel-size", std::to_string(r.config.replicas));
+    }
     if (e.enable_expert_parallel) {
         flag(line, "--enable-expert-parallel");
-        if (r.config.replicas > 1) {
-            // Expert parallelism spans TP × DP ranks of one server (vLLM's data-parallel engines).
-            flag(line, "--data-parallel-size", std::to_string(r.config.replicas));
-        }
         if (e.all2all_backend != "allgather_reducescatter") {
             flag(line, "--all2all-backend", e.all2all_backend);
         }
@@ -148,7 +151,7 @@ Args serve_args(const ExperimentResult& r, std::vector<std::string>& notes) {
         flag(line, "--skip-mm-profiling");
     }
     // What no vLLM flag carries.
-    if (r.config.replicas > 1 && !e.enable_expert_parallel) {
+    if (r.config.replicas > 1 && !data_parallel) {
         notes.push_back(fmt::format("{} replicas: one such server per replica, behind the '{}' router",
                                     r.config.replicas, r.config.router));
     }

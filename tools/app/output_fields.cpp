@@ -220,6 +220,13 @@ std::vector<Field> fields_one(const ExperimentResult& r) {
     out.push_back({"model_name", r.model_name});
     out.push_back({"gpu_name", r.gpu_name});
     out.push_back({"tensor_parallel_size", static_cast<std::int64_t>(p.tensor_parallel_size)});
+    out.push_back({"pipeline_parallel_size", static_cast<std::int64_t>(p.pipeline_parallel_size)});
+    // Replicas behind the router (vLLM's --data-parallel-size with expert parallelism or the vllm_dp router) and the
+    // GPUs they take; a disaggregated run has its pools' counts below instead.
+    const bool pooled = r.config.disaggregation.has_value();
+    const auto replica_gpus = static_cast<std::int64_t>(p.tensor_parallel_size) * p.pipeline_parallel_size;
+    out.push_back({"data_parallel_size", pooled ? Cell() : Cell(static_cast<std::int64_t>(r.config.replicas))});
+    out.push_back({"total_gpus", pooled ? Cell() : Cell(replica_gpus * r.config.replicas)});
     out.push_back({"vllm_version", r.config.engine.vllm_version});
     out.push_back({"cost_model", r.cost_model});
     // A disaggregated run has no request path yet (docs/REQUEST-PATH.md): it says so rather than the scenario's.

@@ -3,8 +3,9 @@
 
 plan-latency.png: one panel per SLO bound — the bound's statistic (worst replicate) against the load (or the
 replica count, for a target-load plan), one colour per configuration, the SLO as a dashed line and each
-configuration's answer as a vertical dotted line. plan-cost.png: $ per million tokens against the first SLO's
-statistic at each configuration's answer, the Pareto frontier joined.
+configuration's answer as a vertical dotted line. plan-cost.png: $ per million tokens against the statistic of the
+SLO that binds the most answers (the plan's frontier_slo; the first SLO, without a frontier, when none binds) at each
+configuration's answer, the Pareto frontier joined.
 
 Run by `servesim plan --out DIR --plot` as Debian's `/usr/bin/python3 -I -S` (no user or site packages; only
 Debian's dist-packages, where python3-matplotlib lives, is added below), or by hand the same way.
@@ -74,7 +75,7 @@ def main(folder):
     priced = [c for c in plan["configurations"] if c["usd_per_mtok"] is not None]
     if priced:
         fig, ax = plt.subplots(figsize=(9, 4.5))
-        first = names[0]
+        first = plan.get("frontier_slo") or names[0]
         points = []
         for conf in priced:
             probe = [p for p in plan["probes"] if p["config"] == conf["config"] and
@@ -94,7 +95,9 @@ def main(folder):
         ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.02, 0.5))
         ax.set_xlabel("$ per million tokens (input + output)")
         ax.set_ylabel(f"{first} at the answer (ms)")
-        ax.set_title(f"cost against {first} at each configuration's answer (* = frontier)", fontsize=10)
+        ax.set_title(f"cost against {first} at each configuration's answer (* = frontier)"
+                     if plan.get("frontier_slo") else
+                     f"cost against {first} at each answer (no SLO binds any answer: no frontier)", fontsize=10)
         ax.grid(True, alpha=0.3)
         ax.margins(x=0.1, y=0.15)
         fig.tight_layout()

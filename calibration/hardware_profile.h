@@ -56,7 +56,7 @@ struct HardwareProfile {
     std::string date;      // ISO date of the measurement
     std::string software;  // driver / CUDA / cuBLAS versions, or the serving stack for `measurements`
     std::string model;     // model preset name the curves were measured for
-    std::string source;    // calibrated | measurements | roofline
+    std::string source;    // calibrated | measurements | measurements+assumed (some points assumed) | roofline
     bool hybrid = false;   // the model has GDN layers: gdn_prefill and gdn_decode are required
     // The curves are one rank's times under this tensor parallelism (shapes ÷ N); YAML key optional, default 1,
     // written only when > 1. The simulator adds the all-reduces itself (engine::allreduce_ms).

@@ -60,6 +60,7 @@ def write_measurements(path, model, kind, info):
         "software: vLLM 0.26.0 (published study figures)",
         "hybrid: %s" % ("true" if kind == "hybrid" else "false"),
         "max_num_batched_tokens: %d   # vLLM's default on a 24 GB GPU: long prompts ran in 2,048-token chunks" % BUDGET,
+        "assumed: [decode]   # decode points are bytes / (936 GB/s * %.2f), not timed" % DECODE_EFFICIENCY,
         "prefill:",
     ]
     for p in LENGTHS:

@@ -14,12 +14,14 @@ JSON (keys and list indices joined by dots, e.g. `experiments.0.kv_cache_tokens`
 KiB, GB, k) and compares it with VALUE rounded to VALUE's own decimals (thousands separators allowed). VALUE must
 also appear, as written, in the paragraph the comment follows: the prose and the check cannot say different things.
 
-Usage: docs_check.py --servesim BUILD/tools/servesim [--plant-drift] FILE.md...
+Usage: docs_check.py --servesim BUILD/tools/servesim [--plant-drift] (--root DIR | FILE.md...)
+--root checks every tracked-looking markdown file under DIR (not .git, build*, out) that holds a check comment.
 --plant-drift changes the first checked value of the first file (its last digit, in the prose and the comment alike)
 in memory and succeeds only if the check then fails: the check's own test that it can fail.
 """
 import argparse
 import json
+import os
 import re
 import shlex
 import subprocess
@@ -105,12 +107,31 @@ def plant_drift(text):
     return head + prose.replace(stated, drifted, 1) + rest.replace("=" + stated, "=" + drifted, 1)
 
 
+def markdown_with_checks(root):
+    """Markdown files under root that hold a check comment, in a fixed order."""
+    found = []
+    for d, dirs, files in os.walk(root):
+        dirs[:] = sorted(x for x in dirs if not x.startswith((".", "build")) and x != "out")
+        for f in sorted(files):
+            if f.endswith(".md"):
+                path = os.path.join(d, f)
+                with open(path, encoding="utf-8") as fh:
+                    if "<!-- check:" in fh.read():
+                        found.append(path)
+    return found
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--servesim", required=True)
     ap.add_argument("--plant-drift", action="store_true")
-    ap.add_argument("files", nargs="+")
+    ap.add_argument("--root")
+    ap.add_argument("files", nargs="*")
     a = ap.parse_args()
+    if a.root:
+        a.files += markdown_with_checks(a.root)
+    if not a.files:
+        ap.error("give --root DIR or markdown files")
     cache = {}
     if a.plant_drift:
         with open(a.files[0], encoding="utf-8") as f:

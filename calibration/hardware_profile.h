@@ -1,7 +1,8 @@
 // HardwareProfile: the fitted step-cost curves of one model on one GPU, as written by calibration and read by the
-// simulator's cost model (DESIGN.md §4, §6). Owns the YAML format, its strict reader and its writer; not the fits
-// (calibration/curve_fit.h) nor the sweeps. The format is documented with an example in calibration/README.md.
-// All curve values are milliseconds for the whole model (all layers of that kind) and one forward step of a batch.
+// simulator's cost model (docs/ARCHITECTURE.md, "Step costs" and "Formats"). Owns the YAML format, its strict reader
+// and its writer; not the fits (calibration/curve_fit.h) nor the sweeps. The format is documented with an example in
+// calibration/README.md. All curve values are milliseconds for the whole model (all layers of that kind) and one
+// forward step of a batch.
 #pragma once
 
 #include <iosfwd>

@@ -1,7 +1,7 @@
-// Output formats (DESIGN §6): a side-by-side table for people, CSV (one flat row per experiment or sweep point,
-// swept keys as the first columns) and JSON (one object per experiment, nested distributions) for tools. Results go
-// to stdout or files; diagnostics and progress go to stderr. Numbers are printed with fixed rules so equal inputs
-// give byte-identical outputs.
+// Output formats (docs/ARCHITECTURE.md, "Formats"): a side-by-side table for people, CSV (one flat row per experiment
+// or sweep point, swept keys as the first columns) and JSON (one object per experiment, nested distributions) for
+// tools. Results go to stdout or files; diagnostics and progress go to stderr. Numbers are printed with fixed rules so
+// equal inputs give byte-identical outputs.
 #pragma once
 
 #include <nlohmann/json.hpp>

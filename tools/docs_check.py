@@ -27,7 +27,8 @@ import shlex
 import subprocess
 import sys
 
-CHECK = re.compile(r"<!--\s*check:\s*(.*?)\s*=>\s*(.*?)\s*-->", re.S)
+# At a line start, indented at most 3 spaces: a comment indented further is in a code block (an example, not a check).
+CHECK = re.compile(r"^ {0,3}<!--\s*check:\s*(.*?)\s*=>\s*(.*?)\s*-->", re.S | re.M)
 UNITS = {"GiB": 2.0 ** 30, "MiB": 2.0 ** 20, "KiB": 2.0 ** 10, "GB": 1e9, "k": 1e3}
 
 
@@ -116,7 +117,7 @@ def markdown_with_checks(root):
             if f.endswith(".md"):
                 path = os.path.join(d, f)
                 with open(path, encoding="utf-8") as fh:
-                    if "<!-- check:" in fh.read():
+                    if CHECK.search(fh.read()):
                         found.append(path)
     return found
 

@@ -207,8 +207,12 @@ HardwareProfile parse_profile(const YAML::Node& root, const std::string& file) {
     p.software = top.get<std::string>("software");
     p.model = top.get<std::string>("model");
     p.source = top.get<std::string>("source");
-    if (p.source != "calibrated" && p.source != "measurements" && p.source != "roofline") {
-        top.fail("source", "unknown source '" + p.source + "'; allowed: calibrated, measurements, roofline");
+    // measurements+assumed: fitted from points of which some were derived from a stated assumption, not timed
+    // (Measurements::assumed).
+    if (p.source != "calibrated" && p.source != "measurements" && p.source != "measurements+assumed" &&
+        p.source != "roofline") {
+        top.fail("source", "unknown source '" + p.source +
+                               "'; allowed: calibrated, measurements, measurements+assumed, roofline");
     }
     p.hybrid = top.get_or<bool>("hybrid", false);
     p.tensor_parallel_size = top.get_or<int>("tensor_parallel_size", 1);

@@ -1,7 +1,8 @@
 // HardwareProfile: the fitted step-cost curves of one model on one GPU, as written by calibration and read by the
-// simulator's cost model (DESIGN.md §4, §6). Owns the YAML format, its strict reader and its writer; not the fits
-// (calibration/curve_fit.h) nor the sweeps. The format is documented with an example in calibration/README.md.
-// All curve values are milliseconds for the whole model (all layers of that kind) and one forward step of a batch.
+// simulator's cost model (docs/ARCHITECTURE.md, "Step costs" and "Formats"). Owns the YAML format, its strict reader
+// and its writer; not the fits (calibration/curve_fit.h) nor the sweeps. The format is documented with an example in
+// calibration/README.md. All curve values are milliseconds for the whole model (all layers of that kind) and one
+// forward step of a batch.
 #pragma once
 
 #include <iosfwd>
@@ -56,7 +57,7 @@ struct HardwareProfile {
     std::string date;      // ISO date of the measurement
     std::string software;  // driver / CUDA / cuBLAS versions, or the serving stack for `measurements`
     std::string model;     // model preset name the curves were measured for
-    std::string source;    // calibrated | measurements | roofline
+    std::string source;    // calibrated | measurements | measurements+assumed (some points assumed) | roofline
     bool hybrid = false;   // the model has GDN layers: gdn_prefill and gdn_decode are required
     // The curves are one rank's times under this tensor parallelism (shapes ÷ N); YAML key optional, default 1,
     // written only when > 1. The simulator adds the all-reduces itself (engine::allreduce_ms).

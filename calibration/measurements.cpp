@@ -89,7 +89,7 @@ Measurements read_csv(const std::string& path) {
 Measurements read_yaml(const std::string& path) {
     const YamlMap top(load_yaml_file(path), path);
     top.allow_only({"servesim_measurements", "gpu", "model", "software", "date", "hybrid", "max_num_batched_tokens",
-                    "async_scheduling", "prefill", "decode"});
+                    "async_scheduling", "assumed", "prefill", "decode"});
     if (top.get<int>("servesim_measurements") != 1) {
         top.fail("servesim_measurements", "unsupported version; allowed: 1");
     }
@@ -111,6 +111,17 @@ Measurements read_yaml(const std::string& path) {
         }
         return n;
     };
+    if (top.has("assumed")) {
+        for (const auto& n : list("assumed")) {
+            const std::string what = n.IsScalar() ? n.Scalar() : std::string();
+            if (what != "prefill" && what != "decode") {
+                top.fail("assumed", "unknown point list '" + what + "'; allowed: prefill, decode");
+            }
+            if (std::find(m.assumed.begin(), m.assumed.end(), what) == m.assumed.end()) {
+                m.assumed.push_back(what);
+            }
+        }
+    }
     int i = 0;
     for (const auto& n : list("prefill")) {
         const YamlMap e(n, path, fmt::format("prefill[{}]", i++));
@@ -216,11 +227,15 @@ HardwareProfile fit_measurements(const Measurements& m, const std::string& file)
     p.model = m.model;
     p.software = m.software;
     p.date = m.date;
-    p.source = "measurements";
+    // Provenance that says what it is: points derived from an assumption make the source say so.
+    p.source = m.assumed.empty() ? "measurements" : "measurements+assumed";
     p.hybrid = m.hybrid;
     p.notes =
         "fitted from end-to-end timings: lm_head, overhead and GDN costs are inside the gemm, attn_prefill and "
         "attn_decode terms";
+    for (const std::string& what : m.assumed) {
+        p.notes += "; the " + what + " points are assumed, not timed";
+    }
     Curve gemm;
     gemm.name = "gemm";
     gemm.variables = {"tokens"};

@@ -39,6 +39,10 @@ struct Measurements {
     // Whether the measured stack ran vLLM's async scheduling (key `async_scheduling`; unset = not stated): the host
     // work fit (fit_host_work) needs to know.
     std::optional<bool> async_scheduling;
+    // Which point lists were derived from a stated assumption instead of timed (key `assumed`: prefill, decode; the
+    // RTX 3090 seed-study files' decode points are bytes over an assumed bandwidth efficiency). Non-empty makes
+    // the fitted profile's source "measurements+assumed", which every run's cost_model prints.
+    std::vector<std::string> assumed;
     std::vector<PrefillMeasurement> prefill;
     std::vector<DecodeMeasurement> decode;
 };

@@ -1,4 +1,5 @@
-// Paged decode attention with split-K (Flash-Decoding / vLLM PagedAttention v2, kernels-and-models.md D.2) and the
+// Paged decode attention with split-K (Flash-Decoding / vLLM PagedAttention v2; docs/SOURCES.md, "Attention
+// kernels") and the
 // KV-cache write (vLLM reshape_and_cache). Grid (kv head, sequence, split): one CTA holds the G query heads of the
 // group so each K/V element read from HBM serves G heads; partials (normalised O, max, sum) are merged by a second
 // kernel when num_splits > 1. The default (variants 0, 2, 3) streams 16-token tiles through a per-warp cp.async ring

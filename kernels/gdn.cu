@@ -1,4 +1,5 @@
-// Gated DeltaNet kernels (kernels-and-models.md Part A.3/A.4/A.7), dk = dv = 128, chunk 64, state key-major
+// Gated DeltaNet kernels (Yang et al., arXiv:2412.06464, as fla implements them; docs/SOURCES.md, "Gated DeltaNet"),
+// dk = dv = 128, chunk 64, state key-major
 // [slot, Hv, dk, dv]. Prefill is four launches as in fla: (0) q L2-norm (scaled), (1) per (chunk, k-head) chunk prep
 // on tensor cores (variant 0): k L2-norm fused, K·Kᵀ once per k-head and shared by its hv/hk value heads, then per
 // value head A = strictly_lower(β·Γ⊙K·Kᵀ), T = (I + A)⁻¹ (fp32 16×16 diagonal blocks by forward substitution,

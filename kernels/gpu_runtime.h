@@ -1,6 +1,7 @@
 // Device helpers for calibration and the GPU checks: buffers, random fills, poisoning, event timing (median after
 // warm-up), device facts and the copy-bandwidth ceiling. CUDA-free header (implementation in gpu_runtime.cu), so
-// plain C++ sweep code can use it. Method: /work/.library/device/METHOD.md (events, medians, never time zeros).
+// plain C++ sweep code can use it. Method: CUDA-event medians of repeated launches after a warm-up, inputs filled
+// with random data (never zeros), docs/SOURCES.md "Collectives".
 #pragma once
 
 #include <cstddef>

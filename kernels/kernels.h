@@ -1,4 +1,5 @@
-// Launch API of the CUDA kernels that calibration times (DESIGN.md §2 kernels/). CUDA-free header: device pointers
+// Launch API of the CUDA kernels that calibration times (docs/ARCHITECTURE.md, "Layers"). CUDA-free header: device
+// pointers
 // are typed by element bits (bf16 = uint16_t, fp8 e4m3 = uint8_t), streams are opaque. Every launch checks its
 // arguments and the launch itself and throws std::runtime_error on failure. CPU references: kernels/cpu_reference.h.
 // Layouts (row-major, tokens outermost): activations [tokens, heads, head_dim]; paged KV cache

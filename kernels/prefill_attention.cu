@@ -1,4 +1,5 @@
-// Causal prefill attention, FlashAttention-2 style (kernels-and-models.md D.1), in runtime-selected variants
+// Causal prefill attention, FlashAttention-2 style (arXiv:2307.08691; docs/SOURCES.md, "Attention kernels"), in
+// runtime-selected variants
 // (PrefillAttentionArgs::variant; 0 picks the per-head-dim default in default_variant below):
 //   1  the previous kernel, kept as the fallback: 64 query rows × 64 keys, 4 warps × 16 rows, Q in registers (hd 128).
 //   2  128 × 64, 4 warps × 32 rows (two m16 tiles): every K/V fragment read from shared memory feeds two MMAs, which

@@ -30,7 +30,7 @@ constexpr auto kSupportedModelTypes = std::to_array<std::string_view>({
     "qwen3_5_text", "qwen3_moe", "qwen3_next", "zamba2",
 });
 
-// vLLM model classes implementing SupportsMambaPrefixCaching (vllm-v1-behaviour.md §2.1): prefix caching on a
+// vLLM model classes implementing SupportsMambaPrefixCaching (docs/VLLM-RULES.md §2.1): prefix caching on a
 // hybrid selects mamba_cache_mode "all" for these, "align" for the rest (Qwen3-Next, Qwen3.5).
 constexpr std::array<std::string_view, 8> kMambaPrefixCachingAll{
     "mamba", "mamba2", "bamba", "falcon_h1", "granitemoehybrid", "jamba", "nemotron_h", "zamba2",

@@ -1,6 +1,6 @@
 // Reader for Hugging Face config.json files (flat, or with the language model under `text_config` as in Qwen3.5's
 // Qwen3_5ForConditionalGeneration) into a ModelSpec. Key spellings and layer-pattern rules follow transformers'
-// configuration classes and vLLM's model classes (../shared/reference/kernels-and-models.md B.1). A key the file
+// configuration classes and vLLM's model classes (docs/SOURCES.md, "Model configurations"). A key the file
 // leaves out takes its transformers class default where models/hf_defaults.h holds a table for the model type, as
 // vLLM sees the config through AutoConfig. Presets (models/model_registry.h) hold the same keys under `hf_config:`
 // and go through the same function.
@@ -42,7 +42,8 @@ namespace servesim::models {
 // deepstack_visual_indexes). Counts the patch embedding (conv3d + bias), learned position table, `depth` ViT blocks
 // (qkv and proj with biases, non-gated MLP with biases, two LayerNorms) and the patch merger(s): LayerNorm,
 // (hidden·m²)² + (hidden·m²)·out_hidden weights with biases, once plus once per deepstack index. Qwen3.5-4B's
-// tower (24 × 1024, MLP 4096) gives 0.334 B, within the 0.3–0.4 B of kernels-and-models.md B.3.
+// tower (24 × 1024, MLP 4096) gives 0.334 B, within the 0.3–0.4 B of public spec pages (docs/SOURCES.md, "Model
+// configurations").
 [[nodiscard]] std::int64_t estimate_vision_params(const YamlMap& vision_config, int text_hidden_size);
 
 // Parameter estimate for a plain ViT tower (Gemma 3's SigLIP, Llama 4's vision model): `vision_config` keys

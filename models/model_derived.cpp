@@ -1,5 +1,5 @@
 // Derived sizes of a ModelSpec (declared in models/model_derived.h): KV bytes, recurrent state bytes, parameter
-// counts, weight bytes read per step and FLOPs. Formulas: ../shared/reference/kernels-and-models.md B.3; state shapes
+// counts, weight bytes read per step and FLOPs. Formulas: docs/SOURCES.md, "Model configurations"; state shapes
 // and dtypes as vLLM mamba_utils.py / MambaStateDtypeCalculator. Text-model norm weights are not counted.
 #include "models/model_derived.h"
 

@@ -1,6 +1,6 @@
 // Sizes derived from a ModelSpec: KV bytes per token, recurrent state bytes, parameter and weight bytes, FLOPs.
 // Pure functions of the spec (vLLM's frozen specs derive sizes as properties the same way). Formulas:
-// ../shared/reference/kernels-and-models.md Part B.3; state shapes follow vLLM mamba_utils.py
+// docs/SOURCES.md, "Model configurations"; state shapes follow vLLM mamba_utils.py
 // (gated_delta_net_state_shape, mamba2_state_shape) and dtypes MambaStateDtypeCalculator (conv = model dtype,
 // ssm = the layer's ssm_state_dtype).
 #pragma once

@@ -47,6 +47,9 @@
 #include "tools/app/step_costs.h"
 #include "tools/plan_command.h"
 #include "tools/validate_command.h"
+#ifdef SERVESIM_FAULT_INJECTION
+#include "tests/tools/fault_injection.h"
+#endif
 #ifdef SERVESIM_WITH_MPI
 #include "tools/mpi/mpi_executor.h"
 #endif
@@ -857,6 +860,16 @@ int main(int argc, char** argv) {
         std::cerr << text;
         return status;
     };
+#endif
+#ifdef SERVESIM_FAULT_INJECTION
+    // The test-only build of this file (servesim-faults, tools/CMakeLists.txt): SERVESIM_FAIL_RUN fails or crashes
+    // a named run (tests/tools/fault_injection.h). The released servesim is compiled without it.
+#ifdef SERVESIM_WITH_MPI
+    local_executor.fault_hook = test::fault_from_environment();
+    mpi_executor.fault_hook = test::fault_from_environment();
+#else
+    executor.fault_hook = test::fault_from_environment();
+#endif
 #endif
     if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
         std::cout << kUsage;

@@ -1,4 +1,4 @@
-// Open-loop arrival processes, as `vllm bench serve` draws them (vllm-v1-behaviour §7.1): poisson at a rate, gamma
+// Open-loop arrival processes, as `vllm bench serve` draws them (docs/VLLM-RULES.md §7.1): poisson at a rate, gamma
 // with a burstiness (shape; 1 is Poisson), constant spacing, or rate `inf` (everything at t = 0). One small interface,
 // one registry table (arrival_process.cpp); gaps come from the caller's RngStream.
 #pragma once

@@ -1,6 +1,7 @@
-// Content ids of prompt runs (DESIGN §3), derived with core::hash_combine from what the content *is*: a tenant's
-// system prompt from the tenant, a user message from (tenant, dialogue, turn), an answer from the request that
-// generated it, a Mooncake block from its hash id. Each kind has its own tag, so ids of different kinds never meet.
+// Content ids of prompt runs (docs/ARCHITECTURE.md, "Prompt content as runs"), derived with core::hash_combine from
+// what the content *is*: a tenant's system prompt from the tenant, a user message from (tenant, dialogue, turn), an
+// answer from the request that generated it, a Mooncake block from its hash id. Each kind has its own tag, so ids of
+// different kinds never meet.
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,4 @@
-// Streaming readers of request traces (shared/traces/README.md): Mooncake JSONL (prefix-chained hash ids, one per
+// Streaming readers of request traces (traces/README.md): Mooncake JSONL (prefix-chained hash ids, one per
 // 512-token block, each becoming one prompt run), Azure LLM CSV (arrivals and lengths, every prompt unique) and a
 // plain CSV, t_s,prompt_tokens,output_tokens[,prefix_id] (prompts with equal prefix_ids share their start). A
 // reader holds one line at a time, never the file; a malformed record throws ConfigError naming file, line and field.

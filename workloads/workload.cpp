@@ -1,5 +1,5 @@
 // make_workload / validate_workload: the registry table of workload types ({name, description, validate, factory}),
-// chosen by the `type:` key (STYLE §6.11). Every type reads its own keys strictly: an unknown key lists the allowed
+// chosen by the `type:` key. Every type reads its own keys strictly: an unknown key lists the allowed
 // ones.
 #include "workloads/workload.h"
 

@@ -43,7 +43,8 @@ import traceback
 
 # ----------------------------------------------------------------------------------------------------------------
 # Model shapes (hidden, intermediate, heads ...): from models/presets/*.yaml, the development-set configs in
-# ../shared/validation/h100-vllm0.15/models/*.json and the published config.json files named in the comments.
+# the validation runs' models/*.json (their published config.json files; docs/SOURCES.md, "The validation runs") and
+# the published config.json files named in the comments.
 # prio 0 = development set and the issue's target models, 1 = other presets (timed after the rest).
 MODELS = [
     dict(name="Llama-2-7b", h=4096, inter=11008, hq=32, hkv=32, hd=128, vocab=32000, tps=[1, 2, 4], prio=0),
@@ -64,7 +65,8 @@ MODELS = [
          moe=(128, 8, 1536), prio=1),
     dict(name="MiniMax-M2.5", h=3072, inter=None, hq=48, hkv=8, hd=128, vocab=200064, tps=[2, 4, 8],
          moe=(256, 8, 1536), prio=1),
-    # hybrids: attention layers have an output gate (q projection doubled); GDN projections from kernels-and-models B.2
+    # hybrids: attention layers have an output gate (q projection doubled); GDN projections from the published
+    # config.json files
     dict(name="Qwen3.5-4B", h=2560, inter=9216, hq=16, hkv=4, hd=256, vocab=248320, tps=[1, 2], gated=True,
          gdn=(16, 32, 128, 128), prio=1),
     dict(name="Qwen3.5-27B", h=5120, inter=17408, hq=24, hkv=4, hd=256, vocab=248320, tps=[1, 2, 4], gated=True,

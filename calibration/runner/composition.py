@@ -4,9 +4,10 @@
 # (calibration/README.md) for `servesim-calibrate --profile P --add-composition CSV`:
 #   prefill: the plain-torch stack captured in a CUDA graph, and a transformers forward (dense models: Qwen3ForCausalLM / LlamaForCausalLM from a config, logits_to_keep=1)
 #            and, for every model, a plain-torch layer stack (F.linear, SDPA flash, our GDN/conv kernels via ctypes
-#            for hybrids, because transformers' torch GDN fallback is not representative: kernels-and-models.md C.3).
+#            for hybrids, because transformers' torch GDN fallback is not representative: docs/SOURCES.md,
+#            "transformers' fallback for Gated DeltaNet").
 #   decode:  the same plain-torch stack, one step of B sequences with C cached tokens, captured in a CUDA graph.
-# cuDNN SDPA is disabled (its per-shape plan builds distort timings: kernels-and-models.md C.4).
+# cuDNN SDPA is disabled (its per-shape plan builds distort timings: docs/SOURCES.md, "Attention kernels").
 import argparse, ctypes, csv, math, os, statistics, sys, time
 import torch
 import torch.nn.functional as F

@@ -1,9 +1,10 @@
-// BlockHasher: the chained hashes of a request's full blocks, computed from prompt content as runs (DESIGN §3).
-// Owns the hash function and the per-request cursor that keeps extension O(new blocks + runs crossed); does not own
-// the hash list (the request does) nor the lookup (prefix_index.h). Follows vLLM kv_cache_utils.hash_block_tokens and
-// Request.update_block_hashes: only full blocks are hashed, block i chains block i−1's hash (or the NONE seed).
-// FirstRunHashMemo lets requests that open with the same run (a system prompt) share those blocks' hashes, and carries
-// the replica's TurnHashHandoff (a finished turn's hashes for its dialogue's next turn, turn_hash_handoff.h).
+// BlockHasher: the chained hashes of a request's full blocks, computed from prompt content as runs
+// (docs/ARCHITECTURE.md, "Prompt content as runs"). Owns the hash function and the per-request cursor that keeps
+// extension O(new blocks + runs crossed); does not own the hash list (the request does) nor the lookup
+// (prefix_index.h). Follows vLLM kv_cache_utils.hash_block_tokens and Request.update_block_hashes: only full blocks are
+// hashed, block i chains block i−1's hash (or the NONE seed). FirstRunHashMemo lets requests that open with the same
+// run (a system prompt) share those blocks' hashes, and carries the replica's TurnHashHandoff (a finished turn's hashes
+// for its dialogue's next turn, turn_hash_handoff.h).
 #pragma once
 
 #include <cstddef>

@@ -1,4 +1,4 @@
-// CpuOffloadManager: vLLM's native KV offloading to host memory (--kv-offloading-size; vllm-v1-behaviour.md §6.2:
+// CpuOffloadManager: vLLM's native KV offloading to host memory (--kv-offloading-size; docs/VLLM-RULES.md §6.2:
 // vllm/v1/kv_offload/cpu/manager.py CPUOffloadingManager, spec.py CPUOffloadingSpec, and
 // distributed/kv_transfer/kv_connector/v1/offloading/scheduler.py OffloadingConnectorScheduler). It owns the host
 // side only: which (block hash, group) keys are resident, LRU order and capacity, the external counters. The

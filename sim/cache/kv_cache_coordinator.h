@@ -1,7 +1,7 @@
 // KvCacheCoordinator: the KV cache groups of one replica over one shared BlockPool (vLLM kv_cache_coordinator.py:
 // KVCacheCoordinatorNoPrefixCache, UnitaryKVCacheCoordinator and HybridKVCacheCoordinator in one class). Owns the
-// hybrid hit rule (§2.6) and fans every per-request operation out to the group managers in group order. It never
-// counts statistics or decides whether an allocation fits: that is KvCacheManager (kv_cache_manager.h).
+// hybrid hit rule (docs/VLLM-RULES.md §2.6) and fans every per-request operation out to the group managers in group
+// order. It never counts statistics or decides whether an allocation fits: that is KvCacheManager (kv_cache_manager.h).
 #pragma once
 
 #include <cstdint>

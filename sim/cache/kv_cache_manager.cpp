@@ -1,6 +1,7 @@
 // KvCacheManager: the scheduler's API over the coordinator (vLLM kv_cache_manager.py KVCacheManager): prefix-cache
-// statistics (§3.5), the capacity checks of allocate_slots (check, then act) and schedule-time caching (§3.2).
-// The hit rule is the coordinator's (kv_cache_coordinator.h); block states are the pool's (block_pool.h).
+// statistics (docs/VLLM-RULES.md §3.5), the capacity checks of allocate_slots (check, then act) and schedule-time
+// caching (§3.2). The hit rule is the coordinator's (kv_cache_coordinator.h); block states are the pool's
+// (block_pool.h).
 #include "sim/cache/kv_cache_manager.h"
 
 #include <algorithm>

@@ -19,7 +19,7 @@
 
 namespace servesim::cache {
 
-// vLLM mamba_cache_mode (vllm-v1-behaviour.md §2.1, §2.4, §2.5).
+// vLLM mamba_cache_mode (docs/VLLM-RULES.md §2.1, §2.4, §2.5).
 enum class MambaCacheMode { kNone, kAlign, kAll };
 
 enum class KvGroupKind { kFullAttention, kSlidingWindow, kMamba, kChunkedLocal };
@@ -113,7 +113,7 @@ struct CacheRequest {
     const core::TokenContent* content = nullptr;
 };
 
-// vLLM PrefixCacheStats: units are tokens, one record per lookup attempt (vllm-v1-behaviour.md §3.5).
+// vLLM PrefixCacheStats: units are tokens, one record per lookup attempt (docs/VLLM-RULES.md §3.5).
 struct PrefixCacheStats {
     std::int64_t requests = 0;
     std::int64_t queries = 0;

@@ -5,7 +5,7 @@
 //   kAlign: one running-state block, transiently two: each allocation puts the new state block at the last position
 //           (earlier positions null) and the previous one is freed on the next allocation (last_state_block_idx).
 //           A block is cached when a step's tokens end exactly on its boundary, so snapshots exist only where steps
-//           ended on a multiple of B (vllm-v1-behaviour.md §2.5).
+//           ended on a multiple of B (docs/VLLM-RULES.md §2.5).
 //   kAll:   the base allocation (every block of the chunk), every boundary cached; skipped = computed − 1 frees all
 //           but the last block each step.
 // Freed hashed blocks stay in the free queue as evictable snapshots. No speculative blocks (num_speculative = 0).

@@ -18,7 +18,7 @@ namespace servesim::cache {
 namespace {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
-// FLASH_ATTN / FLASHINFER / TRITON kernels take block sizes that are multiples of 16 (vllm-v1-behaviour.md §2.2).
+// FLASH_ATTN / FLASHINFER / TRITON kernels take block sizes that are multiples of 16 (docs/VLLM-RULES.md §2.2).
 constexpr int kKernelBlockAlignment = 16;
 
 std::int64_t cdiv(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
@@ -371,7 +371,7 @@ MemoryPlan plan_memory(const models::ModelSpec& model, const MemoryPlanRequest& 
         throw ConfigError(fmt::format("model '{}': no attention or recurrent layers, nothing to cache", model.name));
     }
 
-    // --- engine defaults (EngineArgs, vllm-v1-behaviour.md §4.6) ---
+    // --- engine defaults (EngineArgs, docs/VLLM-RULES.md §4.6) ---
     plan.vllm_version = req.vllm_version;
     plan.gpu_memory_utilization =
         req.gpu_memory_utilization.value_or(req.vllm_version.default_gpu_memory_utilization());

@@ -1,6 +1,6 @@
 // MemoryPlan: vLLM's start-up arithmetic for the KV cache — available KV memory, page sizes, KV cache groups,
 // hybrid block-size alignment and Mamba page padding, num_blocks with the null block, and the "GPU KV cache size" /
-// "Maximum concurrency" log lines. Follows (vllm-v1-behaviour.md §1, §2, §5):
+// "Maximum concurrency" log lines. Follows (docs/VLLM-RULES.md §1, §2, §5):
 //   vllm/v1/worker/gpu_worker.py Worker.determine_available_memory (memory budget),
 //   vllm/platforms/interface.py Platform._align_hybrid_block_size (block size 528 for Qwen3.5-4B),
 //   vllm/v1/core/kv_cache_utils.py get_kv_cache_groups, get_num_blocks, _report_kv_cache_config,

@@ -1,5 +1,5 @@
 // Routers: which replica serves a new request (data parallelism: a separate KV cache per replica, so routing
-// decides prefix-cache locality; vllm-v1-behaviour.md §8). A small interface chosen by name from one table.
+// decides prefix-cache locality; docs/VLLM-RULES.md §8). A small interface chosen by name from one table.
 #pragma once
 
 #include <cstdint>

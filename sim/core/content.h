@@ -1,7 +1,7 @@
-// Prompt content without tokens (DESIGN §3): a request's token sequence is a list of runs (content id, length).
-// Token j of a run with content c is the token "(c, j)": two sequences share a prefix exactly where their runs agree.
-// A tenant's system prompt is one run, each user message one run, each generated answer one run whose id is derived
-// from the request that produced it, so a dialogue's next prompt contains it.
+// Prompt content without tokens (docs/ARCHITECTURE.md, "Prompt content as runs"): a request's token sequence is a list
+// of runs (content id, length). Token j of a run with content c is the token "(c, j)": two sequences share a prefix
+// exactly where their runs agree. A tenant's system prompt is one run, each user message one run, each generated answer
+// one run whose id is derived from the request that produced it, so a dialogue's next prompt contains it.
 #pragma once
 
 #include <cstdint>

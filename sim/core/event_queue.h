@@ -1,7 +1,7 @@
 // EventQueue: the simulator's one queue of future events, ordered by (time, priority, sequence number) so events
-// at equal times run in a fixed, documented order (ns-3 EventKey + SST priorities; DESIGN §5). A binary heap over a
-// std::vector of small plain structs; the queue is owned by one Simulation object (no singleton) and asserts that
-// the clock never goes backwards.
+// at equal times run in a fixed, documented order (ns-3 EventKey + SST priorities; docs/ARCHITECTURE.md, "Invariants").
+// A binary heap over a std::vector of small plain structs; the queue is owned by one Simulation object (no singleton)
+// and asserts that the clock never goes backwards.
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,4 @@
-// Deterministic random streams (STYLE §6.13, BLIS PartitionedRNG): one RngStream per purpose and per tenant, seeded
+// Deterministic random streams (BLIS PartitionedRNG): one RngStream per purpose and per tenant, seeded
 // from (master seed, stable hash of the stream name[, index]), so adding a tenant or a subsystem never shifts anyone
 // else's draws. The engine is std::mt19937_64 (its output is fixed by the standard); every distribution below is our
 // own code (inverse CDF, Box–Muller, Marsaglia–Tsang), because std::*_distribution outputs differ between libraries.

@@ -47,7 +47,7 @@ StepLatency nccl_step_latency(LinkKind kind) {
 
 // Achievable NCCL bus bandwidth of large messages as a share of the datasheet one-way port bandwidth.
 //  - NVLink through NVSwitch: all-reduce of 1 GiB measured on this workplace's H100 SXM machines on 2026-11-13
-//    (/work/.library/device/KINDS.md; NCCL, NVLink SHARP off): 329 GB/s bus bandwidth on 2 GPUs, 355 on 4, 361 on 8, of
+//    (NCCL, NVLink SHARP off; docs/SOURCES.md, "Collectives"): 329 GB/s bus bandwidth on 2 GPUs, 355 on 4, 361 on 8, of
 //    450 GB/s one way. The same shares are used for the other NVLink generations (A100 300, B200 900 GB/s one way) and
 //    for NVLink bridges and xGMI: a stated transfer, not a measurement of those systems. (Cross-check: nccl-tests
 //    issue #178 reports 208 GB/s bus bandwidth for two A100s on NVLink 3, 0.69 of 300.)

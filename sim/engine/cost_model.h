@@ -1,7 +1,7 @@
 // CostModel: the duration of one engine step (one model forward over the scheduled batch) as a sum of terms, each
-// a function of the batch's natural sizes (DESIGN §4). A pure function of the batch shape and the hardware data:
-// no clock, no RNG (Vidur's ExecutionTime). Implementations: RooflineCostModel (datasheet figures, any GPU) and
-// ProfileCostModel (curves fitted by calibration on a real GPU).
+// a function of the batch's natural sizes (docs/ARCHITECTURE.md, "Step costs"). A pure function of the batch shape and
+// the hardware data: no clock, no RNG (Vidur's ExecutionTime). Implementations: RooflineCostModel (datasheet figures,
+// any GPU) and ProfileCostModel (curves fitted by calibration on a real GPU).
 #pragma once
 
 #include <fmt/format.h>

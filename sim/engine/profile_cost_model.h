@@ -1,8 +1,8 @@
-// ProfileCostModel: step costs from a calibrated hardware profile (calibration/hardware_profile.h): each term of
-// DESIGN §4 is one fitted curve of the batch's natural variable, evaluated and summed. A term is added only when
-// its variable is non-zero (no prefill in the step ⇒ no attn_prefill term). Batches are padded to vLLM's CUDA-graph
-// sizes for the GEMM term, as in RooflineCostModel. A profile measured for tensor parallelism N holds one
-// rank's compute; the step adds the all-reduces as RooflineCostModel does (TensorParallelComm).
+// ProfileCostModel: step costs from a calibrated hardware profile (calibration/hardware_profile.h): each term
+// (docs/ARCHITECTURE.md, "Step costs") is one fitted curve of the batch's natural variable, evaluated and summed.
+// A term is added only when its variable is non-zero (no prefill in the step ⇒ no attn_prefill term). Batches are
+// padded to vLLM's CUDA-graph sizes for the GEMM term, as in RooflineCostModel. A profile measured for tensor
+// parallelism N holds one rank's compute; the step adds the all-reduces as RooflineCostModel does (TensorParallelComm).
 #pragma once
 
 #include "calibration/hardware_profile.h"

@@ -1,6 +1,6 @@
 // Replica: one vLLM engine (one GPU's worth of model, one KV cache, one scheduler) stepping through time. A step is
 // four phases — schedule → cost → advance → emit (BLIS Step, vLLM EngineCore.step) — with at most one step running.
-// With async scheduling (vLLM's default, vllm-v1-behaviour.md §4.5; EngineCore.step_with_batch_queue, two batches
+// With async scheduling (vLLM's default, docs/VLLM-RULES.md §4.5; EngineCore.step_with_batch_queue, two batches
 // in flight) the next step is scheduled when a step starts, using output placeholders, so steps run back to back
 // and a request that arrives during a step joins the one after next. A token streams at the end of its step.
 #pragma once

@@ -1,10 +1,11 @@
 // Request: one request's state inside a replica (vLLM vllm/v1/request.py Request and RequestStatus). There are no
 // prefill and decode phases: num_computed_tokens catches up with num_tokens() (prompt + generated), in chunks
-// while prefilling, one token per step while decoding. Token content is a list of runs (DESIGN §3); the generated
-// answer is the last run and grows by one token per sampled token, and the chained block hashes grow with it.
-// Hashing is skipped altogether (block_hashes stays empty) when nothing reads the hashes: vLLM's EngineCore builds its
-// request_block_hasher only when prefix caching is on or a KV connector is configured (vllm/v1/engine/core.py
-// EngineCore.__init__, get_request_block_hasher in kv_cache_utils.py); the replica decides (replica.cpp).
+// while prefilling, one token per step while decoding. Token content is a list of runs (docs/ARCHITECTURE.md, "Prompt
+// content as runs"); the generated answer is the last run and grows by one token per sampled token, and the chained
+// block hashes grow with it. Hashing is skipped altogether (block_hashes stays empty) when nothing reads the hashes:
+// vLLM's EngineCore builds its request_block_hasher only when prefix caching is on or a KV connector is configured
+// (vllm/v1/engine/core.py EngineCore.__init__, get_request_block_hasher in kv_cache_utils.py); the replica decides
+// (replica.cpp).
 #pragma once
 
 #include <algorithm>

@@ -145,7 +145,7 @@ RooflineCostModel::RooflineCostModel(const models::ModelSpec& model, models::DTy
             local_kv_bytes += kv;
         } else if (const auto* g = std::get_if<models::GatedDeltaNetMixer>(&layer.mixer)) {
             // Chunked WY scan per token and value head (C = 64): state pass, output and update ≈ 6·dk·dv, plus the
-            // in-chunk products ≈ 4·C·(dk + dv) (kernels-and-models.md A.5: ~183 kFLOP at dk = dv = 128).
+            // in-chunk products ≈ 4·C·(dk + dv) (docs/SOURCES.md, "Gated DeltaNet": ~183 kFLOP at dk = dv = 128).
             const double dk = g->k_head_dim;
             const double dv = g->v_head_dim;
             gdn_flops_per_token_ += g->num_v_heads * (6.0 * dk * dv + 4.0 * 64.0 * (dk + dv));

@@ -1,10 +1,12 @@
 // RooflineCostModel: step costs from datasheet figures, for any GPU that has not been calibrated. Each term is
-// max(FLOPs / (peak · efficiency), bytes / (bandwidth · efficiency)) over the model's operations (DESIGN §4):
-// dense GEMMs read the weights once per step (weight-bound at small batch, compute-bound at large), prefill
-// attention is compute-bound in Σ chunk·(context + chunk/2), decode attention reads every context token's KV, GDN
-// reads and writes each sequence's recurrent state. CUDA-graph padding of batches follows vLLM
-// VllmConfig._set_cudagraph_sizes and CudagraphDispatcher (sim/engine/cuda_graphs.h). Efficiencies are stated
-// assumptions, replaced by measured curves when a calibrated profile exists. The model prices the GPU only: the
+// max(FLOPs / (peak · efficiency), bytes / (bandwidth · efficiency)) over the model's operations
+// (docs/ARCHITECTURE.md "Step costs"): dense GEMMs read the weights once per step (weight-bound at small batch,
+// compute-bound at large), prefill attention is compute-bound in Σ chunk·(context + chunk/2), decode attention reads
+// every context token's KV, GDN reads and writes each sequence's recurrent state. Every batch up to the largest
+// CUDA-graph capture size, decode-only (FULL graph) or mixed (PIECEWISE), runs its per-token terms padded to the next
+// capture size, as vLLM's VllmConfig._set_cudagraph_sizes and CudagraphDispatcher.dispatch do
+// (sim/engine/cuda_graphs.h). The default efficiencies and their sources are in docs/SOURCES.md ("The roofline's
+// efficiencies"); a calibrated profile replaces them with measured curves. The model prices the GPU only: the
 // host's work per step (scheduling, input preparation, launches, output processing) is HostWorkCostModel's
 // (sim/engine/host_work.h), wrapped around it.
 #pragma once
@@ -26,10 +28,10 @@ struct RooflineParams {
     std::string gpu_name;
     double peak_flops_per_s = 0;            // dense bf16 (fp8 is not used for bf16 weights)
     double memory_bandwidth_bytes_per_s = 0;
-    double gemm_efficiency = 0.72;          // cuBLAS bf16 at 4k–8k tokens on an H200 (kernels-and-models.md §0)
-    double attention_efficiency = 0.55;     // FlashAttention-2-class prefill kernels
-    double gdn_efficiency = 0.25;           // chunked GDN kernels (fla) run far below the tensor-core peak
-    double bandwidth_efficiency = 0.85;     // measured copy ≈ 0.9 of datasheet; kernels a little lower
+    double gemm_efficiency = 0.72;          // cuBLAS bf16 at 8k tokens, sustained, on an H200 (docs/SOURCES.md)
+    double attention_efficiency = 0.55;     // FlashAttention-2-class prefill kernels (docs/SOURCES.md)
+    double gdn_efficiency = 0.25;           // chunked GDN kernels (fla), an assumption (docs/SOURCES.md)
+    double bandwidth_efficiency = 0.85;     // H200 copy 0.88 of datasheet, kernels lower (docs/SOURCES.md)
     // CUDA-graph capture sizes: vLLM's ladder up to max_cudagraph_tokens (min(2·max_num_seqs, 512,
     // max_num_batched_tokens) by default, --max-cudagraph-capture-size), or the explicit cudagraph_capture_sizes
     // (--cudagraph-capture-sizes) when not empty; enforce_eager (--enforce-eager): no graphs, no padding.

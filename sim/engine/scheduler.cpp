@@ -1,4 +1,4 @@
-// vLLM v1 Scheduler.schedule, step by step (vllm-v1-behaviour.md §4.1–§4.3, §2.5 for the Mamba split).
+// vLLM v1 Scheduler.schedule, step by step (docs/VLLM-RULES.md §4.1–§4.3, §2.5 for the Mamba split).
 #include "sim/engine/scheduler.h"
 
 #include <algorithm>

@@ -1,5 +1,5 @@
 // MetricsCollector: per-request timestamps and vLLM-compatible counters, turned into a Summary at the end of a run
-// (vllm-v1-behaviour.md §7). Definitions, as vllm bench serve computes them (vllm/benchmarks/serve.py
+// (docs/VLLM-RULES.md §7). Definitions, as vllm bench serve computes them (vllm/benchmarks/serve.py
 // calculate_metrics): TTFT = first token − send; ITL = gaps between consecutive streamed chunks, pooled over
 // requests (one chunk per request per step: stream_interval 1); E2E = last token − send; TPOT per request =
 // (E2E − TTFT)/(output − 1). Prefix-cache hit rate = Δ vllm:prefix_cache_hits / Δ vllm:prefix_cache_queries over

@@ -1,4 +1,4 @@
-// Tests of sim/cache/block_hash.*: chained hashes over content runs (vllm-v1-behaviour.md §10 item 4).
+// Tests of sim/cache/block_hash.*: chained hashes over content runs (docs/VLLM-RULES.md §10 item 4).
 #include "sim/cache/block_hash.h"
 
 #include <vector>

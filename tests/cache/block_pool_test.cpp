@@ -1,5 +1,5 @@
 // Tests of sim/cache/block_pool.* and the prefix index: ref counts, lazy eviction, touch, no dedupe, the invariant
-// (vllm-v1-behaviour.md §10 item 9).
+// (docs/VLLM-RULES.md §10 item 9).
 #include "sim/cache/block_pool.h"
 
 #include <span>

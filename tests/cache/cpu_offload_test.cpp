@@ -1,4 +1,4 @@
-// CpuOffloadManager: vLLM's native CPU offloading, host side (vllm-v1-behaviour.md §6.2; sim/cache/cpu_offload.h).
+// CpuOffloadManager: vLLM's native CPU offloading, host side (docs/VLLM-RULES.md §6.2; sim/cache/cpu_offload.h).
 #include "sim/cache/cpu_offload.h"
 
 #include <vector>

@@ -1,5 +1,5 @@
 // Tests of the hybrid groups (sim/cache/mamba_manager.*, sliding_window_manager.*, kv_cache_coordinator.*):
-// Mamba state blocks per mamba_cache_mode, the hybrid hit rule and the same-step rule (vllm-v1-behaviour.md §2.4-2.7,
+// Mamba state blocks per mamba_cache_mode, the hybrid hit rule and the same-step rule (docs/VLLM-RULES.md §2.4-2.7,
 // §10 item 7), sliding-window hits and freeing (§8). Every operation is followed by check_invariants().
 #include <algorithm>
 #include <vector>

@@ -1,5 +1,6 @@
 // A seeded random workload over sim/cache (shared prefixes, chunked prefill, decode, preemption by free) for each
-// group layout; check_invariants() after every operation (DESIGN §5). Deterministic: std::mt19937_64 raw draws only.
+// group layout; check_invariants() after every operation (docs/ARCHITECTURE.md, "Invariants"). Deterministic:
+// std::mt19937_64 raw draws only.
 #include <cstdint>
 #include <memory>
 #include <random>

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "calibration/hardware_profile.h"
 #include "calibration/runner/calibrate.h"
@@ -107,6 +108,47 @@ TEST_CASE("read_measurements reads the YAML and CSV formats and rejects bad rows
         CHECK(std::string(e.what()).find("prefil") != std::string::npos);
     }
     std::remove(csv_path.c_str());
+}
+
+TEST_CASE("assumed points make the profile's source say so", "[calibration]") {
+    // The RTX 3090 seed-study files: decode points are bytes over an assumed bandwidth efficiency, not timings.
+    const std::string path = temp_path("assumed.yaml");
+    const std::string head = "servesim_measurements: 1\ngpu: NVIDIA RTX 3090\nmodel: Qwen3-4B\n";
+    const std::string points =
+        "prefill:\n  - {prompt_tokens: 512, ms: 40}\n  - {prompt_tokens: 1024, ms: 60}\n"
+        "  - {prompt_tokens: 2048, ms: 100}\n"
+        "decode:\n  - {batch: 1, context_tokens: 1024, ms: 12}\n  - {batch: 8, context_tokens: 1024, ms: 13}\n"
+        "  - {batch: 32, context_tokens: 2048, ms: 16}\n";
+    {
+        std::ofstream f(path);
+        f << head << "assumed: [decode, decode]\n" << points;
+    }
+    const Measurements m = read_measurements(path);
+    CHECK(m.assumed == std::vector<std::string>{"decode"});  // listed once however often it is named
+    const HardwareProfile p = fit_measurements(m, path);
+    CHECK(p.source == "measurements+assumed");
+    CHECK(p.notes.find("the decode points are assumed, not timed") != std::string::npos);
+    std::ostringstream out;
+    write_profile(p, out);
+    CHECK(load_profile_string(out.str(), "assumed-profile.yaml").source == "measurements+assumed");
+    {
+        std::ofstream f(path);
+        f << head << points;  // nothing assumed: the plain source
+    }
+    CHECK(fit_measurements(read_measurements(path), path).source == "measurements");
+    {
+        std::ofstream f(path);
+        f << head << "assumed: [latency]\n" << points;
+    }
+    try {
+        (void)read_measurements(path);
+        FAIL("expected a ConfigError");
+    } catch (const servesim::ConfigError& e) {
+        CHECK(std::string(e.what()).find("assumed") != std::string::npos);
+        CHECK(std::string(e.what()).find("unknown point list 'latency'; allowed: prefill, decode") !=
+              std::string::npos);
+    }
+    std::remove(path.c_str());
 }
 
 TEST_CASE("run_calibrate --from-measurements writes a profile without any GPU", "[calibration]") {

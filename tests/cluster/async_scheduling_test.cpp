@@ -1,4 +1,4 @@
-// Async scheduling (vLLM's default; vllm-v1-behaviour.md §4.5): the next step is scheduled when a step starts, with
+// Async scheduling (vLLM's default; docs/VLLM-RULES.md §4.5): the next step is scheduled when a step starts, with
 // output placeholders (AsyncScheduler._update_after_schedule), so a decode is scheduled before its previous token
 // is back, a request arriving during a step joins the step after next, and a request whose last token is in flight
 // is not scheduled again (Scheduler.schedule's max_tokens check).

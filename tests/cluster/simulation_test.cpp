@@ -1,5 +1,5 @@
 // Tests of sim/cluster/simulation.*: whole runs on the event loop with a FixedCost model, so every timestamp is exact.
-// A hand-timed two-request example of TTFT/ITL/E2E/TPOT (vllm-v1-behaviour.md §7, §10 item 17), the warm-up window
+// A hand-timed two-request example of TTFT/ITL/E2E/TPOT (docs/VLLM-RULES.md §7, §10 item 17), the warm-up window
 // with real prefix-cache counters, and the block accounting invariant checked after every step of whole runs over
 // several seeds and configurations (a tiny pool that forces preemptions, a hybrid in align mode).
 #include "sim/cluster/simulation.h"

@@ -1,5 +1,5 @@
 // Tests of sim/core/event_queue.h: events run in (time, priority, sequence) order and the clock never goes back
-// (DESIGN §5; ns-3 EventKey, SST priorities).
+// (docs/ARCHITECTURE.md, "Invariants"; ns-3 EventKey, SST priorities).
 #include "sim/core/event_queue.h"
 
 #include <vector>

@@ -1,5 +1,5 @@
 // The scheduler with a host KV tier: a host hit parks the request (WAITING_FOR_REMOTE_KVS) for at least one step,
-// then it resumes with the loaded tokens computed (vllm-v1-behaviour.md §6.2, checklist §10 item 16).
+// then it resumes with the loaded tokens computed (docs/VLLM-RULES.md §6.2, checklist §10 item 16).
 #include <memory>
 #include <vector>
 

@@ -1,4 +1,4 @@
-// The scheduling and prefix-cache rules of vllm-v1-behaviour.md §10 (items 4–15), one TEST_CASE per rule, each
+// The scheduling and prefix-cache rules of docs/VLLM-RULES.md §10 (items 4–15), one TEST_CASE per rule, each
 // driving the real Scheduler (sim/engine/scheduler.*) over the real KvCacheManager with small hand-made requests.
 // Every step is followed by KvCacheManager::check_invariants() (the Harness does it). Numbers are worked out in the
 // comment above each check; B is the block size, "blocks" are usable pool blocks (num_gpu_blocks − 1: block 0 is

@@ -1,4 +1,4 @@
-// Tests of sim/metrics: the latency definitions of vllm bench serve (vllm-v1-behaviour.md §7.1, §10 item 17), the
+// Tests of sim/metrics: the latency definitions of vllm bench serve (docs/VLLM-RULES.md §7.1, §10 item 17), the
 // percentile method (linear interpolation, numpy's default), the warm-up window, and a summary with no requests.
 // The hand-worked figures use exact percentiles (MetricsCollector(..., kExact)); the default sketch is checked
 // against them within its bound.

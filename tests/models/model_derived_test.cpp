@@ -1,5 +1,6 @@
 // Tests models/model_derived.*: KV bytes per token, recurrent state bytes, parameter counts, weight bytes read per
-// step and FLOPs, on the presets, with every expected number worked by hand from kernels-and-models.md B.2/B.3.
+// step and FLOPs, on the presets, with every expected number worked by hand from docs/SOURCES.md, "Model
+// configurations".
 #include "models/model_derived.h"
 
 #include <string>
@@ -57,7 +58,8 @@ TEST_CASE("Qwen3.5-4B Gated DeltaNet state: fp32 ssm plus bf16 conv per layer, 2
 
 TEST_CASE("Qwen3-Next-80B-A3B state is bf16: 1,097,728 bytes per GDN layer", "[models]") {
     const auto spec = sm::load_preset("Qwen3-Next-80B-A3B");
-    // conv 3·8,192·2 = 49,152; ssm 32·128·128·2 = 1,048,576 (no mamba_ssm_dtype → model dtype); vllm-v1 §2.3.
+    // conv 3·8,192·2 = 49,152; ssm 32·128·128·2 = 1,048,576 (no mamba_ssm_dtype → model dtype); docs/VLLM-RULES.md
+    // §2.3.
     CHECK(sm::max_state_bytes_layer(spec) == 1'097'728);
     // 36 GDN layers: 36 · 1,097,728 = 39,518,208.
     CHECK(sm::state_bytes_per_sequence(spec) == 39'518'208);
@@ -98,15 +100,15 @@ TEST_CASE("Layer counts follow each model's pattern", "[models]") {
     CHECK(qn.moe_mlp == 48);
 }
 
-TEST_CASE("Parameter counts of dense models match kernels-and-models.md B.3 within 1%", "[models]") {
+TEST_CASE("Parameter counts of dense models match their hand-worked totals within 1%", "[models]") {
     // Qwen3-4B: 36·(attention 26,214,400 + MLP 3·2560·9728 = 74,711,040) = 3,633,315,840 + tied embedding
-    // 151,936·2560 = 388,956,160 → 4,022,272,000 (B.3: 4.02 B).
+    // 151,936·2560 = 388,956,160 → 4,022,272,000 (4.02 B).
     const auto q4 = sm::count_params(sm::load_preset("Qwen3-4B"));
     CHECK(q4.layers == 3'633'315'840);
     CHECK(q4.embedding == 388'956'160);
     CHECK(q4.lm_head == 0);
     CHECK(q4.total() == 4'022'272'000);
-    // Llama-3.1-70B: 80·(8192·8192·2 + 2·8192·1024 + 3·8192·28672) + 2·128,256·8192 = 70,552,387,584 (B.3: 70.55 B).
+    // Llama-3.1-70B: 80·(8192·8192·2 + 2·8192·1024 + 3·8192·28672) + 2·128,256·8192 = 70,552,387,584 (70.55 B).
     CHECK(sm::count_params(sm::load_preset("Llama-3.1-70B")).total() == 70'552'387'584);
     CHECK(within_rel(static_cast<double>(sm::count_params(sm::load_preset("Qwen3-8B")).total()), 8.19e9, 0.01));
     CHECK(within_rel(static_cast<double>(sm::count_params(sm::load_preset("Qwen3-32B")).total()), 32.76e9, 0.01));
@@ -125,7 +127,7 @@ TEST_CASE("Qwen3-235B-A22B counts 235.1 B parameters, 22.2 B active per token", 
 
 TEST_CASE("Hybrid and MoE parameter counts match B.3 within 1%", "[models]") {
     // Qwen3.5-4B text: 8·(36.7 M gated attention + 70.8 M MLP) + 24·(42.1 M GDN + 70.8 M) + tied 635.7 M
-    // = 4,205,577,728 (B.3: 4.21 B); the vision tower is extra.
+    // = 4,205,577,728 (4.21 B); the vision tower is extra.
     const auto q35 = sm::count_params(sm::load_preset("Qwen3.5-4B"));
     CHECK(q35.total() - q35.extra == 4'205'577'728);
     // Vision estimate (models/hf_config.h): 24 blocks of 12.6 M + merger 27.3 M + patch/pos 3.9 M = 333,514,240.

@@ -1,7 +1,7 @@
 // Bad scenarios stop with one clear ConfigError naming the file, the line and the key, before anything is simulated
-// (DESIGN §6, STYLE §6 item 14): malformed YAML, unknown keys (listing the allowed ones), wrong types, negative
-// rates, block sizes vLLM rejects, a utilisation above 1, unknown models and GPUs (listing the known ones), and a
-// max_model_len whose single request does not fit in the KV cache.
+// (docs/ARCHITECTURE.md, "Invariants" and "Formats"): malformed YAML, unknown keys (listing the allowed ones), wrong
+// types, negative rates, block sizes vLLM rejects, a utilisation above 1, unknown models and GPUs (listing the known
+// ones), and a max_model_len whose single request does not fit in the KV cache.
 #include <string>
 #include <vector>
 

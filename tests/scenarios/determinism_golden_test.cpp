@@ -1,7 +1,7 @@
 // Whole scenarios through the library API (app::load_scenario_text / load_scenario → run_experiments →
 // format_json / format_csv), as `servesim run` and `servesim sweep` do: byte-identical output for equal seeds and
-// for any number of worker threads (DESIGN §5), and a golden file of the quickstart summary, with the block
-// accounting invariant checked after every step of the same runs (scenario key check_invariants).
+// for any number of worker threads (docs/ARCHITECTURE.md, "Invariants"), and a golden file of the quickstart summary,
+// with the block accounting invariant checked after every step of the same runs (scenario key check_invariants).
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>

@@ -17,11 +17,12 @@ struct Ran {
     std::string output;  // stdout, with stderr unless left out
 };
 
-// `env` is prepended to the command ("NAME=value "); `with_stderr` false sends stderr to /dev/null.
-inline Ran run_servesim(const std::string& args, const std::string& env = "", bool with_stderr = true) {
+// `env` is prepended to the command ("NAME=value "); `with_stderr` false sends stderr to /dev/null; `binary` is
+// the released servesim unless a test names another (SERVESIM_FAULTS_BINARY, the build with the fault hook).
+inline Ran run_servesim(const std::string& args, const std::string& env = "", bool with_stderr = true,
+                        const std::string& binary = SERVESIM_BINARY) {
     Ran r;
-    const std::string cmd =
-        env + "'" + std::string(SERVESIM_BINARY) + "' " + args + (with_stderr ? " 2>&1" : " 2>/dev/null");
+    const std::string cmd = env + "'" + binary + "' " + args + (with_stderr ? " 2>&1" : " 2>/dev/null");
     FILE* p = popen(cmd.c_str(), "r");
     REQUIRE(p != nullptr);
     std::array<char, 4096> buf{};

@@ -154,9 +154,14 @@ TEST_CASE("CLI: a failed sweep leaves no partial file with no run finished, and 
           "[tools][cli][interrupt]") {
     const std::string dir = folder_with_sweep("fail", 10000);
     const std::string exe = "'" + std::string(SERVESIM_BINARY) + "'";
-    // One thread: the points run in order; the first fails.
+    // The released binary has no fault hook: SERVESIM_FAIL_RUN changes nothing (tests/tools/fault_injection.h).
+    const Ran released = servesim::test::run_servesim("sweep slow.yaml --jobs 1 --format csv",
+                                                      "cd '" + dir + "' && SERVESIM_FAIL_RUN='slow rate=5' ", false);
+    CHECK(released.status == 0);
+    // The test build servesim-faults: one thread, the points run in order; the first fails.
     Ran first = servesim::test::run_servesim("sweep slow.yaml --jobs 1 --format csv",
-                                             "cd '" + dir + "' && SERVESIM_FAIL_RUN='slow rate=5' ");
+                                             "cd '" + dir + "' && SERVESIM_FAIL_RUN='slow rate=5' ", true,
+                                             SERVESIM_FAULTS_BINARY);
     INFO(first.output);
     CHECK(first.status == 1);
     CHECK(contains(
@@ -166,7 +171,8 @@ TEST_CASE("CLI: a failed sweep leaves no partial file with no run finished, and 
     CHECK(partial_files(dir) == 0);
     // The third fails: the two before are kept, and the command to resume is printed.
     Ran third = servesim::test::run_servesim("sweep slow.yaml --jobs 1 --format csv",
-                                             "cd '" + dir + "' && SERVESIM_FAIL_RUN='slow rate=7' ");
+                                             "cd '" + dir + "' && SERVESIM_FAIL_RUN='slow rate=7' ", true,
+                                             SERVESIM_FAULTS_BINARY);
     INFO(third.output);
     CHECK(third.status == 1);
     CHECK(partial_files(dir) == 1);
@@ -180,5 +186,6 @@ TEST_CASE("CLI: a failed sweep leaves no partial file with no run finished, and 
     const Ran fresh = shell_in(dir, exe + " sweep slow.yaml --jobs 1 --format csv");
     CHECK(resumed.status == 0);
     CHECK(resumed.output == fresh.output);
+    CHECK(released.output == fresh.output);  // all runs ran, as if the variable were unset
     fs::remove_all(dir);
 }

@@ -1,4 +1,4 @@
-// vLLM's start-up arithmetic as the engine uses it (vllm-v1-behaviour.md §1, §2, §4.6; §10 items 1–3 and 18): the
+// vLLM's start-up arithmetic as the engine uses it (docs/VLLM-RULES.md §1, §2, §4.6; §10 items 1–3 and 18): the
 // memory budget and num_blocks, page sizes, the hybrid block size, and the defaults picked for an H200 against an
 // RTX 3090 (app::memory_plan_request → cache::plan_memory). Also the hybrid hit of §10 item 7 on the real
 // Qwen3.5-4B plan: a 2,000-token prompt sent twice hits 1,584.

@@ -1,15 +1,16 @@
 # ctest script (tests/CMakeLists.txt, tests tools_mpi_*; registered only where CMake found MPI and mpirun): runs
 # servesim under `mpirun -n 2` on this machine (loopback) and compares what it writes byte for byte with a
 # one-process `--jobs 1` run (docs/MPI.md).
-#   cmake -DEXE=<servesim> -DMPIEXEC=<mpirun> -DSRC=<repository> -DWORK=<scratch folder> -DMODE=<mode> -P mpi_test.cmake
+#   cmake -DEXE=<servesim> -DFAULTS_EXE=<servesim-faults> -DMPIEXEC=<mpirun> -DSRC=<repository> -DWORK=<scratch folder> -DMODE=<mode> -P mpi_test.cmake
 # MODE sweep:  a 12-run sweep, stdout (csv) and every --out file; rank 1 must have run some of the runs.
 # MODE plan:   a plan over 3 configurations × 2 replicates (several bisection rounds), stdout (json).
-# MODE fault:  one run fails (SERVESIM_FAIL_RUN, tools/app/executor.h): the job fails naming it and its rank and
+# MODE fault:  one run fails (SERVESIM_FAIL_RUN in the test build servesim-faults, tests/tools/fault_injection.h): the job fails naming it and its rank and
 #              keeps the finished runs; `--resume` under mpirun then prints what the uninterrupted run prints.
 # MODE inspect: a command every rank runs for itself (inspect, list, help) prints once, as one process prints it.
 cmake_minimum_required(VERSION 3.25)
-if(NOT DEFINED EXE OR NOT DEFINED MPIEXEC OR NOT DEFINED SRC OR NOT DEFINED WORK OR NOT DEFINED MODE)
-  message(FATAL_ERROR "mpi_test.cmake needs EXE, MPIEXEC, SRC, WORK and MODE")
+if(NOT DEFINED EXE OR NOT DEFINED FAULTS_EXE OR NOT DEFINED MPIEXEC OR NOT DEFINED SRC OR NOT DEFINED WORK OR
+   NOT DEFINED MODE)
+  message(FATAL_ERROR "mpi_test.cmake needs EXE, FAULTS_EXE, MPIEXEC, SRC, WORK and MODE")
 endif()
 # Open MPI refuses to start as root unless told twice; --oversubscribe lets 2 ranks share fewer cores.
 set(ENV{OMPI_ALLOW_RUN_AS_ROOT} 1)
@@ -92,7 +93,7 @@ elseif(MODE STREQUAL "plan")
 elseif(MODE STREQUAL "fault")
   run(one 0 ${EXE} sweep ${sweep_fixture} --jobs 1 --format csv)
   set(ENV{SERVESIM_FAIL_RUN} "mpi-sweep-small rate=40 max_num_seqs=8@8")
-  run(failed fail ${mpi} ${EXE} sweep ${sweep_fixture} --jobs 1 --format csv --checkpoint ${WORK}/partial.bin)
+  run(failed fail ${mpi} ${FAULTS_EXE} sweep ${sweep_fixture} --jobs 1 --format csv --checkpoint ${WORK}/partial.bin)
   unset(ENV{SERVESIM_FAIL_RUN})
   file(READ ${WORK}/failed.err err)
   if(NOT err MATCHES "error: experiment 'mpi-sweep-small rate=40 max_num_seqs=8' [(]seed 8[)] failed on rank [01]: fault injected by SERVESIM_FAIL_RUN")
@@ -108,7 +109,7 @@ elseif(MODE STREQUAL "crash")
   # finished before are in the --checkpoint file, and --resume completes the sweep.
   run(one 0 ${EXE} sweep ${sweep_fixture} --jobs 1 --format csv)
   set(ENV{SERVESIM_FAIL_RUN} "abort:mpi-sweep-small rate=400 max_num_seqs=8@7")
-  run(crashed fail ${mpi} ${EXE} sweep ${sweep_fixture} --jobs 1 --format csv --checkpoint ${WORK}/partial.bin)
+  run(crashed fail ${mpi} ${FAULTS_EXE} sweep ${sweep_fixture} --jobs 1 --format csv --checkpoint ${WORK}/partial.bin)
   unset(ENV{SERVESIM_FAIL_RUN})
   if(NOT EXISTS ${WORK}/partial.bin)
     message(FATAL_ERROR "the crashed job left no partial-results file")

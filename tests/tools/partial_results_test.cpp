@@ -19,6 +19,7 @@
 
 #include "common/error.h"
 #include "tests/catch.h"
+#include "tests/tools/fault_injection.h"
 #include "tools/app/executor.h"
 #include "tools/app/experiment.h"
 #include "tools/app/interrupt.h"
@@ -300,6 +301,7 @@ TEST_CASE("SIGTERM before any run finished, or a failure of the first run, leave
     const auto cs = configs();
     const std::string dir = empty_dir("interrupt-none");
     LocalExecutor local;
+    local.fault_hook = test::fault_from_environment();  // the fault tests' hook (test builds only)
     {
         PartialResultsScope scope(local, true, "", "", dir, scenario_fingerprint(cs), {"sweep", "tiny.yaml"});
         std::ostringstream log;

@@ -9,6 +9,7 @@
 
 #include "common/error.h"
 #include "tests/catch.h"
+#include "tests/tools/fault_injection.h"
 #include "tools/app/executor.h"
 #include "tools/app/experiment.h"
 #include "tools/app/output.h"
@@ -230,7 +231,9 @@ TEST_CASE("a failed run is named, and the runs finished before it are kept", "[r
     auto p = PartialResults::create(path, "--checkpoint", scenario_fingerprint(cs));
     ::setenv("SERVESIM_FAIL_RUN", "seqs-256@12", 1);
     // One thread: the runs go in list order (seqs-16 seeds 11, 12, seqs-256 seed 11), then seqs-256 seed 12 fails.
-    CHECK_THROWS_WITH(run_experiments(cs, 1, {}, RunOptions{nullptr, &p, false}),
+    LocalExecutor local;
+    local.fault_hook = test::fault_from_environment();  // the fault tests' hook (test builds only)
+    CHECK_THROWS_WITH(run_experiments(cs, 1, {}, RunOptions{&local, &p, false}),
                       "experiment 'seqs-256' (seed 12) failed: fault injected by SERVESIM_FAIL_RUN=seqs-256@12");
     ::unsetenv("SERVESIM_FAIL_RUN");
     CHECK(p.num_appended() == 3);

@@ -24,7 +24,7 @@ cache::MemoryPlan plan_for(const std::string& model, int tp, bool prefix_caching
 }
 
 TEST_CASE("TP: Qwen3-Next-80B-A3B at TP=2 keeps block 544 because both pages halve", "[tools][tp]") {
-    // vllm-v1-behaviour.md §2.3: per rank attn_1tok = 2·max(1, 2/2)·256·2 = 1,024 B; Mamba page = conv
+    // docs/VLLM-RULES.md §2.3: per rank attn_1tok = 2·max(1, 2/2)·256·2 = 1,024 B; Mamba page = conv
     // 3·(8,192/2)·2 = 24,576 + ssm (32/2)·128·128·2 = 524,288 → 548,864 B (half of 1,097,728).
     // B = 16·cdiv(548,864, 16·1,024) = 16·34 = 544; padding (544·1,024 − 548,864)/548,864 = 1.49 %.
     const cache::MemoryPlan p = plan_for("Qwen3-Next-80B-A3B", 2, true);

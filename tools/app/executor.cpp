@@ -4,7 +4,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <exception>
 #include <mutex>
 #include <thread>
@@ -17,25 +16,6 @@ namespace servesim::app {
 std::string describe_run(const ExperimentConfig& run) {
     return run.replicates > 1 ? fmt::format("experiment '{}' (seed {})", run.name, run.seed)
                               : fmt::format("experiment '{}'", run.name);
-}
-
-void inject_fault_for_testing(const ExperimentConfig& run) {
-    const char* env = std::getenv("SERVESIM_FAIL_RUN");
-    if (env == nullptr) {
-        return;
-    }
-    std::string target = env;
-    const bool crash = target.starts_with("abort:");
-    if (crash) {
-        target = target.substr(6);
-    }
-    if (target != run.name && target != fmt::format("{}@{}", run.name, run.seed)) {
-        return;
-    }
-    if (crash) {
-        std::abort();
-    }
-    throw std::runtime_error(fmt::format("fault injected by SERVESIM_FAIL_RUN={}", env));
 }
 
 void LocalExecutor::run(const std::vector<PreparedExperiment>& prepared, const std::vector<std::size_t>& todo,
@@ -57,7 +37,7 @@ void LocalExecutor::run(const std::vector<PreparedExperiment>& prepared, const s
                 i = todo[next++];
             }
             try {
-                inject_fault_for_testing(prepared[i].config);
+                before_run(prepared[i].config);
                 ExperimentResult r = run_experiment(prepared[i]);
                 std::lock_guard<std::mutex> lock(mu);
                 results[i] = std::move(r);

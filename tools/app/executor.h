@@ -46,6 +46,19 @@ public:
 
     // After run(): gives every rank the root's results (a plan's ranks choose the next round's probes from them).
     virtual void share(const std::vector<PreparedExperiment>& prepared, std::vector<ExperimentResult>& results) = 0;
+
+    // Fault injection, for the fault tests only (docs/MPI.md "Faults and --resume"): called before each run; a hook
+    // that throws fails that run, one that aborts crashes this process, as a crashed rank. Only test code sets it
+    // (tests/tools/fault_injection.h, compiled into the test suites and the test-only binary servesim-faults); the
+    // released servesim has none.
+    std::function<void(const ExperimentConfig&)> fault_hook;
+
+protected:
+    void before_run(const ExperimentConfig& run) const {
+        if (fault_hook) {
+            fault_hook(run);
+        }
+    }
 };
 
 // This process's threads: each takes the next run of `todo` as it frees up.
@@ -61,10 +74,5 @@ public:
 // "experiment 'NAME'" or "experiment 'NAME' (seed S)" when it has replicates: a run as messages name it.
 [[nodiscard]] std::string describe_run(const ExperimentConfig& run);
 
-// Fault injection, for the fault tests (docs/MPI.md "Faults and --resume"): when the environment variable
-// SERVESIM_FAIL_RUN is NAME or NAME@SEED, that experiment's runs (that seed's) throw std::runtime_error instead of
-// running; "abort:NAME[@SEED]" ends the process with std::abort, as a crashed rank. Executors call it before each
-// run; unset, it does nothing.
-void inject_fault_for_testing(const ExperimentConfig& run);
 
 }  // namespace servesim::app

@@ -76,7 +76,7 @@ cache::MemoryPlanRequest memory_plan_request(const EngineSettings& e, const cali
                                              int data_parallel_size, std::int64_t gpu_memory_bytes) {
     cache::MemoryPlanRequest r;
     r.gpu_memory_bytes = gpu_memory_bytes > 0 ? gpu_memory_bytes : gpu.memory_bytes;
-    // EngineArgs.get_batch_defaults: ≥ 70 GiB and not an A100 → 8192 / 1024 (vllm-v1-behaviour.md §4.6); it reads
+    // EngineArgs.get_batch_defaults: ≥ 70 GiB and not an A100 → 8192 / 1024 (docs/VLLM-RULES.md §4.6); it reads
     // the device's total memory, so a topology's GPU memory decides it.
     r.gpu_is_large_for_defaults = r.gpu_memory_bytes >= 70LL * 1024 * 1024 * 1024 && !gpu.is_a100;
     r.gpu_compute_capability = gpu.compute_capability;

@@ -1,8 +1,8 @@
-// Output formats (DESIGN §6): a side-by-side table for people (output_table.cpp), CSV (one flat row per experiment
-// or sweep point, swept keys as the first columns) and JSON (one object per experiment, nested distributions) for
-// tools (output.cpp), all from the same flat columns (output_fields.h). vllm bench serve's result JSON is
-// output_vllm_bench.h, `servesim inspect`'s text output_inspect.h. Results go to stdout or files; diagnostics and
-// progress go to stderr. Numbers are printed with fixed rules so equal inputs give byte-identical outputs.
+// Output formats (docs/ARCHITECTURE.md, "Formats"): a side-by-side table for people (output_table.cpp), CSV (one flat
+// row per experiment or sweep point, swept keys as the first columns) and JSON (one object per experiment, nested
+// distributions) for tools (output.cpp), all from the same flat columns (output_fields.h). vllm bench serve's result
+// JSON is output_vllm_bench.h, `servesim inspect`'s text output_inspect.h. Results go to stdout or files; diagnostics
+// and progress go to stderr. Numbers are printed with fixed rules so equal inputs give byte-identical outputs.
 #pragma once
 
 #include <nlohmann/json.hpp>

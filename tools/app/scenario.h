@@ -1,7 +1,8 @@
-// Scenario files (DESIGN §6): one YAML file describes one experiment, or several side by side (`experiments:`), or
-// a grid (`sweep:`). This reader turns a file plus command-line overrides into a list of fully resolved, validated
-// ExperimentConfigs before anything is simulated; an unknown key, a wrong type or a bad value stops here with the
-// file, line and key. Keys follow vLLM's flag names where one exists (block_size, max_num_batched_tokens, …).
+// Scenario files (docs/ARCHITECTURE.md, "Formats"): one YAML file describes one experiment, or several side by side
+// (`experiments:`), or a grid (`sweep:`). This reader turns a file plus command-line overrides into a list of fully
+// resolved, validated ExperimentConfigs before anything is simulated; an unknown key, a wrong type or a bad value stops
+// here with the file, line and key. Keys follow vLLM's flag names where one exists (block_size, max_num_batched_tokens,
+// …).
 #pragma once
 
 #include <yaml-cpp/yaml.h>
@@ -79,7 +80,8 @@ struct EngineSettings {
     std::optional<std::int64_t> hybrid_checkpoint_interval_tokens;
     // --speculative-config (vLLM's JSON, canonical text; sim/engine/speculative.h) and servesim's acceptance inputs:
     // vLLM's per-position acceptance rates, or a mean acceptance length; neither = the method's default. The ngram
-    // lookup's host time per context token of a speculating request, unset = the measured default (docs/SPECULATIVE-DECODING.md).
+    // lookup's host time per context token of a speculating request, unset = the measured default
+    // (docs/SPECULATIVE-DECODING.md).
     std::optional<std::string> speculative_config;
     std::vector<double> speculative_acceptance;
     std::optional<double> speculative_mean_acceptance_length;

@@ -203,7 +203,7 @@ void MpiExecutor::run_root(const std::vector<app::PreparedExperiment>& prepared,
                 queue.pop_front();
             }
             try {
-                app::inject_fault_for_testing(prepared[f.index].config);
+                before_run(prepared[f.index].config);
                 f.result = app::run_experiment(prepared[f.index]);
             } catch (...) {
                 f.failure = describe_current_exception(f.index, 0);
@@ -352,7 +352,7 @@ void MpiExecutor::run_worker(const std::vector<app::PreparedExperiment>& prepare
                 queue.pop_front();
             }
             try {
-                app::inject_fault_for_testing(prepared[f.index].config);
+                before_run(prepared[f.index].config);
                 f.bytes = u64_bytes(f.index) + app::encode_result(app::run_experiment(prepared[f.index]));
             } catch (...) {
                 f.failure = describe_current_exception(f.index, me);

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Builds the RTX 3090 / vLLM 0.26 profiles of the seed study (../shared/reference/seed-study.md) for Qwen3-4B and
+"""Builds the RTX 3090 / vLLM 0.26 profiles of the seed study (docs/SOURCES.md, "The seed study") for Qwen3-4B and
 Qwen3.5-4B with `servesim calibrate --from-measurements`.
 
 Inputs, all published in the study (nothing tuned to its withheld outcomes):
@@ -60,6 +60,7 @@ def write_measurements(path, model, kind, info):
         "software: vLLM 0.26.0 (published study figures)",
         "hybrid: %s" % ("true" if kind == "hybrid" else "false"),
         "max_num_batched_tokens: %d   # vLLM's default on a 24 GB GPU: long prompts ran in 2,048-token chunks" % BUDGET,
+        "assumed: [decode]   # decode points are bytes / (936 GB/s * %.2f), not timed" % DECODE_EFFICIENCY,
         "prefill:",
     ]
     for p in LENGTHS:
@@ -138,7 +139,8 @@ def main():
                      per_snapshot), file=sys.stderr)
             with open(prof, "a") as f:
                 f.write("# Added by make_rtx3090_profiles.py: align-mode snapshot cost fitted so that a 16,320-token\n"
-                        "# prefill with prefix caching on is 7.6 %% slower than with it off (seed-study.md).\n")
+                        "# prefill with prefix caching on is 7.6 %% slower than with it off\n"
+                        "# (docs/SOURCES.md, the seed study).\n")
             with open(prof) as f:
                 text = f.read()
             text = text.replace("curves:\n", "curves:\n  snapshot:\n    variables: [snapshots]\n    r2: 1\n"

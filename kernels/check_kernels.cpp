@@ -24,14 +24,28 @@ namespace ref = servesim::kernels::ref;
 
 namespace {
 
-std::mt19937_64 g_rng;  // seeded in main: --seed N, else from std::random_device (printed)
-int g_failures = 0;
+// One timing row of --bench (and of --csv).
+struct BenchRow {
+    std::string op;
+    std::string shape;
+    double ms;
+    double tflops;
+    double gbps;
+};
 
-std::vector<float> random_vec(std::size_t n, float lo, float hi) {
+// What one run of the checks and timings shares, made in main and passed down (no file-scope state): the input
+// generator (seeded by --seed N, else from std::random_device, printed), the failed checks, the timing rows.
+struct CheckContext {
+    std::mt19937_64 rng;
+    int failures = 0;
+    std::vector<BenchRow> rows;
+};
+
+std::vector<float> random_vec(CheckContext& cx, std::size_t n, float lo, float hi) {
     std::uniform_real_distribution<float> d(lo, hi);
     std::vector<float> v(n);
     for (auto& x : v) {
-        x = d(g_rng);
+        x = d(cx.rng);
     }
     return v;
 }
@@ -82,38 +96,38 @@ k::DeviceBuffer poisoned(std::size_t bytes) {
     return b;
 }
 
-void report(const std::string& name, double err, double tol) {
+void report(CheckContext& cx, const std::string& name, double err, double tol) {
     const bool ok = err <= tol;
     std::printf("  %-58s rel_err %.3e  (tol %.0e)  %s\n", name.c_str(), err, tol, ok ? "ok" : "FAIL");
     if (!ok) {
-        ++g_failures;
+        ++cx.failures;
     }
 }
 
-void check_gemm() {
+void check_gemm(CheckContext& cx) {
     const int m = 77;
     const int n = 320;
     const int kk = 256;
-    auto a = random_vec(static_cast<std::size_t>(m) * kk, -1, 1);
-    auto w = random_vec(static_cast<std::size_t>(n) * kk, -1, 1);
+    auto a = random_vec(cx, static_cast<std::size_t>(m) * kk, -1, 1);
+    auto w = random_vec(cx, static_cast<std::size_t>(n) * kk, -1, 1);
     auto da = upload_bf16(a);
     auto dw = upload_bf16(w);
     auto dc = poisoned(static_cast<std::size_t>(m) * n * 2);
     k::GemmRunner runner;
     runner.run(da.as<k::bf16_t>(), dw.as<k::bf16_t>(), dc.as<k::bf16_t>(), m, n, kk, nullptr);
-    report("gemm cuBLAS 77x320x256",
+    report(cx, "gemm cuBLAS 77x320x256",
            ref::rel_l2_error(download_bf16(dc, static_cast<std::size_t>(m) * n), ref::gemm(a, w, m, n, kk)), 1e-2);
 }
 
 // FP8 W8A8: the activations quantized per token on the GPU, the weights per tensor on the host; the reference is
 // the float GEMM of the dequantized operands (so only accumulation order and the bf16 output round differ), and
 // the per-token quantization is checked against the CPU e4m3 rounding of x / (amax / 448).
-void check_gemm_fp8() {
+void check_gemm_fp8(CheckContext& cx) {
     const int m = 80;  // a multiple of 16 (cuBLASLt fp8)
     const int n = 320;
     const int kk = 256;
-    auto a = random_vec(static_cast<std::size_t>(m) * kk, -1, 1);
-    auto w = random_vec(static_cast<std::size_t>(n) * kk, -1, 1);
+    auto a = random_vec(cx, static_cast<std::size_t>(m) * kk, -1, 1);
+    auto w = random_vec(cx, static_cast<std::size_t>(n) * kk, -1, 1);
     // a as bf16 values (what the GPU quantizes).
     for (auto& x : a) {
         x = ref::bf16_to_float(ref::float_to_bf16(x));
@@ -148,8 +162,8 @@ void check_gemm_fp8() {
             aq_ref[i] = ref::fp8_e4m3_to_float(ref::float_to_fp8_e4m3(a[i] / sc)) * sc;
         }
     }
-    report("fp8 per-token quant scales 80x256", max_scale_err, 1e-6);
-    report("fp8 per-token quant values 80x256", ref::rel_l2_error(aq, aq_ref), 1e-2);
+    report(cx, "fp8 per-token quant scales 80x256", max_scale_err, 1e-6);
+    report(cx, "fp8 per-token quant values 80x256", ref::rel_l2_error(aq, aq_ref), 1e-2);
     // The GEMM: one per-tensor activation scale (vLLM's per-tensor path), so quantize a with the global amax.
     float amax = 0;
     for (const float x : a) {
@@ -175,7 +189,7 @@ void check_gemm_fp8() {
     k::Fp8GemmRunner runner;
     runner.run(da8.as<k::fp8_t>(), dw8.as<k::fp8_t>(), dc.as<k::bf16_t>(), m, n, kk, dscales.as<float>(),
                dscales.as<float>() + 16, nullptr);
-    report("gemm fp8 cuBLASLt 80x320x256",
+    report(cx, "gemm fp8 cuBLASLt 80x320x256",
            ref::rel_l2_error(download_bf16(dc, static_cast<std::size_t>(m) * n), ref::gemm(aqt, wq, m, n, kk)), 1e-2);
 }
 
@@ -183,14 +197,14 @@ void check_gemm_fp8() {
 // 128-column group, weights per 128×128 tile on the host, each group and tile with its own magnitude so that a
 // scale applied to the wrong group or tile shows; the reference is the float GEMM of the dequantized operands.
 // N = 320 leaves a partial last tile of 64 rows.
-void check_gemm_fp8_block() {
+void check_gemm_fp8_block(CheckContext& cx) {
     const int m = 80;
     const int n = 320;
     const int kk = 512;
     const int kb = kk / 128;
     const int kb4 = (kb + 3) / 4 * 4;
-    auto a = random_vec(static_cast<std::size_t>(m) * kk, -1, 1);
-    auto w = random_vec(static_cast<std::size_t>(n) * kk, -1, 1);
+    auto a = random_vec(cx, static_cast<std::size_t>(m) * kk, -1, 1);
+    auto w = random_vec(cx, static_cast<std::size_t>(n) * kk, -1, 1);
     for (int r = 0; r < m; ++r) {
         for (int c = 0; c < kk; ++c) {
             float& x = a[static_cast<std::size_t>(r) * kk + c];
@@ -250,8 +264,8 @@ void check_gemm_fp8_block() {
             }
         }
     }
-    report("fp8 per-token-group quant scales 80x512", max_scale_err, 1e-6);
-    report("fp8 per-token-group quant values 80x512", ref::rel_l2_error(aq, aq_ref), 1e-2);
+    report(cx, "fp8 per-token-group quant scales 80x512", max_scale_err, 1e-6);
+    report(cx, "fp8 per-token-group quant values 80x512", ref::rel_l2_error(aq, aq_ref), 1e-2);
     k::DeviceBuffer dw8(w8.size());
     k::copy_to_device(dw8.get(), w8.data(), w8.size());
     k::DeviceBuffer dws(w_scales.size() * 4);
@@ -260,15 +274,15 @@ void check_gemm_fp8_block() {
     k::Fp8GemmRunner runner(k::Fp8Scaling::kBlock128);
     runner.run(a8.as<k::fp8_t>(), dw8.as<k::fp8_t>(), dc.as<k::bf16_t>(), m, n, kk, a_scales.as<float>(),
                dws.as<float>(), nullptr);
-    report("gemm fp8 block-scaled cuBLASLt 80x320x512",
+    report(cx, "gemm fp8 block-scaled cuBLASLt 80x320x512",
            ref::rel_l2_error(download_bf16(dc, static_cast<std::size_t>(m) * n), ref::gemm(aq, wq, m, n, kk)), 1e-2);
 }
 
-void check_prefill(int chunk, int cached, int hq, int hkv, int hd, int variant) {
+void check_prefill(CheckContext& cx, int chunk, int cached, int hq, int hkv, int hd, int variant) {
     const int total = cached + chunk;
-    auto q = random_vec(static_cast<std::size_t>(chunk) * hq * hd, -1, 1);
-    auto kv = random_vec(static_cast<std::size_t>(total) * hkv * hd, -1, 1);
-    auto vv = random_vec(static_cast<std::size_t>(total) * hkv * hd, -1, 1);
+    auto q = random_vec(cx, static_cast<std::size_t>(chunk) * hq * hd, -1, 1);
+    auto kv = random_vec(cx, static_cast<std::size_t>(total) * hkv * hd, -1, 1);
+    auto vv = random_vec(cx, static_cast<std::size_t>(total) * hkv * hd, -1, 1);
     auto dq = upload_bf16(q);
     auto dk = upload_bf16(kv);
     auto dv = upload_bf16(vv);
@@ -288,25 +302,26 @@ void check_prefill(int chunk, int cached, int hq, int hkv, int hd, int variant) 
     k::prefill_attention(a, nullptr);
     const auto want = ref::prefill_attention(q, kv, vv, chunk, cached, hq, hkv, hd, a.scale);
     char name[128];
-    std::snprintf(name, sizeof name, "prefill_attention chunk %d cached %d hq %d hkv %d hd %d variant %d", chunk, cached,
-                  hq, hkv, hd, variant);
-    report(name, ref::rel_l2_error(download_bf16(dout, q.size()), want), 2e-2);
+    std::snprintf(name, sizeof name, "prefill_attention chunk %d cached %d hq %d hkv %d hd %d variant %d", chunk,
+                  cached, hq, hkv, hd, variant);
+    report(cx, name, ref::rel_l2_error(download_bf16(dout, q.size()), want), 2e-2);
 }
 
-void check_decode(std::vector<int> lens, int hq, int hkv, int hd, bool fp8, int splits, int variant, int bs = 16) {
+void check_decode(
+    CheckContext& cx, std::vector<int> lens, int hq, int hkv, int hd, bool fp8, int splits, int variant, int bs = 16) {
     const int seqs = static_cast<int>(lens.size());
     const int max_len = *std::max_element(lens.begin(), lens.end());
     const int max_blocks = (max_len + bs - 1) / bs;
     const int num_blocks = seqs * max_blocks + 3;
     std::vector<int> perm(num_blocks);
     std::iota(perm.begin(), perm.end(), 0);
-    std::shuffle(perm.begin(), perm.end(), g_rng);
+    std::shuffle(perm.begin(), perm.end(), cx.rng);
     std::vector<int> table(static_cast<std::size_t>(seqs) * max_blocks);
     std::copy_n(perm.begin(), table.size(), table.begin());
     const std::size_t cache_elems = static_cast<std::size_t>(num_blocks) * bs * hkv * hd;
-    auto kc = random_vec(cache_elems, -1, 1);
-    auto vc = random_vec(cache_elems, -1, 1);
-    auto q = random_vec(static_cast<std::size_t>(seqs) * hq * hd, -1, 1);
+    auto kc = random_vec(cx, cache_elems, -1, 1);
+    auto vc = random_vec(cx, cache_elems, -1, 1);
+    auto q = random_vec(cx, static_cast<std::size_t>(seqs) * hq * hd, -1, 1);
     auto dq = upload_bf16(q);
     k::DeviceBuffer dk;
     k::DeviceBuffer dv;
@@ -358,20 +373,20 @@ void check_decode(std::vector<int> lens, int hq, int hkv, int hd, bool fp8, int 
     char name[128];
     std::snprintf(name, sizeof name, "decode_attention v%d %s seqs %d max_len %d hq %d hkv %d hd %d bs %d splits %d",
                   variant, fp8 ? "fp8" : "bf16", seqs, max_len, hq, hkv, hd, bs, splits);
-    report(name, ref::rel_l2_error(download_bf16(dout, q.size()), want), 2e-2);
+    report(cx, name, ref::rel_l2_error(download_bf16(dout, q.size()), want), 2e-2);
 }
 
-void check_kv_write(bool fp8) {
+void check_kv_write(CheckContext& cx, bool fp8) {
     const int tokens = 37;
     const int hkv = 8;
     const int hd = 128;
     const int row = hkv * hd;
     const int slots_total = 200;
-    auto kx = random_vec(static_cast<std::size_t>(tokens) * row, -2, 2);
-    auto vx = random_vec(static_cast<std::size_t>(tokens) * row, -2, 2);
+    auto kx = random_vec(cx, static_cast<std::size_t>(tokens) * row, -2, 2);
+    auto vx = random_vec(cx, static_cast<std::size_t>(tokens) * row, -2, 2);
     std::vector<int> perm(slots_total);
     std::iota(perm.begin(), perm.end(), 0);
-    std::shuffle(perm.begin(), perm.end(), g_rng);
+    std::shuffle(perm.begin(), perm.end(), cx.rng);
     std::vector<int> slots(perm.begin(), perm.begin() + tokens);
     auto dk = upload_bf16(kx);
     auto dv = upload_bf16(vx);
@@ -419,18 +434,20 @@ void check_kv_write(bool fp8) {
     got.insert(got.end(), got_v.begin(), got_v.end());
     std::vector<float> want = kx;
     want.insert(want.end(), vx.begin(), vx.end());
-    report(std::string("kv_cache_write ") + (fp8 ? "fp8" : "bf16"), ref::rel_l2_error(got, want), fp8 ? 7e-2 : 1e-6);
+    report(cx, std::string("kv_cache_write ") + (fp8 ? "fp8" : "bf16"), ref::rel_l2_error(got, want),
+           fp8 ? 7e-2 : 1e-6);
 }
 
-void check_gdn_prefill(int seqs, int len, int hk, int hv, bool initial, bool fp32_state, int variant) {
+void check_gdn_prefill(
+    CheckContext& cx, int seqs, int len, int hk, int hv, bool initial, bool fp32_state, int variant) {
     const int d = 128;
     const std::size_t tokens = static_cast<std::size_t>(seqs) * len;
-    auto q = random_vec(tokens * hk * d, -1, 1);
-    auto kx = random_vec(tokens * hk * d, -1, 1);
-    auto v = random_vec(tokens * hv * d, -1, 1);
-    auto g = random_vec(tokens * hv, -0.3f, -0.005f);
-    auto beta = random_vec(tokens * hv, 0.1f, 0.9f);
-    std::vector<float> state = initial ? random_vec(static_cast<std::size_t>(seqs) * hv * d * d, -0.5f, 0.5f)
+    auto q = random_vec(cx, tokens * hk * d, -1, 1);
+    auto kx = random_vec(cx, tokens * hk * d, -1, 1);
+    auto v = random_vec(cx, tokens * hv * d, -1, 1);
+    auto g = random_vec(cx, tokens * hv, -0.3f, -0.005f);
+    auto beta = random_vec(cx, tokens * hv, 0.1f, 0.9f);
+    std::vector<float> state = initial ? random_vec(cx, static_cast<std::size_t>(seqs) * hv * d * d, -0.5f, 0.5f)
                                        : std::vector<float>(static_cast<std::size_t>(seqs) * hv * d * d, 0.f);
     auto dq = upload_bf16(q);
     auto dk = upload_bf16(kx);
@@ -472,22 +489,22 @@ void check_gdn_prefill(int seqs, int len, int hk, int hv, bool initial, bool fp3
     char name[160];
     std::snprintf(name, sizeof name, "gdn_prefill v%d seqs %d len %d hk %d hv %d %s state%s", variant, seqs, len, hk,
                   hv, fp32_state ? "fp32" : "bf16", initial ? " +initial" : "");
-    report(std::string(name) + " out", ref::rel_l2_error(download_bf16(dout, want.size()), want), 3e-2);
-    report(std::string(name) + " state", ref::rel_l2_error(got_state, state), 3e-2);
+    report(cx, std::string(name) + " out", ref::rel_l2_error(download_bf16(dout, want.size()), want), 3e-2);
+    report(cx, std::string(name) + " state", ref::rel_l2_error(got_state, state), 3e-2);
 }
 
-void check_gdn_decode(int seqs, int hk, int hv, bool fp32_state) {
+void check_gdn_decode(CheckContext& cx, int seqs, int hk, int hv, bool fp32_state) {
     const int d = 128;
     const int slots_total = seqs + 3;
-    auto q = random_vec(static_cast<std::size_t>(seqs) * hk * d, -1, 1);
-    auto kx = random_vec(static_cast<std::size_t>(seqs) * hk * d, -1, 1);
-    auto v = random_vec(static_cast<std::size_t>(seqs) * hv * d, -1, 1);
-    auto g = random_vec(static_cast<std::size_t>(seqs) * hv, -0.3f, -0.005f);
-    auto beta = random_vec(static_cast<std::size_t>(seqs) * hv, 0.1f, 0.9f);
-    auto all_state = random_vec(static_cast<std::size_t>(slots_total) * hv * d * d, -0.5f, 0.5f);
+    auto q = random_vec(cx, static_cast<std::size_t>(seqs) * hk * d, -1, 1);
+    auto kx = random_vec(cx, static_cast<std::size_t>(seqs) * hk * d, -1, 1);
+    auto v = random_vec(cx, static_cast<std::size_t>(seqs) * hv * d, -1, 1);
+    auto g = random_vec(cx, static_cast<std::size_t>(seqs) * hv, -0.3f, -0.005f);
+    auto beta = random_vec(cx, static_cast<std::size_t>(seqs) * hv, 0.1f, 0.9f);
+    auto all_state = random_vec(cx, static_cast<std::size_t>(slots_total) * hv * d * d, -0.5f, 0.5f);
     std::vector<int> perm(slots_total);
     std::iota(perm.begin(), perm.end(), 0);
-    std::shuffle(perm.begin(), perm.end(), g_rng);
+    std::shuffle(perm.begin(), perm.end(), cx.rng);
     std::vector<int> slots(perm.begin(), perm.begin() + seqs);
     auto dq = upload_bf16(q);
     auto dk = upload_bf16(kx);
@@ -527,14 +544,14 @@ void check_gdn_decode(int seqs, int hk, int hv, bool fp32_state) {
     char name[128];
     std::snprintf(name, sizeof name, "gdn_decode seqs %d hk %d hv %d %s state", seqs, hk, hv,
                   fp32_state ? "fp32" : "bf16");
-    report(std::string(name) + " out", ref::rel_l2_error(download_bf16(dout, want.size()), want), 2e-2);
-    report(std::string(name) + " state", ref::rel_l2_error(got_st, st), fp32_state ? 1e-4 : 1e-2);
+    report(cx, std::string(name) + " out", ref::rel_l2_error(download_bf16(dout, want.size()), want), 2e-2);
+    report(cx, std::string(name) + " state", ref::rel_l2_error(got_st, st), fp32_state ? 1e-4 : 1e-2);
 }
 
-void check_conv(int seqs, int len, int c, int variant) {
-    auto x = random_vec(static_cast<std::size_t>(seqs) * len * c, -1, 1);
-    auto w = random_vec(static_cast<std::size_t>(c) * 4, -1, 1);
-    auto state = random_vec(static_cast<std::size_t>(seqs) * 3 * c, -1, 1);
+void check_conv(CheckContext& cx, int seqs, int len, int c, int variant) {
+    auto x = random_vec(cx, static_cast<std::size_t>(seqs) * len * c, -1, 1);
+    auto w = random_vec(cx, static_cast<std::size_t>(c) * 4, -1, 1);
+    auto state = random_vec(cx, static_cast<std::size_t>(seqs) * 3 * c, -1, 1);
     auto dx = upload_bf16(x);
     auto dw = upload_bf16(w);
     auto dst = upload_bf16(state);
@@ -544,42 +561,42 @@ void check_conv(int seqs, int len, int c, int variant) {
     auto want = ref::conv1d(x, w, state, seqs, len, c);
     char name[96];
     std::snprintf(name, sizeof name, "conv1d_prefill v%d seqs %d len %d C %d (+state)", variant, seqs, len, c);
-    report(name, ref::rel_l2_error(download_bf16(dy, x.size()), want), 1e-2);
-    report("conv1d_prefill final state", ref::rel_l2_error(download_bf16(dst, state.size()), state), 1e-6);
+    report(cx, name, ref::rel_l2_error(download_bf16(dy, x.size()), want), 1e-2);
+    report(cx, "conv1d_prefill final state", ref::rel_l2_error(download_bf16(dst, state.size()), state), 1e-6);
     // One update step from the state just written.
-    auto x1 = random_vec(static_cast<std::size_t>(seqs) * c, -1, 1);
+    auto x1 = random_vec(cx, static_cast<std::size_t>(seqs) * c, -1, 1);
     auto dx1 = upload_bf16(x1);
     auto dy1 = poisoned(x1.size() * 2);
     k::conv1d_update(dx1.as<k::bf16_t>(), dw.as<k::bf16_t>(), dst.as<k::bf16_t>(), dy1.as<k::bf16_t>(), seqs, c,
                      nullptr);
     auto want1 = ref::conv1d(x1, w, state, seqs, 1, c);
-    report("conv1d_update", ref::rel_l2_error(download_bf16(dy1, x1.size()), want1), 1e-2);
-    report("conv1d_update state", ref::rel_l2_error(download_bf16(dst, state.size()), state), 1e-6);
+    report(cx, "conv1d_update", ref::rel_l2_error(download_bf16(dy1, x1.size()), want1), 1e-2);
+    report(cx, "conv1d_update state", ref::rel_l2_error(download_bf16(dst, state.size()), state), 1e-6);
 }
 
-void check_small_ops() {
+void check_small_ops(CheckContext& cx) {
     const int rows = 33;
     const int width = 2560;
-    auto x = random_vec(static_cast<std::size_t>(rows) * width, -2, 2);
-    auto w = random_vec(width, 0.5f, 1.5f);
+    auto x = random_vec(cx, static_cast<std::size_t>(rows) * width, -2, 2);
+    auto w = random_vec(cx, width, 0.5f, 1.5f);
     auto dx = upload_bf16(x);
     auto dw = upload_bf16(w);
     auto dy = poisoned(x.size() * 2);
     k::rms_norm(dx.as<k::bf16_t>(), nullptr, dw.as<k::bf16_t>(), dy.as<k::bf16_t>(), rows, width, 1e-6f, nullptr);
-    report("rms_norm 33x2560", ref::rel_l2_error(download_bf16(dy, x.size()), ref::rms_norm(x, w, rows, width, 1e-6f)),
-           1e-2);
-    auto x2 = random_vec(static_cast<std::size_t>(rows) * 2 * 1024, -3, 3);
+    report(cx, "rms_norm 33x2560",
+           ref::rel_l2_error(download_bf16(dy, x.size()), ref::rms_norm(x, w, rows, width, 1e-6f)), 1e-2);
+    auto x2 = random_vec(cx, static_cast<std::size_t>(rows) * 2 * 1024, -3, 3);
     auto dx2 = upload_bf16(x2);
     auto dy2 = poisoned(static_cast<std::size_t>(rows) * 1024 * 2);
     k::silu_mul(dx2.as<k::bf16_t>(), dy2.as<k::bf16_t>(), rows, 1024, nullptr);
-    report("silu_mul 33x1024",
+    report(cx, "silu_mul 33x1024",
            ref::rel_l2_error(download_bf16(dy2, static_cast<std::size_t>(rows) * 1024), ref::silu_mul(x2, rows, 1024)),
            1e-2);
     const int tokens = 9;
     const int heads = 4;
     const int hd = 128;
     for (int rot : {128, 32}) {
-        auto r = random_vec(static_cast<std::size_t>(tokens) * heads * hd, -1, 1);
+        auto r = random_vec(cx, static_cast<std::size_t>(tokens) * heads * hd, -1, 1);
         std::vector<int> pos(tokens);
         for (int t = 0; t < tokens; ++t) {
             pos[t] = 17 + 301 * t;
@@ -588,10 +605,10 @@ void check_small_ops() {
         auto dp = upload_i32(pos);
         k::rope(dr.as<k::bf16_t>(), dp.as<int>(), tokens, heads, hd, rot, 1e6f, nullptr);
         ref::rope(r, pos, heads, hd, rot, 1e6f);
-        report("rope rot_dim " + std::to_string(rot), ref::rel_l2_error(download_bf16(dr, r.size()), r), 1e-2);
+        report(cx, "rope rot_dim " + std::to_string(rot), ref::rel_l2_error(download_bf16(dr, r.size()), r), 1e-2);
     }
     const int vocab = 50000;
-    auto logits = random_vec(static_cast<std::size_t>(5) * vocab, -10, 10);
+    auto logits = random_vec(cx, static_cast<std::size_t>(5) * vocab, -10, 10);
     auto dl = upload_bf16(logits);
     auto dtok = poisoned(5 * 4);
     k::argmax_rows(dl.as<k::bf16_t>(), dtok.as<int>(), 5, vocab, nullptr);
@@ -604,8 +621,8 @@ void check_small_ops() {
         bad += logits[static_cast<std::size_t>(i) * vocab + got[i]] !=
                logits[static_cast<std::size_t>(i) * vocab + want[i]];
     }
-    report("argmax_rows 5x50000", bad, 0);
-    std::vector<float> table = random_vec(static_cast<std::size_t>(100) * 256, -1, 1);
+    report(cx, "argmax_rows 5x50000", bad, 0);
+    std::vector<float> table = random_vec(cx, static_cast<std::size_t>(100) * 256, -1, 1);
     auto dtab = upload_bf16(table);
     std::vector<int> ids = {5, 99, 0, 5, 42};
     auto dids = upload_i32(ids);
@@ -615,21 +632,29 @@ void check_small_ops() {
     for (int id : ids) {
         want_g.insert(want_g.end(), table.begin() + id * 256, table.begin() + (id + 1) * 256);
     }
-    report("embedding_gather", ref::rel_l2_error(download_bf16(dout, want_g.size()), want_g), 0);
+    report(cx, "embedding_gather", ref::rel_l2_error(download_bf16(dout, want_g.size()), want_g), 0);
 }
 
 // MoE layer (kernels.h MoeRunner): router logits vs the CPU GEMM, the device top-k vs the CPU top-k of the same bf16
 // logits (ids exact), then the whole layer with that routing vs the CPU reference — eagerly and replayed from a CUDA
 // graph, with the grouped GEMMs and with the per-expert loop.
-void check_moe(int tokens, int experts, int top_k, int hidden, int inter, int shared_inter, bool renorm, bool gate) {
+void check_moe(CheckContext& cx,
+               int tokens,
+               int experts,
+               int top_k,
+               int hidden,
+               int inter,
+               int shared_inter,
+               bool renorm,
+               bool gate) {
     const std::size_t h = hidden;
-    auto x = random_vec(tokens * h, -1, 1);
-    auto router = random_vec(static_cast<std::size_t>(experts) * h, -0.2f, 0.2f);
-    auto w13 = random_vec(static_cast<std::size_t>(experts) * 2 * inter * h, -0.1f, 0.1f);
-    auto w2 = random_vec(static_cast<std::size_t>(experts) * h * inter, -0.1f, 0.1f);
-    auto sw13 = random_vec(static_cast<std::size_t>(2) * shared_inter * h, -0.1f, 0.1f);
-    auto sw2 = random_vec(h * shared_inter, -0.1f, 0.1f);
-    auto sg = gate && shared_inter > 0 ? random_vec(h, -0.1f, 0.1f) : std::vector<float>{};
+    auto x = random_vec(cx, tokens * h, -1, 1);
+    auto router = random_vec(cx, static_cast<std::size_t>(experts) * h, -0.2f, 0.2f);
+    auto w13 = random_vec(cx, static_cast<std::size_t>(experts) * 2 * inter * h, -0.1f, 0.1f);
+    auto w2 = random_vec(cx, static_cast<std::size_t>(experts) * h * inter, -0.1f, 0.1f);
+    auto sw13 = random_vec(cx, static_cast<std::size_t>(2) * shared_inter * h, -0.1f, 0.1f);
+    auto sw2 = random_vec(cx, h * shared_inter, -0.1f, 0.1f);
+    auto sg = gate && shared_inter > 0 ? random_vec(cx, h, -0.1f, 0.1f) : std::vector<float>{};
     auto dx = upload_bf16(x);
     auto drouter = upload_bf16(router);
     auto dw13 = upload_bf16(w13);
@@ -667,7 +692,7 @@ void check_moe(int tokens, int experts, int top_k, int hidden, int inter, int sh
             logits[i] = ref::bf16_to_float(bits[i]);
         }
     }
-    report(name + " router logits", ref::rel_l2_error(logits, ref::gemm(x, router, tokens, experts, hidden)), 1e-2);
+    report(cx, name + " router logits", ref::rel_l2_error(logits, ref::gemm(x, router, tokens, experts, hidden)), 1e-2);
     std::vector<int> ids(tk);
     std::vector<float> weights(tk);
     k::copy_to_host(ids.data(), runner.topk_ids(), tk * 4);
@@ -679,8 +704,8 @@ void check_moe(int tokens, int experts, int top_k, int hidden, int inter, int sh
     for (std::size_t i = 0; i < tk; ++i) {
         id_mismatches += ids[i] != want_ids[i] ? 1 : 0;
     }
-    report(name + " top-k ids (mismatch fraction)", static_cast<double>(id_mismatches) / tk, 0);
-    report(name + " top-k weights", ref::rel_l2_error(weights, want_w), 1e-5);
+    report(cx, name + " top-k ids (mismatch fraction)", static_cast<double>(id_mismatches) / tk, 0);
+    report(cx, name + " top-k weights", ref::rel_l2_error(weights, want_w), 1e-5);
     const ref::MoeRefWeights host_w{router, w13, w2, sw13, sw2, sg};
     const auto want = ref::moe_experts(x, want_ids, want_w, host_w, shape, tokens);
     runner.set_routing(want_ids.data(), tokens);
@@ -692,9 +717,9 @@ void check_moe(int tokens, int experts, int top_k, int hidden, int inter, int sh
         k::device_synchronize();
         const char* label = runner.gemm_mode() == k::MoeGemmMode::kGrouped ? " grouped" : " loop";
         if (mode == k::MoeGemmMode::kGrouped && runner.gemm_mode() != mode) {
-            report(name + " grouped GEMM usable in a graph (fell back to loop)", 1, 0);
+            report(cx, name + " grouped GEMM usable in a graph (fell back to loop)", 1, 0);
         }
-        report(name + label + " layer", ref::rel_l2_error(download_bf16(dout, out_elems), want), 2e-2);
+        report(cx, name + label + " layer", ref::rel_l2_error(download_bf16(dout, out_elems), want), 2e-2);
         // The same layer replayed from a CUDA graph (the sweep times it that way).
         auto gout = poisoned(out_elems * 2);
         k::StreamHandle stream = k::create_stream();
@@ -708,103 +733,94 @@ void check_moe(int tokens, int experts, int top_k, int hidden, int inter, int sh
             k::device_synchronize();
         }
         k::destroy_stream(stream);
-        report(name + label + " layer (CUDA graph)", ref::rel_l2_error(download_bf16(gout, out_elems), want), 2e-2);
+        report(cx, name + label + " layer (CUDA graph)", ref::rel_l2_error(download_bf16(gout, out_elems), want), 2e-2);
     }
 }
 
-void run_checks() {
+void run_checks(CheckContext& cx) {
     std::printf("== correctness (fresh random inputs, poisoned outputs) ==\n");
-    check_gemm();
-    check_gemm_fp8();
-    check_gemm_fp8_block();
+    check_gemm(cx);
+    check_gemm_fp8(cx);
+    check_gemm_fp8_block(cx);
     // Every prefill variant (0 = default) on its edges: GQA, chunks on a cached prefix that are not a multiple of any
     // tile, a single query, chunks under 64 rows, several query tiles of the largest (256-row) tiling.
     for (int v : {0, 1, 2, 3, 4}) {
-        check_prefill(200, 0, 8, 2, 128, v);
-        check_prefill(64, 128, 4, 4, 128, v);
-        check_prefill(1, 300, 8, 2, 128, v);
-        check_prefill(37, 0, 4, 1, 128, v);
-        check_prefill(45, 83, 8, 2, 128, v);
-        check_prefill(300, 77, 8, 2, 128, v);
-        check_prefill(600, 45, 4, 2, 128, v);
+        check_prefill(cx, 200, 0, 8, 2, 128, v);
+        check_prefill(cx, 64, 128, 4, 4, 128, v);
+        check_prefill(cx, 1, 300, 8, 2, 128, v);
+        check_prefill(cx, 37, 0, 4, 1, 128, v);
+        check_prefill(cx, 45, 83, 8, 2, 128, v);
+        check_prefill(cx, 300, 77, 8, 2, 128, v);
+        check_prefill(cx, 600, 45, 4, 2, 128, v);
     }
     for (int v : {0, 1, 3}) {
-        check_prefill(130, 70, 4, 1, 256, v);
-        check_prefill(1, 300, 4, 1, 256, v);
-        check_prefill(37, 100, 4, 2, 256, v);
-        check_prefill(300, 77, 8, 2, 256, v);
+        check_prefill(cx, 130, 70, 4, 1, 256, v);
+        check_prefill(cx, 1, 300, 4, 1, 256, v);
+        check_prefill(cx, 37, 100, 4, 2, 256, v);
+        check_prefill(cx, 300, 77, 8, 2, 256, v);
     }
     // Every decode variant (0 = default): G = 1, 2, 4, 8; bf16 and fp8 at hd 128 and 256; one split and several
     // (empty splits when a sequence has fewer tiles than splits); lengths that end mid-tile; more than 32 tiles per
     // warp (the block-table register refill); block size 32 (two tiles per block).
     for (int v : {0, 1, 2, 3}) {
-        check_decode({1, 300, 1000}, 8, 2, 128, false, 1, v);
-        check_decode({1, 300, 1000}, 8, 2, 128, false, 4, v);
-        check_decode({17, 700}, 16, 2, 256, false, 3, v);
-        check_decode({5, 513, 2000}, 32, 8, 128, true, 2, v);
-        check_decode({5000, 33}, 32, 8, 128, false, 1, v);
-        check_decode({5000, 16}, 32, 8, 128, true, 1, v);
-        check_decode({1, 77, 4100}, 4, 4, 128, false, 2, v);
-        check_decode({1, 77, 4100}, 4, 4, 128, true, 1, v);
-        check_decode({250, 1234}, 16, 2, 128, false, 1, v);
-        check_decode({250, 1234}, 16, 2, 128, true, 5, v);
-        check_decode({300, 999}, 16, 2, 256, true, 2, v);
-        check_decode({300, 4097}, 8, 1, 256, false, 1, v);
-        check_decode({40, 1000}, 8, 2, 128, false, 2, v, 32);
-        check_decode({40, 1000}, 8, 2, 128, true, 1, v, 32);
+        check_decode(cx, {1, 300, 1000}, 8, 2, 128, false, 1, v);
+        check_decode(cx, {1, 300, 1000}, 8, 2, 128, false, 4, v);
+        check_decode(cx, {17, 700}, 16, 2, 256, false, 3, v);
+        check_decode(cx, {5, 513, 2000}, 32, 8, 128, true, 2, v);
+        check_decode(cx, {5000, 33}, 32, 8, 128, false, 1, v);
+        check_decode(cx, {5000, 16}, 32, 8, 128, true, 1, v);
+        check_decode(cx, {1, 77, 4100}, 4, 4, 128, false, 2, v);
+        check_decode(cx, {1, 77, 4100}, 4, 4, 128, true, 1, v);
+        check_decode(cx, {250, 1234}, 16, 2, 128, false, 1, v);
+        check_decode(cx, {250, 1234}, 16, 2, 128, true, 5, v);
+        check_decode(cx, {300, 999}, 16, 2, 256, true, 2, v);
+        check_decode(cx, {300, 4097}, 8, 1, 256, false, 1, v);
+        check_decode(cx, {40, 1000}, 8, 2, 128, false, 2, v, 32);
+        check_decode(cx, {40, 1000}, 8, 2, 128, true, 1, v, 32);
     }
-    check_decode({40, 1000}, 8, 2, 128, false, 2, 0, 8);  // block size 8 runs variant 1
-    check_kv_write(false);
-    check_kv_write(true);
+    check_decode(cx, {40, 1000}, 8, 2, 128, false, 2, 0, 8);  // block size 8 runs variant 1
+    check_kv_write(cx, false);
+    check_kv_write(cx, true);
     // Both chunk-prep variants; hv = 2·hk (Qwen3.5), hv = hk and hv = 4·hk exercise the K·Kᵀ sharing loop.
     for (int v : {0, 1}) {
-        check_gdn_prefill(2, 150, 2, 4, false, true, v);
-        check_gdn_prefill(1, 256, 2, 4, true, true, v);
-        check_gdn_prefill(2, 70, 1, 2, true, false, v);
-        check_gdn_prefill(3, 130, 2, 2, true, true, v);
-        check_gdn_prefill(1, 200, 1, 4, false, false, v);
+        check_gdn_prefill(cx, 2, 150, 2, 4, false, true, v);
+        check_gdn_prefill(cx, 1, 256, 2, 4, true, true, v);
+        check_gdn_prefill(cx, 2, 70, 1, 2, true, false, v);
+        check_gdn_prefill(cx, 3, 130, 2, 2, true, true, v);
+        check_gdn_prefill(cx, 1, 200, 1, 4, false, false, v);
     }
-    check_gdn_decode(5, 2, 4, true);
-    check_gdn_decode(3, 2, 4, false);
+    check_gdn_decode(cx, 5, 2, 4, true);
+    check_gdn_decode(cx, 3, 2, 4, false);
     // Vector conv (v0): lengths that are not multiples of its 16-token tile, one shorter than the 3-token history,
     // C not a multiple of 1024 (partial thread block) and one not a multiple of 8 (falls back to the scalar kernel).
     for (int v : {0, 1}) {
-        check_conv(3, 50, 256, v);
-        check_conv(2, 2, 256, v);
-        check_conv(2, 33, 8200, v);
+        check_conv(cx, 3, 50, 256, v);
+        check_conv(cx, 2, 2, 256, v);
+        check_conv(cx, 2, 33, 8200, v);
     }
-    check_conv(2, 37, 100, 0);
-    check_small_ops();
-    check_moe(37, 16, 4, 256, 128, 128, true, true);
-    check_moe(1, 16, 4, 256, 64, 0, false, false);
-    check_moe(200, 64, 10, 512, 64, 64, true, true);
+    check_conv(cx, 2, 37, 100, 0);
+    check_small_ops(cx);
+    check_moe(cx, 37, 16, 4, 256, 128, 128, true, true);
+    check_moe(cx, 1, 16, 4, 256, 64, 0, false, false);
+    check_moe(cx, 200, 64, 10, 512, 64, 64, true, true);
 }
 
 // ---------------- timings ----------------
-struct BenchRow {
-    std::string op;
-    std::string shape;
-    double ms;
-    double tflops;
-    double gbps;
-};
-
-std::vector<BenchRow> g_rows;
-
-void add_row(const std::string& op, const std::string& shape, double ms, double flops, double bytes) {
-    g_rows.push_back({op, shape, ms, flops / (ms * 1e-3) / 1e12, bytes / (ms * 1e-3) / 1e9});
+void add_row(CheckContext& cx, const std::string& op, const std::string& shape, double ms, double flops, double bytes) {
+    cx.rows.push_back({op, shape, ms, flops / (ms * 1e-3) / 1e12, bytes / (ms * 1e-3) / 1e9});
     std::printf("  %-18s %-40s %9.4f ms  %7.1f TFLOP/s  %7.0f GB/s\n", op.c_str(), shape.c_str(), ms,
-                g_rows.back().tflops, g_rows.back().gbps);
+                cx.rows.back().tflops, cx.rows.back().gbps);
     std::fflush(stdout);
 }
 
 // One fp8 recipe on Qwen3-8B's linear shapes: its activation quantization, then its GEMM (M a multiple of 16: one
 // token runs as 16); five weight sets rotate so that the weights come from HBM, not L2 (fp8 weights are half the
 // bytes of bf16). Every scale is 1/448.
-void bench_fp8_recipe(const std::string& op, k::Fp8Scaling scaling) {
+void bench_fp8_recipe(CheckContext& cx, const std::string& op, k::Fp8Scaling scaling) {
     const bool block = scaling == k::Fp8Scaling::kBlock128;
     k::Fp8GemmRunner gemm8(scaling);
-    for (auto [nn, kk] : {std::pair{6144, 4096}, std::pair{4096, 4096}, std::pair{24576, 4096}, std::pair{4096, 12288}}) {
+    for (auto [nn, kk] :
+         {std::pair{6144, 4096}, std::pair{4096, 4096}, std::pair{24576, 4096}, std::pair{4096, 12288}}) {
         // Per-tensor: a_scale at [0], w_scale at [16] (scale pointers 16-byte aligned), per-token scales from [32].
         // Block: the 1×128 activation group scales from [0], then the 128×128 weight tile scales.
         const std::size_t act_scales = block ? 16384u * static_cast<std::size_t>(kk / 128) : 16384u + 32;
@@ -838,7 +854,7 @@ void bench_fp8_recipe(const std::string& op, k::Fp8Scaling scaling) {
                               w_scale, nullptr);
                 },
                 3, 15);
-            add_row(op, "M " + std::to_string(m) + " N " + std::to_string(nn) + " K " + std::to_string(kk), ms,
+            add_row(cx, op, "M " + std::to_string(m) + " N " + std::to_string(nn) + " K " + std::to_string(kk), ms,
                     2.0 * m * nn * kk, static_cast<double>(nn) * kk + static_cast<double>(m) * (3.0 * kk + 2.0 * nn));
         }
     }
@@ -846,11 +862,11 @@ void bench_fp8_recipe(const std::string& op, k::Fp8Scaling scaling) {
 
 // The fp8 GEMM timings alone (`--bench-fp8`): per-tensor and block-scaled, each with its activation quantization,
 // and the quantization launches alone, so that the two recipes' difference can be split between them.
-void bench_fp8() {
+void bench_fp8(CheckContext& cx) {
     std::printf("== FP8 W8A8 GEMM (Qwen3-8B shapes; per-token quant + cuBLASLt e4m3) ==\n");
-    bench_fp8_recipe("gemm_fp8", k::Fp8Scaling::kPerTensor);
+    bench_fp8_recipe(cx, "gemm_fp8", k::Fp8Scaling::kPerTensor);
     std::printf("== FP8 block-scaled GEMM (Qwen3-8B shapes; per-token-group quant + cuBLASLt 1x128 x 128x128) ==\n");
-    bench_fp8_recipe("gemm_fp8_block", k::Fp8Scaling::kBlock128);
+    bench_fp8_recipe(cx, "gemm_fp8_block", k::Fp8Scaling::kBlock128);
     std::printf("== FP8 activation quantization alone (the launches before each fp8 GEMM) ==\n");
     for (int kk : {4096, 12288}) {
         for (int m : {16, 128, 1024, 16384}) {
@@ -860,7 +876,7 @@ void bench_fp8() {
             k::fill_random_bf16(a.as<k::bf16_t>(), static_cast<std::size_t>(m) * kk, -1, 1, 3);
             const std::string shape = "M " + std::to_string(m) + " K " + std::to_string(kk);
             const double bytes = static_cast<double>(m) * kk * 3.0;
-            add_row("quant_fp8_token", shape,
+            add_row(cx, "quant_fp8_token", shape,
                     k::time_median_ms(
                         [&](int) {
                             k::quantize_fp8_per_token(a.as<k::bf16_t>(), a8.as<k::fp8_t>(), sc.as<float>(), m, kk,
@@ -868,7 +884,7 @@ void bench_fp8() {
                         },
                         3, 15),
                     0, bytes);
-            add_row("quant_fp8_group", shape,
+            add_row(cx, "quant_fp8_group", shape,
                     k::time_median_ms(
                         [&](int) {
                             k::quantize_fp8_per_token_group(a.as<k::bf16_t>(), a8.as<k::fp8_t>(), sc.as<float>(), m,
@@ -880,10 +896,10 @@ void bench_fp8() {
     }
 }
 
-void bench(int sms) {
+void bench(CheckContext& cx, int sms) {
     std::printf("== ceilings ==\n");
     const double copy_gbps = k::measure_copy_bandwidth_gbps(std::size_t{2} << 30);
-    add_row("copy", "2 GiB device-to-device (read+write)", 2.0 * (2u << 30) / (copy_gbps * 1e9) * 1e3, 0,
+    add_row(cx, "copy", "2 GiB device-to-device (read+write)", 2.0 * (2u << 30) / (copy_gbps * 1e9) * 1e3, 0,
             2.0 * (2u << 30));
     k::GemmRunner gemm;
     {
@@ -895,7 +911,7 @@ void bench(int sms) {
         k::fill_random_bf16(w.as<k::bf16_t>(), static_cast<std::size_t>(n) * n, -1, 1, 2);
         const double ms = k::time_median_ms(
             [&](int) { gemm.run(a.as<k::bf16_t>(), w.as<k::bf16_t>(), c.as<k::bf16_t>(), n, n, n, nullptr); }, 3, 10);
-        add_row("gemm", "8192x8192x8192 random", ms, 2.0 * n * n * n, 3.0 * n * n * 2);
+        add_row(cx, "gemm", "8192x8192x8192 random", ms, 2.0 * n * n * n, 3.0 * n * n * 2);
     }
     std::printf("== GEMM (Qwen3-8B shapes) ==\n");
     for (auto [nn, kk] :
@@ -915,11 +931,11 @@ void bench(int sms) {
                     gemm.run(a.as<k::bf16_t>(), ws[r % sets].as<k::bf16_t>(), c.as<k::bf16_t>(), m, nn, kk, nullptr);
                 },
                 3, 15);
-            add_row("gemm", "M " + std::to_string(m) + " N " + std::to_string(nn) + " K " + std::to_string(kk), ms,
+            add_row(cx, "gemm", "M " + std::to_string(m) + " N " + std::to_string(nn) + " K " + std::to_string(kk), ms,
                     2.0 * m * nn * kk, 2.0 * (static_cast<double>(nn) * kk + static_cast<double>(m) * (kk + nn)));
         }
     }
-    bench_fp8();
+    bench_fp8(cx);
     std::printf("== prefill attention ==\n");
 
     struct P {
@@ -954,7 +970,7 @@ void bench(int sms) {
             a.variant = variant;
             const double ms = k::time_median_ms([&](int) { k::prefill_attention(a, nullptr); }, 3, 10);
             const double flops = 4.0 * p.hq * p.hd * p.chunk * (p.cached + (p.chunk + 1) / 2.0);
-            add_row("prefill_attn",
+            add_row(cx, "prefill_attn",
                     "hq " + std::to_string(p.hq) + " hkv " + std::to_string(p.hkv) + " hd " + std::to_string(p.hd) +
                         " chunk " + std::to_string(p.chunk) + " cached " + std::to_string(p.cached) + " variant " +
                         std::to_string(variant),
@@ -980,7 +996,7 @@ void bench(int sms) {
         k::fill_random_bf16(static_cast<k::bf16_t*>(vc.get()), vc.bytes() / 2, -0.5, 0.5, 8);
         std::vector<int> table(blocks);
         std::iota(table.begin(), table.end(), 0);
-        std::shuffle(table.begin(), table.end(), g_rng);
+        std::shuffle(table.begin(), table.end(), cx.rng);
         auto dt = upload_i32(table);
         std::vector<int> lens(d.seqs, d.ctx);
         auto dl = upload_i32(lens);
@@ -1011,7 +1027,7 @@ void bench(int sms) {
             a.variant = variant;
             const double ms = k::time_median_ms([&](int) { k::decode_attention(a, nullptr); }, 3, 20);
             const double bytes = 2.0 * d.seqs * d.ctx * d.hkv * d.hd * esz;
-            add_row(d.fp8 ? "decode_attn_fp8" : "decode_attn",
+            add_row(cx, d.fp8 ? "decode_attn_fp8" : "decode_attn",
                     "seqs " + std::to_string(d.seqs) + " ctx " + std::to_string(d.ctx) + " hq " + std::to_string(d.hq) +
                         " hkv " + std::to_string(d.hkv) + " hd " + std::to_string(d.hd) + " splits " +
                         std::to_string(splits) + (variant == 0 ? "" : " variant " + std::to_string(variant)),
@@ -1058,13 +1074,13 @@ void bench(int sms) {
             const std::string tag = "len " + std::to_string(len) + " v" + std::to_string(variant);
             const double ms = k::time_median_ms([&](int) { k::gdn_prefill(a, nullptr); }, 2, 10);
             const double flops = static_cast<double>(hv) * len * (6 * 64 * 128 + 4 * 64 * 128 + 6 * 128 * 128 + 2731);
-            add_row("gdn_prefill", tag + " (core, 4 kernels)", ms, flops,
+            add_row(cx, "gdn_prefill", tag + " (core, 4 kernels)", ms, flops,
                     static_cast<double>(q.bytes() * 2 + v.bytes() * 2 + g.bytes() + beta.bytes()));
             const char* names[4] = {"l2norm", "chunk prep", "state pass", "output"};
             for (int stage = 0; stage < 4; ++stage) {
                 a.stage_mask = 1u << stage;
                 const double sms = k::time_median_ms([&](int) { k::gdn_prefill(a, nullptr); }, 2, 10);
-                add_row("gdn_prefill_stage", tag + " " + names[stage], sms, 0, 0);
+                add_row(cx, "gdn_prefill_stage", tag + " " + names[stage], sms, 0, 0);
             }
             a.stage_mask = 0xF;
         }
@@ -1083,7 +1099,7 @@ void bench(int sms) {
                                       y.as<k::bf16_t>(), 1, len, 8192, nullptr, variant);
                 },
                 2, 10);
-            add_row("conv1d_prefill", "len " + std::to_string(len) + " C 8192 v" + std::to_string(variant), cms,
+            add_row(cx, "conv1d_prefill", "len " + std::to_string(len) + " C 8192 v" + std::to_string(variant), cms,
                     8.0 * t * 8192, 2.0 * static_cast<double>(x.bytes()));
         }
     }
@@ -1129,7 +1145,7 @@ void bench(int sms) {
                     k::gdn_decode(a, nullptr);
                 },
                 3, 20);
-            add_row(fp32 ? "gdn_decode_fp32" : "gdn_decode_bf16", "seqs " + std::to_string(seqs) + " hv 32", ms,
+            add_row(cx, fp32 ? "gdn_decode_fp32" : "gdn_decode_bf16", "seqs " + std::to_string(seqs) + " hv 32", ms,
                     static_cast<double>(seqs) * hv * 7 * 128 * 128, 2.0 * static_cast<double>(set_bytes));
         }
     }
@@ -1172,27 +1188,28 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "servesim-kernel-check: no CUDA GPU found\n");
         return 2;
     }
-    g_rng.seed(seed);
+    CheckContext cx;
+    cx.rng.seed(seed);
     std::printf("input seed %llu (rerun with --seed to reproduce)\n", static_cast<unsigned long long>(seed));
     std::printf("device: %s, %d SMs, L2 %zu MiB, driver %d, runtime %d, cuBLAS %d\n", info.name.c_str(),
                 info.multiprocessors, info.l2_bytes >> 20, info.driver_version, info.runtime_version,
                 info.cublas_version);
     try {
         if (do_check) {
-            run_checks();
-            std::printf("checks: %s (%d failures)\n", g_failures == 0 ? "PASS" : "FAIL", g_failures);
+            run_checks(cx);
+            std::printf("checks: %s (%d failures)\n", cx.failures == 0 ? "PASS" : "FAIL", cx.failures);
         }
         if (do_bench_fp8) {
-            bench_fp8();
+            bench_fp8(cx);
         }
         if (do_bench || do_bench_fp8) {
             if (do_bench) {
-                bench(info.multiprocessors);
+                bench(cx, info.multiprocessors);
             }
             if (!csv.empty()) {
                 std::ofstream f(csv);
                 f << "op,shape,ms,tflops,gbps\n";
-                for (const auto& r : g_rows) {
+                for (const auto& r : cx.rows) {
                     f << r.op << ",\"" << r.shape << "\"," << r.ms << "," << r.tflops << "," << r.gbps << "\n";
                 }
             }
@@ -1201,5 +1218,5 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "servesim-kernel-check: error: %s\n", e.what());
         return 1;
     }
-    return g_failures == 0 ? 0 : 1;
+    return cx.failures == 0 ? 0 : 1;
 }

@@ -3,6 +3,8 @@
 // config leaves implicit: Nemotron-H's ssm state is fp32 (NemotronHForCausalLMConfig), Qwen3.5's comes from
 // `mamba_ssm_dtype`, any other recurrent state uses the model dtype (MambaStateDtypeCalculator, mamba_cache_dtype
 // auto).
+// Size (~1k lines): one config.json reader: the layer pattern of each family, one reader per mixer kind (attention,
+// Gated DeltaNet, Mamba 1/2, MoE) and the vision tower's estimate all feed model_from_hf_config, with the key checks.
 #include "models/hf_config.h"
 
 #include <algorithm>

@@ -4,6 +4,9 @@
 // What each curve contains is listed in curve_kinds() (calibration/hardware_profile.cpp) and calibration/README.md.
 // With tensor parallelism N every shape is one rank's share (per_rank_spec), so the curves are one rank's times;
 // MoE layers are timed as one more layer group of the `gemm` curve (router + routed experts + shared expert).
+// Size (~1.2k lines): built only with CUDA (SERVESIM_CUDA); the per-kernel timings, the whole-forward graphs of the
+// composition check and sweep_model share SweepContext and the layer shapes. A split into those three wants a GPU
+// build to check it, which the machine that moved the rest (issue 42) did not have.
 #include "calibration/runner/gpu_sweep.h"
 
 #include <algorithm>
@@ -47,29 +50,31 @@ int rotate_sets(double set_bytes, int max_sets = 8) {
     return std::clamp(static_cast<int>(std::ceil(kRotateBytes / std::max(set_bytes, 1.0))), 1, max_sets);
 }
 
-// All sweep launches go to this stream so they can be captured: a serving engine replays its steps as CUDA
-// graphs, so a kernel's cost is measured inside a graph of `copies` back-to-back calls (divided by copies), which
-// leaves out the per-launch CPU latency that an isolated event-timed launch would include.
-k::StreamHandle g_stream = nullptr;
+// What every timing of one sweep shares, passed down from sweep_model (no file-scope state):
+// - stream: all sweep launches go to it so they can be captured: a serving engine replays its steps as CUDA graphs,
+//   so a kernel's cost is measured inside a graph of `copies` back-to-back calls (divided by copies), which leaves out
+//   the per-launch CPU latency that an isolated event-timed launch would include.
+// - sustain_ms: every timed point (and every whole forward of the composition check) is measured after this long of
+//   continuous load: under sustained compute the H200 sits at its power limit with its SM clock near 1500 MHz instead
+//   of the 1980 MHz it boosts to from idle (logs/run9_clock_probe.log: a 2048-token GEMM is 20 % slower), and a
+//   serving GPU under load lives in that state. From CalibrateOptions::sustain_ms.
+struct SweepContext {
+    k::StreamHandle stream = nullptr;
+    double sustain_ms = 0;
+};
 
-// Every timed point (and every whole forward of the composition check) is measured after this long of continuous
-// load: under sustained compute the H200 sits at its power limit with its SM clock near 1500 MHz instead of the
-// 1980 MHz it boosts to from idle (logs/run9_clock_probe.log: a 2048-token GEMM is 20 % slower), and a serving GPU
-// under load lives in that state. Set from CalibrateOptions::sustain_ms.
-double g_sustain_ms = 0;
-
-// Median ms of body(rep) with reps sized to ~150 ms of measuring (3..25), after g_sustain_ms of continuous replays.
-double time_adaptive(const std::function<void(int)>& body) {
+// Median ms of body(rep) with reps sized to ~150 ms of measuring (3..25), after sweep.sustain_ms of continuous replays.
+double time_adaptive(const SweepContext& sweep, const std::function<void(int)>& body) {
     const double first = k::time_median_ms(body, 1, 1);  // also the warm-up outside any capture
     const int copies = first < 0.05 ? 16 : (first < 0.5 ? 4 : 1);
     k::CudaGraph graph;
-    graph.capture(g_stream, [&]() {
+    graph.capture(sweep.stream, [&]() {
         for (int i = 0; i < copies; ++i) {
             body(i);
         }
     });
     const int reps = std::clamp(static_cast<int>(150.0 / std::max(first * copies, 1e-3)), 3, 25);
-    return k::time_median_ms([&](int) { graph.replay(g_stream); }, 2, reps, g_sustain_ms) / copies;
+    return k::time_median_ms([&](int) { graph.replay(sweep.stream); }, 2, reps, sweep.sustain_ms) / copies;
 }
 
 k::DeviceBuffer random_bf16(std::size_t elems, std::uint64_t seed, float lo = -1.f, float hi = 1.f) {
@@ -288,7 +293,7 @@ SweepPoints record_points(const std::string& log_dir,
 // input, then the e4m3 matmul (kernels/gemm_fp8.cu); the weights are e4m3, half the bytes. With a block-scaled
 // `gemm8` (weight_dtype fp8-block) the quantization is per token and 128-column group and the matmul applies the
 // 1×128 and 128×128 scales (vLLM's W8A8BlockFp8LinearOp).
-double time_group(const LayerGroup& g, int m, k::GemmRunner& gemm, std::uint64_t seed,
+double time_group(const SweepContext& sweep, const LayerGroup& g, int m, k::GemmRunner& gemm, std::uint64_t seed,
                   k::Fp8GemmRunner* gemm8 = nullptr) {
     const std::size_t weight_elem_bytes = gemm8 != nullptr ? 1 : 2;
     std::size_t weight_bytes = 0;
@@ -310,7 +315,7 @@ double time_group(const LayerGroup& g, int m, k::GemmRunner& gemm, std::uint64_t
                 k::DeviceBuffer w8(n * kk);
                 k::DeviceBuffer row_scales(n * 4);
                 k::quantize_fp8_per_token(w.as<k::bf16_t>(), w8.as<k::fp8_t>(), row_scales.as<float>(),
-                                          static_cast<int>(n), static_cast<int>(kk), g_stream);
+                                          static_cast<int>(n), static_cast<int>(kk), sweep.stream);
                 k::device_synchronize();
                 w = std::move(w8);
             }
@@ -365,29 +370,29 @@ double time_group(const LayerGroup& g, int m, k::GemmRunner& gemm, std::uint64_t
     auto body = [&](int rep) {
         const auto& w = weights[rep % sets];
         for (int n = 0; n < g.norms; ++n) {
-            k::rms_norm(xb, residual.as<k::bf16_t>(), norm_w.as<k::bf16_t>(), yb, m, g.norm_width, 1e-6f, g_stream);
+            k::rms_norm(xb, residual.as<k::bf16_t>(), norm_w.as<k::bf16_t>(), yb, m, g.norm_width, 1e-6f, sweep.stream);
         }
         for (std::size_t i = 0; i < g.gemms.size(); ++i) {
             if (block) {
                 k::quantize_fp8_per_token_group(i % 2 == 0 ? yb : xb, a8.as<k::fp8_t>(), group_scales.as<float>(),
-                                                m_gemm, g.gemms[i].k, g_stream);
+                                                m_gemm, g.gemms[i].k, sweep.stream);
                 gemm8->run(a8.as<k::fp8_t>(), w[i].as<k::fp8_t>(), i % 2 == 0 ? xb : yb, m_gemm, g.gemms[i].n,
-                           g.gemms[i].k, group_scales.as<float>(), w_tile_scales.as<float>(), g_stream);
+                           g.gemms[i].k, group_scales.as<float>(), w_tile_scales.as<float>(), sweep.stream);
             } else if (gemm8 != nullptr) {
                 auto* scales = a8_scales.as<float>();
                 k::quantize_fp8_per_token(i % 2 == 0 ? yb : xb, a8.as<k::fp8_t>(), scales + 32, m_gemm,
-                                          g.gemms[i].k, g_stream);
+                                          g.gemms[i].k, sweep.stream);
                 gemm8->run(a8.as<k::fp8_t>(), w[i].as<k::fp8_t>(), i % 2 == 0 ? xb : yb, m_gemm, g.gemms[i].n,
-                           g.gemms[i].k, scales, scales + 16, g_stream);
+                           g.gemms[i].k, scales, scales + 16, sweep.stream);
             } else {
                 gemm.run(i % 2 == 0 ? yb : xb, w[i].as<k::bf16_t>(), i % 2 == 0 ? xb : yb, m, g.gemms[i].n,
-                         g.gemms[i].k, g_stream);
+                         g.gemms[i].k, sweep.stream);
             }
             if (i == 0 && g.silu_width > 0) {
-                k::silu_mul(xb, yb, m, g.silu_width, g_stream);
+                k::silu_mul(xb, yb, m, g.silu_width, sweep.stream);
             }
             if (i == 0 && g.rope_heads > 0) {
-                k::rope(xb, pos.as<int>(), m, g.rope_heads, g.rope_head_dim, g.rope_rot_dim, 1e6f, g_stream);
+                k::rope(xb, pos.as<int>(), m, g.rope_heads, g.rope_head_dim, g.rope_rot_dim, 1e6f, sweep.stream);
                 k::KvWriteArgs kw;
                 kw.k = xb;
                 kw.v = xb;
@@ -397,15 +402,15 @@ double time_group(const LayerGroup& g, int m, k::GemmRunner& gemm, std::uint64_t
                 kw.num_tokens = m;
                 kw.num_kv_heads = g.kv_write_row / g.rope_head_dim;
                 kw.head_dim = g.rope_head_dim;
-                k::kv_cache_write(kw, g_stream);
+                k::kv_cache_write(kw, sweep.stream);
             }
             if (i == 0 && g.gated_norm_heads > 0) {
-                k::rms_norm(xb, nullptr, norm_w.as<k::bf16_t>(), yb, m * g.gated_norm_heads, 128, 1e-6f, g_stream);
-                k::silu_mul(xb, yb, m, g.gated_norm_heads * 128, g_stream);
+                k::rms_norm(xb, nullptr, norm_w.as<k::bf16_t>(), yb, m * g.gated_norm_heads, 128, 1e-6f, sweep.stream);
+                k::silu_mul(xb, yb, m, g.gated_norm_heads * 128, sweep.stream);
             }
         }
     };
-    return time_adaptive(body);
+    return time_adaptive(sweep, body);
 }
 
 // ---- MoE MLP of one layer: post-attention norm, router + top-k, permute, grouped expert GEMMs, shared expert ----
@@ -448,7 +453,8 @@ MoeLayerWeights make_moe_weights(const k::MoeShape& s, std::uint64_t seed) {
     return w;
 }
 
-double time_moe_group(const LayerGroup& g, int m, const MoeLayerWeights& w, std::uint64_t seed) {
+double time_moe_group(
+    const SweepContext& sweep, const LayerGroup& g, int m, const MoeLayerWeights& w, std::uint64_t seed) {
     const std::size_t h = g.moe.hidden;
     const std::size_t mm = static_cast<std::size_t>(m);
     k::DeviceBuffer x = random_bf16(mm * h, seed + 1000);
@@ -461,28 +467,29 @@ double time_moe_group(const LayerGroup& g, int m, const MoeLayerWeights& w, std:
     auto* xb = x.as<k::bf16_t>();
     auto* yb = y.as<k::bf16_t>();
     const int sets = static_cast<int>(w.sets.size());
-    return time_adaptive([&](int rep) {
+    return time_adaptive(sweep, [&](int rep) {
         const k::MoeWeights& mw = w.sets[rep % sets];
-        k::rms_norm(xb, residual.as<k::bf16_t>(), norm_w.as<k::bf16_t>(), yb, m, g.norm_width, 1e-6f, g_stream);
-        runner.route(yb, m, mw, g_stream);
-        runner.forward_experts(yb, mw, xb, g_stream);
+        k::rms_norm(xb, residual.as<k::bf16_t>(), norm_w.as<k::bf16_t>(), yb, m, g.norm_width, 1e-6f, sweep.stream);
+        runner.route(yb, m, mw, sweep.stream);
+        runner.forward_experts(yb, mw, xb, sweep.stream);
     });
 }
 
 // ---- lm_head: final norm + GEMM on `s` rows ----
-double time_lm_head(int s, int hidden, int vocab, k::GemmRunner& gemm, k::DeviceBuffer& w) {
+double time_lm_head(const SweepContext& sweep, int s, int hidden, int vocab, k::GemmRunner& gemm, k::DeviceBuffer& w) {
     k::DeviceBuffer x = random_bf16(static_cast<std::size_t>(s) * hidden, 31);
     k::DeviceBuffer y = random_bf16(static_cast<std::size_t>(s) * hidden, 32);
     k::DeviceBuffer nw = random_bf16(hidden, 33, 0.5f, 1.5f);
     k::DeviceBuffer logits(static_cast<std::size_t>(s) * vocab * 2);
-    return time_adaptive([&](int) {
-        k::rms_norm(x.as<k::bf16_t>(), nullptr, nw.as<k::bf16_t>(), y.as<k::bf16_t>(), s, hidden, 1e-6f, g_stream);
-        gemm.run(y.as<k::bf16_t>(), w.as<k::bf16_t>(), logits.as<k::bf16_t>(), s, vocab, hidden, g_stream);
+    return time_adaptive(sweep, [&](int) {
+        k::rms_norm(x.as<k::bf16_t>(), nullptr, nw.as<k::bf16_t>(), y.as<k::bf16_t>(), s, hidden, 1e-6f, sweep.stream);
+        gemm.run(y.as<k::bf16_t>(), w.as<k::bf16_t>(), logits.as<k::bf16_t>(), s, vocab, hidden, sweep.stream);
     });
 }
 
 // ---- overhead: sampling (argmax over the vocabulary) + embedding gather for `s` sequences ----
-double time_overhead(int s, int hidden, int vocab, int sample_vocab, k::DeviceBuffer& table) {
+double time_overhead(
+    const SweepContext& sweep, int s, int hidden, int vocab, int sample_vocab, k::DeviceBuffer& table) {
     k::DeviceBuffer logits = random_bf16(static_cast<std::size_t>(s) * sample_vocab, 41, -5.f, 5.f);
     k::DeviceBuffer tokens(static_cast<std::size_t>(s) * 4);
     k::DeviceBuffer out(static_cast<std::size_t>(s) * hidden * 2);
@@ -492,13 +499,13 @@ double time_overhead(int s, int hidden, int vocab, int sample_vocab, k::DeviceBu
     }
     k::DeviceBuffer dids(static_cast<std::size_t>(s) * 4);
     k::copy_to_device(dids.get(), ids.data(), ids.size() * 4);
-    return time_adaptive([&](int) {
-        k::embedding_gather(table.as<k::bf16_t>(), dids.as<int>(), out.as<k::bf16_t>(), s, hidden, g_stream);
-        k::argmax_rows(logits.as<k::bf16_t>(), tokens.as<int>(), s, sample_vocab, g_stream);
+    return time_adaptive(sweep, [&](int) {
+        k::embedding_gather(table.as<k::bf16_t>(), dids.as<int>(), out.as<k::bf16_t>(), s, hidden, sweep.stream);
+        k::argmax_rows(logits.as<k::bf16_t>(), tokens.as<int>(), s, sample_vocab, sweep.stream);
     });
 }
 
-double time_prefill_attention(const AttentionShape& a, int chunk, int cached) {
+double time_prefill_attention(const SweepContext& sweep, const AttentionShape& a, int chunk, int cached) {
     const int total = chunk + cached;
     k::DeviceBuffer q = random_bf16(static_cast<std::size_t>(chunk) * a.hq * a.hd, 51);
     k::DeviceBuffer kk = random_bf16(static_cast<std::size_t>(total) * a.hkv * a.hd, 52);
@@ -515,10 +522,10 @@ double time_prefill_attention(const AttentionShape& a, int chunk, int cached) {
     args.num_kv_heads = a.hkv;
     args.head_dim = a.hd;
     args.scale = 1.0f / std::sqrt(static_cast<float>(a.hd));
-    return time_adaptive([&](int) { k::prefill_attention(args, g_stream); });
+    return time_adaptive(sweep, [&](int) { k::prefill_attention(args, sweep.stream); });
 }
 
-double time_decode_attention(const AttentionShape& a, int seqs, int ctx, int sms) {
+double time_decode_attention(const SweepContext& sweep, const AttentionShape& a, int seqs, int ctx, int sms) {
     const int bs = 16;
     const int mb = (ctx + bs - 1) / bs;
     const std::size_t blocks = static_cast<std::size_t>(seqs) * mb;
@@ -551,15 +558,15 @@ double time_decode_attention(const AttentionShape& a, int seqs, int ctx, int sms
     args.o = o.as<k::bf16_t>();
     args.workspace = ws.as<float>();
     args.num_splits = splits;
-    return time_adaptive([&](int rep) {
+    return time_adaptive(sweep, [&](int rep) {
         char* base = static_cast<char*>(cache.get()) + (rep % sets) * set_bytes;
         args.k_cache = base;
         args.v_cache = base + set_bytes / 2;
-        k::decode_attention(args, g_stream);
+        k::decode_attention(args, sweep.stream);
     });
 }
 
-double time_gdn_prefill(const GdnShape& g, int seqs, int len) {
+double time_gdn_prefill(const SweepContext& sweep, const GdnShape& g, int seqs, int len) {
     const std::size_t t = static_cast<std::size_t>(seqs) * len;
     k::DeviceBuffer x = random_bf16(t * g.conv_dim, 71);
     k::DeviceBuffer xc(x.bytes());
@@ -592,14 +599,14 @@ double time_gdn_prefill(const GdnShape& g, int seqs, int len) {
     a.num_v_heads = g.hv;
     a.scale = 1.0f / std::sqrt(128.0f);
     a.workspace = ws.get();
-    return time_adaptive([&](int) {
+    return time_adaptive(sweep, [&](int) {
         k::conv1d_prefill(x.as<k::bf16_t>(), cw.as<k::bf16_t>(), cs.as<k::bf16_t>(), false, xc.as<k::bf16_t>(), seqs,
-                          len, g.conv_dim, g_stream);
-        k::gdn_prefill(a, g_stream);
+                          len, g.conv_dim, sweep.stream);
+        k::gdn_prefill(a, sweep.stream);
     });
 }
 
-double time_gdn_decode(const GdnShape& g, int seqs) {
+double time_gdn_decode(const SweepContext& sweep, const GdnShape& g, int seqs) {
     const std::size_t esz = g.state_dtype == k::StateDtype::kFp32 ? 4 : 2;
     const std::size_t set_bytes = static_cast<std::size_t>(seqs) * g.hv * 128 * 128 * esz;
     const int sets = rotate_sets(static_cast<double>(set_bytes));
@@ -633,16 +640,16 @@ double time_gdn_decode(const GdnShape& g, int seqs) {
     a.num_k_heads = g.hk;
     a.num_v_heads = g.hv;
     a.scale = 1.0f / std::sqrt(128.0f);
-    return time_adaptive([&](int rep) {
+    return time_adaptive(sweep, [&](int rep) {
         const int set = rep % sets;
         k::conv1d_update(x.as<k::bf16_t>(), cw.as<k::bf16_t>(), cs.as<k::bf16_t>() + set * s * 3 * g.conv_dim,
-                         xc.as<k::bf16_t>(), seqs, g.conv_dim, g_stream);
+                         xc.as<k::bf16_t>(), seqs, g.conv_dim, sweep.stream);
         a.state = static_cast<char*>(st.get()) + set * set_bytes;
-        k::gdn_decode(a, g_stream);
+        k::gdn_decode(a, sweep.stream);
     });
 }
 
-double time_snapshot(const GdnShape& g, int n) {
+double time_snapshot(const SweepContext& sweep, const GdnShape& g, int n) {
     const std::size_t esz = g.state_dtype == k::StateDtype::kFp32 ? 4 : 2;
     const std::size_t per = static_cast<std::size_t>(g.hv) * 128 * 128 * esz;
     k::DeviceBuffer src(per * n);
@@ -652,8 +659,9 @@ double time_snapshot(const GdnShape& g, int n) {
     std::iota(ids.begin(), ids.end(), 0);
     k::DeviceBuffer d_ids(static_cast<std::size_t>(n) * 4);
     k::copy_to_device(d_ids.get(), ids.data(), ids.size() * 4);
-    return time_adaptive([&](int) {
-        k::gdn_snapshot_copy(src.get(), dst.get(), g.state_dtype, d_ids.as<int>(), d_ids.as<int>(), n, g.hv, g_stream);
+    return time_adaptive(sweep, [&](int) {
+        k::gdn_snapshot_copy(src.get(), dst.get(), g.state_dtype, d_ids.as<int>(), d_ids.as<int>(), n, g.hv,
+                             sweep.stream);
     });
 }
 
@@ -736,7 +744,13 @@ ForwardModel build_forward_model(const models::ModelSpec& spec) {
 
 // Median ms of one whole step: `batch` sequences each adding `new_tokens` tokens after `cached` tokens
 // (prefill: batch 1, new_tokens T, cached 0; decode: batch B, new_tokens 1, cached C).
-double time_forward(const ForwardModel& f, int batch, int new_tokens, int cached, k::GemmRunner& gemm, int sms) {
+double time_forward(const SweepContext& sweep,
+                    const ForwardModel& f,
+                    int batch,
+                    int new_tokens,
+                    int cached,
+                    k::GemmRunner& gemm,
+                    int sms) {
     const int tokens = batch * new_tokens;
     const bool decode = new_tokens == 1;
     const std::size_t t = static_cast<std::size_t>(tokens);
@@ -955,7 +969,7 @@ double time_forward(const ForwardModel& f, int batch, int new_tokens, int cached
     k::CudaGraph graph;
     graph.capture(stream, step);
     const double ms =
-        k::time_median_ms([&](int) { graph.replay(stream); }, 2, tokens >= 16384 ? 3 : 7, g_sustain_ms);
+        k::time_median_ms([&](int) { graph.replay(stream); }, 2, tokens >= 16384 ? 3 : 7, sweep.sustain_ms);
     k::device_synchronize();
     k::destroy_stream(stream);
     return ms;
@@ -1021,10 +1035,11 @@ HardwareProfile sweep_model(const models::ModelSpec& spec,
     p.weight_dtype = fp8 ? o.weight_dtype : "bf16";
     if (fp8) {
         for (const auto& g : plan.groups) {
-            SERVESIM_CHECK(g.moe.num_experts == 0,
-                           "--weight-dtype fp8/fp8-block: {} has MoE layers, whose fp8 kernels (fused_moe w8a8) are not "
-                           "calibrated; dense and hybrid models only",
-                           model_name);
+            SERVESIM_CHECK(
+                g.moe.num_experts == 0,
+                "--weight-dtype fp8/fp8-block: {} has MoE layers, whose fp8 kernels (fused_moe w8a8) are not "
+                "calibrated; dense and hybrid models only",
+                model_name);
         }
         p.software += fp8_block ? "; block-scaled fp8 W8A8 linear layers (1x128 dynamic activation quant + cuBLASLt "
                                   "e4m3 GEMM with 128x128 weight scales)"
@@ -1037,8 +1052,9 @@ HardwareProfile sweep_model(const models::ModelSpec& spec,
     std::unique_ptr<k::Fp8GemmRunner> gemm8 =
         fp8 ? std::make_unique<k::Fp8GemmRunner>(fp8_block ? k::Fp8Scaling::kBlock128 : k::Fp8Scaling::kPerTensor)
             : nullptr;
-    g_stream = k::create_stream();
-    g_sustain_ms = o.sustain_ms;
+    SweepContext sweep;
+    sweep.stream = k::create_stream();
+    sweep.sustain_ms = o.sustain_ms;
 
     // gemm
     {
@@ -1053,8 +1069,8 @@ HardwareProfile sweep_model(const models::ModelSpec& spec,
         for (int m : grid) {
             double ms = 0;
             for (const auto& g : plan.groups) {
-                ms += g.count * (g.moe.num_experts > 0 ? time_moe_group(g, m, moe_weights.at(g.name), 100 + m)
-                                                       : time_group(g, m, gemm, 100 + m, gemm8.get()));
+                ms += g.count * (g.moe.num_experts > 0 ? time_moe_group(sweep, g, m, moe_weights.at(g.name), 100 + m)
+                                                       : time_group(sweep, g, m, gemm, 100 + m, gemm8.get()));
             }
             pts.push_back({{static_cast<double>(m)}, ms});
         }
@@ -1068,8 +1084,9 @@ HardwareProfile sweep_model(const models::ModelSpec& spec,
         std::vector<Point> lm;
         std::vector<Point> ov;
         for (int s : grid) {
-            lm.push_back({{static_cast<double>(s)}, time_lm_head(s, plan.hidden, plan.vocab, gemm, w)});
-            ov.push_back({{static_cast<double>(s)}, time_overhead(s, plan.hidden, plan.vocab, plan.sample_vocab, w)});
+            lm.push_back({{static_cast<double>(s)}, time_lm_head(sweep, s, plan.hidden, plan.vocab, gemm, w)});
+            ov.push_back(
+                {{static_cast<double>(s)}, time_overhead(sweep, s, plan.hidden, plan.vocab, plan.sample_vocab, w)});
         }
         p.curves["lm_head"] = fit_sweep_curve("lm_head", record_points(o.log_dir, "lm_head", {"tokens"}, lm));
         p.curves["overhead"] = fit_sweep_curve("overhead", record_points(o.log_dir, "overhead", {"sequences"}, ov));
@@ -1083,7 +1100,7 @@ HardwareProfile sweep_model(const models::ModelSpec& spec,
         for (auto [chunk, cached] : prefill_cases) {
             double ms = 0;
             for (const auto& a : plan.attention) {
-                ms += a.count * time_prefill_attention(a, chunk, cached);
+                ms += a.count * time_prefill_attention(sweep, a, chunk, cached);
             }
             pre.push_back({{chunk * (cached + chunk / 2.0), static_cast<double>(cached + chunk)}, ms});
         }
@@ -1097,7 +1114,7 @@ HardwareProfile sweep_model(const models::ModelSpec& spec,
         for (auto [s, c] : grids.decode_cases) {  // total context above 4.2M tokens left out (KV memory)
             double ms = 0;
             for (const auto& a : plan.attention) {
-                ms += a.count * time_decode_attention(a, s, c, info.multiprocessors);
+                ms += a.count * time_decode_attention(sweep, a, s, c, info.multiprocessors);
             }
             const double seqs = s;
             const double per_seq = c;
@@ -1114,7 +1131,7 @@ HardwareProfile sweep_model(const models::ModelSpec& spec,
         for (auto [s, len] : grids.gdn_prefill_cases) {
             double ms = 0;
             for (const auto& g : plan.gdn) {
-                ms += g.count * time_gdn_prefill(g, s, len);
+                ms += g.count * time_gdn_prefill(sweep, g, s, len);
             }
             pre.push_back({{static_cast<double>(s) * len, static_cast<double>(s) * ((len + 63) / 64)}, ms});
         }
@@ -1128,9 +1145,9 @@ HardwareProfile sweep_model(const models::ModelSpec& spec,
             double ms = 0;
             double sms = 0;
             for (const auto& g : plan.gdn) {
-                ms += g.count * time_gdn_decode(g, s);
+                ms += g.count * time_gdn_decode(sweep, g, s);
                 if (s <= kSnapshotMaxSequences) {
-                    sms += g.count * time_snapshot(g, s);
+                    sms += g.count * time_snapshot(sweep, g, s);
                 }
             }
             dec.push_back({{static_cast<double>(s)}, ms});
@@ -1151,28 +1168,28 @@ HardwareProfile sweep_model(const models::ModelSpec& spec,
         const double weight_bytes = static_cast<double>(models::weight_bytes_total(rank_spec));
         if (fp8) {  // the whole-forward graphs run bf16 GEMMs (time_forward); an fp8 profile has none
             log << "  composition skipped: whole forwards are built with bf16 linear layers only\n";
-            k::destroy_stream(g_stream);
-            g_stream = nullptr;
+            k::destroy_stream(sweep.stream);
+            sweep.stream = nullptr;
             validate_profile(p, model_name + " (sweep)");
             return p;
         }
         if (weight_bytes > 0.8 * static_cast<double>(info.total_memory_bytes)) {
             log << fmt::format("  composition skipped: one rank's weights ({:.1f} GB) do not fit on {} ({:.1f} GB)\n",
                                weight_bytes / 1e9, info.name, info.total_memory_bytes / 1e9);
-            k::destroy_stream(g_stream);
-            g_stream = nullptr;
+            k::destroy_stream(sweep.stream);
+            sweep.stream = nullptr;
             validate_profile(p, model_name + " (sweep)");
             return p;
         }
         log << "  composition (whole forwards, CUDA graph" << (tp > 1 ? ", one tensor-parallel rank" : "") << "):\n";
         const ForwardModel fm = build_forward_model(rank_spec);
         for (int tokens : grids.composition_prefill_tokens) {
-            const double ms = time_forward(fm, 1, tokens, 0, gemm, info.multiprocessors);
+            const double ms = time_forward(sweep, fm, 1, tokens, 0, gemm, info.multiprocessors);
             p.composition_check.push_back(
                 {fmt::format("forward_prefill_T{}", tokens), ms, predict_prefill_ms(p, tokens, 0)});
         }
         for (auto [b, c] : grids.composition_decode_cases) {
-            const double ms = time_forward(fm, b, 1, c, gemm, info.multiprocessors);
+            const double ms = time_forward(sweep, fm, b, 1, c, gemm, info.multiprocessors);
             p.composition_check.push_back(
                 {fmt::format("forward_decode_B{}_C{}", b, c + 1), ms, predict_decode_ms(p, b, c + 1)});
         }
@@ -1181,8 +1198,8 @@ HardwareProfile sweep_model(const models::ModelSpec& spec,
                                c.measured_ms, c.predicted_ms, 100.0 * (c.predicted_ms / c.measured_ms - 1.0));
         }
     }
-    k::destroy_stream(g_stream);
-    g_stream = nullptr;
+    k::destroy_stream(sweep.stream);
+    sweep.stream = nullptr;
     validate_profile(p, model_name + " (sweep)");
     return p;
 }

@@ -410,31 +410,18 @@ void DisaggregatedSimulation::to_prefill(engine::IncomingRequest client, std::si
 }
 
 void DisaggregatedSimulation::handle_arrivals(core::SimTime now) {
-    std::vector<ReplicaLoad> loads;
-    while (true) {
-        const auto next = workload_.next_arrival_time();
-        if (!next || *next > now) {
-            break;
-        }
-        workloads::RequestSpec spec = workload_.pop_next_arrival();
-        // Client time-outs are refused with disaggregation before a run starts (tools/app/experiment.cpp).
-        SERVESIM_CHECK(!spec.timeout, "request {} has a client time-out in a disaggregated run",
-                       core::to_int(spec.id));
-        std::optional<cache::HashedPrompt> hashed;
-        const bool refused = engine::refused_as_too_long(core::total_tokens(spec.prompt), spec.max_output_tokens,
-                                                 config_.prefill_replica.scheduler.max_model_len);
-        const std::size_t p = route_arrival(*prefill_router_, prefill_, spec.prompt,
-                                            RequestOrigin{spec.tenant, spec.session, spec.last_in_session}, now,
-                                            config_.prefill_replica.scheduler.block_size, loads, hashed, nullptr,
-                                            nullptr, refused);
-        engine::IncomingRequest client{spec.id, now, std::move(spec.prompt), spec.max_output_tokens,
-                                       spec.answer_content, spec.turn, {}, std::move(hashed)};
+    auto to_proxy = [&](std::size_t p, engine::IncomingRequest client, std::optional<core::Duration> timeout) {
+        // Client time-outs are refused with disaggregation before a run starts (tools/app/experiment_prepare.cpp).
+        SERVESIM_CHECK(!timeout, "request {} has a client time-out in a disaggregated run", core::to_int(client.id));
         if (hop_[p].ns() == 0) {
             to_prefill(std::move(client), p, now);
         } else {
             send(Delivery{{}, 0, Delivery::Kind::kToPrefill, p, 0, std::move(client)}, hop_[p], now);
         }
-    }
+    };
+    std::vector<ReplicaLoad> loads;
+    route_arrivals(workload_, now, *prefill_router_, prefill_, config_.prefill_replica.scheduler, loads, nullptr,
+                   nullptr, to_proxy);
 }
 
 void DisaggregatedSimulation::end_step(std::size_t target, core::SimTime now) {

@@ -173,32 +173,19 @@ std::size_t route_arrival(Router& router, const std::vector<std::unique_ptr<engi
 }
 
 void Simulation::handle_arrivals(core::SimTime now) {
-    while (true) {
-        const auto next = workload_.next_arrival_time();
-        if (!next || *next > now) {
-            break;
-        }
-        workloads::RequestSpec spec = workload_.pop_next_arrival();
-        std::optional<cache::HashedPrompt> hashed;
-        const bool refused = engine::refused_as_too_long(core::total_tokens(spec.prompt), spec.max_output_tokens,
-                                                 config_.replica.scheduler.max_model_len);
-        const std::size_t target = route_arrival(*router_, replicas_, spec.prompt,
-                                                 RequestOrigin{spec.tenant, spec.session, spec.last_in_session}, now,
-                                                 config_.replica.scheduler.block_size, loads_, hashed,
-                                                 &route_hash_memo_,
-                                                 api_servers_.empty() ? nullptr : &in_transit_counts_, refused);
-        engine::IncomingRequest in{spec.id, now, std::move(spec.prompt), spec.max_output_tokens, spec.answer_content,
-                                   spec.turn, {}, std::move(hashed)};
+    auto to_engine = [&](std::size_t target, engine::IncomingRequest in, std::optional<core::Duration> timeout) {
         if (api_servers_.empty()) {
-            deliver(target, std::move(in), spec.timeout, now);
-            continue;
+            deliver(target, std::move(in), timeout, now);
+            return;
         }
         const core::SimTime at_engine = api_servers_[target].admit(now, core::total_tokens(in.prompt));
-        in_transit_[target].push_back(InTransit{at_engine, std::move(in), spec.timeout});
+        in_transit_[target].push_back(InTransit{at_engine, std::move(in), timeout});
         ++in_transit_counts_[target];
         queue_.push(at_engine, core::EventPriority::kArrival, core::EventKind::kEngineArrival,
                     static_cast<std::uint32_t>(target));
-    }
+    };
+    route_arrivals(workload_, now, *router_, replicas_, config_.replica.scheduler, loads_, &route_hash_memo_,
+                   api_servers_.empty() ? nullptr : &in_transit_counts_, to_engine);
 }
 
 void Simulation::deliver(std::size_t target, engine::IncomingRequest in, std::optional<core::Duration> timeout,

@@ -102,6 +102,35 @@ struct SimulationResult {
                                         cache::FirstRunHashMemo* memo = nullptr,
                                         const std::vector<std::size_t>* in_transit = nullptr, bool refused = false);
 
+// The arrival loop both simulations run (Simulation::handle_arrivals, DisaggregatedSimulation::handle_arrivals for
+// its prefill pool): every request the workload sends at or before `now` is popped in order, routed among `replicas`
+// by route_arrival (the refusal as too long for `scheduler.max_model_len` and the hashing at `scheduler.block_size`
+// as there), made the engine's IncomingRequest (sent at `now`, with the hashes the router made) and handed to
+// `deliver(target, request, client_timeout)`, which takes it to the target's engine (directly, through the API
+// server, or through the disaggregation proxy). `loads`, `memo` and `in_transit` are route_arrival's.
+template <typename Deliver>
+void route_arrivals(workloads::Workload& workload, core::SimTime now, Router& router,
+                    const std::vector<std::unique_ptr<engine::Replica>>& replicas,
+                    const engine::SchedulerConfig& scheduler, std::vector<ReplicaLoad>& loads,
+                    cache::FirstRunHashMemo* memo, const std::vector<std::size_t>* in_transit, Deliver&& deliver) {
+    while (true) {
+        const auto next = workload.next_arrival_time();
+        if (!next || *next > now) {
+            break;
+        }
+        workloads::RequestSpec spec = workload.pop_next_arrival();
+        std::optional<cache::HashedPrompt> hashed;
+        const bool refused = engine::refused_as_too_long(core::total_tokens(spec.prompt), spec.max_output_tokens,
+                                                         scheduler.max_model_len);
+        const std::size_t target =
+            route_arrival(router, replicas, spec.prompt, RequestOrigin{spec.tenant, spec.session, spec.last_in_session},
+                          now, scheduler.block_size, loads, hashed, memo, in_transit, refused);
+        engine::IncomingRequest in{spec.id, now, std::move(spec.prompt), spec.max_output_tokens, spec.answer_content,
+                                   spec.turn, {}, std::move(hashed)};
+        deliver(target, std::move(in), spec.timeout);
+    }
+}
+
 // The replicas' prefix-cache counters summed: GPU queries and hits, and the CPU-offload tier's as external ones.
 [[nodiscard]] metrics::PrefixCounters prefix_counters(const std::vector<std::unique_ptr<engine::Replica>>& replicas);
 

@@ -14,6 +14,7 @@
 #include "sim/cache/kv_cache_manager.h"
 #include "tests/cache/cache_test_util.h"
 #include "tests/catch.h"
+#include "tests/config_error.h"
 
 namespace servesim::cache {
 namespace {
@@ -502,16 +503,7 @@ TEST_CASE("The memory split gives the state pool ratio / (1 + ratio) of the KV b
     CHECK(plan.groups[0].num_layers == 8);
 }
 
-// The ConfigError message `fn` throws ("" when it throws none).
-template <typename Fn>
-std::string config_error_of(Fn&& fn) {
-    try {
-        fn();
-    } catch (const ConfigError& e) {
-        return e.what();
-    }
-    return "";
-}
+using servesim::testing::config_error_of;  // tests/config_error.h
 
 TEST_CASE("The memory split refuses what it cannot model, naming the key", "[cache][hybrid]") {
     MemoryPlan dense;

@@ -13,6 +13,7 @@
 #include "sim/engine/replica.h"
 #include "sim/metrics/metrics.h"
 #include "tests/catch.h"
+#include "tests/config_error.h"
 #include "tests/engine/engine_test_util.h"
 
 using namespace servesim;
@@ -21,15 +22,10 @@ using namespace servesim::engine::testing;
 
 namespace {
 
-// The ConfigError message `fn` throws ("" when it throws none): both Catch2 2.13 and 3.x read it the same way.
+// The ConfigError message `fn` throws ("" when it throws none; tests/config_error.h).
 template <typename Fn>
 std::string error_of(Fn&& fn) {
-    try {
-        fn();
-    } catch (const ConfigError& e) {
-        return e.what();
-    }
-    return "";
+    return servesim::testing::config_error_of(fn);
 }
 
 core::SimTime ms(double v) {

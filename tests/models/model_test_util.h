@@ -7,19 +7,11 @@
 
 #include "common/error.h"
 #include "models/model_spec.h"
+#include "tests/config_error.h"
 
 namespace servesim::models::test {
 
-// Runs f; returns the ConfigError's message, or "<no ConfigError>" when none is thrown.
-template <typename F>
-std::string config_error_of(F&& f) {
-    try {
-        f();
-    } catch (const ConfigError& e) {
-        return e.what();
-    }
-    return "<no ConfigError>";
-}
+using servesim::testing::config_error_of;  // tests/config_error.h
 
 inline bool contains(const std::string& haystack, const std::string& needle) {
     return haystack.find(needle) != std::string::npos;

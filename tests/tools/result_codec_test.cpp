@@ -9,6 +9,7 @@
 
 #include "common/error.h"
 #include "tests/catch.h"
+#include "tests/config_error.h"
 #include "tests/tools/fault_injection.h"
 #include "tools/app/executor.h"
 #include "tools/app/experiment.h"
@@ -76,12 +77,7 @@ std::string all_formats(const std::vector<ExperimentResult>& r) {
 
 template <typename F>
 std::string error_of(F&& f) {
-    try {
-        f();
-    } catch (const ConfigError& e) {
-        return e.what();
-    }
-    return "(no ConfigError)";
+    return servesim::testing::config_error_of(f);  // tests/config_error.h
 }
 
 std::filesystem::path temp_file(const std::string& name) {

@@ -18,18 +18,10 @@
 using namespace servesim;
 using namespace servesim::workloads;
 using servesim::workloads::test::drive;
+using servesim::workloads::test::error_of;
 using servesim::workloads::test::yaml;
 
 namespace {
-
-std::string error_of(const std::string& text) {
-    try {
-        validate_workload(yaml(text));
-    } catch (const ConfigError& e) {
-        return e.what();
-    }
-    return "";
-}
 
 // A dataset file in the temp folder; returns its path.
 std::string write_file(const std::string& name, const std::string& text) {

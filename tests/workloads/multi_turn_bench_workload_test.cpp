@@ -17,18 +17,10 @@
 using namespace servesim;
 using namespace servesim::workloads;
 using servesim::workloads::test::drive;
+using servesim::workloads::test::error_of;
 using servesim::workloads::test::yaml;
 
 namespace {
-
-std::string error_of(const std::string& text) {
-    try {
-        validate_workload(yaml(text));
-    } catch (const ConfigError& e) {
-        return e.what();
-    }
-    return "";
-}
 
 // `n` conversations of `messages` messages, users 200 tokens, answers 50, no prefixes.
 std::string conversations(int n, int messages) {

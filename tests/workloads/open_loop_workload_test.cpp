@@ -12,21 +12,13 @@
 using namespace servesim;
 using namespace servesim::workloads;
 using servesim::workloads::test::drive;
+using servesim::workloads::test::error_of;
 using servesim::workloads::test::yaml;
 
 namespace {
 
 core::Duration ten_s(const RequestSpec&) {
     return core::Duration::from_s(10);
-}
-
-std::string error_of(const std::string& text) {
-    try {
-        validate_workload(yaml(text));
-    } catch (const ConfigError& e) {
-        return e.what();
-    }
-    return "";
 }
 
 }  // namespace

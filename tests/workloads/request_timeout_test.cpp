@@ -15,19 +15,11 @@
 using namespace servesim;
 using namespace servesim::workloads;
 using servesim::workloads::test::drive;
+using servesim::workloads::test::error_of;
 using servesim::workloads::test::fixture;
 using servesim::workloads::test::yaml;
 
 namespace {
-
-std::string error_of(const std::string& text) {
-    try {
-        validate_workload(yaml(text));
-    } catch (const ConfigError& e) {
-        return e.what();
-    }
-    return "";
-}
 
 core::Duration seconds(double s) {
     return core::Duration::from_s(s);

@@ -19,12 +19,7 @@ using servesim::workloads::test::yaml;
 namespace {
 
 std::string error_of(const std::string& text) {
-    try {
-        (void)make_workload(yaml(text), 1);
-    } catch (const ConfigError& e) {
-        return e.what();
-    }
-    return "";
+    return servesim::testing::config_error_of([&] { (void)make_workload(yaml(text), 1); });
 }
 
 core::Duration fixed_service(const RequestSpec&) {

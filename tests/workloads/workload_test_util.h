@@ -1,4 +1,4 @@
-// Test helpers for tests/workloads: a YamlMap from text, and a minimal client-server loop that serves every request
+// Test helpers for tests/workloads: a YamlMap from text, the error validate_workload gives for one, and a minimal client-server loop that serves every request
 // in a fixed time (no engine), so workloads can be driven through their Workload interface alone.
 #pragma once
 
@@ -9,12 +9,18 @@
 #include <vector>
 
 #include "common/yaml_reader.h"
+#include "tests/config_error.h"
 #include "workloads/workload.h"
 
 namespace servesim::workloads::test {
 
 inline YamlMap yaml(const std::string& text) {
     return YamlMap(load_yaml_string(text, "test.yaml"), "test.yaml", "workload");
+}
+
+// The ConfigError validate_workload throws for the workload `text`, or "" when it is accepted.
+inline std::string error_of(const std::string& text) {
+    return servesim::testing::config_error_of([&] { validate_workload(yaml(text)); });
 }
 
 inline std::string fixture(const std::string& name) {

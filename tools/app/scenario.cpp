@@ -1,4 +1,6 @@
 // Scenario reading: layers (file, experiment entry, sweep point, --set) merged key by key, then parsed strictly.
+// Size (~770 lines): the scenario keys in file order, one reader per key, so a key is found where the file
+// puts it; the engine keys are engine_keys.cpp, the workload keys workloads/.
 #include "tools/app/scenario.h"
 
 #include <fmt/format.h>

@@ -1,4 +1,6 @@
 // Reading real runs and comparing them with their replay; see validation.h and docs/VALIDATION.md.
+// Size (~830 lines): the readers of the measured-run formats (vllm bench serve JSON, per-request CSV and JSONL,
+// inference-perf folders) fill the MeasuredRun the comparison below reads; one file keeps each rule beside its use.
 #include "tools/app/validation.h"
 
 #include <fmt/format.h>

@@ -80,6 +80,12 @@ def main():
                   if os.path.exists(os.path.join(args.dev_set, d, "experiment.json")))
     # The full comparison (every stage and metric) and its plot, kept beside this page.
     run([args.servesim, "validate", *runs, "--out", "docs/validation/current", "--plot"])
+    # The runs' own folders are outside the repository: the committed files name them relative to the set.
+    for name in ("validation.json", "validation.csv"):
+        path = os.path.join("docs/validation/current", name)
+        if os.path.exists(path):
+            text = open(path).read().replace(os.path.abspath(args.dev_set).rstrip("/") + "/", "<dev-set>/")
+            open(path, "w").write(text)
     now = json.load(open("docs/validation/current/validation.json"))
     before = json.load(open(args.baseline))
     train = runs[0::2]

@@ -11,7 +11,7 @@ minutes=${1:-1}
 shift || true
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-  targets=(scenario hf_config mooncake azure profile measurements)
+  targets=(scenario hf_config mooncake azure profile measurements csv_trace requests_csv requests_jsonl gpu_file yaml_grammar)
 fi
 command -v clang++ >/dev/null || { echo "fuzz.sh: needs clang++ (apt-get install clang libclang-rt-dev)" >&2; exit 2; }
 build=build-fuzz

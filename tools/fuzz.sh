@@ -25,7 +25,7 @@ for t in "${targets[@]}"; do
   # The static libraries depend on each other in layers: list them twice so every symbol resolves.
   clang++ -std=c++20 $flags -fsanitize=fuzzer -I. -I"$build/lib/planner/generated" \
     -DSERVESIM_FUZZ_TARGET="\"$t\"" tests/fuzz/libfuzzer_main.cpp \
-    -Wl,--start-group $libs -Wl,--end-group -lyaml-cpp -lfmt -o "$bin"
+    -Wl,--start-group $libs -Wl,--end-group -lyaml-cpp -lfmt -lz -o "$bin"
   mkdir -p "$build/corpus/$t" "$build/crashes/$t"
   cp -n tests/fuzz/corpus/"$t"/* "$build/corpus/$t/" 2>/dev/null || true
   echo "fuzz.sh: $t for $minutes min" >&2

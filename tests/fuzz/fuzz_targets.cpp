@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -83,15 +84,12 @@ public:
             out += "sweep: {" + std::string(kSweepKeys[next() % kSweepKeys.size()]) + ": [" +
                    value(kEngineValues, 2) + ", " + value(kEngineValues, 2) + "]}\n";
         }
-        for (int i = 0, n = next() % 3; i < n; ++i) {  // more top-level anchors for later aliases: a bomb's levels
-            out += "x" + std::to_string(i) + ": " + value(kEngineValues, 0) + "\n";
-        }
         return out;
     }
 
 private:
     using Words = std::vector<std::string_view>;
-    static inline const Words kSeeds = {"1", "0", "7", "18446744073709551615", "-1", "''"};
+    static inline const Words kSeeds = {"1", "0", "7", "1", "18446744073709551615", "-1", "''", "2"};
     static inline const Words kModelValues = {"Qwen3-4B", "Qwen3.5-4B", "Llama-3.1-8B", "nope"};
     static inline const Words kGpuValues = {"H200", "H100", "A100-80GB", "RTX3090"};
     static inline const Words kTopKeys = {"model", "gpu", "engine", "workload", "max_time", "warmup", "cluster",
@@ -114,11 +112,15 @@ private:
 
     std::string scalar_of(const Words& w) { return std::string(w[next() % w.size()]); }
 
-    std::string alias() {
-        if (anchors_ == 0) {
-            return "*a0";  // an alias of nothing: the parser's error
+    // An alias of an anchor written so far; one time in 16 one past them (an undefined anchor, or the anchor being
+    // written: a cycle).
+    std::string alias(const Words& scalars) {
+        const bool past = next() % 16 == 15;
+        if (anchors_ == 0 && !past) {
+            return scalar_of(scalars);
         }
-        return "*a" + std::to_string(next() % (anchors_ + (next() % 16 == 0 ? 1 : 0)));
+        // A space after the name: yaml-cpp 0.7 reads `*a1]` as an alias of "a1]".
+        return "*a" + std::to_string(past ? anchors_ : next() % anchors_) + " ";
     }
 
     // A value: a scalar, an alias, a nested mapping, a sequence, or any of them under a new anchor.
@@ -130,7 +132,7 @@ private:
                 return scalar_of(scalars);
             case 3:
             case 4:
-                return alias();
+                return alias(scalars);
             case 5:
                 return depth < 4 ? mapping(kEngineKeys, scalars, depth + 1, "") : scalar_of(scalars);
             case 6: {
@@ -142,11 +144,15 @@ private:
             }
             default: {
                 const int id = anchors_;
-                const bool early = next() % 8 == 0;  // named before its content: its content may alias it
+                const bool early = next() % 8 == 7;  // named before its content: its content may alias it
                 if (early) {
                     ++anchors_;
                 }
-                std::string content = depth < 4 ? value(scalars, depth + 1) : scalar_of(scalars);
+                // The content is a scalar or a mapping (an anchor on an alias or on an anchor is a syntax error).
+                std::string content = scalar_of(scalars);
+                if (depth < 4 && next() % 2 == 1) {
+                    content = mapping(kEngineKeys, scalars, depth + 1, "");
+                }
                 if (!early) {
                     ++anchors_;
                 }
@@ -156,18 +162,33 @@ private:
     }
 
     // A flow mapping: the fixed entries, then generated ones (a key, a merge of one alias or of a list of them).
+    // A key is used once per mapping (the fixed entries' keys included), except one time in 16: a repeated key.
     std::string mapping(const Words& keys, const Words& scalars, int depth, const std::string& fixed) {
         std::string s = "{" + fixed;
         bool first = fixed.empty();
+        std::vector<std::string> used;
+        for (std::size_t b = 0; b < fixed.size();) {  // "k: v, k2: v2"
+            const std::size_t colon = fixed.find(':', b);
+            if (colon == std::string::npos) {
+                break;
+            }
+            used.push_back(fixed.substr(b, colon - b));
+            const std::size_t comma = fixed.find(", ", colon);
+            b = comma == std::string::npos ? fixed.size() : comma + 2;
+        }
         for (int i = 0, n = next() % 6; i < n; ++i) {
+            const std::string key = scalar_of(keys);
+            if (std::find(used.begin(), used.end(), key) != used.end() && next() % 16 != 0) {
+                continue;
+            }
+            used.push_back(key);
             s += first ? "" : ", ";
             first = false;
-            const std::string key = scalar_of(keys);
             if (key == "<<") {
                 if (next() % 2 == 0) {
-                    s += "<<: " + alias();
+                    s += "<<: " + alias(scalars);
                 } else {
-                    s += "<<: [" + alias() + ", " + alias() + "]";
+                    s += "<<: [" + alias(scalars) + ", " + alias(scalars) + "]";
                 }
             } else {
                 s += key + ": " + value(scalars, depth);

@@ -227,8 +227,8 @@ void add_host_tier_terms(const PreparedExperiment& p, std::vector<MemoryTerm>& t
         }
         const auto num_hosts = static_cast<std::int64_t>(hosts.size());
         const std::int64_t blocks = num_hosts * k.host_capacity_blocks + k.remote_capacity_blocks;
-        terms.push_back({fmt::format("KV connector store: {} host{} x {} blocks{}", num_hosts, num_hosts == 1 ? "" : "s",
-                                     thousands_int(k.host_capacity_blocks),
+        terms.push_back({fmt::format("KV connector store: {} host{} x {} blocks{}", num_hosts,
+                                     num_hosts == 1 ? "" : "s", thousands_int(k.host_capacity_blocks),
                                      k.remote_capacity_blocks > 0
                                          ? fmt::format(" + {} remote", thousands_int(k.remote_capacity_blocks))
                                          : ""),

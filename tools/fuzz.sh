@@ -11,7 +11,7 @@ minutes=${1:-1}
 shift || true
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-  targets=(scenario hf_config mooncake azure profile measurements)
+  targets=(scenario hf_config mooncake azure profile measurements csv_trace requests_csv requests_jsonl gpu_file yaml_grammar)
 fi
 command -v clang++ >/dev/null || { echo "fuzz.sh: needs clang++ (apt-get install clang libclang-rt-dev)" >&2; exit 2; }
 build=build-fuzz
@@ -25,7 +25,7 @@ for t in "${targets[@]}"; do
   # The static libraries depend on each other in layers: list them twice so every symbol resolves.
   clang++ -std=c++20 $flags -fsanitize=fuzzer -I. -I"$build/lib/planner/generated" \
     -DSERVESIM_FUZZ_TARGET="\"$t\"" tests/fuzz/libfuzzer_main.cpp \
-    -Wl,--start-group $libs -Wl,--end-group -lyaml-cpp -lfmt -o "$bin"
+    -Wl,--start-group $libs -Wl,--end-group -lyaml-cpp -lfmt -lz -o "$bin"
   mkdir -p "$build/corpus/$t" "$build/crashes/$t"
   cp -n tests/fuzz/corpus/"$t"/* "$build/corpus/$t/" 2>/dev/null || true
   echo "fuzz.sh: $t for $minutes min" >&2

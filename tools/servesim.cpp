@@ -35,6 +35,7 @@
 #include "tools/app/engine_keys.h"
 #include "tools/app/executor.h"
 #include "tools/app/experiment.h"
+#include "tools/app/memory_projection.h"
 #include "tools/app/flag_suggestions.h"
 #include "tools/app/kernel_checks.h"
 #include "tools/app/launch_command.h"
@@ -228,6 +229,7 @@ int cmd_run_or_sweep(bool sweep, const std::vector<std::string>& args, app::Exec
     std::string checkpoint;
     std::string resume;
     std::vector<std::string> experiment_names;
+    std::string max_memory;
     int jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     std::optional<std::string> model;
     std::optional<std::string> gpu;
@@ -266,6 +268,9 @@ int cmd_run_or_sweep(bool sweep, const std::vector<std::string>& args, app::Exec
         "multi-turn-bench: leave out the first X % of samples, one table per X (e.g. 0%,50%; default 0%)")(
         "seed", po::value<std::string>(&seed), "master seed, 0 to 2^63-1 (replaces the scenario's)")(
         "jobs,j", po::value<int>(&jobs), "worker threads (results do not depend on it)")(
+        "max-memory", po::value<std::string>(&max_memory),
+        "refuse a run whose projected peak memory is above SIZE (e.g. 32GiB; default 80 % of this machine's "
+        "memory); the projection is printed before the runs start (docs/MEMORY-PROJECTION.md)")(
         "checkpoint", po::value<std::string>(&checkpoint),
         "sweep: keep each finished run in FILE as it finishes (docs/MPI.md; a failed or interrupted sweep keeps one "
         "anyway)")(
@@ -310,6 +315,8 @@ int cmd_run_or_sweep(bool sweep, const std::vector<std::string>& args, app::Exec
     if (jobs < 1) {
         throw ConfigError("command line: --jobs: must be at least 1");
     }
+    const std::int64_t memory_bound = vm.count("max-memory") ? app::parse_memory_size(max_memory, "--max-memory")
+                                                             : app::default_memory_bound_bytes();
     if (vm.count("plot") && out_dir.empty()) {
         throw ConfigError("command line: --plot: needs --out DIR (the folder the PNGs are drawn from and into)");
     }
@@ -421,7 +428,8 @@ int cmd_run_or_sweep(bool sweep, const std::vector<std::string>& args, app::Exec
     app::PartialResultsScope partial(executor, sweep || !checkpoint.empty() || !resume.empty(), checkpoint, resume,
                                      out_dir, app::scenario_fingerprint(sc.experiments), words);
     const auto results = partial.run(std::cerr, [&](app::PartialResults* file) {
-        return app::run_experiments(sc.experiments, jobs, progress, app::RunOptions{&executor, file, false});
+        return app::run_experiments(sc.experiments, jobs, progress,
+                                    app::RunOptions{&executor, file, false, memory_bound, &std::cerr});
     });
     if (!executor.is_root()) {
         return 0;  // rank 0 writes the outputs

@@ -255,7 +255,8 @@ int cmd_validate(const std::vector<std::string>& args, app::Executor& executor,
     std::vector<app::MeasuredRun> measured;
     std::vector<app::ExperimentConfig> configs;
     prepare_replays(expand_runs(runs), replay, measured, configs);
-    const auto results = app::run_experiments(configs, jobs, [](int, int) {}, app::RunOptions{&executor, nullptr, false});
+    const auto results = app::run_experiments(configs, jobs, [](int, int) {},
+                                              app::RunOptions{&executor, nullptr, false, std::nullopt, nullptr});
     if (!executor.is_root()) {
         return 0;
     }
@@ -345,7 +346,8 @@ int cmd_fit_request_path(const std::vector<std::string>& args, app::Executor& ex
             batch.back().request_path.client_ms = client_ms;
         }
         const auto results =
-            app::run_experiments(batch, jobs, [](int, int) {}, app::RunOptions{&executor, nullptr, true});
+            app::run_experiments(batch, jobs, [](int, int) {},
+                                 app::RunOptions{&executor, nullptr, true, std::nullopt, nullptr});
         std::vector<double> deficits;
         for (std::size_t k = 0; k < used.size(); ++k) {
             const auto predicted = app::client_stats(app::predicted_requests(results[k]), std::nullopt);

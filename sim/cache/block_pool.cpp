@@ -1,6 +1,8 @@
 // BlockPool: ref counts, hashes, allocation, hits and freeing over one shared pool (vLLM BlockPool); see block_pool.h.
 #include "sim/cache/block_pool.h"
 
+#include <algorithm>
+
 #include "common/error.h"
 
 namespace servesim::cache {
@@ -9,6 +11,12 @@ namespace {
 // Blocks at the queue's head whose keys get_new_blocks requests for the next pops.
 constexpr std::uint32_t kPrefetchedHeadBlocks = 8;
 }  // namespace
+
+std::int64_t BlockPool::metadata_bytes(std::int64_t num_gpu_blocks, bool enable_caching) {
+    const std::int64_t n = std::max<std::int64_t>(num_gpu_blocks, 2);
+    return n * static_cast<std::int64_t>(sizeof(Block)) + BlockSegments::allocated_bytes(n) +
+           (enable_caching ? PrefixIndex::reserved_bytes(n) : 0);
+}
 
 BlockPool::BlockPool(std::int64_t num_gpu_blocks, bool enable_caching)
     : enable_caching_(enable_caching),

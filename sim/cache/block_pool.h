@@ -44,6 +44,9 @@ public:
 class BlockPool {
 public:
     BlockPool(std::int64_t num_gpu_blocks, bool enable_caching);
+    // Host bytes the constructor allocates for the pool's metadata (a key per block, the segments, the prefix index
+    // reserved for every block when caching): what a replica's KV pool costs the simulator, whatever the GPU bytes.
+    [[nodiscard]] static std::int64_t metadata_bytes(std::int64_t num_gpu_blocks, bool enable_caching);
 
     // vLLM get_cached_block for one group: a block cached under (hash, group), or nothing. Inline: a prefix lookup
     // calls it once per prompt block.

@@ -18,6 +18,10 @@ constexpr std::uint32_t kCompactFrom = 64;
 constexpr std::size_t kLargestKeptCapacity = 4096;
 }  // namespace
 
+std::int64_t BlockSegments::allocated_bytes(std::int64_t num_blocks) {
+    return num_blocks * static_cast<std::int64_t>(sizeof(Place) + sizeof(core::BlockId));
+}
+
 BlockSegments::BlockSegments(std::int64_t num_blocks) {
     SERVESIM_CHECK(num_blocks >= 1 && num_blocks < kNotLinked, "bad number of blocks {}", num_blocks);
     const auto n = static_cast<std::size_t>(num_blocks);

@@ -29,6 +29,9 @@ class BlockSegments {
 public:
     // Blocks 1..num_blocks-1 queued in id order (block 0 is the null block).
     explicit BlockSegments(std::int64_t num_blocks);
+    // Bytes the constructor allocates for num_blocks blocks: a place per block and the one queued segment's ids (the
+    // memory projection, tools/app/memory_projection.h).
+    [[nodiscard]] static std::int64_t allocated_bytes(std::int64_t num_blocks);
 
     [[nodiscard]] std::int64_t num_blocks() const { return static_cast<std::int64_t>(place_.size()); }
     [[nodiscard]] std::int64_t num_free_blocks() const { return num_free_blocks_; }

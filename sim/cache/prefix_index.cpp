@@ -23,6 +23,11 @@ void PrefixIndex::reserve(std::int64_t num_blocks) {
     }
 }
 
+std::int64_t PrefixIndex::reserved_bytes(std::int64_t num_blocks) {
+    const auto slots = std::bit_ceil(static_cast<std::size_t>(std::max<std::int64_t>(num_blocks, 1)) * 2);
+    return static_cast<std::int64_t>(std::max(slots, kMinCapacity) * sizeof(Slot));
+}
+
 void PrefixIndex::rehash(std::size_t capacity) {
     SERVESIM_CHECK(capacity <= (std::size_t{1} << 32), "prefix index of {} slots: the tag holds at most 2^32",
                    capacity);

@@ -101,6 +101,8 @@ public:
     [[nodiscard]] bool has_duplicates() const { return num_entries_ != num_keys_; }
     // Sizes the table for up to num_blocks keys, so that caching never rehashes.
     void reserve(std::int64_t num_blocks);
+    // Bytes of the slot table reserve(num_blocks) allocates (the memory projection, tools/app/memory_projection.h).
+    [[nodiscard]] static std::int64_t reserved_bytes(std::int64_t num_blocks);
 
 private:
     struct KeyHash {

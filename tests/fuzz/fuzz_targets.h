@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -17,5 +18,8 @@ struct FuzzTarget {
 };
 
 [[nodiscard]] const std::vector<FuzzTarget>& fuzz_targets();
+
+// yaml_grammar's document for an input (exposed so a seed's document can be printed: tests/fuzz/corpus/README.md).
+[[nodiscard]] std::string scenario_from_grammar(const std::uint8_t* data, std::size_t size);
 
 }  // namespace servesim::fuzz

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <ostream>
 #include <tuple>
 
 #include "calibration/hardware_profile.h"
@@ -27,6 +28,7 @@
 #include "sim/engine/roofline_cost_model.h"
 #include "tools/app/host_work_fit.h"
 #include "tools/app/executor.h"
+#include "tools/app/memory_projection.h"
 #include "tools/app/partial_results.h"
 #include "workloads/open_loop_workload.h"
 #include "workloads/trace_reader.h"
@@ -479,6 +481,13 @@ std::vector<ExperimentResult> run_experiments(const std::vector<ExperimentConfig
     // The runs go to the executor (tools/app/executor.h); runs already in the partial-results file are read back.
     LocalExecutor local;
     Executor& executor = options.executor != nullptr ? *options.executor : local;
+    if (options.max_memory_bytes) {
+        const MemoryProjection projection = project_memory(prepared, jobs);
+        if (options.memory_log != nullptr && executor.is_root()) {
+            *options.memory_log << "servesim: " << projection_line(projection, *options.max_memory_bytes) << "\n";
+        }
+        check_memory_projection(projection, *options.max_memory_bytes);
+    }
     std::vector<ExperimentResult> results(prepared.size());
     std::vector<std::size_t> todo;
     for (std::size_t i = 0; i < prepared.size(); ++i) {

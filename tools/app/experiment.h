@@ -4,7 +4,9 @@
 // worker threads; results come back in list order, so output never depends on the thread count.
 #pragma once
 
+#include <cstdint>
 #include <functional>
+#include <iosfwd>
 #include <memory>
 #include <optional>
 #include <string>
@@ -158,6 +160,10 @@ struct RunOptions {
     Executor* executor = nullptr;
     PartialResults* partial = nullptr;
     bool results_on_every_rank = false;
+    // The memory bound (--max-memory; tools/app/memory_projection.h): set, the batch's peak memory is projected after
+    // every run is prepared and refused above it (ConfigError), before the first run starts; unset, not projected.
+    std::optional<std::int64_t> max_memory_bytes;
+    std::ostream* memory_log = nullptr;  // where the projection's line goes (the root only); nullptr: nowhere
 };
 
 // As above, on options.executor. `on_done` is called on the root only.

@@ -111,7 +111,8 @@ public:
                     configs.push_back(experiment_for(k.configuration, k.value, rep));
                 }
             }
-            const auto results = run_experiments(configs, r_.jobs, {}, RunOptions{r_.executor, r_.partial, true});
+            const auto results = run_experiments(configs, r_.jobs, {},
+                                                 RunOptions{r_.executor, r_.partial, true, std::nullopt, nullptr});
             for (std::size_t i = 0; i < keys.size(); ++i) {
                 PlanProbe p;
                 p.configuration = keys[i].configuration;

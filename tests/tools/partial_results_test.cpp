@@ -66,8 +66,11 @@ void write(const std::string& path, const std::string& bytes) {
     std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
 }
 
+// Names carry the test process's id, so concurrent runs of the suite (several checkouts on one machine) never share
+// a file.
 std::string temp_file(const std::string& name) {
-    return (std::filesystem::temp_directory_path() / ("servesim-partial-test-" + name)).string();
+    return (std::filesystem::temp_directory_path() /
+            fmt::format("servesim-partial-test-{}-{}", ::getpid(), name)).string();
 }
 
 // The ConfigError's message of resuming `path`, or "" when it resumed.
@@ -256,7 +259,7 @@ TEST_CASE("the --resume command drops --checkpoint and --resume and quotes for t
 
 // A folder of its own for a scope's default file (servesim-partial-<pid>.bin), empty.
 std::string empty_dir(const std::string& name) {
-    const auto dir = std::filesystem::temp_directory_path() / ("servesim-partial-test-" + name);
+    const auto dir = std::filesystem::temp_directory_path() / fmt::format("servesim-partial-test-{}-{}", ::getpid(), name);
     std::filesystem::remove_all(dir);
     std::filesystem::create_directories(dir);
     return dir.string();

@@ -78,6 +78,8 @@ MODELS = [
          mamba=(8192, 8, 128, 128), prio=1),
 ]
 
+W4_GROUP = 128    # the usual GPTQ / AWQ group size
+W4_INNER_K = 8    # tinygemm's inner k tiles: needs k % (8 * 16) == 0
 M_GRID = [1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048, 3072, 4096, 6144,
           8192, 16384]
 
@@ -487,6 +489,30 @@ def run(args):
                     log(f"   m={m}: rel err {((y.float() - ref2).norm() / ref2.norm()).item():.2e}")
             except Exception as ex:
                 log(f"fp8 block fast_accum={fast} FAILED: {str(ex)[:300]}")
+        # weight-only int4 (W4A16): torch's tinygemm kernel, the one 4-bit weight path torch ships for CUDA. vLLM runs
+        # Marlin (gptq_marlin / awq_marlin) instead; this is the reference for what a dequantizing 4-bit GEMM costs.
+        # Packing: two 4-bit codes per byte, the even column in the high nibble; per group of W4_GROUP inputs a scale
+        # and a zero, weight = (code - 8) * scale + zero.
+        try:
+            N, K = 512, 1024
+            q = torch.randint(0, 16, (N, K), device=DEV, dtype=torch.int32)
+            sc = torch.rand(K // W4_GROUP, N, device=DEV) * 0.02 + 0.01
+            zr = torch.randn(K // W4_GROUP, N, device=DEV) * 0.01
+            wref = (q.float() - 8) * sc.repeat_interleave(W4_GROUP, 0).t() + zr.repeat_interleave(W4_GROUP, 0).t()
+            packed = torch._convert_weight_to_int4pack(((q[:, ::2] << 4) | q[:, 1::2]).to(torch.uint8), W4_INNER_K)
+            sz = torch.stack([sc, zr], dim=2).to(BF).contiguous()
+            for m in (1, 16, 300):
+                x = rnd(m, K)
+                y = torch._weight_int4pack_mm(x, packed, W4_GROUP, sz)
+                ref = x.float() @ wref.t()
+                err = ((y.float() - ref).norm() / ref.norm()).item()
+                log(f"w4a16 tinygemm group {W4_GROUP} m={m}: rel err {err:.2e}")
+                if err > 2e-2:
+                    break
+            else:
+                caps["w4a16"] = dict(group=W4_GROUP)
+        except Exception as ex:
+            log(f"w4a16 tinygemm FAILED: {str(ex)[:300]}")
         # grouped mm
         if hasattr(torch, "_grouped_mm"):
             E, h, n = 8, 256, 384
@@ -672,9 +698,9 @@ def run(args):
     # ------------------------------------------------------------------------------------------------------------
     timed_gemms = set()
 
-    def gemm_section(prio, kinds):
+    def gemm_section(prio, kinds, max_m=None):
         shapes = gemm_shapes(prio, [x for x in args.models.split(",") if x])
-        mgrid = [1, 8, 64, 512, 4096] if quick else M_GRID
+        mgrid = [m for m in ([1, 8, 64, 512, 4096] if quick else M_GRID) if max_m is None or m <= max_m]
         items = list(shapes.items())
         if quick:
             items = items[:3]
@@ -689,15 +715,22 @@ def run(args):
                     return
                 if kind == "fp8_block" and (k % 128 or n % 128):
                     continue
+                if kind == "w4a16" and (k % (W4_INNER_K * 16) or k % W4_GROUP or n % 8):
+                    continue
                 if (kind, n, k) in timed_gemms:
                     continue   # a shape of an earlier priority's models: the loader takes one entry per shape
                 timed_gemms.add((kind, n, k))
-                el = 2 if kind == "bf16" else 1
-                wbytes = n * k * el
+                el = 2 if kind in ("bf16", "w4a16") else 1     # activation bytes
+                wbytes = n * k // 2 if kind == "w4a16" else n * k * el
                 nW = nsets(wbytes)
                 try:
                     if kind == "bf16":
                         Ws = [rnd(n, k) for _ in range(nW)]
+                    elif kind == "w4a16":
+                        Ws = [torch._convert_weight_to_int4pack(
+                            torch.randint(0, 256, (n, k // 2), device=DEV, dtype=torch.int32).to(torch.uint8),
+                            W4_INNER_K) for _ in range(nW)]
+                        szs = [(torch.rand(k // W4_GROUP, n, 2, device=DEV) * 0.02).to(BF) for _ in range(nW)]
                     else:
                         Ws = [rnd(n, k, dtype=FP8) for _ in range(nW)]
                     sw = [torch.rand(1, n, device=DEV) + 0.5 for _ in range(nW)]
@@ -721,6 +754,10 @@ def run(args):
                         if kind == "bf16":
                             Xs = [rnd(m, k) for _ in range(ns)]
                             fns = [lambda i=i: F.linear(Xs[i], Ws[i]) for i in range(ns)]
+                        elif kind == "w4a16":
+                            Xs = [rnd(m, k) for _ in range(ns)]
+                            fns = [lambda i=i: torch._weight_int4pack_mm(Xs[i], Ws[i], W4_GROUP, szs[i])
+                                   for i in range(ns)]
                         else:
                             Xs = [rnd(m, k, dtype=FP8) for _ in range(ns)]
                             fa = caps[kind]["fast_accum"]
@@ -748,7 +785,10 @@ def run(args):
                     finally:
                         Xs = fns = None
                 entry = {"n": n, "k": k, "m": ms, "us": us}
-                if kind != "bf16":
+                if kind == "w4a16":
+                    entry["group"] = W4_GROUP
+                    entry["backend"] = "torch tinygemm (_weight_int4pack_mm)"
+                elif kind != "bf16":
                     entry["fast_accum"] = caps[kind]["fast_accum"]
                 if ms:
                     table.add("gemm_" + kind, entry)
@@ -756,7 +796,7 @@ def run(args):
                 log(f"gemm {kind} n={n} k={k} ({uses[0]}{' +%d' % (len(uses) - 1) if len(uses) > 1 else ''}): "
                     f"{len(ms)} m, m=1 {us[0] if us else '-'} us, m={ms[-1] if ms else '-'} {big} us "
                     f"({2 * ms[-1] * n * k / big / 1e6 if us else 0:.0f} TFLOP/s), {time.time() - t0:.1f}s")
-                Ws = sw = sw_blk = None
+                Ws = sw = sw_blk = szs = None
                 torch.cuda.empty_cache()
 
     # ------------------------------------------------------------------------------------------------------------
@@ -1767,6 +1807,8 @@ def run(args):
         "gemm0x": lambda: gemm_section(0, ["fp8_rowwise", "fp8_block"]),
         "gemm1": lambda: gemm_section(1, ["bf16", "fp8_tensor"]),
         "gemm1x": lambda: gemm_section(1, ["fp8_rowwise", "fp8_block"]),
+        "gemm0w4": lambda: gemm_section(0, ["w4a16"], max_m=4096),
+        "gemm1w4": lambda: gemm_section(1, ["w4a16"], max_m=4096),
     }
     if "probe" not in sections:
         sections.insert(0, "probe")

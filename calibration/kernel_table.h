@@ -156,7 +156,10 @@ struct KernelTable {
     std::vector<AttnDecodeEntry> attn_decode;
     std::vector<MlaDecodeEntry> attn_decode_mla;
     std::vector<MoeEntry> moe;
+    // `moe_routing_fused` (vLLM's routing kernels: topk_softmax, moe_align_block_size, moe_sum) when the table has
+    // it, else `moe_routing` (torch ops, an upper bound); routing_fused says which.
     std::vector<MoeEntry> moe_routing;
+    bool routing_fused = false;
     std::vector<WidthEntry> rmsnorm;
     std::vector<WidthEntry> silu_mul;
     std::vector<RopeEntry> rope;

@@ -176,6 +176,78 @@ if triton is not None:
         tl.store(ptr, (x1 * cos - x2 * sin).to(tl.bfloat16), mask=mask)
         tl.store(ptr + HALF, (x2 * cos + x1 * sin).to(tl.bfloat16), mask=mask)
 
+    # vLLM's MoE routing as its own kernels do it (vllm/model_executor/layers/fused_moe: `topk_softmax` over the
+    # router logits with renormalisation; `moe_align_block_size`, which counts each expert's token slots, pads each
+    # expert's run to the GEMM tile height and scatters the slot ids into that padded order; `moe_sum` over the top-k
+    # outputs after the second GEMM). Four kernels here as in vLLM (align is two: count + offsets + block experts,
+    # then the scatter); the permutation itself is inside vLLM's fused_moe GEMMs and is not timed here.
+    @triton.jit
+    def _topk_softmax_k(lg_ptr, w_ptr, id_ptr, E, K: tl.constexpr, KP2: tl.constexpr, BLOCK_E: tl.constexpr):
+        row = tl.program_id(0).to(tl.int64)
+        offs = tl.arange(0, BLOCK_E)
+        x = tl.load(lg_ptr + row * E + offs, mask=offs < E, other=float("-inf")).to(tl.float32)
+        p = tl.exp(x - tl.max(x, 0))
+        p = p / tl.sum(p, 0)
+        ks = tl.arange(0, KP2)
+        wv = tl.zeros([KP2], dtype=tl.float32)
+        iv = tl.zeros([KP2], dtype=tl.int32)
+        for j in tl.static_range(K):
+            v = tl.max(p, 0)
+            i = tl.argmax(p, 0)
+            wv = tl.where(ks == j, v, wv)
+            iv = tl.where(ks == j, i, iv)
+            p = tl.where(offs == i, -1.0, p)
+        wv = wv / tl.sum(wv, 0)
+        tl.store(w_ptr + row * K + ks, wv, mask=ks < K)
+        tl.store(id_ptr + row * K + ks, iv, mask=ks < K)
+
+    @triton.jit
+    def _align_count_k(id_ptr, n, E, cnt_ptr, start_ptr, eid_ptr, sorted_ptr, npad_ptr, sorted_len, max_blocks,
+                       BM: tl.constexpr, NB: tl.constexpr, BLOCK: tl.constexpr, BLOCK_B: tl.constexpr):
+        bins = tl.arange(0, NB)
+        hist = tl.zeros([NB], dtype=tl.int32)
+        for s0 in range(0, n, BLOCK):
+            o = s0 + tl.arange(0, BLOCK)
+            ids = tl.load(id_ptr + o, mask=o < n, other=NB - 1)      # bin NB-1 > E-1: the padding bin
+            hist += tl.histogram(ids, NB)
+        hist = tl.where(bins < E, hist, 0)
+        padded = (hist + BM - 1) // BM * BM
+        end = tl.cumsum(padded, 0)
+        start = end - padded
+        tl.store(start_ptr + bins, start, mask=bins < E)
+        tl.store(cnt_ptr + bins, tl.zeros([NB], dtype=tl.int32), mask=bins < E)
+        total = tl.sum(padded, 0)
+        tl.store(npad_ptr, total)
+        for b0 in range(0, max_blocks, BLOCK_B):
+            b = b0 + tl.arange(0, BLOCK_B)
+            pos = b * BM
+            e = tl.sum((end[None, :] <= pos[:, None]).to(tl.int32), 1)
+            tl.store(eid_ptr + b, tl.where(pos < total, e, -1), mask=b < max_blocks)
+        for s0 in range(0, sorted_len, BLOCK):
+            o = s0 + tl.arange(0, BLOCK)
+            tl.store(sorted_ptr + o, tl.zeros([BLOCK], dtype=tl.int32) + n, mask=o < sorted_len)
+
+    @triton.jit
+    def _align_scatter_k(id_ptr, n, cnt_ptr, start_ptr, sorted_ptr, BLOCK: tl.constexpr):
+        o = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        m = o < n
+        e = tl.load(id_ptr + o, mask=m, other=0)
+        r = tl.atomic_add(cnt_ptr + e, 1, mask=m)
+        base = tl.load(start_ptr + e, mask=m, other=0)
+        tl.store(sorted_ptr + base + r, o, mask=m)
+
+    @triton.jit
+    def _moe_sum_k(x_ptr, o_ptr, H, K: tl.constexpr, BH: tl.constexpr):
+        t = tl.program_id(0).to(tl.int64)
+        offs = tl.program_id(1) * BH + tl.arange(0, BH)
+        m = offs < H
+        acc = tl.zeros([BH], dtype=tl.float32)
+        for j in tl.static_range(K):
+            acc += tl.load(x_ptr + (t * K + j) * H + offs, mask=m, other=0.0).to(tl.float32)
+        tl.store(o_ptr + t * H + offs, acc.to(tl.bfloat16), mask=m)
+
+    ALIGN_BM = 64      # the tile height fused_moe's configs use most for decode-to-prefill batches (BLOCK_SIZE_M)
+
 
 # ----------------------------------------------------------------------------------------------------------------
 class Log:
@@ -513,6 +585,17 @@ def run(args):
                 caps["w4a16"] = dict(group=W4_GROUP)
         except Exception as ex:
             log(f"w4a16 tinygemm FAILED: {str(ex)[:300]}")
+        # vLLM's routing kernels (Triton renderings): checked against torch before the moe section times them
+        if triton is not None:
+            try:
+                errs = [check_fused_routing(T, E, k, h) for T, E, k, h in
+                        ((1, 8, 2, 256), (37, 128, 8, 512), (300, 512, 10, 256), (2048, 8, 2, 4096))]
+                log(f"fused routing check (None = passed): {errs}")
+                if all(e is None for e in errs):
+                    caps["fused_routing"] = True
+            except Exception as ex:
+                log(f"fused routing FAILED: {str(ex)[:300]}")
+                traceback.print_exc()
         # grouped mm
         if hasattr(torch, "_grouped_mm"):
             E, h, n = 8, 256, 384
@@ -1014,6 +1097,60 @@ def run(args):
             return (y.view(T, topk, h) * w.unsqueeze(-1).to(BF)).sum(1), offs
         return f
 
+    def fused_routing(T, E, topk, h):
+        """vLLM's routing kernels over preallocated buffers: returns (run, buffers) for one input set"""
+        n = T * topk
+        max_sorted = n + E * (ALIGN_BM - 1)
+        max_blocks = triton.cdiv(max_sorted, ALIGN_BM)
+        b = dict(logits=torch.randn(T, E, device=DEV, dtype=torch.float32),
+                 w=torch.empty(T, topk, device=DEV, dtype=torch.float32),
+                 ids=torch.empty(T, topk, device=DEV, dtype=torch.int32),
+                 cnt=torch.empty(E, device=DEV, dtype=torch.int32), start=torch.empty(E, device=DEV, dtype=torch.int32),
+                 eid=torch.empty(max_blocks, device=DEV, dtype=torch.int32),
+                 sorted=torch.empty(max_sorted, device=DEV, dtype=torch.int32),
+                 npad=torch.empty(1, device=DEV, dtype=torch.int32),
+                 y=rnd(T * topk, h), out=torch.empty(T, h, device=DEV, dtype=BF))
+        be = triton.next_power_of_2(E)
+        nb = triton.next_power_of_2(E + 1)
+
+        def run():
+            _topk_softmax_k[(T,)](b["logits"], b["w"], b["ids"], E, K=topk, KP2=triton.next_power_of_2(topk),
+                                  BLOCK_E=be, num_warps=1 if be <= 256 else 4)
+            _align_count_k[(1,)](b["ids"], n, E, b["cnt"], b["start"], b["eid"], b["sorted"], b["npad"], max_sorted,
+                                 max_blocks, BM=ALIGN_BM, NB=nb, BLOCK=1024, BLOCK_B=32, num_warps=4)
+            _align_scatter_k[(triton.cdiv(n, 256),)](b["ids"], n, b["cnt"], b["start"], b["sorted"], BLOCK=256,
+                                                    num_warps=4)
+            _moe_sum_k[(T, triton.cdiv(h, 1024))](b["y"], b["out"], h, K=topk, BH=1024, num_warps=4)
+        return run, b
+
+    def check_fused_routing(T, E, topk, h):
+        """the fused routing against torch: same experts and weights, each expert's slots in its padded run"""
+        run, b = fused_routing(T, E, topk, h)
+        run()
+        torch.cuda.synchronize()
+        p = torch.softmax(b["logits"], -1)
+        w, ids = torch.topk(p, topk, -1)
+        w = w / w.sum(-1, keepdim=True)
+        got_ids, order = torch.sort(b["ids"].long(), -1)
+        want_ids, want_order = torch.sort(ids, -1)
+        if not torch.equal(got_ids, want_ids):
+            return "top-k experts differ"
+        if (b["w"].gather(1, order) - w.gather(1, want_order)).abs().max().item() > 1e-4:
+            return "top-k weights differ"
+        flat = b["ids"].reshape(-1).long()
+        npad = int(b["npad"].item())
+        srt = b["sorted"][:npad].long()
+        real = srt < T * topk
+        if int(real.sum().item()) != T * topk or torch.unique(srt[real]).numel() != T * topk:
+            return "sorted slots are not a permutation"
+        blk_e = b["eid"][:npad // ALIGN_BM].long().repeat_interleave(ALIGN_BM)
+        if not torch.equal(flat[srt[real]], blk_e[real]):
+            return "a slot sits in another expert's block"
+        ref = b["y"].float().view(T, topk, h).sum(1)
+        if ((b["out"].float() - ref).norm() / ref.norm()).item() > 1e-2:
+            return "moe_sum differs"
+        return None
+
     MOE_CASES = [("Qwen3-30B-A3B", 128, 8, 2048, 768), ("Mixtral-8x7B tp2", 8, 2, 4096, 7168),
                  ("Mixtral-8x7B tp4", 8, 2, 4096, 3584), ("gpt-oss-120b (bf16)", 128, 4, 2880, 2880),
                  ("Qwen3-235B-A22B tp4", 128, 8, 4096, 384), ("Qwen3-Next-80B-A3B", 512, 10, 2048, 512),
@@ -1036,7 +1173,7 @@ def run(args):
                 continue
             w13t, w2t = (w13.transpose(1, 2), w2.transpose(1, 2)) if caps.get("grouped_mm") == "transposed" else \
                 (w13.transpose(1, 2).contiguous(), w2.transpose(1, 2).contiguous())
-            us, rus = [], []
+            us, rus, fus = [], [], []
             try:
                 for T in toks:
                     sets = 4 if T <= 64 else 2
@@ -1045,6 +1182,8 @@ def run(args):
                                             graph=bool(caps.get("grouped_mm")))))
                     rus.append(r4(time_calls([routing_fn(r["logits"], r["x"], topk, E) for r in rs])))
                     rs = None
+                    if caps.get("fused_routing") and (E, topk, h) not in timed_routings:
+                        fus.append(r4(time_calls([fused_routing(T, E, topk, h)[0] for _ in range(sets)])))
             except Exception as ex:
                 log(f"moe {name} FAILED at T={T}: {str(ex)[:300]}")
                 traceback.print_exc()
@@ -1059,6 +1198,12 @@ def run(args):
                     table.add("moe_routing", {"model": name,
                                               "backend": "torch softmax+topk+argsort+gather+scatter+sum",
                                               "experts": E, "top_k": topk, "hidden": h, "tokens": toks, "us": rus})
+                    if len(fus) == len(toks):
+                        table.add("moe_routing_fused", {
+                            "model": name, "backend": "triton topk_softmax + moe_align_block_size (2 kernels, "
+                            f"tile {ALIGN_BM}) + moe_sum: vLLM's routing kernels", "experts": E, "top_k": topk,
+                            "hidden": h, "tokens": toks, "us": fus})
+                        log(f"moe {name}: fused routing T=1 {fus[0]} T={toks[-1]} {fus[-1]} us")
                 log(f"moe {name}: T=1 {us[0]} us, T={toks[-1]} {us[-1]} us; routing T=1 {rus[0]} T={toks[-1]} "
                     f"{rus[-1]} us")
             w13 = w2 = w13t = w2t = None

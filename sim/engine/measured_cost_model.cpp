@@ -581,7 +581,8 @@ std::vector<StepTerm> MeasuredCostModel::step_terms(const BatchShape& s) const {
                     g.experts->intermediate == g.shape.intermediate;
         }
         out.push_back({"moe experts", d.moe_us / 1e3, source_of(measured, exact)});
-        out.push_back({"moe routing", d.moe_routing_us / 1e3, source_of(routed, false)});
+        out.push_back({"moe routing", d.moe_routing_us / 1e3,
+                       source_of(routed, false) + (routed && !t.routing_fused ? " (torch ops: an upper bound)" : "")});
     }
     out.push_back({"rmsnorm", d.rmsnorm_us / 1e3, source_of(!t.rmsnorm.empty(), false)});
     if (!silu_mul_.empty()) {

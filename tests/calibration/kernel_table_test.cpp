@@ -299,3 +299,25 @@ TEST_CASE("kernel table: Gated DeltaNet ops are checked and resolved to the near
                            "us: [1]}\n")
               .find("seqs") != std::string::npos);
 }
+
+TEST_CASE("kernel table: vLLM's routing kernels are read in place of the torch rendering when both are timed",
+          "[calibration]") {
+    // The sweep writes `moe_routing` (torch softmax/topk/argsort/gather/scatter/sum, about ten kernels) and, where its
+    // Triton renderings of vLLM's topk_softmax + moe_align_block_size + moe_sum passed the probe, `moe_routing_fused`.
+    // The fused entry (5 / 9 µs here) is the one read; alone, the torch entry (50 / 90 µs) is read and flagged.
+    const std::string torch_op = R"(  moe_routing:
+    - {experts: 128, top_k: 8, hidden: 2048, tokens: [1, 256], us: [50, 90]}
+)";
+    const std::string fused_op = R"(  moe_routing_fused:
+    - {experts: 128, top_k: 8, hidden: 2048, tokens: [1, 256], us: [5, 9], backend: triton}
+)";
+    const auto both = sc::parse_kernel_table(kHead + "ops:\n" + torch_op + fused_op, "t.yaml");
+    REQUIRE(both.moe_routing.size() == 1);
+    CHECK(both.routing_fused);
+    CHECK(both.moe_routing[0].tokens.at(1) == 5);
+    CHECK(both.moe_routing[0].tokens.at(256) == 9);
+    const auto torch_only = sc::parse_kernel_table(kHead + "ops:\n" + torch_op, "t.yaml");
+    REQUIRE(torch_only.moe_routing.size() == 1);
+    CHECK_FALSE(torch_only.routing_fused);
+    CHECK(torch_only.moe_routing[0].tokens.at(1) == 50);
+}

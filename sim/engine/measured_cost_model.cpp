@@ -141,8 +141,20 @@ MeasuredCostModel::MeasuredCostModel(const models::ModelSpec& model,
                 }
                 add_gemm(kMla, std::int64_t{m.kv_lora_rank} + m.qk_rope_head_dim, in,
                          scheme(p + "self_attn.kv_a_proj_with_mqa"));
-                add_gemm(kMla, heads * (std::int64_t{m.qk_nope_head_dim} + m.v_head_dim), m.kv_lora_rank,
-                         scheme(p + "self_attn.kv_b_proj"));
+                // kv_b_proj: prefill runs it whole (unabsorbed); decode runs its two halves as separate batched
+                // GEMMs, W_UK_T on q_nope before the latent attention and W_UV on its output after
+                // (vllm/v1/attention/backends/mla/common.py MLACommonImpl, _v_up_proj). Most steps decode, so the
+                // halves are priced as two GEMMs: the same FLOPs, one more kernel per layer, and at the activation
+                // dtype, because MLACommonImpl.process_weights_after_loading dequantizes kv_b_proj
+                // (get_and_maybe_dequant_weights) before splitting it into W_UK_T and W_UV.
+                add_gemm(kMla, heads * std::int64_t{m.qk_nope_head_dim}, m.kv_lora_rank, nullptr);
+                add_gemm(kMla, heads * std::int64_t{m.v_head_dim}, m.kv_lora_rank, nullptr);
+                // DeepseekV2MLAAttention's own norms on the latent vectors: kv_a_layernorm, and q_a_layernorm with a
+                // query LoRA (plain RMSNorms, priced at the fused add + RMSNorm op of their width: an upper bound).
+                if (m.q_lora_rank > 0) {
+                    add_op(rmsnorm_, {m.q_lora_rank, {}, 1, 0, nullptr, 1});
+                }
+                add_op(rmsnorm_, {m.kv_lora_rank, {}, 1, 0, nullptr, 1});
                 add_gemm(kO, h, heads * m.v_head_dim, scheme(p + "self_attn.o_proj"));
                 g.geometry = {static_cast<int>(qk), static_cast<int>(heads), static_cast<int>(heads)};
                 g.mla_decode = lookup_.resolve_mla_decode(static_cast<int>(heads), m.kv_lora_rank, m.qk_rope_head_dim,

@@ -116,6 +116,32 @@ TEST_CASE("MeasuredCostModel adds Qwen3's per-head q/k RMSNorm", "[engine]") {
           Approx(1.25 * (2.0 + 15.0 / 255) / 1e3));
 }
 
+TEST_CASE("MeasuredCostModel adds MLA's latent RMSNorms: kv_a_layernorm always, q_a_layernorm with a query LoRA",
+          "[engine]") {
+    // One MLA layer, 8 heads of (128 nope + 64 rope), v 128, kv_lora_rank 1,024, so that kv_a_layernorm reads the
+    // fixture's rmsnorm entry (hidden 1,024) exactly; q_lora_rank 1,024 adds q_a_layernorm at the same width.
+    auto mla_model = [](int q_lora_rank) {
+        models::ModelSpec m = tiny_model();
+        models::AttentionMixer a{8, 8, 192};
+        a.mla = models::MlaShape{q_lora_rank, 1024, 128, 64, 128};
+        m.layers[0].mixer = a;
+        return m;
+    };
+    auto rmsnorm_ms = [](const MeasuredCostModel& c, const BatchShape& b) {
+        for (const auto& t : c.step_terms(b)) {
+            if (t.name == "rmsnorm") return t.ms;
+        }
+        return -1.0;
+    };
+    const MeasuredCostModel plain(tiny_model(), models::DType::kBFloat16, params());
+    const MeasuredCostModel no_lora(mla_model(0), models::DType::kBFloat16, params());
+    const MeasuredCostModel lora(mla_model(1024), models::DType::kBFloat16, params());
+    // 16 tokens: one call of the 1,024-wide entry is 2 + (16 − 1) / 255 · (4 − 2) µs = 2.117647 µs.
+    const double call_ms = (2.0 + 15.0 / 255 * 2.0) / 1e3;
+    CHECK(rmsnorm_ms(no_lora, decode(16, 256)) - rmsnorm_ms(plain, decode(16, 256)) == Approx(call_ms));
+    CHECK(rmsnorm_ms(lora, decode(16, 256)) - rmsnorm_ms(plain, decode(16, 256)) == Approx(2 * call_ms));
+}
+
 TEST_CASE("MeasuredCostModel composes a prefill step by hand, with and without a cached prefix", "[engine]") {
     const MeasuredCostModel cost(tiny_model(), models::DType::kBFloat16, params());
     // One prompt of 256 tokens: GEMMs at m = 256: 40 + 30 + 80 + 60 = 210 µs; RMSNorm 3 × 4, SiLU·mul 5, RoPE 3:

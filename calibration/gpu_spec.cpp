@@ -13,6 +13,7 @@
 
 #include "calibration/gpu_table.h"
 #include "common/error.h"
+#include "common/nearest_name.h"
 #include "common/input_file.h"
 #include "common/yaml_reader.h"
 
@@ -335,7 +336,16 @@ GpuSpec find_gpu(std::string_view name) {
             return g;
         }
     }
-    throw ConfigError("unknown GPU '" + std::string(name) + "'; known GPUs: " + gpu_names() +
+    std::vector<std::string> names;
+    for (const auto& g : gpu_catalog()) {
+        names.push_back(g.name);
+        names.insert(names.end(), g.aliases.begin(), g.aliases.end());
+        if (!g.device_name.empty()) {
+            names.push_back(g.device_name);
+        }
+    }
+    throw ConfigError("unknown GPU '" + std::string(name) + "'" + did_you_mean(name, names) +
+                      "; known GPUs: " + gpu_names() +
                       " (each also by its aliases and by the name its driver reports, see `servesim list`; or a "
                       "GPU file by path: --gpu my_gpu.yaml, docs/GPUS.md)");
 }

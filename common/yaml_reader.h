@@ -23,6 +23,7 @@
 
 #include "common/clock_range.h"
 #include "common/error.h"
+#include "common/nearest_name.h"
 #include "common/input_file.h"
 
 namespace servesim {
@@ -237,7 +238,8 @@ public:
                 for (auto a : allowed) {
                     list += (list.empty() ? "" : ", ") + std::string(a);
                 }
-                throw ConfigError(file_, line_of(kv.first), key_path(key), "unknown key; allowed: " + list);
+                throw ConfigError(file_, line_of(kv.first), key_path(key),
+                                  "unknown key" + did_you_mean(key, allowed) + "; allowed: " + list);
             }
         }
     }

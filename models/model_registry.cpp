@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "common/error.h"
+#include "common/nearest_name.h"
 #include "common/yaml_reader.h"
 #include "models/hf_config.h"
 #include "models/preset_table.h"
@@ -113,8 +114,12 @@ ModelSpec load_preset(std::string_view name) {
             return spec;
         }
     }
-    throw ConfigError("unknown model preset '" + std::string(name) + "'; known presets: " + known_names() +
-                      " (or give the path of a config.json)");
+    std::vector<std::string_view> names;
+    for (const auto& p : detail::embedded_presets()) {
+        names.push_back(p.name);
+    }
+    throw ConfigError("unknown model preset '" + std::string(name) + "'" + did_you_mean(name, names) +
+                      "; known presets: " + known_names() + " (or give the path of a config.json)");
 }
 
 ModelSpec read_model_file(const std::string& path) {

@@ -236,6 +236,10 @@ TEST_CASE("A GPU resolves by the name its driver reports, as a calibrated profil
     CHECK(msg.find("unknown GPU 'NVIDIA H300 80GB HBM5'") != std::string::npos);
     CHECK(msg.find("known GPUs: A100-40GB, A100-80GB") != std::string::npos);
     CHECK(msg.find("the name its driver reports") != std::string::npos);
+    // A name one edit from a catalog name or alias is suggested; the driver's long name above is 2 edits from
+    // "NVIDIA H100 80GB HBM3" (an alias of H100-SXM), within its limit max(2, 21 / 4) = 5.
+    CHECK(error_of("H10").find("unknown GPU 'H10'; did you mean 'H100'?") != std::string::npos);
+    CHECK(msg.find("did you mean 'NVIDIA H100 80GB HBM3'?") != std::string::npos);
 }
 
 TEST_CASE("A user GPU file reads with defaults for the optional keys", "[calibration][gpus]") {
@@ -268,7 +272,9 @@ TEST_CASE("A user GPU file with a missing key is refused naming the file and the
 TEST_CASE("A user GPU file with an unknown key is refused naming the file and the key", "[calibration][gpus]") {
     const auto msg = parse_error(kValid + "fp16_dense_tflops: 500\n");
     CHECK(msg.find("my_gpu.yaml:13") != std::string::npos);  // the 13th line
-    CHECK(msg.find("'fp16_dense_tflops': unknown key; allowed: name, aliases") != std::string::npos);
+    // One substitution from a known key, so the nearest is suggested (common/nearest_name.h).
+    CHECK(msg.find("'fp16_dense_tflops': unknown key; did you mean 'bf16_dense_tflops'?; allowed: name, aliases") !=
+          std::string::npos);
     const auto nested = parse_error(kValid + "roofline: {gemm_eff: 0.5}\n");
     CHECK(nested.find("'roofline.gemm_eff': unknown key") != std::string::npos);
 }

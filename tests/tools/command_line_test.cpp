@@ -76,7 +76,8 @@ TEST_CASE("Command line: an error under a --set mapping names the --set", "[tool
     CHECK(m.starts_with("command line: --set workload={type: synthetic, rate: -1, "));
     CHECK(m.find("'workload.rate'") != std::string::npos);
     CHECK(message_of([] { (void)parse_set_override("engin.block_size=32"); })
-              .starts_with("command line: --set 'engin.block_size=32': unknown key 'engin'; allowed: name, "));
+              .starts_with("command line: --set 'engin.block_size=32': unknown key 'engin'; did you mean 'engine'?; "
+                           "allowed: name, "));
     // A key the file set keeps the file's location.
     const std::string file_err = message_of([] {
         (void)load_scenario_text(std::string(kScenario) + "cluster: {replicas: 0}\n", "s.yaml",
@@ -151,7 +152,7 @@ TEST_CASE("Command line: bench flag errors name the flag", "[tools][command_line
     CHECK(message_of([] {
               const ScenarioLessRun run = scenario_less_run("Qwen9-4B", std::nullopt, std::nullopt, {});
               (void)load_scenario_text(run.text, "command line", run.overrides);
-          }).starts_with("command line: --model: unknown model preset 'Qwen9-4B'"));
+          }).starts_with("command line: --model: unknown model preset 'Qwen9-4B'; did you mean 'Qwen3-4B'?"));
 }
 
 TEST_CASE("Command line: --seed is a whole number in [0, 2^63 - 1]", "[tools][command_line]") {

@@ -11,14 +11,6 @@
 namespace sa = servesim::app;
 using servesim::test::contains;
 
-TEST_CASE("edit distance counts insertions, deletions and substitutions", "[tools][flags]") {
-    CHECK(sa::edit_distance("", "") == 0);
-    CHECK(sa::edit_distance("--gpu", "--gpu") == 0);
-    CHECK(sa::edit_distance("--max-num-seq", "--max-num-seqs") == 1);  // one insertion
-    CHECK(sa::edit_distance("--fromat", "--format") == 2);             // two substitutions (r↔o swapped)
-    CHECK(sa::edit_distance("kitten", "sitting") == 3);                // the textbook case
-}
-
 TEST_CASE("the nearest flag is suggested within max(2, length / 4) edits", "[tools][flags]") {
     const std::vector<std::string> known = {"--gpu", "--model", "--max-num-seqs", "--max-num-batched-tokens"};
     CHECK(sa::nearest_flag("--max-num-seq", known) == std::optional<std::string>("--max-num-seqs"));

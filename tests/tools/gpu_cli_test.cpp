@@ -94,7 +94,9 @@ TEST_CASE("CLI: an unknown GPU name is refused listing the known ones", "[tools]
     const Ran r = servesim::test::run_servesim("inspect --model Qwen3-4B --gpu 'NVIDIA H300'");
     INFO(r.output);
     CHECK(r.status != 0);
-    CHECK(contains(r.output, "unknown GPU 'NVIDIA H300'; known GPUs: A100-40GB, A100-80GB, A10G, B200"));
+    // One edit from the H200's driver name, which is suggested (common/nearest_name.h).
+    CHECK(contains(r.output, "unknown GPU 'NVIDIA H300'; did you mean 'NVIDIA H200'?; known GPUs: A100-40GB, "
+                             "A100-80GB, A10G, B200"));
 }
 
 TEST_CASE("CLI: inspect -pp 2 lists the two stages of Qwen3-4B", "[tools][cli][pp]") {

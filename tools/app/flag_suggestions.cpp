@@ -1,44 +1,16 @@
 // Did-you-mean for mistyped flags (flag_suggestions.h).
 #include "tools/app/flag_suggestions.h"
 
-#include <algorithm>
-#include <numeric>
-
 #include "common/error.h"
+#include "common/nearest_name.h"
 #include "tools/app/engine_keys.h"
 
 namespace servesim::app {
 
 namespace po = boost::program_options;
 
-std::size_t edit_distance(std::string_view a, std::string_view b) {
-    // One row of the Wagner–Fischer table at a time.
-    std::vector<std::size_t> row(b.size() + 1);
-    std::iota(row.begin(), row.end(), std::size_t{0});
-    for (std::size_t i = 1; i <= a.size(); ++i) {
-        std::size_t diagonal = row[0];
-        row[0] = i;
-        for (std::size_t j = 1; j <= b.size(); ++j) {
-            const std::size_t above = row[j];
-            row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-            diagonal = above;
-        }
-    }
-    return row[b.size()];
-}
-
 std::optional<std::string> nearest_flag(std::string_view typed, const std::vector<std::string>& known) {
-    const std::size_t limit = std::max<std::size_t>(2, typed.size() / 4);
-    std::optional<std::string> best;
-    std::size_t best_distance = limit + 1;
-    for (const auto& k : known) {
-        const std::size_t d = edit_distance(typed, k);
-        if (d < best_distance) {
-            best_distance = d;
-            best = k;
-        }
-    }
-    return best;
+    return nearest_name(typed, known);
 }
 
 std::vector<std::string> known_flags(const po::options_description& opts) {

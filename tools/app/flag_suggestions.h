@@ -12,11 +12,7 @@
 
 namespace servesim::app {
 
-// Edit distance (insertions, deletions, substitutions, each 1) between two strings.
-[[nodiscard]] std::size_t edit_distance(std::string_view a, std::string_view b);
-
-// The known flag nearest `typed` ("--max-num-seq" → "--max-num-seqs"): the smallest edit distance, if it is at most
-// max(2, a quarter of the typed flag's length); ties go to the first in `known`. nullopt when none is that near.
+// The known flag nearest `typed` ("--max-num-seq" → "--max-num-seqs"): common/nearest_name.h's rule.
 [[nodiscard]] std::optional<std::string> nearest_flag(std::string_view typed, const std::vector<std::string>& known);
 
 // "--name" for every long option of `opts`, then every engine flag.

@@ -14,6 +14,7 @@
 #include <map>
 
 #include "common/error.h"
+#include "common/nearest_name.h"
 #include "calibration/gpu_spec.h"
 #include "common/input_file.h"
 #include "common/yaml_reader.h"
@@ -505,12 +506,15 @@ Override parse_set_override(const std::string& o) {
     if (std::find(scenario_keys().begin(), scenario_keys().end(), first) == scenario_keys().end() ||
         first == "experiments" || first == "sweep") {
         std::string list;
+        std::vector<std::string_view> allowed;
         for (auto k : scenario_keys()) {
             if (k != "experiments" && k != "sweep") {
                 list += (list.empty() ? "" : ", ") + std::string(k);
+                allowed.push_back(k);
             }
         }
-        throw ConfigError(fmt::format("command line: --set '{}': unknown key '{}'; allowed: {}", o, first, list));
+        throw ConfigError(fmt::format("command line: --set '{}': unknown key '{}'{}; allowed: {}", o, first,
+                                      did_you_mean(first, allowed), list));
     }
     const std::string origin = "--set " + o;
     YAML::Node value;

@@ -27,8 +27,8 @@
 #include "models/hf_config.h"
 #include "models/model_registry.h"
 #include "models/quantization_config.h"
-#include "sim/cache/hybrid_cache_policy.h"
-#include "sim/cache/memory_plan.h"
+#include "sim/cache/hybrid/hybrid_cache_policy.h"
+#include "sim/memory/memory_plan.h"
 #include "sim/cluster/router.h"
 #include "calibration/kernel_table.h"
 #include "tools/app/command_line.h"
@@ -530,7 +530,7 @@ int cmd_list() {
     for (const auto& r : cluster::router_table()) {
         std::cout << fmt::format("  {:<16} {}\n", r.name, r.description);
     }
-    // engine.hybrid_cache_policy (sim/cache/hybrid_cache_policy.h, docs/HYBRID-POLICIES.md).
+    // engine.hybrid_cache_policy (sim/cache/hybrid/hybrid_cache_policy.h, docs/HYBRID-POLICIES.md).
     std::cout << "hybrid cache policies (engine.hybrid_cache_policy):\n";
     for (const auto& h : cache::hybrid_policies()) {
         std::cout << fmt::format("  {:<20} {}\n", h.name, h.description);

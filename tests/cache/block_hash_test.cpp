@@ -1,5 +1,5 @@
-// Tests of sim/cache/block_hash.*: chained hashes over content runs (docs/VLLM-RULES.md §10 item 4).
-#include "sim/cache/block_hash.h"
+// Tests of sim/cache/prefix_cache/block_hash.*: chained hashes over content runs (docs/VLLM-RULES.md §10 item 4).
+#include "sim/cache/prefix_cache/block_hash.h"
 
 #include <vector>
 

@@ -1,13 +1,13 @@
-// Tests of sim/cache/block_pool.* and the prefix index: ref counts, lazy eviction, touch, no dedupe, the invariant
-// (docs/VLLM-RULES.md §10 item 9).
-#include "sim/cache/block_pool.h"
+// Tests of sim/cache/prefix_cache/block_pool.* and the prefix index: ref counts, lazy eviction, touch, no dedupe, the
+// invariant (docs/VLLM-RULES.md §10 item 9).
+#include "sim/cache/prefix_cache/block_pool.h"
 
 #include <span>
 #include <string>
 #include <vector>
 
 #include "common/error.h"
-#include "sim/cache/full_attention_manager.h"
+#include "sim/cache/managers/full_attention_manager.h"
 #include "tests/cache/cache_test_util.h"
 #include "tests/catch.h"
 

@@ -1,8 +1,8 @@
-// Tests of sim/cache/block_segments.*: vLLM's per-block reference counts and free-queue order
+// Tests of sim/cache/prefix_cache/block_segments.*: vLLM's per-block reference counts and free-queue order
 // (KVCacheBlock.ref_cnt, FreeKVCacheBlockQueue), kept per segment of blocks. The counts and the order must be the
 // per-block ones after any sequence of operations: the hand-worked cases pin the segment moves, and a random test
 // drives the segments and a per-block model (vLLM's rules on the linked-list queue) side by side.
-#include "sim/cache/block_segments.h"
+#include "sim/cache/prefix_cache/block_segments.h"
 
 #include <algorithm>
 #include <random>
@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "common/error.h"
-#include "sim/cache/free_block_queue.h"
+#include "sim/cache/prefix_cache/free_block_queue.h"
 #include "tests/cache/cache_test_util.h"
 #include "tests/catch.h"
 

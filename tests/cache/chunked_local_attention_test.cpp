@@ -1,8 +1,9 @@
-// ChunkedLocalAttentionManager (sim/cache/chunked_local_attention_manager.*), vLLM's ChunkedLocalAttentionManager:
-// blocks left of the current attention chunk are freed while a request runs and count as computed (null blocks)
-// in a prefix-cache hit, which then needs only the cached blocks of the last chunk. As in Llama 4, the chunked group
-// sits beside a full-attention group (alone, every block left of the chunk would count as a hit).
-#include "sim/cache/kv_cache_manager.h"
+// ChunkedLocalAttentionManager (sim/cache/managers/chunked_local_attention_manager.*), vLLM's
+// ChunkedLocalAttentionManager: blocks left of the current attention chunk are freed while a request runs and count as
+// computed (null blocks) in a prefix-cache hit, which then needs only the cached blocks of the last chunk. As in
+// Llama 4, the chunked group sits beside a full-attention group (alone, every block left of the chunk would count as a
+// hit).
+#include "sim/cache/managers/kv_cache_manager.h"
 #include "tests/cache/cache_test_util.h"
 #include "tests/catch.h"
 

@@ -1,5 +1,6 @@
-// CpuOffloadManager: vLLM's native CPU offloading, host side (docs/VLLM-RULES.md §6.2; sim/cache/cpu_offload.h).
-#include "sim/cache/cpu_offload.h"
+// CpuOffloadManager: vLLM's native CPU offloading, host side (docs/VLLM-RULES.md §6.2;
+// sim/cache/offload/cpu_offload.h).
+#include "sim/cache/offload/cpu_offload.h"
 
 #include <vector>
 

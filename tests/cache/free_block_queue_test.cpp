@@ -1,5 +1,6 @@
-// Tests of sim/cache/free_block_queue.*: LRU order, O(1) removal from the middle (vLLM FreeKVCacheBlockQueue).
-#include "sim/cache/free_block_queue.h"
+// Tests of sim/cache/prefix_cache/free_block_queue.*: LRU order, O(1) removal from the middle (vLLM
+// FreeKVCacheBlockQueue).
+#include "sim/cache/prefix_cache/free_block_queue.h"
 
 #include <string>
 #include <vector>

@@ -1,12 +1,12 @@
-// Tests of sim/cache/hit_chain_memo.* and its use by FullAttentionManager::find_longest_cache_hit: a remembered
-// block counts only while the pool still has it cached under that hash with no duplicate key, so a lookup returns
-// exactly what probing the prefix index returns (vLLM FullAttentionManager.find_longest_cache_hit).
-#include "sim/cache/hit_chain_memo.h"
+// Tests of sim/cache/prefix_cache/hit_chain_memo.* and its use by FullAttentionManager::find_longest_cache_hit: a
+// remembered block counts only while the pool still has it cached under that hash with no duplicate key, so a lookup
+// returns exactly what probing the prefix index returns (vLLM FullAttentionManager.find_longest_cache_hit).
+#include "sim/cache/prefix_cache/hit_chain_memo.h"
 
 #include <vector>
 
-#include "sim/cache/block_pool.h"
-#include "sim/cache/full_attention_manager.h"
+#include "sim/cache/managers/full_attention_manager.h"
+#include "sim/cache/prefix_cache/block_pool.h"
 #include "tests/cache/cache_test_util.h"
 #include "tests/catch.h"
 

@@ -1,10 +1,10 @@
-// Tests of the hybrid groups (sim/cache/mamba_manager.*, sliding_window_manager.*, kv_cache_coordinator.*):
+// Tests of the hybrid groups (sim/cache/managers/mamba_manager.*, sliding_window_manager.*, kv_cache_coordinator.*):
 // Mamba state blocks per mamba_cache_mode, the hybrid hit rule and the same-step rule (docs/VLLM-RULES.md §2.4-2.7,
 // §10 item 7), sliding-window hits and freeing (§8). Every operation is followed by check_invariants().
 #include <algorithm>
 #include <vector>
 
-#include "sim/cache/kv_cache_manager.h"
+#include "sim/cache/managers/kv_cache_manager.h"
 #include "tests/cache/cache_test_util.h"
 #include "tests/catch.h"
 

@@ -1,4 +1,4 @@
-// HybridStateCache under each HybridCachePolicy (sim/cache/hybrid_state_cache.*, hybrid_cache_policy.*), on
+// HybridStateCache under each HybridCachePolicy (sim/cache/hybrid/hybrid_state_cache.*, hybrid_cache_policy.*), on
 // hand-worked request sequences: which snapshots exist afterwards, which hit a lookup finds, which snapshot goes
 // next; plus the KvCacheManager path (hit cut to the state, same-step rule) and the memory split
 // (hybrid_state_plan.*). Block size 16 throughout; positions are in tokens.
@@ -8,10 +8,10 @@
 #include <vector>
 
 #include "common/error.h"
-#include "sim/cache/hybrid_cache_policy.h"
-#include "sim/cache/hybrid_state_cache.h"
-#include "sim/cache/hybrid_state_plan.h"
-#include "sim/cache/kv_cache_manager.h"
+#include "sim/cache/hybrid/hybrid_cache_policy.h"
+#include "sim/cache/hybrid/hybrid_state_cache.h"
+#include "sim/cache/managers/kv_cache_manager.h"
+#include "sim/memory/hybrid_state_plan.h"
 #include "tests/cache/cache_test_util.h"
 #include "tests/catch.h"
 #include "tests/config_error.h"

@@ -11,9 +11,9 @@
 #include "calibration/gpu_spec.h"
 #include "common/error.h"
 #include "models/model_registry.h"
-#include "sim/cache/kv_cache_manager.h"
-#include "sim/cache/memory_plan.h"
+#include "sim/cache/managers/kv_cache_manager.h"
 #include "sim/core/vllm_version.h"
+#include "sim/memory/memory_plan.h"
 #include "tests/catch.h"
 
 namespace servesim::cache {

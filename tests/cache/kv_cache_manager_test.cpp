@@ -1,6 +1,6 @@
-// Tests of sim/cache/kv_cache_manager.* with full attention: lookup, capacity, free order, counters
+// Tests of sim/cache/managers/kv_cache_manager.* with full attention: lookup, capacity, free order, counters
 // (docs/VLLM-RULES.md §3 and §10 items 4-6, 9, 10, 14). Every operation is followed by check_invariants().
-#include "sim/cache/kv_cache_manager.h"
+#include "sim/cache/managers/kv_cache_manager.h"
 
 #include <vector>
 

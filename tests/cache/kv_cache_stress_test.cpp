@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "sim/cache/kv_cache_manager.h"
+#include "sim/cache/managers/kv_cache_manager.h"
 #include "tests/cache/cache_test_util.h"
 #include "tests/catch.h"
 

@@ -1,12 +1,12 @@
-// The memory plan for the architectures beyond GQA/Mamba (sim/cache/memory_plan.cpp): MLA's latent page and the
+// The memory plan for the architectures beyond GQA/Mamba (sim/memory/memory_plan.cpp): MLA's latent page and the
 // block size of the MLA backend vLLM picks (vllm/platforms/cuda.py, vllm/v1/attention/backends/mla/*.py), and the
 // window of a sliding-window or chunked-local group carried into the KvCacheConfig the cache manager is built from.
 #include <string>
 
 #include "common/error.h"
 #include "models/hf_config.h"
-#include "sim/cache/kv_cache_manager.h"
-#include "sim/cache/memory_plan.h"
+#include "sim/cache/managers/kv_cache_manager.h"
+#include "sim/memory/memory_plan.h"
 #include "tests/catch.h"
 
 namespace servesim::cache {

@@ -1,9 +1,9 @@
-// Tests of sim/cache/order_only_cache.*: hand-made traces with hits worked out by hand at block sizes 16, 512 and
-// 528 (vLLM's rules: only full blocks are hashed, lookup stops at the first miss and covers at most num_tokens − 1
-// tokens, hits in tokens), the LRU eviction order with a tiny pool (a request's last block is evicted first), the
-// pool size bound, requests larger than the pool, the copy lists behind duplicate hashes, and — on a random trace —
-// the same hits and LRU order as a plain re-implementation on FreeBlockQueue (the engine's free queue).
-#include "sim/cache/order_only_cache.h"
+// Tests of sim/cache/prefix_cache/order_only_cache.*: hand-made traces with hits worked out by hand at block sizes 16,
+// 512 and 528 (vLLM's rules: only full blocks are hashed, lookup stops at the first miss and covers at most
+// num_tokens − 1 tokens, hits in tokens), the LRU eviction order with a tiny pool (a request's last block is evicted
+// first), the pool size bound, requests larger than the pool, the copy lists behind duplicate hashes, and — on a random
+// trace — the same hits and LRU order as a plain re-implementation on FreeBlockQueue (the engine's free queue).
+#include "sim/cache/prefix_cache/order_only_cache.h"
 
 #include <algorithm>
 #include <map>
@@ -11,7 +11,7 @@
 #include <random>
 #include <vector>
 
-#include "sim/cache/free_block_queue.h"
+#include "sim/cache/prefix_cache/free_block_queue.h"
 #include "tests/catch.h"
 
 using namespace servesim;

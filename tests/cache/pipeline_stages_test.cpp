@@ -1,6 +1,6 @@
-// Tests sim/cache/pipeline_stages.*: vLLM's layer split over pipeline stages (get_pp_indices) and what each
+// Tests sim/memory/pipeline_stages.*: vLLM's layer split over pipeline stages (get_pp_indices) and what each
 // stage's GPU loads.
-#include "sim/cache/pipeline_stages.h"
+#include "sim/memory/pipeline_stages.h"
 
 #include <string>
 #include <variant>

@@ -1,7 +1,7 @@
-// Tests of sim/cache/prefix_index.*: (hash, group) → blocks with duplicates in insertion order (vLLM
+// Tests of sim/cache/prefix_cache/prefix_index.*: (hash, group) → blocks with duplicates in insertion order (vLLM
 // BlockHashToBlockMap), on the 8-byte slots that keep only a tag and the block, the full key read back through key_of
 // (the block pool's entries in the engine; a plain vector here).
-#include "sim/cache/prefix_index.h"
+#include "sim/cache/prefix_cache/prefix_index.h"
 
 #include <cstdint>
 #include <optional>

@@ -1,10 +1,10 @@
-// Tests of sim/cache/turn_hash_handoff.*: a finished turn's block hashes and hasher cursor handed to the next turn of
-// its dialogue give exactly the hashes computed from token 0 (vLLM hashes each request from scratch).
-#include "sim/cache/turn_hash_handoff.h"
+// Tests of sim/cache/prefix_cache/turn_hash_handoff.*: a finished turn's block hashes and hasher cursor handed to the
+// next turn of its dialogue give exactly the hashes computed from token 0 (vLLM hashes each request from scratch).
+#include "sim/cache/prefix_cache/turn_hash_handoff.h"
 
 #include <vector>
 
-#include "sim/cache/block_hash.h"
+#include "sim/cache/prefix_cache/block_hash.h"
 #include "tests/cache/cache_test_util.h"
 #include "tests/catch.h"
 

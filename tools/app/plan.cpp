@@ -12,7 +12,7 @@
 #include <sstream>
 
 #include "calibration/gpu_spec.h"
-#include "sim/cache/memory_plan.h"
+#include "sim/memory/memory_plan.h"
 #include "common/error.h"
 #include "tools/app/experiment.h"
 #include "tools/app/launch_command.h"

@@ -3,6 +3,8 @@
 // --out folder), `list` (presets, GPUs, policies). Engine settings take vLLM's flags (tools/app/command_line.h).
 // Argument parsing and exit codes only; all the work lives in tools/app and the libraries. Bad input → message on
 // stderr and exit status 2, before simulating.
+// Size (~740 lines): `run`/`sweep` (cmd_run_or_sweep, ~240 lines of options and output files) still lives here beside
+// dispatch and `list`; the next split moves it to a run_command.cpp, as inspect, plan and validate were moved.
 #include <boost/program_options.hpp>
 #include <fmt/format.h>
 #include <fmt/ranges.h>

@@ -1,4 +1,7 @@
 // vLLM's KV-cache sizing at start-up; see memory_plan.h for the vLLM functions each step follows.
+// Size (~760 lines): plan_memory (~400 lines) walks vLLM's start-up in vLLM's order, one commented block per step
+// (defaults, block size, KV cache groups, budget, num_blocks, the fit check, log lines); above it, only the estimates
+// it calls (activation peak, CUDA-graph memory, tensor-parallel checks), so the sequence reads as vLLM's in one file.
 #include "sim/memory/memory_plan.h"
 
 #include <fmt/format.h>

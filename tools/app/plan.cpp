@@ -1,5 +1,5 @@
 // The capacity planner's driver; see plan.h and docs/PLANNER.md.
-// Size (~750 lines): the planner's driver and its three report formats (table, JSON, CSV) over one PlanResult; left
+// Size (~1.3k lines): the planner's driver and its three report formats (table, JSON, CSV) over one PlanResult; left
 // whole while issue 39 changes the planner (a split into driver and report is the next step).
 #include "tools/app/plan.h"
 

@@ -5,9 +5,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "sim/cache/block_hash.h"
-#include "sim/cache/block_pool.h"
-#include "sim/cache/kv_cache_manager.h"
+#include "sim/cache/managers/kv_cache_manager.h"
+#include "sim/cache/prefix_cache/block_hash.h"
+#include "sim/cache/prefix_cache/block_pool.h"
 
 namespace {
 

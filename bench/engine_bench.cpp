@@ -7,7 +7,7 @@
 #include <memory>
 #include <vector>
 
-#include "sim/cache/kv_cache_manager.h"
+#include "sim/cache/managers/kv_cache_manager.h"
 #include "sim/core/content.h"
 #include "sim/core/ids.h"
 #include "sim/core/time.h"

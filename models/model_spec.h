@@ -146,7 +146,7 @@ struct Layer {
 };
 
 // The shape of a Qwen2.5/3-VL-style vision tower (hf_config `vision_config`), for vLLM's encoder profile run
-// (sim/cache/memory_plan.cpp, encoder_profile_peak_bytes). Its parameters are in ModelSpec::extra_params.
+// (sim/memory/memory_plan.cpp, encoder_profile_peak_bytes). Its parameters are in ModelSpec::extra_params.
 struct VisionTower {
     int depth = 0;
     int hidden_size = 0;

@@ -5,7 +5,7 @@
 #include <cmath>
 
 #include "common/error.h"
-#include "sim/cache/block_hash.h"
+#include "sim/cache/prefix_cache/block_hash.h"
 
 namespace servesim::cluster {
 

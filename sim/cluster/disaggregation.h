@@ -25,8 +25,8 @@
 #include <vector>
 
 #include "common/yaml_reader.h"
-#include "sim/cache/cpu_offload.h"
-#include "sim/cache/kv_connector.h"
+#include "sim/cache/offload/cpu_offload.h"
+#include "sim/cache/offload/kv_connector.h"
 #include "sim/cluster/disaggregation_stats.h"
 #include "sim/cluster/router.h"
 #include "sim/cluster/simulation.h"

@@ -31,9 +31,9 @@
 #include <utility>
 #include <vector>
 
-#include "sim/cache/cpu_offload.h"
+#include "sim/cache/offload/cpu_offload.h"
 #include "common/yaml_reader.h"
-#include "sim/cache/kv_connector.h"
+#include "sim/cache/offload/kv_connector.h"
 #include "sim/cluster/lru_block_tiers.h"
 #include "sim/cluster/topology.h"
 #include "sim/cluster/transfer_tracker.h"

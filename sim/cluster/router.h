@@ -11,7 +11,7 @@
 #include <span>
 
 #include "common/yaml_reader.h"
-#include "sim/cache/block_pool.h"
+#include "sim/cache/prefix_cache/block_pool.h"
 #include "sim/core/content.h"
 #include "sim/core/ids.h"
 #include "sim/core/time.h"

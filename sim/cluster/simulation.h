@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "common/heap_huge_pages.h"
-#include "sim/cache/hybrid_state_cache.h"
-#include "sim/cache/block_hash.h"
+#include "sim/cache/hybrid/hybrid_state_cache.h"
+#include "sim/cache/prefix_cache/block_hash.h"
 #include "sim/cluster/disaggregation_stats.h"
 #include "sim/engine/speculative.h"
 #include "sim/cluster/kv_store.h"

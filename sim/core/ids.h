@@ -12,7 +12,7 @@ enum class TenantId : std::uint32_t {};
 enum class ReplicaId : std::uint32_t {};
 // Identifies a piece of prompt content (a system prompt, a user message, a generated answer, a trace block).
 enum class ContentId : std::uint64_t {};
-// Chained block hash (see sim/cache/block_hash.h); equality means equal token prefixes.
+// Chained block hash (see sim/cache/prefix_cache/block_hash.h); equality means equal token prefixes.
 enum class BlockHash : std::uint64_t {};
 
 template <typename Id>

@@ -8,7 +8,7 @@
 #include <variant>
 
 #include "models/model_derived.h"
-#include "sim/cache/expert_placement.h"
+#include "sim/memory/expert_placement.h"
 
 namespace servesim::engine {
 

@@ -16,7 +16,7 @@
 //    token only to the ranks of its top-k experts and combine returns them: tokens/TP · k · hidden · bytes per rank,
 //    (EP−1)/EP of it to other ranks, the busiest rank receiving `expert_load_imbalance` times the mean; an all-to-all
 //    over the EP group.
-// Owns the per-rank expert work and the dispatch/combine time (placement and weights: sim/cache/expert_placement.h;
+// Owns the per-rank expert work and the dispatch/combine time (placement and weights: sim/memory/expert_placement.h;
 // the collectives' α-β costs: sim/engine/collectives.h); both cost models ask it. The DP ranks are assumed to step in
 // lockstep with equal loads (vLLM pads idle DP ranks with dummy batches), and the busiest rank's share of the routed
 // tokens is `expert_load_imbalance` times the mean (1 = perfectly balanced routing).

@@ -15,7 +15,7 @@
 #include <utility>
 #include <vector>
 
-#include "sim/cache/kv_cache_manager.h"
+#include "sim/cache/managers/kv_cache_manager.h"
 #include "sim/engine/cost_model.h"
 #include "sim/engine/request.h"
 #include "sim/engine/scheduler.h"

@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "common/error.h"
-#include "sim/cache/block_hash.h"
-#include "sim/cache/kv_cache_manager.h"
+#include "sim/cache/managers/kv_cache_manager.h"
+#include "sim/cache/prefix_cache/block_hash.h"
 #include "sim/core/content.h"
 #include "sim/core/ids.h"
 #include "sim/core/time.h"
@@ -96,8 +96,8 @@ struct alignas(64) Request {
     core::SimTime arrival;
     core::SimTime last_token;
     core::Duration max_token_gap;  // longest gap between consecutive output tokens so far (per-request ITL max)
-    // CPU offload and connectors (sim/cache/cpu_offload.h): blocks already handed to the host tier (read every step
-    // by Scheduler::store_to_offload).
+    // CPU offload and connectors (sim/cache/offload/cpu_offload.h): blocks already handed to the host tier (read every
+    // step by Scheduler::store_to_offload).
     std::int64_t num_offload_stored_blocks = 0;
     // Speculative decoding: draft tokens the drafter proposed for this request's next step (vLLM
     // request.spec_token_ids, their count; placeholders under async scheduling, as AsyncScheduler sets them).

@@ -14,8 +14,8 @@
 #include <utility>
 #include <vector>
 
-#include "sim/cache/cpu_offload.h"
-#include "sim/cache/kv_cache_manager.h"
+#include "sim/cache/managers/kv_cache_manager.h"
+#include "sim/cache/offload/cpu_offload.h"
 #include "sim/core/vllm_version.h"
 #include "sim/engine/request.h"
 

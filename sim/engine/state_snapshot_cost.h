@@ -6,7 +6,7 @@
 // Sources and worked figures: docs/HYBRID-POLICIES.md "What a snapshot costs" (issue 44).
 #pragma once
 
-#include "sim/cache/state_copies.h"
+#include "sim/cache/hybrid/state_copies.h"
 
 namespace servesim::engine {
 

@@ -8,8 +8,8 @@
 #include <utility>
 #include <vector>
 
-#include "sim/cache/block_hash.h"
-#include "sim/cache/kv_cache_manager.h"
+#include "sim/cache/managers/kv_cache_manager.h"
+#include "sim/cache/prefix_cache/block_hash.h"
 #include "sim/core/content.h"
 #include "sim/core/ids.h"
 

@@ -1,4 +1,4 @@
-// Tests sim/cache/expert_placement.* and sim/engine/expert_parallel.*: vLLM's linear expert placement
+// Tests sim/memory/expert_placement.* and sim/engine/expert_parallel.*: vLLM's linear expert placement
 // (determine_expert_map), the weights one GPU holds, and the busiest rank's expert work and all-to-all.
 #include "sim/engine/expert_parallel.h"
 
@@ -6,7 +6,7 @@
 
 #include "models/model_registry.h"
 #include "models/model_derived.h"
-#include "sim/cache/expert_placement.h"
+#include "sim/memory/expert_placement.h"
 #include "tests/catch.h"
 
 namespace servesim::engine {

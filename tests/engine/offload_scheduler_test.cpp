@@ -3,7 +3,7 @@
 #include <memory>
 #include <vector>
 
-#include "sim/cache/cpu_offload.h"
+#include "sim/cache/offload/cpu_offload.h"
 #include "tests/catch.h"
 #include "tests/engine/engine_test_util.h"
 

@@ -5,7 +5,7 @@
 // vLLM's null block).
 #include <vector>
 
-#include "sim/cache/kv_cache_manager.h"
+#include "sim/cache/managers/kv_cache_manager.h"
 #include "sim/engine/replica.h"
 #include "sim/engine/request.h"
 #include "sim/engine/scheduler.h"

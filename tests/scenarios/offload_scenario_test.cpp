@@ -1,5 +1,5 @@
 // The CPU offload tier through a whole scenario: engine.kv_offloading_size wires vLLM's native offloading into the
-// replica (sim/cache/cpu_offload.h), and its keys are validated like every other engine key.
+// replica (sim/cache/offload/cpu_offload.h), and its keys are validated like every other engine key.
 #include <string>
 
 #include "common/error.h"

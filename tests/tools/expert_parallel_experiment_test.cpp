@@ -6,10 +6,10 @@
 
 #include "common/error.h"
 #include "models/model_registry.h"
-#include "sim/cache/expert_placement.h"
 #include "sim/engine/collectives.h"
 #include "sim/engine/expert_parallel.h"
 #include "sim/engine/tensor_parallel_comm.h"
+#include "sim/memory/expert_placement.h"
 #include "tests/catch.h"
 #include "tools/app/experiment.h"
 

@@ -11,7 +11,7 @@
 #include <string>
 
 #include "calibration/gpu_spec.h"
-#include "sim/cache/hybrid_cache_policy.h"
+#include "sim/cache/hybrid/hybrid_cache_policy.h"
 #include "tests/catch.h"
 #include "tests/tools/cli_test_util.h"
 
@@ -100,7 +100,7 @@ TEST_CASE("CLI: an unknown GPU name is refused listing the known ones", "[tools]
 }
 
 TEST_CASE("CLI: inspect -pp 2 lists the two stages of Qwen3-4B", "[tools][cli][pp]") {
-    // 36 layers → 18 + 18; each stage 4,411,228,160 B = 4.11 GiB of weights (tests/cache/pipeline_stages_test).
+    // 36 layers → 18 + 18; each stage 4,411,228,160 B = 4.11 GiB of weights (tests/memory/pipeline_stages_test).
     const Ran r = servesim::test::run_servesim("inspect --model Qwen3-4B --gpu H100 -pp 2");
     INFO(r.output);
     CHECK(r.status == 0);

@@ -7,8 +7,8 @@
 #include "calibration/gpu_spec.h"
 #include "common/error.h"
 #include "models/model_registry.h"
-#include "sim/cache/kv_cache_manager.h"
-#include "sim/cache/memory_plan.h"
+#include "sim/cache/managers/kv_cache_manager.h"
+#include "sim/memory/memory_plan.h"
 #include "tests/catch.h"
 #include "tests/engine/engine_test_util.h"
 #include "tools/app/experiment.h"
@@ -104,7 +104,8 @@ TEST_CASE("Defaults: H200 gets 8192 tokens / 1024 seqs, an RTX 3090 2048 / 256; 
     CHECK(a100.max_num_seqs == 256);
 
     // Hybrid by default up to vLLM 0.27: prefix caching off, mamba_cache_mode none, one state block per request
-    // (mamba_block_size = max_model_len). From 0.28 (PR #50991) it is on: tests/cache/hybrid_versions_test.cpp.
+    // (mamba_block_size = max_model_len). From 0.28 (PR #50991) it is on:
+    // tests/cache/managers/hybrid_versions_test.cpp.
     EngineSettings before_50991;
     before_50991.vllm_version = "0.27";
     const cache::MemoryPlan hybrid = plan_for("Qwen3.5-4B", "H200", before_50991);

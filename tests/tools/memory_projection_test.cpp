@@ -8,7 +8,7 @@
 #include <functional>
 #include <string>
 
-#include "sim/cache/block_pool.h"
+#include "sim/cache/prefix_cache/block_pool.h"
 #include "tests/catch.h"
 #include "tests/tools/cli_test_util.h"
 #include "tools/app/experiment.h"

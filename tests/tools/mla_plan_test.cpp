@@ -5,7 +5,7 @@
 
 #include "calibration/gpu_spec.h"
 #include "models/model_registry.h"
-#include "sim/cache/memory_plan.h"
+#include "sim/memory/memory_plan.h"
 #include "tests/catch.h"
 #include "tools/app/experiment.h"
 

@@ -22,7 +22,7 @@ cache::MemoryPlan plan_for(const std::string& model, int tp, int pp, const std::
 
 TEST_CASE("PP: Llama-3.1-8B on 3 stages keeps the first stage's blocks, the fullest GPU", "[tools][pp]") {
     // Stages of 11, 11, 10 layers (get_pp_indices). Weights: stage 0 = 11 layers + embedding = 5,848,956,928 B,
-    // stage 1 = 4,798,283,776 B, stage 2 = 10 layers + lm_head = 5,412,749,312 B (tests/cache/pipeline_stages_test).
+    // stage 1 = 4,798,283,776 B, stage 2 = 10 layers + lm_head = 5,412,749,312 B (tests/memory/pipeline_stages_test).
     // Each stage: KV = requested − its weights − the activation, non-torch and CUDA-graph terms; blocks =
     // KV / 65,536 B page (16 tokens · 2 · 8 heads · 128 · 2 B) / its layers. Stage 0 has the most weights and the
     // most layers, so it has the fewest blocks and the engine keeps its count; stage 2 (10 layers) has the most.

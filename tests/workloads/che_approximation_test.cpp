@@ -1,16 +1,16 @@
 // Che's approximation of LRU under the independent reference model, checked against the order-only prefix cache
-// (sim/cache/order_only_cache.h, what `mode: order_only` runs). Objects with request rates λ_i share an LRU cache of
-// C blocks; the characteristic time T solves Σ s_i (1 − e^(−λ_i T)) = C (s_i = the object's size in blocks), and the
-// hit probability of object i is 1 − e^(−λ_i T), so the hit rate is Σ λ_i (1 − e^(−λ_i T)) / Σ λ_i (Che, Tung & Wang
-// 2002; Fricker, Robert & Roberts 2012 show it is asymptotically exact as C and the object count grow, with errors
-// well under 1 % for Zipf popularities and caches of 50+ objects). Two streams: one-block objects with Zipf(0.8)
-// popularities drawn independently, and a `type: tenants` stream (per-tenant Poisson streams at equal rates, system
-// prompts of 4 blocks).
+// (sim/cache/prefix_cache/order_only_cache.h, what `mode: order_only` runs). Objects with request rates λ_i share an
+// LRU cache of C blocks; the characteristic time T solves Σ s_i (1 − e^(−λ_i T)) = C (s_i = the object's size in
+// blocks), and the hit probability of object i is 1 − e^(−λ_i T), so the hit rate is Σ λ_i (1 − e^(−λ_i T)) / Σ λ_i
+// (Che, Tung & Wang 2002; Fricker, Robert & Roberts 2012 show it is asymptotically exact as C and the object count
+// grow, with errors well under 1 % for Zipf popularities and caches of 50+ objects). Two streams: one-block objects
+// with Zipf(0.8) popularities drawn independently, and a `type: tenants` stream (per-tenant Poisson streams at equal
+// rates, system prompts of 4 blocks).
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
-#include "sim/cache/order_only_cache.h"
+#include "sim/cache/prefix_cache/order_only_cache.h"
 #include "sim/core/rng.h"
 #include "tests/catch.h"
 #include "tests/workloads/workload_test_util.h"

@@ -1,7 +1,8 @@
 // Tests of the order-only capacity mode on trace files (`mode: order_only`, tools/app/experiment.* over
-// sim/cache/order_only_cache.*): on the repository's Mooncake copies (traces/), the unlimited-capacity hit rate equals
-// the reuse computed here directly from the hash lists; a malformed record stops the scenario with file, line and
-// field before anything runs; the 20-capacity sweep of the conversation trace (its time is printed, not asserted).
+// sim/cache/prefix_cache/order_only_cache.*): on the repository's Mooncake copies (traces/), the unlimited-capacity hit
+// rate equals the reuse computed here directly from the hash lists; a malformed record stops the scenario with file,
+// line and field before anything runs; the 20-capacity sweep of the conversation trace (its time is printed, not
+// asserted).
 #include <fmt/format.h>
 
 #include <chrono>

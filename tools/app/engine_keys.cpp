@@ -13,10 +13,10 @@
 #include "common/error.h"
 #include "common/yaml_reader.h"
 #include "models/quantization_config.h"
-#include "sim/cache/hybrid_cache_policy.h"
-#include "sim/cache/memory_plan.h"
+#include "sim/cache/hybrid/hybrid_cache_policy.h"
 #include "sim/engine/expert_parallel.h"
 #include "sim/engine/speculative.h"
+#include "sim/memory/memory_plan.h"
 
 namespace servesim::app {
 namespace {

@@ -23,7 +23,7 @@
 #include "sim/engine/measured_cost_model.h"
 #include "sim/engine/pipeline_parallel_cost_model.h"
 #include "models/quantization_config.h"
-#include "sim/cache/hybrid_state_plan.h"
+#include "sim/memory/hybrid_state_plan.h"
 #include "sim/engine/profile_cost_model.h"
 #include "sim/engine/roofline_cost_model.h"
 #include "tools/app/host_work_fit.h"
@@ -172,7 +172,7 @@ void assess_result(ExperimentResult& r) {
         r.warnings.push_back("allow_profile_mismatch: " + r.profile_mismatch);
     }
     // A pool given by engine.kv_cache_memory_bytes is used as written (vLLM skips the memory profile), and the
-    // planner allows pools past the card for what-if studies (sim/cache/memory_plan.cpp); say when vLLM itself
+    // planner allows pools past the card for what-if studies (sim/memory/memory_plan.cpp); say when vLLM itself
     // could not allocate it: the KV tensors and the weights do not fit the GPU.
     if (const auto& p = r.plan;
         p.kv_cache_memory_overridden && p.gpu_memory_bytes > 0 && p.kv_cache_memory_bytes + p.weight_bytes > p.gpu_memory_bytes) {

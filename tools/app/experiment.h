@@ -14,8 +14,8 @@
 
 #include "calibration/gpu_spec.h"
 #include "models/model_spec.h"
-#include "sim/cache/order_only_cache.h"
-#include "sim/cache/memory_plan.h"
+#include "sim/cache/prefix_cache/order_only_cache.h"
+#include "sim/memory/memory_plan.h"
 #include "sim/cluster/simulation.h"
 #include "sim/engine/cost_model.h"
 #include "sim/engine/measured_cost_model.h"

@@ -23,7 +23,7 @@
 #include "sim/engine/measured_cost_model.h"
 #include "sim/engine/pipeline_parallel_cost_model.h"
 #include "models/quantization_config.h"
-#include "sim/cache/hybrid_state_plan.h"
+#include "sim/memory/hybrid_state_plan.h"
 #include "sim/engine/profile_cost_model.h"
 #include "sim/engine/roofline_cost_model.h"
 #include "tools/app/host_work_fit.h"

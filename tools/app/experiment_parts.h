@@ -9,10 +9,10 @@
 #include "calibration/gpu_spec.h"
 #include "calibration/hardware_profile.h"
 #include "models/model_spec.h"
-#include "sim/cache/memory_plan.h"
-#include "sim/cache/order_only_cache.h"
+#include "sim/cache/prefix_cache/order_only_cache.h"
 #include "sim/engine/cuda_graphs.h"
 #include "sim/engine/host_work.h"
+#include "sim/memory/memory_plan.h"
 #include "tools/app/experiment.h"
 
 namespace servesim::app {

@@ -6,7 +6,7 @@
 
 #include "common/yaml_reader.h"
 #include "models/model_registry.h"
-#include "sim/cache/memory_plan.h"
+#include "sim/memory/memory_plan.h"
 #include "tools/app/engine_keys.h"
 #include "workloads/bench_serve_workload.h"
 

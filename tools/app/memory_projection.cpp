@@ -17,7 +17,7 @@
 
 #include "common/error.h"
 #include "common/input_file.h"
-#include "sim/cache/block_pool.h"
+#include "sim/cache/prefix_cache/block_pool.h"
 #include "workloads/workload.h"
 
 namespace servesim::app {

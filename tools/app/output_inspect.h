@@ -7,7 +7,7 @@
 #include <string>
 
 #include "models/model_spec.h"
-#include "sim/cache/memory_plan.h"
+#include "sim/memory/memory_plan.h"
 #include "tools/app/experiment.h"
 
 namespace servesim::app {

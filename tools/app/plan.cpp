@@ -1,5 +1,5 @@
 // The capacity planner's driver; see plan.h and docs/PLANNER.md.
-// Size (~750 lines): the planner's driver and its three report formats (table, JSON, CSV) over one PlanResult; left
+// Size (~1.3k lines): the planner's driver and its three report formats (table, JSON, CSV) over one PlanResult; left
 // whole while issue 39 changes the planner (a split into driver and report is the next step).
 #include "tools/app/plan.h"
 
@@ -12,7 +12,7 @@
 #include <sstream>
 
 #include "calibration/gpu_spec.h"
-#include "sim/cache/memory_plan.h"
+#include "sim/memory/memory_plan.h"
 #include "common/error.h"
 #include "tools/app/experiment.h"
 #include "tools/app/launch_command.h"

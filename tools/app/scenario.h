@@ -15,12 +15,12 @@
 #include <vector>
 
 #include "common/yaml_reader.h"
-#include "sim/cache/memory_plan.h"
 #include "sim/cluster/disaggregation.h"
 #include "sim/cluster/kv_store.h"
 #include "sim/cluster/router.h"
 #include "sim/cluster/topology.h"
 #include "sim/frontend/api_server.h"
+#include "sim/memory/memory_plan.h"
 
 namespace servesim::app {
 
@@ -74,7 +74,7 @@ struct EngineSettings {
     // --quantization / --dtype (models::apply_engine_quantization); unset = the checkpoint's.
     std::optional<std::string> quantization;
     std::optional<std::string> dtype;
-    // Hybrid state-cache policy (sim/cache/hybrid_cache_policy.h); vllm keeps vLLM's shared pool.
+    // Hybrid state-cache policy (sim/cache/hybrid/hybrid_cache_policy.h); vllm keeps vLLM's shared pool.
     std::string hybrid_cache_policy = "vllm";
     double hybrid_state_memory_ratio = 0.9;
     std::optional<std::int64_t> hybrid_checkpoint_interval_tokens;
@@ -133,8 +133,8 @@ struct ExperimentConfig {
     bool keep_request_records = false;
     // Set by the planner only (not a scenario key): stop a run once more requests than this wait (hopeless).
     std::optional<std::int64_t> stop_when_waiting_exceeds;
-    // `mode: order_only` (sim/cache/order_only_cache.h): the trace's prompts are looked up and inserted in arrival
-    // order in a pool of `capacity_tokens` (nullopt = unlimited) at engine.block_size (default 16); model, gpu,
+    // `mode: order_only` (sim/cache/prefix_cache/order_only_cache.h): the trace's prompts are looked up and inserted in
+    // arrival order in a pool of `capacity_tokens` (nullopt = unlimited) at engine.block_size (default 16); model, gpu,
     // cost_model, cluster and timing keys are not used.
     bool order_only = false;
     std::optional<std::int64_t> capacity_tokens;

@@ -373,7 +373,7 @@ cluster::SimulationResult run_disaggregated(const PreparedExperiment& p, const c
         d.proxy_vertex = p.config.topology->find(p.config.disaggregation->proxy);
     }
     // One block id across all KV tensors of every decode rank, as offload_config counts a CPU block.
-    d.bytes_per_block = static_cast<double>(dp.plan.page_size_bytes) * dp.plan.group_size * dp.plan.tensor_parallel_size;
+    d.bytes_per_block = static_cast<double>(dp.plan.bytes_per_block()) * dp.plan.tensor_parallel_size;
     auto router = [&](const cluster::SimulationConfig& pool) {
         return cluster::make_router(p.config.router, router_options_for(p.config.router_options, pool));
     };

@@ -293,8 +293,10 @@ engine::ReplicaConfig replica_config(const PreparedExperiment& p, const cache::M
     }
     rc.check_invariants = p.config.check_invariants;
     // vLLM turns async scheduling off for spec methods other than EAGLE/MTP/ngram_gpu (VllmConfig.__post_init__):
-    // plain ngram runs synchronously.
-    const bool sync_spec = p.speculative && p.speculative->method == engine::SpeculativeMethod::kNgram;
+    // plain ngram and draft_model run synchronously (vLLM keeps it for draft_model only when --async-scheduling is
+    // given explicitly, which servesim's boolean key cannot tell from its default: docs/SPECULATIVE-DECODING.md).
+    const bool sync_spec = p.speculative && (p.speculative->method == engine::SpeculativeMethod::kNgram ||
+                                             p.speculative->method == engine::SpeculativeMethod::kDraftModel);
     rc.async_scheduling = p.config.engine.async_scheduling && !sync_spec;
     rc.seed = p.config.seed;
     rc.speculative = p.speculative;

@@ -300,6 +300,8 @@ engine::ReplicaConfig replica_config(const PreparedExperiment& p, const cache::M
     rc.async_scheduling = p.config.engine.async_scheduling && !sync_spec;
     rc.seed = p.config.seed;
     rc.speculative = p.speculative;
+    // SpeculativeConfig.use_eagle (EAGLE, EAGLE-3, MTP): prefix hits drop their last full-attention block.
+    rc.kv_cache.use_eagle = p.speculative && p.speculative->uses_head();
     auto& s = rc.scheduler;
     s.max_num_batched_tokens = plan.max_num_batched_tokens;
     s.max_num_seqs = plan.max_num_seqs;
@@ -315,6 +317,7 @@ engine::ReplicaConfig replica_config(const PreparedExperiment& p, const cache::M
     if (p.speculative) {
         s.num_spec_tokens = p.speculative->num_speculative_tokens;
         s.num_lookahead_tokens = p.speculative->num_lookahead_tokens();
+        s.use_eagle = p.speculative->uses_head();
     }
     if (p.config.engine.kv_offloading_size_gib) {
         rc.offload = offload_config(p.config.engine, plan, p.gpu);

@@ -151,10 +151,10 @@ def main(argv):
                  f"model `{r0['cost_model']}`.\n\n")
         text += table(rows) + "\nWhat the model says:\n\n" + findings(rows)
     text += ("\nModelled in every run above: the drafter's weights and KV layers in GPU memory (an EAGLE-3 or MTP "
-             "head is one layer of the target's shape; a draft model is its whole checkpoint). Not modelled here "
-             "(docs/SPECULATIVE-DECODING.md): the last-block drop on prefix hits (no prefix reuse in these loads), "
-             "and the drafter's smaller vocabulary where it has one (its lm_head is priced at the target's, an upper "
-             "bound).\n")
+             "head is one layer of the target's shape; a draft model is its whole checkpoint), and EAGLE/MTP's "
+             "last-block drop on prefix hits (these loads share no prefixes; only preempted requests re-admitted "
+             "over their own blocks meet it). Not modelled here (docs/SPECULATIVE-DECODING.md): the drafter's smaller "
+             "vocabulary where it has one (its lm_head is priced at the target's, an upper bound).\n")
     with open(OUT, "w") as f:
         f.write(text)
     print(f"wrote {OUT}", file=sys.stderr)

@@ -184,12 +184,14 @@ std::int64_t kv_bytes_per_token(const ModelSpec& spec, DType kv_dtype, int tenso
     return total;
 }
 
-StateBytes state_bytes_layer(const Layer& layer, DType model_dtype, int tensor_parallel_size) {
+StateBytes state_bytes_layer(const Layer& layer, DType model_dtype, int tensor_parallel_size,
+                             int num_speculative_tokens) {
     StateBytes s;
     const i64 tp = tensor_parallel_size;
     if (const auto* g = std::get_if<GatedDeltaNetMixer>(&layer.mixer)) {
-        // conv (Kc-1, conv_dim/TP) in the model dtype; ssm (Hv/TP, dv, dk) in the ssm dtype.
-        s.conv_bytes = (i64{g->conv_kernel} - 1) * (gdn_conv_dim(*g) / tp) * dtype_bytes(model_dtype);
+        // conv (Kc-1+k, conv_dim/TP) in the model dtype; ssm (Hv/TP, dv, dk) in the ssm dtype.
+        s.conv_bytes =
+            (i64{g->conv_kernel} - 1 + num_speculative_tokens) * (gdn_conv_dim(*g) / tp) * dtype_bytes(model_dtype);
         s.ssm_bytes = (i64{g->num_v_heads} / tp) * g->v_head_dim * g->k_head_dim * dtype_bytes(g->ssm_state_dtype);
     } else if (const auto* m1 = std::get_if<Mamba1Mixer>(&layer.mixer)) {
         // mamba1_state_shape: conv (Kc-1, inner/TP) in the model dtype; ssm (inner/TP, N) in the ssm dtype.

@@ -46,7 +46,10 @@ struct StateBytes {
 // GDN: conv (Kc−1)·(2·Hk·dk + Hv·dv)·bytes(model dtype) + ssm Hv·dv·dk·bytes(ssm dtype).
 // Mamba2: conv (Kc−1)·(H·hd + 2·G·N)·bytes(model) + ssm H·hd·N·bytes(ssm). Zero for other layers.
 // With tensor parallelism, one rank's share: conv channels and heads divided by TP (mamba_utils.py).
-[[nodiscard]] StateBytes state_bytes_layer(const Layer& layer, DType model_dtype, int tensor_parallel_size = 1);
+// With speculative decoding the GDN conv state holds num_speculative_tokens more columns, Kc − 1 + k
+// (MambaStateShapeCalculator.gated_delta_net_state_shape's num_spec); Mamba1/Mamba2 states do not change.
+[[nodiscard]] StateBytes state_bytes_layer(const Layer& layer, DType model_dtype, int tensor_parallel_size = 1,
+                                           int num_speculative_tokens = 0);
 
 // Sum over recurrent layers: the state one sequence holds, independent of its length.
 [[nodiscard]] std::int64_t state_bytes_per_sequence(const ModelSpec& spec);

@@ -154,7 +154,9 @@ int cmd_inspect(const std::vector<std::string>& args) {
     const calibration::GpuSpec gpu = named("--gpu", [&] { return calibration::find_gpu(gpu_name); });
     cache::MemoryPlan plan;
     try {
-        plan = cache::plan_memory(model, app::memory_plan_request(e, gpu));
+        cache::MemoryPlanRequest request = app::memory_plan_request(e, gpu);
+        app::add_speculative_memory(request, e, model);  // --speculative-config's drafter and state columns
+        plan = cache::plan_memory(model, request);
     } catch (const ConfigError& err) {
         // plan_memory's messages open with the engine key they are about ("max_model_len: ..."): name its flag.
         const std::string msg = err.what();

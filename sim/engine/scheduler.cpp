@@ -137,13 +137,15 @@ cache::CacheRequest Scheduler::cache_view(const Request& r) const {
 std::int64_t Scheduler::mamba_aligned_split(const Request& r, std::int64_t computed, std::int64_t n,
                                             std::int64_t num_uncached_common_prefix_tokens) const {
     // Scheduler._mamba_block_aligned_split: while prefilling, chunks end on block boundaries, and the chunk that
-    // crosses last = num_tokens − num_tokens % B stops exactly there, so a state snapshot exists at floor(P/B)·B.
+    // crosses last = num_tokens − num_tokens % B stops exactly there, so a state snapshot exists at floor(P/B)·B;
+    // with EAGLE/MTP (use_eagle) last is one block earlier, max(last − B, 0).
     const std::int64_t num_tokens = r.num_tokens();
     if (!config_.mamba_align || computed >= num_tokens - 1) {
         return n;
     }
     const std::int64_t b = config_.block_size;
-    const std::int64_t last = num_tokens - num_tokens % b;
+    const std::int64_t last_aligned = num_tokens - num_tokens % b;
+    const std::int64_t last = config_.use_eagle ? std::max<std::int64_t>(last_aligned - b, 0) : last_aligned;
     if (computed + n < last) {
         n = n / b * b;
     } else if (computed < last && last < computed + n) {

@@ -40,6 +40,9 @@ struct SchedulerConfig {
     // and draft models, 0 for ngram). 0 = off.
     int num_spec_tokens = 0;
     int num_lookahead_tokens = 0;
+    // SpeculativeConfig.use_eagle (EAGLE, EAGLE-3, MTP): the align split's last cache position is one block earlier
+    // (Scheduler._mamba_block_aligned_split), matching the hit's dropped last block (KvCacheConfig::use_eagle).
+    bool use_eagle = false;
 };
 
 // One request's share of a step.

@@ -7,9 +7,11 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <variant>
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
+#include "models/model_derived.h"
 
 namespace servesim::engine {
 namespace {
@@ -155,20 +157,21 @@ SpeculativeConfig parse_speculative_config(const std::string& json_text) {
                         "got '{}'",
                         json_text));
     }
-    constexpr std::array<std::string_view, 5> kKeys = {"method", "num_speculative_tokens", "model", "prompt_lookup_max",
-                                                       "prompt_lookup_min"};
+    constexpr std::array<std::string_view, 6> kKeys = {"method",           "num_speculative_tokens",
+                                                       "model",            "prompt_lookup_max",
+                                                       "prompt_lookup_min", "draft_tensor_parallel_size"};
     for (const auto& [key, value] : j.items()) {
         if (std::find(kKeys.begin(), kKeys.end(), key) == kKeys.end()) {
             fail(key,
                  "not modelled by servesim; allowed keys: method, num_speculative_tokens, model, "
-                 "prompt_lookup_max, prompt_lookup_min");
+                 "prompt_lookup_max, prompt_lookup_min, draft_tensor_parallel_size");
         }
     }
     SpeculativeConfig c;
     if (!j.contains("method") || !j["method"].is_string()) {
         fail("method",
              "required (servesim does not infer it from the draft model); allowed: ngram, eagle, eagle3, "
-             "mtp (or deepseek_mtp and the other *_mtp names)");
+             "mtp (or deepseek_mtp and the other *_mtp names), draft_model");
     }
     const std::string method = j["method"].get<std::string>();
     if (method == "ngram") {
@@ -180,11 +183,9 @@ SpeculativeConfig parse_speculative_config(const std::string& json_text) {
     } else if (method == "mtp" || (method.size() > 4 && method.ends_with("_mtp"))) {
         c.method = SpeculativeMethod::kMtp;  // vLLM folds deepseek_mtp, qwen3_next_mtp, ... into mtp
     } else if (method == "draft_model") {
-        fail("method",
-             "draft_model is not modelled yet (its forward needs the draft checkpoint's own cost model); "
-             "allowed: ngram, eagle, eagle3, mtp");
+        c.method = SpeculativeMethod::kDraftModel;
     } else {
-        fail("method", fmt::format("'{}' is not modelled; allowed: ngram, eagle, eagle3, mtp (medusa, "
+        fail("method", fmt::format("'{}' is not modelled; allowed: ngram, eagle, eagle3, mtp, draft_model (medusa, "
                                    "mlp_speculator, suffix and ngram_gpu are not)",
                                    method));
     }
@@ -200,6 +201,16 @@ SpeculativeConfig parse_speculative_config(const std::string& json_text) {
     }
     if ((c.method == SpeculativeMethod::kEagle || c.method == SpeculativeMethod::kEagle3) && c.draft_model.empty()) {
         fail("model", fmt::format("required with method {} (the EAGLE head's checkpoint)", method));
+    }
+    if (c.method == SpeculativeMethod::kDraftModel && c.draft_model.empty()) {
+        fail("model", "required with method draft_model: a catalogued model name (models/presets/) or a config.json "
+                      "path, resolved as the target's `model` is");
+    }
+    if (j.contains("draft_tensor_parallel_size")) {
+        if (c.method == SpeculativeMethod::kNgram) {
+            fail("draft_tensor_parallel_size", "not with method ngram (no draft model)");
+        }
+        c.draft_tensor_parallel_size = int_key(j, "draft_tensor_parallel_size", 1, 1024);
     }
     const bool has_max = j.contains("prompt_lookup_max");
     const bool has_min = j.contains("prompt_lookup_min");
@@ -305,10 +316,70 @@ std::vector<double> SpeculativeStats::acceptance_per_position() const {
     return out;
 }
 
+std::optional<cache::DrafterMemoryRequest> drafter_memory(const SpeculativeConfig& config,
+                                                          const models::ModelSpec& target,
+                                                          const models::ModelSpec* draft,
+                                                          int tensor_parallel_size) {
+    const int tp = std::max(1, tensor_parallel_size);
+    if (config.method == SpeculativeMethod::kNgram) {
+        return std::nullopt;
+    }
+    cache::DrafterMemoryRequest d;
+    if (config.method == SpeculativeMethod::kDraftModel) {
+        SERVESIM_CHECK(draft != nullptr, "draft_model without its ModelSpec");
+        d.name = draft->name;
+        d.weight_bytes = models::weight_bytes_total(*draft) / tp;  // sharded as the target's (draft TP = target TP)
+        for (const auto& layer : draft->layers) {
+            if (const auto* a = std::get_if<models::AttentionMixer>(&layer.mixer)) {
+                d.attention_layers.push_back(*a);
+            } else if (!std::holds_alternative<models::NoMixer>(layer.mixer)) {
+                throw ConfigError(fmt::format("speculative_config: key 'model': draft model '{}' has recurrent (Mamba/GDN) layers; a "
+                                              "hybrid draft model is not modelled",
+                                              draft->name));
+            }
+        }
+        return d;
+    }
+    // EAGLE/EAGLE-3/MTP head: draft_layers copies of the target's last full-attention decoder layer.
+    const models::Layer* last = nullptr;
+    for (const auto& layer : target.layers) {
+        const auto* a = std::get_if<models::AttentionMixer>(&layer.mixer);
+        if (a != nullptr && a->sliding_window_tokens == 0 && a->attention_chunk_tokens == 0) {
+            last = &layer;
+        }
+    }
+    if (last == nullptr) {
+        throw ConfigError(fmt::format("speculative_config: key 'method': {} needs a full-attention layer in model '{}' to shape its head",
+                                      speculative_method_name(config.method), target.name));
+    }
+    d.name = fmt::format("{} head of {}", speculative_method_name(config.method), target.name);
+    models::ModelSpec head = target;
+    head.layers.clear();
+    const std::int64_t without_layers = models::weight_bytes_total(head);
+    head.layers.assign(static_cast<std::size_t>(std::max(1, config.draft_layers)), *last);
+    const std::int64_t layer_bytes = models::weight_bytes_total(head) - without_layers;
+    // The head's input projection: EAGLE's fc and MTP's eh_proj take [embedding; hidden] (2h), EAGLE-3's fc three
+    // hidden states (3h), to h.
+    const std::int64_t in_multiple = config.method == SpeculativeMethod::kEagle3 ? 3 : 2;
+    const std::int64_t h = target.hidden_size;
+    const std::int64_t fc_bytes = in_multiple * h * h * models::dtype_bytes(target.dtype);
+    d.weight_bytes = (layer_bytes + fc_bytes) / tp;
+    const auto& attn = std::get<models::AttentionMixer>(last->mixer);
+    d.attention_layers.assign(static_cast<std::size_t>(std::max(1, config.draft_layers)), attn);
+    return d;
+}
+
 SpeculativeCostModel::SpeculativeCostModel(std::unique_ptr<CostModel> inner,
                                            const SpeculativeConfig& config,
-                                           int num_target_layers)
-    : inner_(std::move(inner)), config_(config), num_target_layers_(std::max(1, num_target_layers)) {}
+                                           int num_target_layers,
+                                           std::unique_ptr<CostModel> draft)
+    : inner_(std::move(inner)),
+      draft_(std::move(draft)),
+      config_(config),
+      num_target_layers_(std::max(1, num_target_layers)) {
+    SERVESIM_CHECK((config_.method == SpeculativeMethod::kDraftModel) == (draft_ != nullptr),
+                   "a draft cost model is needed with draft_model and only there");
+}
 
 double SpeculativeCostModel::draft_ms(const BatchShape& shape) const {
     if (shape.num_spec_seqs == 0) {
@@ -316,6 +387,9 @@ double SpeculativeCostModel::draft_ms(const BatchShape& shape) const {
     }
     if (config_.method == SpeculativeMethod::kNgram) {
         return 1e-6 * config_.ngram_ns_per_context_token * static_cast<double>(shape.spec_context_tokens);
+    }
+    if (draft_) {
+        return draft_model_ms(shape);
     }
     const double fraction = static_cast<double>(config_.draft_layers) / static_cast<double>(num_target_layers_);
     const auto layers_ms = [&](const StepCost& c) {
@@ -346,6 +420,40 @@ double SpeculativeCostModel::draft_ms(const BatchShape& shape) const {
     return ms;
 }
 
+double SpeculativeCostModel::draft_model_ms(const BatchShape& shape) const {
+    // The draft checkpoint's forward time: every GPU term but the per-step launch overhead (its forwards run in the
+    // step's CUDA graphs) and the target-only snapshot copies.
+    const auto forward_ms = [](const StepCost& c) {
+        return c.gemm_ms + c.lm_head_ms + c.attn_prefill_ms + c.attn_decode_ms + c.gdn_ms + c.comm_ms;
+    };
+    // Drafting requests: every sequence that samples this step.
+    const std::int64_t rows = shape.num_sampled_seqs - shape.num_draft_tokens;
+    // First forward (DraftModelProposer.update_propose_kwargs): the step's tokens, each drafting request's with the
+    // token just sampled appended; logits for one row per request.
+    BatchShape first = shape;
+    first.num_tokens += rows;
+    first.decode_context_tokens += shape.num_spec_seqs;  // a speculating decode's appended token reads one more key
+    first.num_sampled_seqs = rows;
+    first.num_spec_seqs = 0;
+    first.num_draft_tokens = 0;
+    first.spec_context_tokens = 0;
+    first.num_snapshots = 0;
+    first.num_snapshot_extra_chunks = 0;
+    double ms = forward_ms(draft_->step_cost(first));
+    // Forwards 2..k: one token per speculating request, each a position further.
+    const std::int64_t b = shape.num_spec_seqs;
+    for (int j = 1; j < config_.num_speculative_tokens; ++j) {
+        BatchShape d;
+        d.num_tokens = b;
+        d.num_seqs = b;
+        d.num_decode_seqs = b;
+        d.decode_context_tokens = shape.spec_context_tokens + b * j;
+        d.num_sampled_seqs = b;
+        ms += forward_ms(draft_->step_cost(d));
+    }
+    return ms;
+}
+
 StepCost SpeculativeCostModel::step_cost(const BatchShape& shape) const {
     StepCost c = inner_->step_cost(shape);
     c.spec_draft_ms = draft_ms(shape);
@@ -353,6 +461,10 @@ StepCost SpeculativeCostModel::step_cost(const BatchShape& shape) const {
 }
 
 std::string SpeculativeCostModel::describe() const {
+    if (draft_) {
+        return fmt::format("{} + draft_model drafter {} [{}] (k = {})", inner_->describe(), config_.draft_model,
+                           draft_->describe(), config_.num_speculative_tokens);
+    }
     return fmt::format("{} + {} drafter (k = {})", inner_->describe(), speculative_method_name(config_.method),
                        config_.num_speculative_tokens);
 }
@@ -360,9 +472,9 @@ std::string SpeculativeCostModel::describe() const {
 std::vector<StepTerm> SpeculativeCostModel::step_terms(const BatchShape& shape) const {
     std::vector<StepTerm> terms = inner_->step_terms(shape);
     terms.push_back({"spec_draft", draft_ms(shape),
-                     config_.method == SpeculativeMethod::kNgram
-                         ? "ngram lookup on the host (docs/SPECULATIVE-DECODING.md)"
-                         : "draft head: its layers' share of the forward, k passes (docs/SPECULATIVE-DECODING.md)"});
+                     config_.method == SpeculativeMethod::kNgram ? "ngram lookup on the host (docs/SPECULATIVE-DECODING.md)"
+                     : draft_ ? "draft model: its own forwards, k passes (docs/SPECULATIVE-DECODING.md)"
+                              : "draft head: its layers' share of the forward, k passes (docs/SPECULATIVE-DECODING.md)"});
     return terms;
 }
 

@@ -8,10 +8,13 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "models/model_spec.h"
+#include "sim/memory/memory_plan.h"
 #include "sim/core/rng.h"
 #include "sim/engine/cost_model.h"
 
@@ -31,7 +34,10 @@ inline constexpr double kNgramLookupNsPerContextToken = 3.25;
 struct SpeculativeConfig {
     SpeculativeMethod method = SpeculativeMethod::kEagle3;
     int num_speculative_tokens = 0;  // k: drafts proposed per request per step
-    std::string draft_model;         // `model` (EAGLE head, MTP module or draft checkpoint), for the record
+    std::string draft_model;         // `model` (EAGLE head, MTP module or draft checkpoint); draft_model resolves it
+    // vLLM draft_tensor_parallel_size (SpeculativeConfig._verify_and_get_draft_tp): unset (0) = the target's TP;
+    // vLLM also allows 1, which servesim does not model (the caller refuses any value but the target's).
+    int draft_tensor_parallel_size = 0;
     int prompt_lookup_min = 0;       // ngram only (vLLM defaults: min 5 → set from max when one is given)
     int prompt_lookup_max = 0;
     // vLLM's per-position acceptance rate (vllm/v1/spec_decode/metrics.py): entry i is the share of drafts whose
@@ -55,7 +61,28 @@ struct SpeculativeConfig {
     // Expected accepted drafts per verified step with k drafts: Σ acceptance_per_position (the mean acceptance
     // length vLLM logs is 1 + this).
     [[nodiscard]] double mean_accepted_tokens() const;
+
+    // EAGLE/EAGLE-3/MTP: a head of draft_layers decoder layers of the target's shape (not a separate checkpoint).
+    [[nodiscard]] bool uses_head() const {
+        return method == SpeculativeMethod::kEagle || method == SpeculativeMethod::kEagle3 ||
+               method == SpeculativeMethod::kMtp;
+    }
 };
+
+// The drafter's memory on each tensor-parallel rank (vLLM loads it beside the target in GPUModelRunner.load_model,
+// and its attention layers join the KV cache spec: get_kv_cache_spec walks every Attention layer of the forward
+// context, the drafter's included; SpeculativeConfig.uses_draft_kv_cache). docs/SPECULATIVE-DECODING.md, "The
+// drafter's memory".
+// - EAGLE/EAGLE-3/MTP: draft_layers copies of the target's last full-attention decoder layer (its attention and MLP,
+//   at the target's quantization) plus the head's input projection from multiple × hidden to hidden (EAGLE and MTP
+//   concatenate the token embedding with the hidden state: 2; EAGLE-3 concatenates three hidden states: 3), at the
+//   model dtype. The embedding and lm_head are the target's (EagleProposer.load_model shares them).
+// - draft_model: the draft checkpoint's weights over TP, and all its attention layers.
+// - ngram: nothing (unset).
+[[nodiscard]] std::optional<cache::DrafterMemoryRequest> drafter_memory(const SpeculativeConfig& config,
+                                                                        const models::ModelSpec& target,
+                                                                        const models::ModelSpec* draft,
+                                                                        int tensor_parallel_size);
 
 // The defaults per method (docs/SPECULATIVE-DECODING.md names each source): per-position rates for k positions,
 // extended past the published positions by the ratio of the last two.
@@ -128,6 +155,11 @@ struct SpeculativeStats {
 
 // The drafter's time per step around the target's cost model (a decorator, as HostWorkCostModel): adds
 // StepCost::spec_draft_ms for a step with verified drafts (BatchShape::num_spec_seqs > 0).
+// - draft_model (vllm/v1/spec_decode/draft_model.py DraftModelProposer, the propose loop of SpecDecodeBaseProposer
+//   in eagle.py): the draft checkpoint's own forwards, priced by `draft` (the same kind of cost model as the
+//   target's, built for the draft's ModelSpec): a first forward over the step's tokens plus one appended token per
+//   drafting request (the token the target just sampled), then k − 1 forwards of one token per speculating request;
+//   each is the draft's whole forward (layers, all-reduces and lm_head), without its per-step launch overhead.
 // - EAGLE/EAGLE-3/MTP (EagleProposer.propose): a first draft forward over the step's tokens (the head computes its
 //   own KV for every scheduled token, prefill chunks included), then k − 1 forwards of one token per speculating
 //   request; each forward runs draft_layers decoder layers (priced as draft_layers / num_layers of the target's
@@ -135,7 +167,9 @@ struct SpeculativeStats {
 // - ngram: ngram_ns_per_context_token of host time per context token of each speculating request.
 class SpeculativeCostModel : public CostModel {
   public:
-    SpeculativeCostModel(std::unique_ptr<CostModel> inner, const SpeculativeConfig& config, int num_target_layers);
+    // `draft`: the draft checkpoint's cost model, required for draft_model and unused otherwise.
+    SpeculativeCostModel(std::unique_ptr<CostModel> inner, const SpeculativeConfig& config, int num_target_layers,
+                         std::unique_ptr<CostModel> draft = nullptr);
 
     [[nodiscard]] StepCost step_cost(const BatchShape& shape) const override;
     [[nodiscard]] std::string describe() const override;
@@ -148,7 +182,10 @@ class SpeculativeCostModel : public CostModel {
     [[nodiscard]] double draft_ms(const BatchShape& shape) const;
 
   private:
+    [[nodiscard]] double draft_model_ms(const BatchShape& shape) const;
+
     std::unique_ptr<CostModel> inner_;
+    std::unique_ptr<CostModel> draft_;  // draft_model only
     SpeculativeConfig config_;
     int num_target_layers_ = 1;
 };

@@ -214,7 +214,7 @@ int mla_default_block_size(int compute_capability, bool kv_cache_fp8, int qk_nop
 
 std::int64_t max_memory_usage_blocks(KvGroupKind kind, MambaCacheMode mode, std::int64_t max_model_len,
                                      std::int64_t block_size, std::int64_t mamba_block_size, int window,
-                                     std::int64_t max_num_batched_tokens) {
+                                     std::int64_t max_num_batched_tokens, int num_speculative_blocks) {
     switch (kind) {
         case KvGroupKind::kFullAttention:
             return cdiv(max_model_len, block_size);
@@ -225,13 +225,14 @@ std::int64_t max_memory_usage_blocks(KvGroupKind kind, MambaCacheMode mode, std:
             // ChunkedLocalAttentionSpec.max_memory_usage_bytes: one chunk plus one step's tokens.
             return cdiv(std::min<std::int64_t>(window + max_num_batched_tokens, max_model_len), block_size);
         case KvGroupKind::kMamba:
+            // MambaSpec.max_memory_usage_bytes, each mode plus num_speculative_blocks (speculative decoding).
             switch (mode) {
                 case MambaCacheMode::kNone:
-                    return 1;
+                    return 1 + num_speculative_blocks;
                 case MambaCacheMode::kAlign:
-                    return 2;
+                    return 2 + num_speculative_blocks;
                 case MambaCacheMode::kAll:
-                    return cdiv(max_model_len, mamba_block_size);
+                    return cdiv(max_model_len, mamba_block_size) + num_speculative_blocks;
             }
     }
     return 0;
@@ -367,7 +368,7 @@ KvCacheConfig MemoryPlan::kv_cache_config() const {
 
 MemoryPlan plan_memory(const models::ModelSpec& model, const MemoryPlanRequest& req) {
     MemoryPlan plan;
-    const LayerTypeCounts counts = count_kv_layers(model);
+    LayerTypeCounts counts = count_kv_layers(model);  // a drafter's same-page layers join full_attention below
     const int num_attention = counts.full_attention + counts.sliding_window;
     const bool hybrid = num_attention > 0 && counts.mamba > 0;
     if (num_attention == 0 && counts.mamba == 0) {
@@ -483,8 +484,45 @@ MemoryPlan plan_memory(const models::ModelSpec& model, const MemoryPlanRequest& 
         }
     }
     plan.kv_bytes_per_token = models::kv_bytes_per_token(model, plan.kv_cache_dtype, tp);
+    // The speculative drafter's attention layers (MemoryPlanRequest::drafter): vLLM's KV cache spec holds them with
+    // the target's (get_kv_cache_spec), at the same KV dtype. Same page per token as the target's attention: more
+    // full-attention layers for get_kv_cache_groups. Another page on a full-attention-only target: one
+    // UniformTypeKVCacheSpecs group whose page is the sum of its layers' (draft_block_bytes, set with the block
+    // size below). Another page beside local or recurrent layers would take page unification: refused.
+    std::int64_t draft_other_page_bytes_per_token = 0;
+    plan.num_speculative_blocks = counts.mamba > 0 ? req.num_speculative_tokens : 0;
+    if (req.drafter) {
+        if (req.pipeline_parallel_size > 1) {
+            throw ConfigError("speculative_config: a drafter with pipeline_parallel_size > 1 is not modelled");
+        }
+        plan.draft_weight_bytes = req.drafter->weight_bytes;
+        for (const auto& a : req.drafter->attention_layers) {
+            if (a.sliding_window_tokens > 0 || a.attention_chunk_tokens > 0) {
+                throw ConfigError(fmt::format("speculative_config: drafter '{}' has local-attention layers, which "
+                                              "servesim does not model in a drafter",
+                                              req.drafter->name));
+            }
+            const std::int64_t bytes = models::kv_bytes_per_token_layer(a, plan.kv_cache_dtype, tp);
+            plan.draft_kv_bytes_per_token += bytes;
+            ++plan.draft_attention_layers;
+            if (counts.first_attention != nullptr && bytes == plan.attn_page_size_1tok_bytes) {
+                ++counts.full_attention;
+            } else {
+                draft_other_page_bytes_per_token += bytes;
+            }
+        }
+        if (draft_other_page_bytes_per_token > 0 &&
+            (counts.first_attention == nullptr || counts.sliding_window > 0 || counts.mamba > 0)) {
+            throw ConfigError(fmt::format(
+                "speculative_config: drafter '{}' has attention layers of another KV size per token than model "
+                "'{}' ({} B per layer and token per rank), which has local-attention or recurrent layers; vLLM "
+                "would unify the page sizes (unify_kv_cache_spec_page_size), which servesim does not model",
+                req.drafter->name, model.name, plan.attn_page_size_1tok_bytes));
+        }
+        plan.kv_bytes_per_token += plan.draft_kv_bytes_per_token;
+    }
     for (const auto& layer : model.layers) {
-        const std::int64_t state = models::state_bytes_layer(layer, model.dtype, tp).total();
+        const std::int64_t state = models::state_bytes_layer(layer, model.dtype, tp, req.num_speculative_tokens).total();
         plan.state_bytes_per_sequence += state;
         plan.mamba_page_size_bytes = std::max(plan.mamba_page_size_bytes, state);
     }
@@ -515,6 +553,7 @@ MemoryPlan plan_memory(const models::ModelSpec& model, const MemoryPlanRequest& 
                                                                               : plan.block_size;
     } else if (num_attention > 0) {
         plan.page_size_bytes = plan.block_size * plan.attn_page_size_1tok_bytes;
+        plan.draft_block_bytes = plan.block_size * draft_other_page_bytes_per_token;  // UniformTypeKVCacheSpecs
     } else {
         // Attention-free (pure Mamba): one state page per layer, block size = max_model_len.
         plan.page_size_bytes = plan.mamba_page_size_bytes;
@@ -619,6 +658,8 @@ MemoryPlan plan_memory(const models::ModelSpec& model, const MemoryPlanRequest& 
             plan.weight_bytes = std::max(plan.weight_bytes, stage_weight_bytes(model, stages, i, tp));
         }
     }
+    // The drafter loads beside the target (GPUModelRunner.load_model), so its weights come off the KV budget too.
+    plan.weight_bytes += plan.draft_weight_bytes;
     plan.activation_peak_bytes = activation_peak_bytes(model, plan.max_num_batched_tokens, plan.max_num_seqs, tp);
     if (!req.skip_mm_profiling) {
         // profile_run: the encoder's dummy forward first, its outputs kept in the encoder cache through the
@@ -675,7 +716,8 @@ MemoryPlan plan_memory(const models::ModelSpec& model, const MemoryPlanRequest& 
     }
 
     // --- num_blocks (get_num_blocks): one pool shared by all groups, block 0 is the null block ---
-    plan.num_gpu_blocks = plan.kv_cache_memory_bytes / plan.page_size_bytes / plan.group_size;
+    plan.num_gpu_blocks = plan.draft_block_bytes > 0 ? plan.kv_cache_memory_bytes / plan.bytes_per_block()
+                                                     : plan.kv_cache_memory_bytes / plan.page_size_bytes / plan.group_size;
     if (!stages.empty()) {
         // get_kv_cache_configs: every stage sizes its own pool from its memory and its share of each group, then
         // "the num_blocks of each rank [becomes] the smallest among all ranks". The activation peak, non-torch and
@@ -718,10 +760,10 @@ MemoryPlan plan_memory(const models::ModelSpec& model, const MemoryPlanRequest& 
     auto needed_bytes = [&](std::int64_t len) {
         std::int64_t total = 0;
         for (const auto& g : plan.groups) {
-            total += std::int64_t{check_group_size} * plan.page_size_bytes *
+            total += (std::int64_t{check_group_size} * plan.page_size_bytes + plan.draft_block_bytes) *
                      max_memory_usage_blocks(g.kind, plan.mamba_cache_mode, len, plan.block_size,
                                              plan.mamba_cache_mode == MambaCacheMode::kNone ? len : plan.mamba_block_size,
-                                             g.window_tokens, plan.max_num_batched_tokens);
+                                             g.window_tokens, plan.max_num_batched_tokens, plan.num_speculative_blocks);
         }
         return total;
     };
@@ -748,11 +790,12 @@ MemoryPlan plan_memory(const models::ModelSpec& model, const MemoryPlanRequest& 
     std::int64_t per_request_bytes = 0;
     for (const auto& g : plan.groups) {
         per_request_bytes +=
-            plan.page_size_bytes * max_memory_usage_blocks(g.kind, plan.mamba_cache_mode, plan.max_model_len,
+            (plan.page_size_bytes + plan.draft_block_bytes) * max_memory_usage_blocks(g.kind, plan.mamba_cache_mode, plan.max_model_len,
                                                            plan.block_size, plan.mamba_block_size,
-                                                           g.window_tokens, plan.max_num_batched_tokens);
+                                                           g.window_tokens, plan.max_num_batched_tokens,
+                                                           plan.num_speculative_blocks);
     }
-    plan.blocks_per_request = cdiv(per_request_bytes, plan.page_size_bytes);
+    plan.blocks_per_request = cdiv(per_request_bytes, plan.page_size_bytes + plan.draft_block_bytes);
     plan.max_concurrency = static_cast<double>(plan.num_gpu_blocks) / static_cast<double>(plan.blocks_per_request);
     if (req.vllm_version.kv_size_from_concurrency()) {
         plan.kv_cache_tokens = static_cast<std::int64_t>(plan.max_concurrency * static_cast<double>(plan.max_model_len));

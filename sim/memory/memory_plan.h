@@ -31,6 +31,15 @@ using core::VllmVersion;
 // prefix_cache_retention_interval: None (dense retention), as a value.
 inline constexpr std::int64_t kRetentionDense = -1;
 
+// A speculative drafter's memory on one rank (sim/engine/speculative.h drafter_memory builds it): its weights come
+// off the memory left for the KV cache, and its attention layers join the KV cache spec (vLLM get_kv_cache_spec
+// walks the drafter's Attention layers too; 0.33 tags them is_draft, #53558), at the target's KV dtype and TP.
+struct DrafterMemoryRequest {
+    std::string name;
+    std::int64_t weight_bytes = 0;  // per rank
+    std::vector<models::AttentionMixer> attention_layers;
+};
+
 // What the user asked for; unset optionals take vLLM's defaults for the model and GPU.
 struct MemoryPlanRequest {
     std::int64_t gpu_memory_bytes = 0;  // total device memory as torch.cuda.mem_get_info reports it
@@ -75,6 +84,12 @@ struct MemoryPlanRequest {
     std::optional<std::int64_t> cudagraph_memory_bytes;
     // --skip-mm-profiling (MultiModalConfig.skip_mm_profiling): no dummy encoder forward in the profile run.
     bool skip_mm_profiling = false;
+    // --speculative-config's drafter (EAGLE/MTP head or draft model); unset = none (or ngram).
+    std::optional<DrafterMemoryRequest> drafter;
+    // --speculative-config's num_speculative_tokens (any method; 0 = off): the GDN conv state's extra columns
+    // (models::state_bytes_layer) and MambaSpec.num_speculative_blocks, the state blocks a request holds beyond
+    // the mode's (max_memory_usage_bytes: 1, 2 or ⌈len / block⌉, plus this).
+    int num_speculative_tokens = 0;
 };
 
 struct KvGroupPlan {
@@ -145,8 +160,25 @@ struct MemoryPlan {
     std::int64_t kv_cache_tokens = 0;  // "GPU KV cache size: N tokens"
 
     // Per-token and per-sequence sizes, per GPU (per tensor-parallel rank).
-    std::int64_t kv_bytes_per_token = 0;        // all attention layers, at the KV dtype
+    std::int64_t kv_bytes_per_token = 0;        // all attention layers (the drafter's too), at the KV dtype
     std::int64_t state_bytes_per_sequence = 0;  // all recurrent layers, unpadded
+
+    // The speculative drafter (MemoryPlanRequest::drafter), per rank; all 0 without one. Its weights are in
+    // weight_bytes and its KV in kv_bytes_per_token too. A drafter whose layers have the target's attention page
+    // joins the full-attention layers (group_size counts them); one with another page (a draft model of another
+    // head shape on a full-attention target: vLLM UniformTypeKVCacheSpecs, page = Σ layers' pages) adds
+    // draft_block_bytes to every block instead.
+    std::int64_t draft_weight_bytes = 0;
+    std::int64_t draft_kv_bytes_per_token = 0;
+    int draft_attention_layers = 0;
+    std::int64_t draft_block_bytes = 0;
+    int num_speculative_blocks = 0;  // MambaSpec.num_speculative_blocks (MemoryPlanRequest::num_speculative_tokens)
+
+    // The bytes one block id takes: group_size tensors of page_size_bytes, plus the drafter's pages of another size
+    // (what num_gpu_blocks divides the KV memory by, get_num_blocks).
+    [[nodiscard]] std::int64_t bytes_per_block() const {
+        return static_cast<std::int64_t>(group_size) * page_size_bytes + draft_block_bytes;
+    }
 
     // Set by apply_hybrid_state_pool (hybrid_state_plan.h) for a hybrid policy other than vllm.
     std::optional<HybridStateConfig> hybrid_state;

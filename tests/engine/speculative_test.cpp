@@ -102,9 +102,22 @@ TEST_CASE("--speculative-config: vLLM's keys read, bad ones refused by name", "[
     CHECK(error_of([&] {
               (void)parse_speculative_config(R"({"method": "mtp", "num_speculative_tokens": 3, "x": 1})");
           }).find("key 'x': not modelled") != std::string::npos);
+    // draft_model (DraftModelProposer): the draft checkpoint is required; draft_tensor_parallel_size is read.
+    const SpeculativeConfig d = parse_speculative_config(
+        R"({"method": "draft_model", "model": "Llama-3.1-8B", "num_speculative_tokens": 4,
+            "draft_tensor_parallel_size": 4})");
+    CHECK(d.method == SpeculativeMethod::kDraftModel);
+    CHECK(d.draft_model == "Llama-3.1-8B");
+    CHECK(d.draft_tensor_parallel_size == 4);
+    CHECK(d.num_lookahead_tokens() == 4);  // uses_draft_model: lookahead = k
+    CHECK_FALSE(d.uses_head());
     CHECK(error_of([&] {
               (void)parse_speculative_config(R"({"method": "draft_model", "num_speculative_tokens": 3})");
-          }).find("draft_model is not modelled") != std::string::npos);
+          }).find("key 'model': required with method draft_model") != std::string::npos);
+    CHECK(error_of([&] {
+              (void)parse_speculative_config(
+                  R"({"method": "ngram", "num_speculative_tokens": 3, "draft_tensor_parallel_size": 1})");
+          }).find("key 'draft_tensor_parallel_size': not with method ngram") != std::string::npos);
     CHECK(error_of([&] {
               (void)parse_speculative_config(R"({"method": "mtp", "num_speculative_tokens": 0})");
           }).find("out of range") != std::string::npos);
@@ -185,7 +198,8 @@ TEST_CASE("Scheduler: a decode verifies 1 + k tokens and holds k lookahead slots
     // Block 16, prompt 26, k = 3. Step 1 prefills 26 tokens (a fresh prefill gets no lookahead): ⌈26/16⌉ = 2 blocks.
     // Its token makes 27; step 2 schedules the last token + 3 drafts = 4 tokens after 26 computed, slots to 30:
     // 2 blocks for ngram, but 30 + 3 lookahead = 33 slots = ⌈33/16⌉ = 3 blocks for EAGLE.
-    for (const auto method : {SpeculativeMethod::kEagle3, SpeculativeMethod::kNgram}) {
+    // A draft model (uses_draft_model) reserves the same k lookahead slots as EAGLE.
+    for (const auto method : {SpeculativeMethod::kEagle3, SpeculativeMethod::kDraftModel, SpeculativeMethod::kNgram}) {
         const SpeculativeConfig c = config_with(method, {0.8, 0.6, 0.4});
         Harness h(spec_scheduler(c), full_attention_config(10));
         Request* r = h.add(1, {{content(1), 26}}, 100);
@@ -272,6 +286,41 @@ TEST_CASE("Batch shape and step cost of a verification step, and the drafter's c
     plain.decode_context_tokens = 10;
     plain.num_sampled_seqs = 1;
     CHECK(eagle.step_cost(plain).spec_draft_ms == 0);
+}
+
+TEST_CASE("draft_model: the draft checkpoint's own forwards, priced by its cost model", "[engine][speculative]") {
+    // The verification step above (4 tokens, decode context 30, 4 logit rows, 1 speculating request, 3 drafts),
+    // the target on RoundCost (1.47 ms) and the draft model on SmallCost: gemm 0.002 ms per token, decode attention
+    // 0.0001 ms per context token, lm_head 0.05 ms per row, overhead 0.5 ms per step (not charged to the drafter).
+    //   forward 1: the 4 tokens + the sampled token appended = 5 tokens, 31 keys, 1 row:
+    //              0.010 + 0.0031 + 0.05 = 0.0631
+    //   forward 2: 1 token at context 31: 0.002 + 0.0031 + 0.05 = 0.0551
+    //   forward 3: 1 token at context 32: 0.002 + 0.0032 + 0.05 = 0.0552                → 0.1734 ms
+    class SmallCost : public CostModel {
+      public:
+        [[nodiscard]] StepCost step_cost(const BatchShape& s) const override {
+            StepCost c;
+            c.gemm_ms = 0.002 * static_cast<double>(s.num_tokens);
+            c.attn_decode_ms = 0.0001 * static_cast<double>(s.decode_context_tokens);
+            c.lm_head_ms = 0.05 * static_cast<double>(s.num_sampled_seqs);
+            c.overhead_ms = 0.5;
+            return c;
+        }
+        [[nodiscard]] std::string describe() const override { return "small"; }
+    };
+    const SpeculativeConfig c = config_with(SpeculativeMethod::kDraftModel, {0.8, 0.6, 0.4});
+    Harness h(spec_scheduler(c), full_attention_config(10));
+    h.add(1, {{content(1), 26}}, 100);
+    StepPlan p1 = h.scheduler().schedule();
+    emit(p1.scheduled[0], 0);
+    const BatchShape s = Replica::batch_shape(h.scheduler().schedule(), 16, false);
+    REQUIRE(s.num_tokens == 4);
+    REQUIRE(s.spec_context_tokens == 30);
+    SpeculativeCostModel draft(std::make_unique<RoundCost>(), c, 4, std::make_unique<SmallCost>());
+    const StepCost cost = draft.step_cost(s);
+    CHECK(close(cost.spec_draft_ms, 0.1734));
+    CHECK(close(cost.total_ms(), 1.47 + 0.1734));
+    CHECK(draft.describe().find("draft_model drafter") != std::string::npos);
 }
 
 TEST_CASE("Replica: a request's steps for its output length, ITL per chunk, TPOT, acceptance counters",

@@ -139,12 +139,13 @@ const EngineKey kEngineKeys[] = {
      "servesim: with expert parallelism, the busiest rank's routed tokens over the mean (default 1, balanced)",
      [](EngineSettings& s, const EngineValue& v) { s.expert_load_imbalance = as_double(v); }},
     {"speculative_config", "--speculative-config", {ValueKind::SpeculativeJson},
-     "speculative decoding as vLLM's JSON: method (ngram, eagle, eagle3, mtp), num_speculative_tokens, model, "
-     "prompt_lookup_max/min (default off; docs/SPECULATIVE-DECODING.md)",
+     "speculative decoding as vLLM's JSON: method (ngram, eagle, eagle3, mtp, draft_model), num_speculative_tokens, "
+     "model (draft_model: a catalogued model or config.json path), draft_tensor_parallel_size, prompt_lookup_max/min "
+     "(default off; docs/SPECULATIVE-DECODING.md)",
      [](EngineSettings& s, const EngineValue& v) { s.speculative_config = as_string(v); }},
     {"speculative_acceptance", "", {ValueKind::RateList, 0, 1},
      "servesim: vLLM's per-position acceptance rates, one per draft position, not growing (default: the method's "
-     "published rates, docs/SPECULATIVE-DECODING.md)",
+     "published rates, docs/SPECULATIVE-DECODING.md; draft_model has none and needs this or the mean length)",
      [](EngineSettings& s, const EngineValue& v) { s.speculative_acceptance = rate_list(as_string(v)); }},
     {"speculative_mean_acceptance_length", "", {ValueKind::Number, 1, 65},
      "servesim: mean acceptance length (1 + accepted drafts per step, vLLM's log line) instead of per-position rates",

@@ -293,11 +293,15 @@ engine::ReplicaConfig replica_config(const PreparedExperiment& p, const cache::M
     }
     rc.check_invariants = p.config.check_invariants;
     // vLLM turns async scheduling off for spec methods other than EAGLE/MTP/ngram_gpu (VllmConfig.__post_init__):
-    // plain ngram runs synchronously.
-    const bool sync_spec = p.speculative && p.speculative->method == engine::SpeculativeMethod::kNgram;
+    // plain ngram and draft_model run synchronously (vLLM keeps it for draft_model only when --async-scheduling is
+    // given explicitly, which servesim's boolean key cannot tell from its default: docs/SPECULATIVE-DECODING.md).
+    const bool sync_spec = p.speculative && (p.speculative->method == engine::SpeculativeMethod::kNgram ||
+                                             p.speculative->method == engine::SpeculativeMethod::kDraftModel);
     rc.async_scheduling = p.config.engine.async_scheduling && !sync_spec;
     rc.seed = p.config.seed;
     rc.speculative = p.speculative;
+    // SpeculativeConfig.use_eagle (EAGLE, EAGLE-3, MTP): prefix hits drop their last full-attention block.
+    rc.kv_cache.use_eagle = p.speculative && p.speculative->uses_head();
     auto& s = rc.scheduler;
     s.max_num_batched_tokens = plan.max_num_batched_tokens;
     s.max_num_seqs = plan.max_num_seqs;
@@ -313,6 +317,7 @@ engine::ReplicaConfig replica_config(const PreparedExperiment& p, const cache::M
     if (p.speculative) {
         s.num_spec_tokens = p.speculative->num_speculative_tokens;
         s.num_lookahead_tokens = p.speculative->num_lookahead_tokens();
+        s.use_eagle = p.speculative->uses_head();
     }
     if (p.config.engine.kv_offloading_size_gib) {
         rc.offload = offload_config(p.config.engine, plan, p.gpu);
@@ -373,7 +378,7 @@ cluster::SimulationResult run_disaggregated(const PreparedExperiment& p, const c
         d.proxy_vertex = p.config.topology->find(p.config.disaggregation->proxy);
     }
     // One block id across all KV tensors of every decode rank, as offload_config counts a CPU block.
-    d.bytes_per_block = static_cast<double>(dp.plan.page_size_bytes) * dp.plan.group_size * dp.plan.tensor_parallel_size;
+    d.bytes_per_block = static_cast<double>(dp.plan.bytes_per_block()) * dp.plan.tensor_parallel_size;
     auto router = [&](const cluster::SimulationConfig& pool) {
         return cluster::make_router(p.config.router, router_options_for(p.config.router_options, pool));
     };

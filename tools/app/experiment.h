@@ -107,6 +107,25 @@ void assess_result(ExperimentResult& r);
 // The model as the engine loads it: resolve_model, then --quantization / --dtype (models/quantization_config.h).
 [[nodiscard]] models::ModelSpec resolve_engine_model(const std::string& model, const EngineSettings& engine);
 
+// engine.speculative_config resolved against the target (sim/engine/speculative.h): the settings with acceptance
+// filled, the draft checkpoint for draft_model (resolved as `model` is, at the target's --dtype, unquantized unless
+// its config.json says otherwise: vLLM's speculative `quantization` defaults to none), and the drafter's memory
+// per rank. Checks vLLM's rules: draft_tensor_parallel_size the target's (vLLM also allows 1: not modelled), the
+// draft's vocabulary the target's (verify_equal_vocab_size_if_draft_model), max_model_len within the draft's.
+// Throws ConfigError naming the key.
+struct SpeculativeSetup {
+    engine::SpeculativeConfig config;
+    std::optional<models::ModelSpec> draft_model;
+    std::optional<cache::DrafterMemoryRequest> memory;
+};
+[[nodiscard]] std::optional<SpeculativeSetup> resolve_speculative(const EngineSettings& engine,
+                                                                  const models::ModelSpec& target);
+// Speculative decoding's part of the memory plan of `target` with these engine settings: the drafter
+// (MemoryPlanRequest::drafter) and num_speculative_tokens (the recurrent state's speculative columns and blocks).
+// Nothing without engine.speculative_config.
+void add_speculative_memory(cache::MemoryPlanRequest& request, const EngineSettings& engine,
+                            const models::ModelSpec& target);
+
 
 // The host KV tier of engine.kv_offloading_size (vLLM's native OffloadingConnector, CPUOffloadingSpec) for a
 // resolved plan: its capacity in CPU blocks per tensor-parallel group, its load speed and the release's rules.

@@ -72,6 +72,74 @@ models::ModelSpec resolve_engine_model(const std::string& model, const EngineSet
     return models::apply_engine_quantization(models::resolve_model(model), engine.quantization, engine.dtype);
 }
 
+namespace {
+
+// resolve_speculative without the acceptance (which the memory plan does not read).
+std::optional<SpeculativeSetup> resolve_speculative_drafter(const EngineSettings& e, const models::ModelSpec& target) {
+    if (!e.speculative_config) {
+        return std::nullopt;
+    }
+    SpeculativeSetup s;
+    s.config = engine::parse_speculative_config(*e.speculative_config);
+    // NgramProposer's lookup per context token, host time (docs/SPECULATIVE-DECODING.md: measured).
+    s.config.ngram_ns_per_context_token =
+        e.speculative_ngram_ns_per_context_token.value_or(engine::kNgramLookupNsPerContextToken);
+    const int tp = std::max(1, e.tensor_parallel_size);
+    if (s.config.draft_tensor_parallel_size != 0 && s.config.draft_tensor_parallel_size != tp) {
+        throw ConfigError(fmt::format(
+            "speculative_config: key 'draft_tensor_parallel_size': {} with tensor_parallel_size {}; vLLM "
+            "allows 1 or the target's, and servesim models only the target's ({}): leave it out or set {}",
+            s.config.draft_tensor_parallel_size, tp, tp, tp));
+    }
+    if (s.config.method == engine::SpeculativeMethod::kDraftModel) {
+        models::ModelSpec draft;
+        try {
+            // SpeculativeConfig builds the draft's ModelConfig with the target's dtype and its own `quantization`
+            // (none unless given, which servesim does not read): the checkpoint's quantization_config only.
+            draft = models::apply_engine_quantization(models::resolve_model(s.config.draft_model), std::nullopt, e.dtype);
+        } catch (const ConfigError& err) {
+            throw ConfigError(fmt::format("speculative_config: key 'model': draft model '{}': {}",
+                                          s.config.draft_model, err.what()));
+        }
+        if (draft.vocab_size != target.vocab_size) {
+            throw ConfigError(fmt::format(
+                "speculative_config: key 'model': draft model '{}' has vocab_size {} and model '{}' {}; vLLM "
+                "requires the same vocabulary (SpeculativeConfig.verify_equal_vocab_size_if_draft_model)",
+                draft.name, draft.vocab_size, target.name, target.vocab_size));
+        }
+        const std::int64_t max_len = e.max_model_len.value_or(target.max_position_embeddings);
+        if (draft.max_position_embeddings > 0 && max_len > draft.max_position_embeddings) {
+            throw ConfigError(fmt::format(
+                "speculative_config: key 'model': draft model '{}' handles {} tokens (max_position_embeddings) "
+                "and max_model_len is {}; sequences beyond the draft's length are not modelled: set "
+                "engine.max_model_len to {} or less",
+                draft.name, draft.max_position_embeddings, max_len, draft.max_position_embeddings));
+        }
+        s.draft_model = std::move(draft);
+    }
+    s.memory = engine::drafter_memory(s.config, target, s.draft_model ? &*s.draft_model : nullptr, tp);
+    return s;
+}
+
+}  // namespace
+
+std::optional<SpeculativeSetup> resolve_speculative(const EngineSettings& e, const models::ModelSpec& target) {
+    std::optional<SpeculativeSetup> s = resolve_speculative_drafter(e, target);
+    if (s) {
+        engine::resolve_acceptance(s->config, e.speculative_acceptance,
+                                   e.speculative_mean_acceptance_length.value_or(0), "engine.");
+    }
+    return s;
+}
+
+void add_speculative_memory(cache::MemoryPlanRequest& request, const EngineSettings& e,
+                            const models::ModelSpec& target) {
+    if (const auto s = resolve_speculative_drafter(e, target)) {
+        request.drafter = s->memory;
+        request.num_speculative_tokens = s->config.num_speculative_tokens;
+    }
+}
+
 cache::MemoryPlanRequest memory_plan_request(const EngineSettings& e, const calibration::GpuSpec& gpu,
                                              int data_parallel_size, std::int64_t gpu_memory_bytes) {
     cache::MemoryPlanRequest r;
@@ -151,7 +219,7 @@ cache::CpuOffloadConfig offload_config(const EngineSettings& engine, const cache
     // rank, as cpu_bytes_to_use is the total over ranks; each (hash, group) key takes one.
     cache::CpuOffloadConfig o;
     const double unit_bytes =
-        static_cast<double>(plan.page_size_bytes) * plan.group_size * plan.tensor_parallel_size;
+        static_cast<double>(plan.bytes_per_block()) * plan.tensor_parallel_size;
     o.num_cpu_blocks = static_cast<std::int64_t>(*engine.kv_offloading_size_gib * 1024.0 * 1024.0 *
                                                  1024.0 / unit_bytes);
     o.block_size_tokens = plan.block_size;
@@ -187,7 +255,7 @@ cluster::KvStoreConfig kv_store_config(const PreparedExperiment& p) {
     }
     // One block id across all KV tensors of every tensor-parallel rank, as offload_config counts a CPU block.
     const double bytes_per_block =
-        static_cast<double>(p.plan.page_size_bytes) * p.plan.group_size * p.plan.tensor_parallel_size;
+        static_cast<double>(p.plan.bytes_per_block()) * p.plan.tensor_parallel_size;
     return cluster::make_kv_store_config(k, p.config.topology.get(), p.plan.block_size, bytes_per_block,
                                          p.config.replicas, p.plan.tensor_parallel_size * p.plan.pipeline_parallel_size);
 }

@@ -265,6 +265,10 @@ PreparedExperiment prepare_experiment_at(const ExperimentConfig& config, int fir
     };
     p.model = with_file([&] { return resolve_engine_model(config.model, config.engine); });
     p.gpu = with_file([&] { return calibration::find_gpu(config.gpu); });
+    // --speculative-config (sim/engine/speculative.h), resolved before the memory plan: the drafter's weights and KV
+    // layers share the GPU with the target's.
+    const std::optional<SpeculativeSetup> speculative =
+        with_file([&] { return resolve_speculative(config.engine, p.model); });
     // With a topology (not the disaggregated whole, whose pools are placed and planned each on its own), each
     // replica's memory plan is its GPUs' memory; one plan per distinct memory.
     if (config.topology && !config.disaggregation) {
@@ -273,8 +277,13 @@ PreparedExperiment prepare_experiment_at(const ExperimentConfig& config, int fir
     auto plan_for = [&](std::int64_t gpu_memory_bytes, std::size_t replica) {
         return with_file([&] {
             try {
-                cache::MemoryPlan plan = cache::plan_memory(
-                    p.model, memory_plan_request(config.engine, p.gpu, config.replicas, gpu_memory_bytes));
+                cache::MemoryPlanRequest request =
+                    memory_plan_request(config.engine, p.gpu, config.replicas, gpu_memory_bytes);
+                if (speculative) {
+                    request.drafter = speculative->memory;
+                    request.num_speculative_tokens = speculative->config.num_speculative_tokens;
+                }
+                cache::MemoryPlan plan = cache::plan_memory(p.model, request);
                 if (config.engine.hybrid_cache_policy != "vllm") {
                     apply_hybrid_policy(config.engine, p.model, plan);
                 }
@@ -363,16 +372,20 @@ PreparedExperiment prepare_experiment_at(const ExperimentConfig& config, int fir
     // CUDA graphs (sim/engine/cuda_graphs.h): vLLM's ladder up to min(2·max_num_seqs, 512, max_num_batched_tokens)
     // unless the engine keys say otherwise (VllmConfig._set_cudagraph_sizes).
     const engine::CudaGraphSizes graphs = cuda_graph_sizes(config, p.plan);
-    if (config.cost_model == "roofline" || config.cost_model == "measured") {
-        // The GPU file's figures (host_work_fit.h roofline_params), this replica's parallelism and graphs.
+    // The GPU file's figures (host_work_fit.h roofline_params), this replica's parallelism and graphs.
+    const auto gpu_params = [&] {
         engine::RooflineParams params = roofline_params(p.gpu);
         params.tensor_parallel_size = p.plan.tensor_parallel_size;
         params.tp_link = tp_link;
         params.custom_all_reduce = !config.engine.disable_custom_all_reduce;
-        params.expert_parallel = expert_parallelism;
         params.max_cudagraph_tokens = static_cast<int>(graphs.max_size());
         params.cudagraph_capture_sizes = graphs.sizes();
         params.enforce_eager = !graphs.enabled();
+        return params;
+    };
+    if (config.cost_model == "roofline" || config.cost_model == "measured") {
+        engine::RooflineParams params = gpu_params();
+        params.expert_parallel = expert_parallelism;
         if (config.cost_model == "roofline") {
             p.cost_model = std::make_unique<engine::RooflineCostModel>(p.model, p.plan.kv_cache_dtype, params);
         } else {
@@ -427,25 +440,33 @@ PreparedExperiment prepare_experiment_at(const ExperimentConfig& config, int fir
         hop.link = pp_link;
         p.cost_model = std::make_unique<engine::PipelineParallelCostModel>(std::move(p.cost_model), hop);
     }
-    if (config.engine.speculative_config) {
+    if (speculative) {
         // --speculative-config (sim/engine/speculative.h): the drafter's cost wraps the target's GPU time.
-        p.speculative = with_file([&] {
-            engine::SpeculativeConfig sc = engine::parse_speculative_config(*config.engine.speculative_config);
-            engine::resolve_acceptance(sc, config.engine.speculative_acceptance,
-                                       config.engine.speculative_mean_acceptance_length.value_or(0), "engine.");
-            // NgramProposer's lookup per context token, host time (docs/SPECULATIVE-DECODING.md: measured).
-            sc.ngram_ns_per_context_token = config.engine.speculative_ngram_ns_per_context_token.value_or(
-                engine::kNgramLookupNsPerContextToken);
-            return sc;
-        });
+        p.speculative = speculative->config;
         if (p.plan.pipeline_parallel_size > 1) {
             throw ConfigError(fmt::format("{}: experiment '{}': engine.speculative_config with pipeline_parallel_size "
                                           "> 1 is not modelled",
                                           config.file, config.name));
         }
+        // draft_model: the draft checkpoint's own cost model, of the target's kind at the target's TP and graphs:
+        // roofline, or measured kernel tables for the draft's shapes. A calibrated profile holds one model's
+        // curves, the target's, so the draft is priced by the roofline then (docs/SPECULATIVE-DECODING.md).
+        std::unique_ptr<engine::CostModel> draft_cost;
+        if (speculative->draft_model) {
+            const models::ModelSpec& draft = *speculative->draft_model;
+            if (config.cost_model == "measured") {
+                draft_cost = with_file([&] {
+                    return std::make_unique<engine::MeasuredCostModel>(
+                        draft, p.plan.kv_cache_dtype, measured_params(p.gpu, gpu_params(), p.plan.max_num_batched_tokens));
+                });
+            } else {
+                draft_cost = std::make_unique<engine::RooflineCostModel>(draft, p.plan.kv_cache_dtype, gpu_params());
+            }
+        }
         p.cost_model = std::make_unique<engine::SpeculativeCostModel>(std::move(p.cost_model), *p.speculative,
                                                                       static_cast<int>(p.model.layers.size()) /
-                                                                          std::max(1, p.model.blocks_per_decoder_layer));
+                                                                          std::max(1, p.model.blocks_per_decoder_layer),
+                                                                      std::move(draft_cost));
     } else if (!config.engine.speculative_acceptance.empty() || config.engine.speculative_mean_acceptance_length ||
                config.engine.speculative_ngram_ns_per_context_token) {
         throw ConfigError(fmt::format("{}: experiment '{}': engine.speculative_acceptance, "

@@ -53,6 +53,12 @@ nlohmann::ordered_json inspect_json(const models::ModelSpec& model, const std::s
         j["pipeline_stages"] = stages;
     }
     j["weight_bytes"] = p.weight_bytes;
+    if (p.draft_attention_layers > 0) {  // --speculative-config's drafter, included in weight_bytes and KV per token
+        j["draft_weight_bytes"] = p.draft_weight_bytes;
+        j["draft_attention_layers"] = p.draft_attention_layers;
+        j["draft_kv_bytes_per_token"] = p.draft_kv_bytes_per_token;
+        j["draft_block_bytes"] = p.draft_block_bytes;
+    }
     j["weight_bytes_read_per_decode_step"] = models::weight_bytes_read_per_step(model, 1);
     if (model.quantization) {  // docs/QUANTIZATION.md
         j["quantization"] = model.quantization->method;
@@ -82,6 +88,9 @@ std::string inspect_table(const models::ModelSpec& model, const std::string& gpu
     } else {
         line("requested (util x total)", fmt::format("{:.2f} GiB ({})", p.requested_memory_bytes / kGiB, p.gpu_memory_utilization));
         line("weights", fmt::format("{:.2f} GiB", p.weight_bytes / kGiB));
+        if (p.draft_attention_layers > 0) {
+            line("  of which the drafter", fmt::format("{:.2f} GiB", p.draft_weight_bytes / kGiB));
+        }
         if (model.quantization) {
             line("weights, all ranks", fmt::format("{:.2f} GiB ({})", models::weight_bytes_total(model) / kGiB,
                                                   model.quantization->description));
@@ -122,7 +131,8 @@ std::string inspect_table(const models::ModelSpec& model, const std::string& gpu
     }
     if (padding > 0) {
         out += fmt::format("Add {} padding layers, may waste at most {:.2f}% KV cache memory\n", padding,
-                           100.0 * padding / (padding + static_cast<double>(model.layers.size())));
+                           100.0 * padding /
+                               (padding + static_cast<double>(model.layers.size() + p.draft_attention_layers)));
     }
     out += fmt::format("GPU KV cache size: {} tokens\n", p.kv_cache_tokens);
     out += fmt::format("Maximum concurrency for {} tokens per request: {:.2f}x\n", p.max_model_len, p.max_concurrency);
@@ -146,6 +156,14 @@ std::string inspect_table(const models::ModelSpec& model, const std::string& gpu
     line("num_gpu_blocks (incl. null)", fmt::format("{}", p.num_gpu_blocks));
     line("blocks per max-length request", fmt::format("{}", p.blocks_per_request));
     line("kv_bytes_per_token", fmt::format("{}", p.kv_bytes_per_token));
+    if (p.draft_attention_layers > 0) {
+        line("  of which the drafter", fmt::format("{} ({} attention layers{})", p.draft_kv_bytes_per_token,
+                                                   p.draft_attention_layers,
+                                                   p.draft_block_bytes > 0
+                                                       ? fmt::format(", {} B per block beside the groups",
+                                                                     p.draft_block_bytes)
+                                                       : std::string(", in the full-attention group")));
+    }
     line("state_bytes_per_sequence", fmt::format("{}", p.state_bytes_per_sequence));
     return out;
 }

@@ -234,7 +234,9 @@ private:
                                                   std::string* refused = nullptr) {
         try {
             const models::ModelSpec model = resolve_engine_model(x.model, x.engine);
-            (void)cache::plan_memory(model, memory_plan_request(x.engine, gpu, x.replicas));
+            cache::MemoryPlanRequest request = memory_plan_request(x.engine, gpu, x.replicas);
+            add_speculative_memory(request, x.engine, model);
+            (void)cache::plan_memory(model, request);
         } catch (const cache::DoesNotFitError& e) {
             return e.what();
         } catch (const ConfigError& e) {

@@ -437,7 +437,9 @@ void check_model_gpu_and_memory(const YamlMap& m, const ExperimentConfig& x,
         m.fail("gpu", e.what());
     }
     try {
-        (void)cache::plan_memory(model, memory_plan_request(x.engine, gpu, x.replicas));
+        cache::MemoryPlanRequest request = memory_plan_request(x.engine, gpu, x.replicas);
+        add_speculative_memory(request, x.engine, model);
+        (void)cache::plan_memory(model, request);
     } catch (const ConfigError& e) {
         // plan_memory's messages open with the engine key they are about ("max_model_len: ..."); a value the user
         // did not write is a default derived from the model.

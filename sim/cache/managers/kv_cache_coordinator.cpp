@@ -13,7 +13,9 @@
 namespace servesim::cache {
 
 KvCacheCoordinator::KvCacheCoordinator(const KvCacheConfig& config)
-    : enable_caching_(config.enable_prefix_caching), block_pool_(config.num_gpu_blocks, config.enable_prefix_caching) {
+    : enable_caching_(config.enable_prefix_caching),
+      use_eagle_(config.use_eagle),
+      block_pool_(config.num_gpu_blocks, config.enable_prefix_caching) {
     SERVESIM_CHECK(!config.groups.empty(), "a KV cache needs at least one group");
     // As vLLM: without prefix caching Mamba runs in mode none (one state block per request).
     const MambaCacheMode mamba_mode = config.enable_prefix_caching ? config.mamba_cache_mode : MambaCacheMode::kNone;
@@ -123,9 +125,11 @@ void KvCacheCoordinator::find_longest_cache_hit(std::span<const core::BlockHash>
                 curr_hit_length = curr_hit_length / block_size * block_size;
                 continue;
             }
-            const std::int64_t num_blocks = spec.manager->find_longest_cache_hit(block_hashes, curr_hit_length,
-                                                                                 spec.group_indices,
-                                                                                 hit.blocks_per_group);
+            std::int64_t num_blocks = spec.manager->find_longest_cache_hit(block_hashes, curr_hit_length,
+                                                                           spec.group_indices, hit.blocks_per_group);
+            if (use_eagle_ && spec.kind == KvGroupKind::kFullAttention && num_blocks > 0) {
+                --num_blocks;  // EAGLE/MTP: the last matched block is dropped (the final resize trims the lists)
+            }
             looked_up[s] = 1;
             curr_hit_length = num_blocks * block_size;
             longest_hit_length = std::max(longest_hit_length, curr_hit_length);

@@ -91,6 +91,7 @@ private:
     [[nodiscard]] static std::span<const core::BlockId> group_hit(const CacheHit& hit, int group);
 
     bool enable_caching_;
+    bool use_eagle_ = false;  // KvCacheConfig::use_eagle: full-attention hits drop their last block
     bool all_full_attention_ = true;  // every group is full attention: remove_skipped_blocks never frees anything
     int hash_block_size_tokens_ = 0;
     BlockDivider hash_blocks_of_{1};  // divides by hash_block_size_tokens_

@@ -65,6 +65,10 @@ struct KvCacheConfig {
     std::int64_t max_model_len = 0;
     // Set: states live in a HybridStateCache under this policy (hybrid_state_cache.h); unset: vLLM's shared pool.
     std::optional<HybridStateConfig> hybrid_state;
+    // Speculative decoding with EAGLE/EAGLE-3/MTP (vLLM SpeculativeConfig.use_eagle): a prefix hit drops its last
+    // full-attention block (FullAttentionManager.find_longest_cache_hit: the drafter's KV of a chunk's last token
+    // was written beside the next token, which a later request may not share). docs/SPECULATIVE-DECODING.md.
+    bool use_eagle = false;
 };
 
 // What allocate_slots last left a running request with, kept on the request (owned by it, written only by the cache,

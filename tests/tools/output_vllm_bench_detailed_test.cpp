@@ -5,6 +5,8 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <filesystem>
+#include <unistd.h>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -182,6 +184,29 @@ TEST_CASE("CLI: --format vllm-bench --save-detailed writes the lists; the block 
     const auto refused = servesim::test::run_servesim("run --model Qwen3-4B --num-prompts 5 --save-detailed");
     CHECK(refused.status == 2);
     CHECK(contains(refused.output, "--save-detailed: applies to --format vllm-bench or to --out DIR's bench.json"));
+}
+
+TEST_CASE("CLI: a --save-detailed result replays through servesim validate with no error",
+          "[tools][cli][output][vllm-bench]") {
+    // The lists are what validate reads from a real vllm bench serve run (lengths, TTFTs, ITLs, send times): the
+    // simulator's own result, replayed with the same engine, must predict itself exactly.
+    const auto path = std::filesystem::temp_directory_path() /
+                      ("servesim-detailed-" + std::to_string(static_cast<long>(getpid())) + ".json");
+    const auto ran = servesim::test::run_servesim(
+        "run --model Qwen3-4B --request-rate 10 --num-prompts 50 --random-input-len 200 --random-output-len 20 "
+        "--format vllm-bench --save-detailed > '" + path.string() + "'",
+        "", false);
+    REQUIRE(ran.status == 0);
+    const auto v = servesim::test::run_servesim("validate '" + path.string() + "' --model Qwen3-4B --gpu H200");
+    std::filesystem::remove(path);
+    INFO(v.output);
+    REQUIRE(v.status == 0);
+    for (const char* metric : {"ttft_mean_ms", "ttft_p99_ms", "e2e_mean_ms", "e2e_p99_ms", "itl_mean_ms"}) {
+        const auto at = v.output.find(std::string("  all        ") + metric);
+        REQUIRE(at != std::string::npos);
+        const std::string line = v.output.substr(at, v.output.find('\n', at) - at);
+        CHECK(line.substr(line.size() - 5) == "+0.0%");
+    }
 }
 
 }  // namespace

@@ -162,7 +162,7 @@ void write_file(const fs::path& path, const std::string& text) {
 
 void write_outputs(const std::vector<app::ExperimentResult>& results, bool sweep, const std::string& format,
                    const std::string& out_dir, const app::BenchOptions& bench,
-                   const std::vector<double>& warmup_fractions = {0.0}) {
+                   const std::vector<double>& warmup_fractions = {0.0}, bool all_columns = false) {
     std::string text;
     if (format == "json") {
         text = app::format_json(results);
@@ -170,17 +170,19 @@ void write_outputs(const std::vector<app::ExperimentResult>& results, bool sweep
         text = app::format_csv(results);
     } else if (format == "vllm-bench") {
         text = app::format_vllm_bench(results, bench);
+        // The block the tool prints to its console, on stderr: stdout stays the result JSON (as the tool's file).
+        std::cerr << app::format_vllm_bench_console(results, bench);
     } else if (format == "multi-turn-bench") {
         text = app::format_multi_turn_bench(results, warmup_fractions);
     } else {
-        text = app::format_table(results, sweep);
+        text = app::format_table(results, sweep, all_columns);
     }
     std::cout << text;
     if (!out_dir.empty()) {
         const fs::path dir(out_dir);
         write_file(dir / "summary.json", app::format_json(results));
         write_file(dir / "summary.csv", app::format_csv(results));
-        write_file(dir / "summary.txt", app::format_table(results, sweep));
+        write_file(dir / "summary.txt", app::format_table(results, sweep, all_columns));
         write_file(dir / "timeseries.csv", app::format_timeseries_csv(results));
         const bool timed = std::none_of(results.begin(), results.end(), [](const auto& r) { return r.order_only.has_value(); });
         if (timed) {
@@ -255,6 +257,8 @@ int cmd_run_or_sweep(bool sweep, const std::vector<std::string>& args, app::Exec
         "also write summary.{json,csv,txt}, timeseries.csv (queue, KV usage over time), requests.csv (one row per "
         "request), bench.json (vllm-bench) and launch.sh (the vllm serve / bench lines) into this folder")(
         "plot", "with --out: also draw the folder's PNGs (servesim plot)")(
+        "all-columns", "table of a sweep: every figure, one column per point (default: a headline, then TTFT/TPOT "
+                       "p50/p99, throughput, hit rate, KV usage and status per point; docs/OUTPUTS.md)")(
         "experiment", po::value<std::vector<std::string>>(&experiment_names),
         "run only the experiment of this name (an experiments: entry; in a sweep, all its points); repeatable")(
         "goodput", po::value<std::vector<std::string>>(&goodput)->multitoken(),
@@ -266,6 +270,9 @@ int cmd_run_or_sweep(bool sweep, const std::vector<std::string>& args, app::Exec
         "vllm-bench: metrics with percentiles, from ttft,tpot,itl,e2el (default ttft,tpot,itl)")(
         "metric-percentiles", po::value<std::string>(&metric_percentiles),
         "vllm-bench: comma-separated percentiles (default 99)")(
+        "save-detailed", "vllm-bench (and bench.json in --out): add vllm bench serve --save-detailed's per-request "
+                         "lists (input_lens, output_lens, ttfts, itls, start_times, errors); keeps every request's "
+                         "token gaps, memory growing with the output tokens")(
         "warmup-percentages", po::value<std::string>(&warmup_percentages),
         "multi-turn-bench: leave out the first X % of samples, one table per X (e.g. 0%,50%; default 0%)")(
         "seed", po::value<std::string>(&seed), "master seed, 0 to 2^63-1 (replaces the scenario's)")(
@@ -323,7 +330,12 @@ int cmd_run_or_sweep(bool sweep, const std::vector<std::string>& args, app::Exec
         throw ConfigError("command line: --plot: needs --out DIR (the folder the PNGs are drawn from and into)");
     }
     check_format(format);
-    const app::BenchOptions bench_options = app::parse_bench_options(percentile_metrics, metric_percentiles);
+    app::BenchOptions bench_options = app::parse_bench_options(percentile_metrics, metric_percentiles);
+    bench_options.save_detailed = vm.count("save-detailed") > 0;
+    if (bench_options.save_detailed && format != "vllm-bench" && out_dir.empty()) {
+        throw ConfigError("command line: --save-detailed: applies to --format vllm-bench or to --out DIR's bench.json; "
+                          "add one of them");
+    }
     if (format == "vllm-bench" || !out_dir.empty()) {
         app::check_bench_percentiles(bench_options);  // bench.json / the vllm-bench result use them
     }
@@ -420,6 +432,7 @@ int cmd_run_or_sweep(bool sweep, const std::vector<std::string>& args, app::Exec
     if (!out_dir.empty() || format == "vllm-bench" || format == "multi-turn-bench") {
         for (auto& x : sc.experiments) {
             x.keep_request_records = true;
+            x.keep_request_itls = bench_options.save_detailed;  // only then is each request's gap list kept
         }
     }
     // A sweep keeps each finished run in a partial-results file (the root only), for --resume after a failure.
@@ -444,7 +457,8 @@ int cmd_run_or_sweep(bool sweep, const std::vector<std::string>& args, app::Exec
     std::cerr << fmt::format("servesim: {} experiment(s){} in {:.2f} s wall time\n", results.size(),
                              runs > results.size() ? fmt::format(", {} runs with replicates", runs) : "", wall);
     print_warnings(results);
-    write_outputs(results, sweep || sc.is_sweep, format, out_dir, bench_options, warmup_fractions);
+    write_outputs(results, sweep || sc.is_sweep, format, out_dir, bench_options, warmup_fractions,
+                  vm.count("all-columns") > 0);
     if (vm.count("plot")) {
         return run_plot(out_dir);
     }

@@ -179,7 +179,7 @@ DisaggregatedSimulation::DisaggregatedSimulation(const SimulationConfig& common,
       workload_(workload),
       prefill_router_(std::move(prefill_router)),
       decode_router_(std::move(decode_router)),
-      metrics_(common.warmup_end, common.exact_percentiles, common.keep_request_records),
+      metrics_(common.warmup_end, common.exact_percentiles, common.keep_request_records, common.keep_request_itls),
       prefill_metrics_(common.warmup_end, common.exact_percentiles, false),
       tracker_(*common.topology) {
     SERVESIM_CHECK(common_.topology != nullptr, "disaggregation needs a topology");
@@ -222,6 +222,7 @@ DisaggregatedSimulation::DisaggregatedSimulation(const SimulationConfig& common,
         engine::ReplicaConfig rc = config_.decode_replicas.empty() ? config_.decode_replica
                                                                    : config_.decode_replicas.at(i);
         rc.index = static_cast<int>(n_p + i);  // requests.csv: the replica that streamed the tokens
+        rc.hold_token_gaps = rc.hold_token_gaps || common_.keep_request_itls;  // --save-detailed's per-request ITLs
         decode_.push_back(std::make_unique<engine::Replica>(rc, decode_cost_, metrics_, connectors_.back().get()));
     }
     // The proxy's hops: an instance's API server runs on the host nearest its first GPU; the proxy on its own

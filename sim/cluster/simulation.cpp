@@ -11,7 +11,7 @@ Simulation::Simulation(const SimulationConfig& config, const engine::CostModel& 
       cost_model_(cost_model),
       workload_(workload),
       router_(std::move(router)),
-      metrics_(config.warmup_end, config.exact_percentiles, config.keep_request_records),
+      metrics_(config.warmup_end, config.exact_percentiles, config.keep_request_records, config.keep_request_itls),
       route_hash_memo_(config.replica.scheduler.block_size) {
     SERVESIM_CHECK(config_.replica_configs.empty() ||
                        config_.replica_configs.size() == static_cast<std::size_t>(config_.num_replicas),
@@ -34,7 +34,7 @@ Simulation::Simulation(const SimulationConfig& config, const engine::CostModel& 
                                        ? config_.replica
                                        : config_.replica_configs[static_cast<std::size_t>(i)];
         rc.index = i;
-        rc.hold_token_gaps = config_.request_timeouts;
+        rc.hold_token_gaps = config_.request_timeouts || config_.keep_request_itls;
         cache::KvConnector* connector = kv_store_ ? &kv_store_->connector(static_cast<std::size_t>(i)) : nullptr;
         replicas_.push_back(std::make_unique<engine::Replica>(rc, cost_model_, metrics_, connector));
     }

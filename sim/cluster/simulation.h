@@ -56,6 +56,9 @@ struct SimulationConfig {
     // The workload's clients time requests out (workloads::RequestSpec::timeout, workload key `request_timeout`):
     // the replicas hold each request's token gaps until it finishes (engine::ReplicaConfig::hold_token_gaps).
     bool request_timeouts = false;
+    // Keep each measured request's token gaps with its record (vllm bench serve --save-detailed's `itls`); needs
+    // keep_request_records. The replicas then hold gaps per request, as with time-outs; off, memory stays flat.
+    bool keep_request_itls = false;
 };
 
 // One sample of the cluster's state (sampled every SimulationConfig::sample_interval of simulated time).

@@ -378,9 +378,6 @@ const std::vector<core::RequestId>& Replica::end_step(core::SimTime step_end, fr
             // finishes it as usual; nothing is measured and nobody is told (the client was told at its time-out).
             pending_aborts_.erase(std::find(pending_aborts_.begin(), pending_aborts_.end(), r));
         } else {
-            if (config_.hold_token_gaps) {
-                release_token_gaps(*r, /*measure=*/true);
-            }
             finished.push_back(r->id);
         }
         metrics::MetricsCollector::FinishedRequest f;
@@ -396,7 +393,15 @@ const std::vector<core::RequestId>& Replica::end_step(core::SimTime step_end, fr
         f.replica = config_.index;
         f.turn = r->turn;
         if (!r->timed_out) {
+            // Held gaps (time-outs, or --save-detailed's per-request ITLs) go with the request, then to the pooled
+            // figures: each stream (the finish figures, the pooled ITLs) keeps its order.
+            if (config_.hold_token_gaps && r->gap_slot != Request::kNoGapSlot) {
+                f.token_gaps = &gap_buffers_[r->gap_slot];
+            }
             metrics_.on_finished(f);
+            if (config_.hold_token_gaps) {
+                release_token_gaps(*r, /*measure=*/true);
+            }
         }
         const auto owned = requests_.find(core::to_int(r->id));
         if (delay_free) {  // the connector sends its KV first (finished_sending)

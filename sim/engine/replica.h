@@ -42,7 +42,8 @@ struct ReplicaConfig {
     bool mamba_state_every_block = false;
     // Clients may time requests out (workload `request_timeout`): a request's token gaps are held until it finishes
     // and dropped if its client gives up first, as vllm bench serve pools only successful requests' ITLs. Off, each
-    // step's gaps go to the metrics at once (no per-request storage).
+    // step's gaps go to the metrics at once (no per-request storage). Also on when the run keeps each request's
+    // ITLs (SimulationConfig::keep_request_itls, --save-detailed): the held gaps go with the finished request.
     bool hold_token_gaps = false;
     // Speculative decoding (sim/engine/speculative.h); unset = off. Its acceptance draws use `seed` (the run's) on
     // the stream ("speculative.acceptance", index). scheduler.num_spec_tokens / num_lookahead_tokens must match it.

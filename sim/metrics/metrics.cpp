@@ -77,6 +77,16 @@ void MetricsCollector::on_finished(const FinishedRequest& r) {
     rec.replica = r.replica;
     rec.turn = r.turn;
     records_.push_back(rec);
+    if (keep_itls_) {
+        std::vector<double> gaps_ms;
+        if (r.token_gaps != nullptr) {
+            gaps_ms.reserve(r.token_gaps->size());
+            for (const core::Duration g : *r.token_gaps) {
+                gaps_ms.push_back(g.ms());
+            }
+        }
+        record_itls_ms_.push_back(std::move(gaps_ms));
+    }
 }
 
 void MetricsCollector::on_step(core::SimTime now, std::int64_t num_tokens, std::int64_t num_waiting, double kv_usage) {
@@ -149,6 +159,7 @@ Summary MetricsCollector::summarize(const PrefixCounters& at_end, std::int64_t p
     s.rejections = rejections_;
     s.itl_moments = itl_moments_;
     s.requests = records_;
+    s.request_itls_ms = record_itls_ms_;
     if (finished_ > 0) {
         s.mean_prompt_tokens = static_cast<double>(prompt_tokens_) / static_cast<double>(finished_);
         s.mean_output_tokens = static_cast<double>(output_tokens_) / static_cast<double>(finished_);

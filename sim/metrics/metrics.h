@@ -130,6 +130,9 @@ struct Summary {
     RejectionStats rejections;
     RunningMoments itl_moments;           // the same samples as itl_ms; kept only with request records (count 0 else)
     std::vector<RequestRecord> requests;  // measured finished requests, in finish order
+    // With keep_request_itls (--save-detailed): each request's gaps between consecutive streamed chunks (ms), in
+    // order, parallel to `requests` (vllm bench serve's per-request `itls`); empty otherwise.
+    std::vector<std::vector<double>> request_itls_ms;
 };
 
 class MetricsCollector {
@@ -138,10 +141,12 @@ public:
     // stream them into sketches (fixed memory, percentiles within QuantileSketch::kRelativeErrorBound).
     // `keep_request_records`: one RequestRecord per measured finished request (memory grows with the run); off,
     // nothing of a request is kept once it finishes; it also turns on the pooled-ITL running moments (itl_moments).
+    // `keep_request_itls` (with records): each record's own token gaps too (Summary::request_itls_ms), from the
+    // FinishedRequest's token_gaps, which the replicas then hold per request (ReplicaConfig::hold_token_gaps).
     explicit MetricsCollector(core::SimTime warmup_end, bool exact_percentiles = false,
-                              bool keep_request_records = false)
+                              bool keep_request_records = false, bool keep_request_itls = false)
         : warmup_end_(warmup_end), exact_percentiles_(exact_percentiles), keep_records_(keep_request_records),
-          ttft_trend_(warmup_end.s()) {}
+          keep_itls_(keep_request_records && keep_request_itls), ttft_trend_(warmup_end.s()) {}
 
     [[nodiscard]] bool measured(core::SimTime arrival) const { return arrival >= warmup_end_; }
 
@@ -204,6 +209,8 @@ public:
         int num_preemptions = 0;
         int replica = 0;  // which replica served it (0-based)
         int turn = 0;     // 1-based turn within a dialogue, 0 if none
+        // Its gaps between consecutive tokens, in order, when the replica held them (keep_request_itls); else null.
+        const std::vector<core::Duration>* token_gaps = nullptr;
     };
 
     void on_finished(const FinishedRequest& r);
@@ -225,12 +232,14 @@ private:
     RejectionStats rejections_;
     RunningMoments itl_moments_;
     std::vector<RequestRecord> records_;
+    std::vector<std::vector<double>> record_itls_ms_;  // parallel to records_ with keep_itls_
     core::SimTime last_finish_;
     core::SimTime first_send_;
     core::SimTime last_send_;
     std::int64_t finished_at_last_send_ = 0;
     bool exact_percentiles_;
     bool keep_records_;
+    bool keep_itls_;
     LatencyTrend ttft_trend_;
     // Exact percentiles: every sample. summarize() sorts them in place (the same samples, in another order) instead
     // of sorting copies, so the summary does not double the run's peak memory.

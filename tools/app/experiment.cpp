@@ -333,6 +333,7 @@ cluster::SimulationConfig simulation_config(const PreparedExperiment& p) {
     sc.max_time = core::SimTime::from_s(p.config.max_time_s);
     sc.exact_percentiles = p.config.exact_percentiles;
     sc.keep_request_records = p.config.keep_request_records || p.config.goodput.any();
+    sc.keep_request_itls = p.config.keep_request_itls;
     sc.stop_when_waiting_exceeds = p.config.stop_when_waiting_exceeds;
     sc.request_path = p.config.request_path;
     sc.replica = replica_config(p, p.plan);

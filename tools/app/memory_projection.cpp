@@ -273,6 +273,13 @@ RunMemoryProjection project_run_memory(const PreparedExperiment& p) {
         }
         if (c.keep_request_records) {
             r.terms.push_back({fmt::format("request records: {}", thousands_int(*sent)), *sent * kRecordBytes});
+            if (c.keep_request_itls) {  // --save-detailed: one double per gap after the first token
+                const auto gaps = static_cast<std::int64_t>(std::max(0.0, lengths.output_tokens - 1.0));
+                r.terms.push_back({fmt::format("per-request ITLs (--save-detailed): {} requests x {} gaps",
+                                               thousands_int(*sent), gaps),
+                                   *sent * (gaps * static_cast<std::int64_t>(sizeof(double)) +
+                                             static_cast<std::int64_t>(sizeof(std::vector<double>)))});
+            }
         }
         if (c.exact_percentiles) {
             const auto samples = static_cast<std::int64_t>(3.0 + lengths.output_tokens);

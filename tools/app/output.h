@@ -49,8 +49,12 @@ inline constexpr std::array<const char*, 5> kBistableFigures = {"prefix_cache_hi
                                                                 "e2e_ms_p50", "throughput_rps"};
 [[nodiscard]] std::optional<std::size_t> bimodal_split(std::vector<double> values, double min_range = 0);
 
-// run: figures as rows, experiments as columns; sweep: one row per point with the main figures.
-[[nodiscard]] std::string format_table(const std::vector<ExperimentResult>& results, bool sweep);
+// run: figures as rows, experiments as columns. sweep: a headline (what was simulated; per model the highest swept
+// load that ran ok and where it broke) over one row per point with the figures a planner reads (status, TTFT and
+// TPOT p50/p99, throughput, hit rate, peak KV usage); `all_columns` (--all-columns): the headline over every figure,
+// points as columns. An order-only sweep prints one row per point with every figure.
+[[nodiscard]] std::string format_table(const std::vector<ExperimentResult>& results, bool sweep,
+                                       bool all_columns = false);
 
 // Fixed-point text for a number, never an exponent. `decimals` < 0: up to 6 decimals, trailing zeros dropped (CSV).
 [[nodiscard]] std::string number_text(double v, int decimals);

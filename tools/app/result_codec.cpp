@@ -15,9 +15,10 @@ namespace servesim::app {
 
 namespace {
 
-constexpr std::uint32_t kCodecVersion = 6;  // 2: Summary::num_requests_timed_out; 3: ExperimentConfig::request_path;
+constexpr std::uint32_t kCodecVersion = 7;  // 2: Summary::num_requests_timed_out; 3: ExperimentConfig::request_path;
 // 4: Summary::send_span_s and ttft_by_send_third, ExperimentResult::status_reason;
-// 5: speculative decoding (settings, StepCost::spec_draft_ms, stats); 6: HybridStateStats::num_state_copies
+// 5: speculative decoding (settings, StepCost::spec_draft_ms, stats); 6: HybridStateStats::num_state_copies;
+// 7: Distribution::p95, Summary::request_itls_ms, ExperimentConfig::keep_request_itls
 
 class Writer {
 public:
@@ -145,7 +146,7 @@ template <typename IO, typename T>
 void fields(IO& io, T& d)
     requires std::is_same_v<std::remove_const_t<T>, metrics::Distribution>
 {
-    io(d.p50, d.p90, d.p99, d.mean, d.max, d.count, d.min);
+    io(d.p50, d.p90, d.p95, d.p99, d.mean, d.max, d.count, d.min);
 }
 
 template <typename IO, typename T>
@@ -187,7 +188,7 @@ void fields(IO& io, T& s)
        s.prefix_cache_hit_rate, s.external_hit_rate, s.total_hit_rate, s.prefix_cache_queries, s.prefix_cache_hits,
        s.cached_prompt_fraction, s.ttft_ms, s.itl_ms, s.e2e_ms, s.tpot_ms, s.queue_ms, s.exact_percentiles,
        s.preemptions, s.queue_peak, s.kv_usage_mean, s.kv_usage_max, s.num_steps, s.mean_batch_tokens,
-       s.mean_prompt_tokens, s.mean_output_tokens, s.rejections, s.itl_moments, s.requests);
+       s.mean_prompt_tokens, s.mean_output_tokens, s.rejections, s.itl_moments, s.requests, s.request_itls_ms);
 }
 
 template <typename IO, typename T>
@@ -299,7 +300,7 @@ void fields(IO& io, T& c)
 {
     io(c.file, c.name, c.columns, c.seed, c.model, c.gpu, c.cost_model, c.engine, c.replicas, c.router, c.workload,
        c.warmup_s, c.max_time_s, c.max_time_given, c.goodput, c.replicates, c.allow_profile_mismatch,
-       c.check_invariants, c.exact_percentiles, c.keep_request_records, c.stop_when_waiting_exceeds, c.order_only,
+       c.check_invariants, c.exact_percentiles, c.keep_request_records, c.keep_request_itls, c.stop_when_waiting_exceeds, c.order_only,
        c.capacity_tokens, c.topology, c.kv_connector, c.router_options, c.disaggregation, c.request_path);
 }
 

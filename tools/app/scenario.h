@@ -131,6 +131,9 @@ struct ExperimentConfig {
     // Keep a record of every measured request (requests.csv, --format vllm-bench); set by the command line when an
     // output needs them, and implied by `goodput:`. Off, memory stays flat in the run length.
     bool keep_request_records = false;
+    // Keep each record's inter-token gaps too (vllm bench serve --save-detailed's `itls`): set by --save-detailed,
+    // with keep_request_records. Off, no request's gaps are stored.
+    bool keep_request_itls = false;
     // Set by the planner only (not a scenario key): stop a run once more requests than this wait (hopeless).
     std::optional<std::int64_t> stop_when_waiting_exceeds;
     // `mode: order_only` (sim/cache/prefix_cache/order_only_cache.h): the trace's prompts are looked up and inserted in

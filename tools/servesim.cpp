@@ -415,7 +415,6 @@ int cmd_run_or_sweep(bool sweep, const std::vector<std::string>& args, app::Exec
         std::cerr << "servesim: " << scenario << " has no sweep: block; running its experiments as points\n";
     }
     const auto start = std::chrono::steady_clock::now();
-    std::mutex mu;
     const bool tty = isatty(STDERR_FILENO) != 0;  // a bar only for a person watching; logs get the summary line
     auto progress = [&](int done, int total) {
         if ((!sweep && total == 1) || !tty) {

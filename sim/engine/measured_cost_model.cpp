@@ -86,8 +86,6 @@ MeasuredCostModel::MeasuredCostModel(const models::ModelSpec& model,
     : params_(params),
       lookup_(*params.table, params.table_roof, params.target),
       model_name_(model.name),
-      hidden_size_(model.hidden_size),
-      vocab_size_(model.vocab_size),
       groups_(attention_layer_groups(model)),
       model_(model),
       roofline_(model, kv_dtype, params.roofline) {

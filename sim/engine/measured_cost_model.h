@@ -138,8 +138,6 @@ class MeasuredCostModel final : public CostModel {
     MeasuredParams params_;
     calibration::KernelCostLookup lookup_;
     std::string model_name_;
-    int hidden_size_ = 0;
-    int vocab_size_ = 0;
     AttentionLayerGroups groups_;
     std::vector<GemmOp> gemms_;
     std::optional<calibration::GemmHandle> lm_head_;

@@ -367,7 +367,8 @@ TEST_CASE("Replica: a request's steps for its output length, ITL per chunk, TPOT
         CHECK(st.num_accepted_tokens == k.accepted);
         const metrics::Summary s = m.summarize({}, 0, now);
         CHECK(close(s.mean_output_tokens, 10));
-        CHECK(s.itl_ms.count == k.steps - 1);  // one gap per chunk, as vllm bench serve counts them
+        // One gap per chunk, as vllm bench serve counts them.
+        CHECK(s.itl_ms.count == static_cast<std::size_t>(k.steps - 1));
         CHECK(close(s.itl_ms.mean, 4));
         CHECK(close(s.tpot_ms.mean, k.tpot_ms));
         CHECK(close(s.ttft_ms.mean, 4));

@@ -35,9 +35,11 @@ std::string sweep_scenario(int num_requests) {
            std::to_string(num_requests) + "\nwarmup: 0s\nsweep:\n  workload.rate: [5, 6, 7, 8, 9, 10, 11, 12]\n";
 }
 
-// An empty folder holding slow.yaml.
+// An empty folder holding slow.yaml. Its name carries the test process's id: concurrent runs of the suite (several
+// checkouts on one machine) otherwise removed each other's folder mid-test.
 std::string folder_with_sweep(const std::string& name, int num_requests) {
-    const fs::path dir = fs::temp_directory_path() / ("servesim-interrupt-cli-" + name);
+    const fs::path dir =
+        fs::temp_directory_path() / ("servesim-interrupt-cli-" + std::to_string(::getpid()) + "-" + name);
     fs::remove_all(dir);
     fs::create_directories(dir);
     std::ofstream(dir / "slow.yaml") << sweep_scenario(num_requests);

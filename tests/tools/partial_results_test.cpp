@@ -285,7 +285,7 @@ TEST_CASE("SIGINT after a run finished: the scope names the file and the --resum
                                               std::raise(SIGINT);
                                           }
                                       },
-                                      RunOptions{&local, file, false});
+                                      RunOptions{&local, file, false, std::nullopt, nullptr});
                               }),
                     Interrupted);
     const std::string file = (std::filesystem::path(dir) / fmt::format("servesim-partial-{}.bin", getpid())).string();
@@ -308,12 +308,13 @@ TEST_CASE("SIGTERM before any run finished, or a failure of the first run, leave
     {
         PartialResultsScope scope(local, true, "", "", dir, scenario_fingerprint(cs), {"sweep", "tiny.yaml"});
         std::ostringstream log;
-        CHECK_THROWS_AS(scope.run(log,
-                                  [&](PartialResults* file) {
-                                      std::raise(SIGTERM);  // before the batch starts: no run starts
-                                      return run_experiments(cs, 1, {}, RunOptions{&local, file, false});
-                                  }),
-                        Interrupted);
+        CHECK_THROWS_AS(
+            scope.run(log,
+                      [&](PartialResults* file) {
+                          std::raise(SIGTERM);  // before the batch starts: no run starts
+                          return run_experiments(cs, 1, {}, RunOptions{&local, file, false, std::nullopt, nullptr});
+                      }),
+            Interrupted);
         CHECK(log.str() ==
               "servesim: stopped by SIGTERM: the runs in flight finished, 2 runs were not started\n"
               "servesim: no run had finished: nothing is kept\n");
@@ -323,11 +324,12 @@ TEST_CASE("SIGTERM before any run finished, or a failure of the first run, leave
         PartialResultsScope scope(local, true, "", "", dir, scenario_fingerprint(cs), {"sweep", "tiny.yaml"});
         std::ostringstream log;
         ::setenv("SERVESIM_FAIL_RUN", "a", 1);  // the first run fails (one thread: nothing else started)
-        CHECK_THROWS_WITH(scope.run(log,
-                                    [&](PartialResults* file) {
-                                        return run_experiments(cs, 1, {}, RunOptions{&local, file, false});
-                                    }),
-                          "experiment 'a' failed: fault injected by SERVESIM_FAIL_RUN=a");
+        CHECK_THROWS_WITH(
+            scope.run(log,
+                      [&](PartialResults* file) {
+                          return run_experiments(cs, 1, {}, RunOptions{&local, file, false, std::nullopt, nullptr});
+                      }),
+            "experiment 'a' failed: fault injected by SERVESIM_FAIL_RUN=a");
         ::unsetenv("SERVESIM_FAIL_RUN");
         CHECK(log.str().empty());  // the error itself is the caller's to print
         CHECK(is_empty(dir));

@@ -2,6 +2,7 @@
 // decoded result prints exactly as the original, the codec covers every field of the structs it encodes, a
 // partial-results file gives back what was appended (and drops a torn last record), and a resumed batch runs only
 // what the file lacks and prints the same as a fresh one.
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -23,9 +24,13 @@ namespace servesim::app {
 namespace {
 
 // The number of members of an aggregate: the most initialisers T{…} accepts, each convertible to anything.
+// Never called: only named in the unevaluated brace-initialisation below. Defined all the same, since clang
+// instantiates the constexpr constructors it reaches (std::optional's) and counts the conversion as used there.
 struct AnyField {
     template <typename T>
-    operator T() const;  // NOLINT: only used in unevaluated brace-initialisation
+    [[noreturn]] operator T() const {  // NOLINT: implicit on purpose
+        std::terminate();
+    }
 };
 
 template <typename T, typename... A>
@@ -212,8 +217,8 @@ TEST_CASE("a resumed batch runs only the missing runs and prints as an uninterru
     }
     auto p = PartialResults::resume(path, "--resume", scenario_fingerprint(cs));
     std::vector<int> progress;
-    const auto resumed =
-        run_experiments(cs, 2, [&](int done, int) { progress.push_back(done); }, RunOptions{nullptr, &p, false});
+    const auto resumed = run_experiments(
+        cs, 2, [&](int done, int) { progress.push_back(done); }, RunOptions{nullptr, &p, false, std::nullopt, nullptr});
     // 2 runs taken from the file, 2 run: progress counts on from 2 to 4.
     CHECK(progress == std::vector<int>{3, 4});
     CHECK(p.num_appended() == 2);
@@ -229,7 +234,7 @@ TEST_CASE("a failed run is named, and the runs finished before it are kept", "[r
     // One thread: the runs go in list order (seqs-16 seeds 11, 12, seqs-256 seed 11), then seqs-256 seed 12 fails.
     LocalExecutor local;
     local.fault_hook = test::fault_from_environment();  // the fault tests' hook (test builds only)
-    CHECK_THROWS_WITH(run_experiments(cs, 1, {}, RunOptions{&local, &p, false}),
+    CHECK_THROWS_WITH(run_experiments(cs, 1, {}, RunOptions{&local, &p, false, std::nullopt, nullptr}),
                       "experiment 'seqs-256' (seed 12) failed: fault injected by SERVESIM_FAIL_RUN=seqs-256@12");
     ::unsetenv("SERVESIM_FAIL_RUN");
     CHECK(p.num_appended() == 3);

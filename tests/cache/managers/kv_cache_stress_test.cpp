@@ -46,10 +46,13 @@ void run_random_workload(const KvCacheConfig& config, int block_size, std::uint6
         }
         // Up to two arrivals sharing one of three system prompts.
         for (int a = 0; a < 2; ++a) {
+            // The id is taken before the call: function arguments are evaluated in an unspecified order, so reading
+            // next_id in one argument and incrementing it in another let compilers differ (clang: -Wunsequenced).
+            const std::uint64_t id = next_id++;
             auto r = std::make_unique<TestRequest>(
-                next_id++,
+                id,
                 core::TokenContent{{content(1 + static_cast<std::uint64_t>(draw(3))), 100 + draw(4) * block_size},
-                                   {content(100 + next_id), 1 + draw(3 * block_size)}},
+                                   {content(100 + id), 1 + draw(3 * block_size)}},
                 block_size);
             const std::int64_t n = std::min<std::int64_t>(r->num_tokens(), (1 + draw(4)) * block_size);
             const CacheHit hit = m.get_computed_blocks(r->view());

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the whole CPU test suite under AddressSanitizer + UndefinedBehaviorSanitizer and runs every ctest but the
-# GPU ones (docs/FUZZING.md "Sanitizer builds"). CI runs the GCC half (.ci/run); the clang half is run by hand.
+# GPU ones (docs/FUZZING.md "Sanitizer builds"). CI runs the GCC half's build (.ci/run, tests one at a time); the clang
+# half is run by hand.
 #   tools/sanitize.sh [--compiler gcc|clang] [--jobs N] [--build-only] [-- CTEST_ARGS...]
 # gcc (default) builds in build-asan/, clang (clang++-14 or clang++, Debian's clang and libclang-rt-dev) in
 # build-clang-san/. CUDA, the benchmarks and MPI are off in both (Open MPI's own allocations show as leaks under

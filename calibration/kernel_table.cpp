@@ -348,10 +348,11 @@ KernelTable parse_kernel_table(const std::string& text, const std::string& file)
         t.moe = read_moe_op(ops, "moe", false);
         // vLLM routes with its own kernels (fused_moe topk_softmax + moe_align_block_size + moe_sum); the torch
         // rendering of the same steps (about ten kernels) is read only when the table lacks them.
+        t.moe_routing_torch = read_moe_op(ops, "moe_routing", true);
         t.moe_routing = read_moe_op(ops, "moe_routing_fused", true);
         t.routing_fused = !t.moe_routing.empty();
         if (!t.routing_fused) {
-            t.moe_routing = read_moe_op(ops, "moe_routing", true);
+            t.moe_routing = t.moe_routing_torch;
         }
         t.rmsnorm = read_width_op(ops, "rmsnorm", "hidden", "tokens");
         t.silu_mul = read_width_op(ops, "silu_mul", "intermediate", "tokens");

@@ -160,6 +160,9 @@ struct KernelTable {
     // it, else `moe_routing` (torch ops, an upper bound); routing_fused says which.
     std::vector<MoeEntry> moe_routing;
     bool routing_fused = false;
+    // `moe_routing` as timed (torch ops), kept beside the fused one: the table's timed forwards route with torch
+    // ops, so `inspect --check-kernels` composes them with this list (tools/app/kernel_checks.cpp).
+    std::vector<MoeEntry> moe_routing_torch;
     std::vector<WidthEntry> rmsnorm;
     std::vector<WidthEntry> silu_mul;
     std::vector<RopeEntry> rope;

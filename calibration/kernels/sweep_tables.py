@@ -34,6 +34,7 @@
 # timed with CUDA events; the median replay time divided by N is one call. Whole prefill forwards are timed eagerly.
 import argparse
 import datetime
+import json
 import math
 import os
 import statistics
@@ -1941,11 +1942,91 @@ def run(args):
             m = None
             torch.cuda.empty_cache()
 
+    def profile_section():
+        """Where a timed forward's time goes, kernel by kernel: the forward captured into a CUDA graph (as the
+        forwards section times it), three replays under torch.profiler (CUPTI records the kernels a graph replay
+        runs), each kernel name's count and GPU time per forward, and the replay's wall time against the sum of its
+        kernels (the difference is the idle time between kernels). A diagnostic for the composition
+        (`servesim inspect --check-kernels`): it names the kernels a composition misses. Written to
+        $OUT/profile.json; default models: the MLA and the MoE forwards."""
+        log("== profile")
+        if not tk or not caps.get("grouped_mm"):
+            log("profile needs the triton kernels and grouped_mm: skipped")
+            return
+        from torch.profiler import profile as tprofile, ProfilerActivity
+        chosen = [x for x in args.fwd_models.split(",") if x]
+        names = chosen or [n for n in FWD_MODELS if FWD_MODELS[n].get("mla") or FWD_MODELS[n].get("moe")]
+        out = []
+        for name in names:
+            if left() < 20:
+                log("DEADLINE in profile")
+                break
+            c = FWD_MODELS[name]
+            if c.get("gdn") and gdn_lib() is None:
+                continue
+            m = FwdMLA(name, c) if c.get("mla") else (FwdHybrid(name, c) if c.get("gdn") else Fwd(name, c))
+            for B, ctx in ((1, 1024), (16, 1024), (256, 1024)):
+                try:
+                    n_kv = max(2, min(c["layers"], int(0.3 * total_mem // m.kv_bytes(B, ctx))))
+                    kv = [m.make_kv(B, ctx) for _ in range(n_kv)]
+                    ids = torch.randint(0, c["vocab"], (B,), device=DEV)
+                    pos = torch.full((B,), ctx - 1, device=DEV, dtype=torch.long)
+                    with torch.no_grad():
+                        m.forward(ids, pos, kv, B, 1, ctx)
+                        torch.cuda.synchronize()
+                        g = torch.cuda.CUDAGraph()
+                        with torch.cuda.graph(g):
+                            m.forward(ids, pos, kv, B, 1, ctx)
+                        for _ in range(2):
+                            g.replay()
+                        torch.cuda.synchronize()
+                        walls = []
+                        for _ in range(5):      # the replay's wall time, outside the profiler
+                            s, e = ev(), ev()
+                            s.record()
+                            g.replay()
+                            e.record()
+                            e.synchronize()
+                            walls.append(s.elapsed_time(e) * 1000.0)
+                        wall_us = statistics.median(walls)
+                        reps = 3
+                        with tprofile(activities=[ProfilerActivity.CUDA]) as prof:
+                            for _ in range(reps):
+                                g.replay()
+                            torch.cuda.synchronize()
+                    del g
+                    kern = {}
+                    for evt in prof.events():
+                        if not str(evt.device_type).endswith("CUDA"):
+                            continue
+                        k = kern.setdefault(evt.name, [0, 0.0])
+                        k[0] += 1
+                        k[1] += evt.time_range.elapsed_us()
+                    rows = sorted(([n, v[0] / reps, v[1] / reps] for n, v in kern.items()), key=lambda r: -r[2])
+                    busy = sum(r[2] for r in rows)
+                    calls = sum(r[1] for r in rows)
+                    out.append({"model": name, "batch": B, "context": ctx, "layers": c["layers"],
+                                "wall_us": r4(wall_us), "kernel_us": r4(busy), "kernels": r4(calls),
+                                "per_kernel": [{"name": n[:160], "calls": r4(k), "us": r4(t)} for n, k, t in rows]})
+                    with open(os.path.join(args.out, "profile.json"), "w") as f:
+                        json.dump(out, f, indent=1)
+                    log(f"profile {name} decode B={B} ctx={ctx}: wall {wall_us:.1f} us, kernels {busy:.1f} us in "
+                        f"{calls:.0f} launches (idle {wall_us - busy:.1f} us)")
+                    for n, k, t in rows[:14]:
+                        log(f"    {t:9.1f} us {k:6.0f} x  {n[:110]}")
+                except Exception as ex:
+                    log(f"profile {name} B={B} FAILED: {str(ex)[:300]}")
+                    traceback.print_exc()
+                kv = None
+                torch.cuda.empty_cache()
+            m = None
+            torch.cuda.empty_cache()
+
     # ------------------------------------------------------------------------------------------------------------
     torch.backends.cuda.matmul.allow_tf32 = False
     plan = {
         "probe": probe, "ceilings": ceilings, "elementwise": elementwise, "attention": attention, "moe": moe_section,
-        "forwards": forwards, "gdn": gdn_section,
+        "forwards": forwards, "gdn": gdn_section, "profile": profile_section,
         "gemm0": lambda: gemm_section(0, ["bf16", "fp8_tensor"]),
         "gemm0b": lambda: gemm_section(0, ["bf16"]),
         "gemm0f": lambda: gemm_section(0, ["fp8_tensor"]),

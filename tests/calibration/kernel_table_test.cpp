@@ -316,6 +316,9 @@ TEST_CASE("kernel table: vLLM's routing kernels are read in place of the torch r
     CHECK(both.routing_fused);
     CHECK(both.moe_routing[0].tokens.at(1) == 5);
     CHECK(both.moe_routing[0].tokens.at(256) == 9);
+    // The torch entry stays readable beside it: the torch-timed forwards are composed with it.
+    REQUIRE(both.moe_routing_torch.size() == 1);
+    CHECK(both.moe_routing_torch[0].tokens.at(1) == 50);
     const auto torch_only = sc::parse_kernel_table(kHead + "ops:\n" + torch_op, "t.yaml");
     REQUIRE(torch_only.moe_routing.size() == 1);
     CHECK_FALSE(torch_only.routing_fused);

@@ -67,10 +67,26 @@ double composed_ms(const engine::MeasuredCostModel& cost, const cal::ForwardEntr
     return ms;
 }
 
+}  // namespace
+
+// The forwards route MoE tokens with torch ops (calibration/kernels/sweep_tables.py Fwd.mlp); the cost model itself
+// reads vLLM's fused routing kernels where the table has them.
+cal::KernelTable as_timed_forwards(const cal::KernelTable& table) {
+    cal::KernelTable t = table;
+    if (t.routing_fused && !t.moe_routing_torch.empty()) {
+        t.moe_routing = t.moe_routing_torch;
+        t.routing_fused = false;
+    }
+    return t;
+}
+
+namespace {
+
 std::string forwards_report(const cal::KernelTable& own,
                             const cal::GpuSpec& gpu,
-                            const cal::KernelTable& table,
+                            const cal::KernelTable& measured_table,
                             const cal::GpuSpec& table_gpu) {
+    const cal::KernelTable table = as_timed_forwards(measured_table);
     std::string out = fmt::format("  {:<22}{:>8}{:>8}{:>7}{:>7}{:>7}{:>12}{:>12}{:>9}\n", "model", "kind", "tokens",
                                   "ctx", "batch", "graph", "timed ms", "composed", "error");
     // An eager forward that also has a graph-replayed twin is printed but left out of the errors: eagerly, a short

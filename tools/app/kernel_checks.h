@@ -20,6 +20,10 @@ namespace servesim::app {
                                                                 const calibration::KernelTable& table,
                                                                 const calibration::GpuSpec& table_gpu);
 
+// The table as its timed forwards ran: where it has vLLM's fused MoE routing (`moe_routing_fused`), a copy that reads
+// the torch routing (`moe_routing`) instead, since the sweep's forwards route with torch ops.
+[[nodiscard]] calibration::KernelTable as_timed_forwards(const calibration::KernelTable& table);
+
 // The report (plain text). ConfigError when G has no table.
 [[nodiscard]] std::string kernel_checks(const calibration::GpuSpec& gpu);
 

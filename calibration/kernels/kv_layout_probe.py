@@ -7,8 +7,8 @@
 # TP 2 1.5 MiB, for Llama-2-70B TP 4 1.25 MiB, for Llama-2-7B 8 MiB. Without a connector each layer has its own
 # tensor and its pages are packed.
 #
-# This probe times only the reads (no attention math): for each layer, the K+V window of each touched block, the
-# blocks a random sample of the pool (as a long-running server scatters them), 128 sequences x 113 blocks (1,800
+# This probe times only the reads (no attention math): for each layer, the K and V page of each touched block (one
+# window of a cross-layer row, or two pages of a per-layer tensor), the blocks a random sample of the pool (as a long-running server scatters them), 128 sequences x 113 blocks (1,800
 # tokens) unless the pool is smaller. A Triton kernel reads each window with 16-byte loads and writes one partial sum
 # per 4 KiB (a negligible write); a step (every layer once) is replayed from a CUDA graph, median of 7 replays.
 # Layouts per geometry: per-layer (packed), cross-layer (vLLM's), and cross-layer with the row padded by 4 KiB (not a
@@ -79,23 +79,27 @@ def time_step(pool, idx, row_elems, win_elems, layer_offsets, reps=7):
 
 
 def probe(name, layers, kv_heads, pool_blocks, gen):
-    win_bytes = 2 * BLOCK_TOKENS * kv_heads * HEAD_DIM * BF16  # one layer's K and V page of one block
+    page = BLOCK_TOKENS * kv_heads * HEAD_DIM * BF16  # one layer's K (or V) page of one block
     touched = min(TOUCHED_BLOCKS, pool_blocks)
     idx = torch.randperm(pool_blocks, generator=gen)[:touched].to(torch.int32).to(DEV)
-    read_bytes = touched * win_bytes * layers
+    read_bytes = touched * 2 * page * layers
+    total = layers * 2 * pool_blocks * page
     results = {}
+    # layout: (row stride between blocks, bytes read per block and launch, offsets of the launches of one step)
     layouts = {
-        # per-layer tensors, packed: layer l's pages start at l * pool_blocks * win (one allocation here)
-        "per-layer": (win_bytes, [l * pool_blocks * win_bytes for l in range(layers)]),
-        "cross-layer (vLLM)": (layers * win_bytes, [l * win_bytes for l in range(layers)]),
-        "cross-layer, row + 4 KiB": (layers * win_bytes + 4096, [l * win_bytes for l in range(layers)]),
+        # vLLM without a connector: per layer a tensor (2, num_blocks, 16, kv_heads, 128), K pages then V pages
+        "per-layer": (page, page, [o for l in range(layers)
+                                   for o in (l * 2 * pool_blocks * page, (l * 2 + 1) * pool_blocks * page)]),
+        # with the OffloadingConnector: (num_blocks, num_layers, 2, 16, kv_heads, 128)
+        "cross-layer (vLLM)": (layers * 2 * page, 2 * page, [l * 2 * page for l in range(layers)]),
+        "cross-layer, row + 4 KiB": (layers * 2 * page + 4096, 2 * page, [l * 2 * page for l in range(layers)]),
     }
-    for layout, (row_bytes, offsets) in layouts.items():
-        total = pool_blocks * row_bytes if layout != "per-layer" else layers * pool_blocks * win_bytes
+    for layout, (row_bytes, win_bytes, offsets) in layouts.items():
+        size = pool_blocks * row_bytes if layout != "per-layer" else total
         try:
-            pool = torch.empty(total // 4, dtype=torch.int32, device=DEV)
+            pool = torch.empty(size // 4, dtype=torch.int32, device=DEV)
         except torch.cuda.OutOfMemoryError:
-            results[layout] = {"skipped": f"{total / 2**30:.1f} GiB does not fit"}
+            results[layout] = {"skipped": f"{size / 2**30:.1f} GiB does not fit"}
             continue
         ms = time_step(pool, idx, row_bytes // 4, win_bytes // 4, [o // 4 for o in offsets])
         results[layout] = {"row_bytes": row_bytes, "step_ms": round(ms, 4),
@@ -103,7 +107,7 @@ def probe(name, layers, kv_heads, pool_blocks, gen):
         del pool
         torch.cuda.empty_cache()
     return {"geometry": name, "layers": layers, "kv_heads_per_rank": kv_heads, "pool_blocks": pool_blocks,
-            "touched_blocks": touched, "window_bytes": win_bytes, "read_GB_per_step": round(read_bytes / 1e9, 3),
+            "touched_blocks": touched, "page_bytes": page, "read_GB_per_step": round(read_bytes / 1e9, 3),
             "layouts": results}
 
 

@@ -8,9 +8,10 @@
 # tensor and its pages are packed.
 #
 # This probe times only the reads (no attention math): for each layer, the K and V page of each touched block (one
-# window of a cross-layer row, or two pages of a per-layer tensor), the blocks a random sample of the pool (as a long-running server scatters them), 128 sequences x 113 blocks (1,800
-# tokens) unless the pool is smaller. A Triton kernel reads each window with 16-byte loads and writes one partial sum
-# per 4 KiB (a negligible write); a step (every layer once) is replayed from a CUDA graph, median of 7 replays.
+# window of a cross-layer row, or two pages of a per-layer tensor); the blocks are a random sample of the pool (as a
+# long-running server scatters them), 128 sequences x 113 blocks (1,800 tokens) unless the pool is smaller. A Triton
+# kernel reads each window with 16-byte loads and writes one partial sum per 4 KiB (a negligible write); a step
+# (every layer once) is replayed from a CUDA graph, median of 7 replays.
 # Layouts per geometry: per-layer (packed), cross-layer (vLLM's), and cross-layer with the row padded by 4 KiB (not a
 # power of two).
 # Reading: if the three layouts read at the same rate, the layout is ruled out; if vLLM's cross-layer layout reads

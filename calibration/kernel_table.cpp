@@ -230,6 +230,15 @@ double KernelCurve::at(double v) const {
         x, [this](std::size_t i) { return us[i]; }, v);
 }
 
+double KernelCurve::at_scaled(double v, double scale) const {
+    const double t = at(v);
+    if (scale == 1.0 || us.empty()) {
+        return t;
+    }
+    const double fixed = us.front();
+    return fixed + std::max(0.0, t - fixed) * scale;
+}
+
 double KernelGrid::at(double vx, double vy) const {
     const std::size_t ny = y.size();
     return piecewise(
@@ -814,8 +823,10 @@ double KernelCostLookup::moe_routing_us(const MoeEntry& e, const MoeShape& s, do
     if (!transfer() && e.experts == s.experts && e.top_k == s.top_k && e.hidden == s.hidden) {
         return e.tokens.at(tokens);
     }
-    return e.tokens.at(tokens) * target_roof_us(0, routing_bytes(s.experts, s.top_k, s.hidden), false) /
-           table_roof_us(0, routing_bytes(e.experts, e.top_k, e.hidden), false);
+    // About ten small kernels: at a few tokens their launches and latencies are the time, and those do not shrink
+    // with a narrower shape (KernelCurve::at_scaled).
+    return e.tokens.at_scaled(tokens, target_roof_us(0, routing_bytes(s.experts, s.top_k, s.hidden), false) /
+                                          table_roof_us(0, routing_bytes(e.experts, e.top_k, e.hidden), false));
 }
 
 const WidthEntry* KernelCostLookup::nearest_width(const std::vector<WidthEntry>& entries, std::int64_t width) {

@@ -34,6 +34,10 @@ struct KernelCurve {
     // Interpolated inside; above the last point extended along the last segment but never below us.back()·v/x.back();
     // below the first point us.front(). A one-point curve: us·v/x above, us below.
     [[nodiscard]] double at(double v) const;
+    // at(v) for a call of another shape whose data-proportional part is `scale` times this one's: the time at the
+    // first point (one token: the launch and the kernel's fixed latency, which do not grow with the shape) is kept,
+    // only the rest is scaled. Exactly at(v) for scale 1.
+    [[nodiscard]] double at_scaled(double v, double scale) const;
 };
 
 // A 2-D grid: us[i·y.size() + j] at x[i], y[j]. Interpolated along y in the two rows around v_x, then along x, with
@@ -317,7 +321,8 @@ class KernelCostLookup {
     [[nodiscard]] const MoeEntry* resolve_moe_routing(const MoeShape& s) const;
     [[nodiscard]] double moe_routing_us(const MoeEntry& e, const MoeShape& s, double tokens) const;
 
-    // Elementwise ops: the entry of the nearest width (log), scaled by the bandwidth roofline (bytes ∝ width).
+    // Elementwise ops: the entry of the nearest width (log), its data-proportional part scaled by the bandwidth
+    // roofline (bytes ∝ width; KernelCurve::at_scaled).
     // `width` is hidden (rmsnorm), intermediate (silu_mul) or vocab (sampling: the varying size is the batch).
     [[nodiscard]] static const WidthEntry* nearest_width(const std::vector<WidthEntry>& entries, std::int64_t width);
     [[nodiscard]] double width_scale(const WidthEntry& e, std::int64_t width) const;

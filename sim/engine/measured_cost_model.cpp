@@ -55,7 +55,7 @@ double MeasuredCostModel::TokenDetail::total_us() const {
     for (const double g : gemm_us) {
         t += g;
     }
-    return t + moe_us + moe_routing_us + rmsnorm_us + silu_mul_us + rope_us + qk_norm_us;
+    return t + moe_us + moe_routing_us + rmsnorm_us + silu_mul_us + rope_us + qk_norm_us + copies_us;
 }
 
 void MeasuredCostModel::add_gemm(Gemm label, std::int64_t n, std::int64_t k, const models::QuantScheme* scheme) {
@@ -106,6 +106,7 @@ MeasuredCostModel::MeasuredCostModel(const models::ModelSpec& model,
         return it == schemes.end() ? nullptr : it->second;
     };
     const double kv_b = models::dtype_bytes(kv_dtype);
+    const double eb = models::dtype_bytes(model.dtype);
     int norms = 1;  // the final norm
     for (std::size_t i = 0; i < model.layers.size(); ++i) {
         const models::Layer& layer = model.layers[i];
@@ -162,6 +163,14 @@ MeasuredCostModel::MeasuredCostModel(const models::ModelSpec& model,
                         {m.kv_lora_rank + m.qk_rope_head_dim, static_cast<int>(heads), 1}, g.decode_per_key);
                 }
                 add_op(rope_, {0, {m.qk_rope_head_dim, static_cast<int>(heads), 1}, 1, 0, nullptr, 1});
+                // Copies around the absorbed decode (vllm/v1/attention/backends/mla/common.py, v0.15): the latent
+                // and its rope key written to the paged cache (concat_and_cache_mla), the absorbed query joined to
+                // its rope part (torch.cat), and W_UV's output transposed back to token-major before o_proj
+                // (_v_up_proj). Each moves its bytes once read and once written.
+                const double latent = std::int64_t{m.kv_lora_rank} + m.qk_rope_head_dim;
+                add_copy(2.0 * latent * kv_b);
+                add_copy(2.0 * static_cast<double>(heads) * latent * eb);
+                add_copy(2.0 * static_cast<double>(heads) * m.v_head_dim * eb);
             } else {
                 const int q_heads = std::max(1, a->num_q_heads / tp);
                 const int kv_heads = std::max(1, a->num_kv_heads / tp);
@@ -171,6 +180,9 @@ MeasuredCostModel::MeasuredCostModel(const models::ModelSpec& model,
                 g.geometry = {a->head_dim, q_heads, kv_heads};
                 g.decode = lookup_.resolve_attn_decode(g.geometry, g.decode_per_key);
                 add_op(rope_, {0, g.geometry, 1, 0, nullptr, 1});
+                // The step's new keys and values written to the paged cache (reshape_and_cache_flash,
+                // vllm/v1/attention/backends/flash_attn.py do_kv_cache_update): read once, written once.
+                add_copy(2.0 * 2.0 * kv_heads * a->head_dim * kv_b);
                 if (a->qk_norm) {
                     // q_norm over the query heads, k_norm over the key heads: one call each.
                     add_op(qk_norm_, {std::int64_t{q_heads} * a->head_dim, {}, 1, 0, nullptr, 1});
@@ -194,7 +206,6 @@ MeasuredCostModel::MeasuredCostModel(const models::ModelSpec& model,
             if (!merged) {
                 attn_.push_back(g);
             }
-            (void)kv_b;
         } else if (const auto* d = std::get_if<models::GatedDeltaNetMixer>(&layer.mixer)) {
             ++norms;
             const std::int64_t conv_dim =
@@ -260,6 +271,9 @@ MeasuredCostModel::MeasuredCostModel(const models::ModelSpec& model,
                 if (e->gated) {
                     add_op(silu_mul_, {s / tp, {}, 1, 0, nullptr, 1});
                 }
+                // The shared expert's output added to the routed experts' (DeepseekV2MoE / Qwen2MoeSparseMoeBlock
+                // forward): two reads and a write of the hidden state.
+                add_copy(3.0 * static_cast<double>(h) * eb);
             }
             // FusedMoE under TP slices every expert's intermediate dimension (expert parallelism: see token_detail).
             const auto [kind, run] = gemm_for(scheme(p + "mlp.experts.gate_up_proj"), models::dtype_bytes(model.dtype),
@@ -292,8 +306,17 @@ MeasuredCostModel::MeasuredCostModel(const models::ModelSpec& model,
     // writes both (4 · width elements per token); SiLU·mul reads gate and up and writes one (3 · width); RoPE reads
     // and writes the query and key heads (2 · (Hq + Hkv) · hd); the sampler reads each row's fp32 logits (4 · vocab
     // bytes; every rank holds the gathered vocabulary).
-    const double eb = models::dtype_bytes(model.dtype);
     const auto& t = lookup_.table();
+    // The copy kernels at the table's own ceilings: a graph-replayed kernel's floor (`graph_launch_us`) and the
+    // device-to-device copy rate (`copy_gb_per_s`, bytes read plus written), the rate carried to another GPU by the
+    // datasheets' bandwidth ratio; without them, the bandwidth roofline alone.
+    if (t.copy_gb_per_s && t.graph_launch_us) {
+        copies_.launch_us = *t.graph_launch_us;
+        copies_.bytes_per_s = *t.copy_gb_per_s * 1e9 * params_.target.bytes_per_s / params_.table_roof.bytes_per_s;
+        copies_.measured = true;
+    } else {
+        copies_.bytes_per_s = params_.target.bytes_per_s * params_.roofline.bandwidth_efficiency;
+    }
     for (auto& op : rmsnorm_) {
         op.bytes_per_unit = 4.0 * static_cast<double>(op.width) * eb;
         if (const calibration::WidthEntry* e = calibration::KernelCostLookup::nearest_width(t.rmsnorm, op.width)) {
@@ -351,6 +374,11 @@ MeasuredCostModel::MeasuredCostModel(const models::ModelSpec& model,
     }
 }
 
+void MeasuredCostModel::add_copy(double bytes_per_token) {
+    ++copies_.kernels;
+    copies_.bytes_per_token += bytes_per_token;
+}
+
 void MeasuredCostModel::add_op(std::vector<ElementwiseOp>& ops, const ElementwiseOp& op) {
     for (auto& o : ops) {
         if (o.width == op.width && o.geometry.head_dim == op.geometry.head_dim &&
@@ -363,7 +391,14 @@ void MeasuredCostModel::add_op(std::vector<ElementwiseOp>& ops, const Elementwis
 }
 
 double MeasuredCostModel::elementwise_us(const ElementwiseOp& op, double units) const {
-    return op.curve != nullptr ? op.curve->at(units) * op.scale : roofline_bytes_us(op.bytes_per_unit * units);
+    return op.curve != nullptr ? op.curve->at_scaled(units, op.scale) : roofline_bytes_us(op.bytes_per_unit * units);
+}
+
+double MeasuredCostModel::copies_us(double tokens) const {
+    if (copies_.kernels == 0) {
+        return 0;
+    }
+    return copies_.kernels * copies_.launch_us + 1e6 * copies_.bytes_per_token * tokens / copies_.bytes_per_s;
 }
 
 double MeasuredCostModel::roofline_bytes_us(double bytes) const {
@@ -416,6 +451,7 @@ MeasuredCostModel::TokenDetail MeasuredCostModel::token_detail(std::int64_t toke
     for (const auto& op : qk_norm_) {
         d.qk_norm_us += op.count * elementwise_us(op, m);
     }
+    d.copies_us = copies_us(m);
     return d;
 }
 
@@ -513,7 +549,7 @@ double MeasuredCostModel::gdn_us(const BatchShape& s) const {
         us += gdn_.decode->at(batch) + gdn_.conv_decode->at(batch);
     }
     if (s.num_tokens > 0) {
-        us += gdn_.aux->tokens.at(static_cast<double>(s.num_tokens)) * gdn_.aux_scale;
+        us += gdn_.aux->tokens.at_scaled(static_cast<double>(s.num_tokens), gdn_.aux_scale);
     }
     return us * gdn_.count;
 }
@@ -603,6 +639,11 @@ std::vector<StepTerm> MeasuredCostModel::step_terms(const BatchShape& s) const {
     }
     if (!rope_.empty()) {
         out.push_back({"rope", d.rope_us / 1e3, source_of(!t.rope.empty(), false)});
+    }
+    if (copies_.kernels > 0) {
+        out.push_back({"copies", d.copies_us / 1e3,
+                       copies_.measured ? "table ceilings: graph launch + copy rate (kv cache write, MLA, shared add)"
+                                        : "roofline bytes (kv cache write, MLA, shared add)"});
     }
     const auto [lm, sampling] = lm_head_sampling_us(s.num_sampled_seqs);
     out.push_back({"gemm lm_head", lm / 1e3, source_of(lm_head_.has_value(), lm_head_ && lm_head_->exact)});

@@ -62,6 +62,7 @@ class MeasuredCostModel final : public CostModel {
         double silu_mul_us = 0;
         double rope_us = 0;
         double qk_norm_us = 0;
+        double copies_us = 0;
         [[nodiscard]] double total_us() const;
     };
 
@@ -128,6 +129,17 @@ class MeasuredCostModel final : public CostModel {
     };
     // The GDN layers' kernel time of a step, in µs (GdnGroup::measured() only).
     [[nodiscard]] double gdn_us(const BatchShape& s) const;
+    // The plain copy kernels of a step, per token: the KV cache write of every attention layer, MLA's latent write,
+    // query concatenation and output transpose, the shared expert's add. Priced at the table's ceilings.
+    struct CopyOps {
+        int kernels = 0;               // per step
+        double bytes_per_token = 0;    // read plus written, all kernels
+        double launch_us = 0;          // a graph-replayed kernel's floor
+        double bytes_per_s = 0;
+        bool measured = false;         // both from the table's ceilings
+    };
+    void add_copy(double bytes_per_token);
+    [[nodiscard]] double copies_us(double tokens) const;
     static void add_op(std::vector<ElementwiseOp>& ops, const ElementwiseOp& op);
     [[nodiscard]] double elementwise_us(const ElementwiseOp& op, double units) const;
 
@@ -148,6 +160,7 @@ class MeasuredCostModel final : public CostModel {
     std::vector<ElementwiseOp> rope_;
     std::vector<ElementwiseOp> qk_norm_;
     ElementwiseOp sampling_;
+    CopyOps copies_;
     GdnGroup gdn_;
     models::ModelSpec model_;
     RooflineCostModel roofline_;  // the untimed terms: GDN / Mamba, snapshots, comm, overhead

@@ -324,3 +324,31 @@ TEST_CASE("kernel table: vLLM's routing kernels are read in place of the torch r
     CHECK_FALSE(torch_only.routing_fused);
     CHECK(torch_only.moe_routing[0].tokens.at(1) == 50);
 }
+
+TEST_CASE("a curve read for another shape keeps its one-token time and scales the rest", "[calibration]") {
+    // An elementwise kernel of 2 µs at one token and 4 µs at 256 (the fixture's rmsnorm): at 16 tokens 2 + 2·15/255
+    // = 2.117647 µs. For a shape with a quarter of the bytes the launch and fixed latency (2 µs) stay and the rest,
+    // 0.117647 µs, is quartered: 2.029412 µs (bytes alone would have said 0.529412, below any kernel's launch).
+    sc::KernelCurve c{{1, 256}, {2, 4}};
+    CHECK(c.at_scaled(16, 0.25) == Approx(2.0 + 2.0 * 15 / 255 / 4));
+    CHECK(c.at_scaled(16, 1.0) == c.at(16));
+    CHECK(c.at_scaled(16, 3.0) == Approx(2.0 + 3 * 2.0 * 15 / 255));
+    CHECK(c.at_scaled(1, 0.25) == 2.0);
+}
+
+TEST_CASE("MoE routing of an unmeasured shape keeps the measured shape's one-token time", "[calibration]") {
+    // Torch routing timed for 128 experts, top 8, hidden 2,048: 50 µs at one token (about ten launches), 90 at 256.
+    // DeepSeek-V2-Lite's 64 experts, top 6 move 4·64 + 8·6·2,048 = 98,560 routing bytes a token against
+    // 4·128 + 8·8·2,048 = 131,584: a ratio of 0.749027 for the data-proportional part only. One token: 50 µs (the
+    // launches do not shrink with the shape); 256 tokens: 50 + 40 × 0.749027 = 79.961 µs.
+    const auto t = sc::parse_kernel_table(
+        kHead + "ops:\n  moe_routing:\n    - {experts: 128, top_k: 8, hidden: 2048, tokens: [1, 256], us: [50, 90]}\n",
+        "t.yaml");
+    const sc::KernelRoof h100{989e12, 1979e12, 3.35e12};
+    const sc::KernelCostLookup lookup(t, h100, h100);
+    const sc::KernelCostLookup::MoeShape lite{64, 6, 2048, 1408, true, 2, false};
+    const sc::MoeEntry* e = lookup.resolve_moe_routing(lite);
+    REQUIRE(e != nullptr);
+    CHECK(lookup.moe_routing_us(*e, lite, 1) == Approx(50.0));
+    CHECK(lookup.moe_routing_us(*e, lite, 256) == Approx(50.0 + 40.0 * 98560.0 / 131584.0));
+}

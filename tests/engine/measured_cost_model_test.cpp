@@ -81,21 +81,25 @@ TEST_CASE("MeasuredCostModel composes a decode step of a one-layer model by hand
     //   qkv_proj (1536, 1024) 12 µs, o_proj (1024, 1024) 10, gate_up_proj (4096, 1024) 24, down_proj (1024, 2048)
     //   18: 64 µs;
     //   fused add + RMSNorm ×3 (attention, MLP, final) at 16 tokens: 2 + 2·15/255 = 2.117647 each, 6.352941;
-    //   SiLU·mul 2 + 3·15/255 = 2.176471; RoPE 2 + 15/255 = 2.058824: per-token terms 74.588235 µs;
+    //   SiLU·mul 2 + 3·15/255 = 2.176471; RoPE 2 + 15/255 = 2.058824;
+    //   the KV cache write, one copy kernel at the fixture's ceilings (graph launch 1 µs, 3,000 GB/s): 16 tokens ×
+    //   2 (read, write) × 2 (k, v) × 2 heads × 128 × 2 bytes = 32,768 bytes, 1 + 0.010923 = 1.010923 µs;
+    //   per-token terms 75.599158 µs;
     //   lm_head (4096, 1024) at 16 rows 24 µs, sampling 16 rows of 4096 logits 14 µs: 38 µs;
     //   decode attention, batch 16 × context 256: 8 µs;
     //   no kernel-boundary term (table times come from graph replays and hold their gaps); no all-reduce at TP 1.
-    //   Total 74.588235 + 38 + 8 = 120.588235 µs.
+    //   Total 75.599158 + 38 + 8 = 121.599158 µs.
     const StepCost c = cost.step_cost(decode(16, 256));
-    const double per_token_us = 64.0 + 3 * (2.0 + 2.0 * 15 / 255) + (2.0 + 3.0 * 15 / 255) + (2.0 + 15.0 / 255);
+    const double per_token_us = 64.0 + 3 * (2.0 + 2.0 * 15 / 255) + (2.0 + 3.0 * 15 / 255) + (2.0 + 15.0 / 255) +
+                                (1.0 + 32768.0 / 3e12 * 1e6);
     CHECK(c.gemm_ms == Approx(per_token_us / 1e3));
-    CHECK(c.gemm_ms == Approx(0.074588235));
+    CHECK(c.gemm_ms == Approx(0.075599158));
     CHECK(c.lm_head_ms == Approx(0.038));
     CHECK(c.attn_decode_ms == Approx(0.008));
     CHECK(c.attn_prefill_ms == 0.0);
     CHECK(c.overhead_ms == 0.0);
     CHECK(c.comm_ms == 0.0);
-    CHECK(c.total_ms() == Approx(0.120588235));
+    CHECK(c.total_ms() == Approx(0.121599158));
     // The terms listed by inspect add up to the step.
     double sum = 0;
     for (const auto& t : cost.step_terms(decode(16, 256))) {
@@ -111,9 +115,11 @@ TEST_CASE("MeasuredCostModel adds Qwen3's per-head q/k RMSNorm", "[engine]") {
     const MeasuredCostModel with(m, models::DType::kBFloat16, params());
     const MeasuredCostModel without(tiny_model(), models::DType::kBFloat16, params());
     // 16 tokens: q_norm over 8 heads of 128 is the fixture's entry (width 1,024): 2 + 15/255 = 2.058824 µs; k_norm
-    // over 2 heads (width 256) takes the same entry scaled by bytes, 256/1,024: 0.514706 µs. Together 2.573529 µs.
+    // over 2 heads (width 256) takes the same entry with its data-proportional part scaled by bytes, 256/1,024, and
+    // its one-token time (2 µs: the launch and fixed latency) kept: 2 + 0.058824/4 = 2.014706 µs. Together
+    // 4.073529 µs.
     CHECK(with.step_cost(decode(16, 256)).gemm_ms - without.step_cost(decode(16, 256)).gemm_ms ==
-          Approx(1.25 * (2.0 + 15.0 / 255) / 1e3));
+          Approx((2.0 + 15.0 / 255 + 2.0 + 15.0 / 255 / 4) / 1e3));
 }
 
 TEST_CASE("MeasuredCostModel adds MLA's latent RMSNorms: kv_a_layernorm always, q_a_layernorm with a query LoRA",
@@ -142,16 +148,68 @@ TEST_CASE("MeasuredCostModel adds MLA's latent RMSNorms: kv_a_layernorm always, 
     CHECK(rmsnorm_ms(lora, decode(16, 256)) - rmsnorm_ms(plain, decode(16, 256)) == Approx(2 * call_ms));
 }
 
+double term_ms(const MeasuredCostModel& c, const BatchShape& b, const std::string& name) {
+    for (const auto& t : c.step_terms(b)) {
+        if (t.name == name) {
+            return t.ms;
+        }
+    }
+    return -1.0;
+}
+
+TEST_CASE("MeasuredCostModel prices MLA's copies: the latent cache write, the query concatenation, the output "
+          "transpose",
+          "[engine]") {
+    // One MLA layer, 8 heads, kv_lora_rank 1,024 + rope 64 = a 1,088-wide latent, v 128; 16 decode tokens; each copy
+    // moves its bytes once read and once written, at the fixture's ceilings (1 µs a kernel, 3,000 GB/s):
+    //   concat_and_cache_mla  2 × 1,088 × 2 bytes         =  4,352 bytes a token
+    //   torch.cat of q        2 × 8 × 1,088 × 2 bytes     = 34,816
+    //   W_UV output transpose 2 × 8 × 128 × 2 bytes       =  4,096
+    //   43,264 × 16 = 692,224 bytes: 3 × 1 + 0.230741 = 3.230741 µs.
+    models::ModelSpec m = tiny_model();
+    models::AttentionMixer a{8, 8, 192};
+    a.mla = models::MlaShape{0, 1024, 128, 64, 128};
+    m.layers[0].mixer = a;
+    const MeasuredCostModel mla(m, models::DType::kBFloat16, params());
+    CHECK(term_ms(mla, decode(16, 256), "copies") == Approx((3.0 + 692224.0 / 3e12 * 1e6) / 1e3));
+    // A GQA layer writes its keys and values only: 2 × 2 × 2 heads × 128 × 2 bytes = 2,048 a token, one kernel.
+    const MeasuredCostModel plain(tiny_model(), models::DType::kBFloat16, params());
+    CHECK(term_ms(plain, decode(16, 256), "copies") == Approx((1.0 + 16 * 2048.0 / 3e12 * 1e6) / 1e3));
+}
+
+TEST_CASE("MeasuredCostModel adds the shared expert's output to the routed experts' with one copy kernel",
+          "[engine]") {
+    // DeepSeek-style MoE (8 experts, top 2, expert intermediate 512) with and without a shared expert of 1,024:
+    // the add reads two hidden states and writes one, 3 × 1,024 × 2 = 6,144 bytes a token; at 16 tokens
+    // 1 + 98,304 / 3e12 s = 1.032768 µs more in the copies term.
+    const auto moe_model = [](int shared) {
+        models::ModelSpec m = tiny_model();
+        models::MoeMlp e;
+        e.num_experts = 8;
+        e.num_experts_per_tok = 2;
+        e.moe_intermediate_size = 512;
+        e.shared_expert_intermediate_size = shared;
+        e.shared_expert_gate = false;
+        m.layers[0].mlp = e;
+        return m;
+    };
+    const MeasuredCostModel with(moe_model(1024), models::DType::kBFloat16, params());
+    const MeasuredCostModel without(moe_model(0), models::DType::kBFloat16, params());
+    CHECK(term_ms(with, decode(16, 256), "copies") - term_ms(without, decode(16, 256), "copies") ==
+          Approx((1.0 + 16 * 6144.0 / 3e12 * 1e6) / 1e3));
+}
+
 TEST_CASE("MeasuredCostModel composes a prefill step by hand, with and without a cached prefix", "[engine]") {
     const MeasuredCostModel cost(tiny_model(), models::DType::kBFloat16, params());
-    // One prompt of 256 tokens: GEMMs at m = 256: 40 + 30 + 80 + 60 = 210 µs; RMSNorm 3 × 4, SiLU·mul 5, RoPE 3:
-    // 230 µs. One sampled row: lm_head 20 µs, sampling 10 µs. Causal prefill of 256 tokens: 50 µs.
-    // No kernel-boundary term. Total 0.310 ms.
+    // One prompt of 256 tokens: GEMMs at m = 256: 40 + 30 + 80 + 60 = 210 µs; RMSNorm 3 × 4, SiLU·mul 5, RoPE 3;
+    // the KV cache write of 256 tokens × 2,048 bytes (read and written) at 3,000 GB/s after a 1 µs launch:
+    // 1 + 0.174763 µs; 231.174763 µs. One sampled row: lm_head 20 µs, sampling 10 µs. Causal prefill of 256
+    // tokens: 50 µs. No kernel-boundary term. Total 0.311174763 ms.
     const StepCost c = cost.step_cost(prefill(256, 0));
-    CHECK(c.gemm_ms == Approx(0.230));
+    CHECK(c.gemm_ms == Approx(0.231174763));
     CHECK(c.lm_head_ms == Approx(0.030));
     CHECK(c.attn_prefill_ms == Approx(0.050));
-    CHECK(c.total_ms() == Approx(0.310));
+    CHECK(c.total_ms() == Approx(0.311174763));
     // A chunk of 128 after 128 cached tokens, work 128·(128 + 64) = 24,576; the fixture has no attn_prefill_cached,
     // so the uncached prefill of the same keys: T = √(2·24,576) = 221.70 tokens, 5 + 45·(221.70 − 16)/240 = 43.569 µs.
     const StepCost cached = cost.step_cost(prefill(128, 128));
@@ -199,10 +257,10 @@ TEST_CASE("MeasuredCostModel takes a Gated DeltaNet layer's kernels from the tab
 
 TEST_CASE("MeasuredCostModel scales the Gated DeltaNet kernels to a tensor-parallel rank's heads", "[engine]") {
     // TP 2: 2 key / 4 value heads per rank; the fixture's 8-value-head entries scaled by state bytes (1/2), conv1d
-    // by channels (1,024 of 2,048: 1/2), the gated norm by width (512 of 1,024: 1/2). 16 decodes: (9 + 2 + 6.588235)/2
-    // = 8.794118 µs.
+    // by channels (1,024 of 2,048: 1/2), the gated norm by width (512 of 1,024: 1/2) above its one-token time of
+    // 6 µs, which is kept. 16 decodes: (9 + 2)/2 + 6 + 0.588235/2 = 11.794118 µs.
     const MeasuredCostModel cost(gdn_model(), models::DType::kBFloat16, params(2));
-    CHECK(cost.step_cost(decode(16, 256)).gdn_ms == Approx((9.0 + 2.0 + 6.0 + 10.0 * 15 / 255) / 2 / 1e3));
+    CHECK(cost.step_cost(decode(16, 256)).gdn_ms == Approx(((9.0 + 2.0) / 2 + 6.0 + 10.0 * 15 / 255 / 2) / 1e3));
 }
 
 TEST_CASE("MeasuredCostModel splits projections per tensor-parallel rank", "[engine]") {

@@ -13,7 +13,8 @@
 # kernel reads each window with 16-byte loads and writes one partial sum per 4 KiB (a negligible write); a step
 # (every layer once) is replayed from a CUDA graph, median of 7 replays.
 # Layouts per geometry: per-layer (packed), cross-layer (vLLM's), and cross-layer with the row padded by 4 KiB (not a
-# power of two).
+# power of two). Then a stride sweep: windows of 16–256 KiB read in random order at row strides of 0.5–8 MiB (and
+# packed), to see whether the rate depends on the row size (its power-of-two part) rather than on the model.
 # Reading: if the three layouts read at the same rate, the layout is ruled out; if vLLM's cross-layer layout reads
 # slower than per-layer (and the padded row recovers it), the layout is a candidate for the shortfall of
 # docs/SATURATED-DECODE.md, to be confirmed with vLLM's own kernel.
@@ -112,6 +113,37 @@ def probe(name, layers, kv_heads, pool_blocks, gen):
             "layouts": results}
 
 
+def stride_sweep(gen):
+    """The read rate of windows of w bytes (one layer's K and V pages of a block) at a row stride S, in a random
+    order over a pool: where the rate falls for some strides (power-of-two rows keep every window at the same address
+    bits) and not others, the cross-layer layout's cost is a function of its row size."""
+    rows = []
+    windows = [16 << 10, 32 << 10, 64 << 10, 256 << 10]
+    strides_mib = [None, 0.5, 1.0, 1.0 + 1 / 256, 1.25, 1.5, 2.0, 3.0, 4.0, 8.0]   # None: packed (stride = window)
+    pool_bytes = 24 << 30
+    for w in windows:
+        for smib in strides_mib:
+            stride = w if smib is None else int(smib * (1 << 20))
+            if stride < w:
+                continue
+            nblocks = pool_bytes // stride
+            touched = min(nblocks, (2 << 30) // w)        # about 2 GiB read per launch
+            idx = torch.randperm(nblocks, generator=gen)[:touched].to(torch.int32).to(DEV)
+            try:
+                pool = torch.empty(nblocks * stride // 4, dtype=torch.int32, device=DEV)
+            except torch.cuda.OutOfMemoryError:
+                continue
+            ms = time_step(pool, idx, stride // 4, w // 4, [0])
+            tbps = touched * w / (ms * 1e-3) / 1e12
+            rows.append({"window_bytes": w, "stride_bytes": stride, "packed": smib is None, "windows": touched,
+                         "ms": round(ms, 4), "read_TBps": round(tbps, 3)})
+            print(f"stride sweep: window {w >> 10:>4} KiB stride {stride / (1 << 20):8.4f} MiB "
+                  f"{'(packed)' if smib is None else '        '} {tbps:.2f} TB/s", flush=True)
+            del pool
+            torch.cuda.empty_cache()
+    return rows
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit("usage: python3 kv_layout_probe.py OUTDIR")
@@ -129,6 +161,9 @@ def main():
     meta = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__}
     with open(os.path.join(outdir, "kv_layout_probe.json"), "w") as f:
         json.dump({"meta": meta, "results": rows}, f, indent=1)
+    sweep = stride_sweep(gen)
+    with open(os.path.join(outdir, "kv_layout_probe.json"), "w") as f:
+        json.dump({"meta": meta, "results": rows, "stride_sweep": sweep}, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -20,7 +20,8 @@
 # docs/SATURATED-DECODE.md, to be confirmed with vLLM's own kernel.
 #
 # Run on the device: python3 kv_layout_probe.py OUTDIR   (needs torch + triton; about 60 GB free GPU memory for the
-# 7B pool, geometries that do not fit are reported as skipped). NOT YET RUN: no result exists.
+# 7B pool, geometries that do not fit are reported as skipped). Ran on an H100 on 2026-12-06:
+# logs/H100-SXM-kv-layout-probe.json.
 import json, os, statistics, sys
 import torch
 import triton

@@ -5,10 +5,11 @@
 // projections) with column-parallel N and row-parallel K split by TP; attention prefill and decode from the attention
 // tables at the layer's per-rank head geometry; routed experts from the MoE tables (FusedMoE: tokens × top_k over
 // the experts) with the router's top-k and permute; fused add + RMSNorm, SiLU·mul and RoPE; the lm_head GEMM over
-// the sampled rows (vLLM computes logits only at logits_indices) and sampling. Quantized GEMMs use the table's op of
-// the kernel vLLM picks (fp8 W8A8 block / per-channel / per-tensor: CutlassBlockScaledGroupedGemm / cutlass
-// scaled_mm; Marlin weight-only paths at bf16 math on their quantized bytes); Gated DeltaNet layers from the gdn_*
-// and conv1d ops when the table has them. The terms not timed — Mamba scans (and GDN on a table without GDN ops),
+// the sampled rows (vLLM computes logits only at logits_indices) and sampling; the plain copy kernels (KV cache
+// writes, MLA's concatenation and transpose, a shared expert's add) at the table's ceilings. Quantized GEMMs use the
+// table's op of the kernel vLLM picks (fp8 W8A8 block / per-channel / per-tensor: CutlassBlockScaledGroupedGemm /
+// cutlass scaled_mm; Marlin weight-only paths at bf16 math on their quantized bytes); Gated DeltaNet layers from the
+// gdn_* and conv1d ops when the table has them. The terms not timed — Mamba scans (and GDN on a table without GDN ops),
 // state snapshots, the tensor-parallel all-reduces and the host overhead — are RooflineCostModel's, unchanged.
 // A GPU without a table is predicted from the nearest table by efficiency transfer (docs/COST-MODEL.md).
 // CUDA-graph padding of the per-token terms as RooflineCostModel (VllmConfig._set_cudagraph_sizes).
@@ -129,15 +130,17 @@ class MeasuredCostModel final : public CostModel {
     };
     // The GDN layers' kernel time of a step, in µs (GdnGroup::measured() only).
     [[nodiscard]] double gdn_us(const BatchShape& s) const;
+
     // The plain copy kernels of a step, per token: the KV cache write of every attention layer, MLA's latent write,
     // query concatenation and output transpose, the shared expert's add. Priced at the table's ceilings.
     struct CopyOps {
-        int kernels = 0;               // per step
-        double bytes_per_token = 0;    // read plus written, all kernels
-        double launch_us = 0;          // a graph-replayed kernel's floor
+        int kernels = 0;             // per step
+        double bytes_per_token = 0;  // read plus written, all kernels
+        double launch_us = 0;        // a graph-replayed kernel's floor
         double bytes_per_s = 0;
-        bool measured = false;         // both from the table's ceilings
+        bool measured = false;  // both from the table's ceilings
     };
+
     void add_copy(double bytes_per_token);
     [[nodiscard]] double copies_us(double tokens) const;
     static void add_op(std::vector<ElementwiseOp>& ops, const ElementwiseOp& op);

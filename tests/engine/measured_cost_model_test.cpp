@@ -90,8 +90,8 @@ TEST_CASE("MeasuredCostModel composes a decode step of a one-layer model by hand
     //   no kernel-boundary term (table times come from graph replays and hold their gaps); no all-reduce at TP 1.
     //   Total 75.599158 + 38 + 8 = 121.599158 µs.
     const StepCost c = cost.step_cost(decode(16, 256));
-    const double per_token_us = 64.0 + 3 * (2.0 + 2.0 * 15 / 255) + (2.0 + 3.0 * 15 / 255) + (2.0 + 15.0 / 255) +
-                                (1.0 + 32768.0 / 3e12 * 1e6);
+    const double per_token_us =
+        64.0 + 3 * (2.0 + 2.0 * 15 / 255) + (2.0 + 3.0 * 15 / 255) + (2.0 + 15.0 / 255) + (1.0 + 32768.0 / 3e12 * 1e6);
     CHECK(c.gemm_ms == Approx(per_token_us / 1e3));
     CHECK(c.gemm_ms == Approx(0.075599158));
     CHECK(c.lm_head_ms == Approx(0.038));
@@ -157,8 +157,7 @@ double term_ms(const MeasuredCostModel& c, const BatchShape& b, const std::strin
     return -1.0;
 }
 
-TEST_CASE("MeasuredCostModel prices MLA's copies: the latent cache write, the query concatenation, the output "
-          "transpose",
+TEST_CASE("MeasuredCostModel prices MLA's copies: latent cache write, query concatenation, output transpose",
           "[engine]") {
     // One MLA layer, 8 heads, kv_lora_rank 1,024 + rope 64 = a 1,088-wide latent, v 128; 16 decode tokens; each copy
     // moves its bytes once read and once written, at the fixture's ceilings (1 µs a kernel, 3,000 GB/s):
@@ -177,8 +176,7 @@ TEST_CASE("MeasuredCostModel prices MLA's copies: the latent cache write, the qu
     CHECK(term_ms(plain, decode(16, 256), "copies") == Approx((1.0 + 16 * 2048.0 / 3e12 * 1e6) / 1e3));
 }
 
-TEST_CASE("MeasuredCostModel adds the shared expert's output to the routed experts' with one copy kernel",
-          "[engine]") {
+TEST_CASE("MeasuredCostModel adds the shared expert's output to the routed experts' with one copy kernel", "[engine]") {
     // DeepSeek-style MoE (8 experts, top 2, expert intermediate 512) with and without a shared expert of 1,024:
     // the add reads two hidden states and writes one, 3 × 1,024 × 2 = 6,144 bytes a token; at 16 tokens
     // 1 + 98,304 / 3e12 s = 1.032768 µs more in the copies term.

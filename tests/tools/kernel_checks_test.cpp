@@ -2,7 +2,9 @@
 #include "tools/app/kernel_checks.h"
 
 #include <string>
+#include <vector>
 
+#include "calibration/gpu_spec.h"
 #include "calibration/kernel_table.h"
 #include "tests/catch.h"
 
@@ -39,6 +41,49 @@ TEST_CASE("check-kernels leaves a table without fused routing as it is", "[tools
     CHECK_FALSE(timed.routing_fused);
     REQUIRE(timed.moe_routing.size() == 1);
     CHECK(timed.moe_routing[0].tokens.at(1) == 50);
+}
+
+TEST_CASE("check-kernels sets each roofline efficiency beside what the table's kernels reached", "[tools]") {
+    // A GPU of 1 PFLOP/s bf16 and 4 TB/s, and a table of round numbers:
+    //   bf16 GEMMs at M = 4,096: 4,096 × 4,096 in 200 µs, 2·4,096³ = 137.44 GFLOP, 0.687195 of the peak; 8,192 × 4,096
+    //     in 300 µs, 274.88 GFLOP, 0.916259; the median of the two 0.801727 (beside gemm_efficiency 0.72);
+    //   the same at M = 1: 33.55 MB of weights in 12.5 µs and 67.11 MB in 25 µs, both 2.684 TB/s: 0.671089;
+    //   decode attention at batch 64 × 1,024 keys, 2 KV heads of 128: 4·64·1,024·2·128 = 67.11 MB in 40 µs, 0.419430
+    //     (the batch-1 and 256-key points are left out);
+    //   causal prefill of 4,096 tokens, 8 heads of 128: 2·8·128·4,096² = 34.36 GFLOP in 1 ms, 0.034360;
+    //   the device copy, 2,680 GB/s: 0.67.
+    const calibration::KernelTable t = calibration::parse_kernel_table(R"(servesim_kernel_table: 1
+gpu: H100-SXM
+date: 2026-12-06
+ceilings: {copy_gb_per_s: 2680}
+ops:
+  gemm_bf16:
+    - {n: 4096, k: 4096, m: [1, 4096], us: [12.5, 200]}
+    - {n: 8192, k: 4096, m: [1, 4096], us: [25, 300]}
+  attn_decode:
+    - {backend: flash, head_dim: 128, q_heads: 8, kv_heads: 2, batch: [1, 64], context: [256, 1024],
+       us: [[4, 6], [8, 40]]}
+  attn_prefill:
+    - {backend: flash, head_dim: 128, q_heads: 8, kv_heads: 2, tokens: [16, 4096], us: [5, 1000]}
+)",
+                                                                       "t.yaml");
+    calibration::GpuSpec gpu;
+    gpu.name = "test";
+    gpu.bf16_dense_flops_per_s = 1e15;
+    gpu.memory_bandwidth_bytes_per_s = 4e12;
+    const std::vector<DerivedEfficiency> d = derived_efficiencies(t, gpu);
+    REQUIRE(d.size() == 5);
+    CHECK(d[0].constant == "gemm_efficiency");
+    CHECK(d[0].assumed == 0.72);
+    CHECK(d[0].points == 2);
+    CHECK(d[0].measured_median == Approx(0.5 * (0.687195 + 0.916259)).epsilon(1e-5));
+    CHECK(d[1].constant == "bandwidth_efficiency");
+    CHECK(d[1].measured_median == Approx(0.671089).epsilon(1e-5));
+    CHECK(d[2].points == 1);
+    CHECK(d[2].measured_median == Approx(0.419430).epsilon(1e-5));
+    CHECK(d[3].constant == "attention_efficiency");
+    CHECK(d[3].measured_median == Approx(0.034360).epsilon(1e-4));
+    CHECK(d[4].measured_median == Approx(0.67));
 }
 
 }  // namespace

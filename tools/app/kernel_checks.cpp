@@ -287,6 +287,87 @@ engine::MeasuredParams single_gpu_measured_params(const cal::GpuSpec& gpu,
     return p;
 }
 
+namespace {
+
+double median_of(std::vector<double> v) {
+    if (v.empty()) {
+        return 0;
+    }
+    std::sort(v.begin(), v.end());
+    const std::size_t n = v.size();
+    return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+}  // namespace
+
+std::vector<DerivedEfficiency> derived_efficiencies(const cal::KernelTable& t, const cal::GpuSpec& gpu) {
+    const double peak = gpu.bf16_dense_flops_per_s;
+    const double bw = gpu.memory_bandwidth_bytes_per_s;
+    std::vector<DerivedEfficiency> out;
+    const auto add = [&](std::string op, std::string constant, double assumed, std::vector<double> v) {
+        if (!v.empty()) {
+            out.push_back({std::move(op), std::move(constant), assumed, median_of(v), static_cast<int>(v.size())});
+        }
+    };
+    // bf16 GEMMs at their largest M when it is at least 4,096 rows: 2·M·N·K FLOPs over the bf16 peak.
+    std::vector<double> gemm;
+    // bf16 GEMMs at M = 1 with at least 32 MB of weights (a weight-streaming GEMV): N·K·2 bytes over the bandwidth.
+    std::vector<double> weights;
+    for (const auto& e : t.gemm[static_cast<std::size_t>(cal::GemmKind::kBf16)]) {
+        const double nk = static_cast<double>(e.n) * static_cast<double>(e.k);
+        if (!e.m.x.empty() && e.m.x.back() >= 4096) {
+            gemm.push_back(2.0 * e.m.x.back() * nk / (e.m.us.back() * 1e-6) / peak);
+        }
+        if (!e.m.x.empty() && e.m.x.front() == 1 && 2.0 * nk >= 32e6) {
+            weights.push_back(2.0 * nk / (e.m.us.front() * 1e-6) / bw);
+        }
+    }
+    add("bf16 GEMM, M >= 4,096", "gemm_efficiency", gpu.gemm_efficiency, gemm);
+    add("bf16 GEMM, M = 1, weights >= 32 MB", "bandwidth_efficiency", gpu.bandwidth_efficiency, weights);
+    // Decode attention at batch >= 64 and >= 1,024 keys: the bf16 K and V read, 2·2·Hkv·hd bytes a key.
+    std::vector<double> decode;
+    for (const auto& e : t.attn_decode) {
+        const cal::KernelGrid& g = e.batch_context;
+        for (std::size_t i = 0; i < g.x.size(); ++i) {
+            for (std::size_t j = 0; j < g.y.size(); ++j) {
+                if (g.x[i] >= 64 && g.y[j] >= 1024) {
+                    const double bytes = 4.0 * g.x[i] * g.y[j] * e.geometry.kv_heads * e.geometry.head_dim;
+                    decode.push_back(bytes / (g.us[i * g.y.size() + j] * 1e-6) / bw);
+                }
+            }
+        }
+    }
+    add("decode attention, batch >= 64, >= 1,024 keys", "bandwidth_efficiency", gpu.bandwidth_efficiency, decode);
+    // Causal prefill attention at each entry's longest prompt: 4·Hq·hd·T²/2 FLOPs over the bf16 peak.
+    std::vector<double> prefill;
+    for (const auto& e : t.attn_prefill) {
+        if (!e.tokens.x.empty()) {
+            const double n = e.tokens.x.back();
+            prefill.push_back(2.0 * e.geometry.q_heads * e.geometry.head_dim * n * n / (e.tokens.us.back() * 1e-6) /
+                              peak);
+        }
+    }
+    add("prefill attention, longest prompt", "attention_efficiency", gpu.attention_efficiency, prefill);
+    if (t.copy_gb_per_s) {
+        add("device copy (ceilings)", "bandwidth_efficiency", gpu.bandwidth_efficiency, {*t.copy_gb_per_s * 1e9 / bw});
+    }
+    return out;
+}
+
+namespace {
+
+std::string efficiency_report(const cal::KernelTable& t, const cal::GpuSpec& gpu) {
+    std::string out = fmt::format("  {:<46}{:<22}{:>8}{:>10}{:>8}\n", "op class", "GPU file's constant", "value",
+                                  "measured", "points");
+    for (const auto& d : derived_efficiencies(t, gpu)) {
+        out += fmt::format("  {:<46}{:<22}{:>8.2f}{:>10.2f}{:>8}\n", d.op, d.constant, d.assumed, d.measured_median,
+                           d.points);
+    }
+    return out;
+}
+
+}  // namespace
+
 std::string kernel_checks(const cal::GpuSpec& gpu) {
     const cal::KernelTable* own = cal::find_kernel_table(gpu);
     if (own == nullptr) {
@@ -304,6 +385,11 @@ std::string kernel_checks(const cal::GpuSpec& gpu) {
         "composition: the table's timed forwards against the steps composed from it (kernel terms, no host "
         "overhead)\n";
     out += forwards_report(*own, gpu, *own, gpu);
+    out += fmt::format(
+        "\nthe roofline's efficiencies (calibration/gpus/, docs/SOURCES.md) against this table: the median fraction of\n"
+        "{}'s datasheet peak or bandwidth its kernels reached (torch's: attention is FlashAttention-2, contiguous cache)\n",
+        gpu.name);
+    out += efficiency_report(*own, gpu);
     for (const auto& t : cal::kernel_table_catalog()) {
         if (&t == own) {
             continue;

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "calibration/gpu_spec.h"
 #include "calibration/kernel_table.h"
@@ -23,6 +24,23 @@ namespace servesim::app {
 // The table as its timed forwards ran: where it has vLLM's fused MoE routing (`moe_routing_fused`), a copy that reads
 // the torch routing (`moe_routing`) instead, since the sweep's forwards route with torch ops.
 [[nodiscard]] calibration::KernelTable as_timed_forwards(const calibration::KernelTable& table);
+
+// One of the roofline's efficiency constants against the table: the median fraction of the GPU's datasheet peak (or
+// bandwidth) the table's kernels of that op class reached, over `points` measured points.
+struct DerivedEfficiency {
+    std::string op;        // the op class and the points taken
+    std::string constant;  // the GPU file's key it stands beside
+    double assumed = 0;    // that key's value
+    double measured_median = 0;
+    int points = 0;
+};
+
+// Per op class, what the table measured beside the constant the roofline assumes (issue 38 item 3: how each
+// efficiency could be derived from a table): bf16 GEMMs at M >= 4,096 (gemm_efficiency), weight-streaming GEMMs at
+// M = 1 and decode attention at batch >= 64 and >= 1,024 keys (bandwidth_efficiency), causal prefill attention at the
+// longest prompt (attention_efficiency), the device copy. Op classes the table lacks are left out.
+[[nodiscard]] std::vector<DerivedEfficiency> derived_efficiencies(const calibration::KernelTable& table,
+                                                                  const calibration::GpuSpec& gpu);
 
 // The report (plain text). ConfigError when G has no table.
 [[nodiscard]] std::string kernel_checks(const calibration::GpuSpec& gpu);

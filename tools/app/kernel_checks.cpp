@@ -9,6 +9,7 @@
 
 #include "common/error.h"
 #include "models/model_registry.h"
+#include "sim/metrics/percentiles.h"
 #include "tools/app/step_costs.h"
 
 namespace servesim::app {
@@ -287,26 +288,15 @@ engine::MeasuredParams single_gpu_measured_params(const cal::GpuSpec& gpu,
     return p;
 }
 
-namespace {
-
-double median_of(std::vector<double> v) {
-    if (v.empty()) {
-        return 0;
-    }
-    std::sort(v.begin(), v.end());
-    const std::size_t n = v.size();
-    return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-}  // namespace
-
 std::vector<DerivedEfficiency> derived_efficiencies(const cal::KernelTable& t, const cal::GpuSpec& gpu) {
     const double peak = gpu.bf16_dense_flops_per_s;
     const double bw = gpu.memory_bandwidth_bytes_per_s;
     std::vector<DerivedEfficiency> out;
     const auto add = [&](std::string op, std::string constant, double assumed, std::vector<double> v) {
         if (!v.empty()) {
-            out.push_back({std::move(op), std::move(constant), assumed, median_of(v), static_cast<int>(v.size())});
+            std::sort(v.begin(), v.end());
+            const double median = metrics::percentile_sorted(v, 50);
+            out.push_back({std::move(op), std::move(constant), assumed, median, static_cast<int>(v.size())});
         }
     };
     // bf16 GEMMs at their largest M when it is at least 4,096 rows: 2·M·N·K FLOPs over the bf16 peak.
@@ -386,8 +376,9 @@ std::string kernel_checks(const cal::GpuSpec& gpu) {
         "overhead)\n";
     out += forwards_report(*own, gpu, *own, gpu);
     out += fmt::format(
-        "\nthe roofline's efficiencies (calibration/gpus/, docs/SOURCES.md) against this table: the median fraction of\n"
-        "{}'s datasheet peak or bandwidth its kernels reached (torch's: attention is FlashAttention-2, contiguous cache)\n",
+        "\nthe roofline's efficiencies (calibration/gpus/, docs/SOURCES.md) against this table: "
+        "the median fraction of\n{}'s datasheet peak or bandwidth its kernels reached "
+        "(torch's: attention is FlashAttention-2, contiguous cache)\n",
         gpu.name);
     out += efficiency_report(*own, gpu);
     for (const auto& t : cal::kernel_table_catalog()) {

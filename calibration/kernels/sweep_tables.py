@@ -1839,8 +1839,9 @@ def run(args):
             last = hbuf.view(B, Tq, h)[:, -1]
             return F.linear(last, self.lm)
 
-    def graph_replays_ms(fn, replays=7):
-        """fn captured once into a CUDA graph, replayed once, then `replays` replays timed one by one (ms each)."""
+    def graph_replays_ms(fn, replays=7, then=None):
+        """fn captured once into a CUDA graph, replayed once, then `replays` replays timed one by one (ms each);
+        `then(graph)`, if given, runs on the same graph before it is freed (the profile section's profiled replays)."""
         with torch.no_grad():
             g = torch.cuda.CUDAGraph()
             with torch.cuda.graph(g):
@@ -1855,6 +1856,8 @@ def run(args):
                 e.record()
                 e.synchronize()
                 out.append(s.elapsed_time(e))
+            if then is not None:
+                then(g)
         del g
         return out
 
@@ -1972,31 +1975,23 @@ def run(args):
                     ids = torch.randint(0, c["vocab"], (B,), device=DEV)
                     pos = torch.full((B,), ctx - 1, device=DEV, dtype=torch.long)
                     with torch.no_grad():
-                        m.forward(ids, pos, kv, B, 1, ctx)
+                        m.forward(ids, pos, kv, B, 1, ctx)   # eager warm-up before the capture
                         torch.cuda.synchronize()
-                        g = torch.cuda.CUDAGraph()
-                        with torch.cuda.graph(g):
-                            m.forward(ids, pos, kv, B, 1, ctx)
-                        for _ in range(2):
-                            g.replay()
-                        torch.cuda.synchronize()
-                        walls = []
-                        for _ in range(5):      # the replay's wall time, outside the profiler
-                            s, e = ev(), ev()
-                            s.record()
-                            g.replay()
-                            e.record()
-                            e.synchronize()
-                            walls.append(s.elapsed_time(e) * 1000.0)
-                        wall_us = statistics.median(walls)
-                        reps = 3
+                    reps = 3
+                    profiled = {}
+
+                    def profile_replays(g):
                         with tprofile(activities=[ProfilerActivity.CUDA]) as prof:
                             for _ in range(reps):
                                 g.replay()
                             torch.cuda.synchronize()
-                    del g
+                        profiled["events"] = prof.events()
+
+                    # the replay's wall time outside the profiler, then the profiled replays of the same graph
+                    wall_us = 1000.0 * statistics.median(
+                        graph_replays_ms(lambda: m.forward(ids, pos, kv, B, 1, ctx), replays=5, then=profile_replays))
                     kern = {}
-                    for evt in prof.events():
+                    for evt in profiled["events"]:
                         if not str(evt.device_type).endswith("CUDA"):
                             continue
                         k = kern.setdefault(evt.name, [0, 0.0])

@@ -171,6 +171,21 @@ i64 non_linear_params(const Layer& l) {
 
 i64 ceil_div(i64 a, i64 b) { return (a + b - 1) / b; }
 
+// The KernelFlops field a GEMM with activations quantized as `a` counts in.
+double& rate_bucket(KernelFlops& k, ActivationQuant a) {
+    switch (a) {
+        case ActivationQuant::kFp8:
+            return k.fp8;
+        case ActivationQuant::kInt8:
+            return k.int8;
+        case ActivationQuant::kFp4:
+            return k.fp4;
+        case ActivationQuant::kNone:
+            break;
+    }
+    return k.activation_dtype;
+}
+
 }  // namespace
 
 std::vector<LinearModule> linear_modules(const ModelSpec& spec) {
@@ -271,11 +286,10 @@ WeightFootprint weight_footprint(const ModelSpec& spec) {
             f.dense_read_bytes += bytes;
         }
         const ActivationQuant a = m.scheme == nullptr ? ActivationQuant::kNone : m.scheme->activations;
-        double& bucket = a == ActivationQuant::kFp8    ? f.layer_flops_per_token.fp8
-                         : a == ActivationQuant::kInt8 ? f.layer_flops_per_token.int8
-                         : a == ActivationQuant::kFp4  ? f.layer_flops_per_token.fp4
-                                                       : f.layer_flops_per_token.activation_dtype;
-        bucket += flops * active;
+        rate_bucket(f.layer_flops_per_token, a) += flops * active;
+        if (m.role == LinearRole::kExpert) {
+            rate_bucket(f.expert_flops_per_token, a) += flops * active;
+        }
     }
     for (const auto& l : spec.layers) {
         const double p = static_cast<double>(non_linear_params(l));

@@ -50,6 +50,7 @@ struct WeightFootprint {
     double lm_head_bytes = 0;           // the output projection (lm_head, or the tied embedding)
     std::vector<MoeLayerBytes> moe;     // per MoE layer
     KernelFlops layer_flops_per_token;  // linear layers of the blocks (active experts only), without the lm_head
+    KernelFlops expert_flops_per_token;  // the routed experts' part of layer_flops_per_token
 };
 
 // Every linear layer of the text model with its scheme (spec.quantization unset: all unquantized). A layer kind

@@ -8,7 +8,9 @@
 
 #include "common/error.h"
 #include "models/model_derived.h"
+#include "sim/engine/grouped_gemm_efficiency.h"
 #include "sim/engine/host_work.h"
+#include "sim/memory/expert_placement.h"
 
 namespace servesim::engine {
 
@@ -161,9 +163,6 @@ RooflineCostModel::RooflineCostModel(const models::ModelSpec& model, models::DTy
             mamba_decode_flops_per_seq_ += w.decode_flops_per_seq;
         }
     }
-    const bool has_moe = std::any_of(model.layers.begin(), model.layers.end(), [](const auto& layer) {
-        return std::holds_alternative<models::MoeMlp>(layer.mlp);
-    });
     if (model.quantization) {
         // Each linear layer at the rate of the kernel vLLM picks for it. W8A8 fp8 without fp8 tensor cores (Ampere)
         // runs MarlinFP8ScaledMMLinearKernel (kernels/linear/scaled_mm/marlin.py, capability < 89): fp8 weights,
@@ -189,11 +188,51 @@ RooflineCostModel::RooflineCostModel(const models::ModelSpec& model, models::DTy
         if (k.fp8 + k.int8 + k.fp4 <= 0) {
             kernels_ += ", weight-only (bf16 math)";
         }
-        if (!has_moe) {
-            dense_weight_bytes_per_step_ = static_cast<std::int64_t>(std::llround(models::weight_bytes_read(*footprint_, 1)));
+    }
+    // The routed experts, grouped by consecutive MoE layers of equal shape (usually one group), and the weights every
+    // step reads besides them. A quantized model's experts take the bytes and the kernel rate of their scheme.
+    double expert_flops_raw = 0;
+    std::size_t moe_index = 0;
+    for (const auto& layer : model.layers) {
+        const auto* m = std::get_if<models::MoeMlp>(&layer.mlp);
+        if (m == nullptr) {
+            continue;
         }
-    } else if (!has_moe) {
-        dense_weight_bytes_per_step_ = models::weight_bytes_read_per_step(model, 1);
+        const double per_expert = cache::params_per_expert(*m, model.hidden_size);
+        const double bytes = footprint_ ? footprint_->moe.at(moe_index).per_expert_bytes : per_expert * b;
+        ++moe_index;
+        const double flops = 2.0 * m->num_experts_per_tok * per_expert;
+        expert_flops_raw += flops;
+        if (expert_groups_.empty() || expert_groups_.back().num_experts != m->num_experts ||
+            expert_groups_.back().top_k != m->num_experts_per_tok || expert_groups_.back().bytes_per_expert != bytes) {
+            expert_groups_.push_back(ExpertGroup{static_cast<double>(m->num_experts),
+                                                 static_cast<double>(m->num_experts_per_tok), bytes, 0, 0});
+        }
+        expert_groups_.back().layers += 1;
+        expert_groups_.back().flops_per_token += flops;
+    }
+    if (footprint_) {
+        // The experts' FLOPs at their kernels' rates (as linear_flops_per_token_ above), spread over the groups in
+        // proportion to their unquantized FLOPs.
+        const models::KernelFlops& k = footprint_->expert_flops_per_token;
+        const double peak = params_.peak_flops_per_s;
+        const auto at = [peak](double f, double rate) { return rate > 0 ? f * peak / rate : f; };
+        const double rated = k.activation_dtype + at(k.fp8, params_.fp8_flops_per_s) +
+                             at(k.int8, params_.int8_flops_per_s) + at(k.fp4, params_.fp4_flops_per_s);
+        for (auto& g : expert_groups_) {
+            g.flops_per_token *= expert_flops_raw > 0 ? rated / expert_flops_raw : 0.0;
+        }
+        dense_weight_bytes_ =
+            static_cast<double>(std::llround(footprint_->dense_read_bytes + footprint_->lm_head_bytes));
+    } else {
+        double routed_at_one_token = 0;
+        for (const auto& g : expert_groups_) {
+            routed_at_one_token += g.layers * g.top_k * g.bytes_per_expert;
+        }
+        dense_weight_bytes_ = static_cast<double>(models::weight_bytes_read_per_step(model, 1)) - routed_at_one_token;
+    }
+    for (const auto& g : expert_groups_) {
+        expert_flops_per_token_ += g.flops_per_token / tp;
     }
     kv_bytes_per_token_ = static_cast<double>(models::kv_bytes_per_token(model, kv_dtype));
     state_bytes_per_seq_ = static_cast<double>(models::state_bytes_per_sequence(model));
@@ -253,23 +292,40 @@ RooflineCostModel::TokenTerms RooflineCostModel::token_terms(std::int64_t tokens
     const double flops = params_.peak_flops_per_s;
     const double bw = params_.memory_bandwidth_bytes_per_s * params_.bandwidth_efficiency;
     const double b = models::dtype_bytes(model_.dtype);
-    const std::int64_t all_weight_bytes =
-        (dense_weight_bytes_per_step_ >= 0 && tokens > 0) ? dense_weight_bytes_per_step_
-        : footprint_ ? static_cast<std::int64_t>(std::llround(models::weight_bytes_read(*footprint_, tokens)))
-                     : models::weight_bytes_read_per_step(model_, tokens);
     const int tp = std::max(1, params_.tensor_parallel_size);
-    const double weight_bytes = static_cast<double>(all_weight_bytes) / tp - lm_head_bytes_;
-    const double activation_bytes = 4.0 * static_cast<double>(tokens) * model_.hidden_size * b *
-                                    static_cast<double>(model_.layers.size());
-    double gemm_flops = linear_flops_per_token_ * static_cast<double>(tokens);
-    double gemm_bytes = weight_bytes + activation_bytes;
-    if (params_.expert_parallel.enabled()) {
-        const ExpertStepWork w = expert_step_work(model_, params_.expert_parallel, tokens);
-        gemm_flops += w.flops_ep - w.flops_tp;
-        gemm_bytes += w.weight_bytes_ep - w.weight_bytes_tp;
-    }
+    const double n = static_cast<double>(tokens);
+    const double activation_bytes = 4.0 * n * model_.hidden_size * b * static_cast<double>(model_.layers.size());
     TokenTerms t;
-    t.gemm_ms = roof_ms(gemm_flops, flops * params_.gemm_efficiency, gemm_bytes, bw);
+    if (tokens > 0) {
+        // The dense GEMMs: weights read once, FLOPs at gemm_efficiency.
+        t.gemm_ms = roof_ms((linear_flops_per_token_ - expert_flops_per_token_) * n, flops * params_.gemm_efficiency,
+                            dense_weight_bytes_ / tp - lm_head_bytes_ + activation_bytes, bw);
+    }
+    // The routed experts of each group: the expected distinct experts' weights, E·(1 − (1 − k/E)^T) per layer, sliced
+    // by TP; with expert parallelism (ExpertParallelism) the busiest rank's whole local experts, touched by the T·DP
+    // tokens of all DP replicas, and `imbalance` times its mean share of the routed tokens. Their FLOPs run at the
+    // grouped GEMM's efficiency for m_e = routed tokens per expert (GroupedGemmEfficiency).
+    const ExpertParallelism& ep = params_.expert_parallel;
+    for (const auto& g : expert_groups_) {
+        if (tokens <= 0) {
+            break;
+        }
+        const double miss = 1.0 - g.top_k / g.num_experts;
+        double expert_flops = g.flops_per_token * n / tp;
+        double expert_bytes = g.layers * g.num_experts * (1.0 - std::pow(miss, n)) * g.bytes_per_expert / tp;
+        double tokens_per_expert = n * g.top_k / g.num_experts;
+        if (ep.enabled()) {
+            const double dp = std::max(1, ep.data_parallel_size);
+            expert_flops *= ep.expert_load_imbalance;
+            expert_bytes = g.layers *
+                           cache::max_local_experts(static_cast<int>(g.num_experts), ep.expert_parallel_size) *
+                           (1.0 - std::pow(miss, n * dp)) * g.bytes_per_expert;
+            tokens_per_expert *= dp * ep.expert_load_imbalance;
+        }
+        t.gemm_ms +=
+            roof_ms(expert_flops, flops * params_.gemm_efficiency * GroupedGemmEfficiency::ratio(tokens_per_expert),
+                    expert_bytes, bw);
+    }
     t.comm_ms = comm_.step_ms(tokens);
     return t;
 }

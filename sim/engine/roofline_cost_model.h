@@ -91,7 +91,8 @@ public:
     [[nodiscard]] const CudaGraphSizes& graphs() const { return graphs_; }
 
     // The terms of a step that depend only on its (padded) token count: the GEMMs with their weight and activation
-    // traffic, and the tensor-parallel all-reduces. Computed on each call; step_cost reads them from a table filled
+    // traffic (the routed experts as a roof of their own, at GroupedGemmEfficiency's share of gemm_efficiency), and
+    // the tensor-parallel all-reduces. Computed on each call; step_cost reads them from a table filled
     // with this function for the capture sizes, so a step's figures are the ones computed here, to the bit.
     struct TokenTerms {
         double gemm_ms = 0;
@@ -111,7 +112,7 @@ private:
     RooflineParams params_;
     CudaGraphSizes graphs_;
     std::string model_name_;
-    double linear_flops_per_token_ = 0;   // without the lm_head
+    double linear_flops_per_token_ = 0;  // without the lm_head; the routed experts included
     double lm_head_flops_per_seq_ = 0;
     double lm_head_bytes_ = 0;            // lm_head (or tied embedding) weights read per step, this rank's share
     // Full-attention layers; the local-span layers (sliding window, chunked local) have their own sums below.
@@ -134,9 +135,23 @@ private:
     models::ModelSpec model_;
     TensorParallelComm comm_;
     double kernel_gaps_ms_ = 0;  // compute_kernels_per_forward(model) × kernel_gap_us, every step
-    // weight_bytes_read_per_step for any positive token count when no layer is MoE (then it does not depend on the
-    // count), computed once because step_cost runs every step; −1 for MoE models, whose routed experts vary.
-    std::int64_t dense_weight_bytes_per_step_ = -1;
+    // The weights every step reads whatever its tokens (all ranks, the lm_head included, the routed experts not),
+    // computed once because step_cost runs every step.
+    double dense_weight_bytes_ = 0;
+
+    // The routed experts, priced as their own roof in token_terms (GroupedGemmEfficiency): one entry per run of MoE
+    // layers with the same experts, top-k and expert size. FLOPs are all ranks' and bf16-equivalent (a quantized
+    // kernel's FLOPs · peak / its rate); bytes are one expert's weights (and scales) of one layer.
+    struct ExpertGroup {
+        double num_experts = 0;
+        double top_k = 0;
+        double bytes_per_expert = 0;
+        double layers = 0;
+        double flops_per_token = 0;  // all layers of the group
+    };
+
+    std::vector<ExpertGroup> expert_groups_;
+    double expert_flops_per_token_ = 0;  // Σ over expert_groups_, this rank's share: taken out of the dense roof
     // Quantized models: the scheme's bytes per step (models/weight_footprint.h), computed once; linear FLOPs are then
     // counted at the bf16-equivalent cost of their kernel (fp8 FLOPs · peak / fp8 rate, ...).
     std::optional<models::WeightFootprint> footprint_;

@@ -1,11 +1,14 @@
 // Tests of tools/app/kernel_checks.*: the table `inspect --check-kernels` composes the torch-timed forwards with.
 #include "tools/app/kernel_checks.h"
 
+#include <fmt/format.h>
+
 #include <string>
 #include <vector>
 
 #include "calibration/gpu_spec.h"
 #include "calibration/kernel_table.h"
+#include "sim/engine/grouped_gemm_efficiency.h"
 #include "tests/catch.h"
 
 namespace servesim::app {
@@ -84,6 +87,30 @@ ops:
     CHECK(d[3].constant == "attention_efficiency");
     CHECK(d[3].measured_median == Approx(0.034360).epsilon(1e-4));
     CHECK(d[4].measured_median == Approx(0.67));
+}
+
+TEST_CASE("the roofline's grouped-GEMM efficiencies are the H100 table's medians", "[tools]") {
+    // GroupedGemmEfficiency (sim/engine/grouped_gemm_efficiency.h) states, per tokens-per-expert point, the median
+    // compute efficiency the H100 table's `moe` op reached, and the dense GEMM efficiency it is a share of. Derived
+    // here from the committed table as check-kernels derives them: a re-run table, or a hand-edited constant, that
+    // moves a median by more than the constants' rounding fails this.
+    const calibration::GpuSpec gpu = calibration::find_gpu("H100-SXM");
+    const calibration::KernelTable* table = calibration::find_kernel_table(gpu);
+    REQUIRE(table != nullptr);
+    const std::vector<DerivedEfficiency> d = derived_efficiencies(*table, gpu);
+    int checked = 0;
+    for (const auto& point : engine::GroupedGemmEfficiency::kH100Points) {
+        for (const auto& row : d) {
+            if (row.op == fmt::format("routed-expert grouped GEMM, m_e = {:.0f}", point.tokens_per_expert)) {
+                CHECK(row.measured_median == Approx(point.efficiency_of_peak).margin(5e-4));
+                CHECK(row.points >= 2);
+                ++checked;
+            }
+        }
+    }
+    CHECK(checked == 4);
+    REQUIRE(d.at(0).constant == "gemm_efficiency");
+    CHECK(d.at(0).measured_median == Approx(engine::GroupedGemmEfficiency::kH100DenseEfficiency).margin(5e-3));
 }
 
 }  // namespace

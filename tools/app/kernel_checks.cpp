@@ -9,6 +9,7 @@
 
 #include "common/error.h"
 #include "models/model_registry.h"
+#include "sim/engine/grouped_gemm_efficiency.h"
 #include "sim/metrics/percentiles.h"
 #include "tools/app/step_costs.h"
 
@@ -338,6 +339,23 @@ std::vector<DerivedEfficiency> derived_efficiencies(const cal::KernelTable& t, c
         }
     }
     add("prefill attention, longest prompt", "attention_efficiency", gpu.attention_efficiency, prefill);
+    // The routed experts' grouped GEMMs (`moe`: gate_up, SiLU·mul, down) at m_e = tokens · top_k / E of each of
+    // GroupedGemmEfficiency's points: 2 · tokens · top_k · 3 · hidden · intermediate FLOPs (gated experts, as the
+    // sweep times them) over the peak, beside gemm_efficiency × ratio(m_e).
+    for (const auto& point : engine::GroupedGemmEfficiency::kH100Points) {
+        std::vector<double> grouped;
+        for (const auto& e : t.moe) {
+            for (std::size_t i = 0; i < e.tokens.x.size(); ++i) {
+                const double m_e = e.tokens.x[i] * e.top_k / static_cast<double>(e.experts);
+                if (m_e == point.tokens_per_expert) {
+                    const double f = 2.0 * e.tokens.x[i] * e.top_k * 3.0 * e.hidden * e.intermediate;
+                    grouped.push_back(f / (e.tokens.us[i] * 1e-6) / peak);
+                }
+            }
+        }
+        add(fmt::format("routed-expert grouped GEMM, m_e = {:.0f}", point.tokens_per_expert), "gemm_efficiency x ratio",
+            gpu.gemm_efficiency * engine::GroupedGemmEfficiency::ratio(point.tokens_per_expert), grouped);
+    }
     if (t.copy_gb_per_s) {
         add("device copy (ceilings)", "bandwidth_efficiency", gpu.bandwidth_efficiency, {*t.copy_gb_per_s * 1e9 / bw});
     }

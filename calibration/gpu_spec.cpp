@@ -237,7 +237,8 @@ GpuSpec parse_gpu_spec(const std::string& text, const std::string& file) {
 
     if (m.has("roofline")) {
         const YamlMap r = m.map("roofline");
-        r.allow_only({"gemm_efficiency", "attention_efficiency", "gdn_efficiency", "bandwidth_efficiency"});
+        r.allow_only({"gemm_efficiency", "attention_efficiency", "gdn_efficiency", "bandwidth_efficiency",
+                      "decode_attention_efficiency"});
         auto eff = [&](const char* key, double& field) {
             if (r.has(key)) {
                 field = r.get<double>(key);
@@ -250,6 +251,7 @@ GpuSpec parse_gpu_spec(const std::string& text, const std::string& file) {
         eff("attention_efficiency", g.attention_efficiency);
         eff("gdn_efficiency", g.gdn_efficiency);
         eff("bandwidth_efficiency", g.bandwidth_efficiency);
+        eff("decode_attention_efficiency", g.decode_attention_efficiency);
     }
     if (m.has("price_usd_per_gpu_hour")) {
         const double p = m.get<double>("price_usd_per_gpu_hour");

@@ -55,6 +55,7 @@ struct GpuSpec {
     double attention_efficiency = 0.55;
     double gdn_efficiency = 0.25;
     double bandwidth_efficiency = 0.85;
+    double decode_attention_efficiency = 0.85;
     std::optional<double> usd_per_gpu_hour;   // the planner's default price; none = unpriced (give one with --prices)
     std::string price_source;                 // where that price is listed (required with it)
     std::string price_date;                   // when: YYYY-MM or YYYY-MM-DD (required with it)

@@ -192,6 +192,9 @@ void Simulation::deliver(std::size_t target, engine::IncomingRequest in, std::op
                          core::SimTime now) {
     const core::RequestId id = in.id;
     const core::SimTime sent = in.arrival;
+    if (timeout) {
+        in.client_deadline = sent + *timeout;
+    }
     if (!replicas_[target]->add_request(std::move(in))) {
         notify_finished({id}, now);  // refused: the client moves on
         return;
@@ -308,6 +311,11 @@ SimulationResult Simulation::run() {
                 // The client learns of a finish when its last token arrives (after the request path, if any).
                 const auto& finished = r.end_step(now, api_servers_.empty() ? nullptr : &api_servers_[e.target]);
                 notify_finished(finished, r.last_stream_time());
+                // Finished in the engine, but the last chunk would reach the client after it gave up: a time-out,
+                // told at the client's deadline (between the step's end and the chunk's arrival).
+                for (const engine::Replica::ClientTimeOut& t : r.timed_out_at_client()) {
+                    workload_.on_request_timed_out(t.id, t.deadline);
+                }
                 start_step(e.target, now);  // replicas share nothing: only this one can have new room
                 break;
             }

@@ -7,7 +7,7 @@
 // the ridge"). The roofline prices the experts as their own roof, their FLOPs at gemm_efficiency × ratio(m_e).
 //
 // The ratio is measured, not assumed: the median compute efficiency the H100 kernel table's `moe` op (torch's grouped
-// GEMM pair, calibration/kernels/H100-SXM.yaml, six MoE shapes) reached at m_e = 128 … 1,024, over the table's own
+// GEMM pair, calibration/kernels/H100-SXM.yaml, seven MoE shapes) reached at m_e = 128 … 1,024, over the table's own
 // dense bf16 GEMM efficiency at M ≥ 4,096 (0.72). `servesim inspect --gpu H100 --check-kernels` derives the same
 // figures from the table and prints them beside these (tools/app/kernel_checks.h, derived_efficiencies), and a test
 // holds the two together. Below m_e = 128 the table's experts are bandwidth-bound, so their compute efficiency there

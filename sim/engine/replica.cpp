@@ -50,6 +50,7 @@ bool Replica::add_request(IncomingRequest in) {
                   config_.scheduler.block_size, hash_memo_, hash_blocks, in.hashed_prompt ? &*in.hashed_prompt : nullptr);
     fresh.turn = in.turn;
     fresh.client_delay = in.client_delay;
+    fresh.client_deadline = in.client_deadline;
     if (config_.hold_token_gaps) {
         if (free_gap_slots_.empty()) {
             free_gap_slots_.push_back(static_cast<std::uint32_t>(gap_buffers_.size()));
@@ -364,6 +365,7 @@ const std::vector<core::RequestId>& Replica::end_step(core::SimTime step_end, fr
     // what a finish changes (the scheduler's lists and the KV cache, the finish metrics, the turn handoff, the
     // request map), and a request has one entry per plan, so the effects are those of one pass; the token pass then
     // makes no call but on a new gap run or a completed block, and keeps its state in registers.
+    timed_out_at_client_.clear();
     std::vector<Request*>& finishing = finishing_;
     finishing.clear();
     if (config_.hold_token_gaps) {
@@ -373,7 +375,15 @@ const std::vector<core::RequestId>& Replica::end_step(core::SimTime step_end, fr
     }
     for (Request* r : finishing) {
         const bool delay_free = scheduler_.finish_request(r);
-        if (r->timed_out) {
+        if (!r->timed_out && r->client_deadline && now + r->client_delay > *r->client_deadline) {
+            // Finished in the engine before the deadline, but its last chunk reaches the client after it: the
+            // client's total time-out (aiohttp's ClientTimeout(total=...)) fired first. Not measured; the engine
+            // has nothing left to abort.
+            r->timed_out = true;
+            metrics_.on_timed_out(r->arrival);
+            release_token_gaps(*r, /*measure=*/false);
+            timed_out_at_client_.push_back(ClientTimeOut{r->id, *r->client_deadline});
+        } else if (r->timed_out) {
             // Its last token came after its client gave up, before the abort reached the engine: the engine
             // finishes it as usual; nothing is measured and nobody is told (the client was told at its time-out).
             pending_aborts_.erase(std::find(pending_aborts_.begin(), pending_aborts_.end(), r));

@@ -65,6 +65,9 @@ struct IncomingRequest {
     // The prompt's block hashes when the router already computed them at the replica's block size (taken, not
     // recomputed; cache::HashedPrompt).
     std::optional<cache::HashedPrompt> hashed_prompt;
+    // When its client gives up (send + the workload's request_timeout), none without a time-out: a request whose last
+    // token would reach the client after it is not finished but timed out (Replica::end_step).
+    std::optional<core::SimTime> client_deadline;
 };
 
 // Whether a replica with `max_model_len` refuses a request of `prompt_tokens` + `max_output_tokens`: vLLM's frontend
@@ -97,6 +100,17 @@ public:
 
     // When the client received the last ended step's tokens (its end, without a request path).
     [[nodiscard]] core::SimTime last_stream_time() const { return last_stream_time_; }
+
+    // The requests the last end_step finished in the engine whose last token reached their client after its
+    // deadline (IncomingRequest::client_deadline), each with that deadline: counted as timed out, not finished, and
+    // never measured (the client's total time-out fired while the last chunk was on its way). Valid until the next
+    // end_step.
+    struct ClientTimeOut {
+        core::RequestId id{};
+        core::SimTime deadline;
+    };
+
+    [[nodiscard]] const std::vector<ClientTimeOut>& timed_out_at_client() const { return timed_out_at_client_; }
 
     // The client of request `id` gave up at `now` (its time-out): the request is counted as timed out and leaves
     // every figure; the engine aborts it at once when no step is in flight, else at the end of the step in flight
@@ -200,6 +214,7 @@ private:
                            [r](const ScheduledRequest& s) { return s.request == r; });
     }
     std::vector<core::RequestId> finished_;  // end_step's answer, reused
+    std::vector<ClientTimeOut> timed_out_at_client_;  // timed_out_at_client()'s answer, reused
     std::vector<Request*> finishing_;        // end_step's finished requests between its two passes, reused
     // First-run block hashes shared by this replica's requests, and finished turns' hashes for their next turn.
     cache::FirstRunHashMemo own_hash_memo_;

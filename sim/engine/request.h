@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <vector>
 
 #include "common/error.h"
@@ -112,6 +113,7 @@ struct alignas(64) Request {
     // The client gave up on it (Replica::time_out): nothing of it is measured any more, and the engine aborts it at
     // its next step boundary. Set only in runs with client time-outs.
     bool timed_out = false;
+    std::optional<core::SimTime> client_deadline;  // IncomingRequest::client_deadline
     // Its held-back token gaps (Replica's gap buffers, ReplicaConfig::hold_token_gaps); kNoGapSlot when none.
     static constexpr std::uint32_t kNoGapSlot = 0xffffffffu;
     std::uint32_t gap_slot = kNoGapSlot;

@@ -381,7 +381,9 @@ StepCost RooflineCostModel::step_cost(const BatchShape& s) const {
             kv_mbytes += 1e3 * local_kv_bytes_per_token_[i] * keys;
             attn_mflops += 1e3 * local_decode_flops_per_token_[i] * keys;
         }
-        c.attn_decode_ms = std::max(kv_mbytes / bw, attn_mflops / (flops * params_.attention_efficiency));
+        // The KV read at decode attention's own measured rate (RooflineParams::decode_attention_efficiency).
+        const double kv_bw = params_.memory_bandwidth_bytes_per_s * params_.decode_attention_efficiency;
+        c.attn_decode_ms = std::max(kv_mbytes / kv_bw, attn_mflops / (flops * params_.attention_efficiency));
     }
     if (gdn_flops_per_token_ > 0 || state_bytes_per_seq_ > 0) {
         // Prefill: the chunked scan; every sequence in the step reads and writes its state once per layer.

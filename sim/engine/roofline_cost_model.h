@@ -1,14 +1,15 @@
 // RooflineCostModel: step costs from datasheet figures, for any GPU that has not been calibrated. Each term is
 // max(FLOPs / (peak · efficiency), bytes / (bandwidth · efficiency)) over the model's operations
 // (docs/ARCHITECTURE.md "Step costs"): dense GEMMs read the weights once per step (weight-bound at small batch,
-// compute-bound at large), prefill attention is compute-bound in Σ chunk·(context + chunk/2), decode attention reads
-// every context token's KV, GDN reads and writes each sequence's recurrent state. Every batch up to the largest
-// CUDA-graph capture size, decode-only (FULL graph) or mixed (PIECEWISE), runs its per-token terms padded to the next
-// capture size, as vLLM's VllmConfig._set_cudagraph_sizes and CudagraphDispatcher.dispatch do
-// (sim/engine/cuda_graphs.h). The default efficiencies and their sources are in docs/SOURCES.md ("The roofline's
-// efficiencies"); a calibrated profile replaces them with measured curves. The model prices the GPU only: the
-// host's work per step (scheduling, input preparation, launches, output processing) is HostWorkCostModel's
-// (sim/engine/host_work.h), wrapped around it.
+// compute-bound at large), a MoE's routed experts are a roof of their own whose FLOPs run at the grouped GEMM's
+// measured share of the dense rate by tokens per expert (sim/engine/grouped_gemm_efficiency.h), prefill attention is
+// compute-bound in Σ chunk·(context + chunk/2), decode attention reads every context token's KV, GDN reads and writes
+// each sequence's recurrent state. Every batch up to the largest CUDA-graph capture size, decode-only (FULL graph) or
+// mixed (PIECEWISE), runs its per-token terms padded to the next capture size, as vLLM's
+// VllmConfig._set_cudagraph_sizes and CudagraphDispatcher.dispatch do (sim/engine/cuda_graphs.h). The default
+// efficiencies and their sources are in docs/SOURCES.md ("The roofline's efficiencies"); a calibrated profile replaces
+// them with measured curves. The model prices the GPU only: the host's work per step (scheduling, input preparation,
+// launches, output processing) is HostWorkCostModel's (sim/engine/host_work.h), wrapped around it.
 #pragma once
 
 #include <optional>
@@ -32,6 +33,11 @@ struct RooflineParams {
     double attention_efficiency = 0.55;     // FlashAttention-2-class prefill kernels (docs/SOURCES.md)
     double gdn_efficiency = 0.25;           // chunked GDN kernels (fla), an assumption (docs/SOURCES.md)
     double bandwidth_efficiency = 0.85;     // H200 copy 0.88 of datasheet, kernels lower (docs/SOURCES.md)
+    // Decode attention's KV reads. 0.85, as the weights: the H100 kernel table's decode attention (torch SDPA's flash
+    // kernel over a contiguous cache, not vLLM's paged FA3) reached 0.79, but the development set's MHA model decodes
+    // at the 0.85 rate while its GQA models decode slower than either (docs/SOURCES.md, docs/SATURATED-DECODE.md):
+    // a GPU file can set it (`roofline.decode_attention_efficiency`) once vLLM's own kernel is timed.
+    double decode_attention_efficiency = 0.85;
     // CUDA-graph capture sizes: vLLM's ladder up to max_cudagraph_tokens (min(2·max_num_seqs, 512,
     // max_num_batched_tokens) by default, --max-cudagraph-capture-size), or the explicit cudagraph_capture_sizes
     // (--cudagraph-capture-sizes) when not empty; enforce_eager (--enforce-eager): no graphs, no padding.

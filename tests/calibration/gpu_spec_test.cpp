@@ -185,6 +185,7 @@ TEST_CASE("The former compiled-in table reads back bit for bit from the data fil
     CHECK(h100.attention_efficiency == 0.55);
     CHECK(h100.gdn_efficiency == 0.25);
     CHECK(h100.bandwidth_efficiency == 0.85);
+    CHECK(h100.decode_attention_efficiency == 0.85);
 }
 
 TEST_CASE("GPU files say whether PCIe peers reach each other and how fast the network is", "[calibration][gpus]") {
@@ -251,11 +252,14 @@ TEST_CASE("A user GPU file reads with defaults for the optional keys", "[calibra
     CHECK(g.gemm_efficiency == 0.72);
     CHECK_FALSE(g.usd_per_gpu_hour.has_value());
     CHECK_FALSE(g.is_a100);
-    const auto tuned = sc::parse_gpu_spec(kValid + "roofline: {gemm_efficiency: 0.6}\nprice_usd_per_gpu_hour: 2.5\n"
-                                                   "price_source: \"our contract\"\nprice_date: \"2026-11\"\n",
+    const auto tuned = sc::parse_gpu_spec(kValid +
+                                              "roofline: {gemm_efficiency: 0.6, decode_attention_efficiency: 0.7}\n"
+                                              "price_usd_per_gpu_hour: 2.5\n"
+                                              "price_source: \"our contract\"\nprice_date: \"2026-11\"\n",
                                           "my_gpu.yaml");
     CHECK(tuned.gemm_efficiency == 0.6);
     CHECK(tuned.attention_efficiency == 0.55);
+    CHECK(tuned.decode_attention_efficiency == 0.7);
     CHECK(tuned.usd_per_gpu_hour == 2.5);
     CHECK(tuned.price_source == "our contract");
     CHECK(tuned.price_date == "2026-11");

@@ -112,6 +112,40 @@ TEST_CASE("Simulation: a request whose last token comes exactly at its deadline 
     }
 }
 
+TEST_CASE(
+    "Simulation: a request finished in the engine whose last chunk reaches its client after the deadline "
+    "timed out",
+    "[cluster][timeout]") {
+    // The request path adds 1 ms each way (client_ms): one request sent at 0 reaches the engine at 1 ms, its 10 tokens
+    // end steps at 5, 9, …, 41 ms and reach the client 1 ms later, the last at 42 ms. A 41.5 ms time-out: the engine
+    // finishes the request at 41, before the deadline, but the client gives up at 41.5, before the last chunk: a
+    // time-out, told at 41.5, in no figure. A 42 ms time-out: finished, E2E 42 ms.
+    FixedCost cost(4);
+    SimulationConfig c = timeout_config(true);
+    c.request_path.client_ms = 1;
+    SECTION("41.5 ms") {
+        ScriptedWorkload w({with_timeout(spec(0, 0, {{content(1), 32}}, 10), 0.0415)});
+        Simulation sim(c, cost, w, make_router("round_robin"));
+        const metrics::Summary s = sim.run().summary;
+        CHECK(s.num_requests_finished == 0);
+        CHECK(s.num_requests_timed_out == 1);
+        CHECK(s.e2e_ms.count == 0);
+        CHECK(s.ttft_ms.count == 0);
+        REQUIRE(w.timed_out.size() == 1);
+        CHECK(w.timed_out[0].second == core::SimTime::from_ns(41'500'000));
+        CHECK(w.finished.empty());
+    }
+    SECTION("42 ms") {
+        ScriptedWorkload w({with_timeout(spec(0, 0, {{content(1), 32}}, 10), 0.042)});
+        Simulation sim(c, cost, w, make_router("round_robin"));
+        const metrics::Summary s = sim.run().summary;
+        CHECK(s.num_requests_finished == 1);
+        CHECK(s.num_requests_timed_out == 0);
+        CHECK(close(s.e2e_ms.max, 42));
+        CHECK(w.timed_out.empty());
+    }
+}
+
 TEST_CASE("Simulation: a time-out that is not reached leaves no trace in the run", "[cluster][timeout]") {
     // Both requests finish long before their 300 s deadlines (at 8 ms and 12 ms): the run ends at 12 ms, not at a
     // deadline, and every figure equals the run without time-outs. A 1 s time series is sampled at 0 only, as

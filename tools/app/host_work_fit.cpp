@@ -30,6 +30,7 @@ engine::RooflineParams roofline_params(const calibration::GpuSpec& gpu) {
     params.attention_efficiency = gpu.attention_efficiency;
     params.gdn_efficiency = gpu.gdn_efficiency;
     params.bandwidth_efficiency = gpu.bandwidth_efficiency;
+    params.decode_attention_efficiency = gpu.decode_attention_efficiency;
     return params;
 }
 

@@ -280,6 +280,7 @@ engine::MeasuredParams single_gpu_measured_params(const cal::GpuSpec& gpu,
     p.roofline.attention_efficiency = gpu.attention_efficiency;
     p.roofline.gdn_efficiency = gpu.gdn_efficiency;
     p.roofline.bandwidth_efficiency = gpu.bandwidth_efficiency;
+    p.roofline.decode_attention_efficiency = gpu.decode_attention_efficiency;
     p.roofline.max_cudagraph_tokens = 512;
     p.table = &table;
     p.table_roof = cal::KernelRoof::of(table_gpu);
@@ -328,7 +329,8 @@ std::vector<DerivedEfficiency> derived_efficiencies(const cal::KernelTable& t, c
             }
         }
     }
-    add("decode attention, batch >= 64, >= 1,024 keys", "bandwidth_efficiency", gpu.bandwidth_efficiency, decode);
+    add("decode attention, batch >= 64, >= 1,024 keys", "decode_attention_efficiency", gpu.decode_attention_efficiency,
+        decode);
     // Causal prefill attention at each entry's longest prompt: 4·Hq·hd·T²/2 FLOPs over the bf16 peak.
     std::vector<double> prefill;
     for (const auto& e : t.attn_prefill) {

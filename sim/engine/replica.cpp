@@ -181,6 +181,7 @@ void Replica::mark_scheduled(const StepPlan& plan, core::SimTime now) {
         if (!r->scheduled_once) {
             r->scheduled_once = true;
             r->first_scheduled = now;  // vLLM's SCHEDULED event: when the scheduler picked it
+            metrics_.on_first_scheduled(r->arrival);
         }
     }
     if (config_.check_invariants) {
@@ -380,7 +381,7 @@ const std::vector<core::RequestId>& Replica::end_step(core::SimTime step_end, fr
             // client's total time-out (aiohttp's ClientTimeout(total=...)) fired first. Not measured; the engine
             // has nothing left to abort.
             r->timed_out = true;
-            metrics_.on_timed_out(r->arrival);
+            metrics_.on_timed_out(r->arrival, /*scheduled=*/true);
             release_token_gaps(*r, /*measure=*/false);
             timed_out_at_client_.push_back(ClientTimeOut{r->id, *r->client_deadline});
         } else if (r->timed_out) {
@@ -453,7 +454,7 @@ bool Replica::time_out(core::RequestId id) {
     SERVESIM_CHECK(r->client_delay.ns() == 0,
                    "request {} timed out with a delayed stream (client_delay): not modelled", core::to_int(id));
     r->timed_out = true;
-    metrics_.on_timed_out(r->arrival);
+    metrics_.on_timed_out(r->arrival, r->scheduled_once);
     release_token_gaps(*r, /*measure=*/false);
     pending_aborts_.push_back(r);
     if (!step_in_flight()) {

@@ -21,8 +21,11 @@ void MetricsCollector::on_sent(core::SimTime arrival) {
     if (measured(arrival)) {
         first_send_ = sent_ == 0 ? arrival : std::min(first_send_, arrival);
         ++sent_;
-        last_send_ = std::max(last_send_, arrival);
-        finished_at_last_send_ = finished_;
+        ++unscheduled_;
+        if (arrival >= last_send_) {
+            last_send_ = arrival;
+            queued_at_last_send_ = unscheduled_ - 1;  // the request that has just arrived is not a backlog
+        }
     }
 }
 
@@ -31,6 +34,7 @@ void MetricsCollector::on_rejected(core::SimTime arrival, RejectReason reason, s
     if (!measured(arrival)) {
         return;
     }
+    --unscheduled_;  // rejected before any step scheduled it
     ++rejected_;
     if (reason == RejectReason::kNeverFitsKvCache) {
         ++rejections_.never_fits_kv_cache;
@@ -110,7 +114,7 @@ Summary MetricsCollector::summarize(const PrefixCounters& at_end, std::int64_t p
     const core::SimTime stop = std::max(end, last_finish_);
     s.duration_s = std::max(0.0, (stop - start).s());
     s.send_window_s = sent_ > 0 ? std::max(0.0, (last_send_ - start).s()) : 0.0;
-    s.num_finished_at_last_send = finished_at_last_send_;
+    s.num_queued_at_last_send = queued_at_last_send_;
     s.send_span_s = sent_ > 1 ? std::max(0.0, (last_send_ - first_send_).s()) : 0.0;
     s.ttft_by_send_third = ttft_trend_.thirds(first_send_.s(), last_send_.s());
     if (s.duration_s > 0) {

@@ -93,10 +93,11 @@ struct Summary {
     // vllm bench serve leaves a failed request out of calculate_metrics.
     std::int64_t num_requests_timed_out = 0;
     double duration_s = 0;                   // measured window: warm-up end → last finish
-    // Sending window: warm-up end → the last measured send; and how many measured requests had finished by then
-    // (a server that keeps up has finished all but those in flight; one that falls behind has not).
+    // Sending window: warm-up end → the last measured send; and how many measured requests were queued then: sent
+    // (reached the engine), never scheduled, neither rejected nor given up, the last one itself left out (a server
+    // that keeps up has a few waiting; one that falls behind by a fraction f of the offered rate about f of all).
     double send_window_s = 0;
-    std::int64_t num_finished_at_last_send = 0;
+    std::int64_t num_queued_at_last_send = 0;
     // First measured send → last measured send: the span over which sent_rps() is the clients' send rate (the
     // window above opens at the warm-up's end instead, before the first send).
     double send_span_s = 0;
@@ -160,9 +161,18 @@ public:
     // The client gave up on a request sent at `arrival` (workload `request_timeout`). Nothing of it enters a figure
     // but this count: the replica holds a request's token gaps back until it finishes (Replica, ReplicaConfig::
     // hold_token_gaps) and drops them here, since the client discards the whole request.
-    void on_timed_out(core::SimTime arrival) {
+    // `scheduled`: whether the engine had scheduled it (else it leaves the queue here).
+    void on_timed_out(core::SimTime arrival, bool scheduled) {
         if (measured(arrival)) {
             ++timed_out_;
+            unscheduled_ -= scheduled ? 0 : 1;
+        }
+    }
+
+    // The engine scheduled a request sent at `arrival` for the first time (vLLM's SCHEDULED event).
+    void on_first_scheduled(core::SimTime arrival) {
+        if (measured(arrival)) {
+            --unscheduled_;
         }
     }
 
@@ -236,7 +246,8 @@ private:
     core::SimTime last_finish_;
     core::SimTime first_send_;
     core::SimTime last_send_;
-    std::int64_t finished_at_last_send_ = 0;
+    std::int64_t unscheduled_ = 0;  // sent, never scheduled, neither rejected nor timed out
+    std::int64_t queued_at_last_send_ = 0;
     bool exact_percentiles_;
     bool keep_records_;
     bool keep_itls_;

@@ -106,6 +106,37 @@ TEST_CASE("TTFT, ITL, E2E and TPOT follow vllm bench serve's definitions", "[met
     CHECK(close(s.cached_prompt_fraction, 0.25));
 }
 
+TEST_CASE("The queue at the last send counts requests sent and never scheduled", "[metrics]") {
+    // Warm-up ends at 10 ms. Sent at 5 (not measured), 20, 30, 40, 50, 60 and 70 ms. By the send at 70: the ones of
+    // 20 and 30 scheduled, 40 rejected, 50 timed out while waiting; 60 still waits, 70 has just arrived (not a
+    // backlog): 1 queued. The one of 5 is scheduled too, and counts nowhere. After the last send nothing changes
+    // the figure: the 60 ms request scheduled at 80 leaves it at 1.
+    MetricsCollector m(at_ms(10), kExact);
+    m.on_sent(at_ms(5));
+    for (const double t : {20.0, 30.0, 40.0, 50.0}) {
+        m.on_sent(at_ms(t));
+    }
+    m.on_first_scheduled(at_ms(5));
+    m.on_first_scheduled(at_ms(20));
+    m.on_first_scheduled(at_ms(30));
+    m.on_rejected(at_ms(40), RejectReason::kNeverFitsKvCache, 100, 0);
+    m.on_timed_out(at_ms(50), /*scheduled=*/false);
+    m.on_sent(at_ms(60));
+    m.on_sent(at_ms(70));
+    m.on_first_scheduled(at_ms(60));
+    CHECK(m.summarize({}, 0, at_ms(100)).num_queued_at_last_send == 1);
+    // A request given up after it was scheduled leaves the count alone: 20 and 30 scheduled, 40 given up while
+    // running; at the send of 50, 50 itself is the only one waiting (not a backlog): 0.
+    MetricsCollector n(core::SimTime::zero(), kExact);
+    for (const double t : {20.0, 30.0, 40.0}) {
+        n.on_sent(at_ms(t));
+        n.on_first_scheduled(at_ms(t));
+    }
+    n.on_timed_out(at_ms(40), /*scheduled=*/true);
+    n.on_sent(at_ms(50));
+    CHECK(n.summarize({}, 0, at_ms(100)).num_queued_at_last_send == 0);
+}
+
 TEST_CASE("Warm-up: requests sent before it are not measured; counters are read from its end", "[metrics]") {
     // Warm-up ends at 100 ms. A request sent at 50 (before) is served but not measured; one sent at 120 is.
     // Counters: 1,000 queries / 200 hits at the warm-up end, 3,000 / 1,700 at the end → rate 1500/2000 = 0.75.

@@ -183,12 +183,12 @@ void fields(IO& io, T& s)
     requires std::is_same_v<std::remove_const_t<T>, metrics::Summary>
 {
     io(s.num_requests_sent, s.num_requests_finished, s.num_requests_rejected, s.num_requests_timed_out, s.duration_s,
-       s.send_window_s,
-       s.num_finished_at_last_send, s.send_span_s, s.ttft_by_send_third, s.requested_rps, s.throughput_rps, s.output_tokens_per_s, s.input_tokens_per_s,
-       s.prefix_cache_hit_rate, s.external_hit_rate, s.total_hit_rate, s.prefix_cache_queries, s.prefix_cache_hits,
-       s.cached_prompt_fraction, s.ttft_ms, s.itl_ms, s.e2e_ms, s.tpot_ms, s.queue_ms, s.exact_percentiles,
-       s.preemptions, s.queue_peak, s.kv_usage_mean, s.kv_usage_max, s.num_steps, s.mean_batch_tokens,
-       s.mean_prompt_tokens, s.mean_output_tokens, s.rejections, s.itl_moments, s.requests, s.request_itls_ms);
+       s.send_window_s, s.num_queued_at_last_send, s.send_span_s, s.ttft_by_send_third, s.requested_rps,
+       s.throughput_rps, s.output_tokens_per_s, s.input_tokens_per_s, s.prefix_cache_hit_rate, s.external_hit_rate,
+       s.total_hit_rate, s.prefix_cache_queries, s.prefix_cache_hits, s.cached_prompt_fraction, s.ttft_ms, s.itl_ms,
+       s.e2e_ms, s.tpot_ms, s.queue_ms, s.exact_percentiles, s.preemptions, s.queue_peak, s.kv_usage_mean,
+       s.kv_usage_max, s.num_steps, s.mean_batch_tokens, s.mean_prompt_tokens, s.mean_output_tokens, s.rejections,
+       s.itl_moments, s.requests, s.request_itls_ms);
 }
 
 template <typename IO, typename T>

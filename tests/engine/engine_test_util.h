@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "models/model_spec.h"
 #include "sim/cache/managers/kv_cache_manager.h"
 #include "sim/core/content.h"
 #include "sim/core/ids.h"
@@ -22,6 +23,20 @@
 #include "workloads/workload.h"
 
 namespace servesim::engine::testing {
+
+// One MoE layer (no attention): hidden 1024, 8 gated experts of 512, top-2, bf16.
+inline models::ModelSpec one_moe_layer() {
+    models::ModelSpec m;
+    m.name = "toy-moe";
+    m.hidden_size = 1024;
+    m.vocab_size = 1000;
+    models::MoeMlp moe;
+    moe.num_experts = 8;
+    moe.num_experts_per_tok = 2;
+    moe.moe_intermediate_size = 512;
+    m.layers.push_back(models::Layer{models::NoMixer{}, moe});
+    return m;
+}
 
 inline core::ContentId content(std::uint64_t c) { return core::ContentId{c}; }
 

@@ -4,29 +4,18 @@
 
 #include <cmath>
 
-#include "models/model_registry.h"
 #include "models/model_derived.h"
+#include "models/model_registry.h"
 #include "sim/memory/expert_placement.h"
 #include "tests/catch.h"
+#include "tests/engine/engine_test_util.h"
 
 namespace servesim::engine {
 namespace {
 
 bool near(double a, double b) { return std::abs(a - b) <= 1e-9 * std::max(1.0, std::abs(b)); }
 
-// One MoE layer (no attention): hidden 1024, 8 gated experts of 512, top-2, bf16.
-models::ModelSpec one_moe_layer() {
-    models::ModelSpec m;
-    m.name = "toy-moe";
-    m.hidden_size = 1024;
-    m.vocab_size = 1000;
-    models::MoeMlp moe;
-    moe.num_experts = 8;
-    moe.num_experts_per_tok = 2;
-    moe.moe_intermediate_size = 512;
-    m.layers.push_back(models::Layer{models::NoMixer{}, moe});
-    return m;
-}
+using testing::one_moe_layer;
 
 TEST_CASE("EP: experts placed as determine_expert_map, the first E % EP ranks one more", "[engine][ep]") {
     // 128 experts on 6 ranks: 21 each, remainder 2 → ranks 0 and 1 hold 22.

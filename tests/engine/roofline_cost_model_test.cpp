@@ -9,6 +9,7 @@
 
 #include "models/model_registry.h"
 #include "tests/catch.h"
+#include "tests/engine/engine_test_util.h"
 
 namespace servesim::engine {
 namespace {
@@ -81,15 +82,7 @@ TEST_CASE("RooflineCostModel prices the routed experts as their own roof at the 
           "[engine]") {
     // One MoE layer: 8 experts, top 2, hidden 1,024, experts of 3 · 1,024 · 512 = 1,572,864 params (3,145,728 B), a
     // router of 1,024 · 8 (16,384 B). H100 figures: 989 TFLOP/s, 3.35 TB/s at 0.85 = 2.8475e12 B/s, GEMMs at 0.72.
-    models::ModelSpec spec;
-    spec.name = "toy-moe";
-    spec.hidden_size = 1024;
-    spec.vocab_size = 1000;
-    models::MoeMlp moe;
-    moe.num_experts = 8;
-    moe.num_experts_per_tok = 2;
-    moe.moe_intermediate_size = 512;
-    spec.layers.push_back(models::Layer{models::NoMixer{}, moe});
+    const models::ModelSpec spec = testing::one_moe_layer();
     RooflineParams params;
     params.peak_flops_per_s = 989e12;
     params.memory_bandwidth_bytes_per_s = 3.35e12;

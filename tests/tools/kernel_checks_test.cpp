@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -103,7 +105,7 @@ TEST_CASE("the roofline's grouped-GEMM efficiencies are the H100 table's medians
     for (const auto& point : engine::GroupedGemmEfficiency::kH100Points) {
         for (const auto& row : d) {
             if (row.op == fmt::format("routed-expert grouped GEMM, m_e = {:.0f}", point.tokens_per_expert)) {
-                CHECK(row.measured_median == Approx(point.efficiency_of_peak).margin(5e-4));
+                CHECK(row.measured_median == Approx(point.table_efficiency).margin(5e-4));
                 CHECK(row.points >= 2);
                 ++checked;
             }
@@ -126,6 +128,28 @@ TEST_CASE("check-kernels sets decode attention's constant beside the H100 table'
     CHECK(d.at(2).assumed == engine::RooflineParams{}.decode_attention_efficiency);
     CHECK(d.at(2).assumed == 0.85);
     CHECK(d.at(2).measured_median == Approx(0.79).margin(5e-3));
+}
+
+TEST_CASE("the roofline's fused/grouped ratios are the H100 log's", "[tools]") {
+    // GroupedGemmEfficiency scales each table point by how fast vLLM's fused_moe (its shipped H100 tiles) ran against
+    // torch's grouped GEMM at that many tokens per expert: the mean of grouped_us / fused_us over the shapes timed
+    // there, in calibration/kernels/logs/H100-SXM-moe-vllm-configs.json.
+    std::ifstream in(std::string(SERVESIM_TEST_DATA_DIR) +
+                     "/../calibration/kernels/logs/H100-SXM-moe-vllm-configs.json");
+    REQUIRE(in.good());
+    const nlohmann::json log = nlohmann::json::parse(in);
+    for (const auto& point : engine::GroupedGemmEfficiency::kH100Points) {
+        double sum = 0;
+        int n = 0;
+        for (const auto& r : log) {
+            if (r.at("tokens_per_expert").get<double>() == point.tokens_per_expert) {
+                sum += r.at("grouped_us").get<double>() / r.at("fused_us").get<double>();
+                ++n;
+            }
+        }
+        REQUIRE(n >= 1);
+        CHECK(sum / n == Approx(point.fused_over_grouped).margin(5e-4));
+    }
 }
 
 }  // namespace

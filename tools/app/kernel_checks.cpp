@@ -343,7 +343,7 @@ std::vector<DerivedEfficiency> derived_efficiencies(const cal::KernelTable& t, c
     add("prefill attention, longest prompt", "attention_efficiency", gpu.attention_efficiency, prefill);
     // The routed experts' grouped GEMMs (`moe`: gate_up, SiLU·mul, down) at m_e = tokens · top_k / E of each of
     // GroupedGemmEfficiency's points: 2 · tokens · top_k · 3 · hidden · intermediate FLOPs (gated experts, as the
-    // sweep times them) over the peak, beside gemm_efficiency × ratio(m_e).
+    // sweep times them) over the peak, beside the point's table efficiency (before vLLM's fused/grouped ratio).
     for (const auto& point : engine::GroupedGemmEfficiency::kH100Points) {
         std::vector<double> grouped;
         for (const auto& e : t.moe) {
@@ -355,8 +355,8 @@ std::vector<DerivedEfficiency> derived_efficiencies(const cal::KernelTable& t, c
                 }
             }
         }
-        add(fmt::format("routed-expert grouped GEMM, m_e = {:.0f}", point.tokens_per_expert), "gemm_efficiency x ratio",
-            gpu.gemm_efficiency * engine::GroupedGemmEfficiency::ratio(point.tokens_per_expert), grouped);
+        add(fmt::format("routed-expert grouped GEMM, m_e = {:.0f}", point.tokens_per_expert), "grouped GEMM point",
+            point.table_efficiency, grouped);
     }
     if (t.copy_gb_per_s) {
         add("device copy (ceilings)", "bandwidth_efficiency", gpu.bandwidth_efficiency, {*t.copy_gb_per_s * 1e9 / bw});

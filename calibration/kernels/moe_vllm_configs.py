@@ -1,6 +1,6 @@
 # Experiment (issue 38): how fast does vLLM's fused MoE kernel run at prefill sizes with the tile configurations vLLM
-# ships for the H100 (vllm/model_executor/layers/fused_moe/configs/E=8,N=7168,... and E=128,N=768,
-# device_name=NVIDIA_H100_80GB_HBM3.json: one tile choice per token count, the nearest key to M picked by
+# ships for the H100 (vllm/model_executor/layers/fused_moe/configs/E=8,N=7168, E=8,N=14336, E=128,N=768 and
+# E=128,N=384 ... device_name=NVIDIA_H100_80GB_HBM3.json: one tile choice per token count, the nearest key to M picked by
 # fused_moe.try_get_optimal_moe_config, the same for both projections)? moe_triton.py searched a grid without the
 # 128 x 256 tiles those files use from about 1,024 tokens on, so its large-M figures are not vLLM's. This script times
 # the same Triton rendering of fused_moe (moe_triton.moe_gemm: pairs sorted by expert and padded to the tile height,
@@ -28,8 +28,16 @@ SHIPPED = {
         128: (16, 256, 128, 1, 8, 2), 256: (32, 256, 128, 1, 8, 3), 512: (64, 128, 64, 1, 4, 3),
         1024: (64, 256, 64, 1, 8, 5), 1536: (128, 256, 64, 1, 8, 4), 2048: (128, 256, 64, 1, 8, 4),
         3072: (128, 256, 64, 1, 8, 4), 4096: (128, 256, 64, 1, 8, 4)}),
+    "Mixtral-8x7B TP1": (8, 2, 4096, 14336, {
+        128: (64, 128, 64, 1, 8, 5), 256: (128, 128, 64, 1, 4, 5), 512: (128, 256, 64, 16, 8, 4),
+        1024: (128, 256, 64, 64, 8, 4), 1536: (128, 256, 64, 16, 8, 4), 2048: (128, 256, 64, 64, 8, 4),
+        3072: (128, 256, 64, 32, 8, 3), 4096: (128, 256, 64, 16, 8, 3)}),
+    "Qwen3-30B-A3B TP2": (128, 8, 2048, 384, {
+        128: (16, 64, 128, 16, 4, 2), 256: (32, 64, 128, 32, 4, 2), 512: (64, 64, 64, 64, 4, 3),
+        1024: (64, 128, 64, 1, 8, 3), 1536: (128, 128, 64, 1, 8, 3), 2048: (128, 256, 64, 1, 8, 4),
+        3072: (128, 256, 64, 16, 8, 4), 4096: (128, 256, 64, 16, 8, 4)}),
 }
-TOKENS = [128, 256, 512, 1024, 2048, 4096, 8192]
+TOKENS = [128, 256, 512, 1024, 2048, 4096, 8192, 16384]
 
 
 def main(out):
@@ -49,7 +57,7 @@ def main(out):
         w2 = torch.randn(E, H, I, device=DEV, dtype=BF) * 0.02
         w13t, w2t = w13.transpose(1, 2).contiguous(), w2.transpose(1, 2).contiguous()
         for M in TOKENS:
-            if time.time() - t0 > 200:
+            if time.time() - t0 > 240:
                 P("DEADLINE")
                 break
             cfg = table[min(table, key=lambda k: abs(k - M))]

@@ -11,10 +11,10 @@
 // over the table's own dense bf16 GEMM efficiency at M ≥ 4,096 (0.72). `servesim inspect --gpu H100 --check-kernels`
 // derives the same figures from the table and prints them beside these (tools/app/kernel_checks.h,
 // derived_efficiencies), and a test holds the two together. (2) vLLM runs its own fused_moe Triton kernel, not torch's
-// grouped GEMM: timed on an H100 with the tiles vLLM ships for it (E=8,N=7168 and E=128,N=768 …
-// device_name=NVIDIA_H100_80GB_HBM3.json; calibration/kernels/moe_vllm_configs.py,
-// logs/H100-SXM-moe-vllm-configs.json), it runs 9 % faster than the grouped GEMM at m_e = 128 and 10–15 % slower from
-// 256 on; each point's table efficiency is scaled by that ratio (median over the shapes timed there; a test reads the
+// grouped GEMM: timed on an H100 with the tiles vLLM ships for it (E=8,N=7168, E=8,N=14336, E=128,N=768 and
+// E=128,N=384 … device_name=NVIDIA_H100_80GB_HBM3.json; calibration/kernels/moe_vllm_configs.py,
+// logs/H100-SXM-moe-vllm-configs.json), it runs 6 % faster than the grouped GEMM at m_e = 128 and 9–18 % slower from
+// 256 on; each point's table efficiency is scaled by that ratio (the mean over the four shapes; a test reads the
 // log). Below m_e = 128 the table's experts are bandwidth-bound, so their compute efficiency there is not observed;
 // the ratio holds its m_e = 128 value (the bytes term decides those steps). Above 1,024 it holds.
 #pragma once
@@ -34,10 +34,10 @@ struct GroupedGemmEfficiency {
     };
 
     // The H100 table's medians (calibration/kernels/H100-SXM.yaml, 2026-12-06) and the fused/grouped speed ratios
-    // (logs/H100-SXM-moe-vllm-configs.json, 2026-12-06: Mixtral-8x7B TP 2 and Qwen3-30B-A3B at 128 and 256 tokens
-    // per expert, both and the mean of two; Mixtral alone at 1,024).
+    // (logs/H100-SXM-moe-vllm-configs.json, 2026-12-06: the mean over Mixtral-8x7B at TP 1 and 2 and Qwen3-30B-A3B at
+    // TP 1 and 2).
     static constexpr std::array<Point, 4> kH100Points{
-        {{128, 0.239, 1.0906}, {256, 0.411, 0.8981}, {512, 0.532, 0.8592}, {1024, 0.655, 0.8463}}};
+        {{128, 0.239, 1.0642}, {256, 0.411, 0.9070}, {512, 0.532, 0.8640}, {1024, 0.655, 0.8210}}};
     // The same table's dense bf16 GEMMs at M ≥ 4,096 (check-kernels' gemm_efficiency row).
     static constexpr double kH100DenseEfficiency = 0.72;
 

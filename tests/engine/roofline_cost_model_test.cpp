@@ -87,13 +87,13 @@ TEST_CASE("RooflineCostModel prices the routed experts as their own roof at the 
     params.peak_flops_per_s = 989e12;
     params.memory_bandwidth_bytes_per_s = 3.35e12;
     const RooflineCostModel cost(spec, spec.dtype, params);
-    // 1,024 tokens: m_e = 1,024 · 2 / 8 = 256 tokens per expert, where vLLM's grouped GEMMs reach 0.411 · 0.8981 =
-    // 0.369119 of the peak (GroupedGemmEfficiency). Experts: 2 · 1,024 · 2 · 1,572,864 = 6,442,450,944 FLOPs /
-    // (989e12 · 0.369119) = 17.64771 µs, against their 8 · 3,145,728 B / 2.8475e12 = 8.83787 µs of weights:
+    // 1,024 tokens: m_e = 1,024 · 2 / 8 = 256 tokens per expert, where vLLM's grouped GEMMs reach 0.411 · 0.907 =
+    // 0.372777 of the peak (GroupedGemmEfficiency). Experts: 2 · 1,024 · 2 · 1,572,864 = 6,442,450,944 FLOPs /
+    // (989e12 · 0.372777) = 17.47454 µs, against their 8 · 3,145,728 B / 2.8475e12 = 8.83787 µs of weights:
     // compute-bound. The rest: the router's 16,384 B and 4 · 1,024 · 1,024 · 2 B of activations = 8,404,992 B →
-    // 2.95171 µs (its 16.8 MFLOP take 0.024 µs). Together 20.59942 µs, where one roof over all the GEMMs at 0.72 gave
+    // 2.95171 µs (its 16.8 MFLOP take 0.024 µs). Together 20.42625 µs, where one roof over all the GEMMs at 0.72 gave
     // max(9.07, 11.79) = 11.79 µs.
-    CHECK(cost.token_terms(1024).gemm_ms == Approx(0.02059942).epsilon(1e-6));
+    CHECK(cost.token_terms(1024).gemm_ms == Approx(0.02042625).epsilon(1e-6));
     // 8 tokens (m_e = 2): the experts stream their weights, 8 · (1 − 0.75^8) = 7.19908 experts · 3,145,728 B, plus
     // the router and 4 · 8 · 1,024 · 2 B of activations: 22,728,450 B / 2.8475e12 = 7.98185 µs.
     CHECK(cost.token_terms(8).gemm_ms == Approx(0.00798185).epsilon(1e-5));

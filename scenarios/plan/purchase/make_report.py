@@ -192,7 +192,7 @@ def main():
             "roofline's.",
             "- **MoE experts at their grouped GEMM's measured rate**: a step's routed experts run at the share of "
             "the dense GEMM rate that vLLM's fused MoE kernel reached on an H100 at that step's tokens per expert "
-            "(0.36 at 128 or fewer, 0.77 from 1,024; docs/COST-MODEL.md \"MoE experts near the ridge\"), so the "
+            "(0.35 at 128 or fewer, 0.75 from 1,024; docs/COST-MODEL.md \"MoE experts near the ridge\"), so the "
             "GEMMs of a 2,048-token Qwen3-30B-A3B prefill on an H100 cost about 1.6× what a dense-rate roofline "
             "charged.",
             "- **Pipeline and expert parallelism are approximated** (docs/PARALLELISM.md): a pipelined step stands "

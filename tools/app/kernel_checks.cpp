@@ -367,10 +367,10 @@ std::vector<DerivedEfficiency> derived_efficiencies(const cal::KernelTable& t, c
 namespace {
 
 std::string efficiency_report(const cal::KernelTable& t, const cal::GpuSpec& gpu) {
-    std::string out = fmt::format("  {:<46}{:<22}{:>8}{:>10}{:>8}\n", "op class", "GPU file's constant", "value",
+    std::string out = fmt::format("  {:<46}{:<28}{:>8}{:>10}{:>8}\n", "op class", "GPU file's constant", "value",
                                   "measured", "points");
     for (const auto& d : derived_efficiencies(t, gpu)) {
-        out += fmt::format("  {:<46}{:<22}{:>8.2f}{:>10.2f}{:>8}\n", d.op, d.constant, d.assumed, d.measured_median,
+        out += fmt::format("  {:<46}{:<28}{:>8.2f}{:>10.2f}{:>8}\n", d.op, d.constant, d.assumed, d.measured_median,
                            d.points);
     }
     return out;

@@ -381,7 +381,7 @@ StepCost RooflineCostModel::step_cost(const BatchShape& s) const {
             kv_mbytes += 1e3 * local_kv_bytes_per_token_[i] * keys;
             attn_mflops += 1e3 * local_decode_flops_per_token_[i] * keys;
         }
-        // The KV read at decode attention's own measured rate (RooflineParams::decode_attention_efficiency).
+        // The KV read at decode attention's own rate (RooflineParams::decode_attention_efficiency).
         const double kv_bw = params_.memory_bandwidth_bytes_per_s * params_.decode_attention_efficiency;
         c.attn_decode_ms = std::max(kv_mbytes / kv_bw, attn_mflops / (flops * params_.attention_efficiency));
     }

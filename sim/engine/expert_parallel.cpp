@@ -85,13 +85,15 @@ ExpertStepWork expert_step_work(const models::ModelSpec& model, const ExpertPara
         const double e = m->num_experts;
         const double k = m->num_experts_per_tok;
         const double per_expert = cache::params_per_expert(*m, model.hidden_size);
-        w.flops_tp += 2.0 * t * k * per_expert / tp;
-        w.flops_ep += 2.0 * t * k * per_expert / tp * ep.expert_load_imbalance;
-        w.weight_bytes_tp += e * (1.0 - std::pow(1.0 - k / e, t)) * per_expert * b / tp;
-        // The rank's local experts, each touched unless none of the T·DP tokens picks it.
+        const RoutedExpertWork sliced =
+            routed_expert_work(m->num_experts, k, 2.0 * k * per_expert, per_expert * b, t, tp, nullptr);
+        const RoutedExpertWork spread =
+            routed_expert_work(m->num_experts, k, 2.0 * k * per_expert, per_expert * b, t, tp, &ep);
+        w.flops_tp += sliced.flops;
+        w.flops_ep += spread.flops;
+        w.weight_bytes_tp += sliced.weight_bytes;
+        w.weight_bytes_ep += spread.weight_bytes;
         const double global_tokens = t * dp;
-        w.weight_bytes_ep += cache::max_local_experts(m->num_experts, eps) * (1.0 - std::pow(1.0 - k / e, global_tokens)) *
-                             per_expert * b;
         if (!all2all) {
             continue;
         }
@@ -110,6 +112,32 @@ ExpertStepWork expert_step_work(const models::ModelSpec& model, const ExpertPara
             w.all_to_all_ms += group.all_gather_ms(gathered) + group.reduce_scatter_ms(scattered);
         }
     }
+    return w;
+}
+
+RoutedExpertWork routed_expert_work(int num_experts,
+                                    double top_k,
+                                    double flops_per_token,
+                                    double bytes_per_expert,
+                                    double tokens,
+                                    int tensor_parallel_size,
+                                    const ExpertParallelism* ep) {
+    const double e = num_experts;
+    const double miss = 1.0 - top_k / e;  // one token's chance of passing an expert by
+    const int tp = std::max(1, tensor_parallel_size);
+    RoutedExpertWork w;
+    w.flops = flops_per_token * tokens / tp;
+    w.tokens_per_expert = tokens * top_k / e;
+    if (ep == nullptr) {
+        w.weight_bytes = e * (1.0 - std::pow(miss, tokens)) * bytes_per_expert / tp;
+        return w;
+    }
+    // The rank's local experts, each touched unless none of the T·DP tokens picks it.
+    const double dp = std::max(1, ep->data_parallel_size);
+    w.flops *= ep->expert_load_imbalance;
+    w.weight_bytes = cache::max_local_experts(num_experts, std::max(1, ep->expert_parallel_size)) *
+                     (1.0 - std::pow(miss, tokens * dp)) * bytes_per_expert;
+    w.tokens_per_expert *= dp * ep->expert_load_imbalance;
     return w;
 }
 

@@ -78,6 +78,25 @@ struct ExpertStepWork {
 [[nodiscard]] ExpertStepWork expert_step_work(const models::ModelSpec& model, const ExpertParallelism& ep,
                                               std::int64_t tokens);
 
+// One MoE layer's routed experts on one rank for `tokens` tokens of this replica: with `ep` null, sliced by TP (every
+// expert the tokens touch read, E·(1 − (1 − k/E)^T) of them, 1/TP of each); with `ep`, the busiest EP rank's whole
+// local experts, touched by the T·DP tokens of all DP replicas, and `expert_load_imbalance` times its mean share of
+// the routed tokens. `flops_per_token`: 2·k·params of one expert (or what the layers it stands for add up to);
+// `bytes_per_expert`: one expert's weights. The one place both cost models take the experts' work from.
+struct RoutedExpertWork {
+    double flops = 0;
+    double weight_bytes = 0;
+    double tokens_per_expert = 0;  // m_e: routed tokens per expert (the busiest rank's with `ep`)
+};
+
+[[nodiscard]] RoutedExpertWork routed_expert_work(int num_experts,
+                                                  double top_k,
+                                                  double flops_per_token,
+                                                  double bytes_per_expert,
+                                                  double tokens,
+                                                  int tensor_parallel_size,
+                                                  const ExpertParallelism* ep);
+
 // Adds the all-to-all of expert_step_work to comm_ms of any cost model (the roofline also re-costs the experts'
 // GEMMs itself; a calibrated profile's GEMM curve keeps the TP-sliced experts it was measured with).
 class ExpertAllToAllCostModel final : public CostModel {

@@ -26,6 +26,15 @@ std::optional<LocalAttentionSpan> local_attention_span(const models::AttentionMi
 
 namespace {
 
+// GEMM FLOPs counted at the bf16 peak: each kernel's FLOPs × peak / its rate (a GPU without the rate runs the
+// weight-only fallback at bf16 math, so its FLOPs count as they are).
+double bf16_equivalent_flops(const models::KernelFlops& k, const RooflineParams& p) {
+    const double peak = p.peak_flops_per_s;
+    const auto at = [peak](double f, double rate) { return rate > 0 ? f * peak / rate : f; };
+    return k.activation_dtype + at(k.fp8, p.fp8_flops_per_s) + at(k.int8, p.int8_flops_per_s) +
+           at(k.fp4, p.fp4_flops_per_s);
+}
+
 // A roofline's time in ms: the slower of its FLOPs at f_rate and its bytes at b_rate.
 double roof_ms(double f, double f_rate, double bytes, double b_rate) {
     return 1e3 * std::max(f / f_rate, bytes / b_rate);
@@ -170,10 +179,7 @@ RooflineCostModel::RooflineCostModel(const models::ModelSpec& model, models::DTy
         // GEMM at the activation dtype.
         footprint_ = models::weight_footprint(model);
         const models::KernelFlops& k = footprint_->layer_flops_per_token;
-        const double peak = params_.peak_flops_per_s;
-        const auto at = [peak](double f, double rate) { return rate > 0 ? f * peak / rate : f; };
-        linear_flops_per_token_ = k.activation_dtype + at(k.fp8, params_.fp8_flops_per_s) +
-                                  at(k.int8, params_.int8_flops_per_s) + at(k.fp4, params_.fp4_flops_per_s);
+        linear_flops_per_token_ = bf16_equivalent_flops(k, params_);
         lm_head_bytes_ = footprint_->lm_head_bytes;
         const auto kernel = [&](double f, double rate, const char* name, const char* fallback) {
             if (f <= 0) {
@@ -205,8 +211,8 @@ RooflineCostModel::RooflineCostModel(const models::ModelSpec& model, models::DTy
         expert_flops_raw += flops;
         if (expert_groups_.empty() || expert_groups_.back().num_experts != m->num_experts ||
             expert_groups_.back().top_k != m->num_experts_per_tok || expert_groups_.back().bytes_per_expert != bytes) {
-            expert_groups_.push_back(ExpertGroup{static_cast<double>(m->num_experts),
-                                                 static_cast<double>(m->num_experts_per_tok), bytes, 0, 0});
+            expert_groups_.push_back(
+                ExpertGroup{m->num_experts, static_cast<double>(m->num_experts_per_tok), bytes, 0, 0});
         }
         expert_groups_.back().layers += 1;
         expert_groups_.back().flops_per_token += flops;
@@ -214,11 +220,7 @@ RooflineCostModel::RooflineCostModel(const models::ModelSpec& model, models::DTy
     if (footprint_) {
         // The experts' FLOPs at their kernels' rates (as linear_flops_per_token_ above), spread over the groups in
         // proportion to their unquantized FLOPs.
-        const models::KernelFlops& k = footprint_->expert_flops_per_token;
-        const double peak = params_.peak_flops_per_s;
-        const auto at = [peak](double f, double rate) { return rate > 0 ? f * peak / rate : f; };
-        const double rated = k.activation_dtype + at(k.fp8, params_.fp8_flops_per_s) +
-                             at(k.int8, params_.int8_flops_per_s) + at(k.fp4, params_.fp4_flops_per_s);
+        const double rated = bf16_equivalent_flops(footprint_->expert_flops_per_token, params_);
         for (auto& g : expert_groups_) {
             g.flops_per_token *= expert_flops_raw > 0 ? rated / expert_flops_raw : 0.0;
         }
@@ -301,30 +303,19 @@ RooflineCostModel::TokenTerms RooflineCostModel::token_terms(std::int64_t tokens
         t.gemm_ms = roof_ms((linear_flops_per_token_ - expert_flops_per_token_) * n, flops * params_.gemm_efficiency,
                             dense_weight_bytes_ / tp - lm_head_bytes_ + activation_bytes, bw);
     }
-    // The routed experts of each group: the expected distinct experts' weights, E·(1 − (1 − k/E)^T) per layer, sliced
-    // by TP; with expert parallelism (ExpertParallelism) the busiest rank's whole local experts, touched by the T·DP
-    // tokens of all DP replicas, and `imbalance` times its mean share of the routed tokens. Their FLOPs run at the
-    // grouped GEMM's efficiency for m_e = routed tokens per expert (GroupedGemmEfficiency).
-    const ExpertParallelism& ep = params_.expert_parallel;
+    // The routed experts of each group, sliced by TP or spread by expert parallelism (routed_expert_work, per layer
+    // for the bytes); their FLOPs run at the grouped GEMM's efficiency for m_e routed tokens per expert
+    // (GroupedGemmEfficiency).
+    const ExpertParallelism* ep = params_.expert_parallel.enabled() ? &params_.expert_parallel : nullptr;
     for (const auto& g : expert_groups_) {
         if (tokens <= 0) {
             break;
         }
-        const double miss = 1.0 - g.top_k / g.num_experts;
-        double expert_flops = g.flops_per_token * n / tp;
-        double expert_bytes = g.layers * g.num_experts * (1.0 - std::pow(miss, n)) * g.bytes_per_expert / tp;
-        double tokens_per_expert = n * g.top_k / g.num_experts;
-        if (ep.enabled()) {
-            const double dp = std::max(1, ep.data_parallel_size);
-            expert_flops *= ep.expert_load_imbalance;
-            expert_bytes = g.layers *
-                           cache::max_local_experts(static_cast<int>(g.num_experts), ep.expert_parallel_size) *
-                           (1.0 - std::pow(miss, n * dp)) * g.bytes_per_expert;
-            tokens_per_expert *= dp * ep.expert_load_imbalance;
-        }
+        const RoutedExpertWork w =
+            routed_expert_work(g.num_experts, g.top_k, g.flops_per_token, g.bytes_per_expert, n, tp, ep);
         t.gemm_ms +=
-            roof_ms(expert_flops, flops * params_.gemm_efficiency * GroupedGemmEfficiency::ratio(tokens_per_expert),
-                    expert_bytes, bw);
+            roof_ms(w.flops, flops * params_.gemm_efficiency * GroupedGemmEfficiency::ratio(w.tokens_per_expert),
+                    g.layers * w.weight_bytes, bw);
     }
     t.comm_ms = comm_.step_ms(tokens);
     return t;

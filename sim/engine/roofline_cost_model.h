@@ -149,7 +149,7 @@ private:
     // layers with the same experts, top-k and expert size. FLOPs are all ranks' and bf16-equivalent (a quantized
     // kernel's FLOPs · peak / its rate); bytes are one expert's weights (and scales) of one layer.
     struct ExpertGroup {
-        double num_experts = 0;
+        int num_experts = 0;
         double top_k = 0;
         double bytes_per_expert = 0;
         double layers = 0;

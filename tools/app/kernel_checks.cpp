@@ -11,6 +11,7 @@
 #include "models/model_registry.h"
 #include "sim/engine/grouped_gemm_efficiency.h"
 #include "sim/metrics/percentiles.h"
+#include "tools/app/host_work_fit.h"
 #include "tools/app/step_costs.h"
 
 namespace servesim::app {
@@ -269,18 +270,7 @@ engine::MeasuredParams single_gpu_measured_params(const cal::GpuSpec& gpu,
                                                   const cal::KernelTable& table,
                                                   const cal::GpuSpec& table_gpu) {
     engine::MeasuredParams p;
-    p.roofline.gpu_name = gpu.name;
-    p.roofline.peak_flops_per_s = gpu.bf16_dense_flops_per_s;
-    p.roofline.fp8_flops_per_s = gpu.fp8_dense_flops_per_s;
-    p.roofline.int8_flops_per_s =
-        gpu.fp8_dense_flops_per_s > 0 ? gpu.fp8_dense_flops_per_s : 2.0 * gpu.bf16_dense_flops_per_s;
-    p.roofline.fp4_flops_per_s = gpu.fp4_dense_flops_per_s;
-    p.roofline.memory_bandwidth_bytes_per_s = gpu.memory_bandwidth_bytes_per_s;
-    p.roofline.gemm_efficiency = gpu.gemm_efficiency;
-    p.roofline.attention_efficiency = gpu.attention_efficiency;
-    p.roofline.gdn_efficiency = gpu.gdn_efficiency;
-    p.roofline.bandwidth_efficiency = gpu.bandwidth_efficiency;
-    p.roofline.decode_attention_efficiency = gpu.decode_attention_efficiency;
+    p.roofline = roofline_params(gpu);  // the GPU file's figures, as every run reads them
     p.roofline.max_cudagraph_tokens = 512;
     p.table = &table;
     p.table_roof = cal::KernelRoof::of(table_gpu);

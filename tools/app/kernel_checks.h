@@ -37,8 +37,9 @@ struct DerivedEfficiency {
 
 // Per op class, what the table measured beside the constant the roofline assumes (issue 38 item 3: how each
 // efficiency could be derived from a table): bf16 GEMMs at M >= 4,096 (gemm_efficiency), weight-streaming GEMMs at
-// M = 1 and decode attention at batch >= 64 and >= 1,024 keys (bandwidth_efficiency), causal prefill attention at the
-// longest prompt (attention_efficiency), the device copy. Op classes the table lacks are left out.
+// M = 1 (bandwidth_efficiency), decode attention at batch >= 64 and >= 1,024 keys (decode_attention_efficiency),
+// causal prefill attention at the longest prompt (attention_efficiency), the routed experts' grouped GEMMs at each
+// GroupedGemmEfficiency point (its table efficiency), the device copy. Op classes the table lacks are left out.
 [[nodiscard]] std::vector<DerivedEfficiency> derived_efficiencies(const calibration::KernelTable& table,
                                                                   const calibration::GpuSpec& gpu);
 

@@ -87,6 +87,42 @@ constexpr double kCustomOneShotMaxBytes8 = 256.0 * 1024.0;
 // benchmark printed on an H100 for a 128-element message ("[vLLM-graph] Size: 128, Latency: 0.0043 ms",
 // ai-dynamo/aiconfigurator issue #1346), where the bytes term is negligible.
 constexpr double kCustomStageUs = 4.3;
+// The two-shot kernel (cross_device_reduce_2stage) as vLLM's own benchmark timed it on 4 H100 SXM (NVSwitch), CUDA
+// graphs, hidden 8192 bf16: `ca_2stage` 17, 18, 25, 26, 35, 42 µs at 0.5, 1, 1.5, 2, 3, 4 MiB
+// (benchmarks/kernels/benchmark_device_communicators.py, the TP = 4 table of vllm-project/vllm PR #24532, 2025-09).
+// A least-squares line through those six points is 12.34 µs + 7.412 µs per MiB. Its fixed part is the two stages'
+// launches and the barrier between them (more than 2 · 4.3 µs); its slope is the 2(n−1)/n · S the kernel reads over
+// 1.5 · 1,048,576 B / 7.412 µs = 212.2 GB/s, 0.598 of the 355 GB/s bus bandwidth NCCL reaches on 4 H100s (the
+// kernel's peer loads, from a few dozen blocks, do not fill the links as NCCL's large-message ring does). The former
+// model, 2 · 4.3 µs at the full bus bandwidth, gave 10.8 … 26.3 µs there: 36–38 % fast. Worked in
+// tests/engine/collectives_test.cpp; docs/PARALLELISM.md "Collectives".
+constexpr double kCustomTwoShotFixedUs = 12.34;
+constexpr double kCustomTwoShotBusShare = 212.2 / 355.0;
+
+// Symmetric memory (vLLM PR #24111, on by default since 2025-09: VLLM_ALLREDUCE_USE_SYMM_MEM). Where torch's
+// symmetric memory works — Hopper (compute capability 9.0) behind NVSwitch, whose multicast it needs
+// (symm_mem.py SymmMemCommunicator disables itself without a multicast pointer) — vLLM lowers the custom all-reduce's
+// max_size to min(8 MiB, CUSTOM_ALL_REDUCE_MAX_SIZES["9.0"][n]) = 8 MiB at 2 and 4 GPUs, 512 KiB at 6, 256 KiB at 8
+// (all_reduce_utils.py; CustomAllreduce.__init__), and CudaCommunicator.all_reduce hands what the custom kernel
+// declines to SymmMemCommunicator below SYMM_MEM_ALL_REDUCE_MAX_SIZES["9.0"][n] = 32 MiB at 4 GPUs, 64 MiB at 6 and 8,
+// which runs multimem_all_reduce_ at 4, 6 and 8 GPUs (_WORLD_SIZES_MULTIMEM["9.0"]) and torch's two-shot at 2 — for
+// bf16 tensors only (its buffer's dtype): an fp16 model's larger all-reduces go to NCCL.
+constexpr double kMiB = 1024.0 * 1024.0;
+
+double hopper_custom_max_bytes(int ranks) {
+    return ranks == 6 ? 0.5 * kMiB : ranks == 8 ? 0.25 * kMiB : 8.0 * kMiB;
+}
+
+double hopper_symm_mem_max_bytes(int ranks) {
+    return ranks == 4 ? 32.0 * kMiB : (ranks == 6 || ranks == 8) ? 64.0 * kMiB : 0.0;  // 2 GPUs: two-shot, not modelled
+}
+
+// The multimem all-reduce as vLLM's benchmark timed it on 6 H100 SXM (PR #24111's TP = 6 table, hidden 8192 bf16):
+// `symm_mem_multimem` 13, 16, 18, 21, 25, 31 µs at 0.5, 1, 1.5, 2, 3, 4 MiB; least squares: 10.67 µs + 5.000 µs per
+// MiB, i.e. S at 1,048,576 B / 5 µs = 209.7 GB/s. The switch reduces, so the rank count hardly enters: the TP = 4
+// table of PR #24532 gives 12.8 µs + 5.14 µs/MiB (15, 18, 21, 23, 28 µs at 0.5–3 MiB).
+constexpr double kSymmMemFixedUs = 10.67;
+constexpr double kSymmMemBytesPerS = 209.7e9;
 
 }  // namespace
 
@@ -108,7 +144,9 @@ const char* link_kind_name(LinkKind kind) {
     return "pcie_p2p";
 }
 
-CollectiveLink collective_link_for_group(const calibration::GpuSpec& gpu, int num_gpus) {
+namespace {
+
+CollectiveLink link_without_gpu_kind(const calibration::GpuSpec& gpu, int num_gpus) {
     using calibration::InterconnectTopology;
     const auto pcie = [&] {
         return CollectiveLink{gpu.interconnect_peer_to_peer ? LinkKind::kPcieP2p : LinkKind::kPcieHost,
@@ -137,7 +175,15 @@ CollectiveLink collective_link_for_group(const calibration::GpuSpec& gpu, int nu
     return CollectiveLink{};
 }
 
-CollectiveCostModel::CollectiveCostModel(CollectiveLink link, int ranks, bool custom_all_reduce)
+}  // namespace
+
+CollectiveLink collective_link_for_group(const calibration::GpuSpec& gpu, int num_gpus) {
+    CollectiveLink link = link_without_gpu_kind(gpu, num_gpus);
+    link.compute_capability = gpu.compute_capability;
+    return link;
+}
+
+CollectiveCostModel::CollectiveCostModel(CollectiveLink link, int ranks, bool custom_all_reduce, bool bf16_activations)
     : link_(link), ranks_(std::max(1, ranks)) {
     if (ranks_ <= 1 || !(link_.link_bytes_per_s > 0)) {
         return;  // nothing to cost: every collective is 0
@@ -160,6 +206,11 @@ CollectiveCostModel::CollectiveCostModel(CollectiveLink link, int ranks, bool cu
     const bool fully_connected = link_.kind == LinkKind::kNvlinkSwitch || link_.kind == LinkKind::kXgmiMesh;
     const bool peer_to_peer = link_.kind != LinkKind::kPcieHost && link_.kind != LinkKind::kNetwork;
     custom_all_reduce_ = custom_all_reduce && supported_size && peer_to_peer && (ranks_ == 2 || fully_connected);
+    custom_max_bytes_ = kCustomAllReduceMaxBytes;
+    if (link_.kind == LinkKind::kNvlinkSwitch && link_.compute_capability == 90 && supported_size) {
+        custom_max_bytes_ = std::min(kCustomAllReduceMaxBytes, hopper_custom_max_bytes(ranks_));
+        symm_mem_max_bytes_ = bf16_activations ? hopper_symm_mem_max_bytes(ranks_) : 0.0;
+    }
 }
 
 double CollectiveCostModel::nccl_ring_ms(int steps, int inter_steps, double bus_bytes, double ll_share) const {
@@ -172,7 +223,18 @@ double CollectiveCostModel::nccl_ring_ms(int steps, int inter_steps, double bus_
 }
 
 bool CollectiveCostModel::uses_custom_all_reduce(double bytes) const {
-    return custom_all_reduce_ && bytes < kCustomAllReduceMaxBytes;
+    return custom_all_reduce_ && bytes < custom_max_bytes_;
+}
+
+bool CollectiveCostModel::uses_symm_mem_all_reduce(double bytes) const {
+    return !uses_custom_all_reduce(bytes) && bytes < symm_mem_max_bytes_;
+}
+
+double CollectiveCostModel::symm_mem_all_reduce_ms(double bytes) const {
+    if (ranks_ <= 1 || bytes <= 0) {
+        return 0.0;
+    }
+    return kSymmMemFixedUs * kUsToMs + 1e3 * bytes / kSymmMemBytesPerS;
 }
 
 bool CollectiveCostModel::custom_all_reduce_one_shot(double bytes) const {
@@ -192,7 +254,8 @@ double CollectiveCostModel::custom_all_reduce_ms(double bytes) const {
         return kCustomStageUs * kUsToMs + 1e3 * (n - 1.0) * bytes / bus_bytes_per_s_;
     }
     // Two stages: each rank reduces its 1/n slice from the peers, then gathers the n−1 other reduced slices.
-    return 2.0 * kCustomStageUs * kUsToMs + 1e3 * 2.0 * (n - 1.0) / n * bytes / bus_bytes_per_s_;
+    return kCustomTwoShotFixedUs * kUsToMs +
+           1e3 * 2.0 * (n - 1.0) / n * bytes / (kCustomTwoShotBusShare * bus_bytes_per_s_);
 }
 
 double CollectiveCostModel::nccl_all_reduce_ms(double bytes) const {
@@ -204,7 +267,10 @@ double CollectiveCostModel::nccl_all_reduce_ms(double bytes) const {
 }
 
 double CollectiveCostModel::all_reduce_ms(double bytes) const {
-    return uses_custom_all_reduce(bytes) ? custom_all_reduce_ms(bytes) : nccl_all_reduce_ms(bytes);
+    if (uses_custom_all_reduce(bytes)) {
+        return custom_all_reduce_ms(bytes);
+    }
+    return uses_symm_mem_all_reduce(bytes) ? symm_mem_all_reduce_ms(bytes) : nccl_all_reduce_ms(bytes);
 }
 
 double CollectiveCostModel::all_gather_ms(double total_bytes) const {
@@ -239,8 +305,9 @@ std::string CollectiveCostModel::describe() const {
     if (ranks_ <= 1) {
         return "no collectives";
     }
-    return fmt::format("{} x{} ({:.0f} GB/s bus{})", link_kind_name(link_.kind), ranks_, bus_bytes_per_s_ / 1e9,
-                       custom_all_reduce_ ? ", custom all-reduce" : "");
+    return fmt::format("{} x{} ({:.0f} GB/s bus{}{})", link_kind_name(link_.kind), ranks_, bus_bytes_per_s_ / 1e9,
+                       custom_all_reduce_ ? ", custom all-reduce" : "",
+                       symm_mem_max_bytes_ > 0 ? ", symmetric-memory all-reduce" : "");
 }
 
 }  // namespace servesim::engine

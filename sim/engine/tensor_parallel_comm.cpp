@@ -26,7 +26,8 @@ int allreduces_per_step(const models::ModelSpec& model) {
 TensorParallelComm make_tensor_parallel_comm(const models::ModelSpec& model, int tensor_parallel_size,
                                              CollectiveLink link, bool custom_all_reduce) {
     TensorParallelComm c;
-    c.collectives = CollectiveCostModel(link, std::max(1, tensor_parallel_size), custom_all_reduce);
+    c.collectives = CollectiveCostModel(link, std::max(1, tensor_parallel_size), custom_all_reduce,
+                                        model.dtype == models::DType::kBFloat16);
     c.num_allreduces_per_step = allreduces_per_step(model);
     c.hidden_size = model.hidden_size;
     c.dtype_bytes = models::dtype_bytes(model.dtype);

@@ -3,7 +3,7 @@
 // peer-to-peer. Every expected figure is worked by hand in the comment beside it from the constants of collectives.cpp:
 // NCCL ring base latency LL 6.6 / Simple 8.4 µs, per step NVLink 0.6 / 3.4 µs and PCI 1.0 / 5.7 µs, LL at 1/4 of the
 // bus bandwidth for all-reduce and 1/3 otherwise; bus bandwidth NVLink 329/355/361 of 450 at 2/4/8 ranks, PCIe
-// without P2P 0.3125 of the link; custom all-reduce 4.3 µs per stage.
+// without P2P 0.3125 of the link; custom all-reduce one-shot 4.3 µs, two-shot 12.34 µs at 0.598 of the bus.
 #include "sim/engine/collectives.h"
 
 #include <cmath>
@@ -70,13 +70,17 @@ TEST_CASE("vLLM's custom all-reduce: one-shot, two-shot, and NCCL from 8 MiB", "
     CHECK(c.uses_custom_all_reduce(256 * 1024.0));
     CHECK(c.custom_all_reduce_one_shot(256 * 1024.0));
     CHECK(near(c.all_reduce_ms(256 * 1024.0), 0.0065153, 1e-7));
-    // 512 KiB is not below 512 KiB → two-shot: 2 · 4.3 µs + 2·3/4 · 524,288 / 355e9 s = 8.6 + 2.2153 = 10.8153 µs.
+    // 512 KiB is not below 512 KiB → two-shot, priced as vLLM's benchmark timed it on 4 H100s (PR #24532): 12.34 µs
+    // + 2·3/4 · 524,288 B over 0.598 of the bus (212.2 GB/s) = 12.34 + 3.7061 = 16.0461 µs (measured there: 17 µs).
     CHECK_FALSE(c.custom_all_reduce_one_shot(512 * 1024.0));
-    CHECK(near(c.all_reduce_ms(512 * 1024.0), 0.0108153, 1e-7));
-    // The last size below 8 MiB (inputs are multiples of 16 B): two-shot, 8.6 µs + 1.5 · 8,388,592 / 355e9 s =
-    // 8.6 + 35.4448 = 44.0448 µs.
+    CHECK(near(c.all_reduce_ms(512 * 1024.0), 0.0160461, 1e-7));
+    // 2 MiB (Llama-2-70B TP 4 decoding 128 sequences: 128 · 8192 · 2 B): 12.34 + 1.5 · 2,097,152 / 212.2e9 s =
+    // 12.34 + 14.8243 = 27.1643 µs (measured: 26 µs; the former 2 · 4.3 µs at the full bus gave 17.46 µs).
+    CHECK(near(c.all_reduce_ms(2 * kMiB), 0.0271643, 1e-7));
+    // The last size below 8 MiB (inputs are multiples of 16 B): two-shot, 12.34 µs + 1.5 · 8,388,592 / 212.2e9 s =
+    // 12.34 + 59.2973 = 71.6373 µs.
     CHECK(c.uses_custom_all_reduce(8 * kMiB - 16));
-    CHECK(near(c.all_reduce_ms(8 * kMiB - 16), 0.0440448, 1e-7));
+    CHECK(near(c.all_reduce_ms(8 * kMiB - 16), 0.0716373, 1e-7));
     // 8 MiB: should_custom_ar wants inp_size < max_size, so NCCL: Simple 8.4 + 6 · 3.4 = 28.8 µs + 35.4448 µs =
     // 64.2448 µs — the step up where vLLM hands all-reduces to pynccl.
     CHECK_FALSE(c.uses_custom_all_reduce(8 * kMiB));
@@ -91,6 +95,51 @@ TEST_CASE("vLLM's custom all-reduce: one-shot, two-shot, and NCCL from 8 MiB", "
     CHECK_FALSE(CollectiveCostModel(CollectiveLink{LinkKind::kPcieP2p, 32e9}, 4).uses_custom_all_reduce(4096));
     CHECK_FALSE(CollectiveCostModel(CollectiveLink{LinkKind::kNetwork, 50e9}, 2).uses_custom_all_reduce(4096));
     CHECK(CollectiveCostModel(CollectiveLink{LinkKind::kPcieP2p, 32e9}, 2).uses_custom_all_reduce(4096));
+}
+
+TEST_CASE("Hopper NVSwitch: symmetric memory caps the custom all-reduce at 6 and 8 GPUs and takes the rest (bf16)",
+          "[engine][comm]") {
+    // vLLM PR #24111: on compute capability 9.0 with multicast the custom kernel takes messages below 512 KiB (6 GPUs)
+    // or 256 KiB (8), torch's multimem all-reduce those below 64 MiB: 10.67 µs + S / 209.7 GB/s (vLLM's TP 6 H100
+    // benchmark, 13–31 µs at 0.5–4 MiB).
+    const CollectiveLink hopper{LinkKind::kNvlinkSwitch, 450e9, 0, 90};
+    const CollectiveCostModel c8(hopper, 8);
+    // 128 KiB: custom one-shot, 4.3 µs + 7 · 131,072 / 361e9 s = 4.3 + 2.5416 = 6.8416 µs.
+    CHECK(c8.uses_custom_all_reduce(128 * 1024.0));
+    CHECK(near(c8.all_reduce_ms(128 * 1024.0), 0.0068416, 1e-7));
+    // 256 KiB is not below the cap: multimem, 10.67 + 262,144 / 209.7e9 s = 10.67 + 1.2501 = 11.9201 µs.
+    CHECK_FALSE(c8.uses_custom_all_reduce(256 * 1024.0));
+    CHECK(c8.uses_symm_mem_all_reduce(256 * 1024.0));
+    CHECK(near(c8.all_reduce_ms(256 * 1024.0), 0.0119201, 1e-7));
+    // 1 MiB (Llama-3-70B TP 8 decoding 64 sequences): 10.67 + 5.0004 = 15.6704 µs. Without symmetric memory (another
+    // GPU generation) the custom two-shot runs it: 12.34 + 1.75 · 1,048,576 / (0.598 · 361e9) s = 20.8438 µs.
+    CHECK(near(c8.all_reduce_ms(kMiB), 0.0156704, 1e-7));
+    CHECK(near(CollectiveCostModel(kNvswitch, 8).all_reduce_ms(kMiB), 0.0208438, 1e-7));
+    // 64 MiB is not below 64 MiB: NCCL, 381.320 µs as in the first test case.
+    CHECK_FALSE(c8.uses_symm_mem_all_reduce(64 * kMiB));
+    CHECK(near(c8.all_reduce_ms(64 * kMiB), 0.3813200, 1e-6));
+    // 6 GPUs: the cap is 512 KiB, so 512 KiB is multimem: 10.67 + 2.5002 = 13.1702 µs.
+    const CollectiveCostModel c6(hopper, 6);
+    CHECK(c6.uses_custom_all_reduce(512 * 1024.0 - 16));
+    CHECK(near(c6.all_reduce_ms(512 * 1024.0), 0.0131702, 1e-7));
+    // 4 GPUs keep the custom kernel below 8 MiB (two-shot at 2 MiB: 27.1643 µs); multimem takes 8 to 32 MiB: 16 MiB is
+    // 10.67 + 80.0058 = 90.6758 µs; 32 MiB goes to NCCL: Simple 8.4 + 6 · 3.4 = 28.8 µs + 1.5 · 33,554,432 / 355e9 s =
+    // 141.7793 µs → 170.5793 µs.
+    const CollectiveCostModel c4(hopper, 4);
+    CHECK(near(c4.all_reduce_ms(2 * kMiB), 0.0271643, 1e-7));
+    CHECK(near(c4.all_reduce_ms(16 * kMiB), 0.0906758, 1e-7));
+    CHECK(near(c4.all_reduce_ms(32 * kMiB), 0.1705793, 1e-6));
+    // 2 GPUs: custom below 8 MiB as before; what torch's two-shot would take above is left to NCCL (not modelled).
+    CHECK_FALSE(CollectiveCostModel(hopper, 2).uses_symm_mem_all_reduce(16 * kMiB));
+    // --disable-custom-all-reduce leaves symmetric memory on: 128 KiB at 8 GPUs is multimem, 10.67 + 0.6250 µs.
+    CHECK(
+        near(CollectiveCostModel(hopper, 8, /*custom_all_reduce=*/false).all_reduce_ms(128 * 1024.0), 0.0112950, 1e-7));
+    // An fp16 model: symmetric memory takes bf16 only, yet the custom cap stays lowered, so 1 MiB at 8 GPUs goes to
+    // NCCL: LL 6.6 + 14 · 0.6 = 15 µs + 1.75 · 1,048,576 / 90.25e9 s = 20.3325 µs → 35.3325 µs.
+    const CollectiveCostModel fp16(hopper, 8, true, /*bf16_activations=*/false);
+    CHECK_FALSE(fp16.uses_custom_all_reduce(kMiB));
+    CHECK_FALSE(fp16.uses_symm_mem_all_reduce(kMiB));
+    CHECK(near(fp16.all_reduce_ms(kMiB), 0.0353325, 1e-7));
 }
 
 TEST_CASE("Collectives across nodes: NCCL's ring crosses the network on the node boundaries only", "[engine][comm]") {

@@ -453,7 +453,7 @@ KernelTable parse_kernel_table(const std::string& text, const std::string& file)
         for (std::size_t i = 0; i < list.size(); ++i) {
             const YamlMap e(list[i], file, fmt::format("forwards[{}]", i));
             e.allow_only({"model", "kind", "tokens", "context", "batch", "ms", "cuda_graph", "layers",
-                          "distinct_weight_layers", "distinct_kv_layers"});
+                          "distinct_weight_layers", "distinct_kv_layers", "routing"});
             ForwardEntry f;
             f.model = e.get<std::string>("model");
             f.kind = e.get<std::string>("kind");
@@ -477,6 +477,10 @@ KernelTable parse_kernel_table(const std::string& text, const std::string& file)
                 e.fail("ms", fmt::format("value {:g}; allowed: a measured time > 0", f.ms));
             }
             f.cuda_graph = e.get_or<bool>("cuda_graph", false);
+            f.routing = e.get_or<std::string>("routing", "hidden");
+            if (f.routing != "hidden" && f.routing != "balanced") {
+                e.fail("routing", "'" + f.routing + "' is not a routing; allowed: hidden, balanced");
+            }
             t.forwards.push_back(std::move(f));
         }
     }

@@ -143,6 +143,10 @@ struct ForwardEntry {
     std::int64_t batch = 1;
     double ms = 0;
     bool cuda_graph = false;
+    // MoE forwards: how tokens were routed. "hidden": the random router over the hidden state, which with random
+    // weights can crowd a prefill's tokens onto few experts; "balanced": random per-token logits, every expert reached
+    // as a trained, load-balanced router reaches them (sweep_tables.py --fwd-routing).
+    std::string routing = "hidden";
 };
 
 struct KernelTable {

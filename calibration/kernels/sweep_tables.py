@@ -324,6 +324,10 @@ def main():
     ap.add_argument("--list-shapes", action="store_true")
     ap.add_argument("--models", default="", help="comma list: GEMM shapes of these models only")
     ap.add_argument("--fwd-models", default="", help="comma list: forwards of these models only")
+    ap.add_argument("--fwd-routing", default="hidden", choices=["hidden", "balanced"],
+                    help="MoE forwards: route by the random router over the hidden state (hidden), or to the top-k of "
+                         "random per-token logits that outweigh it (balanced: the table's moe op's routing, and a "
+                         "trained model's load-balanced spread)")
     ap.add_argument("--kernels-lib", default="", help="libservesim_kernels_c.so: the project's Gated DeltaNet and "
                     "causal-conv1d kernels (section gdn and the hybrid forwards need it)")
     args = ap.parse_args()
@@ -1336,6 +1340,9 @@ def run(args):
                 if c.get("moe"):
                     E, k, I = c["moe"]
                     L["router"] = rnd(E, h, scale=0.02)
+                    if args.fwd_routing == "balanced":
+                        # logits of std 30 against the router's ~1: each token's top-k is a fresh random draw
+                        L["noise"] = torch.randn(16384, E, device=DEV, dtype=torch.float32) * 30.0
                     w13 = rnd(E, 2 * I, h, scale=0.02)
                     w2 = rnd(E, h, I, scale=0.02)
                     if caps.get("grouped_mm") == "transposed":
@@ -1367,6 +1374,8 @@ def run(args):
             if c.get("moe"):
                 E, topk, I = c["moe"]
                 logits = F.linear(x, L["router"])
+                if "noise" in L:
+                    logits = logits.float() + L["noise"][:T]
                 p = torch.softmax(logits, -1, dtype=torch.float32)
                 w, ids = torch.topk(p, topk, -1)
                 w = w / w.sum(-1, keepdim=True)
@@ -1374,6 +1383,8 @@ def run(args):
                 order = torch.argsort(flat, stable=True)
                 cnt = torch.zeros(E, device=DEV, dtype=torch.int32).scatter_add_(
                     0, flat.int(), torch.ones_like(flat, dtype=torch.int32))
+                if getattr(self, "record", None) is not None:   # eager only: the experts this layer's tokens reach
+                    self.record.append(int((cnt > 0).sum().item()))
                 offs = torch.cumsum(cnt, 0).to(torch.int32)
                 xp = x.index_select(0, order // topk)
                 y = torch._grouped_mm(xp, L["w13t"], offs=offs)
@@ -1453,6 +1464,8 @@ def run(args):
                     L["d"] = rnd(h, c["inter"], scale=0.02)
                 else:
                     L["router"] = rnd(E, h, scale=0.02)
+                    if args.fwd_routing == "balanced":
+                        L["noise"] = torch.randn(16384, E, device=DEV, dtype=torch.float32) * 30.0
                     w13 = rnd(E, 2 * I, h, scale=0.02)
                     w2 = rnd(E, h, I, scale=0.02)
                     if caps.get("grouped_mm") == "transposed":
@@ -1882,6 +1895,8 @@ def run(args):
                 log(f"fwd {name}: OOM building weights")
                 torch.cuda.empty_cache()
                 continue
+            # a MoE forward routed by random logits says so (the table's reader tells the two apart)
+            routing_key = {"routing": "balanced"} if c.get("moe") and args.fwd_routing == "balanced" else {}
             for T in ([512, 2048] if quick else [512, 2048, 8192, 16384]):
                 try:
                     ids = torch.randint(0, c["vocab"], (T,), device=DEV)
@@ -1899,16 +1914,26 @@ def run(args):
                             ts.append(s.elapsed_time(e))
                     table.forwards.append({"model": name, "kind": "prefill", "tokens": T, "context": 0, "batch": 1,
                                            "ms": r4(statistics.median(ts)), "cuda_graph": False,
-                                           "layers": c["layers"], "distinct_weight_layers": m.n_w})
+                                           "layers": c["layers"], "distinct_weight_layers": m.n_w, **routing_key})
                     table.write()
                     log(f"fwd {name} prefill {T}: {statistics.median(ts):.3f} ms (all {[round(t, 3) for t in ts]})")
+                    if c.get("moe"):
+                        # how many of the E experts each MoE layer's tokens reached (uniform top-k: E(1-(1-k/E)^T))
+                        E, k, _ = c["moe"]
+                        m.record = []
+                        with torch.no_grad():
+                            m.forward(ids, pos, None, 1, T, 0)
+                        got, m.record = m.record, None
+                        log(f"fwd {name} prefill {T} routing {args.fwd_routing}: experts reached per MoE layer "
+                            f"min {min(got)} median {statistics.median(got)} max {max(got)} of {E} "
+                            f"(uniform routing expects {E * (1 - (1 - k / E) ** T):.1f}); all {got}")
                     if T <= 2048:
                         # vLLM runs prefills of up to its largest capture size under (piecewise) CUDA graphs: the
                         # same forward replayed from a graph, without the eager launches from Python.
                         tg = graph_replays_ms(lambda: m.forward(ids, pos, None, 1, T, 0))
                         table.forwards.append({"model": name, "kind": "prefill", "tokens": T, "context": 0,
                                                "batch": 1, "ms": r4(statistics.median(tg)), "cuda_graph": True,
-                                               "layers": c["layers"], "distinct_weight_layers": m.n_w})
+                                               "layers": c["layers"], "distinct_weight_layers": m.n_w, **routing_key})
                         table.write()
                         log(f"fwd {name} prefill {T} graph: {statistics.median(tg):.3f} ms "
                             f"(all {[round(t, 3) for t in tg]})")
@@ -1926,13 +1951,19 @@ def run(args):
                         kv = [m.make_kv(B, ctx) for _ in range(n_kv)]
                         ids = torch.randint(0, c["vocab"], (B,), device=DEV)
                         pos = torch.full((B,), ctx - 1, device=DEV, dtype=torch.long)
+                        m.record = [] if c.get("moe") else None
                         with torch.no_grad():
                             m.forward(ids, pos, kv, B, 1, ctx)   # eager warm-up before the capture
                             torch.cuda.synchronize()
+                        if m.record:
+                            log(f"fwd {name} decode B={B} ctx={ctx} routing {args.fwd_routing}: experts reached per "
+                                f"MoE layer min {min(m.record)} median {statistics.median(m.record)} "
+                                f"max {max(m.record)}")
+                        m.record = None
                         ts = graph_replays_ms(lambda: m.forward(ids, pos, kv, B, 1, ctx))
                         table.forwards.append({"model": name, "kind": "decode", "batch": B, "context": ctx,
                                                "ms": r4(statistics.median(ts)), "cuda_graph": True,
-                                               "layers": c["layers"], "distinct_weight_layers": m.n_w,
+                                               "layers": c["layers"], "distinct_weight_layers": m.n_w, **routing_key,
                                                "distinct_kv_layers": n_kv})
                         table.write()
                         log(f"fwd {name} decode B={B} ctx={ctx}: {statistics.median(ts):.3f} ms "

@@ -53,6 +53,7 @@ TEST_CASE("kernel table: the fixture reads, sorted, with unknown ops ignored", "
     CHECK(t.attn_decode.size() == 1);
     CHECK(t.forwards.size() == 1);
     CHECK(t.forwards[0].kind == "decode");
+    CHECK(t.forwards[0].routing == "hidden");  // the default: routed over the hidden state
     // The Gated DeltaNet ops: prefill entries sorted by sequences, conv1d keyed by mode.
     REQUIRE(t.gdn_prefill.size() == 2);
     CHECK(t.gdn_prefill[0].seqs == 1);
@@ -96,6 +97,9 @@ TEST_CASE("kernel table: bad input is refused naming the file, the key and what 
               .find("'ops.gemm_bf16[1]': the same shape appears twice") != std::string::npos);
     CHECK(error_of(kHead + "forwards:\n  - {model: m, kind: sideways, tokens: 1, ms: 1}\n")
               .find("'forwards[0].kind': 'sideways' is not a forward kind; allowed: prefill, decode") !=
+          std::string::npos);
+    CHECK(error_of(kHead + "forwards:\n  - {model: m, kind: prefill, tokens: 1, ms: 1, routing: skewed}\n")
+              .find("'forwards[0].routing': 'skewed' is not a routing; allowed: hidden, balanced") !=
           std::string::npos);
     CHECK(error_of(kHead + "ops:\n  some_future_op: [1, 2, 3]\n") == "<no ConfigError>");
     // Sections a cut-short sweep left empty read as no entries.

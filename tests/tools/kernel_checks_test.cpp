@@ -130,6 +130,25 @@ TEST_CASE("check-kernels sets decode attention's constant beside the H100 table'
     CHECK(d.at(2).measured_median == Approx(0.79).margin(5e-3));
 }
 
+TEST_CASE("check-kernels counts a MoE forward's balanced-routing twin, not the hidden-state one", "[tools]") {
+    // With random weights a prefill's hidden states crowd onto few experts (the H200's 512-token Qwen3-30B-A3B
+    // forward reached a median 40 of 128 experts a layer, logs/H200-moe-routing-hidden.log), so the table also holds
+    // the same forwards routed by random per-token logits (every expert reached); only those are composed against.
+    const std::string report = kernel_checks(calibration::find_gpu("H200"));
+    const auto row = [&report](const std::string& tail) {
+        const std::size_t at = report.find(tail);
+        REQUIRE(at != std::string::npos);
+        const std::size_t start = report.rfind('\n', at) + 1;
+        return report.substr(start, at + tail.size() - start);
+    };
+    // The graph-replayed 512-token prefill: 23.01 ms routed over the hidden state, 30.64 ms balanced.
+    const std::string hidden = row("(hidden-state routing: not counted)");
+    CHECK(hidden.find("Qwen3-30B-A3B") != std::string::npos);
+    CHECK(hidden.find("23.010") != std::string::npos);
+    const std::string balanced = row("30.640      30.893     0.8%  (balanced routing)");
+    CHECK(balanced.find("Qwen3-30B-A3B") != std::string::npos);
+}
+
 TEST_CASE("the roofline's fused/grouped ratios are the H100 log's", "[tools]") {
     // GroupedGemmEfficiency scales each table point by how fast vLLM's fused_moe (its shipped H100 tiles) ran against
     // torch's grouped GEMM at that many tokens per expert: the mean of grouped_us / fused_us over the shapes timed

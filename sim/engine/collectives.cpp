@@ -146,7 +146,7 @@ const char* link_kind_name(LinkKind kind) {
 
 namespace {
 
-CollectiveLink link_without_gpu_kind(const calibration::GpuSpec& gpu, int num_gpus) {
+CollectiveLink link_by_topology(const calibration::GpuSpec& gpu, int num_gpus) {
     using calibration::InterconnectTopology;
     const auto pcie = [&] {
         return CollectiveLink{gpu.interconnect_peer_to_peer ? LinkKind::kPcieP2p : LinkKind::kPcieHost,
@@ -178,7 +178,7 @@ CollectiveLink link_without_gpu_kind(const calibration::GpuSpec& gpu, int num_gp
 }  // namespace
 
 CollectiveLink collective_link_for_group(const calibration::GpuSpec& gpu, int num_gpus) {
-    CollectiveLink link = link_without_gpu_kind(gpu, num_gpus);
+    CollectiveLink link = link_by_topology(gpu, num_gpus);
     link.compute_capability = gpu.compute_capability;
     return link;
 }

@@ -109,8 +109,9 @@ constexpr double kCustomTwoShotBusShare = 212.2 / 355.0;
 // bf16 tensors only (its buffer's dtype): an fp16 model's larger all-reduces go to NCCL.
 constexpr double kMiB = 1024.0 * 1024.0;
 
+// CUSTOM_ALL_REDUCE_MAX_SIZES["9.0"][n], before the min with max_size.
 double hopper_custom_max_bytes(int ranks) {
-    return ranks == 6 ? 0.5 * kMiB : ranks == 8 ? 0.25 * kMiB : 8.0 * kMiB;
+    return ranks == 2 ? 64.0 * kMiB : ranks == 4 ? 32.0 * kMiB : ranks == 6 ? 0.5 * kMiB : 0.25 * kMiB;
 }
 
 double hopper_symm_mem_max_bytes(int ranks) {

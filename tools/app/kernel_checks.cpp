@@ -95,20 +95,23 @@ std::string forwards_report(const cal::KernelTable& own,
     // An eager forward that also has a graph-replayed twin is printed but left out of the errors: eagerly, a short
     // forward waits on Python's kernel launches (host work, docs/HOST-WORK.md), which the kernel terms do not hold;
     // vLLM replays such forwards from CUDA graphs.
-    const auto has_graph_twin = [&own](const cal::ForwardEntry& f) {
-        return !f.cuda_graph && std::any_of(own.forwards.begin(), own.forwards.end(), [&f](const cal::ForwardEntry& g) {
-            return g.cuda_graph && g.routing == f.routing && g.model == f.model && g.kind == f.kind &&
-                   g.tokens == f.tokens && g.context == f.context && g.batch == f.batch;
+    // The same measured point of the same model (shape and batch), whatever its launch mode or routing.
+    const auto same_point = [](const cal::ForwardEntry& a, const cal::ForwardEntry& b) {
+        return a.model == b.model && a.kind == b.kind && a.tokens == b.tokens && a.context == b.context &&
+               a.batch == b.batch;
+    };
+    const auto has_graph_twin = [&](const cal::ForwardEntry& f) {
+        return !f.cuda_graph && std::any_of(own.forwards.begin(), own.forwards.end(), [&](const cal::ForwardEntry& g) {
+            return g.cuda_graph && g.routing == f.routing && same_point(f, g);
         });
     };
     // A forward routed over the hidden state that also has a balanced-routing twin is printed but left out: with random
     // weights a prefill's near-identical hidden states crowd onto few experts, which the table's `moe` op (uniformly
     // routed) and a trained model do not do (docs/COST-MODEL.md, "Composition against torch-timed forwards").
-    const auto has_balanced_twin = [&own](const cal::ForwardEntry& f) {
+    const auto has_balanced_twin = [&](const cal::ForwardEntry& f) {
         return f.routing == "hidden" &&
-               std::any_of(own.forwards.begin(), own.forwards.end(), [&f](const cal::ForwardEntry& g) {
-                   return g.routing == "balanced" && g.cuda_graph == f.cuda_graph && g.model == f.model &&
-                          g.kind == f.kind && g.tokens == f.tokens && g.context == f.context && g.batch == f.batch;
+               std::any_of(own.forwards.begin(), own.forwards.end(), [&](const cal::ForwardEntry& g) {
+                   return g.routing == "balanced" && g.cuda_graph == f.cuda_graph && same_point(f, g);
                });
     };
     ErrorStats prefill;

@@ -631,6 +631,10 @@ std::optional<GemmHandle> KernelCostLookup::resolve_gemm(GemmKind want,
                   std::log(static_cast<double>(h.hi->n * h.hi->k) / static_cast<double>(h.lo->n * h.lo->k));
         }
         h.exact = h.lo == h.hi && h.lo->n == n && h.lo->k == k && !transfer() && same_run(run, run_of(source));
+        if (transfer()) {
+            const double lo = gemm_fixed_us(*h.lo, source);
+            h.fixed_us = lo + h.w * (gemm_fixed_us(*h.hi, source) - lo);
+        }
         return h;
     }
     return std::nullopt;
@@ -642,6 +646,19 @@ double KernelCostLookup::gemm_eff(const GemmEntry& e, GemmKind source, double m)
     return table_roof_us(w.flops, w.bytes, r.fp8_math) / e.m.at(m);
 }
 
+double KernelCostLookup::gemm_fixed_us(const GemmEntry& e, GemmKind source) const {
+    if (!transfer()) {
+        return 0;
+    }
+    const GemmRun r = run_of(source);
+    double fixed = e.m.us.empty() ? 0 : e.m.us.front();
+    for (std::size_t i = 0; i < e.m.x.size(); ++i) {
+        const UnitWork w = gemm_work(e.m.x[i], static_cast<double>(e.n), static_cast<double>(e.k), r);
+        fixed = std::min(fixed, e.m.us[i] - table_roof_us(w.flops, w.bytes, r.fp8_math));
+    }
+    return std::max(0.0, fixed);
+}
+
 double KernelCostLookup::gemm_us(const GemmHandle& h, double m) const {
     if (h.exact) {
         return h.lo->m.at(m);
@@ -651,7 +668,13 @@ double KernelCostLookup::gemm_us(const GemmHandle& h, double m) const {
         eff += h.w * (gemm_eff(*h.hi, h.source, m) - eff);
     }
     const UnitWork w = gemm_work(m, static_cast<double>(h.n), static_cast<double>(h.k), h.run);
-    return target_roof_us(w.flops, w.bytes, h.run.fp8_math) / eff;
+    const double on_target = target_roof_us(w.flops, w.bytes, h.run.fp8_math) / eff;
+    if (!transfer()) {
+        return on_target;
+    }
+    // The shape on the table's GPU, then moved with its fixed time kept (ScaledEntry::of).
+    const double on_table_gpu = table_roof_us(w.flops, w.bytes, h.run.fp8_math) / eff;
+    return h.fixed_us + std::max(0.0, on_table_gpu - h.fixed_us) * (on_target / on_table_gpu);
 }
 
 double KernelCostLookup::gemm_us(GemmKind kind, double m, std::int64_t n, std::int64_t k) const {
@@ -698,6 +721,22 @@ bool same_geometry(const AttentionGeometry& a, const AttentionGeometry& b) {
 
 }  // namespace
 
+double KernelCostLookup::grid_fixed_us(const KernelGrid& g, const UnitWork& per_unit) const {
+    if (!transfer() || g.us.empty()) {
+        return 0;
+    }
+    // Decode: the work of a point is per_unit × batch × context (one query per sequence).
+    double fixed = g.us.front();
+    for (std::size_t i = 0; i < g.x.size(); ++i) {
+        for (std::size_t j = 0; j < g.y.size(); ++j) {
+            const double units = g.x[i] * g.y[j];
+            fixed = std::min(
+                fixed, g.us[i * g.y.size() + j] - table_roof_us(per_unit.flops * units, per_unit.bytes * units, false));
+        }
+    }
+    return std::max(0.0, fixed);
+}
+
 std::optional<ScaledEntry<AttnPrefillEntry>> KernelCostLookup::resolve_attn_prefill(const AttentionGeometry& g,
                                                                                     const UnitWork& per_key) const {
     const AttnPrefillEntry* e = nearest_geometry(table_->attn_prefill, g);
@@ -741,6 +780,8 @@ std::optional<ScaledEntry<AttnDecodeEntry>> KernelCostLookup::resolve_attn_decod
     s.exact = same_geometry(e->geometry, g) && own.flops == per_key.flops && own.bytes == per_key.bytes && !transfer();
     if (!s.exact) {
         s.scale = target_roof_us(per_key.flops, per_key.bytes, false) / table_roof_us(own.flops, own.bytes, false);
+        s.src_scale = table_roof_us(per_key.flops, per_key.bytes, false) / table_roof_us(own.flops, own.bytes, false);
+        s.fixed_us = grid_fixed_us(e->batch_context, own);
     }
     return s;
 }
@@ -771,6 +812,8 @@ std::optional<ScaledEntry<MlaDecodeEntry>> KernelCostLookup::resolve_mla_decode(
               own.flops == per_key.flops && own.bytes == per_key.bytes && !transfer();
     if (!s.exact) {
         s.scale = target_roof_us(per_key.flops, per_key.bytes, false) / table_roof_us(own.flops, own.bytes, false);
+        s.src_scale = table_roof_us(per_key.flops, per_key.bytes, false) / table_roof_us(own.flops, own.bytes, false);
+        s.fixed_us = grid_fixed_us(best->batch_context, own);
     }
     return s;
 }
@@ -815,8 +858,25 @@ double KernelCostLookup::moe_us(const MoeEntry& e, const MoeShape& s, double tok
         tokens * (static_cast<double>(s.top_k) / s.experts) / (static_cast<double>(e.top_k) / e.experts);
     const UnitWork own = moe_work(e.experts, e.top_k, e.hidden, e.intermediate, true, own_tokens, 2);
     const UnitWork want = moe_work(s.experts, s.top_k, s.hidden, s.intermediate, s.gated, tokens, s.weight_bytes);
-    return e.tokens.at(own_tokens) * target_roof_us(want.flops, want.bytes, s.fp8_math) /
-           table_roof_us(own.flops, own.bytes, false);
+    const double measured = e.tokens.at(own_tokens);
+    const double own_roof = table_roof_us(own.flops, own.bytes, false);
+    const double on_target = measured * target_roof_us(want.flops, want.bytes, s.fp8_math) / own_roof;
+    if (!transfer()) {
+        return on_target;
+    }
+    // The shape on the table's GPU, then moved with the entry's fixed time kept (ScaledEntry::of).
+    const double on_table_gpu = measured * table_roof_us(want.flops, want.bytes, s.fp8_math) / own_roof;
+    const double fixed = moe_fixed_us(e);
+    return fixed + std::max(0.0, on_table_gpu - fixed) * (on_target / on_table_gpu);
+}
+
+double KernelCostLookup::moe_fixed_us(const MoeEntry& e) const {
+    double fixed = e.tokens.us.empty() ? 0 : e.tokens.us.front();
+    for (std::size_t i = 0; i < e.tokens.x.size(); ++i) {
+        const UnitWork w = moe_work(e.experts, e.top_k, e.hidden, e.intermediate, true, e.tokens.x[i], 2);
+        fixed = std::min(fixed, e.tokens.us[i] - table_roof_us(w.flops, w.bytes, false));
+    }
+    return std::max(0.0, fixed);
 }
 
 const MoeEntry* KernelCostLookup::resolve_moe_routing(const MoeShape& s) const {

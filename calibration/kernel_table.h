@@ -9,7 +9,10 @@
 // first point the first point's time: a kernel is not taken to run faster than its smallest measured call). A shape
 // the table does not hold takes the measured *efficiency* (datasheet roofline time ÷ measured time) of the nearest
 // measured shape at the same varying size and applies it to its own roofline time; the same rule predicts a GPU that
-// has no table from another GPU's (efficiency of the measured GPU at the same shape × this GPU's roofline). The
+// has no table from another GPU's (efficiency of the measured GPU at the same shape × this GPU's roofline), except
+// that a call's fixed time — the least time beyond the table GPU's roofline over an entry's points: launch, pipeline
+// fill, tail — is kept as measured and only the rest moves with the roofline (decode attention, GEMMs, MoE; the
+// elementwise ops keep their one-token time, KernelCurve::at_scaled). The
 // kernels vLLM runs for each term are those timed (cuBLASLt GEMMs through torch, FlashAttention-class attention,
 // fused MoE): see docs/COST-MODEL.md.
 #pragma once
@@ -227,6 +230,7 @@ struct GemmHandle {
     const GemmEntry* hi = nullptr;  // == lo for an exact shape or beyond the table's range
     double w = 0;                   // blend weight of hi
     bool exact = false;             // (n, k) measured and the predicted GPU is the table's
+    double fixed_us = 0;            // on another GPU: lo's and hi's fixed times blended (ScaledEntry::fixed_us)
 };
 
 // An attention geometry resolved: the nearest entry (same head dim first, then nearest GQA ratio, then nearest
@@ -237,6 +241,17 @@ struct ScaledEntry {
     const Entry* entry = nullptr;
     double scale = 1;  // exactly 1 for a measured geometry on its own GPU
     bool exact = false;
+    // On another GPU the entry's fixed time (fixed_us, KernelCostLookup: the launch, pipeline fill and tail that
+    // neither bandwidth nor FLOPs shorten) is kept and only the rest is scaled by the GPUs' roofline ratio;
+    // src_scale is the shape's factor alone (the table GPU's roofline of the wanted geometry over the entry's).
+    // fixed_us is 0 on the table's own GPU, where of(t) is t · scale.
+    double src_scale = 1;
+    double fixed_us = 0;
+
+    [[nodiscard]] double of(double measured_us) const {
+        const double on_table_gpu = measured_us * src_scale;
+        return fixed_us + std::max(0.0, on_table_gpu - fixed_us) * (scale / src_scale);
+    }
 };
 
 // Per-token (or per-sequence) work of one call, for the rooflines: FLOPs and bytes per unit of the varying size.
@@ -289,22 +304,22 @@ class KernelCostLookup {
             const double r = tokens / c.x.back();
             us = std::max(us, c.us.back() * r * r);
         }
-        return us * e.scale;
+        return e.of(us);
     }
 
     [[nodiscard]] static double attn_prefill_cached_us(const ScaledEntry<AttnPrefillCachedEntry>& e,
                                                        double chunk,
                                                        double context) {
-        return e.entry->chunk_context.at(chunk, context) * e.scale;
+        return e.of(e.entry->chunk_context.at(chunk, context));
     }
 
     // µs of one decode step of `batch` sequences of `context` keys each.
     [[nodiscard]] static double attn_decode_us(const ScaledEntry<AttnDecodeEntry>& e, double batch, double context) {
-        return e.entry->batch_context.at(batch, context) * e.scale;
+        return e.of(e.entry->batch_context.at(batch, context));
     }
 
     [[nodiscard]] static double mla_decode_us(const ScaledEntry<MlaDecodeEntry>& e, double batch, double context) {
-        return e.entry->batch_context.at(batch, context) * e.scale;
+        return e.of(e.entry->batch_context.at(batch, context));
     }
 
     // MoE: the routed experts of one layer (experts, top_k, hidden, per-rank intermediate) at `tokens` tokens. A
@@ -358,6 +373,10 @@ class KernelCostLookup {
 
   private:
     [[nodiscard]] double gemm_eff(const GemmEntry& e, GemmKind source, double m) const;
+    // An entry's fixed time on the table's GPU (0 on its own GPU): min over its points of measured − roofline.
+    [[nodiscard]] double gemm_fixed_us(const GemmEntry& e, GemmKind source) const;
+    [[nodiscard]] double grid_fixed_us(const KernelGrid& g, const UnitWork& per_unit) const;
+    [[nodiscard]] double moe_fixed_us(const MoeEntry& e) const;
 
     const KernelTable* table_;
     KernelRoof table_roof_;

@@ -166,16 +166,26 @@ TEST_CASE("kernel lookup: a measured GEMM shape is its own curve; another takes 
     CHECK(own.gemm_us(sc::GemmKind::kFp8Tensor, 16, 1024, 1024) == Approx(0.548864 / 0.1081344));
 }
 
-TEST_CASE("kernel lookup: a GPU without a table gets the measured efficiency on its own roofline", "[calibration]") {
+TEST_CASE("kernel lookup: a GPU without a table gets the measured efficiency on its own roofline, the fixed time kept",
+          "[calibration]") {
     const sc::KernelTable t = sc::read_kernel_table(fixture());
-    // Half the bandwidth, the same FLOP/s: a bandwidth-bound call takes twice as long.
+    // Half the bandwidth, the same FLOP/s: a bandwidth-bound call's time beyond its fixed part takes twice as long.
     const sc::KernelCostLookup slow(t, kRoof, sc::KernelRoof{1e15, 2e15, 1e12});
     CHECK(slow.transfer());
-    CHECK(slow.gemm_us(sc::GemmKind::kBf16, 16, 1024, 1024) == Approx(20.0));
+    // GEMM (1024, 1024): the fixed part is the least of measured − roofline over its points (2 TB/s):
+    //   m = 1: bytes 2,048 + 2,097,152 + 2,048 = 2,101,248 → 1.050624 µs; 8 − 1.050624 = 6.949376
+    //   m = 16: 2,162,688 bytes → 1.081344 µs; 10 − 1.081344 = 8.918656
+    //   m = 256: 3,145,728 bytes → 1.572864 µs (FLOPs 0.537 µs); 30 − 1.572864 = 28.427136
+    // so 6.949376 µs; at m = 16: 6.949376 + (10 − 6.949376)·2 = 13.050624 µs (all of it doubled would be 20).
+    CHECK(slow.gemm_us(sc::GemmKind::kBf16, 16, 1024, 1024) == Approx(13.050624));
     const auto d = slow.resolve_attn_decode({128, 8, 2}, {4.0 * 8 * 128, 2.0 * 2 * 128 * 2});
     REQUIRE(d);
     CHECK(d->scale == Approx(2.0));
-    CHECK(sc::KernelCostLookup::attn_decode_us(*d, 16, 1024) == Approx(40.0));
+    // Decode attention: 1,024 KV bytes a key → 0.000512 µs a key at 2 TB/s; measured − roofline at (batch,
+    // context) (1, 256): 4 − 0.131072; (1, 1024): 6 − 0.524288; (16, 256): 8 − 2.097152; (16, 1024): 20 − 8.388608;
+    // the least is 3.868928 µs. At (16, 1024): 3.868928 + (20 − 3.868928)·2 = 36.131072 µs.
+    CHECK(d->fixed_us == Approx(3.868928));
+    CHECK(sc::KernelCostLookup::attn_decode_us(*d, 16, 1024) == Approx(36.131072));
     // Compute-bound prefill: half the FLOP/s doubles it, half the bandwidth does not change it.
     const sc::KernelCostLookup half_flops(t, kRoof, sc::KernelRoof{0.5e15, 1e15, 2e12});
     const auto p = half_flops.resolve_attn_prefill({128, 8, 2}, {4.0 * 8 * 128, 0});

@@ -168,10 +168,26 @@ std::string op_transfer_report(const cal::KernelTable& own,
     const auto per_key = [](const cal::AttentionGeometry& g) {
         return cal::UnitWork{4.0 * g.q_heads * g.head_dim, 4.0 * g.kv_heads * g.head_dim};
     };
+    // Each measured entry against the same kernel (backend) at the same geometry in the other table, alone in a
+    // lookup of its own, so that one kernel is compared on two GPUs; entries the other table lacks are left out.
+    const auto counterpart = [](const auto& theirs, const auto& mine, const auto& same) {
+        const auto it = std::find_if(theirs.begin(), theirs.end(), [&](const auto& e) { return same(e, mine); });
+        return it == theirs.end() ? nullptr : &*it;
+    };
+    const auto same_attention = [](const auto& a, const auto& b) {
+        return a.backend == b.backend && a.geometry.head_dim == b.geometry.head_dim &&
+               a.geometry.q_heads == b.geometry.q_heads && a.geometry.kv_heads == b.geometry.kv_heads;
+    };
+    const cal::KernelRoof from_roof = cal::KernelRoof::of(from_gpu);
+    const cal::KernelRoof to_roof = cal::KernelRoof::of(gpu);
     {
         ErrorStats s;
         for (const auto& e : own.attn_prefill) {
-            if (const auto r = lookup.resolve_attn_prefill(e.geometry, per_key(e.geometry))) {
+            if (const auto* src = counterpart(from.attn_prefill, e, same_attention)) {
+                cal::KernelTable one;
+                one.attn_prefill = {*src};
+                const auto r = cal::KernelCostLookup(one, from_roof, to_roof)
+                                   .resolve_attn_prefill(e.geometry, per_key(e.geometry));
                 for (std::size_t i = 0; i < e.tokens.x.size(); ++i) {
                     s.add(cal::KernelCostLookup::attn_prefill_us(*r, e.tokens.x[i]), e.tokens.us[i]);
                 }
@@ -182,7 +198,11 @@ std::string op_transfer_report(const cal::KernelTable& own,
     {
         ErrorStats s;
         for (const auto& e : own.attn_prefill_cached) {
-            if (const auto r = lookup.resolve_attn_prefill_cached(e.geometry, per_key(e.geometry))) {
+            if (const auto* src = counterpart(from.attn_prefill_cached, e, same_attention)) {
+                cal::KernelTable one;
+                one.attn_prefill_cached = {*src};
+                const auto r = cal::KernelCostLookup(one, from_roof, to_roof)
+                                   .resolve_attn_prefill_cached(e.geometry, per_key(e.geometry));
                 const auto& g = e.chunk_context;
                 for (std::size_t i = 0; i < g.x.size(); ++i) {
                     for (std::size_t j = 0; j < g.y.size(); ++j) {
@@ -199,7 +219,11 @@ std::string op_transfer_report(const cal::KernelTable& own,
     {
         ErrorStats s;
         for (const auto& e : own.attn_decode) {
-            if (const auto r = lookup.resolve_attn_decode(e.geometry, per_key(e.geometry))) {
+            if (const auto* src = counterpart(from.attn_decode, e, same_attention)) {
+                cal::KernelTable one;
+                one.attn_decode = {*src};
+                const auto r =
+                    cal::KernelCostLookup(one, from_roof, to_roof).resolve_attn_decode(e.geometry, per_key(e.geometry));
                 const auto& g = e.batch_context;
                 for (std::size_t i = 0; i < g.x.size(); ++i) {
                     for (std::size_t j = 0; j < g.y.size(); ++j) {
@@ -250,10 +274,13 @@ std::string op_transfer_report(const cal::KernelTable& own,
     const auto widths = [&](const char* name, const std::vector<cal::WidthEntry>& mine,
                             const std::vector<cal::WidthEntry>& theirs) {
         ErrorStats s;
+        const auto same_width = [](const cal::WidthEntry& a, const cal::WidthEntry& b) {
+            return a.width == b.width && a.method == b.method && a.head_dim == b.head_dim;
+        };
         for (const auto& e : mine) {
-            if (const cal::WidthEntry* src = cal::KernelCostLookup::nearest_width(theirs, e.width)) {
+            if (const cal::WidthEntry* src = counterpart(theirs, e, same_width)) {
                 for (std::size_t i = 0; i < e.tokens.x.size(); ++i) {
-                    s.add(src->tokens.at(e.tokens.x[i]) * lookup.width_scale(*src, e.width), e.tokens.us[i]);
+                    s.add(src->tokens.at_scaled(e.tokens.x[i], lookup.width_scale(*src, e.width)), e.tokens.us[i]);
                 }
             }
         }
@@ -267,10 +294,14 @@ std::string op_transfer_report(const cal::KernelTable& own,
     widths("sampling", own.sampling, from.sampling);
     {
         ErrorStats s;
+        const auto same_rope = [](const cal::RopeEntry& a, const cal::RopeEntry& b) {
+            return a.rotary_dim == b.rotary_dim && a.geometry.head_dim == b.geometry.head_dim &&
+                   a.geometry.q_heads == b.geometry.q_heads && a.geometry.kv_heads == b.geometry.kv_heads;
+        };
         for (const auto& e : own.rope) {
-            if (const cal::RopeEntry* src = lookup.resolve_rope(e.geometry)) {
+            if (const cal::RopeEntry* src = counterpart(from.rope, e, same_rope)) {
                 for (std::size_t i = 0; i < e.tokens.x.size(); ++i) {
-                    s.add(src->tokens.at(e.tokens.x[i]) * lookup.rope_scale(*src, e.geometry), e.tokens.us[i]);
+                    s.add(src->tokens.at_scaled(e.tokens.x[i], lookup.rope_scale(*src, e.geometry)), e.tokens.us[i]);
                 }
             }
         }

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """The H100 -> H200 transfer error on whole forwards (docs/COST-MODEL.md, "H100 <-> H200 transfer error").
 
-Composes, from the H100 kernel table by efficiency transfer (`--cost-model measured` on a GPU without a table), the
-whole forwards the project timed on an H200 under CUDA graphs (calibration/profiles/h200/logs/
-run13_bf16_paired_sweep.log: Llama-3.1-8B and Qwen3-8B, prefill 512-32k, decode batch 1-256), kernel terms only
+Composes with `--cost-model measured` (the GPU's own kernel table when it has one, as the H200 now does; else the
+nearest table by efficiency transfer) the whole forwards the project timed on an H200 under CUDA graphs
+(calibration/profiles/h200/logs/run13_bf16_paired_sweep.log: Llama-3.1-8B and Qwen3-8B, prefill 512-32k, decode batch 1-256), kernel terms only
 (no sampling, all-reduce or host work, as the timed forwards have none), and prints the error per point and per kind.
 Run from the repository root after building: python3 calibration/kernels/transfer_forwards.py [GPU] [SERVESIM]
 """

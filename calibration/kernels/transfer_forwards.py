@@ -3,8 +3,9 @@
 
 Composes with `--cost-model measured` (the GPU's own kernel table when it has one, as the H200 now does; else the
 nearest table by efficiency transfer) the whole forwards the project timed on an H200 under CUDA graphs
-(calibration/profiles/h200/logs/run13_bf16_paired_sweep.log: Llama-3.1-8B and Qwen3-8B, prefill 512-32k, decode batch 1-256), kernel terms only
-(no sampling, all-reduce or host work, as the timed forwards have none), and prints the error per point and per kind.
+(calibration/profiles/h200/logs/run13_bf16_paired_sweep.log: Llama-3.1-8B and Qwen3-8B, prefill 512-32k, decode
+batch 1-256), kernel terms only (no sampling, all-reduce or host work, as the timed forwards have none), and prints
+the error per point and per kind.
 Run from the repository root after building: python3 calibration/kernels/transfer_forwards.py [GPU] [SERVESIM]
 """
 import json

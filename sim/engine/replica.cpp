@@ -7,9 +7,12 @@
 
 namespace servesim::engine {
 
-Replica::Replica(const ReplicaConfig& config, const CostModel& cost_model, metrics::MetricsCollector& metrics,
+Replica::Replica(const ReplicaConfig& config,
+                 const CostModel& cost_model,
+                 metrics::MetricsCollector& metrics,
                  cache::KvConnector* connector)
     : config_(config),
+      fused_moe_jit_(config.fused_moe_jit),
       cost_model_(cost_model),
       local_spans_(cost_model.local_attention_spans()),
       metrics_(metrics),
@@ -241,6 +244,9 @@ std::optional<core::SimTime> Replica::try_start_step(core::SimTime now) {
     cache::StateCopies copies = kv_cache_->take_state_copies_scheduled();
     copies += cache::StateCopies{shape.num_snapshots, shape.num_snapshot_extra_chunks};
     cost.snapshot_ms = config_.snapshot_cost.ms(copies);
+    if (fused_moe_jit_) {
+        cost.jit_ms = fused_moe_jit_->stall_ms(shape.num_tokens);
+    }
     if (!cost.all_in_range()) {
         const std::string bad = cost.out_of_range_term();
         throw ConfigError(fmt::format("{}: a step of {} tokens ({} sequences) costs {}: NaN, infinite or beyond the "

@@ -17,6 +17,7 @@
 
 #include "sim/cache/managers/kv_cache_manager.h"
 #include "sim/engine/cost_model.h"
+#include "sim/engine/fused_moe_jit.h"
 #include "sim/engine/request.h"
 #include "sim/engine/scheduler.h"
 #include "sim/engine/speculative.h"
@@ -49,6 +50,9 @@ struct ReplicaConfig {
     // the stream ("speculative.acceptance", index). scheduler.num_spec_tokens / num_lookahead_tokens must match it.
     std::optional<SpeculativeConfig> speculative;
     std::uint64_t seed = 1;
+    // The Triton compiles of vLLM's fused-MoE kernel an eager step may wait for (sim/engine/fused_moe_jit.h): set
+    // for a model whose routed experts run that kernel; each replica starts with start-up's variants compiled.
+    std::optional<FusedMoeJit> fused_moe_jit;
 };
 
 // A request as it arrives at a replica.
@@ -194,6 +198,7 @@ private:
     void release_token_gaps(Request& r, bool measure);
 
     ReplicaConfig config_;
+    std::optional<FusedMoeJit> fused_moe_jit_;  // config_.fused_moe_jit, this replica's compiled variants
     const CostModel& cost_model_;
     LocalAttentionSpans local_spans_;  // cost_model_.local_attention_spans(), asked once
     metrics::MetricsCollector& metrics_;

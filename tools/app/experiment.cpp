@@ -279,6 +279,27 @@ engine::StateSnapshotCost state_snapshot_cost(const PreparedExperiment& p, const
     return cost;
 }
 
+// The fused-MoE compiles a replica may wait for (sim/engine/fused_moe_jit.h): an MoE model whose routed experts
+// run vLLM's Triton fused_moe kernel — unquantized experts on an NVIDIA GPU (vLLM's select_unquantized_moe_backend
+// picks TRITON there), without expert parallelism (whose all-to-all backends batch tokens across ranks). Unset
+// otherwise, or with engine.triton_jit_compile_ms 0. Default 270 ms a compile: Triton PR #11678's cold compiles on
+// an H100 host (31 kernels, 8.415 s), docs/HOST-WORK.md.
+std::optional<engine::FusedMoeJit> fused_moe_jit(const PreparedExperiment& p, const cache::MemoryPlan& plan) {
+    constexpr double kDefaultCompileMs = 270;
+    const double compile_ms = p.config.engine.triton_jit_compile_ms.value_or(kDefaultCompileMs);
+    if (compile_ms <= 0 || p.model.quantization || p.gpu.vendor != "nvidia" || p.config.engine.enable_expert_parallel) {
+        return std::nullopt;
+    }
+    for (const auto& layer : p.model.layers) {
+        if (const auto* moe = std::get_if<models::MoeMlp>(&layer.mlp); moe != nullptr && moe->num_experts > 0) {
+            return engine::FusedMoeJit(compile_ms, moe->num_experts, moe->num_experts_per_tok,
+                                       cuda_graph_sizes(p.config, plan), plan.max_num_seqs,
+                                       plan.max_num_batched_tokens);
+        }
+    }
+    return std::nullopt;
+}
+
 // The cluster run's settings for a prepared experiment (one pool's engines with cluster.disaggregation).
 // One replica's engine settings from its memory plan.
 engine::ReplicaConfig replica_config(const PreparedExperiment& p, const cache::MemoryPlan& plan) {
@@ -300,6 +321,7 @@ engine::ReplicaConfig replica_config(const PreparedExperiment& p, const cache::M
     rc.async_scheduling = p.config.engine.async_scheduling && !sync_spec;
     rc.seed = p.config.seed;
     rc.speculative = p.speculative;
+    rc.fused_moe_jit = fused_moe_jit(p, plan);
     // SpeculativeConfig.use_eagle (EAGLE, EAGLE-3, MTP): prefix hits drop their last full-attention block.
     rc.kv_cache.use_eagle = p.speculative && p.speculative->uses_head();
     auto& s = rc.scheduler;

@@ -300,6 +300,9 @@ std::vector<Field> fields_one(const ExperimentResult& r) {
     out.push_back({"step_ms_total_overhead", c.overhead_ms, true});
     out.push_back({"step_ms_total_comm", c.comm_ms, true});
     out.push_back({"step_ms_total_host", c.host_ms, true});
+    if (c.jit_ms > 0) {  // only where a step waited for a Triton compile, so other runs' columns stay as they were
+        out.push_back({"step_ms_total_jit", c.jit_ms, true});
+    }
     if (p.hybrid_state && r.sim.hybrid_state) {
         // A hybrid policy's state pool (docs/HYBRID-POLICIES.md); absent for vllm's shared pool.
         const auto& h = *r.sim.hybrid_state;

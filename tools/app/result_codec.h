@@ -39,7 +39,7 @@ struct CodecFieldCounts {
     static constexpr std::size_t kDistribution = 8;  // with p95
     static constexpr std::size_t kRequestRecord = 11;
     static constexpr std::size_t kTimeSample = 6;
-    static constexpr std::size_t kStepCost = 10;  // with spec_draft_ms
+    static constexpr std::size_t kStepCost = 11;  // with spec_draft_ms and jit_ms
     static constexpr std::size_t kRejectionStats = 4;
     static constexpr std::size_t kRunningMoments = 3;
     static constexpr std::size_t kOrderOnlyResult = 9;
@@ -47,7 +47,7 @@ struct CodecFieldCounts {
     static constexpr std::size_t kRequestPathConfig = 6;
     static constexpr std::size_t kKvConnectorSettings = 9;
     static constexpr std::size_t kRouterOptions = 9;
-    static constexpr std::size_t kEngineSettings = 42;  // with the four speculative_* keys
+    static constexpr std::size_t kEngineSettings = 43;  // with the four speculative_* keys and triton_jit_compile_ms
     static constexpr std::size_t kSpeculativeStats = 4;
     static constexpr std::size_t kGoodputConfig = 3;
     static constexpr std::size_t kDisaggregationStats = 17;

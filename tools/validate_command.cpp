@@ -2,22 +2,22 @@
 #include "tools/validate_command.h"
 
 #include <fmt/format.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <boost/program_options.hpp>
 #include <filesystem>
-#include <algorithm>
 #include <fstream>
 #include <iostream>
 #include <thread>
 
-#include <unistd.h>
-
 #include "common/error.h"
 #include "common/input_file.h"
+#include "sim/engine/fused_moe_jit.h"
 #include "tools/app/command_line.h"
+#include "tools/app/flag_suggestions.h"
 #include "tools/app/output.h"
 #include "tools/app/scenario.h"
-#include "tools/app/flag_suggestions.h"
 #include "tools/app/validation.h"
 
 namespace servesim::cli {
@@ -133,6 +133,12 @@ void prepare_replays(const std::vector<std::string>& runs, const ReplayOptions& 
         }
         app::ExperimentConfig x = sc.experiments.front();
         x.keep_request_records = true;
+        // A measured run is a benchmark of a server started for it: its first eager steps of an MoE model wait for
+        // the fused-MoE compiles start-up left (docs/HOST-WORK.md "Triton compiles mid-serving"), unless the
+        // engine settings say otherwise.
+        if (!x.engine.triton_jit_compile_ms) {
+            x.engine.triton_jit_compile_ms = engine::kColdTritonCompileMs;
+        }
         configs.push_back(std::move(x));
         measured.push_back(std::move(run));
     }

@@ -21,6 +21,10 @@
 
 namespace servesim::engine {
 
+// One cold Triton compile on an H100 host: 31 kernels in 8.415 s (triton-lang/triton PR #11678, Xeon 8480C, one
+// core), the figure a replay of a freshly started server charges (docs/HOST-WORK.md).
+inline constexpr double kColdTritonCompileMs = 270;
+
 class FusedMoeJit {
   public:
     // `compile_ms`: one compile of fused_moe_kernel (each new variant compiles two: the gate/up and the down

@@ -160,8 +160,8 @@ const EngineKey kEngineKeys[] = {
      "",
      {ValueKind::Number, 0, 1e6},
      "servesim: ms one Triton compile of vLLM's fused-MoE kernel takes when an eager step of an MoE model meets a "
-     "variant start-up did not compile (default 270, a published H100-host figure; 0 = the server's Triton cache "
-     "already holds them), docs/HOST-WORK.md",
+     "variant start-up did not compile: a freshly started server (default unset = 0, steady state; servesim "
+     "validate uses 270, a published H100-host figure), docs/HOST-WORK.md",
      [](EngineSettings& s, const EngineValue& v) { s.triton_jit_compile_ms = as_double(v); }},
     {"mamba_cache_mode",
      "--mamba-cache-mode",

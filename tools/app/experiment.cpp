@@ -281,12 +281,12 @@ engine::StateSnapshotCost state_snapshot_cost(const PreparedExperiment& p, const
 
 // The fused-MoE compiles a replica may wait for (sim/engine/fused_moe_jit.h): an MoE model whose routed experts
 // run vLLM's Triton fused_moe kernel — unquantized experts on an NVIDIA GPU (vLLM's select_unquantized_moe_backend
-// picks TRITON there), without expert parallelism (whose all-to-all backends batch tokens across ranks). Unset
-// otherwise, or with engine.triton_jit_compile_ms 0. Default 270 ms a compile: Triton PR #11678's cold compiles on
-// an H100 host (31 kernels, 8.415 s), docs/HOST-WORK.md.
+// picks TRITON there), without expert parallelism (whose all-to-all backends batch tokens across ranks) — and only
+// when engine.triton_jit_compile_ms is given and > 0: by default a run is a server in steady state, which has
+// compiled every variant it meets; `servesim validate` sets it for the freshly started servers it replays
+// (docs/HOST-WORK.md "Triton compiles mid-serving").
 std::optional<engine::FusedMoeJit> fused_moe_jit(const PreparedExperiment& p, const cache::MemoryPlan& plan) {
-    constexpr double kDefaultCompileMs = 270;
-    const double compile_ms = p.config.engine.triton_jit_compile_ms.value_or(kDefaultCompileMs);
+    const double compile_ms = p.config.engine.triton_jit_compile_ms.value_or(0);
     if (compile_ms <= 0 || p.model.quantization || p.gpu.vendor != "nvidia" || p.config.engine.enable_expert_parallel) {
         return std::nullopt;
     }

@@ -53,8 +53,8 @@ struct EngineSettings {
     std::optional<double> host_step_us;
     std::optional<double> host_per_request_us;
     std::optional<double> host_exposed_us;
-    // One Triton compile of vLLM's fused-MoE kernel a step waits for (sim/engine/fused_moe_jit.h); unset = the
-    // default of docs/HOST-WORK.md, 0 = none (a server whose Triton cache already holds every variant).
+    // One Triton compile of vLLM's fused-MoE kernel a step waits for (sim/engine/fused_moe_jit.h): a freshly
+    // started server; unset or 0 = none (steady state), the default except in `servesim validate` (docs/HOST-WORK.md).
     std::optional<double> triton_jit_compile_ms;
     int tensor_parallel_size = 1;  // GPUs per replica (--tensor-parallel-size)
     int pipeline_parallel_size = 1;  // pipeline stages per replica (--pipeline-parallel-size); GPUs = TP × PP

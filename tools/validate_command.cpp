@@ -2,22 +2,23 @@
 #include "tools/validate_command.h"
 
 #include <fmt/format.h>
-#include <unistd.h>
 
-#include <algorithm>
 #include <boost/program_options.hpp>
 #include <filesystem>
+#include <algorithm>
 #include <fstream>
 #include <iostream>
 #include <thread>
+
+#include <unistd.h>
 
 #include "common/error.h"
 #include "common/input_file.h"
 #include "sim/engine/fused_moe_jit.h"
 #include "tools/app/command_line.h"
-#include "tools/app/flag_suggestions.h"
 #include "tools/app/output.h"
 #include "tools/app/scenario.h"
+#include "tools/app/flag_suggestions.h"
 #include "tools/app/validation.h"
 
 namespace servesim::cli {

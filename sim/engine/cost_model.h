@@ -172,8 +172,8 @@ struct StepCost {
     // Whether out_of_range_term() is empty, without building its table of names: every step asks, and only a
     // failing step needs the message.
     [[nodiscard]] bool all_in_range() const {
-        for (const double ms : {gemm_ms, lm_head_ms, attn_prefill_ms, attn_decode_ms, gdn_ms, snapshot_ms, overhead_ms,
-                                comm_ms, host_ms, spec_draft_ms, jit_ms}) {
+        for (const double ms : {gemm_ms, lm_head_ms, attn_prefill_ms, attn_decode_ms, gdn_ms, snapshot_ms,
+                                overhead_ms, comm_ms, host_ms, spec_draft_ms, jit_ms}) {
             if (!term_in_range(ms)) {
                 return false;
             }
@@ -185,17 +185,11 @@ struct StepCost {
     // range (kMaxDurationS, common/clock_range.h), as "name = value"; empty when the step is usable. A profile
     // coefficient like 1e300 or a NaN gives such a term: it is reported, never floored to 1 ns.
     [[nodiscard]] std::string out_of_range_term() const {
-        const std::pair<const char*, double> terms[] = {{"gemm", gemm_ms},
-                                                        {"lm_head", lm_head_ms},
-                                                        {"attn_prefill", attn_prefill_ms},
-                                                        {"attn_decode", attn_decode_ms},
-                                                        {"gdn", gdn_ms},
-                                                        {"snapshot", snapshot_ms},
-                                                        {"overhead", overhead_ms},
-                                                        {"comm", comm_ms},
-                                                        {"host", host_ms},
-                                                        {"spec_draft", spec_draft_ms},
-                                                        {"jit", jit_ms}};
+        const std::pair<const char*, double> terms[] = {
+            {"gemm", gemm_ms},         {"lm_head", lm_head_ms}, {"attn_prefill", attn_prefill_ms},
+            {"attn_decode", attn_decode_ms}, {"gdn", gdn_ms},   {"snapshot", snapshot_ms},
+            {"overhead", overhead_ms}, {"comm", comm_ms},         {"host", host_ms},
+            {"spec_draft", spec_draft_ms}, {"jit", jit_ms}};
         for (const auto& [name, ms] : terms) {
             if (!term_in_range(ms)) {
                 return fmt::format("{} = {:g} ms", name, ms);

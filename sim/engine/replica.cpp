@@ -7,9 +7,7 @@
 
 namespace servesim::engine {
 
-Replica::Replica(const ReplicaConfig& config,
-                 const CostModel& cost_model,
-                 metrics::MetricsCollector& metrics,
+Replica::Replica(const ReplicaConfig& config, const CostModel& cost_model, metrics::MetricsCollector& metrics,
                  cache::KvConnector* connector)
     : config_(config),
       fused_moe_jit_(config.fused_moe_jit),

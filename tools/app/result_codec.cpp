@@ -16,7 +16,6 @@ namespace servesim::app {
 namespace {
 
 constexpr std::uint32_t kCodecVersion = 8;  // 2: Summary::num_requests_timed_out; 3: ExperimentConfig::request_path;
-
 // 4: Summary::send_span_s and ttft_by_send_third, ExperimentResult::status_reason;
 // 5: speculative decoding (settings, StepCost::spec_draft_ms, stats); 6: HybridStateStats::num_state_copies;
 // 7: Distribution::p95, Summary::request_itls_ms, ExperimentConfig::keep_request_itls; 8: StepCost::jit_ms,
@@ -204,8 +203,8 @@ template <typename IO, typename T>
 void fields(IO& io, T& c)
     requires std::is_same_v<std::remove_const_t<T>, engine::StepCost>
 {
-    io(c.gemm_ms, c.lm_head_ms, c.attn_prefill_ms, c.attn_decode_ms, c.gdn_ms, c.snapshot_ms, c.overhead_ms, c.comm_ms,
-       c.host_ms, c.spec_draft_ms, c.jit_ms);
+    io(c.gemm_ms, c.lm_head_ms, c.attn_prefill_ms, c.attn_decode_ms, c.gdn_ms, c.snapshot_ms, c.overhead_ms,
+       c.comm_ms, c.host_ms, c.spec_draft_ms, c.jit_ms);
 }
 
 template <typename IO, typename T>
@@ -285,13 +284,14 @@ void fields(IO& io, T& e)
 {
     io(e.block_size, e.max_num_batched_tokens, e.max_num_seqs, e.max_model_len, e.gpu_memory_utilization,
        e.kv_cache_dtype_fp8, e.enable_prefix_caching, e.mamba_cache_mode, e.prefix_cache_retention_interval,
-       e.kv_cache_memory_bytes, e.enable_chunked_prefill, e.long_prefill_token_threshold, e.scheduler_reserve_full_isl,
-       e.async_scheduling, e.tensor_parallel_size, e.vllm_version, e.kv_offloading_size_gib,
-       e.kv_offloading_load_us_per_token, e.offload_prompt_only, e.skip_mm_profiling, e.prefix_match_unit,
-       e.pipeline_parallel_size, e.enable_expert_parallel, e.expert_load_imbalance, e.quantization, e.dtype,
-       e.hybrid_cache_policy, e.hybrid_state_memory_ratio, e.hybrid_checkpoint_interval_tokens,
-       e.cudagraph_capture_sizes, e.max_cudagraph_capture_size, e.enforce_eager, e.host_work, e.host_step_us,
-       e.host_per_request_us, e.host_exposed_us, e.triton_jit_compile_ms, e.all2all_backend,
+       e.kv_cache_memory_bytes, e.enable_chunked_prefill, e.long_prefill_token_threshold,
+       e.scheduler_reserve_full_isl, e.async_scheduling, e.tensor_parallel_size, e.vllm_version,
+       e.kv_offloading_size_gib, e.kv_offloading_load_us_per_token, e.offload_prompt_only, e.skip_mm_profiling,
+       e.prefix_match_unit, e.pipeline_parallel_size, e.enable_expert_parallel, e.expert_load_imbalance,
+       e.quantization, e.dtype, e.hybrid_cache_policy, e.hybrid_state_memory_ratio,
+       e.hybrid_checkpoint_interval_tokens, e.cudagraph_capture_sizes, e.max_cudagraph_capture_size,
+       e.enforce_eager, e.host_work, e.host_step_us, e.host_per_request_us, e.host_exposed_us, e.triton_jit_compile_ms,
+       e.all2all_backend,
        e.disable_custom_all_reduce, e.speculative_config, e.speculative_acceptance,
        e.speculative_mean_acceptance_length, e.speculative_ngram_ns_per_context_token);
 }

@@ -536,9 +536,26 @@ UnitWork moe_work(
 }
 
 KernelCostLookup::KernelCostLookup(const KernelTable& table, const KernelRoof& table_roof, const KernelRoof& target)
-    : table_(&table), table_roof_(table_roof), target_(target) {}
+    : table_(&table), table_roof_(table_roof), target_(target) {
+    if (transfer()) {
+        for (const auto& e : table.moe) {
+            moe_fixed_.push_back(moe_fixed_us(e));
+        }
+    }
+}
 
 namespace {
+
+// An entry's fixed time (ScaledEntry::fixed_us): the least, over its n measured points, of measured − the table GPU's
+// roofline for that point's work (`excess(i)`), never negative.
+template <typename Excess>
+double least_excess_us(std::size_t n, Excess excess) {
+    double least = std::numeric_limits<double>::infinity();
+    for (std::size_t i = 0; i < n; ++i) {
+        least = std::min(least, excess(i));
+    }
+    return n == 0 ? 0 : std::max(0.0, least);
+}
 
 double roof_us(const KernelRoof& r, double flops, double bytes, bool fp8_math) {
     const double peak = fp8_math && r.fp8_flops_per_s > 0 ? r.fp8_flops_per_s : r.bf16_flops_per_s;
@@ -651,12 +668,10 @@ double KernelCostLookup::gemm_fixed_us(const GemmEntry& e, GemmKind source) cons
         return 0;
     }
     const GemmRun r = run_of(source);
-    double fixed = e.m.us.empty() ? 0 : e.m.us.front();
-    for (std::size_t i = 0; i < e.m.x.size(); ++i) {
+    return least_excess_us(e.m.x.size(), [&](std::size_t i) {
         const UnitWork w = gemm_work(e.m.x[i], static_cast<double>(e.n), static_cast<double>(e.k), r);
-        fixed = std::min(fixed, e.m.us[i] - table_roof_us(w.flops, w.bytes, r.fp8_math));
-    }
-    return std::max(0.0, fixed);
+        return e.m.us[i] - table_roof_us(w.flops, w.bytes, r.fp8_math);
+    });
 }
 
 double KernelCostLookup::gemm_us(const GemmHandle& h, double m) const {
@@ -674,7 +689,7 @@ double KernelCostLookup::gemm_us(const GemmHandle& h, double m) const {
     }
     // The shape on the table's GPU, then moved with its fixed time kept (ScaledEntry::of).
     const double on_table_gpu = table_roof_us(w.flops, w.bytes, h.run.fp8_math) / eff;
-    return h.fixed_us + std::max(0.0, on_table_gpu - h.fixed_us) * (on_target / on_table_gpu);
+    return moved_to_gpu_us(on_table_gpu, on_target / on_table_gpu, h.fixed_us);
 }
 
 double KernelCostLookup::gemm_us(GemmKind kind, double m, std::int64_t n, std::int64_t k) const {
@@ -722,19 +737,15 @@ bool same_geometry(const AttentionGeometry& a, const AttentionGeometry& b) {
 }  // namespace
 
 double KernelCostLookup::grid_fixed_us(const KernelGrid& g, const UnitWork& per_unit) const {
-    if (!transfer() || g.us.empty()) {
+    if (!transfer()) {
         return 0;
     }
-    // Decode: the work of a point is per_unit × batch × context (one query per sequence).
-    double fixed = g.us.front();
-    for (std::size_t i = 0; i < g.x.size(); ++i) {
-        for (std::size_t j = 0; j < g.y.size(); ++j) {
-            const double units = g.x[i] * g.y[j];
-            fixed = std::min(
-                fixed, g.us[i * g.y.size() + j] - table_roof_us(per_unit.flops * units, per_unit.bytes * units, false));
-        }
-    }
-    return std::max(0.0, fixed);
+    // Decode: the work of a point is per_unit × batch × context (one query per sequence); us is row-major.
+    const std::size_t ny = g.y.size();
+    return least_excess_us(g.x.size() * ny, [&](std::size_t k) {
+        const double units = g.x[k / ny] * g.y[k % ny];
+        return g.us[k] - table_roof_us(per_unit.flops * units, per_unit.bytes * units, false);
+    });
 }
 
 std::optional<ScaledEntry<AttnPrefillEntry>> KernelCostLookup::resolve_attn_prefill(const AttentionGeometry& g,
@@ -866,17 +877,21 @@ double KernelCostLookup::moe_us(const MoeEntry& e, const MoeShape& s, double tok
     }
     // The shape on the table's GPU, then moved with the entry's fixed time kept (ScaledEntry::of).
     const double on_table_gpu = measured * table_roof_us(want.flops, want.bytes, s.fp8_math) / own_roof;
-    const double fixed = moe_fixed_us(e);
-    return fixed + std::max(0.0, on_table_gpu - fixed) * (on_target / on_table_gpu);
+    // The entry's fixed time, computed once per entry of this table (the constructor), else here.
+    double fixed = -1;
+    for (std::size_t i = 0; i < moe_fixed_.size(); ++i) {
+        if (&table_->moe[i] == &e) {
+            fixed = moe_fixed_[i];
+        }
+    }
+    return moved_to_gpu_us(on_table_gpu, on_target / on_table_gpu, fixed >= 0 ? fixed : moe_fixed_us(e));
 }
 
 double KernelCostLookup::moe_fixed_us(const MoeEntry& e) const {
-    double fixed = e.tokens.us.empty() ? 0 : e.tokens.us.front();
-    for (std::size_t i = 0; i < e.tokens.x.size(); ++i) {
+    return least_excess_us(e.tokens.x.size(), [&](std::size_t i) {
         const UnitWork w = moe_work(e.experts, e.top_k, e.hidden, e.intermediate, true, e.tokens.x[i], 2);
-        fixed = std::min(fixed, e.tokens.us[i] - table_roof_us(w.flops, w.bytes, false));
-    }
-    return std::max(0.0, fixed);
+        return e.tokens.us[i] - table_roof_us(w.flops, w.bytes, false);
+    });
 }
 
 const MoeEntry* KernelCostLookup::resolve_moe_routing(const MoeShape& s) const {

@@ -233,6 +233,12 @@ struct GemmHandle {
     double fixed_us = 0;            // on another GPU: lo's and hi's fixed times blended (ScaledEntry::fixed_us)
 };
 
+// A measured call moved to another GPU with its fixed time kept: fixed + (its time on the table's GPU − fixed) ×
+// `ratio` (the GPUs' roofline ratio for its work). With fixed 0 it is the plain efficiency transfer.
+[[nodiscard]] inline double moved_to_gpu_us(double on_table_gpu_us, double ratio, double fixed_us) {
+    return fixed_us + std::max(0.0, on_table_gpu_us - fixed_us) * ratio;
+}
+
 // An attention geometry resolved: the nearest entry (same head dim first, then nearest GQA ratio, then nearest
 // query heads, in log) and the factor target-roofline / source-roofline, constant in the varying sizes because both
 // rooflines are linear in them.
@@ -249,8 +255,7 @@ struct ScaledEntry {
     double fixed_us = 0;
 
     [[nodiscard]] double of(double measured_us) const {
-        const double on_table_gpu = measured_us * src_scale;
-        return fixed_us + std::max(0.0, on_table_gpu - fixed_us) * (scale / src_scale);
+        return moved_to_gpu_us(measured_us * src_scale, scale / src_scale, fixed_us);
     }
 };
 
@@ -381,6 +386,7 @@ class KernelCostLookup {
     const KernelTable* table_;
     KernelRoof table_roof_;
     KernelRoof target_;
+    std::vector<double> moe_fixed_;  // moe_fixed_us of each table_->moe entry, on another GPU (asked every call)
 };
 
 // The roofline of a GEMM Y[m,n] = X[m,k]·W[n,k]ᵀ: 2mnk FLOPs; X and W read, Y written in bf16.

@@ -328,6 +328,9 @@ def main():
                     help="MoE forwards: route by the random router over the hidden state (hidden), or to the top-k of "
                          "random per-token logits that outweigh it (balanced: the table's moe op's routing, and a "
                          "trained model's load-balanced spread)")
+    ap.add_argument("--decode-footprint-gb", type=float, default=0.0,
+                    help="attn_decode: cycle each point's calls over distinct caches totalling at least this many GB "
+                         "(a server's layers each read their own; 0: two caches or 3x L2, as the first tables)")
     ap.add_argument("--kernels-lib", default="", help="libservesim_kernels_c.so: the project's Gated DeltaNet and "
                     "causal-conv1d kernels (section gdn and the hybrid forwards need it)")
     args = ap.parse_args()
@@ -888,8 +891,8 @@ def run(args):
                 torch.cuda.empty_cache()
 
     # ------------------------------------------------------------------------------------------------------------
-    def attention():
-        log("== attention")
+    def attention(decode_only=False):
+        log("== attention" + (" (decode only)" if decode_only else ""))
         toks = [128, 512, 2048] if quick else [128, 256, 512, 1024, 2048, 4096, 8192, 16384]
         geoms = [(128, 32, 32), (128, 32, 8), (128, 32, 4), (128, 64, 8), (128, 16, 2), (128, 8, 1), (64, 64, 8),
                  (256, 16, 4), (256, 16, 2), (256, 8, 1)]
@@ -899,7 +902,7 @@ def run(args):
             geoms = [(128, 32, 32), (128, 32, 8), (128, 32, 4), (128, 64, 8), (256, 16, 4)]
         bemap = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION,
                  "efficient": SDPBackend.EFFICIENT_ATTENTION}
-        prefill_bes = [b for b in caps.get("prefill", []) if b[0] in ("flash", "cudnn")]
+        prefill_bes = [] if decode_only else [b for b in caps.get("prefill", []) if b[0] in ("flash", "cudnn")]
 
         def sdpa_fn(be, q, k, v, gqa, **kw):
             def f():
@@ -941,7 +944,7 @@ def run(args):
         cgeoms = [(128, 32, 8), (128, 32, 32), (128, 64, 8), (256, 16, 4)]
         if quick or args.lite:
             cgeoms = cgeoms[:1]
-        for be, gqa, variant in caps.get("cached", []):
+        for be, gqa, variant in ([] if decode_only else caps.get("cached", [])):
             if be not in ("flash", "efficient", "cudnn"):
                 continue
             for hd, hq, hkv in cgeoms:
@@ -981,6 +984,13 @@ def run(args):
         batches = [1, 16, 128] if quick else [1, 2, 4, 8, 16, 32, 64, 128, 256]
         dgeoms = geoms
         dec_bes = [b for b in caps.get("decode", []) if b[0] == "flash"] or caps.get("decode", [])[:1]
+        # --decode-footprint-gb: a server's layers each read their own cache, so between two reads of one cache the
+        # step reads every other layer's. Each point's calls then cycle over distinct caches carved from one random
+        # pool of that size (at most 60 % of free memory); points whose two caches exceed it keep two of their own.
+        pool = None
+        if args.decode_footprint_gb > 0:
+            pool_bytes = min(args.decode_footprint_gb * 1e9, 0.6 * torch.cuda.mem_get_info()[0])
+            pool = torch.randn(int(pool_bytes) // 2, device=DEV, dtype=BF)
         for be, gqa in dec_bes:
             for hd, hq, hkv in dgeoms:
                 if left() < 5:
@@ -997,9 +1007,18 @@ def run(args):
                         for C in dctx:
                             sb = 2 * B * C * hkv * hd * 2
                             ns = nsets(sb, cap=64, mem_cap=24 << 30)
-                            qs = [rnd(B, 1, hq, hd).transpose(1, 2) for _ in range(ns)]
-                            ks = [kv_for(gqa, hq, hkv, rnd(B, C, hkv, hd).transpose(1, 2)) for _ in range(ns)]
-                            vs = [kv_for(gqa, hq, hkv, rnd(B, C, hkv, hd).transpose(1, 2)) for _ in range(ns)]
+                            per = B * C * hkv * hd
+                            if pool is not None and 2 * sb <= 2 * pool.numel():
+                                ns = min(256, pool.numel() // (2 * per))
+                                qs = [rnd(B, 1, hq, hd).transpose(1, 2) for _ in range(ns)]
+                                ks = [kv_for(gqa, hq, hkv, pool[2 * i * per:(2 * i + 1) * per].view(B, C, hkv, hd)
+                                             .transpose(1, 2)) for i in range(ns)]
+                                vs = [kv_for(gqa, hq, hkv, pool[(2 * i + 1) * per:(2 * i + 2) * per].view(B, C, hkv, hd)
+                                             .transpose(1, 2)) for i in range(ns)]
+                            else:
+                                qs = [rnd(B, 1, hq, hd).transpose(1, 2) for _ in range(ns)]
+                                ks = [kv_for(gqa, hq, hkv, rnd(B, C, hkv, hd).transpose(1, 2)) for _ in range(ns)]
+                                vs = [kv_for(gqa, hq, hkv, rnd(B, C, hkv, hd).transpose(1, 2)) for _ in range(ns)]
                             row.append(r4(time_calls([sdpa_fn(be, qs[i], ks[i], vs[i], gqa and hq != hkv)
                                                       for i in range(ns)])))
                             qs = ks = vs = None
@@ -1011,12 +1030,17 @@ def run(args):
                 if rows:
                     table.add("attn_decode", {
                         "backend": f"sdpa-{be} q_len 1, contiguous KV (not paged)"
-                        + ("" if gqa or hq == hkv else ", kv expanded"),
+                        + ("" if gqa or hq == hkv else ", kv expanded")
+                        + (f", calls cycle over caches in a {pool.numel() * 2 / 1e9:.0f} GB pool" if pool is not None
+                           else ""),
                         "head_dim": hd, "q_heads": hq, "kv_heads": hkv, "batch": batches, "context": dctx,
                         "us": rows})
                     by = 2 * batches[-1] * dctx[-1] * hkv * hd * 2
                     log(f"decode {be} hd{hd} {hq}/{hkv}: B={batches[-1]} ctx={dctx[-1]} {rows[-1][-1]} us "
                         f"({by / rows[-1][-1] / 1e3:.0f} GB/s)")
+        pool = None
+        if decode_only:
+            return
         # MLA absorbed decode: scores = q[B,H,576] . cache[B,ctx,576]^T; softmax; out = p . cache[..., :512]
         for H in (16, 128):
             if left() < 5:
@@ -2051,7 +2075,8 @@ def run(args):
     # ------------------------------------------------------------------------------------------------------------
     torch.backends.cuda.matmul.allow_tf32 = False
     plan = {
-        "probe": probe, "ceilings": ceilings, "elementwise": elementwise, "attention": attention, "moe": moe_section,
+        "probe": probe, "ceilings": ceilings, "elementwise": elementwise, "attention": attention,
+        "attn_decode": lambda: attention(decode_only=True), "moe": moe_section,
         "forwards": forwards, "gdn": gdn_section, "profile": profile_section,
         "gemm0": lambda: gemm_section(0, ["bf16", "fp8_tensor"]),
         "gemm0b": lambda: gemm_section(0, ["bf16"]),

@@ -21,9 +21,11 @@
 
 namespace servesim::engine {
 
-// One cold Triton compile on an H100 host: 31 kernels in 8.415 s (triton-lang/triton PR #11678, Xeon 8480C, one
-// core), the figure a replay of a freshly started server charges (docs/HOST-WORK.md).
-inline constexpr double kColdTritonCompileMs = 270;
+// One cold Triton compile of the fused-MoE GEMM at the tiles vLLM's tuned H100 files pick above the capture sizes
+// (BLOCK_SIZE_N 256, BLOCK_SIZE_M 64 or 128), measured on the device's H100 host on 2026-12-07
+// (calibration/kernels/triton_jit_probe.py: median 0.98 s for the layer's two kernels over six variants,
+// logs/H100-SXM-triton-jit-cold.json); the figure a replay of a freshly started server charges (docs/HOST-WORK.md).
+inline constexpr double kColdTritonCompileMs = 490;
 
 class FusedMoeJit {
   public:

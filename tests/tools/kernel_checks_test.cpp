@@ -117,9 +117,10 @@ TEST_CASE("the roofline's grouped-GEMM efficiencies are the H100 table's medians
 }
 
 TEST_CASE("check-kernels sets decode attention's constant beside the H100 table's median", "[tools]") {
-    // RooflineParams::decode_attention_efficiency (0.85) stays above the 0.79 the table's decode attention (torch's
-    // FA2 over a contiguous cache) reached at batch >= 64 and >= 1,024 keys (docs/SOURCES.md says why); the row
-    // shows both, and a re-run table that moves the median fails here so the docs are revisited.
+    // RooflineParams::decode_attention_efficiency (0.85) stays above the 0.73 the table's decode attention (torch's
+    // FA2 over a contiguous cache, each point's calls cycling over a 24 GB pool of caches; 0.79 over two caches)
+    // reached at batch >= 64 and >= 1,024 keys (docs/SOURCES.md says why); the row shows both, and a re-run table that
+    // moves the median fails here so the docs are revisited.
     const calibration::GpuSpec gpu = calibration::find_gpu("H100-SXM");
     const calibration::KernelTable* table = calibration::find_kernel_table(gpu);
     REQUIRE(table != nullptr);
@@ -127,7 +128,7 @@ TEST_CASE("check-kernels sets decode attention's constant beside the H100 table'
     REQUIRE(d.at(2).constant == "decode_attention_efficiency");
     CHECK(d.at(2).assumed == engine::RooflineParams{}.decode_attention_efficiency);
     CHECK(d.at(2).assumed == 0.85);
-    CHECK(d.at(2).measured_median == Approx(0.79).margin(5e-3));
+    CHECK(d.at(2).measured_median == Approx(0.734).margin(5e-3));
 }
 
 TEST_CASE("check-kernels counts a MoE forward's balanced-routing twin, not the hidden-state one", "[tools]") {

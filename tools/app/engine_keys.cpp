@@ -118,7 +118,7 @@ const EngineKey kEngineKeys[] = {
     {"triton_jit_compile_ms", "", {ValueKind::Number, 0, 1e6},
      "servesim: ms one Triton compile of vLLM's fused-MoE kernel takes when an eager step of an MoE model meets a "
      "variant start-up did not compile: a freshly started server (default unset = 0, steady state; servesim "
-     "validate uses 270, a published H100-host figure), docs/HOST-WORK.md",
+     "validate uses 490, measured on an H100 host), docs/HOST-WORK.md",
      [](EngineSettings& s, const EngineValue& v) { s.triton_jit_compile_ms = as_double(v); }},
     {"mamba_cache_mode", "--mamba-cache-mode", {ValueKind::MambaMode},
      "hybrid models' Mamba state caching: none, align or all (default: vLLM's for the model)",

@@ -882,6 +882,7 @@ double KernelCostLookup::moe_us(const MoeEntry& e, const MoeShape& s, double tok
     for (std::size_t i = 0; i < moe_fixed_.size(); ++i) {
         if (&table_->moe[i] == &e) {
             fixed = moe_fixed_[i];
+            break;
         }
     }
     return moved_to_gpu_us(on_table_gpu, on_target / on_table_gpu, fixed >= 0 ? fixed : moe_fixed_us(e));

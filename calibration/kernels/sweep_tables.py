@@ -1007,18 +1007,18 @@ def run(args):
                         for C in dctx:
                             sb = 2 * B * C * hkv * hd * 2
                             ns = nsets(sb, cap=64, mem_cap=24 << 30)
-                            per = B * C * hkv * hd
-                            if pool is not None and 2 * sb <= 2 * pool.numel():
+                            per = B * C * hkv * hd  # elements of one K (or V) cache
+                            carve = pool is not None and 2 * sb <= pool.numel() * pool.element_size()
+                            if carve:
                                 ns = min(256, pool.numel() // (2 * per))
-                                qs = [rnd(B, 1, hq, hd).transpose(1, 2) for _ in range(ns)]
-                                ks = [kv_for(gqa, hq, hkv, pool[2 * i * per:(2 * i + 1) * per].view(B, C, hkv, hd)
-                                             .transpose(1, 2)) for i in range(ns)]
-                                vs = [kv_for(gqa, hq, hkv, pool[(2 * i + 1) * per:(2 * i + 2) * per].view(B, C, hkv, hd)
-                                             .transpose(1, 2)) for i in range(ns)]
-                            else:
-                                qs = [rnd(B, 1, hq, hd).transpose(1, 2) for _ in range(ns)]
-                                ks = [kv_for(gqa, hq, hkv, rnd(B, C, hkv, hd).transpose(1, 2)) for _ in range(ns)]
-                                vs = [kv_for(gqa, hq, hkv, rnd(B, C, hkv, hd).transpose(1, 2)) for _ in range(ns)]
+
+                            def cache(i, which):  # set i's K (which 0) or V (1): carved from the pool or its own
+                                t = (pool[(2 * i + which) * per:(2 * i + which + 1) * per].view(B, C, hkv, hd)
+                                     if carve else rnd(B, C, hkv, hd))
+                                return kv_for(gqa, hq, hkv, t.transpose(1, 2))
+                            qs = [rnd(B, 1, hq, hd).transpose(1, 2) for _ in range(ns)]
+                            ks = [cache(i, 0) for i in range(ns)]
+                            vs = [cache(i, 1) for i in range(ns)]
                             row.append(r4(time_calls([sdpa_fn(be, qs[i], ks[i], vs[i], gqa and hq != hkv)
                                                       for i in range(ns)])))
                             qs = ks = vs = None

@@ -232,6 +232,14 @@ MeasuredCostModel::MeasuredCostModel(const models::ModelSpec& model,
                 }
             }
             ++gdn_.count;
+            // fix_query_key_value_ordering and the torch.cat of q, k, v into mixed_qkv (qwen3_next.py,
+            // Qwen3NextGatedDeltaNet.forward; one kernel of the compiled region): the two projections' outputs read
+            // and written once, every step.
+            add_copy(2.0 * static_cast<double>(conv_dim + v_out + 2 * std::int64_t{d->num_v_heads}) / tp * eb);
+            // rearrange_mixed_qkv returns q, k and v .contiguous() (vLLM PR #26437, v0.11.1): three copies of the
+            // conv output's slices, a kernel each once the step has two tokens or more (one row is already
+            // contiguous). Added by gdn_us.
+            gdn_.qkv_copy_bytes_per_token = 2.0 * static_cast<double>(conv_dim) / tp * eb;
         } else if (const auto* m2 = std::get_if<models::Mamba2Mixer>(&layer.mixer)) {
             ++norms;
             ++gdn_.other_scans;
@@ -550,6 +558,10 @@ double MeasuredCostModel::gdn_us(const BatchShape& s) const {
     }
     if (s.num_tokens > 0) {
         us += gdn_.aux->tokens.at_scaled(static_cast<double>(s.num_tokens), gdn_.aux_scale);
+    }
+    if (s.num_tokens > 1) {
+        us += 3 * copies_.launch_us +
+              1e6 * gdn_.qkv_copy_bytes_per_token * static_cast<double>(s.num_tokens) / copies_.bytes_per_s;
     }
     return us * gdn_.count;
 }

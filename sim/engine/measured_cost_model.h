@@ -124,15 +124,17 @@ class MeasuredCostModel final : public CostModel {
             conv_decode;
         const calibration::WidthEntry* aux = nullptr;
         double aux_scale = 1;
+        double qkv_copy_bytes_per_token = 0;  // rearrange_mixed_qkv's three .contiguous() copies, read plus written
         [[nodiscard]] bool measured() const {
             return count > 0 && other_scans == 0 && prefill_1 && decode && conv_prefill && conv_decode && aux != nullptr;
         }
     };
-    // The GDN layers' kernel time of a step, in µs (GdnGroup::measured() only).
+    // The GDN layers' kernel time of a step, in µs (GdnGroup::measured() only), rearrange_mixed_qkv's copies included.
     [[nodiscard]] double gdn_us(const BatchShape& s) const;
 
     // The plain copy kernels of a step, per token: the KV cache write of every attention layer, MLA's latent write,
-    // query concatenation and output transpose, the shared expert's add. Priced at the table's ceilings.
+    // query concatenation and output transpose, the shared expert's add, a GDN layer's q/k/v/z split. Priced at the
+    // table's ceilings.
     struct CopyOps {
         int kernels = 0;             // per step
         double bytes_per_token = 0;  // read plus written, all kernels

@@ -238,8 +238,9 @@ MeasuredCostModel::MeasuredCostModel(const models::ModelSpec& model,
             add_copy(2.0 * static_cast<double>(conv_dim + v_out + 2 * std::int64_t{d->num_v_heads}) / tp * eb);
             // rearrange_mixed_qkv returns q, k and v .contiguous() (vLLM PR #26437, v0.11.1): three copies of the
             // conv output's slices, a kernel each once the step has two tokens or more (one row is already
-            // contiguous). Added by gdn_us.
-            gdn_.qkv_copy_bytes_per_token = 2.0 * static_cast<double>(conv_dim) / tp * eb;
+            // contiguous).
+            copies_.multi_token_kernels += 3;
+            copies_.multi_token_bytes_per_token += 2.0 * static_cast<double>(conv_dim) / tp * eb;
         } else if (const auto* m2 = std::get_if<models::Mamba2Mixer>(&layer.mixer)) {
             ++norms;
             ++gdn_.other_scans;
@@ -403,10 +404,15 @@ double MeasuredCostModel::elementwise_us(const ElementwiseOp& op, double units) 
 }
 
 double MeasuredCostModel::copies_us(double tokens) const {
-    if (copies_.kernels == 0) {
-        return 0;
+    double us = 0;
+    if (copies_.kernels > 0) {
+        us += copies_.kernels * copies_.launch_us + 1e6 * copies_.bytes_per_token * tokens / copies_.bytes_per_s;
     }
-    return copies_.kernels * copies_.launch_us + 1e6 * copies_.bytes_per_token * tokens / copies_.bytes_per_s;
+    if (copies_.multi_token_kernels > 0 && tokens > 1) {
+        us += copies_.multi_token_kernels * copies_.launch_us +
+              1e6 * copies_.multi_token_bytes_per_token * tokens / copies_.bytes_per_s;
+    }
+    return us;
 }
 
 double MeasuredCostModel::roofline_bytes_us(double bytes) const {
@@ -559,10 +565,6 @@ double MeasuredCostModel::gdn_us(const BatchShape& s) const {
     if (s.num_tokens > 0) {
         us += gdn_.aux->tokens.at_scaled(static_cast<double>(s.num_tokens), gdn_.aux_scale);
     }
-    if (s.num_tokens > 1) {
-        us += 3 * copies_.launch_us +
-              1e6 * gdn_.qkv_copy_bytes_per_token * static_cast<double>(s.num_tokens) / copies_.bytes_per_s;
-    }
     return us * gdn_.count;
 }
 
@@ -652,9 +654,9 @@ std::vector<StepTerm> MeasuredCostModel::step_terms(const BatchShape& s) const {
     if (!rope_.empty()) {
         out.push_back({"rope", d.rope_us / 1e3, source_of(!t.rope.empty(), false)});
     }
-    if (copies_.kernels > 0) {
+    if (copies_.kernels > 0 || copies_.multi_token_kernels > 0) {
         out.push_back({"copies", d.copies_us / 1e3,
-                       copies_.measured ? "table ceilings: graph launch + copy rate (kv cache write, MLA, shared add)"
+                       copies_.measured ? "table ceilings: graph launch + copy rate (kv cache write, MLA, shared add, GDN)"
                                         : "roofline bytes (kv cache write, MLA, shared add)"});
     }
     const auto [lm, sampling] = lm_head_sampling_us(s.num_sampled_seqs);

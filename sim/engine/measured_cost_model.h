@@ -124,20 +124,22 @@ class MeasuredCostModel final : public CostModel {
             conv_decode;
         const calibration::WidthEntry* aux = nullptr;
         double aux_scale = 1;
-        double qkv_copy_bytes_per_token = 0;  // rearrange_mixed_qkv's three .contiguous() copies, read plus written
         [[nodiscard]] bool measured() const {
             return count > 0 && other_scans == 0 && prefill_1 && decode && conv_prefill && conv_decode && aux != nullptr;
         }
     };
-    // The GDN layers' kernel time of a step, in µs (GdnGroup::measured() only), rearrange_mixed_qkv's copies included.
+    // The GDN layers' kernel time of a step, in µs (GdnGroup::measured() only).
     [[nodiscard]] double gdn_us(const BatchShape& s) const;
 
     // The plain copy kernels of a step, per token: the KV cache write of every attention layer, MLA's latent write,
-    // query concatenation and output transpose, the shared expert's add, a GDN layer's q/k/v/z split. Priced at the
+    // query concatenation and output transpose, the shared expert's add, a GDN layer's q/k/v join and z/b/a split;
+    // and those that run only in a step of two tokens or more (a GDN layer's q, k, v made contiguous). Priced at the
     // table's ceilings.
     struct CopyOps {
         int kernels = 0;             // per step
         double bytes_per_token = 0;  // read plus written, all kernels
+        int multi_token_kernels = 0;  // per step of two tokens or more
+        double multi_token_bytes_per_token = 0;
         double launch_us = 0;        // a graph-replayed kernel's floor
         double bytes_per_s = 0;
         bool measured = false;  // both from the table's ceilings

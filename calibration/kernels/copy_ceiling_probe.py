@@ -15,6 +15,8 @@ import sys
 
 import torch
 
+from moe_triton import time_graph
+
 DEV, BF = "cuda", torch.bfloat16
 SIZES_MIB = [256, 1024, 2048]
 
@@ -36,25 +38,15 @@ def eager_us(fns, calls=20, reps=7):
 
 
 def graph_us(fns, calls=20, reps=7):
+    """CUDA-graph replays of `calls` calls cycling over fns (moe_triton.time_graph), µs per call."""
     for f in fns:
         f()
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for i in range(calls):
-            fns[i % len(fns)]()
-    g.replay()
-    torch.cuda.synchronize()
-    ts = []
-    for _ in range(reps):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        g.replay()
-        e.record()
-        e.synchronize()
-        ts.append(s.elapsed_time(e) / calls * 1000)
-    del g
-    return statistics.median(ts)
+    turn = [0]
+
+    def cycle():  # the graph captures the calls in turn
+        fns[turn[0] % len(fns)]()
+        turn[0] += 1
+    return time_graph(cycle, calls=calls, reps=reps)
 
 
 def main():

@@ -466,8 +466,9 @@ AttentionMixer read_attention(const YamlMap& c, const std::string& family, Mixer
     return a;
 }
 
-GatedDeltaNetMixer read_gated_delta_net(const YamlMap& c, DType model_dtype) {
+GatedDeltaNetMixer read_gated_delta_net(const YamlMap& c, const std::string& family, DType model_dtype) {
     GatedDeltaNetMixer g;
+    g.interleaved_projections = family == "qwen3_next";  // vLLM qwen3_next.py vs qwen3_5.py (gqa_interleaved_layout)
     g.num_k_heads = positive_int(c, "linear_num_key_heads");
     g.num_v_heads = positive_int(c, "linear_num_value_heads");
     g.k_head_dim = positive_int(c, "linear_key_head_dim");
@@ -804,7 +805,7 @@ ModelSpec model_from_hf_config(const YamlMap& top, const std::string& name) {
                 layer.mixer = read_attention(c, family, b.mixer);
                 break;
             case MixerKind::kLinearAttention:
-                layer.mixer = read_gated_delta_net(c, spec.dtype);
+                layer.mixer = read_gated_delta_net(c, family, spec.dtype);
                 break;
             case MixerKind::kMamba:
                 if (family == "jamba") {

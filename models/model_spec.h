@@ -74,6 +74,9 @@ struct GatedDeltaNetMixer {
     int v_head_dim = 0;
     int conv_kernel = 0;
     DType ssm_state_dtype = DType::kBFloat16;
+    // Qwen3-Next's checkpoints group q, k, v, z (and b, a) per key head; vLLM reorders them every step
+    // (GatedDeltaNetAttention gqa_interleaved_layout, fix_query_key_value_ordering). Qwen3.5's are [q k v z], [b a].
+    bool interleaved_projections = false;
     bool operator==(const GatedDeltaNetMixer&) const = default;
 };
 

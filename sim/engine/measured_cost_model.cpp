@@ -232,13 +232,19 @@ MeasuredCostModel::MeasuredCostModel(const models::ModelSpec& model,
                 }
             }
             ++gdn_.count;
-            // fix_query_key_value_ordering and the torch.cat of q, k, v into mixed_qkv (qwen3_next.py,
-            // Qwen3NextGatedDeltaNet.forward; one kernel of the compiled region): the two projections' outputs read
-            // and written once, every step.
-            add_copy(2.0 * static_cast<double>(conv_dim + v_out + 2 * std::int64_t{d->num_v_heads}) / tp * eb);
-            // rearrange_mixed_qkv returns q, k and v .contiguous() (vLLM PR #26437, v0.11.1): three copies of the
-            // conv output's slices, a kernel each once the step has two tokens or more (one row is already
-            // contiguous).
+            // The projections' outputs into the custom op's inputs (vLLM GatedDeltaNetAttention.forward_cuda).
+            // Qwen3-Next: fix_query_key_value_ordering, then torch.cat of q, k, v into mixed_qkv, one kernel of the
+            // compiled region every step (z, b, a stay views). Qwen3.5: mixed_qkv and z are slices, and b and a
+            // are made contiguous, two small copies once the step has two tokens or more (a one-row slice is
+            // already contiguous; inductor may fuse the two).
+            if (d->interleaved_projections) {
+                add_copy(2.0 * static_cast<double>(conv_dim) / tp * eb);
+            } else {
+                copies_.multi_token_kernels += 2;
+                copies_.multi_token_bytes_per_token += 2.0 * 2.0 * static_cast<double>(d->num_v_heads) / tp * eb;
+            }
+            // rearrange_mixed_qkv returns q, k and v .contiguous() (vLLM PR #26437, v0.11.1): three copies of
+            // mixed_qkv's slices, a kernel each from two tokens on.
             copies_.multi_token_kernels += 3;
             copies_.multi_token_bytes_per_token += 2.0 * static_cast<double>(conv_dim) / tp * eb;
         } else if (const auto* m2 = std::get_if<models::Mamba2Mixer>(&layer.mixer)) {

@@ -132,8 +132,8 @@ class MeasuredCostModel final : public CostModel {
     [[nodiscard]] double gdn_us(const BatchShape& s) const;
 
     // The plain copy kernels of a step, per token: the KV cache write of every attention layer, MLA's latent write,
-    // query concatenation and output transpose, the shared expert's add, a GDN layer's q/k/v join and z/b/a split;
-    // and those that run only in a step of two tokens or more (a GDN layer's q, k, v made contiguous). Priced at the
+    // query concatenation and output transpose, the shared expert's add, Qwen3-Next's q/k/v join; and those that run
+    // only in a step of two tokens or more (a GDN layer's q, k, v and Qwen3.5's b, a made contiguous). Priced at the
     // table's ceilings.
     struct CopyOps {
         int kernels = 0;             // per step

@@ -253,22 +253,25 @@ TEST_CASE("MeasuredCostModel takes a Gated DeltaNet layer's kernels from the tab
     CHECK(listed);
 }
 
-TEST_CASE("MeasuredCostModel prices a Gated DeltaNet layer's join copy every step and its q/k/v copies from two tokens",
-          "[engine]") {
-    // The layer of gdn_model(): conv channels 2 × 4 × 128 + 8 × 128 = 2,048, value width 1,024, 8 value heads; the
-    // fixture's ceilings: 1 µs a kernel, 3,000 GB/s.
-    // - the compiled region's join of q, k, v and split of z, b, a (qwen3_next.py): one kernel reading and writing
-    //   the qkvz and ba projections, 2 × (2,048 + 1,024 + 16) × 2 = 12,352 bytes a token, every step;
-    // - rearrange_mixed_qkv's q/k/v .contiguous() (vLLM PR #26437): three kernels moving 2 × 2,048 × 2 = 8,192 bytes
-    //   a token, only in a step of two tokens or more (one row is already contiguous).
-    // One decode: 1 + 12,352 / 3e12 s = 1.004117 µs. 16 decodes: 1 + 197,632 / 3e12 s + 3 + 131,072 / 3e12 s
-    // = 4.109568 µs. The GDN kernels' own term is unchanged (previous test case).
-    const MeasuredCostModel cost(gdn_model(), models::DType::kBFloat16, params());
-    CHECK(term_ms(cost, decode(1, 256), "copies") == Approx((1.0 + 12352.0 / 3e12 * 1e6) / 1e3));
-    CHECK(term_ms(cost, decode(16, 256), "copies") ==
-          Approx((1.0 + 16 * 12352.0 / 3e12 * 1e6 + 3.0 + 16 * 8192.0 / 3e12 * 1e6) / 1e3));
-    // A 256-token prompt: 1 + 3 kernels and 256 × 20,544 bytes: 4 + 1.753088 = 5.753088 µs.
-    CHECK(term_ms(cost, prefill(256, 0), "copies") == Approx((4.0 + 256 * 20544.0 / 3e12 * 1e6) / 1e3));
+TEST_CASE("MeasuredCostModel prices a Gated DeltaNet layer's copies as vLLM lays out its projections", "[engine]") {
+    // The layer of gdn_model(): conv channels 2 × 4 × 128 + 8 × 128 = 2,048, 8 value heads; the fixture's ceilings:
+    // 1 µs a kernel, 3,000 GB/s. In every layout rearrange_mixed_qkv's q/k/v .contiguous() (vLLM PR #26437) are
+    // three kernels moving 2 × 2,048 × 2 = 8,192 bytes a token, only in a step of two tokens or more.
+    // Qwen3.5's layout ([q k v z], [b a]): b and a made contiguous, two kernels of 2 × 2 × 8 × 2 = 64 bytes a token,
+    // also from two tokens on. One decode: no copy at all. 16 decodes: 5 + 16 × 8,256 / 3e12 s = 5.044032 µs; a
+    // 256-token prompt: 5 + 256 × 8,256 / 3e12 s = 5.704512 µs.
+    const MeasuredCostModel qwen35(gdn_model(), models::DType::kBFloat16, params());
+    CHECK(term_ms(qwen35, decode(1, 256), "copies") == Approx(0.0));
+    CHECK(term_ms(qwen35, decode(16, 256), "copies") == Approx((5.0 + 16 * 8256.0 / 3e12 * 1e6) / 1e3));
+    CHECK(term_ms(qwen35, prefill(256, 0), "copies") == Approx((5.0 + 256 * 8256.0 / 3e12 * 1e6) / 1e3));
+    // Qwen3-Next's interleaved layout: fix_query_key_value_ordering + torch.cat of q, k, v, one kernel moving
+    // 8,192 bytes a token in every step. One decode: 1 + 8,192 / 3e12 s = 1.002731 µs; 16 decodes: 1 + 3 kernels and
+    // 16 × 16,384 bytes, 4.087381 µs.
+    models::ModelSpec next = gdn_model();
+    std::get<models::GatedDeltaNetMixer>(next.layers[0].mixer).interleaved_projections = true;
+    const MeasuredCostModel qwen3_next(next, models::DType::kBFloat16, params());
+    CHECK(term_ms(qwen3_next, decode(1, 256), "copies") == Approx((1.0 + 8192.0 / 3e12 * 1e6) / 1e3));
+    CHECK(term_ms(qwen3_next, decode(16, 256), "copies") == Approx((4.0 + 16 * 16384.0 / 3e12 * 1e6) / 1e3));
 }
 
 TEST_CASE("MeasuredCostModel scales the Gated DeltaNet kernels to a tensor-parallel rank's heads", "[engine]") {

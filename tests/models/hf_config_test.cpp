@@ -51,6 +51,14 @@ TEST_CASE("full_attention_interval 4 makes layers 3, 7, 11, ... full attention",
     CHECK_FALSE(spec.supports_mamba_prefix_caching_all);
 }
 
+TEST_CASE("Qwen3-Next's GDN projections are interleaved per key head, Qwen3.5's are not", "[models]") {
+    // vLLM GatedDeltaNetAttention(gqa_interleaved_layout=True) in qwen3_next.py, False in qwen3_5.py.
+    const auto next = sm::read_hf_config(fixture("Qwen3-Next-80B-A3B.json"));
+    CHECK(std::get<sm::GatedDeltaNetMixer>(next.layers[0].mixer).interleaved_projections);
+    const auto q35 = sm::read_hf_config(fixture("Qwen3.5-4B.json"));
+    CHECK_FALSE(std::get<sm::GatedDeltaNetMixer>(q35.layers[0].mixer).interleaved_projections);
+}
+
 TEST_CASE("Qwen3.5 reads the language model from text_config and the ssm dtype from mamba_ssm_dtype", "[models]") {
     const auto spec = sm::read_hf_config(fixture("Qwen3.5-4B.json"));
     CHECK(spec.hidden_size == 2560);

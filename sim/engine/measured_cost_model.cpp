@@ -662,8 +662,9 @@ std::vector<StepTerm> MeasuredCostModel::step_terms(const BatchShape& s) const {
     }
     if (copies_.kernels > 0 || copies_.multi_token_kernels > 0) {
         out.push_back({"copies", d.copies_us / 1e3,
-                       copies_.measured ? "table ceilings: graph launch + copy rate (kv cache write, MLA, shared add, GDN)"
-                                        : "roofline bytes (kv cache write, MLA, shared add)"});
+                       copies_.measured
+                           ? "table ceilings: graph launch + copy rate (kv cache write, MLA, shared add, GDN)"
+                           : "roofline bytes (kv cache write, MLA, shared add, GDN)"});
     }
     const auto [lm, sampling] = lm_head_sampling_us(s.num_sampled_seqs);
     out.push_back({"gemm lm_head", lm / 1e3, source_of(lm_head_.has_value(), lm_head_ && lm_head_->exact)});

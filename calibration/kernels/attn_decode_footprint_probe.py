@@ -5,7 +5,7 @@
 # and a server's layers each read their own part of a pool of tens of GB. The forwards at 256 x 4,096 came out 10-12 %
 # slower than the table composes them on both Hoppers while 256 x 8,192 (whose two table caches already total 17 GB)
 # agrees. This times the same SDPA flash decode (q_len 1, contiguous [B, ctx, kv_heads, 128] cache, GQA 32/8) at a few
-# points with 1, 2, 4 and 8 distinct caches cycled in one CUDA graph (moe_triton.time_graph), as
+# points with 1, 2, 4 and 8 distinct caches cycled in one CUDA graph (moe_triton.time_graph_cycling), as
 # sweep_tables.time_calls does.
 # Run on the device: python3 attn_decode_footprint_probe.py OUTDIR
 import json
@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from moe_triton import time_graph
+from moe_triton import time_graph_cycling
 
 DEV, BF = "cuda", torch.bfloat16
 HQ, HKV, HD = 32, 8, 128
@@ -46,14 +46,7 @@ def main():
                 return f
 
             fns = [fn(i) for i in range(n)]
-            for f in fns:
-                f()
-            turn = [0]
-
-            def cycle():  # the graph captures the n caches' calls in turn
-                fns[turn[0] % n]()
-                turn[0] += 1
-            us = time_graph(cycle, calls=max(8, 2 * n), reps=5)
+            us = time_graph_cycling(fns, calls=max(8, 2 * n), reps=5)
             row = {"batch": B, "context": C, "sets": n, "footprint_gb": round(n * kv_bytes / 1e9, 2),
                    "us": round(us, 2), "tb_per_s": round(kv_bytes / us / 1e6, 3)}
             res["points"].append(row)

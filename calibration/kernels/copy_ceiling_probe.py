@@ -15,7 +15,7 @@ import sys
 
 import torch
 
-from moe_triton import time_graph
+from moe_triton import time_graph_cycling
 
 DEV, BF = "cuda", torch.bfloat16
 SIZES_MIB = [256, 1024, 2048]
@@ -37,18 +37,6 @@ def eager_us(fns, calls=20, reps=7):
     return statistics.median(ts)
 
 
-def graph_us(fns, calls=20, reps=7):
-    """CUDA-graph replays of `calls` calls cycling over fns (moe_triton.time_graph), µs per call."""
-    for f in fns:
-        f()
-    turn = [0]
-
-    def cycle():  # the graph captures the calls in turn
-        fns[turn[0] % len(fns)]()
-        turn[0] += 1
-    return time_graph(cycle, calls=calls, reps=reps)
-
-
 def main():
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
@@ -61,9 +49,10 @@ def main():
         mul = [lambda i=i: torch.mul(src[i], 1, out=dst[i]) for i in range(2)]
         red = [lambda i=i: src[i].sum() for i in range(2)]
         row = {"mib": mib}
-        for name, fns, timer, moved in [("copy_eager", copy, eager_us, 2 * nb), ("copy_graph", copy, graph_us, 2 * nb),
-                                        ("mul_eager", mul, eager_us, 2 * nb), ("mul_graph", mul, graph_us, 2 * nb),
-                                        ("sum_graph", red, graph_us, nb)]:
+        graph = time_graph_cycling
+        for name, fns, timer, moved in [("copy_eager", copy, eager_us, 2 * nb), ("copy_graph", copy, graph, 2 * nb),
+                                        ("mul_eager", mul, eager_us, 2 * nb), ("mul_graph", mul, graph, 2 * nb),
+                                        ("sum_graph", red, graph, nb)]:
             us = timer(fns)
             row[name] = {"us": round(us, 2), "gb_per_s": round(moved / us / 1e3, 1)}
         print(row, flush=True)

@@ -97,6 +97,18 @@ def time_graph(fn, calls=20, reps=7):
     return statistics.median(ts)
 
 
+def time_graph_cycling(fns, calls=20, reps=7):
+    """time_graph of `calls` calls taking fns in turn (each warmed up first): µs per call."""
+    for f in fns:
+        f()
+    turn = [0]
+
+    def cycle():
+        fns[turn[0] % len(fns)]()
+        turn[0] += 1
+    return time_graph(cycle, calls=calls, reps=reps)
+
+
 def main(out):
     log = open(os.path.join(out, "moe_triton.log"), "w")
 

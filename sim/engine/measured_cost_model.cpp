@@ -240,13 +240,11 @@ MeasuredCostModel::MeasuredCostModel(const models::ModelSpec& model,
             if (d->interleaved_projections) {
                 add_copy(2.0 * static_cast<double>(conv_dim) / tp * eb);
             } else {
-                copies_.multi_token_kernels += 2;
-                copies_.multi_token_bytes_per_token += 2.0 * 2.0 * static_cast<double>(d->num_v_heads) / tp * eb;
+                copies_.multi_token.add(2, 2.0 * 2.0 * static_cast<double>(d->num_v_heads) / tp * eb);
             }
             // rearrange_mixed_qkv returns q, k and v .contiguous() (vLLM PR #26437, v0.11.1): three copies of
             // mixed_qkv's slices, a kernel each from two tokens on.
-            copies_.multi_token_kernels += 3;
-            copies_.multi_token_bytes_per_token += 2.0 * static_cast<double>(conv_dim) / tp * eb;
+            copies_.multi_token.add(3, 2.0 * static_cast<double>(conv_dim) / tp * eb);
         } else if (const auto* m2 = std::get_if<models::Mamba2Mixer>(&layer.mixer)) {
             ++norms;
             ++gdn_.other_scans;
@@ -390,8 +388,7 @@ MeasuredCostModel::MeasuredCostModel(const models::ModelSpec& model,
 }
 
 void MeasuredCostModel::add_copy(double bytes_per_token) {
-    ++copies_.kernels;
-    copies_.bytes_per_token += bytes_per_token;
+    copies_.every_step.add(1, bytes_per_token);
 }
 
 void MeasuredCostModel::add_op(std::vector<ElementwiseOp>& ops, const ElementwiseOp& op) {
@@ -410,15 +407,7 @@ double MeasuredCostModel::elementwise_us(const ElementwiseOp& op, double units) 
 }
 
 double MeasuredCostModel::copies_us(double tokens) const {
-    double us = 0;
-    if (copies_.kernels > 0) {
-        us += copies_.kernels * copies_.launch_us + 1e6 * copies_.bytes_per_token * tokens / copies_.bytes_per_s;
-    }
-    if (copies_.multi_token_kernels > 0 && tokens > 1) {
-        us += copies_.multi_token_kernels * copies_.launch_us +
-              1e6 * copies_.multi_token_bytes_per_token * tokens / copies_.bytes_per_s;
-    }
-    return us;
+    return copies_.us(copies_.every_step, tokens) + (tokens > 1 ? copies_.us(copies_.multi_token, tokens) : 0.0);
 }
 
 double MeasuredCostModel::roofline_bytes_us(double bytes) const {
@@ -660,7 +649,7 @@ std::vector<StepTerm> MeasuredCostModel::step_terms(const BatchShape& s) const {
     if (!rope_.empty()) {
         out.push_back({"rope", d.rope_us / 1e3, source_of(!t.rope.empty(), false)});
     }
-    if (copies_.kernels > 0 || copies_.multi_token_kernels > 0) {
+    if (copies_.every_step.kernels > 0 || copies_.multi_token.kernels > 0) {
         out.push_back({"copies", d.copies_us / 1e3,
                        copies_.measured
                            ? "table ceilings: graph launch + copy rate (kv cache write, MLA, shared add, GDN)"

@@ -136,13 +136,22 @@ class MeasuredCostModel final : public CostModel {
     // only in a step of two tokens or more (a GDN layer's q, k, v and Qwen3.5's b, a made contiguous). Priced at the
     // table's ceilings.
     struct CopyOps {
-        int kernels = 0;             // per step
-        double bytes_per_token = 0;  // read plus written, all kernels
-        int multi_token_kernels = 0;  // per step of two tokens or more
-        double multi_token_bytes_per_token = 0;
-        double launch_us = 0;        // a graph-replayed kernel's floor
+        struct Group {
+            int kernels = 0;
+            double bytes_per_token = 0;  // read plus written, all kernels
+            void add(int n, double bytes) {
+                kernels += n;
+                bytes_per_token += bytes;
+            }
+        };
+        Group every_step;
+        Group multi_token;     // only in a step of two tokens or more
+        double launch_us = 0;  // a graph-replayed kernel's floor
         double bytes_per_s = 0;
         bool measured = false;  // both from the table's ceilings
+        [[nodiscard]] double us(const Group& g, double tokens) const {
+            return g.kernels == 0 ? 0.0 : g.kernels * launch_us + 1e6 * g.bytes_per_token * tokens / bytes_per_s;
+        }
     };
 
     void add_copy(double bytes_per_token);

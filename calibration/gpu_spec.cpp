@@ -15,6 +15,7 @@
 #include "common/error.h"
 #include "common/nearest_name.h"
 #include "common/input_file.h"
+#include "common/units.h"
 #include "common/yaml_reader.h"
 
 namespace servesim::calibration {
@@ -23,7 +24,6 @@ namespace {
 
 constexpr double kGB = 1e9;
 constexpr double kTFlops = 1e12;
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 struct TopologyName {
     const char* name;

@@ -11,6 +11,8 @@
 
 #include <fmt/format.h>
 
+#include "common/units.h"
+
 namespace servesim::cluster {
 
 std::string_view to_string(NodeKind k) {
@@ -208,7 +210,6 @@ void Topology::validate(const std::string& file, const std::string& key) const {
 namespace {
 
 constexpr double kGB = 1e9;
-constexpr std::int64_t kGiB = std::int64_t{1} << 30;
 
 struct NodeShape {
     std::string_view gpu_prefix;
@@ -247,9 +248,9 @@ std::vector<std::string_view> topology_preset_names() { return {"dgx-h100", "8xh
 Topology make_topology_preset(std::string_view name, int num_nodes) {
     NodeShape shape{};
     if (name == "dgx-h100") {
-        shape = {"h100-", "H100-SXM", 84'932'978'278, 2048 * kGiB};  // 79.1 GiB reported of the 80 GB
+        shape = {"h100-", "H100-SXM", 84'932'978'278, 2048 * kGiBBytes};  // 79.1 GiB reported of the 80 GB
     } else if (name == "8xh200-nvlink-ib400") {
-        shape = {"h200-", "H200", 150'109'880'320, 2048 * kGiB};  // 139.8 GiB reported of the 141 GB
+        shape = {"h200-", "H200", 150'109'880'320, 2048 * kGiBBytes};  // 139.8 GiB reported of the 141 GB
     } else {
         throw std::invalid_argument("unknown topology preset");
     }

@@ -13,6 +13,7 @@
 #include <optional>
 
 #include "common/error.h"
+#include "common/units.h"
 #include "models/model_derived.h"
 #include "sim/memory/expert_placement.h"
 #include "sim/memory/pipeline_stages.h"
@@ -20,7 +21,6 @@
 namespace servesim::cache {
 namespace {
 
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 // FLASH_ATTN / FLASHINFER / TRITON kernels take block sizes that are multiples of 16 (docs/VLLM-RULES.md §2.2).
 constexpr int kKernelBlockAlignment = 16;
 

@@ -10,9 +10,11 @@
 #include <string>
 
 #include "common/error.h"
+#include "common/units.h"
 #include "tests/catch.h"
 
 namespace sc = servesim::calibration;
+using servesim::kGiB;
 
 namespace {
 
@@ -97,7 +99,6 @@ TEST_CASE("An unknown GPU is an error listing the known names", "[calibration]")
 }
 
 TEST_CASE("Memory is what cudaMemGetInfo reports, below the marketed size", "[calibration]") {
-    constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
     // H200: measured 150,109,880,320 B = 139.80 GiB (141 GB marketed).
     CHECK(sc::find_gpu("H200").memory_bytes == 150'109'880'320);
     // RTX 3090: a 24 GiB card reports about 23.69 GiB.
@@ -155,7 +156,6 @@ TEST_CASE("The former compiled-in table reads back bit for bit from the data fil
     // The old table computed each figure as <datasheet number> × 1e9 or 1e12 and memory as GiB × 2^30 truncated;
     // the files keep the numbers and the reader multiplies the same way, so every double is identical (outputs for
     // these GPUs stay byte-identical).
-    constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
     auto gib = [&](double g) { return static_cast<std::int64_t>(g * kGiB); };
     const auto r4090 = sc::find_gpu("RTX 4090");
     CHECK(r4090.memory_bytes == gib(23.69));

@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "common/units.h"
 #include "models/hf_config.h"
 #include "models/model_derived.h"
 #include "models/model_registry.h"
@@ -14,14 +15,13 @@
 #include "tests/models/model_test_util.h"
 
 namespace sm = servesim::models;
+using servesim::kGiB;
 using sm::test::config_error_of;
 using sm::test::contains;
 using sm::test::fixture;
 using sm::test::within_rel;
 
 namespace {
-
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 sm::ModelSpec quant_fixture(const std::string& name) { return sm::read_hf_config(fixture("quant/" + name)); }
 

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "common/error.h"
+#include "common/units.h"
 #include "common/yaml_reader.h"
 #include "models/quantization_config.h"
 #include "sim/cache/hybrid/hybrid_cache_policy.h"
@@ -21,7 +22,6 @@
 namespace servesim::app {
 namespace {
 
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 constexpr double kMaxInt = 9.0e18;
 
 std::int64_t as_int(const EngineValue& v) { return std::get<std::int64_t>(v); }

@@ -15,6 +15,7 @@
 
 #include "calibration/hardware_profile.h"
 #include "common/error.h"
+#include "common/units.h"
 #include "common/yaml_reader.h"
 #include "models/model_derived.h"
 #include "models/model_registry.h"
@@ -176,7 +177,6 @@ void assess_result(ExperimentResult& r) {
     // could not allocate it: the KV tensors and the weights do not fit the GPU.
     if (const auto& p = r.plan;
         p.kv_cache_memory_overridden && p.gpu_memory_bytes > 0 && p.kv_cache_memory_bytes + p.weight_bytes > p.gpu_memory_bytes) {
-        constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
         r.warnings.push_back(fmt::format(
             "engine.kv_cache_memory_bytes: a {:.1f} GiB pool and {:.1f} GiB of weights exceed the GPU's {:.1f} GiB; "
             "vLLM could not allocate it, so these figures are a what-if (leave the key out for the pool vLLM's "

@@ -10,6 +10,7 @@
 #include <map>
 #include <optional>
 
+#include "common/units.h"
 #include "tools/app/validation_band.h"
 
 namespace servesim::app {
@@ -121,8 +122,6 @@ Cell typed_value(const std::string& key, const std::string& text) {
 }
 
 namespace {
-
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 Cell opt(bool present, double v) { return present ? Cell(v) : Cell(); }
 

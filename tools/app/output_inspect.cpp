@@ -4,15 +4,10 @@
 
 #include <fmt/format.h>
 
+#include "common/units.h"
 #include "models/model_derived.h"
 
 namespace servesim::app {
-
-namespace {
-
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
-
-}  // namespace
 
 nlohmann::ordered_json inspect_json(const models::ModelSpec& model, const std::string& gpu,
                                     const cache::MemoryPlan& p) {

@@ -50,6 +50,10 @@ TEST_CASE("--step-costs refuses malformed parts, naming the flag and the forms",
     CHECK(error_of("decode=8@100").find("a decode's context is written decode=SEQSxCONTEXT") != std::string::npos);
     CHECK(error_of("prefill=0").find("0 is out of range (1 to 2^30)") != std::string::npos);
     CHECK(error_of("decode=4xlots").find("'lots' is not a whole number") != std::string::npos);
+    // A separator with nothing after it is not the form without it: decode=64x is not decode=64.
+    CHECK(error_of("decode=64x").find("'' is not a whole number") != std::string::npos);
+    CHECK(error_of("prefill=2048@").find("'' is not a whole number") != std::string::npos);
+    CHECK(error_of("prefill=4x").find("'' is not a whole number") != std::string::npos);
 }
 
 TEST_CASE("--step-costs lists terms that add up to the cost model's step", "[tools]") {

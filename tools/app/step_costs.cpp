@@ -45,6 +45,7 @@ BatchPart parse_batch_part(const std::string& spec) {
     }
     p.decode = kind == "decode";
     std::string cached;
+    const bool has_cached = rest.find('@') != std::string::npos;
     if (const auto at = rest.find('@'); at != std::string::npos) {
         if (p.decode) {
             bad(spec, "a decode's context is written decode=SEQSxCONTEXT");
@@ -54,6 +55,7 @@ BatchPart parse_batch_part(const std::string& spec) {
     }
     std::string first = rest;
     std::string second;
+    const bool has_second = rest.find('x') != std::string::npos;
     if (const auto x = rest.find('x'); x != std::string::npos) {
         first = rest.substr(0, x);
         second = rest.substr(x + 1);
@@ -62,15 +64,15 @@ BatchPart parse_batch_part(const std::string& spec) {
         p.count = whole(spec, first, 1);
         p.chunk = 1;
         // The context includes the new token: cached = context − 1.
-        p.cached = second.empty() ? 0 : whole(spec, second, 1) - 1;
+        p.cached = has_second ? whole(spec, second, 1) - 1 : 0;
     } else {
-        if (second.empty()) {
+        if (!has_second) {
             p.chunk = whole(spec, first, 1);
         } else {
             p.count = whole(spec, first, 1);
             p.chunk = whole(spec, second, 1);
         }
-        p.cached = cached.empty() ? 0 : whole(spec, cached, 0);
+        p.cached = has_cached ? whole(spec, cached, 0) : 0;
     }
     return p;
 }

@@ -44,5 +44,21 @@ TEST_CASE("cost_model measured takes the GPU's table, transfers another's, or sa
     CHECK(a100.cost_model->describe().find(" to A100-80GB (") != std::string::npos);
 }
 
+TEST_CASE("a cost_model that is neither a model name nor an existing file is refused with the allowed values",
+          "[tools]") {
+    // Every other value is read as a profile's path; a misspelt name must not read as a missing profile.
+    ExperimentConfig x = qwen("H100");
+    x.cost_model = "measrued";
+    try {
+        (void)prepare_experiment(x);
+        FAIL("no ConfigError");
+    } catch (const ConfigError& e) {
+        CHECK(std::string(e.what()) ==
+              "m.yaml: experiment 'm': cost_model: 'measrued' is neither a cost model nor a profile file that "
+              "exists; allowed: roofline (the default), measured, or the path of a calibrated profile YAML "
+              "(calibration/profiles/, docs/COST-MODEL.md)");
+    }
+}
+
 }  // namespace
 }  // namespace servesim::app

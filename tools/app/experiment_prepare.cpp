@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <limits>
 #include <map>
 #include <tuple>
@@ -395,8 +396,16 @@ PreparedExperiment prepare_experiment_at(const ExperimentConfig& config, int fir
             });
         }
     } else {
-        calibration::HardwareProfile profile =
-            with_file([&] { return calibration::read_profile(config.cost_model); });
+        calibration::HardwareProfile profile = with_file([&] {
+            // Anything but the two model names is a profile's path: a misspelt name is not a missing file.
+            if (!std::filesystem::exists(config.cost_model)) {
+                throw ConfigError("cost_model: '" + config.cost_model +
+                                  "' is neither a cost model nor a profile file that exists; allowed: roofline "
+                                  "(the default), measured, or the path of a calibrated profile YAML "
+                                  "(calibration/profiles/, docs/COST-MODEL.md)");
+            }
+            return calibration::read_profile(config.cost_model);
+        });
         // A profile's gemm curve was measured with one kind of linear layer (HardwareProfile::weight_dtype): bf16,
         // or fp8 W8A8 with per-tensor/per-channel scales (calibration run 13, kernels/gemm_fp8.cu). No rule scales
         // one into another honestly, so any other pairing is refused rather than costed with the wrong kernel.

@@ -193,12 +193,16 @@ std::vector<WidthEntry> read_width_op(const YamlMap& ops,
     return out;
 }
 
-std::vector<MoeEntry> read_moe_op(const YamlMap& ops, const std::string& op, bool routing) {
+// routing: moe_routing(_fused), no intermediate; paired: moe_vllm_fused, with grouped_us beside us.
+std::vector<MoeEntry> read_moe_op(const YamlMap& ops, const std::string& op, bool routing, bool paired = false) {
     return read_op<MoeEntry>(
         ops, op,
         [&](const YamlMap& m) {
             if (routing) {
                 m.allow_only({"experts", "top_k", "hidden", "tokens", "us", "backend", "model"});
+            } else if (paired) {
+                m.allow_only(
+                    {"experts", "top_k", "hidden", "intermediate", "tokens", "us", "grouped_us", "backend", "model"});
             } else {
                 m.allow_only({"experts", "top_k", "hidden", "intermediate", "tokens", "us", "backend", "model"});
             }
@@ -208,6 +212,9 @@ std::vector<MoeEntry> read_moe_op(const YamlMap& ops, const std::string& op, boo
             e.hidden = positive<int>(m, "hidden");
             e.intermediate = routing ? 0 : positive<int>(m, "intermediate");
             e.tokens = read_curve(m, "tokens");
+            if (paired) {
+                e.grouped_us = read_numbers(m, "grouped_us", m.node("grouped_us"), false, e.tokens.x.size());
+            }
             return e;
         },
         [](const MoeEntry& e) { return std::tuple(e.experts, e.top_k, e.hidden, e.intermediate); });
@@ -357,6 +364,7 @@ KernelTable parse_kernel_table(const std::string& text, const std::string& file)
         t.moe = read_moe_op(ops, "moe", false);
         // vLLM routes with its own kernels (fused_moe topk_softmax + moe_align_block_size + moe_sum); the torch
         // rendering of the same steps (about ten kernels) is read only when the table lacks them.
+        t.moe_vllm_fused = read_moe_op(ops, "moe_vllm_fused", false, true);
         t.moe_routing_torch = read_moe_op(ops, "moe_routing", true);
         t.moe_routing = read_moe_op(ops, "moe_routing_fused", true);
         t.routing_fused = !t.moe_routing.empty();
@@ -893,6 +901,28 @@ double KernelCostLookup::moe_fixed_us(const MoeEntry& e) const {
         const UnitWork w = moe_work(e.experts, e.top_k, e.hidden, e.intermediate, true, e.tokens.x[i], 2);
         return e.tokens.us[i] - table_roof_us(w.flops, w.bytes, false);
     });
+}
+
+const MoeEntry* KernelCostLookup::resolve_moe_fused(const MoeShape& s) const {
+    if (s.weight_bytes != 2 || s.fp8_math) {
+        return nullptr;
+    }
+    return nearest_moe(table_->moe_vllm_fused, s);
+}
+
+double KernelCostLookup::fused_over_grouped(const MoeEntry& fused, const MoeShape& s, double tokens) const {
+    // The same mean tokens per expert as moe_us reads its nearest shape at; the tile configs vLLM ships are chosen
+    // by token count, so outside the timed counts the ratio at the nearest end is held, not extrapolated.
+    const double own_tokens = std::clamp(
+        tokens * (static_cast<double>(s.top_k) / s.experts) / (static_cast<double>(fused.top_k) / fused.experts),
+        fused.tokens.x.front(), fused.tokens.x.back());
+    const KernelCurve grouped{fused.tokens.x, fused.grouped_us};
+    // The fused timing ends with the top-k sum (vLLM's moe_sum), which the routing term prices already: its bytes
+    // (top_k outputs read, one written, bf16) at the table's measured copy rate are taken off.
+    const double sum_us = table_->copy_gb_per_s
+                              ? own_tokens * (fused.top_k + 1.0) * fused.hidden * 2.0 / (*table_->copy_gb_per_s * 1e3)
+                              : 0.0;
+    return (fused.tokens.at(own_tokens) - sum_us) / grouped.at(own_tokens);
 }
 
 const MoeEntry* KernelCostLookup::resolve_moe_routing(const MoeShape& s) const {

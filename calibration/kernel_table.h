@@ -101,6 +101,9 @@ struct MoeEntry {
     int hidden = 0;
     int intermediate = 0;  // 0 in moe_routing entries
     KernelCurve tokens;
+    // moe_vllm_fused only: the paired torch grouped-GEMM times at the same token counts (`grouped_us`), timed beside
+    // the fused kernel in one lease, so that their ratio is free of lease-to-lease drift.
+    std::vector<double> grouped_us;
 };
 
 // rmsnorm (width = hidden), silu_mul (intermediate), qk_norm (heads · head_dim), sampling (vocab; the curve's x is
@@ -174,6 +177,10 @@ struct KernelTable {
     // `moe_routing` as timed (torch ops), kept beside the fused one: the table's timed forwards route with torch
     // ops, so `inspect --check-kernels` composes them with this list (tools/app/kernel_checks.cpp).
     std::vector<MoeEntry> moe_routing_torch;
+    // `moe_vllm_fused`: vLLM's fused_moe algorithm (Triton, vLLM's shipped tile configs for this GPU) beside torch's
+    // grouped GEMM pair (the `moe` op), at a few MoE shapes; the cost model scales `moe` by their ratio
+    // (KernelCostLookup::fused_over_grouped). The timed forwards run the grouped pair, so `--check-kernels` drops it.
+    std::vector<MoeEntry> moe_vllm_fused;
     std::vector<WidthEntry> rmsnorm;
     std::vector<WidthEntry> silu_mul;
     std::vector<RopeEntry> rope;
@@ -342,6 +349,11 @@ class KernelCostLookup {
 
     [[nodiscard]] const MoeEntry* resolve_moe(const MoeShape& s) const;
     [[nodiscard]] double moe_us(const MoeEntry& e, const MoeShape& s, double tokens) const;
+    // vLLM's fused_moe over the table's grouped GEMM pair, at the same mean tokens per expert on the nearest
+    // moe_vllm_fused shape (held at the ends of its measured range), for bf16 experts; none (nullptr) when the table
+    // has no such entry or the experts are quantized (vLLM's fp8 and weight-only MoE paths were not timed).
+    [[nodiscard]] const MoeEntry* resolve_moe_fused(const MoeShape& s) const;
+    [[nodiscard]] double fused_over_grouped(const MoeEntry& fused, const MoeShape& s, double tokens) const;
     [[nodiscard]] const MoeEntry* resolve_moe_routing(const MoeShape& s) const;
     [[nodiscard]] double moe_routing_us(const MoeEntry& e, const MoeShape& s, double tokens) const;
 

@@ -100,6 +100,7 @@ class MeasuredCostModel final : public CostModel {
         int count = 0;
         const calibration::MoeEntry* experts = nullptr;  // nullptr: roofline
         const calibration::MoeEntry* routing = nullptr;
+        const calibration::MoeEntry* fused = nullptr;  // vLLM's fused_moe against `experts` (resolve_moe_fused)
     };
 
     // An elementwise op (fused add + RMSNorm, SiLU·mul, RoPE, sampling) resolved once: the table curve of the nearest

@@ -366,3 +366,45 @@ TEST_CASE("MoE routing of an unmeasured shape keeps the measured shape's one-tok
     CHECK(lookup.moe_routing_us(*e, lite, 1) == Approx(50.0));
     CHECK(lookup.moe_routing_us(*e, lite, 256) == Approx(50.0 + 40.0 * 98560.0 / 131584.0));
 }
+
+TEST_CASE("vLLM's fused_moe scales the grouped GEMM by the paired timings, at the same tokens per expert",
+          "[calibration]") {
+    // Mixtral-like entry (8 experts, top 2, hidden 4,096): fused 500 / 800 µs, grouped 550 / 700 µs at 128 / 512
+    // tokens; copy rate 2,000 GB/s. The fused timing holds the top-k sum, (top_k + 1) · hidden · 2 bytes a token:
+    // 24,576 B, 12.288e-3 µs a token at 2,000 GB/s, taken off.
+    //  - 128 tokens: (500 − 1.572864) / 550 = 0.906231.
+    //  - 512 tokens: (800 − 6.291456) / 700 = 1.133869.
+    //  - 256 tokens: fused 600, grouped 600 (linear between the points), sum 3.145728: 0.994757.
+    //  - 40 tokens: below the measured counts, held at 128's ratio (vLLM's tile choice is by token count).
+    //  - A shape of 64 experts, top 6, asks for the same tokens per expert: 100 of its tokens are 100 · (6 / 64) /
+    //    (2 / 8) = 37.5 of the entry's, held at 128; 1,000 of its tokens are 375 of the entry's: fused
+    //    500 + 300 · 247 / 384 = 692.96875, grouped 550 + 150 · 247 / 384 = 646.484375, sum 4.608: 1.064776.
+    const auto t = sc::parse_kernel_table(kHead + R"(ceilings: {copy_gb_per_s: 2000}
+ops:
+  moe_vllm_fused:
+    - {experts: 8, top_k: 2, hidden: 4096, intermediate: 7168, tokens: [128, 512], us: [500, 800], grouped_us: [550, 700]}
+)",
+                                          "t.yaml");
+    REQUIRE(t.moe_vllm_fused.size() == 1);
+    const sc::KernelCostLookup lookup(t, kRoof, kRoof);
+    const sc::KernelCostLookup::MoeShape mixtral{8, 2, 4096, 7168, true, 2, false};
+    const sc::MoeEntry* f = lookup.resolve_moe_fused(mixtral);
+    REQUIRE(f != nullptr);
+    CHECK(lookup.fused_over_grouped(*f, mixtral, 128) == Approx((500 - 1.572864) / 550));
+    CHECK(lookup.fused_over_grouped(*f, mixtral, 512) == Approx((800 - 6.291456) / 700));
+    CHECK(lookup.fused_over_grouped(*f, mixtral, 256) == Approx((600 - 3.145728) / 600));
+    CHECK(lookup.fused_over_grouped(*f, mixtral, 40) == lookup.fused_over_grouped(*f, mixtral, 128));
+    const sc::KernelCostLookup::MoeShape lite{64, 6, 2048, 1408, true, 2, false};
+    CHECK(lookup.fused_over_grouped(*f, lite, 100) == lookup.fused_over_grouped(*f, mixtral, 128));
+    CHECK(lookup.fused_over_grouped(*f, lite, 1000) == Approx((692.96875 - 4.608) / 646.484375));
+    // fp8 or weight-only experts run other vLLM kernels, not timed: no ratio.
+    CHECK(lookup.resolve_moe_fused({8, 2, 4096, 7168, true, 1, true}) == nullptr);
+    CHECK(lookup.resolve_moe_fused({8, 2, 4096, 7168, true, 0.53, false}) == nullptr);
+    // A table without the op: none.
+    const auto plain = sc::parse_kernel_table(kHead + "ops:\n", "t.yaml");
+    CHECK(sc::KernelCostLookup(plain, kRoof, kRoof).resolve_moe_fused(mixtral) == nullptr);
+    // grouped_us must pair every token count.
+    CHECK(error_of(kHead + "ops:\n  moe_vllm_fused:\n    - {experts: 8, top_k: 2, hidden: 4096, intermediate: 7168, "
+                           "tokens: [128, 512], us: [500, 800], grouped_us: [550]}\n")
+              .find("t.yaml:6: 'ops.moe_vllm_fused[0].grouped_us': 1 times for a grid of 2 points") != std::string::npos);
+}

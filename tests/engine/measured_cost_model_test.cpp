@@ -4,12 +4,15 @@
 #include "sim/engine/measured_cost_model.h"
 
 #include <cmath>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <variant>
 
 #include "calibration/kernel_table.h"
 #include "models/model_derived.h"
 #include "models/model_registry.h"
+#include "models/quantization_config.h"
 #include "tests/catch.h"
 
 namespace servesim::engine {
@@ -195,6 +198,59 @@ TEST_CASE("MeasuredCostModel adds the shared expert's output to the routed exper
     const MeasuredCostModel without(moe_model(0), models::DType::kBFloat16, params());
     CHECK(term_ms(with, decode(16, 256), "copies") - term_ms(without, decode(16, 256), "copies") ==
           Approx((1.0 + 16 * 6144.0 / 3e12 * 1e6) / 1e3));
+}
+
+TEST_CASE("MeasuredCostModel runs bf16 routed experts as vLLM's fused_moe where the table pairs it with the grouped "
+          "GEMM",
+          "[engine]") {
+    // The fixture plus a `moe` entry for 8 experts, top 2, 1,024 → 512 (100 µs at 1 token, 200 at 64) and a
+    // `moe_vllm_fused` entry of the same shape (fused 90 / 210 µs, grouped 100 / 200 at 16 / 64 tokens); copy rate
+    // 3,000 GB/s, so the fused timing's top-k sum is 3 · 1,024 · 2 = 6,144 B a token, 2.048e-3 µs.
+    //  - 16 decodes: grouped table 100 + 100 · 15 / 63 = 123.809524 µs; ratio (90 − 0.032768) / 100 = 0.899672:
+    //    111.388024 µs.
+    //  - 64 decodes: 200 · (210 − 0.131072) / 200 = 209.868928 µs.
+    //  - 4 decodes, below the paired counts: the ratio at 16 held, 104.761905 · 0.899672 = 94.251450 µs.
+    //  - fp8 experts (W8A8): vLLM's fp8 MoE path was not timed, so the table's op alone.
+    std::string text;
+    {
+        std::ifstream in(std::string(SERVESIM_TEST_DATA_DIR) + "/fixtures/kernels/tiny.yaml");
+        text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    }
+    const std::string moe_ops = R"(  moe:
+    - {experts: 8, top_k: 2, hidden: 1024, intermediate: 512, tokens: [1, 64], us: [100, 200]}
+)";
+    const std::string fused_op = R"(  moe_vllm_fused:
+    - {experts: 8, top_k: 2, hidden: 1024, intermediate: 512, tokens: [16, 64], us: [90, 210], grouped_us: [100, 200]}
+)";
+    const std::size_t ops_end = text.find("forwards:");  // the ops go before the fixture's forwards
+    REQUIRE(ops_end != std::string::npos);
+    const auto with_ops = [&](const std::string& ops) {
+        return calibration::parse_kernel_table(text.substr(0, ops_end) + ops + text.substr(ops_end), "t.yaml");
+    };
+    const calibration::KernelTable grouped_only = with_ops(moe_ops);
+    const calibration::KernelTable paired = with_ops(moe_ops + fused_op);
+    models::ModelSpec m = tiny_model();
+    models::MoeMlp e;
+    e.num_experts = 8;
+    e.num_experts_per_tok = 2;
+    e.moe_intermediate_size = 512;
+    m.layers[0].mlp = e;
+    MeasuredParams pg = params();
+    pg.table = &grouped_only;
+    MeasuredParams pf = params();
+    pf.table = &paired;
+    const MeasuredCostModel grouped(m, models::DType::kBFloat16, pg);
+    const MeasuredCostModel fused(m, models::DType::kBFloat16, pf);
+    CHECK(term_ms(grouped, decode(16, 256), "moe experts") == Approx((100 + 100.0 * 15 / 63) / 1e3));
+    CHECK(term_ms(fused, decode(16, 256), "moe experts") ==
+          Approx((100 + 100.0 * 15 / 63) * (90 - 16 * 2.048e-3) / 100 / 1e3));
+    CHECK(term_ms(fused, decode(64, 256), "moe experts") == Approx(200 * (210 - 64 * 2.048e-3) / 200 / 1e3));
+    CHECK(term_ms(fused, decode(4, 256), "moe experts") ==
+          Approx((100 + 100.0 * 3 / 63) * (90 - 16 * 2.048e-3) / 100 / 1e3));
+    const models::ModelSpec m8 = models::apply_engine_quantization(m, std::string("fp8"), std::nullopt);
+    const MeasuredCostModel fp8(m8, models::DType::kBFloat16, pf);
+    const MeasuredCostModel fp8_grouped(m8, models::DType::kBFloat16, pg);
+    CHECK(term_ms(fp8, decode(16, 256), "moe experts") == term_ms(fp8_grouped, decode(16, 256), "moe experts"));
 }
 
 TEST_CASE("MeasuredCostModel composes a prefill step by hand, with and without a cached prefix", "[engine]") {

@@ -49,6 +49,14 @@ TEST_CASE("check-kernels leaves a table without fused routing as it is", "[tools
     CHECK(timed.moe_routing[0].tokens.at(1) == 50);
 }
 
+TEST_CASE("check-kernels composes the forwards with the grouped GEMM they ran, not vLLM's fused_moe", "[tools]") {
+    // The H100 table pairs vLLM's fused_moe with the grouped GEMM at four shapes (logs/H100-SXM-moe-vllm-configs.json);
+    // the torch forwards ran the grouped pair, so their composition drops the pairing.
+    const auto& h100 = *calibration::find_kernel_table(calibration::find_gpu("H100-SXM"));
+    CHECK(h100.moe_vllm_fused.size() == 4);
+    CHECK(as_timed_forwards(h100).moe_vllm_fused.empty());
+}
+
 TEST_CASE("check-kernels sets each roofline efficiency beside what the table's kernels reached", "[tools]") {
     // A GPU of 1 PFLOP/s bf16 and 4 TB/s, and a table of round numbers:
     //   bf16 GEMMs at M = 4,096: 4,096 × 4,096 in 200 µs, 2·4,096³ = 137.44 GFLOP, 0.687195 of the peak; 8,192 × 4,096

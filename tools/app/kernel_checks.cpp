@@ -75,10 +75,12 @@ double composed_ms(const engine::MeasuredCostModel& cost, const cal::ForwardEntr
 
 }  // namespace
 
-// The forwards route MoE tokens with torch ops (calibration/kernels/sweep_tables.py Fwd.mlp); the cost model itself
-// reads vLLM's fused routing kernels where the table has them.
+// The forwards route MoE tokens with torch ops and run the experts as torch's grouped GEMM pair
+// (calibration/kernels/sweep_tables.py Fwd.mlp); the cost model itself reads vLLM's fused routing kernels and scales
+// the experts to vLLM's fused_moe where the table has them.
 cal::KernelTable as_timed_forwards(const cal::KernelTable& table) {
     cal::KernelTable t = table;
+    t.moe_vllm_fused.clear();
     if (t.routing_fused && !t.moe_routing_torch.empty()) {
         t.moe_routing = t.moe_routing_torch;
         t.routing_fused = false;

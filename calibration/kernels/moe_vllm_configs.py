@@ -1,14 +1,16 @@
-# Experiment (issue 38): how fast does vLLM's fused MoE kernel run at prefill sizes with the tile configurations vLLM
-# ships for the H100 (vllm/model_executor/layers/fused_moe/configs/E=8,N=7168, E=8,N=14336, E=128,N=768 and
-# E=128,N=384 ... device_name=NVIDIA_H100_80GB_HBM3.json: one tile choice per token count, the nearest key to M picked by
-# fused_moe.try_get_optimal_moe_config, the same for both projections)? moe_triton.py searched a grid without the
-# 128 x 256 tiles those files use from about 1,024 tokens on, so its large-M figures are not vLLM's. This script times
-# the same Triton rendering of fused_moe (moe_triton.moe_gemm: pairs sorted by expert and padded to the tile height,
-# gate_up, SiLU-mul, down scaled by the routing weight, the top-k sum) with the shipped tiles, beside torch's grouped
-# GEMM pair (what the kernel table's `moe` op times), at M = 128 ... 8,192 tokens, and reports each one's fraction of
-# the bf16 peak by tokens per expert (m_e = M * top_k / E): the curve GroupedGemmEfficiency
-# (sim/engine/grouped_gemm_efficiency.h) is read from.
-# Run on the device: cd calibration/kernels && python3 moe_vllm_configs.py OUTDIR. Results: logs/H100-SXM-moe-vllm-configs.*
+# Experiment (issue 38): how fast does vLLM's fused MoE kernel run with the tile configurations vLLM ships for the
+# GPU (vllm/model_executor/layers/fused_moe/configs/E=8,N=7168, E=8,N=14336, E=128,N=768 and E=128,N=384 ...
+# device_name=NVIDIA_H100_80GB_HBM3.json or NVIDIA_H200.json: one tile choice per token count, the nearest key to M
+# picked by fused_moe.try_get_optimal_moe_config, the same for both projections)? moe_triton.py searched a grid
+# without the 128 x 256 tiles those files use from about 1,024 tokens on, so its large-M figures are not vLLM's. This
+# script times the same Triton rendering of fused_moe (moe_triton.moe_gemm: pairs sorted by expert and padded to the
+# tile height, gate_up, SiLU-mul, down scaled by the routing weight, the top-k sum) with the shipped tiles, beside
+# torch's grouped GEMM pair (what the kernel table's `moe` op times), at M = 8 ... 16,384 tokens, and reports each
+# one's fraction of the bf16 peak by tokens per expert (m_e = M * top_k / E): the curve GroupedGemmEfficiency
+# (sim/engine/grouped_gemm_efficiency.h) is read from, and the table op `moe_vllm_fused` (the paired fused and
+# grouped times, which the measured cost model scales `moe` by; calibration/kernels/README.md).
+# Run on the device: cd calibration/kernels && python3 moe_vllm_configs.py OUTDIR [TOKENS,...] [DEADLINE_S].
+# Results: logs/<gpu>-moe-vllm-configs.*
 import json, os, sys, time
 import torch
 import torch.nn.functional as F
@@ -16,31 +18,68 @@ import triton
 
 from moe_triton import DEV, BF, align, moe_gemm, time_graph
 
-PEAK_BF16 = 989.4e12  # H100 SXM dense bf16 (calibration/gpus/h100-sxm.yaml)
+PEAK_BF16 = 989.4e12  # H100 SXM and H200 dense bf16 (calibration/gpus/H100-SXM.yaml, H200.yaml)
 
 # The shipped tiles, (BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, num_stages), by the file's token-count key.
-SHIPPED = {
+SHIPPED_H100 = {
     "Mixtral-8x7B TP2": (8, 2, 4096, 7168, {
+        8: (16, 128, 128, 32, 8, 4), 16: (16, 128, 128, 1, 4, 4), 32: (16, 128, 128, 1, 4, 4),
+        64: (32, 128, 128, 1, 4, 4),
         128: (64, 128, 128, 1, 4, 4), 256: (64, 128, 128, 64, 4, 4), 512: (64, 256, 64, 32, 4, 4),
         1024: (128, 256, 64, 16, 8, 4), 1536: (128, 256, 64, 64, 8, 4), 2048: (128, 256, 64, 32, 8, 4),
         3072: (128, 256, 64, 64, 8, 4), 4096: (128, 256, 64, 16, 8, 4)}),
     "Qwen3-30B-A3B TP1": (128, 8, 2048, 768, {
+        8: (16, 64, 64, 64, 4, 5), 16: (16, 32, 256, 64, 4, 2), 32: (16, 32, 128, 1, 4, 5),
+        64: (16, 256, 128, 1, 8, 3),
         128: (16, 256, 128, 1, 8, 2), 256: (32, 256, 128, 1, 8, 3), 512: (64, 128, 64, 1, 4, 3),
         1024: (64, 256, 64, 1, 8, 5), 1536: (128, 256, 64, 1, 8, 4), 2048: (128, 256, 64, 1, 8, 4),
         3072: (128, 256, 64, 1, 8, 4), 4096: (128, 256, 64, 1, 8, 4)}),
     "Mixtral-8x7B TP1": (8, 2, 4096, 14336, {
+        8: (32, 64, 256, 32, 8, 5), 16: (64, 128, 128, 1, 8, 2), 32: (32, 128, 128, 1, 8, 4),
+        64: (64, 128, 128, 1, 8, 4),
         128: (64, 128, 64, 1, 8, 5), 256: (128, 128, 64, 1, 4, 5), 512: (128, 256, 64, 16, 8, 4),
         1024: (128, 256, 64, 64, 8, 4), 1536: (128, 256, 64, 16, 8, 4), 2048: (128, 256, 64, 64, 8, 4),
         3072: (128, 256, 64, 32, 8, 3), 4096: (128, 256, 64, 16, 8, 3)}),
     "Qwen3-30B-A3B TP2": (128, 8, 2048, 384, {
+        8: (16, 64, 128, 1, 4, 2), 16: (16, 128, 64, 1, 8, 3), 32: (16, 64, 128, 32, 4, 3),
+        64: (16, 64, 128, 16, 8, 2),
         128: (16, 64, 128, 16, 4, 2), 256: (32, 64, 128, 32, 4, 2), 512: (64, 64, 64, 64, 4, 3),
         1024: (64, 128, 64, 1, 8, 3), 1536: (128, 128, 64, 1, 8, 3), 2048: (128, 256, 64, 1, 8, 4),
         3072: (128, 256, 64, 16, 8, 4), 4096: (128, 256, 64, 16, 8, 4)}),
 }
-TOKENS = [128, 256, 512, 1024, 2048, 4096, 8192, 16384]
+# The same files for the H200 (device_name=NVIDIA_H200.json), keys 8 ... 4,096.
+SHIPPED_H200 = {
+    "Mixtral-8x7B TP2": (8, 2, 4096, 7168, {
+        8: (32, 128, 128, 1, 4, 3), 16: (16, 128, 128, 16, 4, 5), 32: (16, 128, 128, 1, 4, 5),
+        64: (32, 128, 128, 1, 4, 4),
+        128: (64, 128, 128, 1, 8, 4), 256: (128, 256, 64, 1, 8, 4), 512: (128, 256, 64, 32, 8, 4),
+        1024: (128, 256, 64, 64, 8, 4), 1536: (128, 256, 64, 16, 8, 4), 2048: (128, 256, 64, 16, 8, 4),
+        3072: (128, 256, 64, 64, 8, 4), 4096: (128, 256, 64, 16, 8, 3)}),
+    "Qwen3-30B-A3B TP1": (128, 8, 2048, 768, {
+        8: (16, 64, 128, 1, 4, 3), 16: (16, 64, 256, 1, 4, 2), 32: (16, 64, 128, 16, 4, 2),
+        64: (16, 256, 128, 1, 8, 2),
+        128: (16, 128, 128, 1, 4, 2), 256: (32, 256, 128, 16, 4, 2), 512: (64, 128, 64, 1, 4, 3),
+        1024: (128, 256, 64, 16, 8, 4), 1536: (128, 256, 64, 1, 8, 4), 2048: (128, 256, 64, 1, 8, 4),
+        3072: (128, 256, 64, 1, 8, 4), 4096: (128, 256, 64, 16, 8, 4)}),
+    "Mixtral-8x7B TP1": (8, 2, 4096, 14336, {
+        8: (16, 128, 128, 1, 4, 5), 16: (16, 64, 256, 16, 4, 3), 32: (16, 128, 128, 16, 8, 3),
+        64: (32, 128, 128, 64, 4, 3),
+        128: (64, 128, 128, 1, 8, 4), 256: (128, 256, 64, 1, 8, 4), 512: (128, 256, 64, 16, 8, 4),
+        1024: (128, 256, 64, 16, 8, 4), 1536: (128, 256, 64, 16, 8, 4), 2048: (128, 256, 64, 32, 8, 4),
+        3072: (128, 256, 64, 16, 8, 4), 4096: (128, 256, 64, 16, 8, 4)}),
+    "Qwen3-30B-A3B TP2": (128, 8, 2048, 384, {
+        8: (16, 64, 128, 16, 4, 2), 16: (16, 128, 128, 64, 4, 2), 32: (16, 64, 128, 1, 4, 3),
+        64: (16, 128, 128, 16, 4, 4),
+        128: (16, 128, 128, 16, 4, 3), 256: (32, 128, 128, 32, 4, 2), 512: (64, 128, 64, 1, 4, 3),
+        1024: (128, 256, 64, 16, 8, 4), 1536: (128, 256, 64, 16, 8, 4), 2048: (128, 256, 64, 1, 8, 4),
+        3072: (128, 256, 64, 16, 8, 4), 4096: (128, 256, 64, 1, 8, 4)}),
+}
+SHIPPED = {"NVIDIA H100 80GB HBM3": SHIPPED_H100, "NVIDIA H200": SHIPPED_H200}
+TOKENS = [8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384]
 
 
-def main(out):
+def main(out, tokens=TOKENS, deadline_s=240.0):
+    os.makedirs(out, exist_ok=True)
     log = open(os.path.join(out, "moe_vllm_configs.log"), "w")
 
     def P(*a):
@@ -49,15 +88,19 @@ def main(out):
         log.write(s + "\n")
         log.flush()
 
-    P(torch.cuda.get_device_name(0), torch.__version__, triton.__version__)
+    device = torch.cuda.get_device_name(0)
+    P(device, torch.__version__, triton.__version__)
+    if device not in SHIPPED:
+        P(f"no shipped tiles recorded here for {device}; known: {sorted(SHIPPED)}")
+        return
     results = []
     t0 = time.time()
-    for name, (E, topk, H, I, table) in SHIPPED.items():
+    for name, (E, topk, H, I, table) in SHIPPED[device].items():
         w13 = torch.randn(E, 2 * I, H, device=DEV, dtype=BF) * 0.02
         w2 = torch.randn(E, H, I, device=DEV, dtype=BF) * 0.02
         w13t, w2t = w13.transpose(1, 2).contiguous(), w2.transpose(1, 2).contiguous()
-        for M in TOKENS:
-            if time.time() - t0 > 240:
+        for M in tokens:
+            if time.time() - t0 > deadline_s:
                 P("DEADLINE")
                 break
             cfg = table[min(table, key=lambda k: abs(k - M))]
@@ -111,4 +154,6 @@ def main(out):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    # python3 moe_vllm_configs.py OUTDIR [TOKENS,...] [DEADLINE_S]
+    main(sys.argv[1], [int(t) for t in sys.argv[2].split(",")] if len(sys.argv) > 2 else TOKENS,
+         float(sys.argv[3]) if len(sys.argv) > 3 else 240.0)

@@ -1,6 +1,8 @@
 // Did-you-mean for mistyped flags (flag_suggestions.h).
 #include "tools/app/flag_suggestions.h"
 
+#include <algorithm>
+
 #include "common/error.h"
 #include "common/nearest_name.h"
 #include "tools/app/engine_keys.h"
@@ -24,6 +26,11 @@ std::vector<std::string> known_flags(const po::options_description& opts) {
         if (!k.flag.empty()) {
             out.emplace_back(k.flag);
         }
+    }
+    // The engine flags' companions that are not engine keys (command_line.cpp take_engine_flags): -dp and vLLM's
+    // short spellings, so "--tp" is pointed at "-tp".
+    if (std::find(out.begin(), out.end(), "--tensor-parallel-size") != out.end()) {
+        out.insert(out.end(), {"--data-parallel-size", "-tp", "-pp", "-dp"});
     }
     return out;
 }

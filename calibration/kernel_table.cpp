@@ -362,9 +362,9 @@ KernelTable parse_kernel_table(const std::string& text, const std::string& file)
             },
             [](const MlaDecodeEntry& a) { return std::tuple(a.q_heads, a.kv_lora_rank, a.rope_dim); });
         t.moe = read_moe_op(ops, "moe", false);
+        t.moe_vllm_fused = read_moe_op(ops, "moe_vllm_fused", false, true);
         // vLLM routes with its own kernels (fused_moe topk_softmax + moe_align_block_size + moe_sum); the torch
         // rendering of the same steps (about ten kernels) is read only when the table lacks them.
-        t.moe_vllm_fused = read_moe_op(ops, "moe_vllm_fused", false, true);
         t.moe_routing_torch = read_moe_op(ops, "moe_routing", true);
         t.moe_routing = read_moe_op(ops, "moe_routing_fused", true);
         t.routing_fused = !t.moe_routing.empty();

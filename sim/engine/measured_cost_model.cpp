@@ -435,8 +435,8 @@ MeasuredCostModel::TokenDetail MeasuredCostModel::token_detail(std::int64_t toke
         const auto& s = g.shape;
         if (g.experts != nullptr) {
             // The table times torch's grouped GEMM pair; vLLM runs its fused_moe Triton kernel with the tiles it
-            // ships (fused_moe.py try_get_optimal_moe_config), 7-13 % faster at decode sizes on an H100 and up to
-            // 20 % slower at prefill sizes: the table's own paired timings of the two scale it (docs/COST-MODEL.md).
+            // ships (fused_moe.py try_get_optimal_moe_config), on an H100 8-13 % faster at 128 tokens and 15-19 %
+            // slower at 16,384: the table's own paired timings of the two scale it (docs/COST-MODEL.md).
             const double fused = g.fused != nullptr ? lookup_.fused_over_grouped(*g.fused, s, m) : 1.0;
             d.moe_us += g.count * ep_scale * lookup_.moe_us(*g.experts, s, m) * fused;
         } else {

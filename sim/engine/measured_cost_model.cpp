@@ -643,8 +643,8 @@ std::vector<StepTerm> MeasuredCostModel::step_terms(const BatchShape& s) const {
         const bool fused = std::all_of(moe_.begin(), moe_.end(), [](const MoeGroup& g) {
             return g.experts != nullptr && g.fused != nullptr;
         });
-        out.push_back({"moe experts", d.moe_us / 1e3,
-                       source_of(measured, exact) + (fused ? " x vLLM fused_moe / grouped GEMM (moe_vllm_fused)" : "")});
+        const std::string scaled = fused ? " x vLLM fused_moe / grouped GEMM (moe_vllm_fused)" : "";
+        out.push_back({"moe experts", d.moe_us / 1e3, source_of(measured, exact) + scaled});
         out.push_back({"moe routing", d.moe_routing_us / 1e3,
                        source_of(routed, false) + (routed && !t.routing_fused ? " (torch ops: an upper bound)" : "")});
     }

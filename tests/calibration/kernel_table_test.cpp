@@ -382,7 +382,8 @@ TEST_CASE("vLLM's fused_moe scales the grouped GEMM by the paired timings, at th
     const auto t = sc::parse_kernel_table(kHead + R"(ceilings: {copy_gb_per_s: 2000}
 ops:
   moe_vllm_fused:
-    - {experts: 8, top_k: 2, hidden: 4096, intermediate: 7168, tokens: [128, 512], us: [500, 800], grouped_us: [550, 700]}
+    - {experts: 8, top_k: 2, hidden: 4096, intermediate: 7168, tokens: [128, 512], us: [500, 800],
+       grouped_us: [550, 700]}
 )",
                                           "t.yaml");
     REQUIRE(t.moe_vllm_fused.size() == 1);
@@ -406,5 +407,6 @@ ops:
     // grouped_us must pair every token count.
     CHECK(error_of(kHead + "ops:\n  moe_vllm_fused:\n    - {experts: 8, top_k: 2, hidden: 4096, intermediate: 7168, "
                            "tokens: [128, 512], us: [500, 800], grouped_us: [550]}\n")
-              .find("t.yaml:6: 'ops.moe_vllm_fused[0].grouped_us': 1 times for a grid of 2 points") != std::string::npos);
+              .find("t.yaml:6: 'ops.moe_vllm_fused[0].grouped_us': 1 times for a grid of 2 points") !=
+          std::string::npos);
 }

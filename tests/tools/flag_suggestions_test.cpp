@@ -31,7 +31,8 @@ TEST_CASE("CLI: a mistyped flag names the nearest one and the command's help", "
     // vLLM's short spellings are candidates too: "--tp" is one edit from "-tp".
     const auto tp = servesim::test::run_servesim("inspect --model Qwen3-4B --tp 2");
     CHECK(contains(tp.output, "unrecognised option '--tp'; did you mean '-tp'?"));
-    CHECK(contains(servesim::test::run_servesim("run --dp 2").output, "unrecognised option '--dp'; did you mean '-dp'?"));
+    CHECK(contains(servesim::test::run_servesim("run --dp 2").output,
+                   "unrecognised option '--dp'; did you mean '-dp'?"));
     const auto none = servesim::test::run_servesim("sweep --zzzzzz");
     CHECK(contains(none.output, "unrecognised option '--zzzzzz' (`servesim sweep --help` lists the flags)"));
 }

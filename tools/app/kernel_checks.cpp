@@ -419,6 +419,34 @@ std::string efficiency_report(const cal::KernelTable& t, const cal::GpuSpec& gpu
     return out;
 }
 
+// What the measured model multiplies the routed experts by (KernelCostLookup::fused_over_grouped): vLLM's fused_moe
+// over the grouped GEMM pair at each paired token count, the top-k sum taken off; empty without moe_vllm_fused.
+std::string fused_moe_report(const cal::KernelTable& t, const cal::GpuSpec& gpu) {
+    if (t.moe_vllm_fused.empty()) {
+        return "";
+    }
+    const cal::KernelRoof roof = cal::KernelRoof::of(gpu);
+    const cal::KernelCostLookup lookup(t, roof, roof);
+    std::string out =
+        "\nvLLM's fused_moe over the grouped GEMM the table times (moe_vllm_fused; the measured model scales bf16 "
+        "routed experts by it,\nthe top-k sum taken off, held beyond the first and last token count)\n";
+    out += fmt::format("  {:<34}", "experts / top_k / hidden / inter.");
+    const auto& first = t.moe_vllm_fused.front().tokens.x;
+    for (double x : first) {
+        out += fmt::format("{:>7.0f}", x);
+    }
+    out += "  tokens\n";
+    for (const auto& e : t.moe_vllm_fused) {
+        out += fmt::format("  {:<34}", fmt::format("{} / {} / {} / {}", e.experts, e.top_k, e.hidden, e.intermediate));
+        const cal::KernelCostLookup::MoeShape shape{e.experts, e.top_k, e.hidden, e.intermediate, true, 2, false};
+        for (double x : e.tokens.x) {
+            out += fmt::format("{:>7.3f}", lookup.fused_over_grouped(e, shape, x));
+        }
+        out += e.tokens.x == first ? "\n" : "  (own token counts)\n";
+    }
+    return out;
+}
+
 }  // namespace
 
 std::string kernel_checks(const cal::GpuSpec& gpu) {
@@ -444,6 +472,7 @@ std::string kernel_checks(const cal::GpuSpec& gpu) {
         "(torch's: attention is FlashAttention-2, contiguous cache)\n",
         gpu.name);
     out += efficiency_report(*own, gpu);
+    out += fused_moe_report(*own, gpu);
     for (const auto& t : cal::kernel_table_catalog()) {
         if (&t == own) {
             continue;

@@ -213,7 +213,8 @@ std::vector<MoeEntry> read_moe_op(const YamlMap& ops, const std::string& op, boo
             e.intermediate = routing ? 0 : positive<int>(m, "intermediate");
             e.tokens = read_curve(m, "tokens");
             if (paired) {
-                e.grouped_us = read_numbers(m, "grouped_us", m.node("grouped_us"), false, e.tokens.x.size());
+                e.grouped = {e.tokens.x,
+                             read_numbers(m, "grouped_us", m.node("grouped_us"), false, e.tokens.x.size())};
             }
             return e;
         },
@@ -916,13 +917,12 @@ double KernelCostLookup::fused_over_grouped(const MoeEntry& fused, const MoeShap
     const double own_tokens = std::clamp(
         tokens * (static_cast<double>(s.top_k) / s.experts) / (static_cast<double>(fused.top_k) / fused.experts),
         fused.tokens.x.front(), fused.tokens.x.back());
-    const KernelCurve grouped{fused.tokens.x, fused.grouped_us};
     // The fused timing ends with the top-k sum (vLLM's moe_sum), which the routing term prices already: its bytes
     // (top_k outputs read, one written, bf16) at the table's measured copy rate are taken off.
     const double sum_us = table_->copy_gb_per_s
                               ? own_tokens * (fused.top_k + 1.0) * fused.hidden * 2.0 / (*table_->copy_gb_per_s * 1e3)
                               : 0.0;
-    return (fused.tokens.at(own_tokens) - sum_us) / grouped.at(own_tokens);
+    return (fused.tokens.at(own_tokens) - sum_us) / fused.grouped.at(own_tokens);
 }
 
 const MoeEntry* KernelCostLookup::resolve_moe_routing(const MoeShape& s) const {

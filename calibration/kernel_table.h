@@ -103,7 +103,7 @@ struct MoeEntry {
     KernelCurve tokens;
     // moe_vllm_fused only: the paired torch grouped-GEMM times at the same token counts (`grouped_us`), timed beside
     // the fused kernel in one lease, so that their ratio is free of lease-to-lease drift.
-    std::vector<double> grouped_us;
+    KernelCurve grouped;
 };
 
 // rmsnorm (width = hidden), silu_mul (intermediate), qk_norm (heads · head_dim), sampling (vocab; the curve's x is

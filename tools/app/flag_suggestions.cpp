@@ -1,8 +1,6 @@
 // Did-you-mean for mistyped flags (flag_suggestions.h).
 #include "tools/app/flag_suggestions.h"
 
-#include <algorithm>
-
 #include "common/error.h"
 #include "common/nearest_name.h"
 #include "tools/app/engine_keys.h"
@@ -29,9 +27,7 @@ std::vector<std::string> known_flags(const po::options_description& opts) {
     }
     // The engine flags' companions that are not engine keys (command_line.cpp take_engine_flags): -dp and vLLM's
     // short spellings, so "--tp" is pointed at "-tp".
-    if (std::find(out.begin(), out.end(), "--tensor-parallel-size") != out.end()) {
-        out.insert(out.end(), {"--data-parallel-size", "-tp", "-pp", "-dp"});
-    }
+    out.insert(out.end(), {"--data-parallel-size", "-tp", "-pp", "-dp"});
     return out;
 }
 

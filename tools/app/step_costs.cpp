@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <optional>
 
 #include "common/error.h"
 
@@ -44,8 +45,8 @@ BatchPart parse_batch_part(const std::string& spec) {
         bad(spec, "'" + kind + "' is not a batch part");
     }
     p.decode = kind == "decode";
-    std::string cached;
-    const bool has_cached = rest.find('@') != std::string::npos;
+    // A separator present with nothing after it is an empty number, not the form without the separator.
+    std::optional<std::string> cached;
     if (const auto at = rest.find('@'); at != std::string::npos) {
         if (p.decode) {
             bad(spec, "a decode's context is written decode=SEQSxCONTEXT");
@@ -54,8 +55,7 @@ BatchPart parse_batch_part(const std::string& spec) {
         rest = rest.substr(0, at);
     }
     std::string first = rest;
-    std::string second;
-    const bool has_second = rest.find('x') != std::string::npos;
+    std::optional<std::string> second;
     if (const auto x = rest.find('x'); x != std::string::npos) {
         first = rest.substr(0, x);
         second = rest.substr(x + 1);
@@ -64,15 +64,15 @@ BatchPart parse_batch_part(const std::string& spec) {
         p.count = whole(spec, first, 1);
         p.chunk = 1;
         // The context includes the new token: cached = context − 1.
-        p.cached = has_second ? whole(spec, second, 1) - 1 : 0;
+        p.cached = second ? whole(spec, *second, 1) - 1 : 0;
     } else {
-        if (!has_second) {
+        if (!second) {
             p.chunk = whole(spec, first, 1);
         } else {
             p.count = whole(spec, first, 1);
-            p.chunk = whole(spec, second, 1);
+            p.chunk = whole(spec, *second, 1);
         }
-        p.cached = has_cached ? whole(spec, cached, 0) : 0;
+        p.cached = cached ? whole(spec, *cached, 0) : 0;
     }
     return p;
 }

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -149,7 +150,8 @@ TEST_CASE("Order-only with a model: each hybrid policy replays the trace through
     //   sglang-no-buffer: one chunk per prompt (1,024 < 8,192), so only end states (1,024), never 512 → 0.
     //   marconi / checkpoint: B's lookup finds attention to 512 and no state, so B checkpoints the branch point 512;
     //   C resumes there → 512.
-    const std::string trace = "/tmp/servesim_order_only_hybrid_test.jsonl";
+    const std::string trace =
+        (std::filesystem::temp_directory_path() / "servesim_order_only_hybrid_test.jsonl").string();
     {
         std::ofstream out(trace);
         for (int id : {1, 2, 3}) {

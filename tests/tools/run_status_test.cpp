@@ -4,6 +4,7 @@
 #include "tools/app/run_status.h"
 
 #include <algorithm>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,15 @@ std::vector<RunStatus> statuses(const std::vector<StatusFinding>& f) {
         out.push_back(x.status);
     }
     return out;
+}
+
+TEST_CASE("Counts print with a comma every three digits, negative and extreme values included", "[tools][status]") {
+    CHECK(thousands(0) == "0");
+    CHECK(thousands(999) == "999");
+    CHECK(thousands(86400) == "86,400");
+    CHECK(thousands(-1234567) == "-1,234,567");
+    // The most negative int64 has no positive counterpart: its magnitude is taken as unsigned.
+    CHECK(thousands(std::numeric_limits<std::int64_t>::min()) == "-9,223,372,036,854,775,808");
 }
 
 TEST_CASE("Status: a steady run is ok", "[tools][status]") {

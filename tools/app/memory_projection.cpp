@@ -18,6 +18,7 @@
 #include "common/error.h"
 #include "common/input_file.h"
 #include "sim/cache/prefix_cache/block_pool.h"
+#include "tools/app/run_status.h"
 #include "workloads/workload.h"
 
 namespace servesim::app {
@@ -56,14 +57,6 @@ constexpr std::int64_t kOffloadBlockBytes = 95;
 constexpr std::int64_t kRouterBlockBytes = 36;
 // Requests drawn from the workload to take its mean prompt and output lengths.
 constexpr int kSampledRequests = 64;
-
-std::string thousands_int(std::int64_t v) {
-    std::string s = std::to_string(v < 0 ? -v : v);
-    for (int i = static_cast<int>(s.size()) - 3; i > 0; i -= 3) {
-        s.insert(static_cast<std::size_t>(i), ",");
-    }
-    return v < 0 ? "-" + s : s;
-}
 
 std::optional<double> number_at(const YAML::Node& w, const char* key) {
     const YAML::Node n = w[key];
@@ -201,7 +194,7 @@ void add_pool_terms(const PreparedExperiment& p, const char* pool, std::vector<M
     for (const auto& [blocks, replicas] : replicas_by_blocks) {
         const std::int64_t bytes = replicas * cache::BlockPool::metadata_bytes(blocks, p.plan.enable_prefix_caching);
         terms.push_back({fmt::format("KV block metadata{}: {} replica{} x {} blocks", pool, replicas,
-                                     replicas == 1 ? "" : "s", thousands_int(blocks)),
+                                     replicas == 1 ? "" : "s", thousands(blocks)),
                          bytes});
     }
 }
@@ -214,7 +207,7 @@ void add_host_tier_terms(const PreparedExperiment& p, std::vector<MemoryTerm>& t
         for (int i = 0; i < c.replicas; ++i) {
             blocks += offload_config(c.engine, replica_plan(p, static_cast<std::size_t>(i)), p.gpu).num_cpu_blocks;
         }
-        terms.push_back({fmt::format("CPU offload blocks (kv_offloading_size): {}", thousands_int(blocks)),
+        terms.push_back({fmt::format("CPU offload blocks (kv_offloading_size): {}", thousands(blocks)),
                          blocks * kOffloadBlockBytes});
     }
     if (c.kv_connector && c.topology && !p.prefill_pool) {
@@ -228,9 +221,9 @@ void add_host_tier_terms(const PreparedExperiment& p, std::vector<MemoryTerm>& t
         const auto num_hosts = static_cast<std::int64_t>(hosts.size());
         const std::int64_t blocks = num_hosts * k.host_capacity_blocks + k.remote_capacity_blocks;
         terms.push_back({fmt::format("KV connector store: {} host{} x {} blocks{}", num_hosts,
-                                     num_hosts == 1 ? "" : "s", thousands_int(k.host_capacity_blocks),
+                                     num_hosts == 1 ? "" : "s", thousands(k.host_capacity_blocks),
                                      k.remote_capacity_blocks > 0
-                                         ? fmt::format(" + {} remote", thousands_int(k.remote_capacity_blocks))
+                                         ? fmt::format(" + {} remote", thousands(k.remote_capacity_blocks))
                                          : ""),
                          blocks * kStoreBlockBytes});
     }
@@ -258,7 +251,7 @@ RunMemoryProjection project_run_memory(const PreparedExperiment& p) {
         const int block = std::max(1, p.plan.block_size);
         const auto hashes = static_cast<std::int64_t>(lengths.prompt_tokens / block);
         const std::int64_t alive = requests_alive(c, *sent);
-        r.terms.push_back({fmt::format("requests alive at once: {} (mean prompt {:.0f} tokens)", thousands_int(alive),
+        r.terms.push_back({fmt::format("requests alive at once: {} (mean prompt {:.0f} tokens)", thousands(alive),
                                        lengths.prompt_tokens),
                            alive * (kAliveRequestBytes + hashes * kBlockHashBytes)});
         if (c.router == "llm_d" || c.router == "dynamo_kv") {
@@ -268,22 +261,22 @@ RunMemoryProjection project_run_memory(const PreparedExperiment& p) {
                 pool_blocks += replica_plan(p, static_cast<std::size_t>(i)).num_gpu_blocks;
             }
             const std::int64_t routed = std::min(pool_blocks, *sent * hashes);
-            r.terms.push_back({fmt::format("router index ({}): {} blocks", c.router, thousands_int(routed)),
+            r.terms.push_back({fmt::format("router index ({}): {} blocks", c.router, thousands(routed)),
                                routed * kRouterBlockBytes});
         }
         if (c.keep_request_records) {
-            r.terms.push_back({fmt::format("request records: {}", thousands_int(*sent)), *sent * kRecordBytes});
+            r.terms.push_back({fmt::format("request records: {}", thousands(*sent)), *sent * kRecordBytes});
             if (c.keep_request_itls) {  // --save-detailed: one double per gap after the first token
                 const auto gaps = static_cast<std::int64_t>(std::max(0.0, lengths.output_tokens - 1.0));
                 r.terms.push_back({fmt::format("per-request ITLs (--save-detailed): {} requests x {} gaps",
-                                               thousands_int(*sent), gaps),
+                                               thousands(*sent), gaps),
                                    *sent * (gaps * static_cast<std::int64_t>(sizeof(double)) +
                                              static_cast<std::int64_t>(sizeof(std::vector<double>)))});
             }
         }
         if (c.exact_percentiles) {
             const auto samples = static_cast<std::int64_t>(3.0 + lengths.output_tokens);
-            r.terms.push_back({fmt::format("exact percentile samples: {} requests x {}", thousands_int(*sent), samples),
+            r.terms.push_back({fmt::format("exact percentile samples: {} requests x {}", thousands(*sent), samples),
                                *sent * samples * kExactSampleBytes});
         }
     } else {
@@ -292,7 +285,7 @@ RunMemoryProjection project_run_memory(const PreparedExperiment& p) {
     if (c.workload["type"] && c.workload["type"].Scalar() == "tenants") {
         if (const auto t = number_at(c.workload, "tenants")) {
             const auto tenants = static_cast<std::int64_t>(*t);
-            r.terms.push_back({fmt::format("tenants: {}", thousands_int(tenants)), tenants * kTenantBytes});
+            r.terms.push_back({fmt::format("tenants: {}", thousands(tenants)), tenants * kTenantBytes});
         }
     }
     std::stable_sort(r.terms.begin(), r.terms.end(),

@@ -31,7 +31,10 @@ const char* run_status_name(RunStatus s) {
 }
 
 std::string thousands(std::int64_t v) {
-    std::string digits = fmt::format("{}", v < 0 ? -v : v);
+    // The magnitude as unsigned: -v overflows for the most negative value.
+    const auto as_unsigned = static_cast<std::uint64_t>(v);
+    const std::uint64_t magnitude = v < 0 ? std::uint64_t{0} - as_unsigned : as_unsigned;
+    std::string digits = fmt::format("{}", magnitude);
     std::string out;
     for (std::size_t i = 0; i < digits.size(); ++i) {
         if (i > 0 && (digits.size() - i) % 3 == 0) {

@@ -109,6 +109,16 @@ int cmd_inspect(const std::vector<std::string>& args) {
         run.overrides.insert(run.overrides.end(), flags.overrides.begin(), flags.overrides.end());
         const app::Scenario sc = app::load_scenario_text(run.text, "command line", run.overrides);
         const app::PreparedExperiment p = app::prepare_experiment(sc.experiments.at(0));
+        // A sequence longer than the server's max_model_len is one vLLM never runs (its frontend refuses it).
+        for (std::size_t i = 0; i < parts.size(); ++i) {
+            const std::int64_t context = parts[i].cached + parts[i].chunk;
+            if (context > p.plan.max_model_len) {
+                throw ConfigError(fmt::format(
+                    "command line: --step-costs: '{}': a sequence of {} tokens is longer than max_model_len {} of {} "
+                    "(allowed: up to {}; --max-model-len sets it, within the model's context length)",
+                    step_costs[i], context, p.plan.max_model_len, model_name, p.plan.max_model_len));
+            }
+        }
         if (format == "json") {
             std::cout << app::step_costs_json(*p.cost_model, parts).dump(2) << "\n";
         } else {

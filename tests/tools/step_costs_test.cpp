@@ -83,5 +83,22 @@ TEST_CASE("CLI: inspect --step-costs prints the step term by term", "[tools][cli
     CHECK(test::contains(bad.output, "--cost-model: used only with --step-costs"));
 }
 
+TEST_CASE("CLI: inspect --step-costs refuses a sequence longer than max_model_len", "[tools][cli]") {
+    // Qwen3-4B's context length is 40,960 tokens (max_position_embeddings), the default max_model_len: a prefill of
+    // 40,000 after 960 cached is 40,960 tokens and runs; a decode at context 40,961 would be one token more.
+    const test::Ran edge = test::run_servesim("inspect --model Qwen3-4B --gpu H100 --step-costs prefill=40000@960");
+    INFO(edge.output);
+    CHECK(edge.status == 0);
+    CHECK(test::contains(edge.output, "(40000 tokens, 1 sequence)"));
+    const test::Ran over = test::run_servesim("inspect --model Qwen3-4B --gpu H100 --step-costs decode=8x40961");
+    CHECK(over.status != 0);
+    CHECK(test::contains(over.output, "--step-costs: 'decode=8x40961': a sequence of 40961 tokens is longer than "
+                                      "max_model_len 40960 of Qwen3-4B"));
+    const test::Ran lowered =
+        test::run_servesim("inspect --model Qwen3-4B --gpu H100 --max-model-len 4096 --step-costs prefill=4097");
+    CHECK(lowered.status != 0);
+    CHECK(test::contains(lowered.output, "longer than max_model_len 4096"));
+}
+
 }  // namespace
 }  // namespace servesim::app

@@ -129,7 +129,8 @@ std::string step_costs_table(const engine::CostModel& cost, const std::vector<Ba
         total += t.ms;
     }
     std::string out = fmt::format("-- step cost: {} --\n", cost.describe());
-    out += fmt::format("batch: {} ({} tokens, {} sequences)\n\n", describe_batch(parts), s.num_tokens, s.num_seqs);
+    out += fmt::format("batch: {} ({} token{}, {} sequence{})\n\n", describe_batch(parts), s.num_tokens,
+                       s.num_tokens == 1 ? "" : "s", s.num_seqs, s.num_seqs == 1 ? "" : "s");
     out += fmt::format("{:<28}{:>12}{:>9}  {}\n", "term", "ms", "share", "source");
     for (const auto& t : terms) {
         out += fmt::format("{:<28}{:>12.4f}{:>8.1f}%  {}\n", t.name, t.ms, total > 0 ? 100.0 * t.ms / total : 0.0,

@@ -85,6 +85,7 @@ MeasuredCostModel::MeasuredCostModel(const models::ModelSpec& model,
                                      const MeasuredParams& params)
     : params_(params),
       lookup_(*params.table, params.table_roof, params.target),
+      fused_lookup_(params.fused_table != nullptr ? *params.fused_table : *params.table, params.target, params.target),
       model_name_(model.name),
       groups_(attention_layer_groups(model)),
       model_(model),
@@ -307,7 +308,7 @@ MeasuredCostModel::MeasuredCostModel(const models::ModelSpec& model,
             }
             if (!merged) {
                 moe_.push_back(MoeGroup{shape, 1, lookup_.resolve_moe(shape), lookup_.resolve_moe_routing(shape),
-                                        lookup_.resolve_moe_fused(shape)});
+                                        fused_lookup_.resolve_moe_fused(shape)});
             }
         }
         if (layer.adapter_params > 0) {
@@ -437,7 +438,8 @@ MeasuredCostModel::TokenDetail MeasuredCostModel::token_detail(std::int64_t toke
             // The table times torch's grouped GEMM pair; vLLM runs its fused_moe Triton kernel with the tiles it
             // ships (fused_moe.py try_get_optimal_moe_config), on an H100 8-13 % faster at 128 tokens and 15-19 %
             // slower at 16,384: the table's own paired timings of the two scale it (docs/COST-MODEL.md).
-            const double fused = g.fused != nullptr ? lookup_.fused_over_grouped(*g.fused, s, m) : 1.0;
+            // A GPU whose own table has no pairs takes another Hopper table's (MeasuredParams::fused_table).
+            const double fused = g.fused != nullptr ? fused_lookup_.fused_over_grouped(*g.fused, s, m) : 1.0;
             d.moe_us += g.count * ep_scale * lookup_.moe_us(*g.experts, s, m) * fused;
         } else {
             // No MoE entry: the roofline of the routed experts at the GPU file's GEMM efficiency.
@@ -643,7 +645,14 @@ std::vector<StepTerm> MeasuredCostModel::step_terms(const BatchShape& s) const {
         const bool fused = std::all_of(moe_.begin(), moe_.end(), [](const MoeGroup& g) {
             return g.experts != nullptr && g.fused != nullptr;
         });
-        const std::string scaled = fused ? " x vLLM fused_moe / grouped GEMM (moe_vllm_fused)" : "";
+        std::string scaled;
+        if (fused) {
+            scaled = params_.fused_table == nullptr
+                         ? " x vLLM fused_moe / grouped GEMM (moe_vllm_fused)"
+                         : fmt::format(" x vLLM fused_moe / grouped GEMM (moe_vllm_fused of the {} table; the {} "
+                                       "table has none)",
+                                       params_.fused_table_gpu, params_.table_gpu);
+        }
         out.push_back({"moe experts", d.moe_us / 1e3, source_of(measured, exact) + scaled});
         out.push_back({"moe routing", d.moe_routing_us / 1e3,
                        source_of(routed, false) + (routed && !t.routing_fused ? " (torch ops: an upper bound)" : "")});
@@ -693,7 +702,11 @@ std::string MeasuredCostModel::describe() const {
     const calibration::KernelTable& t = lookup_.table();
     const std::string tp =
         params_.roofline.tensor_parallel_size > 1 ? fmt::format(", TP {}", params_.roofline.tensor_parallel_size) : "";
-    const std::string q = kernels_.empty() ? "" : "; " + kernels_;
+    std::string q = kernels_.empty() ? "" : "; " + kernels_;
+    if (params_.fused_table != nullptr &&
+        std::any_of(moe_.begin(), moe_.end(), [](const MoeGroup& g) { return g.fused != nullptr; })) {
+        q += fmt::format("; routed experts x the {} table's fused_moe / grouped GEMM", params_.fused_table_gpu);
+    }
     if (lookup_.transfer()) {
         return fmt::format(
             "measured-transfer from {} to {} (kernel table {}, {}; efficiencies on the datasheet "

@@ -33,6 +33,10 @@ struct MeasuredParams {
     calibration::KernelRoof table_roof;               // the table GPU's datasheet
     calibration::KernelRoof target;                   // the predicted GPU's datasheet
     std::string table_gpu;                            // the table GPU's catalog name
+    // The table whose moe_vllm_fused pairs scale the routed experts when `table` has none: another GPU of the same
+    // architecture (tools/app measured_params); null = `table`'s own pairs, if any.
+    const calibration::KernelTable* fused_table = nullptr;
+    std::string fused_table_gpu;  // its catalog name
     // The per-token terms are tabled for 1..max(max_cudagraph_tokens, max_table_tokens) tokens (a pure function of
     // the count, computed once; at most kMaxTableTokens): engine.max_num_batched_tokens, the largest step.
     std::int64_t max_table_tokens = 0;
@@ -166,6 +170,8 @@ class MeasuredCostModel final : public CostModel {
 
     MeasuredParams params_;
     calibration::KernelCostLookup lookup_;
+    // lookup_ over params_.fused_table where set: its moe_vllm_fused pairs, priced with its own copy rate.
+    calibration::KernelCostLookup fused_lookup_;
     std::string model_name_;
     AttentionLayerGroups groups_;
     std::vector<GemmOp> gemms_;

@@ -247,6 +247,23 @@ TEST_CASE("MeasuredCostModel runs bf16 routed experts as vLLM's fused_moe where 
     CHECK(term_ms(fused, decode(64, 256), "moe experts") == Approx(200 * (210 - 64 * 2.048e-3) / 200 / 1e3));
     CHECK(term_ms(fused, decode(4, 256), "moe experts") ==
           Approx((100 + 100.0 * 3 / 63) * (90 - 16 * 2.048e-3) / 100 / 1e3));
+    // A table without pairs that borrows another's (MeasuredParams::fused_table, a GPU of the same architecture):
+    // the borrowed pairs with the borrowed table's copy rate, here 1,500 GB/s, so the top-k sum of 16 tokens is
+    // 16 · 6,144 B / 1.5e6 B/µs = 0.065536 µs: (100 + 100 · 15 / 63) · (90 − 0.065536) / 100 µs.
+    std::string borrowed_text = text;
+    const std::size_t rate = borrowed_text.find("copy_gb_per_s: 3000.0");
+    REQUIRE(rate != std::string::npos);
+    borrowed_text.replace(rate, 21, "copy_gb_per_s: 1500.0");
+    const calibration::KernelTable borrowed = calibration::parse_kernel_table(
+        borrowed_text.substr(0, ops_end) + moe_ops + fused_op + borrowed_text.substr(ops_end), "b.yaml");
+    MeasuredParams pb = params();
+    pb.table = &grouped_only;
+    pb.fused_table = &borrowed;
+    pb.fused_table_gpu = "B";
+    const MeasuredCostModel lent(m, models::DType::kBFloat16, pb);
+    CHECK(term_ms(lent, decode(16, 256), "moe experts") ==
+          Approx((100 + 100.0 * 15 / 63) * (90 - 16 * 6144 / 1.5e6) / 100 / 1e3));
+    CHECK(lent.describe().find("routed experts x the B table's fused_moe / grouped GEMM") != std::string::npos);
     const models::ModelSpec m8 = models::apply_engine_quantization(m, std::string("fp8"), std::nullopt);
     const MeasuredCostModel fp8(m8, models::DType::kBFloat16, pf);
     const MeasuredCostModel fp8_grouped(m8, models::DType::kBFloat16, pg);

@@ -60,5 +60,39 @@ TEST_CASE("a cost_model that is neither a model name nor an existing file is ref
     }
 }
 
+TEST_CASE("a kernel table without vLLM's fused_moe pairs takes them from a table of the same architecture",
+          "[tools]") {
+    // measured_params: the H100's table pairs fused_moe with the grouped GEMM; a Hopper table without pairs (the
+    // H200's until it is timed there) takes the H100's, and a transfer from it (MI300X, nearest in bandwidth to the
+    // H200) carries them along, as a transfer from the H100's table (A100) carries the H100's own.
+    const auto& tables = calibration::kernel_table_catalog();
+    const calibration::GpuSpec h100 = calibration::find_gpu("H100-SXM");
+    const calibration::KernelTable* h100_table = calibration::find_kernel_table(h100);
+    const calibration::KernelTable* h200_table = calibration::find_kernel_table(calibration::find_gpu("H200"));
+    if (tables.empty()) {
+        return;  // a build without tables: the test above checks the refusal
+    }
+    REQUIRE(h100_table != nullptr);
+    REQUIRE(h200_table != nullptr);
+    REQUIRE_FALSE(h100_table->moe_vllm_fused.empty());
+    const auto params_of = [](const std::string& gpu) {
+        return measured_params(calibration::find_gpu(gpu), engine::RooflineParams{}, 8192);
+    };
+    CHECK(params_of("H100-SXM").fused_table == nullptr);
+    CHECK(params_of("A100-80GB").table == h100_table);
+    CHECK(params_of("A100-80GB").fused_table == nullptr);
+    const engine::MeasuredParams h200 = params_of("H200");
+    const engine::MeasuredParams mi300x = params_of("MI300X");
+    CHECK(mi300x.table == h200_table);
+    if (h200_table->moe_vllm_fused.empty()) {
+        CHECK(h200.fused_table == h100_table);
+        CHECK(h200.fused_table_gpu == "H100-SXM");
+        CHECK(mi300x.fused_table == h100_table);
+    } else {
+        CHECK(h200.fused_table == nullptr);
+        CHECK(mi300x.fused_table == nullptr);
+    }
+}
+
 }  // namespace
 }  // namespace servesim::app

@@ -328,18 +328,10 @@ engine::MeasuredParams measured_params(const calibration::GpuSpec& gpu, const en
     m.roofline = roofline;
     m.target = calibration::KernelRoof::of(gpu);
     m.max_table_tokens = max_num_batched_tokens;
-    const calibration::KernelTable* own = calibration::find_kernel_table(gpu);
-    if (own != nullptr) {
-        m.table = own;
-        m.table_roof = m.target;
-        m.table_gpu = gpu.name;
-        return m;
-    }
-    std::tuple<int, int, double> best_score{};
-    for (const auto& t : tables) {
-        calibration::GpuSpec measured;
+    // The GPU each table was measured on.
+    const auto measured_on = [](const calibration::KernelTable& t) {
         try {
-            measured = calibration::find_gpu(t.gpu);
+            return calibration::find_gpu(t.gpu);
         } catch (const ConfigError&) {
             const auto& cat = calibration::gpu_catalog();
             const auto it = std::find_if(cat.begin(), cat.end(), [&](const calibration::GpuSpec& g) {
@@ -349,16 +341,52 @@ engine::MeasuredParams measured_params(const calibration::GpuSpec& gpu, const en
                 throw ConfigError(fmt::format("{}: 'gpu': '{}' names no GPU of the catalog; allowed: {}", t.file,
                                               t.gpu, calibration::gpu_names()));
             }
-            measured = *it;
+            return *it;
         }
-        const std::tuple<int, int, double> score{
+    };
+    const auto score = [&gpu](const calibration::GpuSpec& measured) {
+        return std::tuple<int, int, double>{
             measured.vendor == gpu.vendor ? 0 : 1, std::abs(measured.compute_capability - gpu.compute_capability),
             std::fabs(std::log(measured.memory_bandwidth_bytes_per_s / gpu.memory_bandwidth_bytes_per_s))};
-        if (m.table == nullptr || score < best_score) {
-            best_score = score;
-            m.table = &t;
-            m.table_roof = calibration::KernelRoof::of(measured);
-            m.table_gpu = measured.name;
+    };
+    const calibration::KernelTable* own = calibration::find_kernel_table(gpu);
+    calibration::GpuSpec table_gpu = gpu;
+    if (own != nullptr) {
+        m.table = own;
+        m.table_roof = m.target;
+        m.table_gpu = gpu.name;
+    } else {
+        std::tuple<int, int, double> best_score{};
+        for (const auto& t : tables) {
+            const calibration::GpuSpec measured = measured_on(t);
+            if (m.table == nullptr || score(measured) < best_score) {
+                best_score = score(measured);
+                m.table = &t;
+                m.table_roof = calibration::KernelRoof::of(measured);
+                m.table_gpu = measured.name;
+                table_gpu = measured;
+            }
+        }
+    }
+    // A table without vLLM's fused_moe pairs is completed with those of a table measured on the same architecture
+    // (vendor and compute capability: the same SMs, so the same kernel, with that GPU's shipped tiles), the nearest
+    // in memory bandwidth: the H200's table lacks them, the H100's has them. A transfer then moves the completed
+    // table as a whole, as it moves the H100's own pairs to an A100.
+    if (m.table->moe_vllm_fused.empty()) {
+        std::tuple<int, int, double> best_score{};
+        for (const auto& t : tables) {
+            if (t.moe_vllm_fused.empty()) {
+                continue;
+            }
+            const calibration::GpuSpec measured = measured_on(t);
+            if (measured.vendor != table_gpu.vendor || measured.compute_capability != table_gpu.compute_capability) {
+                continue;
+            }
+            if (m.fused_table == nullptr || score(measured) < best_score) {
+                best_score = score(measured);
+                m.fused_table = &t;
+                m.fused_table_gpu = measured.name;
+            }
         }
     }
     return m;

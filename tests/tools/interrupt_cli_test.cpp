@@ -26,7 +26,7 @@ using servesim::test::Ran;
 namespace fs = std::filesystem;
 
 // A sweep of 8 points of a Qwen3-4B on an H200 under 20 agentic tenants; `num_requests` sets how long each run
-// takes (10,000: about 0.1 s here; 300,000: about 3 s).
+// takes (10,000: about 0.1 s here; 40,000: 0.3 s; 300,000: about 3 s).
 std::string sweep_scenario(int num_requests) {
     return "name: slow\nseed: 1\ngpu: H200\nmodel: Qwen3-4B\nengine: {enable_prefix_caching: true}\n"
            "workload:\n  type: tenants\n  tenants: 20\n  system_prompt_tokens: 2000\n  turns_per_dialogue: 6\n"
@@ -98,7 +98,10 @@ pid_t start_sweep(const std::string& dir) {
 
 TEST_CASE("CLI: SIGINT stops a sweep after the runs in flight, naming the file and the --resume command",
           "[tools][cli][interrupt]") {
-    const std::string dir = folder_with_sweep("int", 10000);
+    // 40,000 requests a run (about 0.3 s each here): after the first run the other seven leave the test over 2 s to
+    // send its signal. At 10,000 a test process held off the CPU for the 0.7 s of the rest (seen once under a
+    // parallel build) signalled a sweep that had already restored the default handler on its way out.
+    const std::string dir = folder_with_sweep("int", 40000);
     const Ran fresh = shell_in(dir, "'" + std::string(SERVESIM_BINARY) + "' sweep slow.yaml --jobs 1 --format csv");
     REQUIRE(fresh.status == 0);
     REQUIRE(partial_files(dir) == 0);  // removed after success

@@ -159,27 +159,39 @@ TEST_CASE("check-kernels counts a MoE forward's balanced-routing twin, not the h
     const std::string hidden = row("(hidden-state routing: not counted)");
     CHECK(hidden.find("Qwen3-30B-A3B") != std::string::npos);
     CHECK(hidden.find("23.010") != std::string::npos);
-    const std::string balanced = row("30.640      30.893     0.8%  (balanced routing)");
+    const std::string balanced = row("30.640      30.879     0.8%  (balanced routing)");
     CHECK(balanced.find("Qwen3-30B-A3B") != std::string::npos);
 }
 
-TEST_CASE("check-kernels says why an op has no point to transfer when the tables time it differently", "[tools]") {
-    // Since 2026-12-07 the H100's decode attention cycles each point's calls over a 24 GB pool of caches (its backend
-    // says so), the H200's over two caches a point: no entry is the same kernel timed the same way, so the H200's
-    // op-level transfer from the H100 compares no decode-attention point and says why; prefill attention, timed alike
-    // on both, is compared as before. (When the H200 is re-timed the same way, the first check fails: revisit the
-    // transfer section of docs/COST-MODEL.md.)
-    const std::string report = kernel_checks(calibration::find_gpu("H200"));
-    const auto line_of = [&report](const std::string& head) {
+TEST_CASE("check-kernels transfers an op only between entries that time the same kernel the same way", "[tools]") {
+    // Both tables' decode attention cycles each point's calls over a 24 GB pool of caches (the H100's since the
+    // morning of 2026-12-07, the H200's since that afternoon; the backend says so): the H200 from the H100 compares
+    // all 612 points of its ten geometries. Renamed in a copy of the H200 table (a kernel timed another way), no
+    // entry is the same kernel and the row says why; prefill attention, timed alike on both, is compared as before.
+    const calibration::GpuSpec h100 = calibration::find_gpu("H100-SXM");
+    const calibration::GpuSpec h200 = calibration::find_gpu("H200");
+    const calibration::KernelTable* from = calibration::find_kernel_table(h100);
+    const calibration::KernelTable* own = calibration::find_kernel_table(h200);
+    REQUIRE(from != nullptr);
+    REQUIRE(own != nullptr);
+    const auto line_of = [](const std::string& report, const std::string& head) {
         const std::size_t at = report.find("\n" + head);
         REQUIRE(at != std::string::npos);
         return report.substr(at + 1, report.find('\n', at + 1) - at - 1);
     };
-    CHECK(line_of("  attn_decode ") ==
+    const std::string alike = op_transfer_report(*own, h200, *from, h100);
+    CHECK(line_of(alike, "  attn_decode ").find(fmt::format("  {:<22}{:>8}", "attn_decode", 612)) == 0);
+    CHECK(line_of(kernel_checks(h200), "  attn_decode ") == line_of(alike, "  attn_decode "));
+    calibration::KernelTable renamed = *own;
+    for (auto& e : renamed.attn_decode) {
+        e.backend += " (timed another way)";
+    }
+    const std::string unlike = op_transfer_report(renamed, h200, *from, h100);
+    CHECK(line_of(unlike, "  attn_decode ") ==
           fmt::format("  {:<22}{:>8}  (none to compare: no entry is the same kernel, timed the same way, at the same "
                       "shape in both tables)",
                       "attn_decode", 0));
-    CHECK(line_of("  attn_prefill ").find(fmt::format("  {:<22}{:>8}", "attn_prefill", 160)) == 0);
+    CHECK(line_of(unlike, "  attn_prefill ").find(fmt::format("  {:<22}{:>8}", "attn_prefill", 160)) == 0);
 }
 
 TEST_CASE("the roofline's fused/grouped ratios are the H100 log's", "[tools]") {

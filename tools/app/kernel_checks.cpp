@@ -150,6 +150,8 @@ std::string forwards_report(const cal::KernelTable& own,
     return out;
 }
 
+}  // namespace
+
 std::string op_transfer_report(const cal::KernelTable& own,
                                const cal::GpuSpec& gpu,
                                const cal::KernelTable& from,
@@ -316,8 +318,6 @@ std::string op_transfer_report(const cal::KernelTable& own,
     }
     return out;
 }
-
-}  // namespace
 
 engine::MeasuredParams single_gpu_measured_params(const cal::GpuSpec& gpu,
                                                   const cal::KernelTable& table,

@@ -25,6 +25,14 @@ namespace servesim::app {
 // the torch routing (`moe_routing`) instead, since the sweep's forwards route with torch ops.
 [[nodiscard]] calibration::KernelTable as_timed_forwards(const calibration::KernelTable& table);
 
+// Per op class, each measured point of `own` (timed on `gpu`) predicted from the same kernel at the same shape in
+// `from` (timed on `from_gpu`) by efficiency transfer: the report's "transfer" rows. An op both tables hold with no
+// entry timed alike (attention backends differ) says so instead of a figure.
+[[nodiscard]] std::string op_transfer_report(const calibration::KernelTable& own,
+                                             const calibration::GpuSpec& gpu,
+                                             const calibration::KernelTable& from,
+                                             const calibration::GpuSpec& from_gpu);
+
 // One of the roofline's efficiency constants against the table: the median fraction of the GPU's datasheet peak (or
 // bandwidth) the table's kernels of that op class reached, over `points` measured points.
 struct DerivedEfficiency {

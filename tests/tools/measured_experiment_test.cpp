@@ -1,6 +1,7 @@
 // `cost_model: measured` through the experiment (tools/app/experiment_parts.cpp measured_params): the GPU's own kernel
 // table, else the nearest measured GPU's by efficiency transfer, and a clear refusal when no table is built in.
 #include <string>
+#include <vector>
 
 #include "calibration/kernel_table.h"
 #include "common/error.h"
@@ -62,35 +63,35 @@ TEST_CASE("a cost_model that is neither a model name nor an existing file is ref
 
 TEST_CASE("a kernel table without vLLM's fused_moe pairs takes them from a table of the same architecture",
           "[tools]") {
-    // measured_params: the H100's table pairs fused_moe with the grouped GEMM; a Hopper table without pairs (the
-    // H200's until it is timed there) takes the H100's, and a transfer from it (MI300X, nearest in bandwidth to the
-    // H200) carries them along, as a transfer from the H100's table (A100) carries the H100's own.
-    const auto& tables = calibration::kernel_table_catalog();
+    // fused_pairs_lender over copies of the committed tables: the H200's with its pairs removed (as it was before its
+    // second lease) takes the H100's (sm_90, same vendor); a table that has its own takes none; a table measured on
+    // an sm_80 GPU finds no Ampere table with pairs and takes none; without any pairs in the list, none.
     const calibration::GpuSpec h100 = calibration::find_gpu("H100-SXM");
+    const calibration::GpuSpec h200 = calibration::find_gpu("H200");
     const calibration::KernelTable* h100_table = calibration::find_kernel_table(h100);
-    const calibration::KernelTable* h200_table = calibration::find_kernel_table(calibration::find_gpu("H200"));
-    if (tables.empty()) {
+    const calibration::KernelTable* h200_table = calibration::find_kernel_table(h200);
+    if (calibration::kernel_table_catalog().empty()) {
         return;  // a build without tables: the test above checks the refusal
     }
     REQUIRE(h100_table != nullptr);
     REQUIRE(h200_table != nullptr);
     REQUIRE_FALSE(h100_table->moe_vllm_fused.empty());
-    const auto params_of = [](const std::string& gpu) {
-        return measured_params(calibration::find_gpu(gpu), engine::RooflineParams{}, 8192);
-    };
-    CHECK(params_of("H100-SXM").fused_table == nullptr);
-    CHECK(params_of("A100-80GB").table == h100_table);
-    CHECK(params_of("A100-80GB").fused_table == nullptr);
-    const engine::MeasuredParams h200 = params_of("H200");
-    const engine::MeasuredParams mi300x = params_of("MI300X");
-    CHECK(mi300x.table == h200_table);
-    if (h200_table->moe_vllm_fused.empty()) {
-        CHECK(h200.fused_table == h100_table);
-        CHECK(h200.fused_table_gpu == "H100-SXM");
-        CHECK(mi300x.fused_table == h100_table);
-    } else {
-        CHECK(h200.fused_table == nullptr);
-        CHECK(mi300x.fused_table == nullptr);
+    calibration::KernelTable h200_bare = *h200_table;
+    h200_bare.moe_vllm_fused.clear();
+    const std::vector<calibration::KernelTable> tables = {h200_bare, *h100_table};
+    CHECK(fused_pairs_lender(tables[0], h200, tables) == &tables[1]);
+    CHECK(fused_pairs_lender(tables[1], h100, tables) == nullptr);
+    CHECK(fused_pairs_lender(tables[0], calibration::find_gpu("A100-80GB"), tables) == nullptr);
+    const std::vector<calibration::KernelTable> bare_only = {h200_bare};
+    CHECK(fused_pairs_lender(bare_only[0], h200, bare_only) == nullptr);
+    // Through measured_params with the committed tables, which both hold pairs: each GPU uses its table's own, and a
+    // transfer (A100 from the H100's, MI300X from the H200's) carries them.
+    for (const std::string gpu : {"H100-SXM", "H200", "A100-80GB", "MI300X"}) {
+        INFO(gpu);
+        const engine::MeasuredParams p =
+            measured_params(calibration::find_gpu(gpu), engine::RooflineParams{}, 8192);
+        CHECK_FALSE(p.table->moe_vllm_fused.empty());
+        CHECK(p.fused_table == nullptr);
     }
 }
 

@@ -144,6 +144,13 @@ void add_speculative_memory(cache::MemoryPlanRequest& request, const EngineSetti
                                                      const engine::RooflineParams& roofline,
                                                      std::int64_t max_num_batched_tokens);
 
+// The table among `tables` whose vLLM fused_moe pairs (`moe_vllm_fused`) complete `table`, measured on `table_gpu`,
+// when it has none of its own: one measured on a GPU of the same vendor and compute capability, the nearest in
+// memory bandwidth. Null when `table` has its own or none qualifies (MeasuredParams::fused_table).
+[[nodiscard]] const calibration::KernelTable* fused_pairs_lender(const calibration::KernelTable& table,
+                                                                 const calibration::GpuSpec& table_gpu,
+                                                                 const std::vector<calibration::KernelTable>& tables);
+
 [[nodiscard]] PreparedExperiment prepare_experiment(const ExperimentConfig& config);
 // The same with the replicas placed from topology GPU `first_gpu` on (a disaggregated pool's first_gpu).
 [[nodiscard]] PreparedExperiment prepare_experiment_at(const ExperimentConfig& config, int first_gpu);

@@ -315,6 +315,60 @@ std::string check_profile_matches(const calibration::HardwareProfile& profile, c
     return joined;
 }
 
+namespace {
+
+// The GPU a table was measured on: its `gpu` name in the catalog, else the catalog GPU the table is found for.
+calibration::GpuSpec measured_on(const calibration::KernelTable& t) {
+    try {
+        return calibration::find_gpu(t.gpu);
+    } catch (const ConfigError&) {
+        const auto& cat = calibration::gpu_catalog();
+        const auto it = std::find_if(cat.begin(), cat.end(), [&](const calibration::GpuSpec& g) {
+            return calibration::find_kernel_table(g) == &t;
+        });
+        if (it == cat.end()) {
+            throw ConfigError(fmt::format("{}: 'gpu': '{}' names no GPU of the catalog; allowed: {}", t.file, t.gpu,
+                                          calibration::gpu_names()));
+        }
+        return *it;
+    }
+}
+
+// How near a measured GPU is to `gpu`: same vendor first, then compute capability, then memory bandwidth (log).
+std::tuple<int, int, double> distance(const calibration::GpuSpec& measured, const calibration::GpuSpec& gpu) {
+    return {measured.vendor == gpu.vendor ? 0 : 1, std::abs(measured.compute_capability - gpu.compute_capability),
+            std::fabs(std::log(measured.memory_bandwidth_bytes_per_s / gpu.memory_bandwidth_bytes_per_s))};
+}
+
+}  // namespace
+
+const calibration::KernelTable* fused_pairs_lender(const calibration::KernelTable& table,
+                                                   const calibration::GpuSpec& table_gpu,
+                                                   const std::vector<calibration::KernelTable>& tables) {
+    // The pairs are one kernel's speed against another's on that GPU's SMs with the tiles vLLM ships for it: a GPU
+    // of the same vendor and compute capability runs the same kernels, so its pairs stand in; another architecture's
+    // do not (a transfer moves the completed table as a whole, as it moves the H100's own pairs to an A100).
+    if (!table.moe_vllm_fused.empty()) {
+        return nullptr;
+    }
+    const calibration::KernelTable* best = nullptr;
+    std::tuple<int, int, double> best_distance{};
+    for (const auto& t : tables) {
+        if (t.moe_vllm_fused.empty()) {
+            continue;
+        }
+        const calibration::GpuSpec measured = measured_on(t);
+        if (measured.vendor != table_gpu.vendor || measured.compute_capability != table_gpu.compute_capability) {
+            continue;
+        }
+        if (best == nullptr || distance(measured, table_gpu) < best_distance) {
+            best_distance = distance(measured, table_gpu);
+            best = &t;
+        }
+    }
+    return best;
+}
+
 engine::MeasuredParams measured_params(const calibration::GpuSpec& gpu, const engine::RooflineParams& roofline,
                                        std::int64_t max_num_batched_tokens) {
     // The GPU's own table, else the nearest measured GPU's (same vendor, then nearest compute capability, then
@@ -328,66 +382,25 @@ engine::MeasuredParams measured_params(const calibration::GpuSpec& gpu, const en
     m.roofline = roofline;
     m.target = calibration::KernelRoof::of(gpu);
     m.max_table_tokens = max_num_batched_tokens;
-    // The GPU each table was measured on.
-    const auto measured_on = [](const calibration::KernelTable& t) {
-        try {
-            return calibration::find_gpu(t.gpu);
-        } catch (const ConfigError&) {
-            const auto& cat = calibration::gpu_catalog();
-            const auto it = std::find_if(cat.begin(), cat.end(), [&](const calibration::GpuSpec& g) {
-                return calibration::find_kernel_table(g) == &t;
-            });
-            if (it == cat.end()) {
-                throw ConfigError(fmt::format("{}: 'gpu': '{}' names no GPU of the catalog; allowed: {}", t.file,
-                                              t.gpu, calibration::gpu_names()));
-            }
-            return *it;
-        }
-    };
-    const auto score = [&gpu](const calibration::GpuSpec& measured) {
-        return std::tuple<int, int, double>{
-            measured.vendor == gpu.vendor ? 0 : 1, std::abs(measured.compute_capability - gpu.compute_capability),
-            std::fabs(std::log(measured.memory_bandwidth_bytes_per_s / gpu.memory_bandwidth_bytes_per_s))};
-    };
-    const calibration::KernelTable* own = calibration::find_kernel_table(gpu);
     calibration::GpuSpec table_gpu = gpu;
-    if (own != nullptr) {
+    if (const calibration::KernelTable* own = calibration::find_kernel_table(gpu); own != nullptr) {
         m.table = own;
-        m.table_roof = m.target;
-        m.table_gpu = gpu.name;
     } else {
-        std::tuple<int, int, double> best_score{};
+        std::tuple<int, int, double> best_distance{};
         for (const auto& t : tables) {
             const calibration::GpuSpec measured = measured_on(t);
-            if (m.table == nullptr || score(measured) < best_score) {
-                best_score = score(measured);
+            if (m.table == nullptr || distance(measured, gpu) < best_distance) {
+                best_distance = distance(measured, gpu);
                 m.table = &t;
-                m.table_roof = calibration::KernelRoof::of(measured);
-                m.table_gpu = measured.name;
                 table_gpu = measured;
             }
         }
     }
-    // A table without vLLM's fused_moe pairs is completed with those of a table measured on the same architecture
-    // (vendor and compute capability: the same SMs, so the same kernel, with that GPU's shipped tiles), the nearest
-    // in memory bandwidth: the H200's table lacks them, the H100's has them. A transfer then moves the completed
-    // table as a whole, as it moves the H100's own pairs to an A100.
-    if (m.table->moe_vllm_fused.empty()) {
-        std::tuple<int, int, double> best_score{};
-        for (const auto& t : tables) {
-            if (t.moe_vllm_fused.empty()) {
-                continue;
-            }
-            const calibration::GpuSpec measured = measured_on(t);
-            if (measured.vendor != table_gpu.vendor || measured.compute_capability != table_gpu.compute_capability) {
-                continue;
-            }
-            if (m.fused_table == nullptr || score(measured) < best_score) {
-                best_score = score(measured);
-                m.fused_table = &t;
-                m.fused_table_gpu = measured.name;
-            }
-        }
+    m.table_roof = calibration::KernelRoof::of(table_gpu);
+    m.table_gpu = table_gpu.name;
+    m.fused_table = fused_pairs_lender(*m.table, table_gpu, tables);
+    if (m.fused_table != nullptr) {
+        m.fused_table_gpu = measured_on(*m.fused_table).name;
     }
     return m;
 }

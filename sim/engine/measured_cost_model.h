@@ -34,7 +34,7 @@ struct MeasuredParams {
     calibration::KernelRoof target;                   // the predicted GPU's datasheet
     std::string table_gpu;                            // the table GPU's catalog name
     // The table whose moe_vllm_fused pairs scale the routed experts when `table` has none: another GPU of the same
-    // architecture (tools/app measured_params); null = `table`'s own pairs, if any.
+    // architecture (tools/app/experiment.h fused_pairs_lender); null = `table`'s own pairs, if any.
     const calibration::KernelTable* fused_table = nullptr;
     std::string fused_table_gpu;  // its catalog name
     // The per-token terms are tabled for 1..max(max_cudagraph_tokens, max_table_tokens) tokens (a pure function of

@@ -438,7 +438,7 @@ MeasuredCostModel::TokenDetail MeasuredCostModel::token_detail(std::int64_t toke
             // The table times torch's grouped GEMM pair; vLLM runs its fused_moe Triton kernel with the tiles it
             // ships (fused_moe.py try_get_optimal_moe_config), on an H100 8-13 % faster at 128 tokens and 15-19 %
             // slower at 16,384: the table's own paired timings of the two scale it (docs/COST-MODEL.md).
-            // A GPU whose own table has no pairs takes another Hopper table's (MeasuredParams::fused_table).
+            // A table without pairs takes those of a table of its architecture (MeasuredParams::fused_table).
             const double fused = g.fused != nullptr ? fused_lookup_.fused_over_grouped(*g.fused, s, m) : 1.0;
             d.moe_us += g.count * ep_scale * lookup_.moe_us(*g.experts, s, m) * fused;
         } else {

@@ -109,7 +109,8 @@ int cmd_inspect(const std::vector<std::string>& args) {
         run.overrides.insert(run.overrides.end(), flags.overrides.begin(), flags.overrides.end());
         const app::Scenario sc = app::load_scenario_text(run.text, "command line", run.overrides);
         const app::PreparedExperiment p = app::prepare_experiment(sc.experiments.at(0));
-        // A sequence longer than the server's max_model_len is one vLLM never runs (its frontend refuses it).
+        // A sequence longer than the server's max_model_len is one vLLM never runs: v1's
+        // Processor._validate_model_input refuses the prompt (as Replica's refused_as_too_long, sim/engine/replica.h).
         for (std::size_t i = 0; i < parts.size(); ++i) {
             const std::int64_t context = parts[i].cached + parts[i].chunk;
             if (context > p.plan.max_model_len) {
